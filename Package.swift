@@ -1,0 +1,71 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Settings every Swift target shares (see docs/ARCHITECTURE.md, "Code conventions").
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Waybill",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "WaybillClient", targets: ["WaybillClient"]),
+        .executable(name: "waybill", targets: ["waybill"]),
+    ],
+    targets: [
+        // C libraries from the system, each imported by exactly one Swift module.
+        .systemLibrary(
+            name: "CWebSockets", pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"]), .brew(["libwebsockets"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+
+        // Pure rules: no I/O, Foundation only.
+        .target(name: "WaybillDomain", swiftSettings: swiftSettings),
+        // Storage protocol and its SQLite implementation.
+        .target(name: "WaybillStorage", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        .target(
+            name: "WaybillSQLite", dependencies: ["WaybillStorage", "WaybillDomain", "CSQLite"],
+            swiftSettings: swiftSettings),
+        // Broker protocol and the in-process broker.
+        .target(name: "WaybillBroker", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        // HTTP + WebSocket over libwebsockets (server and client).
+        .target(name: "WaybillNetwork", dependencies: ["CWebSockets"], swiftSettings: swiftSettings),
+        // REST API, auth, hub, outbox relay, metrics: the server application.
+        .target(
+            name: "WaybillAPI",
+            dependencies: ["WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "CCrypto"],
+            resources: [.copy("Web")],
+            swiftSettings: swiftSettings),
+        // The driver client library (no server modules, no C).
+        .target(name: "WaybillClient", swiftSettings: swiftSettings),
+        // Test support with no server dependency: raw HTTP client, virtual clock, waiting helpers.
+        .target(name: "WaybillTesting", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "waybill",
+            dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillBroker", "WaybillNetwork", "WaybillStorage",
+                           "WaybillDomain", "WaybillClient"],
+            swiftSettings: swiftSettings),
+
+        .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillNetworkTests", dependencies: ["WaybillNetwork", "WaybillTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillAPITests",
+            dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
+                           "WaybillSQLite", "WaybillBroker"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),
+    ]
+)

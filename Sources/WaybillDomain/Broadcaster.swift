@@ -1,0 +1,64 @@
+public import Foundation
+
+/// What a write did to an order: the input of the broadcaster.
+public enum OrderChange: Sendable, Equatable {
+    case created(Order)
+    /// Title, notes, stages or documents changed.
+    case updated(before: Order, after: Order)
+    case statusChanged(before: Order, after: Order)
+    /// Assigned or reassigned.
+    case assigned(before: Order, after: Order)
+    case unassigned(before: Order, after: Order)
+    case deleted(Order)
+}
+
+/// The one place that decides which events an order write emits and who receives them (SPEC §3).
+///
+/// Pure: the caller appends the result to the outbox in the same transaction as the write.
+public enum Broadcaster {
+    /// The events for `change`, in the order they must be committed.
+    public static func events(for change: OrderChange, at now: Date) -> [OrderEvent] {
+        switch change {
+        case .created(let order):
+            return [event(.created, order, oldStatus: nil, to: groups(order, driver: order.driverID), now)]
+        case .updated(_, let after):
+            return [event(.updated, after, oldStatus: after.status, to: groups(after, driver: after.driverID), now)]
+        case .statusChanged(let before, let after):
+            return [
+                event(.statusChanged, after, oldStatus: before.status, to: groups(after, driver: after.driverID), now)
+            ]
+        case .assigned(let before, let after):
+            return assignmentEvents(before: before, after: after, now)
+        case .unassigned(let before, let after):
+            var unassigned = event(.unassigned, after, oldStatus: before.status, to: groups(after, driver: before.driverID), now)
+            unassigned.oldDriverID = before.driverID
+            return [unassigned]
+        case .deleted(let order):
+            return [event(.deleted, order, oldStatus: order.status, to: groups(order, driver: order.driverID), now)]
+        }
+    }
+
+    /// Reassignment A → B: the panel, the fleet and B get `order_assigned`; A gets `order_unassigned`.
+    private static func assignmentEvents(before: Order, after: Order, _ now: Date) -> [OrderEvent] {
+        var assigned = event(.assigned, after, oldStatus: before.status, to: groups(after, driver: after.driverID), now)
+        assigned.oldDriverID = before.driverID
+        guard let previous = before.driverID, previous != after.driverID else { return [assigned] }
+        var unassigned = event(.unassigned, after, oldStatus: before.status, to: [.driver(previous)], now)
+        unassigned.oldDriverID = previous
+        return [assigned, unassigned]
+    }
+
+    private static func groups(_ order: Order, driver: UserID?) -> [Group] {
+        var groups: [Group] = [.company(order.companyID), .fleet(order.companyID)]
+        if let driver { groups.append(.driver(driver)) }
+        return groups
+    }
+
+    private static func event(
+        _ type: OrderEventType, _ order: Order, oldStatus: OrderStatus?, to groups: [Group], _ now: Date
+    ) -> OrderEvent {
+        OrderEvent(
+            type: type, companyID: order.companyID, orderID: order.id ?? OrderID(0), number: order.number,
+            oldStatus: oldStatus, newStatus: order.status, driverID: order.driverID, changedAt: now, groups: groups)
+    }
+}

@@ -1,0 +1,75 @@
+public import Foundation
+
+/// The wire form of events (SPEC §3, §4): JSON text frames, encoded once per event.
+public enum EventFrame {
+    /// `{"type":"order_…","id":42,"order_id":42,…,"event_id":1234}` for a committed event.
+    public static func json(_ stored: StoredEvent) -> String {
+        let e = stored.event
+        var s = "{\"type\":\"\(e.type.rawValue)\",\"id\":\(e.orderID),\"order_id\":\(e.orderID)"
+        s += ",\"number\":" + quoted(e.number)
+        s += ",\"old_status\":" + (e.oldStatus.map { "\"\($0.rawValue)\"" } ?? "null")
+        s += ",\"new_status\":\"\(e.newStatus.rawValue)\""
+        s += ",\"driver_id\":" + (e.driverID.map { "\($0)" } ?? "null")
+        if e.type == .assigned || e.type == .unassigned {
+            s += ",\"old_driver_id\":" + (e.oldDriverID.map { "\($0)" } ?? "null")
+        }
+        s += ",\"changed_at\":\"\(Timestamp.string(e.changedAt))\",\"event_id\":\(stored.id)}"
+        return s
+    }
+
+    /// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230}`.
+    public static func connected(userID: UserID, groups: [Group], newest: EventID) -> String {
+        let names = groups.map { quoted($0.name) }.joined(separator: ",")
+        return "{\"type\":\"connected\",\"user_id\":\(userID),\"groups\":[\(names)],\"event_id\":\(newest)}"
+    }
+
+    public static let pong = "{\"type\":\"pong\"}"
+    public static let reset = "{\"type\":\"reset\"}"
+
+    /// A JSON string literal for `text`, escaped.
+    public static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "<": out += "\\u003c"  // safe to embed anywhere
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// ISO 8601 timestamps in UTC with milliseconds: `2026-11-30T10:15:00.123Z`.
+public enum Timestamp {
+    public static func string(_ date: Date) -> String {
+        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let seconds = millis / 1000, ms = Int(millis % 1000)
+        var t = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), ms)
+    }
+
+    /// Parses ISO 8601 with or without fractional seconds; `nil` if it is not a timestamp.
+    public static func parse(_ text: String) -> Date? {
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = withFraction.date(from: text) { return date }
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        return plain.date(from: text)
+    }
+}

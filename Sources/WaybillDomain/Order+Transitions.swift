@@ -1,0 +1,133 @@
+public import Foundation
+
+extension OrderStatus {
+    /// Whether no further status change is possible.
+    public var isFinal: Bool { self == .completed || self == .cancelled }
+
+    /// The moves `POST /status` may make (assign/unassign own `new ⇄ assigned`).
+    static let forwardMoves: [OrderStatus: OrderStatus] = [
+        .assigned: .accepted, .accepted: .inProgress, .inProgress: .completed,
+    ]
+}
+
+extension Order {
+    /// The order after `actor` moved it to `target` through `POST /status` (SPEC §1).
+    ///
+    /// `new ⇄ assigned` is not reachable here: it belongs to `assigning(_:by:at:)` and `unassigning(by:at:)`.
+    /// - Throws: `OrderRuleViolation`.
+    public func transitioned(
+        to target: OrderStatus, by actor: Actor, at now: Date
+    ) throws(OrderRuleViolation) -> Order {
+        if target == .cancelled {
+            guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+            guard !status.isFinal else { throw .invalidTransition(from: status, to: target) }
+        } else {
+            try requireDispatcherOrAssignedDriver(actor)
+            guard OrderStatus.forwardMoves[status] == target else {
+                throw .invalidTransition(from: status, to: target)
+            }
+        }
+        var next = self
+        next.status = target
+        return next.touched(at: now)
+    }
+
+    /// The order assigned to `driver` (new → assigned, or a reassignment while still assigned).
+    ///
+    /// Returns `nil` when the order already belongs to that driver: nothing changes, no event.
+    public func assigning(_ driver: UserID, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order? {
+        guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+        guard status == .new || status == .assigned else { throw .invalidTransition(from: status, to: .assigned) }
+        if driverID == driver && status == .assigned { return nil }
+        var next = self
+        next.driverID = driver
+        next.status = .assigned
+        return next.touched(at: now)
+    }
+
+    /// The order with its driver removed (assigned → new).
+    public func unassigning(by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
+        guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+        guard status == .assigned else { throw .invalidTransition(from: status, to: .new) }
+        var next = self
+        next.driverID = nil
+        next.status = .new
+        return next.touched(at: now)
+    }
+
+    /// The order with stage `stageID` marked done by its assigned driver.
+    public func completingStage(_ stageID: StageID, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
+        guard actor.role == .driver else { throw .roleNotAllowed(actor.role) }
+        guard driverID == actor.userID else { throw .notAssignedDriver }
+        guard !status.isFinal else { throw .orderClosed(status) }
+        guard let index = stages.firstIndex(where: { $0.id == stageID }) else { throw .stageNotFound(stageID) }
+        guard stages[index].completedAt == nil else { throw .stageAlreadyCompleted(stageID) }
+        var next = self
+        next.stages[index].completedAt = now
+        return next.touched(at: now)
+    }
+
+    /// The order with a document's metadata attached, by its assigned driver or a dispatcher.
+    public func attaching(_ document: Document, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
+        try requireDispatcherOrAssignedDriver(actor)
+        var next = self
+        next.documents.append(document)
+        return next.touched(at: now)
+    }
+
+    /// The order with the dispatcher's edits applied (title, notes, stages).
+    public func patched(_ patch: OrderPatch, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
+        guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+        var next = self
+        if let title = patch.title { next.title = title }
+        if let notes = patch.notes { next.notes = notes }
+        if let stages = patch.stages { next.stages = mergedStages(stages) }
+        return next.touched(at: now)
+    }
+
+    /// Whether `actor` may delete the order.
+    public func checkDeletable(by actor: Actor) throws(OrderRuleViolation) {
+        guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+    }
+
+    private func requireDispatcherOrAssignedDriver(_ actor: Actor) throws(OrderRuleViolation) {
+        if actor.isDispatcher { return }
+        guard driverID == actor.userID else { throw .notAssignedDriver }
+    }
+
+    /// Every change bumps `version` and `updatedAt`.
+    private func touched(at now: Date) -> Order {
+        var next = self
+        next.version += 1
+        next.updatedAt = now
+        return next
+    }
+
+    /// New stage list from a patch: a stage that names an existing id keeps its id and completion time.
+    private func mergedStages(_ incoming: [Stage]) -> [Stage] {
+        incoming.enumerated().map { index, stage in
+            var merged = stage
+            merged.position = index + 1
+            if let id = stage.id, let existing = stages.first(where: { $0.id == id }) {
+                merged.completedAt = existing.completedAt
+            } else {
+                merged.id = nil
+                merged.completedAt = nil
+            }
+            return merged
+        }
+    }
+}
+
+/// A dispatcher's edit of an order: `nil` fields stay as they are.
+public struct OrderPatch: Sendable, Equatable {
+    public var title: String?
+    public var notes: String?
+    /// The whole new route; stages not listed are removed.
+    public var stages: [Stage]?
+    public init(title: String? = nil, notes: String? = nil, stages: [Stage]? = nil) {
+        self.title = title
+        self.notes = notes
+        self.stages = stages
+    }
+}

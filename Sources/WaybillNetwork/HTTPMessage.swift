@@ -1,0 +1,88 @@
+import Foundation
+
+/// Header fields with case-insensitive names, in arrival order.
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init(_ fields: [(String, String)] = []) {
+        for (name, value) in fields { add(name, value) }
+    }
+
+    /// The first value of `name` (any case), or `nil`.
+    public subscript(_ name: String) -> String? {
+        let key = name.lowercased()
+        return fields.first { $0.name == key }?.value
+    }
+
+    /// Appends a field; the name is stored lower-cased.
+    public mutating func add(_ name: String, _ value: String) { fields.append((name.lowercased(), value)) }
+
+    /// Replaces every field named `name` with one field.
+    public mutating func set(_ name: String, _ value: String) {
+        let key = name.lowercased()
+        fields.removeAll { $0.name == key }
+        fields.append((key, value))
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+}
+
+/// One HTTP request as the application sees it: lws and its callbacks stay inside `WaybillNetwork`.
+public struct HTTPRequest: Sendable {
+    /// Upper-case method: `GET`, `POST`, `PATCH`, `DELETE`, …
+    public var method: String
+    /// The path without the query string, e.g. `/api/orders/42/`.
+    public var path: String
+    /// Query arguments, URL-decoded, in order.
+    public var query: [(name: String, value: String)]
+    /// The request headers the server reads (see `HTTPServer` docs for the list).
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// Peer address, for logs.
+    public var remoteAddress: String
+
+    public init(
+        method: String, path: String, query: [(name: String, value: String)] = [], headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = [], remoteAddress: String = ""
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+
+    /// The first value of query argument `name`.
+    public func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
+}
+
+/// One HTTP response. The server adds `Content-Length` and `Connection` itself.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON error in the SPEC's shape: `{"error": code, "message": message}`.
+    public static func jsonError(status: Int, code: String, message: String) -> HTTPResponse {
+        let payload = ["error": code, "message": message]
+        let body = (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
+        return HTTPResponse(
+            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(body))
+    }
+}
+
+/// Answers HTTP requests. Called on Swift tasks, never on the service thread, so it may await the store.
+public protocol HTTPResponder: Sendable {
+    func respond(to request: HTTPRequest) async -> HTTPResponse
+}

@@ -1,0 +1,121 @@
+public import Foundation
+public import WaybillDomain
+
+/// The system of record: companies, users, credentials, orders and the event outbox.
+///
+/// Nobody holds a connection. `read` and `write` run a synchronous closure on the store's own
+/// thread(s) and resume the caller when it returns, so a transaction cannot outlive the call and
+/// never contains an `await`. Blocking C calls never run on Swift's cooperative pool.
+///
+/// Implementations: `SQLiteOrderStore` (embedded default). The protocol assumes nothing
+/// SQLite-specific, so a PostgreSQL store can follow without changing callers.
+public protocol OrderStore: Sendable {
+    /// Runs `body` in a read-only snapshot (concurrent with other reads and with the writer).
+    /// - Throws: `StoreError`, or whatever `body` throws.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T
+
+    /// Runs `body` in one transaction and commits if it returns; rolls back if it throws.
+    ///
+    /// The order row and its outbox records commit together or not at all. `body` must not block
+    /// on anything but the store: no network, no `await`.
+    /// - Throws: `StoreError`, or whatever `body` throws.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T
+
+    /// Closes every connection. Later calls throw `StoreError.unavailable`.
+    func close()
+}
+
+/// What a read transaction can see.
+public protocol StoreReader {
+    // MARK: Companies and users
+    func company(_ id: CompanyID) throws -> Company?
+    func user(_ id: UserID) throws -> User?
+    /// The user with this email (case-insensitive), with the stored password hash.
+    func credentials(email: String) throws -> (user: User, passwordHash: String)?
+    /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`.
+    func user(tokenHash: [UInt8], now: Date) throws -> User?
+    /// The drivers of a company, by id.
+    func drivers(in company: CompanyID) throws -> [User]
+
+    // MARK: Orders
+    /// Summary rows of a company's orders, newest first (`id` descending); only `driver`'s if given.
+    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary]
+    /// The full order (stages by position, documents by id) if it belongs to `company`.
+    func order(_ id: OrderID, in company: CompanyID) throws -> Order?
+
+    // MARK: Outbox
+    /// Committed events of `group` with an id greater than `after`, ascending, at most `limit`.
+    func events(of group: Group, after: EventID, limit: Int) throws -> [StoredEvent]
+    /// Committed events of any group with an id greater than `after`, ascending, at most `limit` (the relay's read).
+    func events(after: EventID, limit: Int) throws -> [StoredEvent]
+    /// The newest committed event id (`.zero` when there is none).
+    func newestEventID() throws -> EventID
+    /// Events with an id up to and including this one were pruned: resuming from before it needs a reset.
+    func prunedThrough() throws -> EventID
+    /// The relay's cursor: every event up to it was handed to the broker.
+    func relayedThrough() throws -> EventID
+    /// When the oldest event not yet relayed was committed; `nil` if none is waiting.
+    func oldestUnrelayedEventTime() throws -> Date?
+}
+
+/// What a write transaction can do, on top of reading.
+public protocol StoreWriter: StoreReader {
+    // MARK: Companies and users
+    func insertCompany(name: String) throws -> Company
+    /// - Throws: `StoreError.conflict` when the email is taken.
+    func insertUser(companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String) throws -> User
+    /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire.
+    func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
+    /// Revokes every token of `user` (they stop authenticating at once).
+    func revokeTokens(of user: UserID) throws
+    /// Stores a WebSocket ticket by its SHA-256 only.
+    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws
+    /// Deletes the ticket and returns its user if it existed and had not expired: single use.
+    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID?
+
+    // MARK: Orders
+    /// The next per-company sequence number for orders of that year and month (1, 2, …).
+    func nextOrderSequence(company: CompanyID, year: Int, month: Int) throws -> Int
+    /// Inserts a new order (its `id` and stage/document ids must be `nil`); returns it with ids.
+    /// - Throws: `StoreError.conflict` when the number is taken in that company.
+    func insertOrder(_ order: Order) throws -> Order
+    /// Saves every field of an existing order. Stages are synced: listed ones with an id are
+    /// updated, ones without are inserted, unlisted ones deleted; new documents (id `nil`) are inserted.
+    /// Returns the order as stored, with all ids.
+    /// - Throws: `StoreError.notFound` if it does not exist.
+    func updateOrder(_ order: Order) throws -> Order
+    /// Deletes the order with its stages and documents.
+    func deleteOrder(_ id: OrderID, in company: CompanyID) throws
+
+    // MARK: Outbox
+    /// Appends events in this transaction, giving each the next event id.
+    ///
+    /// Ids are strictly increasing in commit order on every backend (see docs/ARCHITECTURE.md,
+    /// "Event ids"): a writer takes its ids as the last step before commit.
+    func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent]
+    /// Moves the relay cursor forward (never back).
+    func markRelayed(through: EventID) throws
+    /// Deletes relayed events committed before `cutoff`; returns how many went. Resumes from
+    /// before the pruned range get a reset afterwards.
+    func pruneEvents(committedBefore cutoff: Date) throws -> Int
+}
+
+/// Storage failures in the store's own words; backends translate their C codes into these.
+public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
+    case notFound
+    /// A uniqueness rule was broken (e.g. email or order number taken).
+    case conflict(String)
+    /// The store cannot be reached or is closed.
+    case unavailable(String)
+    /// Anything else the backend reported: code and message, never bound values.
+    case failure(code: Int32, message: String)
+
+    public var description: String {
+        switch self {
+        case .notFound: "not found"
+        case .conflict(let what): "conflict: \(what)"
+        case .unavailable(let why): "store unavailable: \(why)"
+        case .failure(let code, let message): "store failure \(code): \(message)"
+        }
+    }
+}
