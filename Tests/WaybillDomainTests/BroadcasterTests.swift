@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+import WaybillDomain
+
+struct BroadcasterTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000.123)
+
+    func order(status: OrderStatus, driver: UserID?) -> Order {
+        Order(id: 42, companyID: 3, number: "2026/11/0042", status: status, driverID: driver, title: "t",
+              createdAt: now, updatedAt: now)
+    }
+
+    @Test func createdWithoutDriverGoesToPanelAndFleetOnly() {
+        let events = Broadcaster.events(for: .created(order(status: .new, driver: nil)), at: now)
+        #expect(events.map(\.type) == [.created])
+        #expect(events[0].groups == [.company(3), .fleet(3)])
+    }
+
+    @Test func statusChangeReachesTheAssignedDriver() {
+        let before = order(status: .assigned, driver: 7), after = order(status: .accepted, driver: 7)
+        let events = Broadcaster.events(for: .statusChanged(before: before, after: after), at: now)
+        #expect(events.count == 1)
+        #expect(events[0].type == .statusChanged)
+        #expect(events[0].oldStatus == .assigned && events[0].newStatus == .accepted)
+        #expect(events[0].groups == [.company(3), .fleet(3), .driver(7)])
+    }
+
+    @Test func reassignmentTellsTheOldDriverUnassignedAndTheNewOneAssigned() {
+        let before = order(status: .assigned, driver: 7), after = order(status: .assigned, driver: 8)
+        let events = Broadcaster.events(for: .assigned(before: before, after: after), at: now)
+        #expect(events.map(\.type) == [.assigned, .unassigned])
+        #expect(events[0].groups == [.company(3), .fleet(3), .driver(8)])
+        #expect(events[1].groups == [.driver(7)])
+        #expect(events.allSatisfy { $0.oldDriverID == 7 && $0.driverID == 8 })
+    }
+
+    @Test func unassignReachesTheDriverWhoLostTheOrder() {
+        let before = order(status: .assigned, driver: 7), after = order(status: .new, driver: nil)
+        let events = Broadcaster.events(for: .unassigned(before: before, after: after), at: now)
+        #expect(events.map(\.type) == [.unassigned])
+        #expect(events[0].groups == [.company(3), .fleet(3), .driver(7)])
+        #expect(events[0].newStatus == .new && events[0].oldStatus == .assigned)
+    }
+
+    @Test func deleteReachesTheAssignedDriver() {
+        let events = Broadcaster.events(for: .deleted(order(status: .accepted, driver: 7)), at: now)
+        #expect(events.map(\.type) == [.deleted])
+        #expect(events[0].groups.contains(.driver(7)))
+    }
+
+    @Test func frameHasEveryFieldOfTheSpec() throws {
+        let before = order(status: .assigned, driver: 7), after = order(status: .accepted, driver: 7)
+        let event = Broadcaster.events(for: .statusChanged(before: before, after: after), at: now)[0]
+        let json = EventFrame.json(StoredEvent(id: 1234, event: event))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(object["type"] as? String == "order_status_changed")
+        #expect(object["id"] as? Int == 42 && object["order_id"] as? Int == 42)
+        #expect(object["number"] as? String == "2026/11/0042")
+        #expect(object["old_status"] as? String == "assigned" && object["new_status"] as? String == "accepted")
+        #expect(object["driver_id"] as? Int == 7)
+        #expect(object["changed_at"] as? String == "2027-01-15T08:00:00.123Z")
+        #expect(object["event_id"] as? Int == 1234)
+    }
+
+    @Test func groupNamesRoundTrip() {
+        for group in [Group.company(1), .fleet(2), .driver(3)] { #expect(Group(name: group.name) == group) }
+        #expect(Group(name: "driver_x") == nil)
+        #expect(Group(name: "pilot_1") == nil)
+    }
+
+    @Test func quotedEscapesControlAndMarkup() {
+        #expect(EventFrame.quoted("a\"b\\c\n<") == "\"a\\\"b\\\\c\\n\\u003c\"")
+    }
+}
