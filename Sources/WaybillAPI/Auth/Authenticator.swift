@@ -1,0 +1,82 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Logins, bearer tokens and single-use WebSocket tickets. Only SHA-256 hashes of secrets are stored.
+final class Authenticator: Sendable {
+    private let store: any OrderStore
+    private let clock: any WallClock
+    private let hasher: PasswordHasher
+    private let throttle: LoginThrottle
+    /// Tickets are short-lived: SPEC §2 allows at most 60 s.
+    let ticketLifetime: TimeInterval
+
+    init(store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, ticketLifetime: TimeInterval = 30) {
+        self.store = store
+        self.clock = clock
+        self.hasher = hasher
+        self.ticketLifetime = min(ticketLifetime, 60)
+        self.throttle = LoginThrottle(clock: clock)
+    }
+
+    /// A new API token for the user with these credentials.
+    /// - Throws: 401 `invalid_credentials` (same answer and time for unknown email and wrong password),
+    ///   429 `rate_limited` after too many failures for one email.
+    func login(email: String, password: String) async throws -> (token: Secret, user: User) {
+        let key = email.lowercased()
+        guard throttle.allows(key) else {
+            throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
+        }
+        let found = try await store.read { tx in try tx.credentials(email: email) }
+        guard let found else {
+            await hasher.verifyNothing(password)
+            throttle.failed(key)
+            throw APIError(401, "invalid_credentials", "Wrong email or password.")
+        }
+        guard await hasher.verify(password, against: found.passwordHash) else {
+            throttle.failed(key)
+            throw APIError(401, "invalid_credentials", "Wrong email or password.")
+        }
+        let token = Secret.generate(), now = clock.now()
+        try await store.write { tx in try tx.insertToken(hash: token.hash, for: found.user.id, createdAt: now, expiresAt: nil) }
+        return (token, found.user)
+    }
+
+    /// The user of `Authorization: Bearer <token>`. - Throws: 401.
+    func user(forAuthorization header: String?) async throws -> User {
+        guard let header, header.count > 7, header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthenticated }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        guard let user = try await user(forToken: token) else {
+            throw APIError(401, "not_authenticated", "The token is invalid, expired or revoked.")
+        }
+        return user
+    }
+
+    func user(forToken token: String) async throws -> User? {
+        guard !token.isEmpty, token.count <= 256 else { return nil }
+        let hash = Secret(token).hash, now = clock.now()
+        return try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
+    }
+
+    /// Revokes every token of `user` (logout everywhere).
+    func revokeTokens(of user: UserID) async throws {
+        try await store.write { tx in try tx.revokeTokens(of: user) }
+    }
+
+    /// A single-use WebSocket ticket for `user`, valid `ticketLifetime` seconds.
+    func issueTicket(for user: UserID) async throws -> (ticket: Secret, expiresIn: Int) {
+        let ticket = Secret.generate(), expires = clock.now().addingTimeInterval(ticketLifetime)
+        try await store.write { tx in try tx.insertTicket(hash: ticket.hash, for: user, expiresAt: expires) }
+        return (ticket, Int(ticketLifetime))
+    }
+
+    /// The user of a ticket, consuming it: a second use, or a use after expiry, finds nobody.
+    func redeemTicket(_ ticket: String) async throws -> User? {
+        guard !ticket.isEmpty, ticket.count <= 256 else { return nil }
+        let hash = Secret(ticket).hash, now = clock.now()
+        return try await store.write { tx in
+            guard let id = try tx.consumeTicket(hash: hash, now: now) else { return nil }
+            return try tx.user(id)
+        }
+    }
+}

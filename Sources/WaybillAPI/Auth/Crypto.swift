@@ -1,0 +1,54 @@
+import CCrypto
+import Foundation
+
+/// The few libcrypto primitives Waybill needs: randomness, SHA-256, PBKDF2, constant-time compare.
+enum Crypto {
+    /// `count` bytes from OpenSSL's CSPRNG.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let ok = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        precondition(ok == 1, "RAND_bytes failed: no secure randomness available")
+        return bytes
+    }
+
+    static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        let input = Array(bytes)
+        input.withUnsafeBufferPointer { inBuf in
+            digest.withUnsafeMutableBufferPointer { out in _ = SHA256(inBuf.baseAddress, input.count, out.baseAddress) }
+        }
+        return digest
+    }
+
+    static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+
+    /// PBKDF2-HMAC-SHA256 of `password` with `salt`: slow on purpose (see `PasswordHasher`).
+    static func pbkdf2(password: String, salt: [UInt8], iterations: Int, length: Int = 32) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: length)
+        let pass = Array(password.utf8).map { CChar(bitPattern: $0) } + [0]  // never empty: safe base address
+        let ok = pass.withUnsafeBufferPointer { p in
+            salt.withUnsafeBufferPointer { s in
+                out.withUnsafeMutableBufferPointer { o in
+                    PKCS5_PBKDF2_HMAC(
+                        p.baseAddress, Int32(pass.count - 1), s.baseAddress, Int32(salt.count), Int32(iterations),
+                        EVP_sha256(), Int32(length), o.baseAddress)
+                }
+            }
+        }
+        precondition(ok == 1, "PKCS5_PBKDF2_HMAC failed")
+        return out
+    }
+
+    /// Compares without an early exit, so timing does not reveal where two secrets differ.
+    static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 } }
+    }
+
+    /// URL-safe base64 without padding: tokens and tickets travel in headers and query strings.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

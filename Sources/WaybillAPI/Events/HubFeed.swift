@@ -1,0 +1,34 @@
+import WaybillBroker
+import WaybillDomain
+import WaybillNetwork
+
+/// Moves events from a broker subscription to the hub: frames are encoded here, once per event and
+/// off the service thread, then handed over in one `execute` per batch.
+final class HubFeed: Sendable {
+    private let broker: any Broker
+    private let hub: Hub
+    private let logger: Logger
+
+    init(broker: any Broker, hub: Hub, logger: Logger) {
+        self.broker = broker
+        self.hub = hub
+        self.logger = logger
+    }
+
+    /// Feeds until cancelled. When a subscription ends (broker lost), every socket is closed with
+    /// 1012 so clients resume from the outbox, and a new subscription starts.
+    func run(first subscription: AsyncStream<[StoredEvent]>) async {
+        let hub = self.hub
+        var subscription = subscription
+        while !Task.isCancelled {
+            for await batch in subscription {
+                let framed = batch.map { ($0, OutboundFrame(text: EventFrame.json($0))) }
+                hub.execute { io in hub.deliver(framed, io: io) }
+            }
+            guard !Task.isCancelled else { return }
+            logger.warning("broker subscription lost; closing sockets so clients resume")
+            hub.execute { io in hub.closeAll(code: 1012, reason: "service restart", io: io) }
+            subscription = broker.subscribe()
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Synchronization
+import WaybillBroker
+import WaybillDomain
+import WaybillStorage
+
+/// Hands committed outbox events to the broker, in `event_id` order, after their transaction committed.
+///
+/// Writes never wait for it: `notify()` only sets a flag. If the broker fails or stalls (each
+/// publish is bounded by `publishTimeout`), the events stay in the outbox and the relay retries with
+/// backoff from the same cursor, so they go out in order once the broker is back. The cursor is
+/// persisted (`markRelayed`) so a restart continues where it stopped.
+final class OutboxRelay: Sendable {
+    struct Configuration: Sendable {
+        var publishTimeout: Duration = .seconds(2)
+        /// Safety net: also look for events committed by other processes on the same store.
+        var pollInterval: Duration = .seconds(1)
+        var batchSize = 512
+        var maxBackoff: Duration = .seconds(5)
+    }
+
+    private let store: any OrderStore
+    private let broker: any Broker
+    private let metrics: Metrics
+    private let logger: Logger
+    private let configuration: Configuration
+    private let clock: any Clock<Duration>
+    private let wake = WakeSignal()
+
+    init(
+        store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
+        configuration: Configuration = Configuration(), clock: any Clock<Duration> = ContinuousClock()
+    ) {
+        self.store = store
+        self.broker = broker
+        self.metrics = metrics
+        self.logger = logger
+        self.configuration = configuration
+        self.clock = clock
+    }
+
+    /// Called after each commit. Any thread; never blocks.
+    func notify() { wake.signal() }
+
+    /// Relays until the task is cancelled.
+    func run() async {
+        var cursor = await initialCursor()
+        var persisted = cursor
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                cursor = try await relayAvailable(after: cursor)
+                failures = 0
+                if cursor != persisted {
+                    try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
+                    persisted = cursor
+                }
+                await wake.wait(timeout: configuration.pollInterval, clock: clock)
+            } catch {
+                failures += 1
+                metrics.relayFailed()
+                logger.warning("relay failed; events stay in the outbox", ["error": "\(error)", "attempt": "\(failures)"])
+                try? await clock.sleep(for: backoff(failures))
+            }
+        }
+    }
+
+    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor.
+    private func relayAvailable(after cursor: EventID) async throws -> EventID {
+        var cursor = cursor
+        while !Task.isCancelled {
+            let after = cursor, limit = configuration.batchSize
+            let events = try await store.read { tx in try tx.events(after: after, limit: limit) }
+            guard let last = events.last else { break }
+            try await publishBounded(events)
+            metrics.eventsRelayed(events.count)
+            cursor = last.id
+            if events.count < limit { break }
+        }
+        return cursor
+    }
+
+    /// `broker.publish`, abandoned after `publishTimeout` so a stalled broker cannot hold the relay.
+    /// A publish that finishes after its timeout may deliver twice; the hub drops ids it already sent.
+    private func publishBounded(_ events: [StoredEvent]) async throws {
+        let broker = self.broker, timeout = configuration.publishTimeout, clock = self.clock
+        let outcome = Mutex<CheckedContinuation<Void, any Error>?>(nil)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            outcome.withLock { $0 = continuation }
+            let finish: @Sendable (Result<Void, any Error>) -> Void = { result in
+                outcome.withLock { $0.take() }?.resume(with: result)
+            }
+            let publishing = Task { finish(await Result { try await broker.publish(events) }) }
+            Task {
+                try? await clock.sleep(for: timeout)
+                publishing.cancel()
+                finish(.failure(BrokerError("publish timed out")))
+            }
+        }
+    }
+
+    private func initialCursor() async -> EventID {
+        while !Task.isCancelled {
+            if let cursor = try? await store.read({ tx in try tx.relayedThrough() }) { return cursor }
+            try? await clock.sleep(for: .milliseconds(500))
+        }
+        return .zero
+    }
+
+    private func backoff(_ failures: Int) -> Duration {
+        let millis = min(100 << min(failures, 10), Int(configuration.maxBackoff.components.seconds * 1000))
+        return .milliseconds(millis)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(_ body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import WaybillNetwork
+
+/// Turns requests into responses: route, run the handler, map errors, add headers, log, count.
+struct APIResponder: HTTPResponder {
+    let router: Router
+    let authenticator: Authenticator
+    let metrics: Metrics
+    let logger: Logger
+
+    func respond(to request: HTTPRequest) async -> HTTPResponse {
+        let started = ContinuousClock.now
+        var routeLabel = "unmatched"
+        var userID = "-"
+        var response: HTTPResponse
+        switch router.match(method: request.method, path: request.path) {
+        case .found(let route, let parameters):
+            routeLabel = route.pattern
+            let context = RequestContext(parameters: parameters, request: request, authenticator: authenticator)
+            do {
+                response = try await route.handler(request, context)
+            } catch {
+                response = failure(error, request)
+            }
+            userID = context.loggedUserID
+        case .methodNotAllowed(let allowed):
+            response = JSONCoding.error(APIError(405, "method_not_allowed", "Use \(allowed.joined(separator: ", ")) here."))
+            response.headers.set("Allow", allowed.joined(separator: ", "))
+        case .notFound:
+            response = JSONCoding.error(APIError(404, "not_found", "No such route."))
+        }
+        if request.method == "HEAD" { response.body = [] }
+        Self.addCommonHeaders(&response)
+        let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+            + Double((ContinuousClock.now - started).components.seconds)
+        metrics.recordRequest(route: routeLabel, status: response.status, seconds: seconds)
+        logger.info("request", [
+            "method": request.method, "path": Redaction.redactedTarget(path: request.path, query: request.query),
+            "status": "\(response.status)", "duration_ms": String(format: "%.2f", seconds * 1000), "user_id": userID,
+        ])
+        return response
+    }
+
+    private func failure(_ error: any Error, _ request: HTTPRequest) -> HTTPResponse {
+        let api = APIError(error)
+        if api.isServerFault {
+            logger.error("request failed", ["path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)"])
+        }
+        return JSONCoding.error(api)
+    }
+
+    private static func addCommonHeaders(_ response: inout HTTPResponse) {
+        response.headers.set("X-Content-Type-Options", "nosniff")
+        if response.headers["cache-control"] == nil { response.headers.set("Cache-Control", "no-cache, private") }
+        if response.headers["content-security-policy"] == nil {
+            response.headers.set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+        }
+    }
+}

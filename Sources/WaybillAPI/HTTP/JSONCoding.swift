@@ -1,0 +1,32 @@
+import Foundation
+import WaybillDomain
+import WaybillNetwork
+
+/// JSON in and out, with the SPEC's conventions: snake_case keys, ISO 8601 UTC milliseconds, explicit nulls.
+enum JSONCoding {
+    static func decode<T: Decodable>(_ type: T.Type, from request: HTTPRequest) throws -> T {
+        let decoder = JSONDecoder()
+        return try decoder.decode(T.self, from: Data(request.body.isEmpty ? Array("null".utf8) : request.body))
+    }
+
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Timestamp.string(date))
+        }
+        return encoder
+    }
+
+    /// A JSON response with `status` for any encodable value.
+    static func response<T: Encodable>(_ value: T, status: Int = 200, headers: HTTPHeaders = HTTPHeaders()) throws -> HTTPResponse {
+        var all = headers
+        all.set("Content-Type", "application/json")
+        return HTTPResponse(status: status, headers: all, body: Array(try encoder().encode(value)))
+    }
+
+    static func error(_ error: APIError) -> HTTPResponse {
+        HTTPResponse.jsonError(status: error.status, code: error.code, message: error.message)
+    }
+}

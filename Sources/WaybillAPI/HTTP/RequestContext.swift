@@ -1,0 +1,52 @@
+import Synchronization
+import WaybillDomain
+import WaybillNetwork
+
+/// Per-request state a handler may need: path parameters and the authenticated user.
+///
+/// `@unchecked Sendable`: one request task owns it; the user slot is a `Mutex` for the logger.
+final class RequestContext: @unchecked Sendable {
+    let parameters: [String: String]
+    private let authenticator: Authenticator
+    private let request: HTTPRequest
+    private let authenticated = Mutex<User?>(nil)
+
+    init(parameters: [String: String], request: HTTPRequest, authenticator: Authenticator) {
+        self.parameters = parameters
+        self.request = request
+        self.authenticator = authenticator
+    }
+
+    /// The user of the bearer token (any role, with or without company).
+    /// - Throws: 401 `APIError.unauthenticated`.
+    func requireUser() async throws -> User {
+        if let user = authenticated.withLock({ $0 }) { return user }
+        let user = try await authenticator.user(forAuthorization: request.headers["authorization"])
+        authenticated.withLock { $0 = user }
+        return user
+    }
+
+    /// The acting user with a company, as the domain rules see them.
+    /// - Throws: 401, or 403 `no_company`.
+    func requireActor() async throws -> Actor {
+        let user = try await requireUser()
+        guard let company = user.companyID else { throw APIError.noCompany }
+        return Actor(userID: user.id, companyID: company, role: user.role)
+    }
+
+    /// Like `requireActor`, for dispatcher-only routes. - Throws: 403 for drivers.
+    func requireDispatcher() async throws -> Actor {
+        let actor = try await requireActor()
+        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
+        return actor
+    }
+
+    /// A path parameter as a positive integer id. - Throws: 404 (a malformed id names nothing).
+    func id<ID: Identifier>(_ name: String, as type: ID.Type = ID.self) throws -> ID {
+        guard let text = parameters[name], let raw = Int64(text), raw > 0 else { throw APIError.notFound }
+        return ID(raw)
+    }
+
+    /// The user id for the request log line, if authentication happened.
+    var loggedUserID: String { authenticated.withLock { $0.map { "\($0.id)" } ?? "-" } }
+}

@@ -1,0 +1,56 @@
+import WaybillNetwork
+
+/// Matches `METHOD /path/{param}` patterns; trailing slashes are optional on both sides.
+struct Router: Sendable {
+    typealias Handler = @Sendable (HTTPRequest, RequestContext) async throws -> HTTPResponse
+
+    struct Route: Sendable {
+        var method: String
+        /// The pattern as written, e.g. `/api/orders/{id}/status`: also the metrics label.
+        var pattern: String
+        var segments: [Substring]
+        var handler: Handler
+    }
+
+    /// What a lookup found.
+    enum Match {
+        case found(Route, parameters: [String: String])
+        /// The path exists, but not for this method.
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    private(set) var routes: [Route] = []
+
+    mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
+        routes.append(Route(method: method, pattern: pattern, segments: Self.split(pattern), handler: handler))
+    }
+
+    func match(method: String, path: String) -> Match {
+        let parts = Self.split(path)
+        var allowed: [String] = []
+        for route in routes {
+            guard let parameters = Self.bind(route.segments, to: parts) else { continue }
+            if route.method == method || (method == "HEAD" && route.method == "GET") {
+                return .found(route, parameters: parameters)
+            }
+            allowed.append(route.method)
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+    }
+
+    private static func split(_ path: String) -> [Substring] { path.split(separator: "/") }
+
+    private static func bind(_ pattern: [Substring], to parts: [Substring]) -> [String: String]? {
+        guard pattern.count == parts.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (expected, actual) in zip(pattern, parts) {
+            if expected.first == "{" && expected.last == "}" {
+                parameters[String(expected.dropFirst().dropLast())] = String(actual)
+            } else if expected != actual {
+                return nil
+            }
+        }
+        return parameters
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Synchronization
+
+/// One structured line per event, in logfmt: `ts=… level=info msg="request" method=GET path=/api/orders/ …`.
+///
+/// Messages are constant text and data goes in fields, so a line never carries a secret that a
+/// field did not name. Paths must be passed through `Redaction.redactedTarget` first.
+public final class Logger: Sendable {
+    public enum Level: String, Sendable { case debug, info, warning, error }
+
+    private let sink: @Sendable (String) -> Void
+    private let minimum: Level
+
+    /// - Parameter sink: where lines go; stderr by default (tests capture them).
+    public init(minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
+        self.minimum = minimum
+        self.sink = sink ?? Logger.standardError
+    }
+
+    public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.info, message, fields) }
+    public func warning(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.warning, message, fields) }
+    public func error(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.error, message, fields) }
+
+    public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
+        guard Self.rank(level) >= Self.rank(minimum) else { return }
+        var line = "ts=\(Timestamp.now()) level=\(level.rawValue) msg=\(Self.quote(message))"
+        for (key, value) in fields { line += " \(key)=\(Self.quote(value))" }
+        sink(line)
+    }
+
+    private static func rank(_ level: Level) -> Int {
+        switch level {
+        case .debug: 0
+        case .info: 1
+        case .warning: 2
+        case .error: 3
+        }
+    }
+
+    static func quote(_ value: String) -> String {
+        let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }
+        guard needsQuotes else { return value }
+        let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+        return "\"\(escaped)\""
+    }
+
+    private static let stderrLock = Mutex(())
+    private static let standardError: @Sendable (String) -> Void = { line in
+        let bytes = Array((line + "\n").utf8)
+        stderrLock.withLock { _ in _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) } }
+    }
+}
+
+import WaybillDomain
+
+extension Timestamp {
+    static func now() -> String { string(Date()) }
+}

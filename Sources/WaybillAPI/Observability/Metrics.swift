@@ -1,0 +1,84 @@
+import Foundation
+import Synchronization
+
+/// Counters and gauges exported at `GET /metrics` in the Prometheus text format.
+///
+/// Labels are bounded sets chosen by the server (route pattern, status, group kind); never a user
+/// id, a path with ids, or a secret.
+public final class Metrics: Sendable {
+    private struct State {
+        var requests: [String: Int] = [:]  // "route|status" → count
+        var durationBuckets = [Int](repeating: 0, count: Metrics.bucketBounds.count)
+        var durationCount = 0
+        var durationSum = 0.0
+        var openSockets: [String: Int] = [:]  // group kind → count
+        var eventsCommitted = 0
+        var eventsRelayed = 0
+        var framesSent = 0
+        var slowConsumerCloses = 0
+        var resumes = 0
+        var resets = 0
+        var relayFailures = 0
+    }
+
+    static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func recordRequest(route: String, status: Int, seconds: Double) {
+        state.withLock { s in
+            s.requests["\(route)|\(status)", default: 0] += 1
+            for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }
+            s.durationCount += 1
+            s.durationSum += seconds
+        }
+    }
+
+    func socketOpened(kind: String) { state.withLock { $0.openSockets[kind, default: 0] += 1 } }
+    func socketClosed(kind: String) { state.withLock { $0.openSockets[kind, default: 0] -= 1 } }
+    func eventsCommitted(_ n: Int) { state.withLock { $0.eventsCommitted += n } }
+    func eventsRelayed(_ n: Int) { state.withLock { $0.eventsRelayed += n } }
+    func framesSent(_ n: Int) { state.withLock { $0.framesSent += n } }
+    func slowConsumerClosed() { state.withLock { $0.slowConsumerCloses += 1 } }
+    func resumed() { state.withLock { $0.resumes += 1 } }
+    func reset() { state.withLock { $0.resets += 1 } }
+    func relayFailed() { state.withLock { $0.relayFailures += 1 } }
+
+    /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time.
+    func render(outboxLagSeconds: Double) -> String {
+        let s = state.withLock { $0 }
+        var out = "# HELP waybill_http_requests_total HTTP requests by route pattern and status.\n"
+        out += "# TYPE waybill_http_requests_total counter\n"
+        for key in s.requests.keys.sorted() {
+            let parts = key.split(separator: "|", maxSplits: 1)
+            out += "waybill_http_requests_total{route=\"\(parts[0])\",status=\"\(parts[1])\"} \(s.requests[key]!)\n"
+        }
+        out += "# HELP waybill_http_request_duration_seconds Time from request to response.\n"
+        out += "# TYPE waybill_http_request_duration_seconds histogram\n"
+        for (i, bound) in Self.bucketBounds.enumerated() {
+            out += "waybill_http_request_duration_seconds_bucket{le=\"\(bound)\"} \(s.durationBuckets[i])\n"
+        }
+        out += "waybill_http_request_duration_seconds_bucket{le=\"+Inf\"} \(s.durationCount)\n"
+        out += "waybill_http_request_duration_seconds_sum \(s.durationSum)\n"
+        out += "waybill_http_request_duration_seconds_count \(s.durationCount)\n"
+        out += "# HELP waybill_websockets_open Open WebSockets by group kind.\n# TYPE waybill_websockets_open gauge\n"
+        for kind in ["company", "fleet", "driver", "pending"] {
+            out += "waybill_websockets_open{group=\"\(kind)\"} \(s.openSockets[kind] ?? 0)\n"
+        }
+        out += counter("waybill_events_committed_total", "Order events committed to the outbox.", s.eventsCommitted)
+        out += counter("waybill_events_relayed_total", "Events handed from the outbox to the broker.", s.eventsRelayed)
+        out += counter("waybill_event_frames_sent_total", "Event frames queued on sockets.", s.framesSent)
+        out += counter("waybill_relay_failures_total", "Failed or timed-out broker publishes.", s.relayFailures)
+        out += counter("waybill_slow_consumer_closes_total", "Sockets closed with 4008.", s.slowConsumerCloses)
+        out += counter("waybill_resumes_total", "Sockets that resumed with since.", s.resumes)
+        out += counter("waybill_resets_total", "Resumes answered with reset.", s.resets)
+        out += "# HELP waybill_outbox_lag_seconds Age of the oldest event not yet relayed (0 if none).\n"
+        out += "# TYPE waybill_outbox_lag_seconds gauge\nwaybill_outbox_lag_seconds \(outboxLagSeconds)\n"
+        return out
+    }
+
+    private func counter(_ name: String, _ help: String, _ value: Int) -> String {
+        "# HELP \(name) \(help)\n# TYPE \(name) counter\n\(name) \(value)\n"
+    }
+}

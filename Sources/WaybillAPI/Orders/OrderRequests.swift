@@ -1,0 +1,87 @@
+import Foundation
+import WaybillDomain
+
+/// `POST /api/orders/` body.
+struct CreateOrderRequest: Decodable {
+    var title: String
+    var notes: String?
+    var driverID: Int64?
+    var stages: [StageRequest]?
+    enum CodingKeys: String, CodingKey { case title, notes, stages, driverID = "driver_id" }
+}
+
+/// `PATCH /api/orders/{id}/` body: absent fields stay as they are.
+struct PatchOrderRequest: Decodable {
+    var title: String?
+    var notes: String?
+    var stages: [StageRequest]?
+}
+
+/// A stage in a create or patch body. `id` keeps an existing stage (and its completion).
+struct StageRequest: Decodable {
+    var id: Int64?
+    var kind: StageKind
+    var address: String
+    var plannedAt: String?
+    enum CodingKeys: String, CodingKey { case id, kind, address, plannedAt = "planned_at" }
+}
+
+struct StatusRequest: Decodable { var status: OrderStatus }
+
+struct AssignRequest: Decodable {
+    var driverID: Int64
+    enum CodingKeys: String, CodingKey { case driverID = "driver_id" }
+}
+
+struct DocumentRequest: Decodable {
+    var name: String
+    var kind: String
+}
+
+struct LoginRequest: Decodable {
+    var email: String
+    var password: String
+}
+
+/// Field rules that JSON types cannot express (422 `validation_error`).
+enum Validation {
+    static let maxTitle = 200, maxNotes = 10_000, maxStages = 100, maxAddress = 500, maxName = 200, maxKind = 50
+
+    static func title(_ raw: String) throws -> String {
+        let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !title.isEmpty else { throw ValidationError(field: "title", problem: "must not be empty") }
+        guard title.count <= maxTitle else { throw ValidationError(field: "title", problem: "at most \(maxTitle) characters") }
+        return title
+    }
+
+    static func notes(_ raw: String) throws -> String {
+        guard raw.count <= maxNotes else { throw ValidationError(field: "notes", problem: "at most \(maxNotes) characters") }
+        return raw
+    }
+
+    static func stages(_ raw: [StageRequest]) throws -> [Stage] {
+        guard raw.count <= maxStages else { throw ValidationError(field: "stages", problem: "at most \(maxStages) stages") }
+        return try raw.enumerated().map { index, stage in
+            let address = stage.address.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !address.isEmpty, address.count <= maxAddress else {
+                throw ValidationError(field: "stages.\(index).address", problem: "1 to \(maxAddress) characters")
+            }
+            var planned: Date?
+            if let text = stage.plannedAt {
+                guard let date = Timestamp.parse(text) else {
+                    throw ValidationError(field: "stages.\(index).planned_at", problem: "must be an ISO 8601 time")
+                }
+                planned = date
+            }
+            return Stage(id: stage.id.map(StageID.init), position: index + 1, kind: stage.kind, address: address, plannedAt: planned)
+        }
+    }
+
+    static func document(_ raw: DocumentRequest, at now: Date) throws -> Document {
+        let name = raw.name.trimmingCharacters(in: .whitespacesAndNewlines)
+        let kind = raw.kind.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !name.isEmpty, name.count <= maxName else { throw ValidationError(field: "name", problem: "1 to \(maxName) characters") }
+        guard !kind.isEmpty, kind.count <= maxKind else { throw ValidationError(field: "kind", problem: "1 to \(maxKind) characters") }
+        return Document(name: name, kind: kind, createdAt: now)
+    }
+}

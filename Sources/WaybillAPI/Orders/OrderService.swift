@@ -1,0 +1,156 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// The order use cases: request → domain rule → store (order + outbox in one transaction) → relay.
+///
+/// Every order write goes through `commit`, which asks the `Broadcaster` for the events and appends
+/// them in the same transaction; after commit the relay is poked. No other code emits order events.
+final class OrderService: Sendable {
+    private let store: any OrderStore
+    private let clock: any WallClock
+    private let committed: @Sendable ([StoredEvent]) -> Void
+
+    /// - Parameter committed: called after each commit with its events (pokes the relay; never blocks).
+    init(store: any OrderStore, clock: any WallClock, committed: @escaping @Sendable ([StoredEvent]) -> Void) {
+        self.store = store
+        self.clock = clock
+        self.committed = committed
+    }
+
+    // MARK: Reads
+
+    func list(for actor: Actor, status: OrderStatus?) async throws -> [OrderSummary] {
+        try await store.read { tx in
+            try tx.orderSummaries(in: actor.companyID, driver: actor.isDispatcher ? nil : actor.userID, status: status)
+        }
+    }
+
+    func detail(_ id: OrderID, for actor: Actor) async throws -> Order {
+        try await store.read { tx in try Self.visibleOrder(id, for: actor, in: tx) }
+    }
+
+    func drivers(for actor: Actor) async throws -> [User] {
+        try await store.read { tx in try tx.drivers(in: actor.companyID) }
+    }
+
+    // MARK: Writes
+
+    func create(_ request: CreateOrderRequest, by actor: Actor) async throws -> Order {
+        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
+        let title = try Validation.title(request.title)
+        let notes = try Validation.notes(request.notes ?? "")
+        let stages = try Validation.stages(request.stages ?? []).map { stage in
+            var fresh = stage
+            fresh.id = nil  // a new order has no existing stages to keep
+            return fresh
+        }
+        let driver = request.driverID.map(UserID.init)
+        return try await commit { tx, now in
+            if let driver { try Self.requireDriver(driver, of: actor, in: tx) }
+            let period = OrderNumber.period(of: now)
+            let sequence = try tx.nextOrderSequence(company: actor.companyID, year: period.year, month: period.month)
+            let order = Order(
+                companyID: actor.companyID, number: OrderNumber.format(year: period.year, month: period.month, sequence: sequence),
+                status: driver == nil ? .new : .assigned, driverID: driver, title: title, notes: notes, stages: stages,
+                createdAt: now, updatedAt: now)
+            let saved = try tx.insertOrder(order)
+            return (saved, .created(saved))
+        }
+    }
+
+    func patch(_ id: OrderID, _ request: PatchOrderRequest, by actor: Actor) async throws -> Order {
+        let patch = OrderPatch(
+            title: try request.title.map(Validation.title), notes: try request.notes.map(Validation.notes),
+            stages: try request.stages.map(Validation.stages))
+        return try await mutate(id, by: actor) { order, _, now in
+            (try order.patched(patch, by: actor, at: now), { .updated(before: $0, after: $1) })
+        }
+    }
+
+    func changeStatus(_ id: OrderID, to status: OrderStatus, by actor: Actor) async throws -> Order {
+        try await mutate(id, by: actor) { order, _, now in
+            (try order.transitioned(to: status, by: actor, at: now), { .statusChanged(before: $0, after: $1) })
+        }
+    }
+
+    func assign(_ id: OrderID, to driver: UserID, by actor: Actor) async throws -> Order {
+        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
+        return try await mutate(id, by: actor) { order, tx, now in
+            try Self.requireDriver(driver, of: actor, in: tx)
+            return (try order.assigning(driver, by: actor, at: now), { .assigned(before: $0, after: $1) })
+        }
+    }
+
+    func unassign(_ id: OrderID, by actor: Actor) async throws -> Order {
+        try await mutate(id, by: actor) { order, _, now in
+            (try order.unassigning(by: actor, at: now), { .unassigned(before: $0, after: $1) })
+        }
+    }
+
+    func completeStage(_ id: OrderID, stage: StageID, by actor: Actor) async throws -> Order {
+        try await mutate(id, by: actor) { order, _, now in
+            (try order.completingStage(stage, by: actor, at: now), { .updated(before: $0, after: $1) })
+        }
+    }
+
+    func attach(_ request: DocumentRequest, to id: OrderID, by actor: Actor) async throws -> Order {
+        let document = try Validation.document(request, at: clock.now())
+        return try await mutate(id, by: actor) { order, _, now in
+            (try order.attaching(document, by: actor, at: now), { .updated(before: $0, after: $1) })
+        }
+    }
+
+    func delete(_ id: OrderID, by actor: Actor) async throws {
+        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
+        _ = try await commit { tx, _ in
+            let order = try Self.visibleOrder(id, for: actor, in: tx)
+            try order.checkDeletable(by: actor)
+            try tx.deleteOrder(id, in: actor.companyID)
+            return (order, .deleted(order))
+        }
+    }
+
+    // MARK: The one write path
+
+    typealias Rule = @Sendable (Order, any StoreWriter, Date) throws -> (Order?, @Sendable (Order, Order) -> OrderChange)
+
+    /// Loads a visible order, applies `rule`, saves the result and its events. A `nil` order from
+    /// the rule means "nothing changes": no save, no event, the current order is returned.
+    private func mutate(_ id: OrderID, by actor: Actor, _ rule: @escaping Rule) async throws -> Order {
+        try await commit { tx, now in
+            let current = try Self.visibleOrder(id, for: actor, in: tx)
+            let (next, change) = try rule(current, tx, now)
+            guard let next else { return (current, nil) }
+            let saved = try tx.updateOrder(next)
+            return (saved, change(current, saved))
+        }
+    }
+
+    /// Runs `body` in one transaction, appends the broadcaster's events for its change, commits,
+    /// then reports the committed events.
+    private func commit(
+        _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
+    ) async throws -> Order {
+        let now = clock.now()
+        let (order, events) = try await store.write { tx in
+            let (order, change) = try body(tx, now)
+            guard let change else { return (order, [StoredEvent]()) }
+            // Last step before commit: ids are taken in commit order (docs/ARCHITECTURE.md, "Event ids").
+            return (order, try tx.appendEvents(Broadcaster.events(for: change, at: now)))
+        }
+        if !events.isEmpty { committed(events) }
+        return order
+    }
+
+    private static func visibleOrder(_ id: OrderID, for actor: Actor, in tx: any StoreReader) throws -> Order {
+        guard let order = try tx.order(id, in: actor.companyID), actor.canSee(order) else { throw StoreError.notFound }
+        return order
+    }
+
+    private static func requireDriver(_ id: UserID, of actor: Actor, in tx: any StoreReader) throws {
+        guard let user = try tx.user(id), user.companyID == actor.companyID, user.role == .driver else {
+            throw ValidationError(field: "driver_id", problem: "is not a driver of your company")
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+import WaybillNetwork
+import WaybillStorage
+
+/// `/readyz` (the store answers) and `/metrics` (with the outbox lag measured at scrape time).
+struct HealthChecks: Sendable {
+    let store: any OrderStore
+    let metrics: Metrics
+    let clock: any WallClock
+
+    func ready() async throws -> HTTPResponse {
+        do {
+            _ = try await store.read { tx in try tx.newestEventID() }
+            return try JSONCoding.response(["status": "ok"])
+        } catch {
+            return try JSONCoding.response(["status": "unavailable"], status: 503)
+        }
+    }
+
+    func metricsText() async -> HTTPResponse {
+        let oldest = try? await store.read { tx in try tx.oldestUnrelayedEventTime() }
+        let lag = (oldest ?? nil).map { max(0, clock.now().timeIntervalSince($0)) } ?? 0
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", "text/plain; version=0.0.4")
+        return HTTPResponse(status: 200, headers: headers, body: Array(metrics.render(outboxLagSeconds: lag).utf8))
+    }
+}

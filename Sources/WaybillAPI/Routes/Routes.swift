@@ -1,0 +1,117 @@
+import Foundation
+import WaybillDomain
+import WaybillNetwork
+import WaybillStorage
+
+/// The route table of SPEC §2, read like the spec. Handlers throw; `APIResponder` maps errors.
+struct Routes {
+    let orders: OrderService
+    let authenticator: Authenticator
+    let health: HealthChecks
+    let staticFiles: StaticFiles
+
+    func router() -> Router {
+        var r = Router()
+        let orders = self.orders, auth = self.authenticator, health = self.health, files = self.staticFiles
+
+        r.on("POST", "/api/auth/login") { request, _ in
+            let body = try JSONCoding.decode(LoginRequest.self, from: request)
+            let (token, user) = try await auth.login(email: body.email, password: body.password)
+            return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
+        }
+        r.on("POST", "/api/auth/logout") { _, context in
+            try await auth.revokeTokens(of: try await context.requireUser().id)
+            return HTTPResponse(status: 204)
+        }
+        r.on("GET", "/api/me") { _, context in try JSONCoding.response(UserJSON(user: try await context.requireUser())) }
+        r.on("POST", "/api/ws-ticket") { _, context in
+            let (ticket, expiresIn) = try await auth.issueTicket(for: try await context.requireUser().id)
+            return try JSONCoding.response(TicketResponse(ticket: ticket.value, expiresIn: expiresIn))
+        }
+        r.on("GET", "/api/drivers") { _, context in
+            let drivers = try await orders.drivers(for: try await context.requireDispatcher())
+            return try JSONCoding.response(drivers.map(UserJSON.init))
+        }
+        r.on("GET", "/api/orders") { request, context in
+            let actor = try await context.requireActor()
+            let status = try request.queryValue("status").map(Self.status)
+            let rows = try await orders.list(for: actor, status: status)
+            return try Conditional.response(rows.map(OrderSummaryJSON.init), for: request)
+        }
+        r.on("POST", "/api/orders") { request, context in
+            let actor = try await context.requireActor()
+            let body = try JSONCoding.decode(CreateOrderRequest.self, from: request)
+            return try JSONCoding.response(OrderDetailJSON(order: try await orders.create(body, by: actor)), status: 201)
+        }
+        r.on("GET", "/api/orders/{id}") { request, context in
+            let order = try await orders.detail(try context.id("id"), for: try await context.requireActor())
+            return try Conditional.response(OrderDetailJSON(order: order), for: request, etag: Conditional.etag(order))
+        }
+        r.on("PATCH", "/api/orders/{id}") { request, context in
+            let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
+            let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
+            return try Self.detail(try await orders.patch(id, body, by: actor))
+        }
+        r.on("DELETE", "/api/orders/{id}") { _, context in
+            try await orders.delete(try context.id("id"), by: try await context.requireActor())
+            return HTTPResponse(status: 204)
+        }
+        r.on("POST", "/api/orders/{id}/status") { request, context in
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let body = try JSONCoding.decode(StatusRequest.self, from: request)
+            return try Self.detail(try await orders.changeStatus(id, to: body.status, by: actor))
+        }
+        r.on("POST", "/api/orders/{id}/assign") { request, context in
+            let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
+            let body = try JSONCoding.decode(AssignRequest.self, from: request)
+            return try Self.detail(try await orders.assign(id, to: UserID(body.driverID), by: actor))
+        }
+        r.on("POST", "/api/orders/{id}/unassign") { _, context in
+            let actor = try await context.requireDispatcher()
+            return try Self.detail(try await orders.unassign(try context.id("id"), by: actor))
+        }
+        r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { _, context in
+            let actor = try await context.requireActor()
+            let order = try await orders.completeStage(try context.id("id"), stage: try context.id("sid"), by: actor)
+            return try Self.detail(order)
+        }
+        r.on("POST", "/api/orders/{id}/documents") { request, context in
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let body = try JSONCoding.decode(DocumentRequest.self, from: request)
+            return try JSONCoding.response(OrderDetailJSON(order: try await orders.attach(body, to: id, by: actor)), status: 201)
+        }
+        r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
+        r.on("GET", "/readyz") { _, _ in try await health.ready() }
+        r.on("GET", "/metrics") { _, _ in await health.metricsText() }
+        r.on("GET", "/") { request, _ in files.response(for: "index.html", request: request) }
+        r.on("GET", "/assets/{name}") { request, context in
+            files.response(for: context.parameters["name"] ?? "", request: request)
+        }
+        return r
+    }
+
+    private static func detail(_ order: Order) throws -> HTTPResponse {
+        var headers = HTTPHeaders()
+        headers.set("ETag", Conditional.etag(order))
+        return try JSONCoding.response(OrderDetailJSON(order: order), headers: headers)
+    }
+
+    private static func status(_ text: String) throws -> OrderStatus {
+        guard let status = OrderStatus(rawValue: text) else {
+            let all = OrderStatus.allCases.map(\.rawValue).joined(separator: ", ")
+            throw APIError(400, "invalid_field", "status must be one of: \(all).")
+        }
+        return status
+    }
+}
+
+struct LoginResponse: Encodable {
+    let token: String
+    let user: UserJSON
+}
+
+struct TicketResponse: Encodable {
+    let ticket: String
+    let expiresIn: Int
+    enum CodingKeys: String, CodingKey { case ticket, expiresIn = "expires_in" }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import WaybillNetwork
+
+/// The web panel's files (`Web/`), loaded once at start and served with strict security headers.
+struct StaticFiles: Sendable {
+    private struct File: Sendable {
+        var body: [UInt8]
+        var contentType: String
+        var etag: String
+    }
+    private let files: [String: File]
+
+    /// Content-Security-Policy for every page: no inline script, no foreign origin.
+    static let contentSecurityPolicy =
+        "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+    /// Loads `index.html` and every file of `assets/` under `directory`.
+    init(directory: URL?) {
+        var files: [String: File] = [:]
+        if let directory {
+            let manager = FileManager.default
+            var candidates = [("index.html", directory.appendingPathComponent("index.html"))]
+            let assets = directory.appendingPathComponent("assets")
+            for name in (try? manager.contentsOfDirectory(atPath: assets.path)) ?? [] {
+                candidates.append((name, assets.appendingPathComponent(name)))
+            }
+            for (name, url) in candidates {
+                guard let data = try? Data(contentsOf: url) else { continue }
+                let bytes = Array(data)
+                files[name] = File(body: bytes, contentType: Self.contentType(of: name), etag: Conditional.etag(bytes: bytes))
+            }
+        }
+        self.files = files
+    }
+
+    /// The bundled `Web` folder of this module.
+    static var bundled: URL? { Bundle.module.url(forResource: "Web", withExtension: nil) }
+
+    func response(for name: String, request: HTTPRequest) -> HTTPResponse {
+        guard !name.contains("/"), !name.hasPrefix("."), let file = files[name] else {
+            return HTTPResponse.jsonError(status: 404, code: "not_found", message: "No such file.")
+        }
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", file.contentType)
+        headers.set("ETag", file.etag)
+        headers.set("Cache-Control", "no-cache")
+        headers.set("Content-Security-Policy", Self.contentSecurityPolicy)
+        headers.set("Referrer-Policy", "no-referrer")
+        if request.headers["if-none-match"] == file.etag { return HTTPResponse(status: 304, headers: headers) }
+        return HTTPResponse(status: 200, headers: headers, body: file.body)
+    }
+
+    private static func contentType(of name: String) -> String {
+        switch name.split(separator: ".").last ?? "" {
+        case "html": "text/html; charset=utf-8"
+        case "js", "mjs": "text/javascript; charset=utf-8"
+        case "css": "text/css; charset=utf-8"
+        case "svg": "image/svg+xml"
+        case "png": "image/png"
+        case "ico": "image/x-icon"
+        case "json", "webmanifest": "application/json"
+        default: "application/octet-stream"
+        }
+    }
+}

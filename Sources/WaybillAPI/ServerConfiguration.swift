@@ -1,0 +1,32 @@
+public import Foundation
+
+/// Everything `waybill serve` can be told. Every field has a working default; the executable reads
+/// flags and `WAYBILL_*` environment variables into it.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 = any free port (tests).
+    public var port = 8080
+    public var maxBodyBytes = 1 << 20
+    /// Protocol ping interval for WebSockets; two missed pongs close the socket.
+    public var pingIntervalSeconds = 25
+    /// Outbound bytes a socket may have queued before it is closed with 4008.
+    public var maxQueuedBytesPerSocket = 1 << 20
+    /// PBKDF2 iterations for new password hashes (≥ 210,000 in production; tests lower it).
+    public var passwordIterations = 210_000
+    /// How long delivered events stay replayable.
+    public var outboxRetention: TimeInterval = 7 * 24 * 3600
+    public var pruneInterval: Duration = .seconds(3600)
+    /// Lifetime of a WebSocket ticket, at most 60 s.
+    public var ticketLifetime: TimeInterval = 30
+    /// A broker publish slower than this is abandoned and retried.
+    public var publishTimeout: Duration = .seconds(2)
+    /// The relay also polls the outbox this often (events written by other processes).
+    public var relayPollInterval: Duration = .seconds(1)
+    /// A resume that would replay more events than this gets `reset` instead.
+    public var maxReplayEvents = 10_000
+    public var shutdownDrainSeconds = 3
+    /// The web panel's files; `nil` = the copy bundled with the module.
+    public var webDirectory: URL?
+
+    public init() {}
+}

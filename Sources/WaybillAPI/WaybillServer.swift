@@ -1,0 +1,94 @@
+public import WaybillBroker
+public import WaybillStorage
+import Foundation
+import WaybillDomain
+import WaybillNetwork
+
+/// The whole server: HTTP API, WebSocket hub, outbox relay and pruner over a store and a broker.
+///
+/// `start` returns once the port is bound; `shutdown` closes sockets with 1001 after flushing,
+/// stops the background services and returns. The store stays open (the caller owns it).
+public final class WaybillServer: Sendable {
+    private let http: HTTPServer
+    private let hub: Hub
+    private let services: Task<Void, Never>
+    private let relay: OutboxRelay
+    public let logger: Logger
+
+    /// The bound TCP port.
+    public var port: Int { http.port }
+
+    private init(http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, logger: Logger) {
+        self.http = http
+        self.hub = hub
+        self.services = services
+        self.relay = relay
+        self.logger = logger
+    }
+
+    /// Builds every part, binds the port and starts the background services.
+    public static func start(
+        configuration: ServerConfiguration, store: any OrderStore, broker: any Broker, logger: Logger,
+        clock: any WallClock = SystemWallClock()
+    ) async throws -> WaybillServer {
+        let metrics = Metrics()
+        let relayedThrough = try await store.read { tx in try tx.relayedThrough() }
+        let auth = Authenticator(
+            store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations),
+            ticketLifetime: configuration.ticketLifetime)
+        let relay = OutboxRelay(
+            store: store, broker: broker, metrics: metrics, logger: logger,
+            configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
+        let orders = OrderService(store: store, clock: clock) { events in
+            metrics.eventsCommitted(events.count)
+            relay.notify()
+        }
+        let hub = Hub(
+            authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: relayedThrough,
+            configuration: .init(maxReplayEvents: configuration.maxReplayEvents))
+        let routes = Routes(
+            orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
+            staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled))
+        let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
+        let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
+        hub.execute = { body in http.execute(body) }
+        try http.start()
+
+        let feed = HubFeed(broker: broker, hub: hub, logger: logger)
+        let subscription = broker.subscribe()  // before the relay runs, so the hub misses nothing
+        let pruner = OutboxPruner(
+            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval, clock: clock,
+            logger: logger)
+        let services = Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await feed.run(first: subscription) }
+                group.addTask { await relay.run() }
+                group.addTask { await pruner.run() }
+            }
+        }
+        logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
+        return WaybillServer(http: http, hub: hub, services: services, relay: relay, logger: logger)
+    }
+
+    /// Graceful stop: 1001 to every socket after its queue is flushed, in-flight requests finish,
+    /// background services end. Committed events not yet relayed stay in the outbox for the next start.
+    public func shutdown() async {
+        logger.info("server stopping")
+        await http.shutdown()
+        services.cancel()
+        await services.value
+        logger.info("server stopped")
+    }
+
+    private static func networkConfiguration(_ c: ServerConfiguration) -> HTTPServerConfiguration {
+        var n = HTTPServerConfiguration()
+        n.host = c.host
+        n.port = c.port
+        n.maxBodyBytes = c.maxBodyBytes
+        n.pingIntervalSeconds = c.pingIntervalSeconds
+        n.maxQueuedBytesPerSocket = c.maxQueuedBytesPerSocket
+        n.maxMessageBytes = 4096  // clients only send pings
+        n.shutdownDrainSeconds = c.shutdownDrainSeconds
+        return n
+    }
+}

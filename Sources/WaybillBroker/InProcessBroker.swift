@@ -1,0 +1,29 @@
+public import WaybillDomain
+import Synchronization
+
+/// The embedded default: delivers published batches to this process's subscribers.
+///
+/// `publish` never blocks on a subscriber: each subscription buffers without limit, because the
+/// one subscriber (the hub feed) drains on its own task and must not lose events.
+public final class InProcessBroker: Broker {
+    private let subscribers = Mutex<[Int: AsyncStream<[StoredEvent]>.Continuation]>([:])
+    private let nextID = Atomic<Int>(0)
+
+    public init() {}
+
+    public func publish(_ events: [StoredEvent]) async throws {
+        guard !events.isEmpty else { return }
+        let targets = subscribers.withLock { Array($0.values) }
+        for continuation in targets { continuation.yield(events) }
+    }
+
+    public func subscribe() -> AsyncStream<[StoredEvent]> {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let (stream, continuation) = AsyncStream.makeStream(of: [StoredEvent].self, bufferingPolicy: .unbounded)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        subscribers.withLock { $0[id] = continuation }
+        return stream
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+
+/// Hand-written flag parsing: `--name value`, `--name=value`, `--flag`; each flag may also come from
+/// an environment variable (`WAYBILL_<NAME>`, dashes as underscores). Flags beat the environment.
+struct Arguments {
+    struct Problem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private var values: [String: String] = [:]
+    private var switches: Set<String> = []
+    private let environment: [String: String]
+
+    /// - Parameter known: the value flags this command takes; `switches` take no value.
+    init(_ arguments: [String], values known: Set<String>, switches knownSwitches: Set<String> = [],
+         environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        self.environment = environment
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            guard argument.hasPrefix("--") else { throw Problem(description: "unexpected argument '\(argument)'") }
+            var name = String(argument.dropFirst(2))
+            var value: String?
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            if knownSwitches.contains(name) {
+                switches.insert(name)
+            } else if known.contains(name) {
+                if value == nil {
+                    index += 1
+                    guard index < arguments.count else { throw Problem(description: "--\(name) needs a value") }
+                    value = arguments[index]
+                }
+                values[name] = value
+            } else {
+                throw Problem(description: "unknown option --\(name)")
+            }
+            index += 1
+        }
+    }
+
+    static func environmentName(_ flag: String) -> String {
+        "WAYBILL_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    func string(_ name: String) -> String? { values[name] ?? environment[Self.environmentName(name)] }
+
+    func string(_ name: String, default fallback: String) -> String { string(name) ?? fallback }
+
+    func int(_ name: String, default fallback: Int) throws -> Int {
+        guard let text = string(name) else { return fallback }
+        guard let value = Int(text) else { throw Problem(description: "--\(name) must be a whole number, not '\(text)'") }
+        return value
+    }
+
+    func flag(_ name: String) -> Bool {
+        if switches.contains(name) { return true }
+        let env = environment[Self.environmentName(name)]?.lowercased()
+        return env == "1" || env == "true" || env == "yes"
+    }
+}

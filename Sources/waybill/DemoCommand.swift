@@ -1,0 +1,57 @@
+import Foundation
+import WaybillAPI
+
+/// `waybill demo`: `serve` with a demo company seeded on first start, and a banner saying how to log in.
+enum DemoCommand {
+    static let dispatcherPassword = "demo-dispatcher"
+    static let driverPassword = "demo-driver"
+
+    static let help = """
+        Usage: waybill demo [options]
+
+        Serves Waybill on the embedded default (SQLite + in-process broker) and, on first start,
+        seeds a demo company: dispatcher@demo.example.com / \(dispatcherPassword) and three drivers
+        driver1…3@demo.example.com / \(driverPassword). Prints the URL and the logins.
+
+        Takes every option of 'waybill serve' (see 'waybill serve --help'); the default data
+        directory is ./waybill-demo-data.
+        """
+
+    static func run(_ argv: [String]) async throws {
+        let args = try Arguments(argv, values: ServeCommand.valueFlags)
+        let configuration = try ServeCommand.configuration(from: args)
+        let dataDirectory = args.string("data-dir", default: "./waybill-demo-data")
+        let store = try ServeCommand.openStore(dataDirectory)
+        let marker = (dataDirectory as NSString).appendingPathComponent("demo-seeded")
+        if !FileManager.default.fileExists(atPath: marker) {
+            let seeder = Seeder(store: store, passwordIterations: configuration.passwordIterations)
+            _ = try await seeder.seed(
+                .init(
+                    companyName: "Demo Transport", drivers: 3, ordersPerDriver: 2, emailDomain: "demo.example.com",
+                    dispatcherPassword: dispatcherPassword, driverPassword: driverPassword))
+            _ = FileManager.default.createFile(atPath: marker, contents: Data())
+        }
+        try await ServeCommand.serve(configuration: configuration, store: store) { server in
+            let url = "http://\(configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host):\(server.port)/"
+            Console.out(banner(url: url))
+        }
+    }
+
+    static func banner(url: String) -> String {
+        """
+
+        Waybill demo is running.
+          Web panel:   \(url)
+          API:         \(url)api/   (health: \(url)healthz)
+          Dispatcher:  dispatcher@demo.example.com / \(dispatcherPassword)
+          Drivers:     driver1@demo.example.com … driver3@demo.example.com / \(driverPassword)
+
+          Try:  curl -s -X POST \(url)api/auth/login -H 'Content-Type: application/json' \\
+                  -d '{"email":"dispatcher@demo.example.com","password":"\(dispatcherPassword)"}'
+          Driver app in a terminal:
+                waybill driver --server \(url) --email driver1@demo.example.com --password \(driverPassword)
+        Stop with Ctrl-C.
+
+        """
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import WaybillAPI
+import WaybillSQLite
+
+/// `waybill seed`: a new company with a dispatcher, drivers and assigned orders; logins as JSON.
+enum SeedCommand {
+    static let help = """
+        Usage: waybill seed --out FILE [options]
+
+        Creates a new company (on every run) with one dispatcher, N drivers and K orders assigned to
+        each driver, and writes their logins and tokens as JSON (the format ../shared/bench reads).
+        Safe while a server runs on the same data directory.
+
+        Options (each also read from the environment variable shown):
+          --data-dir DIR             the server's data directory (WAYBILL_DATA_DIR, default ./waybill-data)
+          --company NAME             company name (WAYBILL_COMPANY, default "Seeded Transport")
+          --drivers N                number of drivers (WAYBILL_DRIVERS, default 3)
+          --orders-per-driver K      orders per driver (WAYBILL_ORDERS_PER_DRIVER, default 2)
+          --out FILE                 where to write the JSON; - for stdout (WAYBILL_OUT)
+          --password-iterations N    PBKDF2 iterations (WAYBILL_PASSWORD_ITERATIONS, default 210000)
+          --help                     show this text
+        """
+
+    static func run(_ argv: [String]) async throws {
+        let args = try Arguments(
+            argv, values: ["data-dir", "company", "drivers", "orders-per-driver", "out", "password-iterations"])
+        guard let out = args.string("out") else { throw Arguments.Problem(description: "--out FILE is required") }
+        let drivers = try args.int("drivers", default: 3), perDriver = try args.int("orders-per-driver", default: 2)
+        guard drivers >= 0, perDriver >= 0, drivers <= 10_000, perDriver <= 10_000 else {
+            throw Arguments.Problem(description: "--drivers and --orders-per-driver must be 0…10000")
+        }
+        let store = try ServeCommand.openStore(args.string("data-dir", default: "./waybill-data"))
+        defer { store.close() }
+        let seeder = Seeder(store: store, passwordIterations: try args.int("password-iterations", default: 210_000))
+        let result = try await seeder.seed(
+            .init(companyName: args.string("company", default: "Seeded Transport"), drivers: drivers, ordersPerDriver: perDriver))
+        let json = try result.json()
+        if out == "-" {
+            FileHandle.standardOutput.write(json + Data("\n".utf8))
+        } else {
+            try json.write(to: URL(fileURLWithPath: out))
+            Console.error("seeded company \(result.companyID): 1 dispatcher, \(drivers) drivers, \(drivers * perDriver) orders → \(out)")
+        }
+    }
+}

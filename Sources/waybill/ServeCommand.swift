@@ -1,0 +1,75 @@
+import Foundation
+import WaybillAPI
+import WaybillBroker
+import WaybillSQLite
+import WaybillStorage
+
+/// `waybill serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.
+enum ServeCommand {
+    static let valueFlags: Set<String> = [
+        "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
+        "password-iterations", "retention-days", "ticket-seconds", "web-dir",
+    ]
+
+    static let help = """
+        Usage: waybill serve [options]
+
+        Runs the Waybill server on the embedded default: a SQLite store in the data directory and an
+        in-process broker. Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush).
+
+        Options (each also read from the environment variable shown):
+          --host ADDR                  interface to bind (WAYBILL_HOST, default 127.0.0.1)
+          --port N                     TCP port, 0 = any free port (WAYBILL_PORT, default 8080)
+          --data-dir DIR               where the database lives (WAYBILL_DATA_DIR, default ./waybill-data)
+          --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
+          --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
+          --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
+          --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
+          --retention-days N           how long events stay replayable (WAYBILL_RETENTION_DAYS, default 7)
+          --ticket-seconds N           WebSocket ticket lifetime, at most 60 (WAYBILL_TICKET_SECONDS, default 30)
+          --web-dir DIR                serve the web panel from DIR instead of the bundled copy (WAYBILL_WEB_DIR)
+          --help                       show this text
+        """
+
+    static func run(_ argv: [String]) async throws {
+        let args = try Arguments(argv, values: valueFlags)
+        let configuration = try configuration(from: args)
+        let store = try openStore(args.string("data-dir", default: "./waybill-data"))
+        try await serve(configuration: configuration, store: store) { _ in }
+    }
+
+    static func configuration(from args: Arguments) throws -> ServerConfiguration {
+        var c = ServerConfiguration()
+        c.host = args.string("host", default: c.host)
+        c.port = try args.int("port", default: c.port)
+        c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes)
+        c.pingIntervalSeconds = try args.int("ping-interval", default: c.pingIntervalSeconds)
+        c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
+        c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
+        c.outboxRetention = TimeInterval(try args.int("retention-days", default: 7)) * 86_400
+        c.ticketLifetime = TimeInterval(min(60, try args.int("ticket-seconds", default: 30)))
+        if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
+        guard (0...65_535).contains(c.port) else { throw Arguments.Problem(description: "--port must be 0…65535") }
+        guard c.pingIntervalSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
+        return c
+    }
+
+    static func openStore(_ dataDirectory: String) throws -> SQLiteOrderStore {
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        return try SQLiteOrderStore(path: (dataDirectory as NSString).appendingPathComponent("waybill.sqlite"))
+    }
+
+    /// Starts the server, calls `started` with it, and returns after a signal-driven graceful stop.
+    static func serve(
+        configuration: ServerConfiguration, store: any OrderStore, started: (WaybillServer) async throws -> Void
+    ) async throws {
+        let signals = ShutdownSignals()
+        let server = try await WaybillServer.start(
+            configuration: configuration, store: store, broker: InProcessBroker(), logger: Logger())
+        try await started(server)
+        let signal = await signals.next()
+        server.logger.info("signal received", ["signal": signal])
+        await server.shutdown()
+        store.close()
+    }
+}
