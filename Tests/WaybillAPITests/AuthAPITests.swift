@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct AuthAPITests {
+    @Test func loginReturnsATokenThatAuthenticates() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let login = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
+            #expect(login.status == 200)
+            let token = try #require(login.object.string("token"))
+            let user = try #require(login.object["user"] as? [String: Any])
+            #expect(user.string("role") == "dispatcher")
+            #expect(user.int("company_id") == seed.companyID)
+            #expect(user["password_hash"] == nil)
+            let me = try await server.request("GET", "/api/me", token: token)
+            #expect(me.status == 200)
+            #expect(me.object.int("id") == seed.dispatcher.id)
+            #expect(me.object.string("role") == "dispatcher")
+        }
+    }
+
+    @Test func emailIsCaseInsensitiveAtLogin() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let login = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email.uppercased(), "password": seed.dispatcher.password])
+            #expect(login.status == 200)
+        }
+    }
+
+    @Test func wrongPasswordAndUnknownEmailAre401() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let wrong = try await server.request("POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": "nope"])
+            #expect(wrong.status == 401)
+            #expect(wrong.errorCode == "invalid_credentials")
+            let unknown = try await server.request("POST", "/api/auth/login", json: ["email": "who@example.com", "password": "x"])
+            #expect(unknown.status == 401)
+            #expect(unknown.object.string("message") == wrong.object.string("message"))
+        }
+    }
+
+    @Test func repeatedFailedLoginsAreRateLimited() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            var statuses: [Int] = []
+            for _ in 0..<11 {
+                statuses.append(try await server.request(
+                    "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": "bad"]).status)
+            }
+            #expect(statuses.prefix(10).allSatisfy { $0 == 401 })
+            #expect(statuses.last == 429)
+            let limited = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
+            #expect(limited.status == 429)
+            #expect(limited.errorCode == "rate_limited")
+        }
+    }
+
+    @Test func missingBadAndRevokedTokensAre401() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            #expect(try await server.request("GET", "/api/orders/").status == 401)
+            #expect(try await server.request("GET", "/api/orders/", token: "not-a-token").status == 401)
+            #expect(try await server.request("GET", "/api/orders/", headers: ["Authorization": "Basic abc"]).status == 401)
+            let driver = seed.drivers[0].token
+            #expect(try await server.request("POST", "/api/auth/logout", token: driver).status == 204)
+            let after = try await server.request("GET", "/api/me", token: driver)
+            #expect(after.status == 401)
+            #expect(after.errorCode == "not_authenticated")
+        }
+    }
+
+    @Test func wsTicketIsIssuedForAnyUser() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let ticket = try await server.request("POST", "/api/ws-ticket", token: seed.drivers[0].token)
+            #expect(ticket.status == 200)
+            #expect((ticket.object.string("ticket") ?? "").count >= 32)
+            let expires = try #require(ticket.object.int("expires_in"))
+            #expect(expires > 0 && expires <= 60)
+            #expect(try await server.request("POST", "/api/ws-ticket").status == 401)
+        }
+    }
+}

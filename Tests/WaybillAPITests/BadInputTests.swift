@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// Bad input gets a clear JSON error and the server stays healthy (never a 500 for a client's mistake).
+@Suite(.timeLimit(.minutes(1)))
+struct BadInputTests {
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var method: String
+        var path: String
+        var body: String?
+        var status: Int
+        var code: String
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "malformed JSON", method: "POST", path: "/api/orders/", body: "{\"title\": ", status: 400, code: "malformed_json"),
+        Case(name: "not an object", method: "POST", path: "/api/orders/", body: "[1,2]", status: 400, code: "invalid_field"),
+        Case(name: "empty body", method: "POST", path: "/api/orders/", body: "", status: 400, code: "invalid_field"),
+        Case(name: "wrong type", method: "POST", path: "/api/orders/", body: #"{"title": 5}"#, status: 400, code: "invalid_field"),
+        Case(name: "missing field", method: "POST", path: "/api/orders/", body: #"{"notes": "x"}"#, status: 400, code: "missing_field"),
+        Case(name: "empty title", method: "POST", path: "/api/orders/", body: #"{"title": "  "}"#, status: 422, code: "validation_error"),
+        Case(name: "bad stage kind", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"fly","address":"a"}]}"#, status: 400, code: "invalid_field"),
+        Case(name: "bad planned_at", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"stop","address":"a","planned_at":"tomorrow"}]}"#, status: 422, code: "validation_error"),
+        Case(name: "unknown status", method: "POST", path: "/api/orders/ID/status", body: #"{"status": "flying"}"#, status: 400, code: "invalid_field"),
+        Case(name: "status as number", method: "POST", path: "/api/orders/ID/status", body: #"{"status": 3}"#, status: 400, code: "invalid_field"),
+        Case(name: "driver_id as string", method: "POST", path: "/api/orders/ID/assign", body: #"{"driver_id": "7"}"#, status: 400, code: "invalid_field"),
+        Case(name: "unknown driver", method: "POST", path: "/api/orders/ID/assign", body: #"{"driver_id": 99999}"#, status: 422, code: "validation_error"),
+        Case(name: "non-numeric id", method: "GET", path: "/api/orders/abc/", body: nil, status: 404, code: "not_found"),
+        Case(name: "unknown route", method: "GET", path: "/api/nothing", body: nil, status: 404, code: "not_found"),
+        Case(name: "wrong method", method: "PUT", path: "/api/orders/", body: "{}", status: 405, code: "method_not_allowed"),
+        Case(name: "invalid transition", method: "POST", path: "/api/orders/ID/status", body: #"{"status": "completed"}"#, status: 409, code: "invalid_transition"),
+        Case(name: "login malformed", method: "POST", path: "/api/auth/login", body: "email=a", status: 400, code: "malformed_json"),
+    ]
+
+    @Test(arguments: cases)
+    func badInputGetsAClearJSONError(_ c: Case) async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let answer = try await server.request(
+                c.method, c.path.replacingOccurrences(of: "ID", with: "\(id)"), token: seed.dispatcherToken,
+                body: c.body.map { Data($0.utf8) })
+            #expect(answer.status == c.status)
+            #expect(answer.errorCode == c.code)
+            #expect(!(answer.object.string("message") ?? "").isEmpty)
+            #expect(answer.headers["content-type"]?.hasPrefix("application/json") == true)
+            #expect(try await server.request("GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test func oversizeBodyWithContentLengthIs413() async throws {
+        try await TestServer.withRunning(configure: { $0.maxBodyBytes = 4096 }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let big = Data(("{\"title\":\"" + String(repeating: "x", count: 10_000) + "\"}").utf8)
+            let answer = try await server.request("POST", "/api/orders/", token: seed.dispatcherToken, body: big)
+            #expect(answer.status == 413)
+            #expect(answer.errorCode == "payload_too_large")
+            #expect(try await server.request("GET", "/healthz").status == 200)
+            #expect(try await server.request("GET", "/api/orders/", token: seed.dispatcherToken).array.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillAPI
+import WaybillBroker
+import WaybillSQLite
+import WaybillStorage
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Boots the real server on port 0 with a SQLite file in a fresh temporary directory (like
+/// Hummingbird's `.live` test mode), and speaks HTTP to it as a client would.
+final class TestServer: @unchecked Sendable {  // `server` changes only in `restart`, which tests call serially
+    let directory: URL
+    let logs = LogCapture()
+    let configuration: ServerConfiguration
+    let broker: any Broker
+    private(set) var store: SQLiteOrderStore
+    private(set) var server: WaybillServer
+
+    var port: Int { server.port }
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    private init(configuration: ServerConfiguration, broker: any Broker, directory: URL) async throws {
+        self.configuration = configuration
+        self.broker = broker
+        self.directory = directory
+        store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        server = try await WaybillServer.start(
+            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
+    }
+
+    /// Runs `body` against a fresh server, then shuts it down and deletes its data.
+    static func withRunning<T>(
+        broker: any Broker = InProcessBroker(), configure: (inout ServerConfiguration) -> Void = { _ in },
+        _ body: (TestServer) async throws -> T
+    ) async throws -> T {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.passwordIterations = 1_000  // fast tests; production default is 210,000
+        configuration.relayPollInterval = .milliseconds(200)
+        configure(&configuration)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let server = try await TestServer(configuration: configuration, broker: broker, directory: directory)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// Stops the server and opens a new one on the same data file and (if free) port.
+    func restart() async throws {
+        let port = server.port
+        await server.shutdown()
+        store.close()
+        store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        var configuration = self.configuration
+        configuration.port = port
+        server = try await WaybillServer.start(
+            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
+    }
+
+    private func stop() async {
+        await server.shutdown()
+        store.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A company with a dispatcher and drivers (each with `orders` assigned orders).
+    func seed(drivers: Int = 2, orders: Int = 1, company: String = "Acme") async throws -> Seeder.Result {
+        try await Seeder(store: store, passwordIterations: 1_000).seed(
+            .init(companyName: company, drivers: drivers, ordersPerDriver: orders))
+    }
+
+    // MARK: HTTP
+
+    func request(
+        _ method: String, _ path: String, token: String? = nil, json: Any? = nil, body: Data? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> TestResponse {
+        var request = URLRequest(url: URL(string: baseURL + path)!)
+        request.httpMethod = method
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let json {
+            request.httpBody = try JSONSerialization.data(withJSONObject: json)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        } else if let body {
+            request.httpBody = body
+        }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await Self.session.data(for: request)
+        let http = response as! HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (key, value) in http.allHeaderFields { fields[String(describing: key).lowercased()] = String(describing: value) }
+        return TestResponse(status: http.statusCode, headers: fields, body: data)
+    }
+
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        return URLSession(configuration: configuration)
+    }()
+}
+
+/// An HTTP answer with helpers for the JSON in it.
+struct TestResponse {
+    var status: Int
+    var headers: [String: String]
+    var body: Data
+
+    var json: Any? { try? JSONSerialization.jsonObject(with: body) }
+    var object: [String: Any] { json as? [String: Any] ?? [:] }
+    var array: [[String: Any]] { json as? [[String: Any]] ?? [] }
+    var errorCode: String? { object["error"] as? String }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// Collects log lines so tests can check what was (not) logged.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+    var sink: @Sendable (String) -> Void { { line in self.lines.withLock { $0.append(line) } } }
+    var all: [String] { lines.withLock { $0 } }
+    func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    func int(_ key: String) -> Int64? { (self[key] as? NSNumber)?.int64Value }
+    func string(_ key: String) -> String? { self[key] as? String }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the system packages Waybill needs, only those that are missing.
+#   scripts/install-deps.sh          build + run (C libraries, pkg-config)
+#   scripts/install-deps.sh --test   also what the tests need (redis-server, chromium, python venv)
+# On Debian/Ubuntu as root it runs apt-get; otherwise it prints what to install.
+set -euo pipefail
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+if [ "$(uname -s)" = "Darwin" ]; then
+    missing=()
+    for formula in libwebsockets sqlite openssl@3 pkg-config; do
+        brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "Missing Homebrew packages: ${missing[*]}"
+        echo "Install them with: brew install ${missing[*]}"
+        exit 1
+    fi
+    exit 0
+fi
+
+packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev)
+if [ "$want_test" = 1 ]; then
+    packages+=(chromium python3-venv python3-pip)
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "Installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "Missing system packages: ${missing[*]}"
+    echo "Install them with: sudo apt-get install ${missing[*]}"
+    exit 1
+fi
