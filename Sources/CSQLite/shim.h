@@ -4,4 +4,9 @@
 
 /* SQLITE_TRANSIENT is a cast macro Swift cannot import: bound values are copied by SQLite. */
 static inline sqlite3_destructor_type wb_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+/* Extended result codes are `(primary | (n << 8))` macros, which Swift cannot import either. */
+static const int wb_sqlite_constraint_unique = SQLITE_CONSTRAINT_UNIQUE;
+static const int wb_sqlite_constraint_primarykey = SQLITE_CONSTRAINT_PRIMARYKEY;
+static const int wb_sqlite_constraint_foreignkey = SQLITE_CONSTRAINT_FOREIGNKEY;
 #endif

@@ -1,0 +1,100 @@
+internal import CSQLite
+import Foundation
+
+/// One SQLite connection, owned by this object: `close()` (or `deinit`) finalizes its cached
+/// statements and closes it.
+///
+/// Not thread-safe and not `Sendable`: each connection is opened on, used on and closed on the
+/// one thread of the `SQLiteWorker` that owns it (opened with `SQLITE_OPEN_NOMUTEX` for that reason).
+final class SQLiteConnection {
+    private var handle: OpaquePointer?
+    /// Prepared once per SQL text; the SQL texts are constants of this module, so the cache is bounded.
+    private var statements: [String: SQLiteStatement] = [:]
+
+    /// Opens (creating if missing) the database at `path` with the settings every Waybill
+    /// connection shares: extended result codes, foreign keys on, `synchronous=NORMAL`, and a
+    /// busy timeout so a second process writing the same file waits instead of failing.
+    init(path: String, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &db, flags, nil)
+        guard code == SQLITE_OK, let db else {
+            let error = SQLiteError(code: code, db: db)
+            sqlite3_close_v2(db)  // open may allocate a handle even when it fails
+            throw error
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        let millis = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        sqlite3_busy_timeout(db, Int32(clamping: millis))
+        try executeScript("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+    }
+
+    deinit { close() }
+
+    /// Finalizes every cached statement, then closes the connection. Idempotent.
+    func close() {
+        statements.removeAll()  // each statement's deinit finalizes it
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    private func open() throws(SQLiteError) -> OpaquePointer {
+        guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "connection is closed") }
+        return handle
+    }
+
+    /// Whether a transaction is open. SQLite rolls a transaction back by itself on some errors
+    /// (`SQLITE_FULL`, `SQLITE_IOERR`, …): the writer checks this after each closure.
+    var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
+
+    /// Runs one or more statements without parameters (schema, pragmas, BEGIN/COMMIT).
+    func executeScript(_ sql: String) throws(SQLiteError) {
+        let db = try open()
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(db, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_free(message)
+            throw SQLiteError(code: sqlite3_extended_errcode(db), message: text, sql: sql)
+        }
+    }
+
+    /// Runs one statement with `arguments`, ignoring any rows it returns.
+    func execute(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        while try statement.step() {}
+    }
+
+    /// Runs one statement with `arguments` and decodes every row it returns.
+    func query<T>(
+        _ sql: String, _ arguments: [SQLiteValue] = [], _ decode: (SQLiteRow) throws(SQLiteError) -> T
+    ) throws(SQLiteError) -> [T] {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        var rows: [T] = []
+        while try statement.step() { rows.append(try decode(SQLiteRow(statement))) }
+        return rows
+    }
+
+    /// The first row of `query`, or `nil`. Runs the statement to completion, so an
+    /// `INSERT/UPDATE/DELETE … RETURNING` applies all its changes.
+    func queryFirst<T>(
+        _ sql: String, _ arguments: [SQLiteValue] = [], _ decode: (SQLiteRow) throws(SQLiteError) -> T
+    ) throws(SQLiteError) -> T? {
+        try query(sql, arguments, decode).first
+    }
+
+    private func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let statement = statements[sql] { return statement }
+        let statement = try SQLiteStatement(sql: sql, db: try open())
+        statements[sql] = statement
+        return statement
+    }
+}

@@ -1,0 +1,112 @@
+internal import CSQLite
+import Foundation
+import Synchronization
+import WaybillStorage
+
+/// A `write` closure bound to its caller's continuation, queued for the writer thread.
+struct WriteJob: Sendable {
+    /// Runs the closure in the open transaction; says whether it returned and how to resume the caller.
+    let run: @Sendable (SQLiteOrderStore.Transaction) -> WriteOutcome
+    /// Resumes the caller with `error` without running the closure (the transaction could not start).
+    let fail: @Sendable (any Error) -> Void
+}
+
+/// What running one write closure left behind, until its transaction is settled.
+struct WriteOutcome {
+    /// `false` when the closure threw: its savepoint is rolled back.
+    let succeeded: Bool
+    /// Resumes the caller: `nil` after the commit succeeded, else the failure that undid the batch.
+    let resume: @Sendable ((any Error)?) -> Void
+}
+
+/// The writer thread's batch runner: several write closures, one transaction (group commit).
+///
+/// One `COMMIT` per batch instead of per write is what lets the embedded store sustain
+/// thousands of writes per second. Each closure runs inside its own `SAVEPOINT`, so one that
+/// throws rolls back only its own work. Callers are resumed only after the shared `COMMIT`.
+struct SQLiteGroupCommit: Sendable {
+    /// Counters for tests and metrics, updated on the writer thread, read anywhere.
+    final class Statistics: Sendable {
+        private let counts = Mutex((transactions: 0, writes: 0))
+        /// Transactions committed so far.
+        var committedTransactions: Int { counts.withLock { $0.transactions } }
+        /// Write closures whose transaction committed (including ones that threw).
+        var committedWrites: Int { counts.withLock { $0.writes } }
+        func recordCommit(writes: Int) {
+            counts.withLock {
+                $0.transactions += 1
+                $0.writes += writes
+            }
+        }
+    }
+
+    let clock: @Sendable () -> Date
+    let statistics: Statistics
+
+    /// Runs `jobs` in as few transactions as possible (one, unless SQLite aborts a transaction).
+    func perform(_ jobs: [WriteJob], on db: SQLiteConnection) {
+        var remaining = jobs[...]
+        while !remaining.isEmpty { remaining = runTransaction(remaining, on: db) }
+    }
+
+    /// Runs jobs from the front of `jobs` in one transaction; returns those it did not reach.
+    private func runTransaction(_ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection) -> ArraySlice<WriteJob> {
+        do throws(SQLiteError) {
+            // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
+            // process), so no statement inside can fail later for want of it.
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            for job in jobs { job.fail(error.storeError) }
+            return []
+        }
+        var settled: [WriteOutcome] = []
+        var index = jobs.startIndex
+        while index < jobs.endIndex {
+            let job = jobs[index]
+            index += 1
+            do throws(SQLiteError) {
+                try db.execute("SAVEPOINT write_job")
+            } catch {
+                abort(settled, failure: error, on: db)
+                job.fail(error.storeError)
+                return jobs[index...]
+            }
+            let tx = SQLiteOrderStore.Transaction(db: db, clock: clock)
+            let outcome = job.run(tx)
+            tx.end()
+            guard db.isInTransaction else {
+                // SQLite rolled the whole transaction back after an error inside the closure
+                // (disk full, I/O error…): the earlier closures' work is gone too.
+                let failure = SQLiteError(
+                    code: SQLITE_ABORT, message: "the transaction was rolled back after an error in another write")
+                abort(settled, failure: failure, on: db)
+                outcome.resume(outcome.succeeded ? failure.storeError : nil)
+                return jobs[index...]
+            }
+            do throws(SQLiteError) {
+                if !outcome.succeeded { try db.execute("ROLLBACK TO write_job") }
+                try db.execute("RELEASE write_job")
+            } catch {
+                abort(settled + [outcome], failure: error, on: db)
+                return jobs[index...]
+            }
+            settled.append(outcome)
+        }
+        do throws(SQLiteError) {
+            try db.execute("COMMIT")
+        } catch {
+            abort(settled, failure: error, on: db)
+            return []
+        }
+        statistics.recordCommit(writes: settled.count)
+        for outcome in settled { outcome.resume(nil) }
+        return []
+    }
+
+    /// Rolls the transaction back (if SQLite has not already) and resumes `settled` with `failure`.
+    private func abort(_ settled: [WriteOutcome], failure: SQLiteError, on db: SQLiteConnection) {
+        // A failed COMMIT (e.g. a deferred foreign key) leaves the transaction open: end it.
+        if db.isInTransaction { try? db.execute("ROLLBACK") }
+        for outcome in settled { outcome.resume(failure.storeError) }
+    }
+}

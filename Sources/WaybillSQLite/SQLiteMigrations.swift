@@ -1,0 +1,50 @@
+import Foundation
+
+/// One named schema step. Append-only: never edit a migration that has shipped, add a new one.
+struct SQLiteMigration: Sendable {
+    let name: String
+    let sql: String
+}
+
+/// Applies named migrations once each, in order, recording them in `schema_migrations`.
+enum SQLiteMigrations {
+    /// Every migration of the SQLite store, oldest first.
+    static let all: [SQLiteMigration] = [
+        SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial),
+    ]
+
+    /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,
+    /// and returns their names.
+    ///
+    /// The transaction takes the write lock before reading `schema_migrations`, so two processes
+    /// opening a new file at once cannot both apply a step: the second waits, then finds it done.
+    @discardableResult
+    static func apply(
+        _ migrations: [SQLiteMigration] = all, to db: SQLiteConnection, at now: Date
+    ) throws(SQLiteError) -> [String] {
+        try db.executeScript("BEGIN IMMEDIATE")
+        do throws(SQLiteError) {
+            try db.executeScript(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    applied_at INTEGER NOT NULL
+                )
+                """)
+            let done = Set(try db.query("SELECT name FROM schema_migrations") { $0.text(0) })
+            var applied: [String] = []
+            for migration in migrations where !done.contains(migration.name) {
+                try db.executeScript(migration.sql)
+                try db.execute(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                    [.text(migration.name), .date(now)])
+                applied.append(migration.name)
+            }
+            try db.executeScript("COMMIT")
+            return applied
+        } catch {
+            if db.isInTransaction { try? db.executeScript("ROLLBACK") }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,205 @@
+internal import CSQLite
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Orders with their stages and documents, and the per-company order number sequences.
+extension SQLiteOrderStore.Transaction {
+    private static let summaryColumns = "id, number, status, driver_id, title, created_at, updated_at, version"
+
+    // MARK: Reading
+
+    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
+        // One SQL text per filter combination rather than `? IS NULL OR …`, so each one can use
+        // the (company_id, id) or (company_id, driver_id, id) index.
+        var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?"
+        var arguments: [SQLiteValue] = [.id(company)]
+        if let driver {
+            sql += " AND driver_id = ?"
+            arguments.append(.id(driver))
+        }
+        if let status {
+            sql += " AND status = ?"
+            arguments.append(.text(status.rawValue))
+        }
+        sql += " ORDER BY id DESC"
+        return try perform { () throws(SQLiteError) in
+            try db.query(sql, arguments) { row throws(SQLiteError) in
+                OrderSummary(
+                    id: OrderID(row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
+                    driverID: row.optionalInt64(3).map(UserID.init), title: row.text(4), createdAt: row.date(5),
+                    updatedAt: row.date(6), version: row.int(7))
+            }
+        }
+    }
+
+    func order(_ id: OrderID, in company: CompanyID) throws -> Order? {
+        try perform { () throws(SQLiteError) in try loadOrder(id, in: company) }
+    }
+
+    private func loadOrder(_ id: OrderID, in company: CompanyID) throws(SQLiteError) -> Order? {
+        let found = try db.queryFirst(
+            """
+            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version
+            FROM orders WHERE id = ? AND company_id = ?
+            """,
+            [.id(id), .id(company)]
+        ) { row throws(SQLiteError) in
+            Order(
+                id: OrderID(row.int64(0)), companyID: CompanyID(row.int64(1)), number: row.text(2),
+                status: try row.enumValue(3, as: OrderStatus.self), driverID: row.optionalInt64(4).map(UserID.init),
+                title: row.text(5), notes: row.text(6), createdAt: row.date(7), updatedAt: row.date(8),
+                version: row.int(9))
+        }
+        guard var order = found else { return nil }
+        order.stages = try db.query(
+            """
+            SELECT id, position, kind, address, planned_at, completed_at
+            FROM stages WHERE order_id = ? ORDER BY position, id
+            """,
+            [.id(id)]
+        ) { row throws(SQLiteError) in
+            Stage(
+                id: StageID(row.int64(0)), position: row.int(1), kind: try row.enumValue(2, as: StageKind.self),
+                address: row.text(3), plannedAt: row.optionalDate(4), completedAt: row.optionalDate(5))
+        }
+        order.documents = try db.query(
+            "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
+        ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
+        return order
+    }
+
+    // MARK: Writing
+
+    func nextOrderSequence(company: CompanyID, year: Int, month: Int) throws -> Int {
+        try perform { () throws(SQLiteError) in
+            let last = try db.queryFirst(
+                """
+                INSERT INTO order_sequences (company_id, year, month, last) VALUES (?, ?, ?, 1)
+                ON CONFLICT (company_id, year, month) DO UPDATE SET last = last + 1
+                RETURNING last
+                """,
+                [.id(company), .int(year), .int(month)]
+            ) { $0.int(0) }
+            return try required(last, "order_sequences")
+        }
+    }
+
+    func insertOrder(_ order: Order) throws -> Order {
+        try perform { () throws(SQLiteError) in
+            let id = OrderID(
+                try required(
+                    try db.queryFirst(
+                        """
+                        INSERT INTO orders
+                            (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                        """,
+                        [.id(order.companyID), .text(order.number), .text(order.status.rawValue), .id(order.driverID),
+                         .text(order.title), .text(order.notes), .date(order.createdAt), .date(order.updatedAt),
+                         .int(order.version)]
+                    ) { $0.int64(0) }, "orders"))
+            // Built from the input rather than read back (the hot path), with dates as stored.
+            var stored = order
+            stored.id = id
+            stored.createdAt = order.createdAt.sqliteRoundTripped
+            stored.updatedAt = order.updatedAt.sqliteRoundTripped
+            stored.stages = try order.stages.map { stage throws(SQLiteError) in try insertStage(stage, of: id) }
+            stored.documents = try order.documents.map { document throws(SQLiteError) in
+                try insertDocument(document, of: id)
+            }
+            return stored
+        }
+    }
+
+    func updateOrder(_ order: Order) throws -> Order {
+        guard let id = order.id else { throw StoreError.notFound }
+        let stored = try perform { () throws(SQLiteError) -> Order? in
+            try db.execute(
+                """
+                UPDATE orders SET number = ?, status = ?, driver_id = ?, title = ?, notes = ?, created_at = ?,
+                    updated_at = ?, version = ?
+                WHERE id = ? AND company_id = ?
+                """,
+                [.text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
+                 .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
+                 .id(order.companyID)])
+            guard db.changes > 0 else { return nil }
+            try syncStages(order.stages, of: id)
+            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
+            return try loadOrder(id, in: order.companyID)
+        }
+        guard let stored else { throw StoreError.notFound }
+        return stored
+    }
+
+    func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
+        let deleted = try perform { () throws(SQLiteError) -> Bool in
+            // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
+            try db.execute("DELETE FROM orders WHERE id = ? AND company_id = ?", [.id(id), .id(company)])
+            return db.changes > 0
+        }
+        if !deleted { throw StoreError.notFound }
+    }
+
+    // MARK: Stages and documents
+
+    /// Listed stages with an id of this order are updated, the others inserted; unlisted ones deleted.
+    private func syncStages(_ stages: [Stage], of order: OrderID) throws(SQLiteError) {
+        let existing = Set(try db.query("SELECT id FROM stages WHERE order_id = ?", [.id(order)]) { $0.int64(0) })
+        var kept: Set<Int64> = []
+        for stage in stages {
+            // An id from another order is treated as new: a write never touches another order's rows.
+            if let id = stage.id?.rawValue, existing.contains(id) {
+                try db.execute(
+                    """
+                    UPDATE stages SET position = ?, kind = ?, address = ?, planned_at = ?, completed_at = ?
+                    WHERE id = ? AND order_id = ?
+                    """,
+                    [.int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
+                     .date(stage.completedAt), .integer(id), .id(order)])
+                kept.insert(id)
+            } else {
+                _ = try insertStage(stage, of: order)
+            }
+        }
+        for id in existing.subtracting(kept) {
+            try db.execute("DELETE FROM stages WHERE id = ?", [.integer(id)])
+        }
+    }
+
+    private func insertStage(_ stage: Stage, of order: OrderID) throws(SQLiteError) -> Stage {
+        let id = try db.queryFirst(
+            """
+            INSERT INTO stages (order_id, position, kind, address, planned_at, completed_at)
+            VALUES (?, ?, ?, ?, ?, ?) RETURNING id
+            """,
+            [.id(order), .int(stage.position), .text(stage.kind.rawValue), .text(stage.address),
+             .date(stage.plannedAt), .date(stage.completedAt)]
+        ) { StageID($0.int64(0)) }
+        var stored = stage
+        stored.id = try required(id, "stages")
+        stored.plannedAt = stage.plannedAt?.sqliteRoundTripped
+        stored.completedAt = stage.completedAt?.sqliteRoundTripped
+        return stored
+    }
+
+    private func insertDocument(_ document: Document, of order: OrderID) throws(SQLiteError) -> Document {
+        let id = try db.queryFirst(
+            "INSERT INTO documents (order_id, name, kind, created_at) VALUES (?, ?, ?, ?) RETURNING id",
+            [.id(order), .text(document.name), .text(document.kind), .date(document.createdAt)]
+        ) { DocumentID($0.int64(0)) }
+        var stored = document
+        stored.id = try required(id, "documents")
+        stored.createdAt = document.createdAt.sqliteRoundTripped
+        return stored
+    }
+}
+
+/// The row an `INSERT … RETURNING` must have produced.
+func required<T>(_ value: T?, _ table: String) throws(SQLiteError) -> T {
+    guard let value else {
+        throw SQLiteError(code: SQLITE_INTERNAL, message: "no row returned by an insert into \(table)")
+    }
+    return value
+}

@@ -1,0 +1,174 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// The transactional outbox: events committed with the writes that caused them, read back by
+/// group (WebSocket resume) or in full (the relay), pruned once relayed and old.
+extension SQLiteOrderStore.Transaction {
+    private static let eventColumns = """
+        e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
+        e.old_driver_id, e.groups, e.changed_at
+        """
+
+    private static func decodeEvent(_ row: SQLiteRow) throws(SQLiteError) -> StoredEvent {
+        let oldStatus = try row.optionalText(5).map { _ throws(SQLiteError) in
+            try row.enumValue(5, as: OrderStatus.self)
+        }
+        let event = OrderEvent(
+            type: try row.enumValue(2, as: OrderEventType.self), companyID: CompanyID(row.int64(1)),
+            orderID: OrderID(row.int64(3)), number: row.text(4), oldStatus: oldStatus,
+            newStatus: try row.enumValue(6, as: OrderStatus.self), driverID: row.optionalInt64(7).map(UserID.init),
+            oldDriverID: row.optionalInt64(8).map(UserID.init), changedAt: row.date(10),
+            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) })
+        return StoredEvent(id: EventID(row.int64(0)), event: event)
+    }
+
+    // MARK: Reading
+
+    func events(of group: Group, after: EventID, limit: Int) throws -> [StoredEvent] {
+        guard limit > 0 else { return [] }
+        return try perform { () throws(SQLiteError) in
+            // Driven by event_groups' (group_name, event_id) key: a range scan of this group only.
+            try db.query(
+                """
+                SELECT \(Self.eventColumns)
+                FROM event_groups g JOIN events e ON e.event_id = g.event_id
+                WHERE g.group_name = ? AND g.event_id > ?
+                ORDER BY g.event_id LIMIT ?
+                """,
+                [.text(group.name), .id(after), .int(limit)], Self.decodeEvent)
+        }
+    }
+
+    func events(after: EventID, limit: Int) throws -> [StoredEvent] {
+        guard limit > 0 else { return [] }
+        return try perform { () throws(SQLiteError) in
+            try db.query(
+                "SELECT \(Self.eventColumns) FROM events e WHERE e.event_id > ? ORDER BY e.event_id LIMIT ?",
+                [.id(after), .int(limit)], Self.decodeEvent)
+        }
+    }
+
+    func newestEventID() throws -> EventID {
+        try perform { () throws(SQLiteError) in
+            EventID(try db.queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { $0.int64(0) } ?? 0)
+        }
+    }
+
+    func prunedThrough() throws -> EventID {
+        try perform { () throws(SQLiteError) in EventID(try outboxState().pruned) }
+    }
+
+    func relayedThrough() throws -> EventID {
+        try perform { () throws(SQLiteError) in EventID(try outboxState().relayed) }
+    }
+
+    func oldestUnrelayedEventTime() throws -> Date? {
+        try perform { () throws(SQLiteError) in
+            try db.queryFirst(
+                """
+                SELECT committed_at FROM events
+                WHERE event_id > (SELECT relayed_through FROM outbox_state WHERE id = 1)
+                ORDER BY event_id LIMIT 1
+                """
+            ) { $0.date(0) }
+        }
+    }
+
+    private func outboxState() throws(SQLiteError) -> (relayed: Int64, pruned: Int64) {
+        try db.queryFirst("SELECT relayed_through, pruned_through FROM outbox_state WHERE id = 1") {
+            (relayed: $0.int64(0), pruned: $0.int64(1))
+        } ?? (0, 0)
+    }
+
+    // MARK: Writing
+
+    /// Appends `events` to the outbox, numbering them from the `event_counter` row.
+    ///
+    /// ## Why the ids follow commit order
+    /// The ids are taken with `UPDATE event_counter SET last_id = last_id + n RETURNING last_id`,
+    /// and callers append as the last step of their transaction. On SQLite there is one writer
+    /// at a time, so transactions commit in the order they took ids: trivially commit order
+    /// (within a group-commit batch, closures run one after another and commit together; a
+    /// closure that throws rolls its counter update back with its savepoint, so no gap).
+    /// The same scheme holds on PostgreSQL: the `UPDATE` locks the counter row until the
+    /// transaction ends, so a later transaction cannot take a higher id and commit before this
+    /// one — it waits on the row lock until this one has committed or rolled back. Resume
+    /// cursors (`since=`) can therefore never skip an event that commits late.
+    func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
+        guard !events.isEmpty else { return [] }
+        return try perform { () throws(SQLiteError) in
+            let last = try required(
+                try db.queryFirst(
+                    "UPDATE event_counter SET last_id = last_id + ? WHERE id = 1 RETURNING last_id",
+                    [.int(events.count)]
+                ) { $0.int64(0) }, "event_counter")
+            let committedAt = clock()
+            var stored: [StoredEvent] = []
+            stored.reserveCapacity(events.count)
+            for (offset, event) in events.enumerated() {
+                let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
+                try insert(event, id: id, committedAt: committedAt)
+                var saved = event
+                saved.changedAt = event.changedAt.sqliteRoundTripped
+                stored.append(StoredEvent(id: id, event: saved))
+            }
+            return stored
+        }
+    }
+
+    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date) throws(SQLiteError) {
+        try db.execute(
+            """
+            INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
+                old_driver_id, groups, changed_at, committed_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
+             .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
+             .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
+             .date(event.changedAt), .date(committedAt)])
+        for group in event.groups {
+            // OR IGNORE: a group listed twice is still one delivery.
+            try db.execute(
+                "INSERT OR IGNORE INTO event_groups (event_id, group_name) VALUES (?, ?)", [.id(id), .text(group.name)])
+        }
+    }
+
+    func markRelayed(through: EventID) throws {
+        try perform { () throws(SQLiteError) in
+            // Never back, and never past the newest id: a future event must not count as relayed.
+            try db.execute(
+                """
+                UPDATE outbox_state
+                SET relayed_through = max(relayed_through, min(?, (SELECT last_id FROM event_counter WHERE id = 1)))
+                WHERE id = 1
+                """,
+                [.id(through)])
+        }
+    }
+
+    func pruneEvents(committedBefore cutoff: Date) throws -> Int {
+        try perform { () throws(SQLiteError) -> Int in
+            let state = try outboxState()
+            // The pruned range stays a prefix of the ids: stop before the first event that is too
+            // new even if a later one carries an older time (clocks step back; two processes
+            // stamp their own times), so `pruned_through` means "everything up to here is gone".
+            let firstKept = try db.queryFirst(
+                "SELECT event_id FROM events WHERE event_id > ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
+                [.integer(state.pruned), .date(cutoff)]
+            ) { $0.int64(0) }
+            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max)
+            guard bound > state.pruned else { return 0 }
+            let range: [SQLiteValue] = [.integer(state.pruned), .integer(bound)]
+            let found = try db.queryFirst(
+                "SELECT count(*), max(event_id) FROM events WHERE event_id > ? AND event_id <= ?", range
+            ) { (count: $0.int(0), highest: $0.optionalInt64(1)) }
+            guard let found, found.count > 0, let highest = found.highest else { return 0 }
+            try db.execute("DELETE FROM event_groups WHERE event_id > ? AND event_id <= ?", range)
+            try db.execute("DELETE FROM events WHERE event_id > ? AND event_id <= ?", range)
+            try db.execute("UPDATE outbox_state SET pruned_through = ? WHERE id = 1", [.integer(highest)])
+            return found.count
+        }
+    }
+}

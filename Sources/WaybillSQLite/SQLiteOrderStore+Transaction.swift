@@ -1,0 +1,39 @@
+import Foundation
+import WaybillStorage
+
+extension SQLiteOrderStore {
+    /// The handle a `read` or `write` closure receives: the store's operations on one connection,
+    /// inside the transaction the store opened around the closure.
+    ///
+    /// Reads get it as `any StoreReader` on a `query_only` reader connection; writes as
+    /// `any StoreWriter` on the writer connection. Used only on the thread running the closure,
+    /// and refused once the closure returned (GRDB's rule: a handle never outlives its scope).
+    /// Every operation translates `SQLiteError` into `StoreError`, so closures can catch
+    /// `StoreError.conflict` and the like.
+    final class Transaction: StoreWriter {
+        let db: SQLiteConnection
+        /// The time stamped on outbox events as `committed_at`.
+        let clock: @Sendable () -> Date
+        private var isActive = true
+
+        init(db: SQLiteConnection, clock: @escaping @Sendable () -> Date) {
+            self.db = db
+            self.clock = clock
+        }
+
+        /// Called by the store when the closure returned: later use throws.
+        func end() { isActive = false }
+
+        /// Runs one store operation, translating SQLite failures at the protocol boundary.
+        func perform<T>(_ operation: () throws(SQLiteError) -> T) throws(StoreError) -> T {
+            guard isActive else {
+                throw .unavailable("a store transaction was used after its closure returned")
+            }
+            do throws(SQLiteError) {
+                return try operation()
+            } catch {
+                throw error.storeError
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Companies, users, API tokens and WebSocket tickets.
+extension SQLiteOrderStore.Transaction {
+    private static let userColumns = "id, company_id, role, email, name"
+
+    private static func decodeUser(_ row: SQLiteRow) throws(SQLiteError) -> User {
+        User(
+            id: UserID(row.int64(0)), companyID: row.optionalInt64(1).map(CompanyID.init),
+            role: try row.enumValue(2, as: Role.self), email: row.text(3), name: row.text(4))
+    }
+
+    /// The key that makes emails unique regardless of case, for all of Unicode.
+    static func emailKey(_ email: String) -> String { email.lowercased() }
+
+    // MARK: Reading
+
+    func company(_ id: CompanyID) throws -> Company? {
+        try perform { () throws(SQLiteError) in
+            try db.queryFirst("SELECT id, name FROM companies WHERE id = ?", [.id(id)]) {
+                Company(id: CompanyID($0.int64(0)), name: $0.text(1))
+            }
+        }
+    }
+
+    func user(_ id: UserID) throws -> User? {
+        try perform { () throws(SQLiteError) in
+            try db.queryFirst("SELECT \(Self.userColumns) FROM users WHERE id = ?", [.id(id)], Self.decodeUser)
+        }
+    }
+
+    func credentials(email: String) throws -> (user: User, passwordHash: String)? {
+        try perform { () throws(SQLiteError) in
+            try db.queryFirst(
+                "SELECT \(Self.userColumns), password_hash FROM users WHERE email_key = ?",
+                [.text(Self.emailKey(email))]
+            ) { row throws(SQLiteError) in (user: try Self.decodeUser(row), passwordHash: row.text(5)) }
+        }
+    }
+
+    func user(tokenHash: [UInt8], now: Date) throws -> User? {
+        try perform { () throws(SQLiteError) -> User? in
+            let found = try db.queryFirst(
+                """
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash
+                FROM api_tokens t JOIN users u ON u.id = t.user_id
+                WHERE t.token_hash = ? AND t.revoked = 0 AND (t.expires_at IS NULL OR t.expires_at > ?)
+                """,
+                [.blob(tokenHash), .date(now)]
+            ) { row throws(SQLiteError) in (user: try Self.decodeUser(row), hash: row.blob(5)) }
+            // The index lookup already matched; comparing again in constant time keeps the final
+            // decision free of timing that depends on how many bytes of a guess were right.
+            guard let found, constantTimeEqual(found.hash, tokenHash) else { return nil }
+            return found.user
+        }
+    }
+
+    func drivers(in company: CompanyID) throws -> [User] {
+        try perform { () throws(SQLiteError) in
+            try db.query(
+                "SELECT \(Self.userColumns) FROM users WHERE company_id = ? AND role = 'driver' ORDER BY id",
+                [.id(company)], Self.decodeUser)
+        }
+    }
+
+    // MARK: Writing
+
+    func insertCompany(name: String) throws -> Company {
+        try perform { () throws(SQLiteError) in
+            let id = try db.queryFirst("INSERT INTO companies (name) VALUES (?) RETURNING id", [.text(name)]) {
+                $0.int64(0)
+            }
+            return Company(id: CompanyID(id ?? 0), name: name)
+        }
+    }
+
+    func insertUser(
+        companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String
+    ) throws -> User {
+        let id = try perform { () throws(SQLiteError) in
+            try db.queryFirst(
+                """
+                INSERT INTO users (company_id, role, email, email_key, name, password_hash)
+                VALUES (?, ?, ?, ?, ?, ?) RETURNING id
+                """,
+                [.id(companyID), .text(role.rawValue), .text(email), .text(Self.emailKey(email)), .text(name),
+                 .text(passwordHash)]
+            ) { $0.int64(0) }
+        }
+        return User(id: UserID(id ?? 0), companyID: companyID, role: role, email: email, name: name)
+    }
+
+    func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws {
+        try perform { () throws(SQLiteError) in
+            try db.execute(
+                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                [.blob(hash), .id(user), .date(createdAt), .date(expiresAt)])
+        }
+    }
+
+    func revokeTokens(of user: UserID) throws {
+        try perform { () throws(SQLiteError) in
+            try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
+        }
+    }
+
+    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws {
+        try perform { () throws(SQLiteError) in
+            try db.execute(
+                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at) VALUES (?, ?, ?)",
+                [.blob(hash), .id(user), .date(expiresAt)])
+        }
+    }
+
+    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID? {
+        try perform { () throws(SQLiteError) -> UserID? in
+            // Delete-and-return in one statement: two concurrent uses cannot both get the user.
+            let ticket = try db.queryFirst(
+                "DELETE FROM ws_tickets WHERE ticket_hash = ? RETURNING user_id, expires_at, ticket_hash",
+                [.blob(hash)]
+            ) { (user: UserID($0.int64(0)), expiresAt: $0.int64(1), hash: $0.blob(2)) }
+            // Tickets nobody used are swept here, so the table stays as small as the live ones.
+            try db.execute("DELETE FROM ws_tickets WHERE expires_at <= ?", [.date(now)])
+            guard let ticket, ticket.expiresAt > now.sqliteMilliseconds, constantTimeEqual(ticket.hash, hash) else {
+                return nil
+            }
+            return ticket.user
+        }
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for index in a.indices { difference |= a[index] ^ b[index] }
+    return difference == 0
+}

@@ -1,0 +1,165 @@
+public import Foundation
+import WaybillDomain
+public import WaybillStorage
+import Synchronization
+
+/// The embedded order store: one SQLite file in WAL mode, one writer thread, a pool of readers.
+///
+/// Nobody holds a connection. ``write(_:)`` queues its closure for the writer thread, which runs
+/// up to 64 waiting closures in one SQLite transaction (group commit), each inside its own
+/// savepoint: a closure that throws rolls back only its own work, and every caller resumes only
+/// once the shared `COMMIT` succeeded. ``read(_:)`` runs its closure on one of `readerCount`
+/// reader threads, in a snapshot that sees only committed transactions, concurrently with the
+/// writer. Blocking `sqlite3_*` calls never run on Swift's cooperative pool.
+///
+/// Several stores (or processes, like `waybill seed` next to a running server) may open the same
+/// file: writers wait for each other for up to the busy timeout, then fail with
+/// `StoreError.unavailable`.
+///
+/// ```swift
+/// let store = try SQLiteOrderStore(path: "data/waybill.sqlite")
+/// let company = try await store.write { tx in try tx.insertCompany(name: "Acme") }
+/// ```
+public final class SQLiteOrderStore: OrderStore {
+    /// The most write closures one transaction runs: bounds how long a batch holds the write lock.
+    static let groupCommitLimit = 64
+
+    private let writeQueue = SQLiteJobQueue<WriteJob>()
+    private let readQueue = SQLiteJobQueue<ReadJob>()
+    private let workers: [SQLiteWorker]
+    private let clock: @Sendable () -> Date
+    private let isClosed = Mutex(false)
+    /// Counters the writer thread keeps, for tests and metrics.
+    let writerStatistics = SQLiteGroupCommit.Statistics()
+
+    /// Opens the store at `path`, creating the file and its directory if missing, and applies
+    /// pending migrations before returning.
+    ///
+    /// Blocks the calling thread while the connections open and migrations run (once, at start).
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - readerCount: reader threads (and connections) serving concurrent `read`s; at least 1.
+    ///   - clock: the time stamped on events as `committed_at` (tests pass a fixed clock).
+    /// - Throws: `StoreError.unavailable` when the file cannot be opened or migrated.
+    public init(path: String, readerCount: Int = 4, clock: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.clock = clock
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError.unavailable("cannot create directory \(directory.path): \(error.localizedDescription)")
+        }
+        var started: [SQLiteWorker] = []
+        do throws(SQLiteError) {
+            // The writer first: it switches the file to WAL and migrates before any reader opens.
+            let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics)
+            started.append(
+                try SQLiteWorker(
+                    name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
+                    open: { () throws(SQLiteError) in
+                        let db = try SQLiteConnection(path: path)
+                        try db.executeScript("PRAGMA journal_mode = WAL")
+                        try SQLiteMigrations.apply(to: db, at: clock())
+                        return db
+                    },
+                    perform: { db, jobs in groupCommit.perform(jobs, on: db) }))
+            for index in 0..<max(1, readerCount) {
+                started.append(
+                    try SQLiteWorker(
+                        name: "waybill.sqlite.reader.\(index)", queue: readQueue, batchLimit: 1,
+                        open: { () throws(SQLiteError) in
+                            let db = try SQLiteConnection(path: path)
+                            // Readers never write, even if a closure casts its reader to a writer.
+                            try db.executeScript("PRAGMA query_only = ON")
+                            return db
+                        },
+                        perform: { db, jobs in for job in jobs { job(db) } }))
+            }
+        } catch {
+            writeQueue.close()
+            readQueue.close()
+            for worker in started { worker.waitUntilFinished() }
+            throw StoreError.unavailable("cannot open \(path): \(error.description)")
+        }
+        workers = started
+    }
+
+    deinit { close() }
+
+    /// Runs `body` on a reader thread in a snapshot of committed data, then resumes the caller.
+    ///
+    /// The snapshot starts at the closure's first query and holds for the whole closure, so
+    /// several queries agree with each other (an order and its events, say).
+    /// - Throws: `StoreError`, or whatever `body` throws.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        let clock = self.clock
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let job: ReadJob = { db in continuation.resume(with: Self.performRead(body, on: db, clock: clock)) }
+            if !readQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+        }
+    }
+
+    /// Runs `body` on the writer thread inside a transaction it may share with other waiting
+    /// writes (group commit), and resumes the caller once that transaction committed.
+    ///
+    /// If `body` throws, only its own changes are rolled back and the caller gets its error; the
+    /// other closures of the batch still commit. If the `COMMIT` itself fails, every caller
+    /// whose closure returned gets that failure and none of their changes exist.
+    /// - Throws: `StoreError`, or whatever `body` throws.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let job = WriteJob(
+                run: { tx in
+                    let result = Result { try body(tx) }.mapError { $0.translatedForStore }
+                    return WriteOutcome(succeeded: (try? result.get()) != nil) { batchFailure in
+                        // A closure that threw keeps its own error: it is the more precise cause.
+                        if let batchFailure, case .success = result {
+                            continuation.resume(throwing: batchFailure)
+                        } else {
+                            continuation.resume(with: result)
+                        }
+                    }
+                },
+                fail: { continuation.resume(throwing: $0) })
+            if !writeQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+        }
+    }
+
+    /// Lets queued reads and writes finish, then finalizes every statement and closes every
+    /// connection. Later calls throw `StoreError.unavailable`. Idempotent.
+    ///
+    /// Blocks until the store's threads have stopped; never call it from inside a `read` or
+    /// `write` closure.
+    public func close() {
+        let wasOpen = isClosed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard wasOpen else { return }
+        writeQueue.close()
+        readQueue.close()
+        for worker in workers { worker.waitUntilFinished() }
+    }
+
+    /// Write closures waiting for the writer thread (tests use it to build a batch).
+    var pendingWriteCount: Int { writeQueue.count }
+
+    private static func performRead<T>(
+        _ body: (any StoreReader) throws -> T, on db: SQLiteConnection, clock: @escaping @Sendable () -> Date
+    ) -> Result<T, any Error> {
+        do throws(SQLiteError) {
+            try db.execute("BEGIN")
+        } catch {
+            return .failure(error.storeError)
+        }
+        let tx = Transaction(db: db, clock: clock)
+        let result = Result { try body(tx) }.mapError { $0.translatedForStore }
+        tx.end()
+        // Nothing to keep: ending the transaction only releases the snapshot.
+        do { try db.execute("COMMIT") } catch { if db.isInTransaction { try? db.execute("ROLLBACK") } }
+        return result
+    }
+}
+
+/// A `read` closure bound to its caller's continuation, run on a reader thread.
+typealias ReadJob = @Sendable (SQLiteConnection) -> Void

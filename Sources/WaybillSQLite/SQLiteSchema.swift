@@ -1,0 +1,123 @@
+/// The SQL of each migration. Times are INTEGER milliseconds since the epoch (UTC).
+enum SQLiteSchema {
+    static let initial = """
+        CREATE TABLE companies (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL
+        );
+
+        -- email_key is the email lowercased by Swift: case-insensitive uniqueness for all of
+        -- Unicode, which SQLite's NOCASE (ASCII only) would not give.
+        CREATE TABLE users (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            company_id INTEGER REFERENCES companies(id),
+            role TEXT NOT NULL CHECK (role IN ('dispatcher', 'driver')),
+            email TEXT NOT NULL,
+            email_key TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            password_hash TEXT NOT NULL
+        );
+        CREATE INDEX users_by_company ON users (company_id, role);
+
+        -- Only SHA-256 hashes of tokens and tickets are stored: a leaked file grants no access.
+        CREATE TABLE api_tokens (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            token_hash BLOB NOT NULL UNIQUE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER,
+            revoked INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX api_tokens_by_user ON api_tokens (user_id);
+
+        CREATE TABLE ws_tickets (
+            ticket_hash BLOB PRIMARY KEY NOT NULL,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            expires_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX ws_tickets_by_expiry ON ws_tickets (expires_at);
+
+        CREATE TABLE order_sequences (
+            company_id INTEGER NOT NULL REFERENCES companies(id),
+            year INTEGER NOT NULL,
+            month INTEGER NOT NULL,
+            last INTEGER NOT NULL,
+            PRIMARY KEY (company_id, year, month)
+        ) WITHOUT ROWID;
+
+        -- AUTOINCREMENT: ids appear in events and URLs, so a deleted order's id is never reused.
+        CREATE TABLE orders (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            company_id INTEGER NOT NULL REFERENCES companies(id),
+            number TEXT NOT NULL,
+            status TEXT NOT NULL,
+            driver_id INTEGER REFERENCES users(id),
+            title TEXT NOT NULL,
+            notes TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            UNIQUE (company_id, number)
+        );
+        CREATE INDEX orders_by_company ON orders (company_id, id);
+        CREATE INDEX orders_by_driver ON orders (company_id, driver_id, id);
+
+        CREATE TABLE stages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            order_id INTEGER NOT NULL REFERENCES orders(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            address TEXT NOT NULL,
+            planned_at INTEGER,
+            completed_at INTEGER
+        );
+        CREATE INDEX stages_by_order ON stages (order_id, position);
+
+        CREATE TABLE documents (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            order_id INTEGER NOT NULL REFERENCES orders(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        CREATE INDEX documents_by_order ON documents (order_id, id);
+
+        -- The outbox. event_id is assigned from event_counter, never by SQLite, and there is no
+        -- foreign key to orders: an order_deleted event outlives its order. `groups` repeats the
+        -- group names (space-separated) so a read needs no join to rebuild an event.
+        CREATE TABLE events (
+            event_id INTEGER PRIMARY KEY,
+            company_id INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            order_id INTEGER NOT NULL,
+            number TEXT NOT NULL,
+            old_status TEXT,
+            new_status TEXT NOT NULL,
+            driver_id INTEGER,
+            old_driver_id INTEGER,
+            groups TEXT NOT NULL,
+            changed_at INTEGER NOT NULL,
+            committed_at INTEGER NOT NULL
+        );
+        -- Keyed by group first so "events of group G after N" is one index range scan.
+        CREATE TABLE event_groups (
+            event_id INTEGER NOT NULL,
+            group_name TEXT NOT NULL,
+            PRIMARY KEY (group_name, event_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX event_groups_by_event ON event_groups (event_id);
+
+        CREATE TABLE event_counter (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            last_id INTEGER NOT NULL
+        );
+        INSERT INTO event_counter (id, last_id) VALUES (1, 0);
+
+        CREATE TABLE outbox_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            relayed_through INTEGER NOT NULL,
+            pruned_through INTEGER NOT NULL
+        );
+        INSERT INTO outbox_state (id, relayed_through, pruned_through) VALUES (1, 0, 0);
+        """
+}

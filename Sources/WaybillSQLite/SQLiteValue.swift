@@ -1,0 +1,40 @@
+import Foundation
+import WaybillDomain
+
+/// A value bound to a statement parameter: the one place Swift values meet SQLite storage classes.
+enum SQLiteValue {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    static func int(_ value: Int) -> SQLiteValue { .integer(Int64(value)) }
+
+    /// An identifier as its integer; `nil` as NULL.
+    static func id(_ value: (some Identifier)?) -> SQLiteValue {
+        value.map { .integer($0.rawValue) } ?? .null
+    }
+
+    /// Dates are stored as INTEGER milliseconds since the epoch (UTC): sortable, compact and
+    /// readable by any backend. Sub-millisecond precision is dropped (rounded down).
+    static func date(_ value: Date?) -> SQLiteValue {
+        value.map { .integer($0.sqliteMilliseconds) } ?? .null
+    }
+
+    static func optionalText(_ value: String?) -> SQLiteValue {
+        value.map { .text($0) } ?? .null
+    }
+}
+
+extension Date {
+    /// Milliseconds since the epoch, rounded down: the stored form of a date.
+    var sqliteMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    init(sqliteMilliseconds millis: Int64) {
+        self.init(timeIntervalSince1970: Double(millis) / 1000)
+    }
+
+    /// This date as it reads back from the store.
+    var sqliteRoundTripped: Date { Date(sqliteMilliseconds: sqliteMilliseconds) }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Synchronization
+
+/// A dedicated thread that owns one `SQLiteConnection` and runs jobs from a queue on it.
+///
+/// The connection is opened, used and closed on this thread only, so it never crosses threads
+/// and blocking `sqlite3_*` calls never run on Swift's cooperative pool.
+final class SQLiteWorker: Sendable {
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Starts the thread and waits until it opened its connection.
+    /// - Parameters:
+    ///   - batchLimit: how many queued jobs `perform` receives at most at once.
+    ///   - open: opens and prepares the connection (on the new thread).
+    ///   - perform: runs a batch of jobs on the connection (on the new thread).
+    /// - Throws: what `open` threw; the thread has then already exited.
+    init<Job: Sendable>(
+        name: String, queue: SQLiteJobQueue<Job>, batchLimit: Int,
+        open: @escaping @Sendable () throws(SQLiteError) -> SQLiteConnection,
+        perform: @escaping @Sendable (SQLiteConnection, [Job]) -> Void
+    ) throws(SQLiteError) {
+        let opened = OpenResult()
+        let finished = self.finished
+        let thread = Thread {
+            let connection: SQLiteConnection
+            do throws(SQLiteError) {
+                connection = try open()
+                opened.report(nil)
+            } catch {
+                opened.report(error)
+                finished.signal()
+                return
+            }
+            while let jobs = queue.take(upTo: batchLimit) { perform(connection, jobs) }
+            connection.close()
+            finished.signal()
+        }
+        thread.name = name
+        thread.start()
+        if let error = opened.wait() { throw error }
+    }
+
+    /// Blocks until the thread has drained its queue (after `close()` on it) and closed its connection.
+    func waitUntilFinished() {
+        finished.wait()
+        finished.signal()  // later waiters return at once
+    }
+}
+
+/// Hands the outcome of opening from the worker thread to `init`.
+private final class OpenResult: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let error = Mutex<SQLiteError?>(nil)
+
+    func report(_ failure: SQLiteError?) {
+        error.withLock { $0 = failure }
+        semaphore.signal()
+    }
+
+    func wait() -> SQLiteError? {
+        semaphore.wait()
+        return error.withLock { $0 }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+@Suite struct SQLiteMigrationsTests {
+    @Test func openingAMissingFileCreatesItsDirectoryAndTheWholeSchema() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        store.close()
+
+        let tables = Set(try rawQuery(database.path, "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        for table in [
+            "schema_migrations", "companies", "users", "api_tokens", "ws_tickets", "order_sequences", "orders",
+            "stages", "documents", "events", "event_groups", "event_counter", "outbox_state",
+        ] {
+            #expect(tables.contains(table), "missing table \(table)")
+        }
+        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema"])
+        #expect(try rawQuery(database.path, "PRAGMA journal_mode") == ["wal"])
+    }
+
+    @Test func reopeningAppliesNoMigrationTwice() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        try SQLiteOrderStore(path: database.path, readerCount: 1).close()
+        try SQLiteOrderStore(path: database.path, readerCount: 1).close()
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["1"])
+        #expect(try rawQuery(database.path, "SELECT last_id FROM event_counter") == ["0"])
+    }
+
+    @Test func onlyNewMigrationsRunAndInOrder() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
+        let path = database.directory.appendingPathComponent("m.sqlite").path
+        let db = try SQLiteConnection(path: path)
+        defer { db.close() }
+        let first = [
+            SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)"),
+            SQLiteMigration(name: "b", sql: "INSERT INTO t VALUES (1)"),
+        ]
+        #expect(try SQLiteMigrations.apply(first, to: db, at: t0) == ["a", "b"])
+        #expect(try SQLiteMigrations.apply(first, to: db, at: t0) == [])
+        let second = first + [SQLiteMigration(name: "c", sql: "INSERT INTO t VALUES (2)")]
+        #expect(try SQLiteMigrations.apply(second, to: db, at: t0) == ["c"])
+        #expect(try db.query("SELECT x FROM t ORDER BY rowid") { $0.int(0) } == [1, 2])
+        #expect(try db.query("SELECT name FROM schema_migrations ORDER BY rowid") { $0.text(0) } == ["a", "b", "c"])
+    }
+
+    @Test func aFailingMigrationLeavesNoTrace() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
+        let db = try SQLiteConnection(path: database.directory.appendingPathComponent("m.sqlite").path)
+        defer { db.close() }
+        let broken = [
+            SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)"),
+            SQLiteMigration(name: "b", sql: "INSERT INTO missing VALUES (1)"),
+        ]
+        #expect(throws: SQLiteError.self) { try SQLiteMigrations.apply(broken, to: db, at: t0) }
+        #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE name IN ('t', 'schema_migrations')") {
+            $0.int(0)
+        } == [0])
+        #expect(!db.isInTransaction)
+    }
+
+    @Test func restartKeepsDataAndEventIDsContinueUpward() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        var store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        let fixture = try await Fixture.seed(store)
+        let (order, firstEvents) = try await store.write { tx in
+            let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id))
+            return (order, try tx.appendEvents([createdEvent(order), createdEvent(order)]))
+        }
+        store.close()
+
+        store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        defer { store.close() }
+        let readBack = try await store.read { tx in
+            (
+                try tx.order(order.id!, in: fixture.acme.id), try tx.user(fixture.alice.id),
+                try tx.events(after: .zero, limit: 10), try tx.newestEventID()
+            )
+        }
+        #expect(readBack.0 == order)
+        #expect(readBack.1 == fixture.alice)
+        #expect(readBack.2 == firstEvents)
+        #expect(readBack.3 == EventID(2))
+        let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+        #expect(next.map(\.id) == [EventID(3)])
+    }
+}

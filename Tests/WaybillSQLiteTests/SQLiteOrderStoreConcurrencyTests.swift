@@ -1,0 +1,217 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+/// A thrown error of the test's own, to tell it from the store's.
+private struct Refused: Error, Equatable {}
+
+/// `body`'s value or error, kept for later checks.
+private func outcome<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
+    }
+}
+
+/// A flag set on the store's writer thread and polled by the test.
+private final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct SQLiteOrderStoreConcurrencyTests {
+    /// Holds the writer thread inside a write until `count` more writes are queued behind it, so
+    /// those run as one batch. Returns once the gate is holding; await the task to release it.
+    private func holdWriter(_ store: SQLiteOrderStore, until count: Int) async throws -> Task<Void, any Error> {
+        let holding = Flag()
+        let gate = Task {
+            try await store.write { _ in
+                holding.set()
+                spin { store.pendingWriteCount >= count }
+            }
+        }
+        let deadline = Date() + 10
+        while !holding.isSet && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        return gate
+    }
+
+    @Test func readersNeverSeeAnOrderWithoutItsEvent() async throws {
+        try await withStore(readers: 4) { store, _ in
+            let fixture = try await Fixture.seed(store)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for stream in 0..<4 {
+                    group.addTask {
+                        for index in 0..<40 {
+                            try await store.write { tx in
+                                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "\(stream)-\(index)"))
+                                _ = try tx.appendEvents([createdEvent(order)])
+                            }
+                        }
+                    }
+                }
+                for _ in 0..<4 {
+                    group.addTask {
+                        for _ in 0..<60 {
+                            let seen = try await store.read { tx in
+                                (
+                                    orders: try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).count,
+                                    newest: try tx.newestEventID(),
+                                    events: try tx.events(after: .zero, limit: 1000).count
+                                )
+                            }
+                            #expect(seen.orders == seen.events)
+                            #expect(seen.newest.rawValue == Int64(seen.events))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(160))
+        }
+    }
+
+    @Test func twoHundredConcurrentWritesGetIDsOneToTwoHundred() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let before = store.writerStatistics.committedTransactions
+            let ids = try await withThrowingTaskGroup(of: [EventID].self) { group in
+                for _ in 0..<200 {
+                    group.addTask { try await store.write { tx in try tx.appendEvents([createdEvent(order)]).map(\.id) } }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(ids.sorted() == (1...200).map { EventID(Int64($0)) })
+            let stored = try await store.read { tx in try tx.events(after: .zero, limit: 500).map(\.id) }
+            #expect(stored == (1...200).map { EventID(Int64($0)) })
+            let transactions = store.writerStatistics.committedTransactions - before
+            #expect(transactions >= 4 && transactions <= 200, "at most 64 writes per transaction")
+        }
+    }
+
+    @Test func aThrowingClosureInABatchLosesOnlyItsOwnWork() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let before = store.writerStatistics.committedTransactions
+            let gate = try await holdWriter(store, until: 20)
+            let results = await withTaskGroup(of: (Int, Result<EventID, any Error>).self) { group in
+                for index in 0..<20 {
+                    group.addTask {
+                        let result = await outcome { () async throws -> EventID in
+                            try await store.write { tx in
+                                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "\(index)"))
+                                let id = try tx.appendEvents([createdEvent(order)])[0].id
+                                if index == 7 { throw Refused() }
+                                return id
+                            }
+                        }
+                        return (index, result)
+                    }
+                }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            try await gate.value
+
+            #expect(store.writerStatistics.committedTransactions == before + 2, "the gate, then one batch of 20")
+            for (index, result) in results {
+                if index == 7 {
+                    #expect(throws: Refused.self) { try result.get() }
+                } else {
+                    #expect(throws: Never.self) { try result.get() }
+                }
+            }
+            let stored = try await store.read { tx in
+                (
+                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).map(\.number),
+                    try tx.events(after: .zero, limit: 100).map(\.id)
+                )
+            }
+            #expect(stored.0.count == 19)
+            #expect(!stored.0.contains("7"))
+            #expect(stored.1 == (1...19).map { EventID(Int64($0)) }, "the rolled-back closure left no gap")
+        }
+    }
+
+    @Test func aFailedCommitFailsEveryWriteOfTheBatch() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let gate = try await holdWriter(store, until: 5)
+            let results = await withTaskGroup(of: Result<Order, any Error>.self) { group in
+                for index in 0..<5 {
+                    group.addTask {
+                        await outcome { () async throws -> Order in
+                            try await store.write { tx in
+                                if index == 2 {
+                                    // A deferred foreign key is only checked at COMMIT: the
+                                    // closure succeeds, the shared COMMIT fails.
+                                    try (tx as! SQLiteOrderStore.Transaction).db.executeScript(
+                                        "PRAGMA defer_foreign_keys = ON")
+                                    return try tx.insertOrder(
+                                        sampleOrder(in: fixture.acme.id, number: "bad", driver: UserID(999)))
+                                }
+                                return try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "\(index)"))
+                            }
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            try await gate.value
+            for result in results {
+                #expect(throws: StoreError.conflict("a referenced record does not exist")) { try result.get() }
+            }
+            #expect(try await store.read { tx in try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil) } == [])
+            // The writer recovered: the next write commits.
+            _ = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+        }
+    }
+
+    @Test func twoStoresOnOneFileBothWriteWithUniqueIDs() async throws {
+        try await withStore { first, path in
+            let second = try SQLiteOrderStore(path: path, readerCount: 1)
+            defer { second.close() }
+            let fixture = try await Fixture.seed(first)
+            let order = try await second.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let ids = try await withThrowingTaskGroup(of: EventID.self) { group in
+                for index in 0..<100 {
+                    let store = index.isMultiple(of: 2) ? first : second
+                    group.addTask { try await store.write { tx in try tx.appendEvents([createdEvent(order)])[0].id } }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(ids.sorted() == (1...100).map { EventID(Int64($0)) })
+            #expect(try await first.read { tx in try tx.events(after: .zero, limit: 500).count } == 100)
+            #expect(try await second.read { tx in try tx.newestEventID() } == EventID(100))
+        }
+    }
+
+    @Test func aClosedStoreIsUnavailable() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        store.close()
+        store.close()
+        await #expect(throws: StoreError.unavailable("the store is closed")) {
+            try await store.read { tx in try tx.newestEventID() }
+        }
+        await #expect(throws: StoreError.unavailable("the store is closed")) {
+            try await store.write { tx in try tx.insertCompany(name: "Late") }
+        }
+    }
+
+    @Test func aHandleUsedAfterItsClosureIsRefused() async throws {
+        /// Smuggles the handle out, which the API is designed to prevent.
+        final class Leak: @unchecked Sendable { var reader: (any StoreReader)? }
+        try await withStore { store, _ in
+            let leak = Leak()
+            try await store.read { tx in leak.reader = tx }
+            #expect(throws: StoreError.self) { try leak.reader?.newestEventID() }
+        }
+    }
+}

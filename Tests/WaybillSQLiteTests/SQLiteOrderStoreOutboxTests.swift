@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+@Suite struct SQLiteOrderStoreOutboxTests {
+    /// Appends, in separate transactions: an Acme order for Alice, an unassigned one, a Globex one.
+    private func appendThree(_ store: SQLiteOrderStore, _ fixture: Fixture) async throws -> [StoredEvent] {
+        var stored: [StoredEvent] = []
+        for order in [
+            sampleOrder(in: fixture.acme.id, number: "1", driver: fixture.alice.id, status: .assigned),
+            sampleOrder(in: fixture.acme.id, number: "2"),
+            sampleOrder(in: fixture.globex.id, number: "1"),
+        ] {
+            stored += try await store.write { tx in try tx.appendEvents([createdEvent(tx.insertOrder(order))]) }
+        }
+        return stored
+    }
+
+    @Test func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            #expect(try await store.read { tx in try tx.newestEventID() } == .zero)
+            let order = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: fixture.alice.id, status: .assigned))
+            }
+            var reassigned = order
+            reassigned.driverID = fixture.bob.id
+            let events = Broadcaster.events(for: .assigned(before: order, after: reassigned), at: t0 + 0.5)  // exactly representable: round-trips equal
+            let first = try await store.write { tx in try tx.appendEvents(events) }
+            let second = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect((first + second).map(\.id) == [1, 2, 3])
+            #expect(first.map(\.event) == events)
+            let all = try await store.read { tx in try tx.events(after: .zero, limit: 100) }
+            #expect(all == first + second)
+            #expect(all[1].event.oldDriverID == fixture.alice.id)
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(3))
+            #expect(try await store.write { tx in try tx.appendEvents([]) } == [])
+        }
+    }
+
+    @Test func groupReadsSeeOnlyThatGroupInOrder() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let all = try await appendThree(store, fixture)
+            let reads = try await store.read { tx in
+                (
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10),
+                    try tx.events(of: .driver(fixture.alice.id), after: .zero, limit: 10),
+                    try tx.events(of: .fleet(fixture.globex.id), after: .zero, limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: EventID(1), limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 1),
+                    try tx.events(of: .driver(fixture.bob.id), after: .zero, limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 0)
+                )
+            }
+            #expect(reads.0 == [all[0], all[1]])
+            #expect(reads.1 == [all[0]])
+            #expect(reads.2 == [all[2]])
+            #expect(reads.3 == [all[1]])
+            #expect(reads.4 == [all[0]])
+            #expect(reads.5 == [])
+            #expect(reads.6 == [])
+        }
+    }
+
+    @Test func theGroupReadIsAnIndexRangeScan() async throws {
+        try await withStore { store, path in
+            _ = store  // only its schema is needed
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            let details = try db.query(
+                """
+                EXPLAIN QUERY PLAN SELECT e.event_id FROM event_groups g JOIN events e ON e.event_id = g.event_id
+                WHERE g.group_name = 'company_1' AND g.event_id > 5 ORDER BY g.event_id LIMIT 10
+                """
+            ) { $0.text(3) }  // the "detail" column
+            #expect(details.contains { $0.contains("SEARCH g USING PRIMARY KEY (group_name=? AND event_id>?)") }, "\(details)")
+            #expect(!details.contains { $0.contains("TEMP B-TREE") }, "\(details)")
+        }
+    }
+
+    @Test func theRelayCursorOnlyMovesForwardAndNotPastTheNewestEvent() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ in
+            let fixture = try await Fixture.seed(store)
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == nil)
+            clock.set(t0 + 1)
+            let all = try await appendThree(store, fixture)
+            let state = try await store.read { tx in (try tx.relayedThrough(), try tx.oldestUnrelayedEventTime()) }
+            #expect(state.0 == .zero)
+            #expect(state.1 == t0 + 1)
+
+            try await store.write { tx in try tx.markRelayed(through: all[1].id) }
+            try await store.write { tx in try tx.markRelayed(through: all[0].id) }
+            #expect(try await store.read { tx in try tx.relayedThrough() } == all[1].id)
+            try await store.write { tx in try tx.markRelayed(through: EventID(1000)) }
+            #expect(try await store.read { tx in try tx.relayedThrough() } == all[2].id)
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == nil)
+        }
+    }
+
+    @Test func oldestUnrelayedTimeIsThatOfTheFirstEventAfterTheCursor() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            for second in 1...3 {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(1)) }
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == t0 + 2)
+        }
+    }
+
+    @Test func pruningDeletesOnlyRelayedOldEventsAsAPrefix() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            // Events 1…5 committed at t0+1 … t0+5, then event 6 with a clock that stepped back.
+            for second in [1, 2, 3, 4, 5, 0] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            // Nothing relayed: nothing pruned, however old.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
+
+            try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
+            // Relayed 1…4, but only 1…2 are older than t0+3.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 3) } == 2)
+            var state = try await store.read { tx in
+                (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id),
+                 try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10).map(\.id))
+            }
+            #expect(state.0 == EventID(2))
+            #expect(state.1 == [3, 4, 5, 6])
+            #expect(state.2 == [3, 4, 5, 6])
+
+            // Everything relayed and old: 3…6 go, and event 6's older stamp never caused a hole before.
+            try await store.write { tx in try tx.markRelayed(through: EventID(6)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 4)
+            state = try await store.read { tx in
+                (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id), [])
+            }
+            #expect(state.0 == EventID(6))
+            #expect(state.1 == [])
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(6), "pruning never rewinds ids")
+            let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect(next.map(\.id) == [7])
+        }
+    }
+
+    @Test func pruningStopsAtTheFirstEventThatIsTooNew() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            // Event 2 is newer than event 3 (another process's clock): 3 must wait for 2.
+            for second in [1, 10, 2] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(3)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 1)
+            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(1))
+        }
+    }
+}
