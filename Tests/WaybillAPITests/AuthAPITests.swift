@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillAPI
 
 @Suite(.timeLimit(.minutes(1)))
 struct AuthAPITests {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillAPI
 
 /// Bad input gets a clear JSON error and the server stays healthy (never a 500 for a client's mistake).
 @Suite(.timeLimit(.minutes(1)))

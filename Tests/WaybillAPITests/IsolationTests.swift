@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillAPI
 
 /// Company B cannot see, change or learn the existence of company A's orders; a driver sees only
 /// their own. Every refusal is the same 404 a missing order gets.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillAPI
 
 /// Each row of SPEC §2, end to end over HTTP.
 @Suite(.timeLimit(.minutes(1)))
