@@ -190,28 +190,4 @@ private final class Flag: Sendable {
             #expect(try await second.read { tx in try tx.newestEventID() } == EventID(100))
         }
     }
-
-    @Test func aClosedStoreIsUnavailable() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
-        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
-        store.close()
-        store.close()
-        await #expect(throws: StoreError.unavailable("the store is closed")) {
-            try await store.read { tx in try tx.newestEventID() }
-        }
-        await #expect(throws: StoreError.unavailable("the store is closed")) {
-            try await store.write { tx in try tx.insertCompany(name: "Late") }
-        }
-    }
-
-    @Test func aHandleUsedAfterItsClosureIsRefused() async throws {
-        /// Smuggles the handle out, which the API is designed to prevent.
-        final class Leak: @unchecked Sendable { var reader: (any StoreReader)? }
-        try await withStore { store, _ in
-            let leak = Leak()
-            try await store.read { tx in leak.reader = tx }
-            #expect(throws: StoreError.self) { try leak.reader?.newestEventID() }
-        }
-    }
 }
