@@ -1,7 +1,7 @@
 public import Foundation
+import Synchronization
 import WaybillDomain
 public import WaybillStorage
-import Synchronization
 
 /// The embedded order store: one SQLite file in WAL mode, one writer thread, a pool of readers.
 ///
@@ -110,6 +110,9 @@ public final class SQLiteOrderStore: OrderStore {
     /// If `body` throws, only its own changes are rolled back and the caller gets its error; the
     /// other closures of the batch still commit. If the `COMMIT` itself fails, every caller
     /// whose closure returned gets that failure and none of their changes exist.
+    ///
+    /// Once queued, the closure runs and commits even if the calling task is cancelled: a write
+    /// is never left half-known to its caller.
     /// - Throws: `StoreError`, or whatever `body` throws.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
