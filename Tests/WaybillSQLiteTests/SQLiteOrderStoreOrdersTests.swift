@@ -81,6 +81,24 @@ import WaybillStorage
         }
     }
 
+    @Test func aStageIDOfAnotherOrderIsTreatedAsANewStage() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let (mine, theirs) = try await store.write { tx in
+                (
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "1")),
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2"))
+                )
+            }
+            var changed = mine
+            changed.stages = [Stage(id: theirs.stages[0].id, position: 1, kind: .stop, address: "Hijack")]
+            let updated = try await store.write { [changed] tx in try tx.updateOrder(changed) }
+            #expect(updated.stages.count == 1)
+            #expect(updated.stages[0].id != theirs.stages[0].id)
+            #expect(try await store.read { tx in try tx.order(theirs.id!, in: fixture.acme.id) } == theirs)
+        }
+    }
+
     @Test func updatingOrDeletingAMissingOrderIsNotFound() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
