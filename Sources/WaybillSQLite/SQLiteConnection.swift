@@ -24,9 +24,11 @@ final class SQLiteConnection {
             throw error
         }
         handle = db
-        sqlite3_extended_result_codes(db, 1)
         let millis = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        sqlite3_busy_timeout(db, Int32(clamping: millis))
+        for code in [sqlite3_extended_result_codes(db, 1), sqlite3_busy_timeout(db, Int32(clamping: millis))]
+        where code != SQLITE_OK {
+            throw SQLiteError(code: code, db: db)
+        }
         try executeScript("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
     }
 
@@ -35,6 +37,7 @@ final class SQLiteConnection {
     /// Finalizes every cached statement, then closes the connection. Idempotent.
     func close() {
         statements.removeAll()  // each statement's deinit finalizes it
+        // close_v2 always succeeds: with statements left it would defer the close, not fail.
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
     }

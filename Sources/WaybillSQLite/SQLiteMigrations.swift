@@ -10,7 +10,7 @@ struct SQLiteMigration: Sendable {
 enum SQLiteMigrations {
     /// Every migration of the SQLite store, oldest first.
     static let all: [SQLiteMigration] = [
-        SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial),
+        SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial)
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -95,9 +95,12 @@ extension SQLiteOrderStore.Transaction {
                             (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                         """,
-                        [.id(order.companyID), .text(order.number), .text(order.status.rawValue), .id(order.driverID),
-                         .text(order.title), .text(order.notes), .date(order.createdAt), .date(order.updatedAt),
-                         .int(order.version)]
+                        [
+                            .id(order.companyID), .text(order.number), .text(order.status.rawValue),
+                            .id(order.driverID),
+                            .text(order.title), .text(order.notes), .date(order.createdAt), .date(order.updatedAt),
+                            .int(order.version),
+                        ]
                     ) { $0.int64(0) }, "orders"))
             // Built from the input rather than read back (the hot path), with dates as stored.
             var stored = order
@@ -121,9 +124,11 @@ extension SQLiteOrderStore.Transaction {
                     updated_at = ?, version = ?
                 WHERE id = ? AND company_id = ?
                 """,
-                [.text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
-                 .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
-                 .id(order.companyID)])
+                [
+                    .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
+                    .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
+                    .id(order.companyID),
+                ])
             guard db.changes > 0 else { return nil }
             try syncStages(order.stages, of: id)
             for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
@@ -156,8 +161,10 @@ extension SQLiteOrderStore.Transaction {
                     UPDATE stages SET position = ?, kind = ?, address = ?, planned_at = ?, completed_at = ?
                     WHERE id = ? AND order_id = ?
                     """,
-                    [.int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
-                     .date(stage.completedAt), .integer(id), .id(order)])
+                    [
+                        .int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
+                        .date(stage.completedAt), .integer(id), .id(order),
+                    ])
                 kept.insert(id)
             } else {
                 _ = try insertStage(stage, of: order)
@@ -174,8 +181,10 @@ extension SQLiteOrderStore.Transaction {
             INSERT INTO stages (order_id, position, kind, address, planned_at, completed_at)
             VALUES (?, ?, ?, ?, ?, ?) RETURNING id
             """,
-            [.id(order), .int(stage.position), .text(stage.kind.rawValue), .text(stage.address),
-             .date(stage.plannedAt), .date(stage.completedAt)]
+            [
+                .id(order), .int(stage.position), .text(stage.kind.rawValue), .text(stage.address),
+                .date(stage.plannedAt), .date(stage.completedAt),
+            ]
         ) { StageID($0.int64(0)) }
         var stored = stage
         stored.id = try required(id, "stages")

@@ -124,10 +124,12 @@ extension SQLiteOrderStore.Transaction {
                 old_driver_id, groups, changed_at, committed_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
-            [.id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
-             .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
-             .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
-             .date(event.changedAt), .date(committedAt)])
+            [
+                .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
+                .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
+                .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
+                .date(event.changedAt), .date(committedAt),
+            ])
         for group in event.groups {
             // OR IGNORE: a group listed twice is still one delivery.
             try db.execute(

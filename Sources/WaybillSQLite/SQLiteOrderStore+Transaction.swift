@@ -29,6 +29,11 @@ extension SQLiteOrderStore {
             guard isActive else {
                 throw .unavailable("a store transaction was used after its closure returned")
             }
+            // After some errors (disk full, I/O) SQLite rolls the whole transaction back; a
+            // closure that caught the error must not go on writing in autocommit mode.
+            guard db.isInTransaction else {
+                throw .unavailable("the transaction was rolled back after an earlier error")
+            }
             do throws(SQLiteError) {
                 return try operation()
             } catch {

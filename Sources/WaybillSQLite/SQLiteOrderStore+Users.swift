@@ -85,8 +85,10 @@ extension SQLiteOrderStore.Transaction {
                 INSERT INTO users (company_id, role, email, email_key, name, password_hash)
                 VALUES (?, ?, ?, ?, ?, ?) RETURNING id
                 """,
-                [.id(companyID), .text(role.rawValue), .text(email), .text(Self.emailKey(email)), .text(name),
-                 .text(passwordHash)]
+                [
+                    .id(companyID), .text(role.rawValue), .text(email), .text(Self.emailKey(email)), .text(name),
+                    .text(passwordHash),
+                ]
             ) { $0.int64(0) }
         }
         return User(id: UserID(id ?? 0), companyID: companyID, role: role, email: email, name: name)

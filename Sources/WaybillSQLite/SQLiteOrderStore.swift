@@ -1,7 +1,7 @@
 public import Foundation
+import Synchronization
 import WaybillDomain
 public import WaybillStorage
-import Synchronization
 
 /// The embedded order store: one SQLite file in WAL mode, one writer thread, a pool of readers.
 ///
@@ -39,9 +39,14 @@ public final class SQLiteOrderStore: OrderStore {
     /// - Parameters:
     ///   - path: the database file.
     ///   - readerCount: reader threads (and connections) serving concurrent `read`s; at least 1.
+    ///   - busyTimeout: how long a write waits for another process's write lock before failing
+    ///     with `StoreError.unavailable`.
     ///   - clock: the time stamped on events as `committed_at` (tests pass a fixed clock).
     /// - Throws: `StoreError.unavailable` when the file cannot be opened or migrated.
-    public init(path: String, readerCount: Int = 4, clock: @escaping @Sendable () -> Date = { Date() }) throws {
+    public init(
+        path: String, readerCount: Int = 4, busyTimeout: Duration = .seconds(5),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         self.clock = clock
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
@@ -57,7 +62,7 @@ public final class SQLiteOrderStore: OrderStore {
                 try SQLiteWorker(
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
                     open: { () throws(SQLiteError) in
-                        let db = try SQLiteConnection(path: path)
+                        let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
                         try db.executeScript("PRAGMA journal_mode = WAL")
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
@@ -68,7 +73,7 @@ public final class SQLiteOrderStore: OrderStore {
                     try SQLiteWorker(
                         name: "waybill.sqlite.reader.\(index)", queue: readQueue, batchLimit: 1,
                         open: { () throws(SQLiteError) in
-                            let db = try SQLiteConnection(path: path)
+                            let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
                             // Readers never write, even if a closure casts its reader to a writer.
                             try db.executeScript("PRAGMA query_only = ON")
                             return db
@@ -105,6 +110,9 @@ public final class SQLiteOrderStore: OrderStore {
     /// If `body` throws, only its own changes are rolled back and the caller gets its error; the
     /// other closures of the batch still commit. If the `COMMIT` itself fails, every caller
     /// whose closure returned gets that failure and none of their changes exist.
+    ///
+    /// Once queued, the closure runs and commits even if the calling task is cancelled: a write
+    /// is never left half-known to its caller.
     /// - Throws: `StoreError`, or whatever `body` throws.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
@@ -138,7 +146,10 @@ public final class SQLiteOrderStore: OrderStore {
         guard wasOpen else { return }
         writeQueue.close()
         readQueue.close()
-        for worker in workers { worker.waitUntilFinished() }
+        // When the last reference to the store goes away inside one of its own jobs, `deinit`
+        // runs on a store thread: waiting for that thread would deadlock, and it will finish
+        // the queue and close its connection by itself once the job returns.
+        for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
     }
 
     /// Write closures waiting for the writer thread (tests use it to build a batch).

@@ -22,13 +22,14 @@ final class SQLiteStatement {
         self.handle = statement
     }
 
+    // finalize returns the last step's error, which was already reported when it happened.
     deinit { sqlite3_finalize(handle) }
 
     private var db: OpaquePointer? { sqlite3_db_handle(handle) }
 
     /// Binds `values` to parameters 1…n; unlisted parameters are NULL.
     func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
-        sqlite3_clear_bindings(handle)
+        sqlite3_clear_bindings(handle)  // always SQLITE_OK
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32
@@ -36,12 +37,15 @@ final class SQLiteStatement {
             case .null: code = sqlite3_bind_null(handle, index)
             case .integer(let int): code = sqlite3_bind_int64(handle, index, int)
             case .real(let double): code = sqlite3_bind_double(handle, index, double)
-            case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, wb_sqlite_transient())
+            case .text(let text):
+                // An explicit byte count keeps text with an embedded NUL whole.
+                code = sqlite3_bind_text(handle, index, text, Int32(text.utf8.count), wb_sqlite_transient())
+            case .blob(let bytes) where bytes.isEmpty:
+                // An empty array may have no buffer, and a NULL pointer would store NULL, not X''.
+                code = sqlite3_bind_zeroblob(handle, index, 0)
             case .blob(let bytes):
                 code = bytes.withUnsafeBytes { raw in
-                    // A zero-length blob needs a non-NULL pointer or SQLite stores NULL.
-                    sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count),
-                                      wb_sqlite_transient())
+                    sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(raw.count), wb_sqlite_transient())
                 }
             }
             guard code == SQLITE_OK else { throw SQLiteError(code: code, db: db, sql: sql) }
@@ -58,6 +62,7 @@ final class SQLiteStatement {
     }
 
     /// Makes the statement reusable and releases the read snapshot it may hold.
+    /// (reset repeats the last step's error, which `step()` already threw.)
     func reset() { sqlite3_reset(handle) }
 
     // MARK: Columns of the current row
@@ -65,7 +70,10 @@ final class SQLiteStatement {
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     func text(_ column: Int32) -> String {
-        sqlite3_column_text(handle, column).map { String(cString: $0) } ?? ""
+        guard let base = sqlite3_column_text(handle, column) else { return "" }
+        // By byte count, not up to the first NUL: text with an embedded NUL reads back whole.
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self)
     }
     func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(handle, column))

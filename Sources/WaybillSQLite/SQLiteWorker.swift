@@ -7,6 +7,8 @@ import Synchronization
 /// and blocking `sqlite3_*` calls never run on Swift's cooperative pool.
 final class SQLiteWorker: Sendable {
     private let finished = DispatchSemaphore(value: 0)
+    /// The worker thread's id, set by the thread itself before `init` returns.
+    private let threadID = Mutex<pthread_t?>(nil)
 
     /// Starts the thread and waits until it opened its connection.
     /// - Parameters:
@@ -21,7 +23,10 @@ final class SQLiteWorker: Sendable {
     ) throws(SQLiteError) {
         let opened = OpenResult()
         let finished = self.finished
-        let thread = Thread {
+        // Every stored property has its value already, so the thread may use `self`; it keeps
+        // the worker alive until it exits.
+        let thread = Thread { [self] in
+            threadID.withLock { $0 = pthread_self() }
             let connection: SQLiteConnection
             do throws(SQLiteError) {
                 connection = try open()
@@ -38,6 +43,11 @@ final class SQLiteWorker: Sendable {
         thread.name = name
         thread.start()
         if let error = opened.wait() { throw error }
+    }
+
+    /// Whether the caller runs on this worker's thread (where waiting for it would deadlock).
+    var isCurrentThread: Bool {
+        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
     /// Blocks until the thread has drained its queue (after `close()` on it) and closed its connection.

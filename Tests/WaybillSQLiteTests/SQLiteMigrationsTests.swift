@@ -62,9 +62,10 @@ import WaybillStorage
             SQLiteMigration(name: "b", sql: "INSERT INTO missing VALUES (1)"),
         ]
         #expect(throws: SQLiteError.self) { try SQLiteMigrations.apply(broken, to: db, at: t0) }
-        #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE name IN ('t', 'schema_migrations')") {
-            $0.int(0)
-        } == [0])
+        #expect(
+            try db.query("SELECT count(*) FROM sqlite_master WHERE name IN ('t', 'schema_migrations')") {
+                $0.int(0)
+            } == [0])
         #expect(!db.isInTransaction)
     }
 

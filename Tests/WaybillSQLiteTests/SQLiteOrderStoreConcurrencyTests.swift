@@ -49,7 +49,8 @@ private final class Flag: Sendable {
                     group.addTask {
                         for index in 0..<40 {
                             try await store.write { tx in
-                                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "\(stream)-\(index)"))
+                                let order = try tx.insertOrder(
+                                    sampleOrder(in: fixture.acme.id, number: "\(stream)-\(index)"))
                                 _ = try tx.appendEvents([createdEvent(order)])
                             }
                         }
@@ -83,7 +84,9 @@ private final class Flag: Sendable {
             let before = store.writerStatistics.committedTransactions
             let ids = try await withThrowingTaskGroup(of: [EventID].self) { group in
                 for _ in 0..<200 {
-                    group.addTask { try await store.write { tx in try tx.appendEvents([createdEvent(order)]).map(\.id) } }
+                    group.addTask {
+                        try await store.write { tx in try tx.appendEvents([createdEvent(order)]).map(\.id) }
+                    }
                 }
                 return try await group.reduce(into: []) { $0 += $1 }
             }
@@ -166,7 +169,9 @@ private final class Flag: Sendable {
             for result in results {
                 #expect(throws: StoreError.conflict("a referenced record does not exist")) { try result.get() }
             }
-            #expect(try await store.read { tx in try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil) } == [])
+            #expect(
+                try await store.read { tx in try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil) }
+                    == [])
             // The writer recovered: the next write commits.
             _ = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
         }
@@ -188,30 +193,6 @@ private final class Flag: Sendable {
             #expect(ids.sorted() == (1...100).map { EventID(Int64($0)) })
             #expect(try await first.read { tx in try tx.events(after: .zero, limit: 500).count } == 100)
             #expect(try await second.read { tx in try tx.newestEventID() } == EventID(100))
-        }
-    }
-
-    @Test func aClosedStoreIsUnavailable() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
-        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
-        store.close()
-        store.close()
-        await #expect(throws: StoreError.unavailable("the store is closed")) {
-            try await store.read { tx in try tx.newestEventID() }
-        }
-        await #expect(throws: StoreError.unavailable("the store is closed")) {
-            try await store.write { tx in try tx.insertCompany(name: "Late") }
-        }
-    }
-
-    @Test func aHandleUsedAfterItsClosureIsRefused() async throws {
-        /// Smuggles the handle out, which the API is designed to prevent.
-        final class Leak: @unchecked Sendable { var reader: (any StoreReader)? }
-        try await withStore { store, _ in
-            let leak = Leak()
-            try await store.read { tx in leak.reader = tx }
-            #expect(throws: StoreError.self) { try leak.reader?.newestEventID() }
         }
     }
 }

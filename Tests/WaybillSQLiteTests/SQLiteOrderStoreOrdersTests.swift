@@ -21,6 +21,19 @@ import WaybillStorage
         }
     }
 
+    @Test func textKeepsEmbeddedNULsAndNonASCII() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            var order = sampleOrder(in: fixture.acme.id, title: "Zürich → Łódź \u{0}tail 🚚")
+            order.notes = "a\u{0}b"
+            let toInsert = order
+            let inserted = try await store.write { tx in try tx.insertOrder(toInsert) }
+            let read = try await store.read { tx in try tx.order(inserted.id!, in: fixture.acme.id) }
+            #expect(read?.title == "Zürich → Łódź \u{0}tail 🚚")
+            #expect(read?.notes == "a\u{0}b")
+        }
+    }
+
     @Test func anotherCompanysOrderIsNotFound() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
@@ -28,7 +41,9 @@ import WaybillStorage
             #expect(try await store.read { tx in try tx.order(order.id!, in: fixture.globex.id) } == nil)
             var foreign = order
             foreign.companyID = fixture.globex.id
-            await #expect(throws: StoreError.notFound) { try await store.write { [foreign] tx in try tx.updateOrder(foreign) } }
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [foreign] tx in try tx.updateOrder(foreign) }
+            }
             await #expect(throws: StoreError.notFound) {
                 try await store.write { tx in try tx.deleteOrder(order.id!, in: fixture.globex.id) }
             }
@@ -66,13 +81,35 @@ import WaybillStorage
         }
     }
 
+    @Test func aStageIDOfAnotherOrderIsTreatedAsANewStage() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let (mine, theirs) = try await store.write { tx in
+                (
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "1")),
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2"))
+                )
+            }
+            var changed = mine
+            changed.stages = [Stage(id: theirs.stages[0].id, position: 1, kind: .stop, address: "Hijack")]
+            let updated = try await store.write { [changed] tx in try tx.updateOrder(changed) }
+            #expect(updated.stages.count == 1)
+            #expect(updated.stages[0].id != theirs.stages[0].id)
+            #expect(try await store.read { tx in try tx.order(theirs.id!, in: fixture.acme.id) } == theirs)
+        }
+    }
+
     @Test func updatingOrDeletingAMissingOrderIsNotFound() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
             var ghost = sampleOrder(in: fixture.acme.id)
-            await #expect(throws: StoreError.notFound) { try await store.write { [ghost] tx in try tx.updateOrder(ghost) } }
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [ghost] tx in try tx.updateOrder(ghost) }
+            }
             ghost.id = OrderID(4242)
-            await #expect(throws: StoreError.notFound) { try await store.write { [ghost] tx in try tx.updateOrder(ghost) } }
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [ghost] tx in try tx.updateOrder(ghost) }
+            }
             await #expect(throws: StoreError.notFound) {
                 try await store.write { tx in try tx.deleteOrder(OrderID(4242), in: fixture.acme.id) }
             }
@@ -92,7 +129,8 @@ import WaybillStorage
                 _ = try tx.appendEvents(Broadcaster.events(for: .deleted(order), at: t0))
             }
             #expect(try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) } == nil)
-            #expect(try rawQuery(path, "SELECT (SELECT count(*) FROM stages) + (SELECT count(*) FROM documents)") == ["0"])
+            #expect(
+                try rawQuery(path, "SELECT (SELECT count(*) FROM stages) + (SELECT count(*) FROM documents)") == ["0"])
             let events = try await store.read { tx in try tx.events(after: .zero, limit: 10) }
             #expect(events.map(\.event.type) == [.created, .deleted])
             // A new order never reuses the deleted one's id (events and URLs refer to it).
@@ -104,18 +142,26 @@ import WaybillStorage
     @Test func numbersAreUniquePerCompany() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
-            _ = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007")) }
+            _ = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007"))
+            }
             let error = await #expect(throws: StoreError.self) {
-                try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007")) }
+                try await store.write { tx in
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007"))
+                }
             }
             guard case .conflict = error else {
                 Issue.record("expected a conflict, got \(String(describing: error))")
                 return
             }
             // The same number in another company is fine.
-            _ = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.globex.id, number: "2026/11/0007")) }
+            _ = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.globex.id, number: "2026/11/0007"))
+            }
             // Renumbering onto a taken number conflicts too.
-            var other = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0008")) }
+            var other = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0008"))
+            }
             other.number = "2026/11/0007"
             let renumbered = other
             await #expect(throws: StoreError.self) { try await store.write { tx in try tx.updateOrder(renumbered) } }
@@ -142,7 +188,8 @@ import WaybillStorage
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
             let error = await #expect(throws: StoreError.self) {
-                try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: UserID(999))) }
+                try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: UserID(999)))
+                }
             }
             guard case .conflict = error else {
                 Issue.record("expected a conflict, got \(String(describing: error))")
@@ -173,13 +220,16 @@ import WaybillStorage
             let fixture = try await Fixture.seed(store)
             let (a, b, c) = try await store.write { tx in
                 (
-                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "1", driver: fixture.alice.id, status: .assigned)),
+                    try tx.insertOrder(
+                        sampleOrder(in: fixture.acme.id, number: "1", driver: fixture.alice.id, status: .assigned)),
                     try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2")),
-                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "3", driver: fixture.alice.id, status: .accepted))
+                    try tx.insertOrder(
+                        sampleOrder(in: fixture.acme.id, number: "3", driver: fixture.alice.id, status: .accepted))
                 )
             }
             _ = try await store.write { tx in
-                try tx.insertOrder(sampleOrder(in: fixture.globex.id, number: "1", driver: fixture.globexDriver.id, status: .assigned))
+                try tx.insertOrder(
+                    sampleOrder(in: fixture.globex.id, number: "1", driver: fixture.globexDriver.id, status: .assigned))
             }
             let lists = try await store.read { tx in
                 (

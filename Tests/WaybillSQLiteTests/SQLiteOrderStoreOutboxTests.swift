@@ -28,7 +28,8 @@ import WaybillStorage
             }
             var reassigned = order
             reassigned.driverID = fixture.bob.id
-            let events = Broadcaster.events(for: .assigned(before: order, after: reassigned), at: t0 + 0.5)  // exactly representable: round-trips equal
+            // t0 + 0.5 s is exactly representable, so the stored time compares equal.
+            let events = Broadcaster.events(for: .assigned(before: order, after: reassigned), at: t0 + 0.5)
             let first = try await store.write { tx in try tx.appendEvents(events) }
             let second = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
             #expect((first + second).map(\.id) == [1, 2, 3])
@@ -77,7 +78,9 @@ import WaybillStorage
                 WHERE g.group_name = 'company_1' AND g.event_id > 5 ORDER BY g.event_id LIMIT 10
                 """
             ) { $0.text(3) }  // the "detail" column
-            #expect(details.contains { $0.contains("SEARCH g USING PRIMARY KEY (group_name=? AND event_id>?)") }, "\(details)")
+            #expect(
+                details.contains { $0.contains("SEARCH g USING PRIMARY KEY (group_name=? AND event_id>?)") },
+                "\(details)")
             #expect(!details.contains { $0.contains("TEMP B-TREE") }, "\(details)")
         }
     }
@@ -133,8 +136,10 @@ import WaybillStorage
             // Relayed 1…4, but only 1…2 are older than t0+3.
             #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 3) } == 2)
             var state = try await store.read { tx in
-                (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id),
-                 try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10).map(\.id))
+                (
+                    try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10).map(\.id)
+                )
             }
             #expect(state.0 == EventID(2))
             #expect(state.1 == [3, 4, 5, 6])

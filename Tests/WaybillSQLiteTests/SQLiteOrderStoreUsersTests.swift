@@ -34,10 +34,12 @@ import WaybillStorage
             }
             do {
                 _ = try await store.write { tx in
-                    try tx.insertUser(companyID: nil, role: .driver, email: "Élodie@acme.test", name: "É", passwordHash: "x")
+                    try tx.insertUser(
+                        companyID: nil, role: .driver, email: "Élodie@acme.test", name: "É", passwordHash: "x")
                 }
                 _ = try await store.write { tx in
-                    try tx.insertUser(companyID: nil, role: .driver, email: "éLODIE@ACME.TEST", name: "é", passwordHash: "y")
+                    try tx.insertUser(
+                        companyID: nil, role: .driver, email: "éLODIE@ACME.TEST", name: "é", passwordHash: "y")
                 }
                 Issue.record("a non-ASCII email differing only in case was accepted")
             } catch let error as StoreError {
@@ -55,7 +57,8 @@ import WaybillStorage
             _ = try await Fixture.seed(store)
             let error = await #expect(throws: StoreError.self) {
                 try await store.write { tx in
-                    try tx.insertUser(companyID: nil, role: .driver, email: "BOB@acme.test", name: "B", passwordHash: "x")
+                    try tx.insertUser(
+                        companyID: nil, role: .driver, email: "BOB@acme.test", name: "B", passwordHash: "x")
                 }
             }
             guard case .conflict = error else {
@@ -112,8 +115,9 @@ import WaybillStorage
             #expect(uses.0 == fixture.alice.id)
             #expect(uses.1 == nil, "a ticket is single use")
             #expect(try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0 + 10) } == nil)
-            #expect(try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0) } == nil,
-                    "an expired ticket is deleted when presented")
+            #expect(
+                try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0) } == nil,
+                "an expired ticket is deleted when presented")
         }
     }
 
@@ -127,6 +131,17 @@ import WaybillStorage
             }
             _ = try await store.write { tx in try tx.consumeTicket(hash: [0xFF], now: t0 + 3) }
             #expect(try rawQuery(path, "SELECT count(*) FROM ws_tickets") == ["1"])
+        }
+    }
+
+    @Test func anEmptyHashIsStoredAsAnEmptyBlobNotNull() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let user = try await store.write { tx in
+                try tx.insertTicket(hash: [], for: fixture.alice.id, expiresAt: t0 + 60)
+                return try tx.consumeTicket(hash: [], now: t0)
+            }
+            #expect(user == fixture.alice.id)
         }
     }
 }

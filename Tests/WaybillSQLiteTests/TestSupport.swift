@@ -62,7 +62,8 @@ struct Fixture: Sendable {
             return Fixture(
                 acme: acme, globex: globex,
                 dispatcher: try tx.insertUser(
-                    companyID: acme.id, role: .dispatcher, email: "dispatch@acme.test", name: "Dora", passwordHash: "h1"),
+                    companyID: acme.id, role: .dispatcher, email: "dispatch@acme.test", name: "Dora", passwordHash: "h1"
+                ),
                 alice: try tx.insertUser(
                     companyID: acme.id, role: .driver, email: "alice@acme.test", name: "Alice", passwordHash: "h2"),
                 bob: try tx.insertUser(
