@@ -16,6 +16,8 @@ final class OutboxRelay: Sendable {
         var pollInterval: Duration = .seconds(1)
         var batchSize = 512
         var maxBackoff: Duration = .seconds(5)
+        /// How often, at most, the relay cursor is written to the store.
+        var persistInterval: Duration = .milliseconds(100)
     }
 
     private let store: any OrderStore
@@ -23,12 +25,12 @@ final class OutboxRelay: Sendable {
     private let metrics: Metrics
     private let logger: Logger
     private let configuration: Configuration
-    private let clock: any Clock<Duration>
+    private let clock: ContinuousClock
     private let wake = WakeSignal()
 
     init(
         store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
-        configuration: Configuration = Configuration(), clock: any Clock<Duration> = ContinuousClock()
+        configuration: Configuration = Configuration(), clock: ContinuousClock = ContinuousClock()
     ) {
         self.store = store
         self.broker = broker
@@ -45,16 +47,21 @@ final class OutboxRelay: Sendable {
     func run() async {
         var cursor = await initialCursor()
         var persisted = cursor
+        var persistedAt = clock.now
         var failures = 0
         while !Task.isCancelled {
             do {
                 cursor = try await relayAvailable(after: cursor)
                 failures = 0
-                if cursor != persisted {
+                // The cursor is saved at most every `persistInterval`: under load that keeps the
+                // relay's own writes off the writer; after a crash a few events go out twice,
+                // which the hub drops by id.
+                if cursor != persisted, clock.now - persistedAt >= configuration.persistInterval {
                     try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
                     persisted = cursor
+                    persistedAt = clock.now
                 }
-                await wake.wait(timeout: configuration.pollInterval, clock: clock)
+                await wake.wait(timeout: cursor != persisted ? configuration.persistInterval : configuration.pollInterval, clock: clock)
             } catch {
                 failures += 1
                 metrics.relayFailed()
@@ -62,6 +69,7 @@ final class OutboxRelay: Sendable {
                 try? await clock.sleep(for: backoff(failures))
             }
         }
+        if cursor != persisted { _ = try? await store.write { [cursor] tx in try tx.markRelayed(through: cursor) } }
     }
 
     /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor.
