@@ -1,0 +1,43 @@
+"""Logging in and out of the panel."""
+from playwright.sync_api import expect
+
+from conftest import login, login_as_dispatcher, screenshot
+
+
+def test_bad_login_shows_an_error_in_plain_words(page, server):
+    login(page, server, password="not-the-password")
+    expect(page.locator("#login-error")).to_have_text("Wrong email or password.")
+    expect(page.locator("#topbar")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+    screenshot(page, "login-error")
+
+
+def test_login_shows_orders_and_logout_forgets_the_token(page, server):
+    page.goto("/")
+    screenshot(page, "login")
+    login_as_dispatcher(page, server)
+    expect(page).to_have_url(f"{server.base_url}/#/orders")
+    expect(page.locator("#connection-label")).to_have_text("Live")
+    session = page.evaluate("JSON.parse(sessionStorage.getItem('waybill.session'))")
+    assert session["token"] == server.dispatcher["token"]
+    assert session["user"]["role"] == "dispatcher"
+    # Every seeded order is listed.
+    seeded = {order_id for driver in server.drivers for order_id in driver["order_ids"]}
+    shown = {int(x) for x in page.locator("#orders-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.orderId)")}
+    assert seeded <= shown
+    screenshot(page, "orders")
+
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(f"{server.base_url}/#/login")
+    expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+    # Back to a protected page without a session: the login page again.
+    page.goto("/#/orders")
+    expect(page.locator("#login-email")).to_be_visible()
+
+
+def test_a_driver_cannot_use_the_panel(page, server):
+    driver = server.drivers[0]
+    login(page, server, email=driver["email"], password=driver["password"])
+    expect(page.locator("#login-error")).to_contain_text("for dispatchers")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
