@@ -66,5 +66,6 @@ trap cleanup EXIT
 export WAYBILL_TEST_STATE="$state"
 export WAYBILL_BROWSER_ARTIFACTS="$artifacts"
 status=0
-"$py" -m pytest "$root/tests/browser" -p no:cacheprovider -q -o console_output_style=classic "$@" || status=$?
+[ $# -gt 0 ] || set -- "$root/tests/browser"   # default: every browser test; else what was asked for
+"$py" -m pytest -p no:cacheprovider -q -o console_output_style=classic "$@" || status=$?
 exit "$status"
