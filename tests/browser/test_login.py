@@ -41,3 +41,13 @@ def test_a_driver_cannot_use_the_panel(page, server):
     login(page, server, email=driver["email"], password=driver["password"])
     expect(page.locator("#login-error")).to_contain_text("for dispatchers")
     assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+
+
+def test_an_expired_token_sends_the_user_back_to_login(page, server):
+    page.goto("/#/login")
+    page.evaluate("""sessionStorage.setItem('waybill.session', JSON.stringify(
+        {token: 'no-longer-valid', user: {id: 1, role: 'dispatcher', email: 'x@example.com'}}))""")
+    page.reload()  # the panel reads the stored session at start, then its first API call gets 401
+    expect(page.locator("#login-email")).to_be_visible()
+    expect(page.locator(".login-form .notice")).to_contain_text("log in again")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None

@@ -74,3 +74,18 @@ def test_the_panel_source_has_no_html_sinks_or_inline_code():
             if source.name == "dom.js" and sink in ("innerHTML", "outerHTML"):
                 continue
             assert sink not in text, f"{source.name} uses {sink}"
+
+
+def test_refetches_revalidate_with_the_etag(page, server):
+    fetches = []
+    page.on("response", lambda response: response.request.method == "GET" and "/api/orders/" in response.url
+            and fetches.append((response.status, response.request.headers.get("if-none-match"))))
+    login_as_dispatcher(page, server)
+    # The page loads the list at once and again when the socket says "connected": the second
+    # time nothing changed, so the server answers 304 to the ETag the first answer carried.
+    page.wait_for_function("document.querySelectorAll('#orders-table tbody tr').length > 0")
+    page.locator("#connection-retry").evaluate("b => b.click()")  # a reconnect refetches too
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    page.wait_for_timeout(600)
+    assert fetches[0][0] == 200
+    assert any(status == 304 and etag for status, etag in fetches[1:]), fetches

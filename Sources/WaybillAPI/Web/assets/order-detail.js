@@ -116,6 +116,11 @@ export class OrderDetail {
     }
   }
 
+  /** Draws the current order again (the drivers' names arrived or changed). */
+  redraw() {
+    if (this.order) this.render(this.order);
+  }
+
   showGone() {
     this.api.forgetOrder(this.orderId);
     this.order = null;

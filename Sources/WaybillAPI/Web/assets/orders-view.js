@@ -104,20 +104,27 @@ export class OrdersView {
 
   /** Called (coalesced) by the live feed: `{all, orderIds, deletedIds}`. */
   async refresh(signal) {
-    const tasks = [this.loadList(signal.all)];
+    // Drivers first: the table and the detail show their names.
+    if (signal.all || this.drivers.size === 0) await this.loadDrivers();
+    const tasks = [this.loadList()];
     if (this.detail.orderId !== null) tasks.push(this.detail.refresh(signal));
     await Promise.all(tasks);
   }
 
-  async loadList(withDrivers) {
+  async loadDrivers() {
     try {
-      if (withDrivers || this.drivers.size === 0) {
-        const { data, changed } = await this.api.drivers();
-        if (changed) {
-          this.drivers = new Map(data.map((d) => [d.id, d]));
-          this.fillDriverFilter();
-        }
-      }
+      const { data, changed } = await this.api.drivers();
+      if (!changed) return;
+      this.drivers = new Map(data.map((d) => [d.id, d]));
+      this.fillDriverFilter();
+      this.detail.redraw();
+    } catch (error) {
+      // The list still works without names ("Driver #7"); its own fetch reports the problem.
+    }
+  }
+
+  async loadList() {
+    try {
       const { data } = await this.api.orders(this.query.status);
       this.orders = data;
       this.listError.textContent = '';
