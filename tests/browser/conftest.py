@@ -30,6 +30,10 @@ class Server:
         self.base_url = server_ctl.base_url(state)
         with open(state["fixtures"]) as f:
             self.fixtures = json.load(f)
+        self.known_tokens = set(t for t in [self.fixtures["dispatcher"]["token"], self.fixtures.get("dispatcher_token")] if t)
+        self.known_tokens.update(d["token"] for d in self.fixtures["drivers"])
+        # The dispatcher's REST client of the tests ("another dispatcher"); see relogin_dispatcher.
+        self.api = Client(self.base_url, self.fixtures["dispatcher"]["token"])
 
     @property
     def dispatcher(self):
@@ -39,11 +43,16 @@ class Server:
     def drivers(self):
         return self.fixtures["drivers"]
 
-    def tokens(self):
-        return [self.dispatcher["token"], self.fixtures.get("dispatcher_token", "")] + [d["token"] for d in self.drivers]
+    def client(self, token):
+        return Client(self.base_url, token)
 
-    def client(self, token=None):
-        return Client(self.base_url, token if token is not None else self.dispatcher["token"])
+    def relogin_dispatcher(self):
+        """A fresh token for the tests' dispatcher client (after a panel logout revoked them all)."""
+        status, body = Client(self.base_url, "").call(
+            "POST", "/api/auth/login", {"email": self.dispatcher["email"], "password": self.dispatcher["password"]})
+        assert status == 200, body
+        self.api.token = body["token"]
+        self.known_tokens.add(body["token"])
 
     def stop(self):
         server_ctl.stop(self.state_file)
@@ -62,7 +71,8 @@ class Client:
     def call(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
@@ -95,7 +105,7 @@ def server():
 
 @pytest.fixture(scope="session")
 def api(server):
-    return server.client()
+    return server.api
 
 
 @pytest.fixture(scope="session")
@@ -110,14 +120,21 @@ def browser():
 
 class PageRecorder:
     def __init__(self, page):
+        self.bearer_tokens = set()  # every token the page sent in an Authorization header
         self.urls = []
         self.websocket_urls = []
         self.console_errors = []
         self.page_errors = []
-        page.on("request", lambda request: self.urls.append(request.url))
+        page.on("request", self.on_request)
         page.on("websocket", lambda ws: self.websocket_urls.append(ws.url))
         page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(msg.text))
         page.on("pageerror", lambda error: self.page_errors.append(str(error)))
+
+    def on_request(self, request):
+        self.urls.append(request.url)
+        authorization = request.headers.get("authorization", "")
+        if authorization.lower().startswith("bearer "):
+            self.bearer_tokens.add(authorization[7:].strip())
 
     def all_urls(self):
         return self.urls + self.websocket_urls
@@ -139,8 +156,9 @@ def page_factory(browser, server):
     problems = []
     for context, page in opened:
         recorder = page.recorder
+        tokens = server.known_tokens | recorder.bearer_tokens
         for url in recorder.all_urls():
-            for token in server.tokens():
+            for token in tokens:
                 if token and token in url:
                     problems.append(f"an API token is in a request URL: {url.replace(token, '<token>')}")
         problems += [f"CSP violation: {text}" for text in recorder.console_errors if "Content Security Policy" in text]

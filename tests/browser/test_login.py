@@ -12,25 +12,30 @@ def test_bad_login_shows_an_error_in_plain_words(page, server):
     screenshot(page, "login-error")
 
 
-def test_login_shows_orders_and_logout_forgets_the_token(page, server):
+def test_login_shows_orders_and_logout_revokes_the_token(page, server, api):
     page.goto("/")
     screenshot(page, "login")
     login_as_dispatcher(page, server)
     expect(page).to_have_url(f"{server.base_url}/#/orders")
     expect(page.locator("#connection-label")).to_have_text("Live")
     session = page.evaluate("JSON.parse(sessionStorage.getItem('waybill.session'))")
-    assert session["token"] == server.dispatcher["token"]
-    assert session["user"]["role"] == "dispatcher"
+    assert session["token"] and session["user"]["role"] == "dispatcher"
+    assert server.client(session["token"]).call("GET", "/api/me")[0] == 200
     # Every seeded order is listed.
     seeded = {order_id for driver in server.drivers for order_id in driver["order_ids"]}
     shown = {int(x) for x in page.locator("#orders-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.orderId)")}
     assert seeded <= shown
     screenshot(page, "orders")
 
-    page.get_by_role("button", name="Log out").click()
-    expect(page).to_have_url(f"{server.base_url}/#/login")
-    expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
-    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+    try:
+        page.get_by_role("button", name="Log out").click()
+        expect(page).to_have_url(f"{server.base_url}/#/login")
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+        assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+        # The server forgot the token too (logout revokes every token of the user).
+        assert server.client(session["token"]).call("GET", "/api/me")[0] == 401
+    finally:
+        server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
     # Back to a protected page without a session: the login page again.
     page.goto("/#/orders")
     expect(page.locator("#login-email")).to_be_visible()

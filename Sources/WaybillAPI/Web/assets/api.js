@@ -49,7 +49,7 @@ export class Api {
     this.etags.clear();
   }
 
-  async request(method, path, { body, auth = true } = {}) {
+  async request(method, path, { body, auth = true, expect401 = false } = {}) {
     const headers = { Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const token = auth ? this.getToken() : null;
@@ -76,7 +76,7 @@ export class Api {
     if (!response.ok) {
       const error = new ApiError(response.status, data?.error ?? 'http_error',
         (typeof data?.message === 'string' && data.message.trim()) || fallbackMessage(response.status));
-      if (response.status === 401 && auth) this.onUnauthorized?.(error);
+      if (response.status === 401 && auth && !expect401) this.onUnauthorized?.(error);
       throw error;
     }
     const etag = response.headers.get('ETag');
@@ -91,6 +91,8 @@ export class Api {
   login(email, password) {
     return this.request('POST', '/api/auth/login', { body: { email, password }, auth: false }).then((r) => r.data);
   }
+  /** Revokes the token on the server (it revokes every token of the user: logout everywhere). */
+  logout() { return this.request('POST', '/api/auth/logout', { body: {}, expect401: true }); }
   me() { return this.get('/api/me'); }
   drivers() { return this.get('/api/drivers/'); }
   orders(status) {

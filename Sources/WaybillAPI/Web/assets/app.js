@@ -105,7 +105,20 @@ function updateHeader(name) {
   }
 }
 
-document.getElementById('logout').addEventListener('click', () => endSession('You have logged out.'));
+const logoutButton = document.getElementById('logout');
+logoutButton.addEventListener('click', async () => {
+  // Revoke the token on the server first: a bearer token that only the tab forgot would stay
+  // valid. Logging out locally must not depend on the server being reachable, though.
+  logoutButton.disabled = true;
+  try {
+    await api.logout();
+  } catch {
+    // unreachable or already revoked: the local logout below is what the user asked for
+  } finally {
+    logoutButton.disabled = false;
+  }
+  endSession('You have logged out.');
+});
 window.addEventListener('hashchange', route);
 window.addEventListener('unhandledrejection', (event) => {
   // Anything that slipped through is still said in words rather than failing silently.
