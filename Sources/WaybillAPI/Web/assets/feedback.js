@@ -30,6 +30,7 @@ export function announce(message) {
  */
 export function confirmAction({ title, message, confirmLabel }) {
   const dialog = document.getElementById('confirm-dialog');
+  if (dialog.open) return Promise.resolve(false); // one question at a time
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-message').textContent = message;
   document.getElementById('confirm-ok').textContent = confirmLabel;

@@ -34,7 +34,8 @@ export class FleetView {
       this.error.textContent = '';
       this.render(drivers.data, orders.data);
     } catch (error) {
-      if (error.status !== 401) this.error.textContent = `Could not refresh the fleet: ${error.message}`;
+      if (error.status === 401 || (error.status === 0 && this.rendered)) return; // see OrdersView.loadList
+      this.error.textContent = `Could not refresh the fleet: ${error.message}`;
     }
   }
 

@@ -111,6 +111,7 @@ export class OrderDetail {
       if (changed || !this.order) this.render(data);
     } catch (error) {
       if (id !== this.orderId || error.status === 401) return;
+      if (error.status === 0 && this.order) return; // unreachable: the indicator says so; keep what we show
       if (error.status === 404) this.showGone();
       else this.error.textContent = `Could not load the order: ${error.message}`;
     }

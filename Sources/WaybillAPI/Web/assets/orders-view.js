@@ -130,7 +130,9 @@ export class OrdersView {
       this.listError.textContent = '';
       this.render();
     } catch (error) {
-      if (error.status === 401) return;
+      // 401 ends the session elsewhere; "unreachable" is what the connection indicator shows.
+      // Either way the table keeps what it had instead of jumping down under a message.
+      if (error.status === 401 || (error.status === 0 && this.rendered)) return;
       this.listError.textContent = `Could not refresh the orders: ${error.message}`;
     }
   }
