@@ -188,6 +188,9 @@ def test_a_refused_change_shows_the_servers_message(page, server, api):
         body=json.dumps({"error": "invalid_transition", "message": "Cannot unassign an order that is accepted."})))
     page.locator("#unassign-button").click()
     expect(page.locator("#detail-error")).to_have_text("Cannot unassign an order that is accepted.")
+    # The refetch that follows a refused change must not wipe the explanation.
+    page.wait_for_timeout(800)
+    expect(page.locator("#detail-error")).to_have_text("Cannot unassign an order that is accepted.")
 
 
 def test_filters_by_status_and_driver(page, server, api):

@@ -27,7 +27,10 @@ export class OrderDetail {
 
   build() {
     this.heading = h('h2', { id: 'detail-heading', tabindex: '-1' });
+    // Two messages: what the last action got from the server (stays until the next action), and
+    // whether the order could be loaded (cleared by the next successful load).
     this.error = h('p', { class: 'inline-error', id: 'detail-error', role: 'alert' });
+    this.loadError = h('p', { class: 'inline-error', id: 'detail-load-error', role: 'alert' });
     this.gone = h('p', { class: 'notice', id: 'detail-gone', hidden: true });
     this.facts = {
       status: h('span', { class: 'badge' }),
@@ -74,7 +77,7 @@ export class OrderDetail {
       h('div', { class: 'detail-header' },
         this.heading,
         h('button', { type: 'button', class: 'link-button', id: 'close-detail', onclick: () => this.onClose() }, 'Close')),
-      this.error, this.gone, this.body);
+      this.error, this.loadError, this.gone, this.body);
   }
 
   /** Opens order `id` (focus goes to its heading so keyboard and screen reader users land there). */
@@ -84,6 +87,7 @@ export class OrderDetail {
     this.body.hidden = true;
     this.gone.hidden = true;
     this.error.textContent = '';
+    this.loadError.textContent = '';
     setText(this.heading, 'Loading order…');
     this.heading.focus({ preventScroll: false });
     return this.load();
@@ -107,13 +111,13 @@ export class OrderDetail {
     try {
       const { data, changed } = await this.api.order(id);
       if (id !== this.orderId) return; // another order was opened meanwhile
-      this.error.textContent = '';
+      this.loadError.textContent = '';
       if (changed || !this.order) this.render(data);
     } catch (error) {
       if (id !== this.orderId || error.status === 401) return;
       if (error.status === 0 && this.order) return; // unreachable: the indicator says so; keep what we show
       if (error.status === 404) this.showGone();
-      else this.error.textContent = `Could not load the order: ${error.message}`;
+      else this.loadError.textContent = `Could not load the order: ${error.message}`;
     }
   }
 
