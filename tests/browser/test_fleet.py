@@ -39,7 +39,9 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
     # A link on a card opens the order on the orders page.
     first = card(page, seeded["id"]).get_by_role("link").first
     first.click()
-    expect(page.locator("#detail-heading")).to_be_visible()
+    expect(page.locator(".facts")).to_be_visible()
+    # Opened on a freshly mounted page: the driver select still shows the order's driver.
+    expect(page.locator("#assign-driver")).to_have_value(str(seeded["id"]))
 
 
 def test_panel_is_usable_on_a_tablet(page_factory, server):

@@ -46,7 +46,11 @@ export class OrderDetail {
       h('dt', {}, 'Created'), this.facts.created,
       h('dt', {}, 'Updated'), this.facts.updated);
 
-    this.driverSelect = h('select', { id: 'assign-driver', name: 'driver_id', required: true });
+    this.driverSelect = h('select', {
+      id: 'assign-driver', name: 'driver_id', required: true,
+      onchange: () => { this.pickedDriver = this.driverSelect.value; },
+    });
+    this.pickedDriver = null; // the user's choice in the select, kept across refetches
     this.assignButton = h('button', { type: 'submit', id: 'assign-button' }, 'Assign');
     this.assignForm = h('form', { class: 'assign-form', onsubmit: (e) => this.assignSubmitted(e) },
       h('label', { for: 'assign-driver' }, 'Driver'), this.driverSelect, this.assignButton);
@@ -84,6 +88,7 @@ export class OrderDetail {
   show(id) {
     this.orderId = id;
     this.order = null;
+    this.pickedDriver = null;
     this.body.hidden = true;
     this.gone.hidden = true;
     this.error.textContent = '';
@@ -187,13 +192,13 @@ export class OrderDetail {
     this.assignForm.hidden = !canAssign;
     const pairs = [['', 'Choose a driver…'], ...[...this.drivers().values()].map((d) => [String(d.id), d.name || d.email])];
     const signature = JSON.stringify(pairs);
-    // Keep what the user picked unless the order's driver itself changed underneath.
-    const keep = previous?.id === order.id && previous.driver_id === order.driver_id ? this.driverSelect.value : null;
     if (this.driverSelect.dataset.signature !== signature) {
       replace(this.driverSelect, options(pairs, ''));
       this.driverSelect.dataset.signature = signature;
     }
-    this.driverSelect.value = keep ?? (order.driver_id == null ? '' : String(order.driver_id));
+    // Keep what the user picked unless the order's driver itself changed underneath.
+    if (previous && previous.driver_id !== order.driver_id) this.pickedDriver = null;
+    this.driverSelect.value = this.pickedDriver ?? (order.driver_id == null ? '' : String(order.driver_id));
     setText(this.assignButton, order.driver_id == null ? 'Assign' : 'Reassign');
     this.unassignButton.hidden = order.status !== 'assigned';
     const forward = FORWARD[order.status];
