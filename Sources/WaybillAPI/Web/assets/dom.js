@@ -76,6 +76,19 @@ document.addEventListener('animationend', (event) => {
   if (event.animationName === 'flash') event.target.classList.remove('flash');
 });
 
+/**
+ * Gives a <select> these `[value, label]` options and selects `value`. The options are rebuilt
+ * only when they differ, so a refetch does not disturb a select the user is looking at.
+ */
+export function setOptions(select, pairs, value) {
+  const signature = JSON.stringify(pairs);
+  if (select.dataset.options !== signature) {
+    replace(select, options(pairs, value));
+    select.dataset.options = signature;
+  }
+  select.value = value ?? '';
+}
+
 /** Builds `<option>`s from `[value, label]` pairs and selects `selected`. */
 export function options(pairs, selected) {
   return pairs.map(([value, label]) =>

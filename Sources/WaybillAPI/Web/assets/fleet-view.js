@@ -1,7 +1,7 @@
 // Fleet board (stream=fleet): one card per driver with their current orders, plus a card for
 // orders nobody has yet. Cards are keyed by driver and rebuilt only when their content changed.
 import { h, replace, setText, flash } from './dom.js';
-import { statusLabel, isActive } from './format.js';
+import { statusLabel, isActive, driverLabel } from './format.js';
 
 const UNASSIGNED = 'none';
 
@@ -75,7 +75,7 @@ export class FleetView {
 
   createCard(key, driver) {
     const headingId = `fleet-driver-${key}`;
-    const title = key === UNASSIGNED ? 'Not assigned' : (driver?.name || driver?.email || `Driver #${key}`);
+    const title = key === UNASSIGNED ? 'Not assigned' : (driver ? driverLabel(driver) : `Driver #${key}`);
     const count = h('p', { class: 'card-count' });
     const list = h('ul', { class: 'card-orders' });
     const article = h('article', { class: key === UNASSIGNED ? 'driver-card unassigned' : 'driver-card',

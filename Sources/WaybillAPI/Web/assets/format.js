@@ -49,9 +49,19 @@ export function localInputToISO(value) {
   return Number.isNaN(date.getTime()) ? null : date.toISOString();
 }
 
+/** How a driver is named on screen. */
+export function driverLabel(driver) {
+  return driver.name || driver.email;
+}
+
 /** The driver's display name from a `Map(id → driver)`; "Unassigned" when there is none. */
 export function driverName(drivers, driverId) {
   if (driverId === null || driverId === undefined) return 'Unassigned';
   const driver = drivers.get(driverId);
-  return driver ? (driver.name || driver.email) : `Driver #${driverId}`;
+  return driver ? driverLabel(driver) : `Driver #${driverId}`;
+}
+
+/** `[value, label]` pairs for a driver <select>, after the given leading choices. */
+export function driverChoices(drivers, ...leading) {
+  return [...leading, ...[...drivers.values()].map((d) => [String(d.id), driverLabel(d)])];
 }

@@ -1,8 +1,8 @@
 // The open order: facts, stages, documents and the dispatcher's actions (assign / reassign /
 // unassign, the status moves of SPEC §1, cancel, delete). Refetched on every signal that names
 // it; never patched from event payloads.
-import { h, options, replace, setText, flash, timeElement } from './dom.js';
-import { statusLabel, stageKindLabel, shortTime, longTime, driverName } from './format.js';
+import { h, replace, setOptions, setText, flash, timeElement } from './dom.js';
+import { statusLabel, stageKindLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
 import { confirmAction, announce } from './feedback.js';
 
 // The forward moves a dispatcher may make through POST /status (new ⇄ assigned go through
@@ -190,15 +190,10 @@ export class OrderDetail {
   renderActions(order, previous) {
     const canAssign = order.status === 'new' || order.status === 'assigned';
     this.assignForm.hidden = !canAssign;
-    const pairs = [['', 'Choose a driver…'], ...[...this.drivers().values()].map((d) => [String(d.id), d.name || d.email])];
-    const signature = JSON.stringify(pairs);
-    if (this.driverSelect.dataset.signature !== signature) {
-      replace(this.driverSelect, options(pairs, ''));
-      this.driverSelect.dataset.signature = signature;
-    }
     // Keep what the user picked unless the order's driver itself changed underneath.
     if (previous && previous.driver_id !== order.driver_id) this.pickedDriver = null;
-    this.driverSelect.value = this.pickedDriver ?? (order.driver_id == null ? '' : String(order.driver_id));
+    setOptions(this.driverSelect, driverChoices(this.drivers(), ['', 'Choose a driver…']),
+      this.pickedDriver ?? (order.driver_id == null ? '' : String(order.driver_id)));
     setText(this.assignButton, order.driver_id == null ? 'Assign' : 'Reassign');
     this.unassignButton.hidden = order.status !== 'assigned';
     const forward = FORWARD[order.status];

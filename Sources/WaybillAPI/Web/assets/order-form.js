@@ -1,6 +1,6 @@
 // "New order" dialog: title, notes, an optional driver and any number of route stages.
-import { h, options, replace } from './dom.js';
-import { STAGE_KINDS, localInputToISO } from './format.js';
+import { h, options, replace, setOptions } from './dom.js';
+import { STAGE_KINDS, localInputToISO, driverChoices } from './format.js';
 
 let stageCounter = 0; // unique ids for the labels of repeated stage fields
 
@@ -38,8 +38,7 @@ export class OrderForm {
   open(drivers) {
     this.form.reset();
     this.error.textContent = '';
-    replace(this.driver, options([['', 'No driver yet'],
-      ...[...drivers.values()].map((d) => [String(d.id), d.name || d.email])], ''));
+    setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), '');
     replace(this.stageList);
     this.addStage(false);
     this.element.showModal();

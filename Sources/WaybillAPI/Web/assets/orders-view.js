@@ -1,7 +1,7 @@
 // Orders page: the live table with filters, the "New order" dialog and, at #/orders/ID, the
 // open order's detail beside (or below) the table.
-import { h, options, replace, setText, flash, timeElement } from './dom.js';
-import { STATUSES, statusLabel, shortTime, longTime, driverName } from './format.js';
+import { h, options, setOptions, setText, flash, timeElement } from './dom.js';
+import { STATUSES, statusLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
 import { routeHash, navigate } from './router.js';
 import { OrderDetail } from './order-detail.js';
 import { OrderForm } from './order-form.js';
@@ -138,14 +138,7 @@ export class OrdersView {
   }
 
   fillDriverFilter() {
-    const pairs = [['', 'All drivers'], ['none', 'Unassigned'],
-      ...[...this.drivers.values()].map((d) => [String(d.id), d.name || d.email])];
-    const signature = JSON.stringify(pairs);
-    if (this.driverFilter.dataset.signature !== signature) {
-      replace(this.driverFilter, options(pairs, this.query.driver));
-      this.driverFilter.dataset.signature = signature;
-    }
-    this.driverFilter.value = this.query.driver ?? '';
+    setOptions(this.driverFilter, driverChoices(this.drivers, ['', 'All drivers'], ['none', 'Unassigned']), this.query.driver);
   }
 
   visibleOrders() {
