@@ -48,6 +48,11 @@ def test_create_order_in_the_panel_and_see_it_in_the_table(page, server, api):
     expect(page.locator("#detail-stages li").nth(1)).to_contain_text("Harbour, Gate 4")
     expect(page.locator(".notes")).to_have_text("Gate 4, ask for Mia.\nFragile.")
     screenshot(page, "order-detail")
+    # Closing with the keyboard returns focus to the order's row.
+    page.locator("#close-detail").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#order-detail")).to_be_hidden()
+    expect(new_row.get_by_role("link")).to_be_focused()
 
 
 def test_validation_errors_from_the_server_are_shown(page, server):

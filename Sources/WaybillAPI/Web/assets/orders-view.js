@@ -12,7 +12,7 @@ export class OrdersView {
     this.api = api;
     this.feed = feed; // its onSignal is routed to this.refresh by app.js
     this.drivers = new Map(); // id → driver
-    this.rows = new Map(); // order id → { tr, cells, version, driverId }
+    this.rows = new Map(); // order id → { tr, cells, link, version, driverLabel }
     this.orders = [];
     this.rendered = false;
     this.query = {};
@@ -88,8 +88,14 @@ export class OrdersView {
     const opened = route.orderId;
     this.layout.classList.toggle('has-detail', opened !== null);
     this.detailRoot.hidden = opened === null;
+    const closing = opened === null ? this.detail.orderId : null;
     if (opened === null) this.detail.close();
     else if (this.detail.orderId !== opened) this.detail.show(opened);
+    // Keyboard users land back on the row they came from, not at the top of the page.
+    const focus = document.activeElement;
+    if (closing !== null && (focus === document.body || this.detailRoot.contains(focus))) {
+      (this.rows.get(closing)?.link ?? document.getElementById('orders-heading')).focus();
+    }
     if (this.rendered && previousStatus !== this.query.status) this.feed.refresh(); // the server filters status
     else if (this.rendered) this.render();
     this.markSelected();
