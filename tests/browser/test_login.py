@@ -36,9 +36,15 @@ def test_login_shows_orders_and_logout_revokes_the_token(page, server, api):
         assert server.client(session["token"]).call("GET", "/api/me")[0] == 401
     finally:
         server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
-    # Back to a protected page without a session: the login page again.
-    page.goto("/#/orders")
+    # A protected page without a session: the login page, then that page after logging in.
+    order_id = server.drivers[0]["order_ids"][0]
+    page.goto(f"/#/orders/{order_id}")
     expect(page.locator("#login-email")).to_be_visible()
+    page.locator("#login-email").fill(server.dispatcher["email"])
+    page.locator("#login-password").fill(server.dispatcher["password"])
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{server.base_url}/#/orders/{order_id}")
+    expect(page.locator(".facts")).to_be_visible()
 
 
 def test_a_driver_cannot_use_the_panel(page, server):

@@ -17,6 +17,7 @@ const PAGES = {
 let session = loadSession();
 let current = null; // { name, view, feed }
 let loginNotice = '';
+let returnTo = null; // the page asked for before login (kept in memory only)
 
 const api = new Api({
   getToken: () => session?.token ?? null,
@@ -47,6 +48,7 @@ function teardown() {
 function route() {
   const target = parseRoute();
   if (!session && target.name !== 'login') {
+    if (target.name !== 'not-found') returnTo = location.hash;
     location.replace('#/login');
     return;
   }
@@ -70,7 +72,8 @@ function route() {
         session = newSession;
         saveSession(session);
         loginNotice = '';
-        location.hash = '#/orders';
+        location.hash = returnTo ?? '#/orders';
+        returnTo = null;
       },
     });
     current = { name: 'login', view };
