@@ -48,7 +48,7 @@ function teardown() {
 function route() {
   const target = parseRoute();
   if (!session && target.name !== 'login') {
-    if (target.name !== 'not-found') returnTo = location.hash;
+    if (target.name !== 'not-found' && location.hash.startsWith('#/')) returnTo = location.hash;
     location.replace('#/login');
     return;
   }
@@ -72,7 +72,7 @@ function route() {
         session = newSession;
         saveSession(session);
         loginNotice = '';
-        location.hash = returnTo ?? '#/orders';
+        location.hash = returnTo || '#/orders';
         returnTo = null;
       },
     });
