@@ -39,9 +39,12 @@ def init(state_file, binary, workdir, drivers=3, orders_per_driver=2):
     data_dir = os.path.join(workdir, "data")
     fixtures = os.path.join(workdir, "fixtures.json")
     os.makedirs(data_dir, exist_ok=True)
+    # The tests log in some twenty times: a cheaper password hash (stored with its iteration count)
+    # keeps that fast. Only these throwaway test users get it; the server's default is unchanged.
+    env = {**os.environ, "WAYBILL_PASSWORD_ITERATIONS": os.environ.get("WAYBILL_PASSWORD_ITERATIONS", "20000")}
     subprocess.run([binary, "seed", "--data-dir", data_dir, "--drivers", str(drivers),
                     "--orders-per-driver", str(orders_per_driver), "--out", fixtures],
-                   check=True, stdout=subprocess.DEVNULL, timeout=120)
+                   check=True, stdout=subprocess.DEVNULL, timeout=120, env=env)
     state = {"bin": binary, "host": "127.0.0.1", "port": free_port(), "data_dir": data_dir,
              "fixtures": fixtures, "log": os.path.join(workdir, "server.log"), "pid": None}
     save(state_file, state)
