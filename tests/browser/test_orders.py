@@ -215,3 +215,16 @@ def test_filters_by_status_and_driver(page, server, api):
     expect(page.locator("#filter-driver")).to_have_value(str(driver["id"]))
     expect(row(page, fresh["id"])).to_have_count(0)
     expect(row(page, assigned["id"])).to_be_visible()
+
+
+def test_a_burst_of_changes_is_coalesced_into_a_few_refetches(page, server, api):
+    login_as_dispatcher(page, server)
+    page.wait_for_timeout(500)  # let the start-up fetches finish
+    list_fetches = []
+    page.on("request", lambda request: request.method == "GET" and "/api/orders/?" not in request.url
+            and request.url.endswith("/api/orders/") and list_fetches.append(request.url))
+    created = [api.create_order(f"Burst {n}")["id"] for n in range(30)]
+    for order_id in created:
+        expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    # 30 events, one list fetch per 250 ms window at most (plus one in flight): far fewer than 30.
+    assert 1 <= len(list_fetches) <= 10, len(list_fetches)
