@@ -7,7 +7,6 @@ page that violates the CSP, throws, or puts a token in a URL fails the test that
 """
 import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
@@ -113,7 +112,9 @@ def browser():
     executable = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
     with sync_playwright() as playwright:
         # --no-sandbox: Chromium refuses to start as root (CI runs as root) with its sandbox on.
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        # --disable-dev-shm-usage: containers often have a tiny /dev/shm, which crashes tabs.
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
         yield browser
         browser.close()
 

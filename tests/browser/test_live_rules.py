@@ -1,8 +1,6 @@
 """The rules of live.js, run on plain values in the real browser: backoff, coalescing, resume."""
 import json
 
-from conftest import login_as_dispatcher
-
 
 def run_module(page, script):
     """Runs `script` (an async function body with `live` = the live.js module) in the page."""
