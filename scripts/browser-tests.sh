@@ -38,7 +38,17 @@ requirements="$root/tests/browser/requirements.txt"
 stamp="$venv/.requirements.sha256"
 wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  python3 -m venv "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    # Debian's python3 ships venv separately.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      rm -rf "$venv"
+      python3 -m venv "$venv"
+    else
+      echo "browser-tests: python3 -m venv failed; install python3-venv" >&2
+      exit 2
+    fi
+  fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   echo "$wanted" > "$stamp"
 fi
