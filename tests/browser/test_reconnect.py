@@ -41,3 +41,18 @@ def test_server_restart_reconnects_and_catches_up(page, server, api):
     # And it is really live again: the next change arrives over the socket within 2 s.
     api.ok("POST", f"/api/orders/{watched['id']}/status", {"status": "in_progress"})
     expect(page.locator(".facts .badge")).to_have_text("In progress", timeout=2_000)
+
+
+def test_without_a_live_link_the_panel_says_polling_only_and_still_works(page, server, api):
+    login_as_dispatcher(page, server)
+    # A server (or proxy) without the ticket endpoint: no socket is possible at all.
+    page.route("**/api/ws-ticket", lambda route: route.fulfill(
+        status=404, content_type="application/json", body='{"error":"not_found","message":"No such route."}'))
+    page.reload()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "polling")
+    expect(page.locator("#connection-label")).to_have_text("Polling only")
+    expect(page.get_by_role("button", name="Reconnect now")).to_be_visible()
+    order = api.create_order("Seen by polling")
+    # No event will come; the user can refresh at once with "Reconnect now" (which also polls).
+    page.get_by_role("button", name="Reconnect now").click()
+    expect(row(page, order["id"])).to_be_visible()

@@ -98,13 +98,17 @@ export class LiveFeed {
     this.queue({ all: true }, { immediate: true });
   }
 
-  /** Try the socket again at once (the "Reconnect now" button, the browser going online). */
+  /**
+   * Try the socket again at once (the "Reconnect now" button, the browser going online, the tab
+   * coming back) and refetch meanwhile: whoever asked wants current data, link or not.
+   */
   reconnectNow() {
     if (this.stopped) return;
     this.attempt = 0;
     this.clearTimer('retry');
     this.setStatus(this.everConnected ? 'reconnecting' : 'connecting');
     this.connect();
+    this.refresh();
   }
 
   // --- connection
