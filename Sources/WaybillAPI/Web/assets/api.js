@@ -1,0 +1,120 @@
+// The REST client: one fetch wrapper that adds the bearer token, keeps an ETag cache for GETs
+// and turns every failure into an ApiError whose message can be shown to a person as is.
+// The token only ever travels in the Authorization header, never in a URL.
+
+/** An API failure. `message` is plain words for the user; `code` is the server's error code. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status; // 0 = the server could not be reached
+    this.code = code;
+  }
+}
+
+// Used when the server sent no readable `message` (a proxy error page, an empty body…).
+const FALLBACK_MESSAGES = {
+  0: 'The server cannot be reached. Check the connection; the panel keeps trying.',
+  400: 'The server could not read that request.',
+  401: 'Your session has ended. Please log in again.',
+  403: 'You are not allowed to do this.',
+  404: 'This order no longer exists.',
+  409: 'That change conflicts with the order’s current state. The view has been refreshed.',
+  413: 'That is too much text for one order.',
+  422: 'Some fields are not valid.',
+  429: 'Too many requests. Wait a moment and try again.',
+};
+
+function fallbackMessage(status) {
+  if (FALLBACK_MESSAGES[status]) return FALLBACK_MESSAGES[status];
+  if (status >= 500) return 'The server had a problem. Try again in a moment.';
+  return `The request failed (HTTP ${status}).`;
+}
+
+/**
+ * Talks to the Waybill API of the page's own origin.
+ * `getToken()` supplies the bearer token; `onUnauthorized()` runs on any 401 except the login
+ * call itself (a wrong password is an error to show, not a session that ended).
+ */
+export class Api {
+  constructor({ getToken, onUnauthorized, fetchImpl = (...args) => fetch(...args) }) {
+    this.getToken = getToken;
+    this.onUnauthorized = onUnauthorized;
+    this.fetchImpl = fetchImpl;
+    this.etags = new Map(); // path → { etag, data }
+  }
+
+  /** Forgets cached bodies (on logout: the next user must not see them). */
+  clearCache() {
+    this.etags.clear();
+  }
+
+  async request(method, path, { body, auth = true, expect401 = false } = {}) {
+    const headers = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const token = auth ? this.getToken() : null;
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const cached = method === 'GET' ? this.etags.get(path) : undefined;
+    if (cached) headers['If-None-Match'] = cached.etag;
+
+    let response;
+    try {
+      response = await this.fetchImpl(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        // We revalidate ourselves with If-None-Match; the browser cache must not answer for us.
+        cache: 'no-store',
+        credentials: 'omit',
+      });
+    } catch {
+      throw new ApiError(0, 'network_error', fallbackMessage(0));
+    }
+
+    if (response.status === 304 && cached) return { data: cached.data, changed: false };
+    const data = await readJSON(response);
+    if (!response.ok) {
+      const error = new ApiError(response.status, data?.error ?? 'http_error',
+        (typeof data?.message === 'string' && data.message.trim()) || fallbackMessage(response.status));
+      if (response.status === 401 && auth && !expect401) this.onUnauthorized?.(error);
+      throw error;
+    }
+    const etag = response.headers.get('ETag');
+    if (method === 'GET' && etag) this.etags.set(path, { etag, data });
+    return { data, changed: true };
+  }
+
+  async get(path) { return this.request('GET', path); }
+  async send(method, path, body) { return (await this.request(method, path, { body })).data; }
+
+  // --- the calls the panel makes (SPEC §2)
+  login(email, password) {
+    return this.request('POST', '/api/auth/login', { body: { email, password }, auth: false }).then((r) => r.data);
+  }
+  /** Revokes the token on the server (it revokes every token of the user: logout everywhere). */
+  logout() { return this.request('POST', '/api/auth/logout', { body: {}, expect401: true }); }
+  me() { return this.get('/api/me'); }
+  drivers() { return this.get('/api/drivers/'); }
+  orders(status) {
+    return this.get(status ? `/api/orders/?status=${encodeURIComponent(status)}` : '/api/orders/');
+  }
+  order(id) { return this.get(`/api/orders/${encodeURIComponent(id)}/`); }
+  forgetOrder(id) { this.etags.delete(`/api/orders/${encodeURIComponent(id)}/`); }
+  createOrder(order) { return this.send('POST', '/api/orders/', order); }
+  changeStatus(id, status) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/status`, { status }); }
+  assign(id, driverId) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/assign`, { driver_id: driverId }); }
+  unassign(id) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/unassign`, {}); }
+  deleteOrder(id) { return this.send('DELETE', `/api/orders/${encodeURIComponent(id)}/`); }
+  wsTicket() { return this.send('POST', '/api/ws-ticket', {}); }
+}
+
+async function readJSON(response) {
+  if (response.status === 204) return null;
+  const text = await response.text().catch(() => '');
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}

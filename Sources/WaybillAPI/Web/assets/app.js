@@ -1,0 +1,131 @@
+// Entry point: session, routing, the header, and one live feed for the page that is showing.
+import { Api } from './api.js';
+import { LiveFeed } from './live.js';
+import { loadSession, saveSession, clearSession } from './session.js';
+import { parseRoute } from './router.js';
+import { ConnectionIndicator } from './indicator.js';
+import { clearErrors, showError } from './feedback.js';
+import { LoginView } from './login-view.js';
+import { OrdersView } from './orders-view.js';
+import { FleetView } from './fleet-view.js';
+
+const PAGES = {
+  orders: { View: OrdersView, title: 'Orders' },
+  fleet: { View: FleetView, title: 'Fleet board' },
+};
+
+let session = loadSession();
+let current = null; // { name, view, feed }
+let loginNotice = '';
+let returnTo = null; // the page asked for before login (kept in memory only)
+
+const api = new Api({
+  getToken: () => session?.token ?? null,
+  onUnauthorized: () => endSession('Your session has ended. Please log in again.'),
+});
+const indicator = new ConnectionIndicator();
+const main = document.getElementById('main');
+const topbar = document.getElementById('topbar');
+
+/** Forgets the user everywhere (token, cached bodies, the socket) and shows the login page. */
+function endSession(notice) {
+  const wasLoggedIn = session !== null;
+  teardown();
+  session = null;
+  clearSession();
+  api.clearCache();
+  if (wasLoggedIn) loginNotice = notice;
+  if (location.hash !== '#/login') location.hash = '#/login';
+  else route();
+}
+
+function teardown() {
+  current?.feed?.stop();
+  current?.view?.unmount();
+  current = null;
+}
+
+function route() {
+  const target = parseRoute();
+  if (!session && target.name !== 'login') {
+    if (target.name !== 'not-found' && location.hash.startsWith('#/')) returnTo = location.hash;
+    location.replace('#/login');
+    return;
+  }
+  if (session && (target.name === 'login' || target.name === 'not-found')) {
+    location.replace('#/orders');
+    return;
+  }
+  updateHeader(target.name);
+  if (current?.name === target.name) {
+    current.view.update(target);
+    return;
+  }
+  teardown();
+  clearErrors();
+  if (target.name === 'login') {
+    document.title = 'Log in · Waybill';
+    const view = new LoginView({
+      api,
+      notice: loginNotice,
+      onLoggedIn: (newSession) => {
+        session = newSession;
+        saveSession(session);
+        loginNotice = '';
+        location.hash = returnTo || '#/orders';
+        returnTo = null;
+      },
+    });
+    current = { name: 'login', view };
+    view.mount(main);
+    return;
+  }
+
+  const page = PAGES[target.name];
+  document.title = `${page.title} · Waybill`;
+  let view = null;
+  const feed = new LiveFeed({
+    api,
+    stream: page.View.stream,
+    onSignal: (signal) => view.refresh(signal),
+    onStatus: (status) => indicator.show(status),
+    onAuthFailure: () => endSession('The live connection was refused. Please log in again.'),
+  });
+  view = new page.View({ api, feed });
+  indicator.onRetry = () => feed.reconnectNow();
+  current = { name: target.name, view, feed };
+  view.mount(main, target);
+  feed.start();
+  feed.refresh(); // load at once; the socket's own refetch follows when it connects
+}
+
+function updateHeader(name) {
+  topbar.hidden = name === 'login';
+  document.getElementById('account-name').textContent = session?.user?.name || session?.user?.email || '';
+  for (const link of topbar.querySelectorAll('[data-nav]')) {
+    if (link.dataset.nav === name) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+}
+
+const logoutButton = document.getElementById('logout');
+logoutButton.addEventListener('click', async () => {
+  // Revoke the token on the server first: a bearer token that only the tab forgot would stay
+  // valid. Logging out locally must not depend on the server being reachable, though.
+  logoutButton.disabled = true;
+  try {
+    await api.logout();
+  } catch {
+    // unreachable or already revoked: the local logout below is what the user asked for
+  } finally {
+    logoutButton.disabled = false;
+  }
+  endSession('You have logged out.');
+});
+window.addEventListener('hashchange', route);
+window.addEventListener('unhandledrejection', (event) => {
+  // Anything that slipped through is still said in words rather than failing silently.
+  showError(event.reason?.message || 'Something went wrong. Reload the page if it persists.');
+});
+
+route();

@@ -1,0 +1,97 @@
+// Fleet board (stream=fleet): one card per driver with their current orders, plus a card for
+// orders nobody has yet. Cards are keyed by driver and rebuilt only when their content changed.
+import { h, replace, setText, flash } from './dom.js';
+import { statusLabel, isActive, driverLabel } from './format.js';
+
+const UNASSIGNED = 'none';
+
+export class FleetView {
+  /** The live stream this page listens to. */
+  static stream = 'fleet';
+
+  constructor({ api }) {
+    this.api = api;
+    this.cards = new Map(); // driver id (or 'none') → { article, list, count, signature }
+    this.rendered = false;
+  }
+
+  mount(main) {
+    this.grid = h('div', { class: 'fleet-grid', id: 'fleet-grid' });
+    this.error = h('p', { class: 'inline-error', id: 'fleet-error', role: 'alert' });
+    main.replaceChildren(h('section', { class: 'fleet-page', 'aria-labelledby': 'fleet-heading' },
+      h('div', { class: 'toolbar' }, h('h1', { id: 'fleet-heading' }, 'Fleet board')),
+      h('p', { class: 'muted' }, 'Each driver with the orders they are working on. Finished and cancelled orders are left out.'),
+      this.error,
+      this.grid));
+  }
+
+  update() {}
+  unmount() {}
+
+  async refresh() {
+    try {
+      const [drivers, orders] = await Promise.all([this.api.drivers(), this.api.orders()]);
+      this.error.textContent = '';
+      this.render(drivers.data, orders.data);
+    } catch (error) {
+      if (error.status === 401 || (error.status === 0 && this.rendered)) return; // see OrdersView.loadList
+      this.error.textContent = `Could not refresh the fleet: ${error.message}`;
+    }
+  }
+
+  render(drivers, orders) {
+    const byDriver = new Map(drivers.map((d) => [String(d.id), []]));
+    byDriver.set(UNASSIGNED, []);
+    for (const order of orders.filter((o) => isActive(o.status)).sort((a, b) => a.id - b.id)) {
+      const key = order.driver_id == null ? UNASSIGNED : String(order.driver_id);
+      if (!byDriver.has(key)) byDriver.set(key, []); // a driver the list does not know (yet)
+      byDriver.get(key).push(order);
+    }
+    const names = new Map(drivers.map((d) => [String(d.id), d]));
+    const keys = [...byDriver.keys()];
+    for (const [key, card] of this.cards) {
+      if (!byDriver.has(key)) {
+        card.article.remove();
+        this.cards.delete(key);
+      }
+    }
+    keys.forEach((key, index) => {
+      let card = this.cards.get(key);
+      if (!card) {
+        card = this.createCard(key, names.get(key));
+        this.cards.set(key, card);
+      }
+      const list = byDriver.get(key);
+      const signature = JSON.stringify(list.map((o) => [o.id, o.version]));
+      if (card.signature !== signature) {
+        this.fillCard(card, list);
+        if (this.rendered && card.signature !== null) flash(card.article);
+        card.signature = signature;
+      }
+      if (this.grid.children[index] !== card.article) this.grid.insertBefore(card.article, this.grid.children[index] ?? null);
+    });
+    this.rendered = true;
+  }
+
+  createCard(key, driver) {
+    const headingId = `fleet-driver-${key}`;
+    const title = key === UNASSIGNED ? 'Not assigned' : (driver ? driverLabel(driver) : `Driver #${key}`);
+    const count = h('p', { class: 'card-count' });
+    const list = h('ul', { class: 'card-orders' });
+    const article = h('article', { class: key === UNASSIGNED ? 'driver-card unassigned' : 'driver-card',
+      'aria-labelledby': headingId, dataset: { driverId: key } },
+    h('h2', { id: headingId }, title),
+    driver?.email && driver.name ? h('p', { class: 'muted card-email' }, driver.email) : null,
+    count, list);
+    return { article, list, count, signature: null };
+  }
+
+  fillCard(card, orders) {
+    setText(card.count, orders.length === 0 ? 'No current orders' : `${orders.length} current order${orders.length === 1 ? '' : 's'}`);
+    replace(card.list, orders.map((order) =>
+      h('li', { dataset: { orderId: String(order.id) } },
+        h('a', { href: `#/orders/${order.id}` }, order.number), ' ',
+        h('span', { class: 'card-title' }, order.title), ' ',
+        h('span', { class: `badge status-${order.status}` }, statusLabel(order.status)))));
+  }
+}

@@ -1,0 +1,315 @@
+// The live link: a WebSocket that only *signals* change (SPEC: an event is a signal, state
+// comes from the REST API). It authenticates with a single-use ticket, reconnects with full
+// jitter, resumes with `since`, coalesces bursts into one refetch, and keeps polling as a
+// safety net. The views never read event payloads beyond the order id.
+
+export const DEFAULT_POLICY = Object.freeze({
+  baseMs: 1000, // first retry waits up to 1 s…
+  capMs: 30000, // …doubling up to 30 s
+  maxAttempts: 20, // ≈ 7 minutes of trying; then "polling only" (each poll still tries once)
+});
+
+/**
+ * "Full jitter" backoff: a uniform random delay in [0, min(cap, base·2^attempt)).
+ * Spreading retries over the whole window stops every panel of a company from reconnecting in
+ * the same instant after a server restart.
+ */
+export function fullJitterDelay(attempt, policy = DEFAULT_POLICY, random = Math.random) {
+  const ceiling = Math.min(policy.capMs, policy.baseMs * 2 ** Math.max(0, attempt));
+  return Math.floor(random() * ceiling);
+}
+
+/** Close codes after which retrying cannot help (SPEC §4): the user must log in again. */
+export const AUTH_CLOSE_CODES = new Set([4001, 4003]);
+
+function emptySignal() {
+  return { all: false, orderIds: new Set(), deletedIds: new Set() };
+}
+
+function mergeSignal(into, part) {
+  const signal = into ?? emptySignal();
+  if (part.all) signal.all = true;
+  for (const id of part.orderIds ?? []) signal.orderIds.add(id);
+  for (const id of part.deletedIds ?? []) signal.deletedIds.add(id);
+  return signal;
+}
+
+/**
+ * One live feed per page that needs one (`stream` = null for the company stream, 'fleet' for
+ * the fleet board).
+ *
+ * `onSignal({all, orderIds, deletedIds})` is awaited; while it runs new signals accumulate and
+ * are delivered together afterwards, so a burst of 50 events costs one list fetch.
+ * `onStatus({state, retryAt})`: state is connecting | live | reconnecting | polling | stopped.
+ * `onAuthFailure(code)`: the socket was refused for good (4001/4003 or a 401/403 ticket).
+ */
+export class LiveFeed {
+  constructor({
+    api, stream = null, onSignal, onStatus = () => {}, onAuthFailure = () => {},
+    policy = DEFAULT_POLICY, coalesceMs = 250, pollMs = 120_000, fallbackPollMs = 15_000,
+    pingMs = 25_000, staleMs = 60_000, random = Math.random,
+    WebSocketImpl = globalThis.WebSocket, location = globalThis.location,
+  }) {
+    Object.assign(this, {
+      api, stream, onSignal, onStatus, onAuthFailure, policy, coalesceMs, pollMs, fallbackPollMs,
+      pingMs, staleMs, random, WebSocketImpl, location,
+    });
+    this.state = 'stopped';
+    this.retryAt = null;
+    this.attempt = 0;
+    this.lastEventId = null; // the resume cursor: newest event id applied
+    this.connectedEventId = null;
+    this.everConnected = false;
+    this.socket = null;
+    this.generation = 0; // bumps on every connect/stop so late async results are ignored
+    this.pending = null;
+    this.flushing = false;
+    this.timers = {};
+    this.onOnline = () => { if (this.state !== 'live') this.reconnectNow(); };
+    this.onVisible = () => {
+      if (document.visibilityState === 'visible' && (this.state === 'reconnecting' || this.state === 'polling')) {
+        this.reconnectNow();
+      }
+    };
+  }
+
+  start() {
+    this.stopped = false;
+    globalThis.addEventListener?.('online', this.onOnline);
+    globalThis.document?.addEventListener('visibilitychange', this.onVisible);
+    this.setStatus('connecting');
+    this.connect();
+    this.schedulePoll();
+  }
+
+  stop() {
+    this.stopped = true;
+    this.generation += 1;
+    globalThis.removeEventListener?.('online', this.onOnline);
+    globalThis.document?.removeEventListener('visibilitychange', this.onVisible);
+    for (const name of Object.keys(this.timers)) this.clearTimer(name);
+    this.dropSocket(1000);
+    this.pending = null;
+    this.setStatus('stopped');
+  }
+
+  /** Refetch now (after the user changed something), without waiting for the event. */
+  refresh() {
+    this.queue({ all: true }, { immediate: true });
+  }
+
+  /**
+   * Try the socket again at once (the "Reconnect now" button, the browser going online, the tab
+   * coming back) and refetch meanwhile: whoever asked wants current data, link or not.
+   */
+  reconnectNow() {
+    if (this.stopped) return;
+    this.attempt = 0;
+    this.clearTimer('retry');
+    this.setStatus(this.everConnected ? 'reconnecting' : 'connecting');
+    this.connect();
+    this.refresh();
+  }
+
+  // --- connection
+
+  async connect() {
+    if (this.stopped) return;
+    const generation = ++this.generation;
+    this.clearTimer('retry');
+    this.dropSocket(1000);
+    let ticket;
+    try {
+      ticket = (await this.api.wsTicket()).ticket;
+    } catch (error) {
+      if (generation !== this.generation || this.stopped) return;
+      if (error.status === 401) return this.authFailed(4001);
+      if (error.status === 403) return this.authFailed(4003);
+      // A server without tickets or WebSockets: polling is all we can do.
+      if (error.status === 404 || error.status === 405 || error.status === 501) return this.pollOnly();
+      return this.retryLater();
+    }
+    if (generation !== this.generation || this.stopped) return;
+    let socket;
+    try {
+      socket = new this.WebSocketImpl(this.socketURL(ticket));
+    } catch {
+      return this.retryLater();
+    }
+    this.socket = socket;
+    this.lastMessageAt = Date.now();
+    socket.onmessage = (event) => { if (socket === this.socket) this.received(event.data); };
+    socket.onclose = (event) => this.closed(socket, event.code);
+    socket.onerror = () => {}; // a close event always follows; it decides what to do
+  }
+
+  /** `ws(s)://host/ws/orders/?ticket=…&since=…&stream=…` — a ticket, never the API token. */
+  socketURL(ticket) {
+    const url = new URL('/ws/orders/', this.location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.searchParams.set('ticket', ticket);
+    if (this.lastEventId !== null) url.searchParams.set('since', String(this.lastEventId));
+    if (this.stream) url.searchParams.set('stream', this.stream);
+    return url.toString();
+  }
+
+  received(text) {
+    this.lastMessageAt = Date.now();
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch {
+      return; // malformed frames carry no signal
+    }
+    if (!frame || typeof frame !== 'object') return;
+    if (frame.type === 'connected') {
+      this.attempt = 0;
+      this.everConnected = true;
+      this.connectedEventId = Number.isInteger(frame.event_id) ? frame.event_id : null;
+      if (this.lastEventId === null) this.lastEventId = this.connectedEventId;
+      this.setStatus('live');
+      this.startPing();
+      // After every (re)connect refetch at once: whatever happened while we were away is in
+      // the API. Replayed events arriving right behind this frame join the same fetch.
+      this.queue({ all: true });
+    } else if (frame.type === 'reset') {
+      // The server cannot replay from our cursor: start over from what it knows now.
+      if (this.connectedEventId !== null) this.lastEventId = this.connectedEventId;
+      this.queue({ all: true });
+    } else if (typeof frame.type === 'string' && frame.type.startsWith('order_')) {
+      if (Number.isInteger(frame.event_id) && frame.event_id > (this.lastEventId ?? 0)) {
+        this.lastEventId = frame.event_id;
+      }
+      const id = frame.order_id ?? frame.id;
+      this.queue({ orderIds: [id], deletedIds: frame.type === 'order_deleted' ? [id] : [] });
+    }
+    // 'pong' and unknown types: nothing to do beyond noting the link is alive.
+  }
+
+  closed(socket, code) {
+    if (socket !== this.socket) return;
+    this.socket = null;
+    this.clearTimer('ping');
+    if (this.stopped) return;
+    if (AUTH_CLOSE_CODES.has(code)) return this.authFailed(code);
+    this.retryLater(); // 1001, 1006, 1012, 4008…: resume with `since`
+  }
+
+  retryLater() {
+    if (this.stopped) return;
+    if (this.state === 'polling') return; // in polling mode each poll tick tries once
+    if (this.attempt >= this.policy.maxAttempts) return this.pollOnly();
+    const delay = fullJitterDelay(this.attempt, this.policy, this.random);
+    this.attempt += 1;
+    this.setStatus('reconnecting', Date.now() + delay);
+    this.timers.retry = setTimeout(() => this.connect(), delay);
+    this.schedulePoll();
+  }
+
+  pollOnly() {
+    this.setStatus('polling');
+    this.schedulePoll();
+  }
+
+  authFailed(code) {
+    this.stop();
+    this.onAuthFailure(code);
+  }
+
+  dropSocket(code) {
+    const socket = this.socket;
+    if (!socket) return;
+    this.socket = null;
+    socket.onclose = null;
+    socket.onmessage = null;
+    try {
+      socket.close(code);
+    } catch {
+      // already closing
+    }
+  }
+
+  /**
+   * App-level pings: a half-open connection (laptop lid, lost Wi-Fi) may never fire `close`,
+   * so silence longer than `staleMs` counts as a drop.
+   */
+  startPing() {
+    this.clearTimer('ping');
+    this.timers.ping = setInterval(() => {
+      if (!this.socket) return;
+      if (Date.now() - this.lastMessageAt > this.staleMs) {
+        this.dropSocket(4000);
+        this.clearTimer('ping');
+        this.retryLater();
+        return;
+      }
+      try {
+        this.socket.send(JSON.stringify({ type: 'ping' }));
+      } catch {
+        // the close event handles it
+      }
+    }, this.pingMs);
+  }
+
+  // --- signals
+
+  queue(part, { immediate = false } = {}) {
+    if (this.stopped) return;
+    this.pending = mergeSignal(this.pending, part);
+    if (this.flushing) return; // delivered as soon as the running refetch ends
+    if (immediate) {
+      this.clearTimer('coalesce');
+      this.flush();
+    } else if (!this.timers.coalesce) {
+      this.timers.coalesce = setTimeout(() => this.flush(), this.coalesceMs);
+    }
+  }
+
+  async flush() {
+    this.clearTimer('coalesce');
+    if (this.flushing || !this.pending || this.stopped) return;
+    const signal = this.pending;
+    this.pending = null;
+    this.flushing = true;
+    try {
+      await this.onSignal(signal);
+    } catch (error) {
+      console.warn('refetch failed', error);
+    } finally {
+      this.flushing = false;
+    }
+    if (this.stopped) return;
+    this.schedulePoll(); // a refetch restarts the polling countdown (SPEC §5.3)
+    if (this.pending) this.flush(); // signals that came in meanwhile have waited long enough
+  }
+
+  /** The safety net: refetch every 120 s while live, every 15 s (and retry the socket) otherwise. */
+  schedulePoll() {
+    if (this.stopped) return;
+    this.clearTimer('poll');
+    const interval = this.state === 'live' ? this.pollMs : this.fallbackPollMs;
+    this.timers.poll = setTimeout(() => {
+      this.timers.poll = null;
+      if (this.state === 'polling') this.connect();
+      this.queue({ all: true }, { immediate: true });
+      this.schedulePoll();
+    }, interval);
+  }
+
+  // --- helpers
+
+  setStatus(state, retryAt = null) {
+    const changed = state !== this.state || retryAt !== this.retryAt;
+    this.state = state;
+    this.retryAt = retryAt;
+    if (changed) this.onStatus({ state, retryAt });
+  }
+
+  clearTimer(name) {
+    if (this.timers[name]) {
+      clearTimeout(this.timers[name]);
+      clearInterval(this.timers[name]);
+      this.timers[name] = null;
+    }
+  }
+}

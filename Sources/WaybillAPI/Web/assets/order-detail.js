@@ -1,0 +1,280 @@
+// The open order: facts, stages, documents and the dispatcher's actions (assign / reassign /
+// unassign, the status moves of SPEC §1, cancel, delete). Refetched on every signal that names
+// it; never patched from event payloads.
+import { h, replace, setOptions, setText, flash, timeElement } from './dom.js';
+import { statusLabel, stageKindLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
+import { confirmAction, announce } from './feedback.js';
+
+// The forward moves a dispatcher may make through POST /status (new ⇄ assigned go through
+// assign/unassign; cancel has its own button).
+const FORWARD = {
+  assigned: ['accepted', 'Mark accepted'],
+  accepted: ['in_progress', 'Mark in progress'],
+  in_progress: ['completed', 'Mark completed'],
+};
+
+export class OrderDetail {
+  constructor({ api, root, drivers, onChanged, onClose }) {
+    this.api = api;
+    this.root = root;
+    this.drivers = drivers; // () => Map(id → driver)
+    this.onChanged = onChanged;
+    this.onClose = onClose;
+    this.orderId = null;
+    this.order = null;
+    this.build();
+  }
+
+  build() {
+    this.heading = h('h2', { id: 'detail-heading', tabindex: '-1' });
+    // Two messages: what the last action got from the server (stays until the next action), and
+    // whether the order could be loaded (cleared by the next successful load).
+    this.error = h('p', { class: 'inline-error', id: 'detail-error', role: 'alert' });
+    this.loadError = h('p', { class: 'inline-error', id: 'detail-load-error', role: 'alert' });
+    this.gone = h('p', { class: 'notice', id: 'detail-gone', hidden: true });
+    this.facts = {
+      status: h('span', { class: 'badge' }),
+      driver: h('dd'),
+      version: h('dd'),
+      created: h('dd', {}, timeElement('', '')),
+      updated: h('dd', {}, timeElement('', '')),
+    };
+    this.factList = h('dl', { class: 'facts' },
+      h('dt', {}, 'Status'), h('dd', {}, this.facts.status),
+      h('dt', {}, 'Driver'), this.facts.driver,
+      h('dt', {}, 'Version'), this.facts.version,
+      h('dt', {}, 'Created'), this.facts.created,
+      h('dt', {}, 'Updated'), this.facts.updated);
+
+    this.driverSelect = h('select', {
+      id: 'assign-driver', name: 'driver_id', required: true,
+      onchange: () => { this.pickedDriver = this.driverSelect.value; },
+    });
+    this.pickedDriver = null; // the user's choice in the select, kept across refetches
+    this.assignButton = h('button', { type: 'submit', id: 'assign-button' }, 'Assign');
+    this.assignForm = h('form', { class: 'assign-form', onsubmit: (e) => this.assignSubmitted(e) },
+      h('label', { for: 'assign-driver' }, 'Driver'), this.driverSelect, this.assignButton);
+    this.unassignButton = h('button', { type: 'button', id: 'unassign-button', onclick: () => this.unassign() }, 'Unassign');
+    this.forwardButton = h('button', { type: 'button', id: 'forward-button', onclick: () => this.moveForward() });
+    this.cancelButton = h('button', { type: 'button', class: 'danger', id: 'cancel-order', onclick: () => this.cancel() },
+      'Cancel order');
+    this.deleteButton = h('button', { type: 'button', class: 'danger', id: 'delete-order', onclick: () => this.remove() },
+      'Delete order');
+    // One fieldset: disabling it disables every control while a request is on its way.
+    this.actions = h('fieldset', { class: 'actions' },
+      h('legend', {}, 'Actions'),
+      this.assignForm,
+      h('div', { class: 'button-row' }, this.unassignButton, this.forwardButton, this.cancelButton, this.deleteButton));
+
+    this.notes = h('p', { class: 'notes' });
+    this.stages = h('ol', { class: 'stages', id: 'detail-stages' });
+    this.documents = h('ul', { class: 'documents', id: 'detail-documents' });
+    this.body = h('div', { class: 'detail-body' },
+      this.factList,
+      this.actions,
+      h('section', { 'aria-labelledby': 'notes-heading' }, h('h3', { id: 'notes-heading' }, 'Notes'), this.notes),
+      h('section', { 'aria-labelledby': 'stages-heading' }, h('h3', { id: 'stages-heading' }, 'Stages'), this.stages),
+      h('section', { 'aria-labelledby': 'documents-heading' },
+        h('h3', { id: 'documents-heading' }, 'Documents'), this.documents));
+
+    replace(this.root,
+      h('div', { class: 'detail-header' },
+        this.heading,
+        h('button', { type: 'button', class: 'link-button', id: 'close-detail', onclick: () => this.onClose() }, 'Close')),
+      this.error, this.loadError, this.gone, this.body);
+  }
+
+  /** Opens order `id` (focus goes to its heading so keyboard and screen reader users land there). */
+  show(id) {
+    this.orderId = id;
+    this.order = null;
+    this.pickedDriver = null;
+    this.body.hidden = true;
+    this.gone.hidden = true;
+    this.error.textContent = '';
+    this.loadError.textContent = '';
+    setText(this.heading, 'Loading order…');
+    this.heading.focus({ preventScroll: false });
+    return this.load();
+  }
+
+  close() {
+    this.orderId = null;
+    this.order = null;
+  }
+
+  /** Signal from the live feed. */
+  async refresh(signal) {
+    const id = this.orderId;
+    if (id === null) return;
+    if (signal.deletedIds.has(id)) return this.showGone();
+    if (signal.all || signal.orderIds.has(id)) await this.load();
+  }
+
+  async load() {
+    const id = this.orderId;
+    try {
+      const { data, changed } = await this.api.order(id);
+      if (id !== this.orderId) return; // another order was opened meanwhile
+      this.loadError.textContent = '';
+      if (changed || !this.order) this.render(data);
+    } catch (error) {
+      if (id !== this.orderId || error.status === 401) return;
+      if (error.status === 0 && this.order) return; // unreachable: the indicator says so; keep what we show
+      if (error.status === 404) this.showGone();
+      else this.loadError.textContent = `Could not load the order: ${error.message}`;
+    }
+  }
+
+  /** Draws the current order again (the drivers' names arrived or changed). */
+  redraw() {
+    if (this.order) this.render(this.order);
+  }
+
+  showGone() {
+    this.api.forgetOrder(this.orderId);
+    this.order = null;
+    this.body.hidden = true;
+    this.gone.hidden = false;
+    setText(this.heading, 'Order not available');
+    setText(this.gone, 'This order was deleted or is no longer visible to you.');
+  }
+
+  render(order) {
+    const previous = this.order;
+    this.order = order;
+    this.body.hidden = false;
+    this.gone.hidden = true;
+    setText(this.heading, `${order.number} · ${order.title}`);
+    this.facts.status.className = `badge status-${order.status}`;
+    setText(this.facts.status, statusLabel(order.status));
+    setText(this.facts.driver, driverName(this.drivers(), order.driver_id));
+    setText(this.facts.version, order.version);
+    this.setTime(this.facts.created.firstChild, order.created_at);
+    this.setTime(this.facts.updated.firstChild, order.updated_at);
+    setText(this.notes, order.notes || '—');
+    this.renderStages(order.stages ?? []);
+    this.renderDocuments(order.documents ?? []);
+    this.renderActions(order, previous);
+    if (previous && previous.id === order.id && previous.version !== order.version) flash(this.factList);
+  }
+
+  setTime(time, iso) {
+    time.setAttribute('datetime', iso ?? '');
+    setText(time, longTime(iso));
+  }
+
+  renderStages(stages) {
+    if (stages.length === 0) {
+      replace(this.stages, h('li', { class: 'muted' }, 'No stages.'));
+      return;
+    }
+    replace(this.stages, [...stages].sort((a, b) => a.position - b.position).map((stage) =>
+      h('li', { class: stage.completed_at ? 'stage done' : 'stage' },
+        h('span', { class: `badge kind-${stage.kind}` }, stageKindLabel(stage.kind)),
+        h('span', { class: 'stage-address' }, stage.address),
+        stage.planned_at ? h('span', { class: 'muted' }, 'planned ', timeElement(stage.planned_at, shortTime(stage.planned_at))) : null,
+        stage.completed_at ? h('span', { class: 'stage-done' }, 'done ', timeElement(stage.completed_at, shortTime(stage.completed_at))) : null)));
+  }
+
+  renderDocuments(documents) {
+    if (documents.length === 0) {
+      replace(this.documents, h('li', { class: 'muted' }, 'No documents.'));
+      return;
+    }
+    replace(this.documents, documents.map((doc) =>
+      h('li', {}, h('span', { class: 'document-name' }, doc.name), ' ',
+        h('span', { class: 'muted' }, `(${doc.kind}) `, timeElement(doc.created_at, shortTime(doc.created_at))))));
+  }
+
+  renderActions(order, previous) {
+    const canAssign = order.status === 'new' || order.status === 'assigned';
+    this.assignForm.hidden = !canAssign;
+    // Keep what the user picked unless the order's driver itself changed underneath.
+    if (previous && previous.driver_id !== order.driver_id) this.pickedDriver = null;
+    setOptions(this.driverSelect, driverChoices(this.drivers(), ['', 'Choose a driver…']),
+      this.pickedDriver ?? (order.driver_id == null ? '' : String(order.driver_id)));
+    setText(this.assignButton, order.driver_id == null ? 'Assign' : 'Reassign');
+    this.unassignButton.hidden = order.status !== 'assigned';
+    const forward = FORWARD[order.status];
+    this.forwardButton.hidden = !forward;
+    if (forward) setText(this.forwardButton, forward[1]);
+    this.cancelButton.hidden = order.status === 'completed' || order.status === 'cancelled';
+    // Focus on a control that just disappeared would fall back to <body>: keep it in the panel.
+    if (this.root.contains(document.activeElement) && document.activeElement.closest('[hidden]')) this.heading.focus();
+  }
+
+  // --- actions: each asks the API, shows its error in plain words, then refetches
+
+  async run(description, action) {
+    const order = this.order;
+    if (!order) return;
+    this.actions.disabled = true;
+    this.error.textContent = '';
+    try {
+      await action(order);
+      announce(description(order));
+    } catch (error) {
+      if (error.status !== 401) this.error.textContent = error.message;
+    } finally {
+      this.actions.disabled = false;
+      this.onChanged(); // refetch even after a 409: the view was probably stale
+    }
+  }
+
+  assignSubmitted(event) {
+    event.preventDefault();
+    const driverId = Number(this.driverSelect.value);
+    if (!driverId) {
+      this.error.textContent = 'Choose a driver first.';
+      this.driverSelect.focus();
+      return;
+    }
+    this.run((o) => `Order ${o.number} assigned to ${driverName(this.drivers(), driverId)}.`,
+      (o) => this.api.assign(o.id, driverId));
+  }
+
+  unassign() {
+    this.run((o) => `Order ${o.number} unassigned.`, (o) => this.api.unassign(o.id));
+  }
+
+  moveForward() {
+    const forward = FORWARD[this.order?.status];
+    if (!forward) return;
+    this.run((o) => `Order ${o.number} is now ${statusLabel(forward[0])}.`, (o) => this.api.changeStatus(o.id, forward[0]));
+  }
+
+  async cancel() {
+    const order = this.order;
+    if (!order) return;
+    const ok = await confirmAction({
+      title: `Cancel order ${order.number}?`,
+      message: `“${order.title}” will be cancelled. This cannot be undone, and the driver is told at once.`,
+      confirmLabel: 'Cancel order',
+    });
+    if (ok) this.run((o) => `Order ${o.number} cancelled.`, (o) => this.api.changeStatus(o.id, 'cancelled'));
+  }
+
+  async remove() {
+    const order = this.order;
+    if (!order) return;
+    const ok = await confirmAction({
+      title: `Delete order ${order.number}?`,
+      message: `“${order.title}”, its stages and documents will be removed for everyone. This cannot be undone.`,
+      confirmLabel: 'Delete order',
+    });
+    if (!ok) return;
+    this.actions.disabled = true;
+    try {
+      await this.api.deleteOrder(order.id);
+      announce(`Order ${order.number} deleted.`);
+      this.api.forgetOrder(order.id);
+      this.onChanged();
+      this.onClose();
+    } catch (error) {
+      if (error.status !== 401) this.error.textContent = error.message;
+    } finally {
+      this.actions.disabled = false;
+    }
+  }
+}

@@ -1,0 +1,101 @@
+// "New order" dialog: title, notes, an optional driver and any number of route stages.
+import { h, options, replace, setOptions } from './dom.js';
+import { STAGE_KINDS, localInputToISO, driverChoices } from './format.js';
+
+let stageCounter = 0; // unique ids for the labels of repeated stage fields
+
+export class OrderForm {
+  constructor({ api, onCreated }) {
+    this.api = api;
+    this.onCreated = onCreated;
+    this.build();
+  }
+
+  build() {
+    this.title = h('input', { id: 'order-title', name: 'title', required: true, maxlength: '200', autocomplete: 'off' });
+    this.notes = h('textarea', { id: 'order-notes', name: 'notes', rows: '3' });
+    this.driver = h('select', { id: 'order-driver', name: 'driver_id' });
+    this.stageList = h('ol', { class: 'stage-editor', id: 'stage-editor' });
+    this.error = h('p', { class: 'form-error', id: 'order-form-error', role: 'alert' });
+    this.submit = h('button', { type: 'submit', class: 'primary', id: 'create-order' }, 'Create order');
+    this.form = h('form', { class: 'order-form', 'aria-describedby': 'order-form-error', onsubmit: (e) => this.submitted(e) },
+      h('h2', { id: 'order-form-heading' }, 'New order'),
+      h('div', { class: 'field' }, h('label', { for: 'order-title' }, 'Title'), this.title),
+      h('div', { class: 'field' }, h('label', { for: 'order-notes' }, 'Notes'), this.notes),
+      h('div', { class: 'field' }, h('label', { for: 'order-driver' }, 'Driver (optional)'), this.driver),
+      h('fieldset', { class: 'stages-fieldset' },
+        h('legend', {}, 'Stages'),
+        this.stageList,
+        h('button', { type: 'button', id: 'add-stage', onclick: () => this.addStage(true) }, 'Add stage')),
+      this.error,
+      h('div', { class: 'button-row' },
+        h('button', { type: 'button', onclick: () => this.element.close() }, 'Cancel'),
+        this.submit));
+    this.element = h('dialog', { class: 'form-dialog', id: 'order-dialog', 'aria-labelledby': 'order-form-heading' }, this.form);
+  }
+
+  /** Opens an empty form; `drivers` is the Map(id → driver) the page already has. */
+  open(drivers) {
+    this.form.reset();
+    this.error.textContent = '';
+    setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), '');
+    replace(this.stageList);
+    this.addStage(false);
+    this.element.showModal();
+    this.title.focus();
+  }
+
+  addStage(focus) {
+    const n = ++stageCounter;
+    const kind = h('select', { id: `stage-kind-${n}`, name: 'kind' },
+      options(STAGE_KINDS, this.stageList.children.length === 0 ? 'pickup' : 'delivery'));
+    const address = h('input', { id: `stage-address-${n}`, name: 'address', required: true, autocomplete: 'off' });
+    const planned = h('input', { id: `stage-planned-${n}`, name: 'planned_at', type: 'datetime-local' });
+    const item = h('li', { class: 'stage-row' },
+      h('div', { class: 'field' }, h('label', { for: kind.id }, 'Kind'), kind),
+      h('div', { class: 'field grow' }, h('label', { for: address.id }, 'Address'), address),
+      h('div', { class: 'field' }, h('label', { for: planned.id }, 'Planned (optional)'), planned),
+      h('button', {
+        type: 'button', class: 'link-button remove-stage', 'aria-label': 'Remove this stage',
+        onclick: () => { item.remove(); this.form.querySelector('#add-stage').focus(); },
+      }, 'Remove'));
+    this.stageList.append(item);
+    if (focus) kind.focus();
+  }
+
+  collect() {
+    const stages = [...this.stageList.children].map((item) => {
+      const stage = {
+        kind: item.querySelector('[name=kind]').value,
+        address: item.querySelector('[name=address]').value.trim(),
+      };
+      const planned = localInputToISO(item.querySelector('[name=planned_at]').value);
+      if (planned) stage.planned_at = planned;
+      return stage;
+    });
+    const body = { title: this.title.value.trim(), notes: this.notes.value, stages };
+    if (this.driver.value) body.driver_id = Number(this.driver.value);
+    return body;
+  }
+
+  async submitted(event) {
+    event.preventDefault();
+    const body = this.collect();
+    if (!body.title) {
+      this.error.textContent = 'Give the order a title.';
+      this.title.focus();
+      return;
+    }
+    this.submit.disabled = true;
+    this.error.textContent = '';
+    try {
+      const order = await this.api.createOrder(body);
+      this.element.close();
+      this.onCreated(order);
+    } catch (error) {
+      if (error.status !== 401) this.error.textContent = error.message;
+    } finally {
+      this.submit.disabled = false;
+    }
+  }
+}

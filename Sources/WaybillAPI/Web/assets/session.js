@@ -1,0 +1,22 @@
+// The signed-in user. Kept in sessionStorage: it survives a reload but not the tab, and it is
+// never written into a URL, a cookie or localStorage.
+
+const KEY = 'waybill.session';
+
+/** `{token, user}` or null. */
+export function loadSession() {
+  try {
+    const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
+    return session && typeof session.token === 'string' && session.user ? session : null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveSession(session) {
+  sessionStorage.setItem(KEY, JSON.stringify({ token: session.token, user: session.user }));
+}
+
+export function clearSession() {
+  sessionStorage.removeItem(KEY);
+}

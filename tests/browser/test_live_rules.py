@@ -1,0 +1,101 @@
+"""The rules of live.js, run on plain values in the real browser: backoff, coalescing, resume."""
+import json
+
+
+def run_module(page, script):
+    """Runs `script` (an async function body with `live` = the live.js module) in the page."""
+    return page.evaluate(f"async () => {{ const live = await import('/assets/live.js'); {script} }}")
+
+
+def test_full_jitter_stays_inside_the_doubling_window_up_to_the_cap(page, server):
+    page.goto("/")
+    result = run_module(page, """
+      const p = live.DEFAULT_POLICY;
+      const top = (a) => live.fullJitterDelay(a, p, () => 0.999999);
+      const bottom = (a) => live.fullJitterDelay(a, p, () => 0);
+      return { tops: [0,1,2,3,4,5,6,10,30].map(top), bottoms: [0,5,30].map(bottom), base: p.baseMs, cap: p.capMs };
+    """)
+    assert result["base"] == 1000 and result["cap"] == 30000
+    assert result["tops"] == [999, 1999, 3999, 7999, 15999, 29999, 29999, 29999, 29999]
+    assert result["bottoms"] == [0, 0, 0]
+
+
+FAKE_SOCKET = """
+  class FakeSocket {
+    static last = null; static urls = [];
+    constructor(url) { this.url = url; FakeSocket.last = this; FakeSocket.urls.push(url); this.sent = []; }
+    send(text) { this.sent.push(text); }
+    close() {}
+    frame(obj) { this.onmessage({ data: JSON.stringify(obj) }); }
+    drop(code) { this.onclose({ code }); }
+  }
+  let tickets = 0;
+  const api = { wsTicket: async () => ({ ticket: 't' + (++tickets), expires_in: 60 }) };
+  const signals = [], statuses = [];
+  const feed = new live.LiveFeed({
+    api, WebSocketImpl: FakeSocket, random: () => 0, coalesceMs: 100,
+    onSignal: async (s) => { signals.push({ all: s.all, ids: [...s.orderIds].sort((a, b) => a - b), deleted: [...s.deletedIds] });
+                             await new Promise((r) => setTimeout(r, 50)); },
+    onStatus: (s) => statuses.push(s.state), onAuthFailure: (code) => statuses.push('auth-' + code),
+  });
+  const tick = (ms) => new Promise((r) => setTimeout(r, ms));
+"""
+
+
+def test_a_burst_of_events_costs_one_refetch_and_reconnects_resume_with_since(page, server):
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.start();
+      await tick(20);
+      const first = FakeSocket.last;
+      first.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
+      await tick(300);                       // the connect refetch
+      for (let i = 1; i <= 50; i++) first.frame({ type: 'order_updated', id: i % 5 + 1, order_id: i % 5 + 1, event_id: 10 + i });
+      first.frame({ type: 'order_deleted', id: 3, order_id: 3, event_id: 61 });
+      first.frame({ type: 'pong' });
+      first.frame('not json at all');
+      await tick(400);
+      const afterBurst = signals.length;
+      first.drop(1001);                      // server going away → reconnect (random()=0 → at once)
+      await tick(50);
+      const second = FakeSocket.last;
+      second.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 70 });
+      await tick(300);
+      second.drop(4001);                     // refused: stop for good
+      await tick(50);
+      const socketsAfterStop = FakeSocket.urls.length;
+      await tick(300);
+      return { signals, afterBurst, urls: FakeSocket.urls, statuses, socketsAfterStop, nowSockets: FakeSocket.urls.length };
+    """)
+    signals = result["signals"]
+    # connect → one refetch of everything; 51 events → one refetch naming the 5 orders.
+    assert result["afterBurst"] == 2, json.dumps(signals)
+    assert signals[0]["all"] is True
+    assert signals[1] == {"all": False, "ids": [1, 2, 3, 4, 5], "deleted": [3]}
+    # The reconnect resumed after the newest event seen and refetched everything.
+    assert "since=" not in result["urls"][0]
+    assert "since=61" in result["urls"][1] and "ticket=t2" in result["urls"][1]
+    assert signals[2]["all"] is True
+    assert result["statuses"][-2:] == ["stopped", "auth-4001"]
+    assert "reconnecting" in result["statuses"] and "live" in result["statuses"]
+    assert result["socketsAfterStop"] == result["nowSockets"] == 2
+
+
+def test_reset_starts_over_and_gives_up_into_polling(page, server):
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.policy = { baseMs: 1, capMs: 1, maxAttempts: 2 };
+      feed.start();
+      await tick(20);
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 500 });
+      feed.lastEventId = 3;                  // pretend we resumed from far behind
+      FakeSocket.last.frame({ type: 'reset' });
+      await tick(300);
+      const cursorAfterReset = feed.lastEventId;
+      for (let i = 0; i < 3; i++) { FakeSocket.last.drop(1006); await tick(30); }
+      const state = feed.state;
+      feed.stop();
+      return { cursorAfterReset, state, signals: signals.length };
+    """)
+    assert result["cursorAfterReset"] == 500
+    assert result["state"] == "polling"

@@ -1,0 +1,64 @@
+"""Logging in and out of the panel."""
+from playwright.sync_api import expect
+
+from conftest import login, login_as_dispatcher, screenshot
+
+
+def test_bad_login_shows_an_error_in_plain_words(page, server):
+    login(page, server, password="not-the-password")
+    expect(page.locator("#login-error")).to_have_text("Wrong email or password.")
+    expect(page.locator("#topbar")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+    screenshot(page, "login-error")
+
+
+def test_login_shows_orders_and_logout_revokes_the_token(page, server, api):
+    page.goto("/")
+    screenshot(page, "login")
+    login_as_dispatcher(page, server)
+    expect(page).to_have_url(f"{server.base_url}/#/orders")
+    expect(page.locator("#connection-label")).to_have_text("Live")
+    session = page.evaluate("JSON.parse(sessionStorage.getItem('waybill.session'))")
+    assert session["token"] and session["user"]["role"] == "dispatcher"
+    assert server.client(session["token"]).call("GET", "/api/me")[0] == 200
+    # Every seeded order is listed.
+    seeded = {order_id for driver in server.drivers for order_id in driver["order_ids"]}
+    shown = {int(x) for x in page.locator("#orders-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.orderId)")}
+    assert seeded <= shown
+    screenshot(page, "orders")
+
+    try:
+        page.get_by_role("button", name="Log out").click()
+        expect(page).to_have_url(f"{server.base_url}/#/login")
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+        assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+        # The server forgot the token too (logout revokes every token of the user).
+        assert server.client(session["token"]).call("GET", "/api/me")[0] == 401
+    finally:
+        server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
+    # A protected page without a session: the login page, then that page after logging in.
+    order_id = server.drivers[0]["order_ids"][0]
+    page.goto(f"/#/orders/{order_id}")
+    expect(page.locator("#login-email")).to_be_visible()
+    page.locator("#login-email").fill(server.dispatcher["email"])
+    page.locator("#login-password").fill(server.dispatcher["password"])
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{server.base_url}/#/orders/{order_id}")
+    expect(page.locator(".facts")).to_be_visible()
+
+
+def test_a_driver_cannot_use_the_panel(page, server):
+    driver = server.drivers[0]
+    login(page, server, email=driver["email"], password=driver["password"])
+    expect(page.locator("#login-error")).to_contain_text("for dispatchers")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+
+
+def test_an_expired_token_sends_the_user_back_to_login(page, server):
+    page.goto("/#/login")
+    page.evaluate("""sessionStorage.setItem('waybill.session', JSON.stringify(
+        {token: 'no-longer-valid', user: {id: 1, role: 'dispatcher', email: 'x@example.com'}}))""")
+    page.reload()  # the panel reads the stored session at start, then its first API call gets 401
+    expect(page.locator("#login-email")).to_be_visible()
+    expect(page.locator(".login-form .notice")).to_contain_text("log in again")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
