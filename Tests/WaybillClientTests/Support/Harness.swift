@@ -1,0 +1,69 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// Waits until `condition` holds, letting other tasks run; records an issue if it never does.
+///
+/// Bounded by a number of scheduler hops, not by time: the session under test never sleeps for real.
+func eventually(
+    _ what: String = "condition", hops: Int = 5_000, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async -> Bool
+) async {
+    for _ in 0..<hops {
+        if await condition() { return }
+        await Task.yield()
+    }
+    if await condition() { return }
+    Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
+}
+
+/// A session on a virtual clock with a fake API and a fake socket, and shortcuts to drive them.
+struct Harness {
+    let clock = TestClock()
+    let api: FakeOrdersAPI
+    let transport = FakeEventTransport()
+    let session: DriverSession
+
+    init(configuration: DriverSession.Configuration = .init(), orders: [OrderID] = [1, 2, 3]) {
+        api = FakeOrdersAPI(orders: orders)
+        session = DriverSession(
+            api: api, transport: transport, clock: clock, configuration: configuration,
+            random: SeededGenerator(seed: 42))
+    }
+
+    /// Starts the session, lets its socket connect and go live, and waits until the start-up fetches are done.
+    static func live(configuration: DriverSession.Configuration = .init(), orders: [OrderID] = [1, 2, 3])
+        async -> Harness
+    {
+        let harness = Harness(configuration: configuration, orders: orders)
+        await harness.session.start()
+        await harness.waitForConnections(1)
+        harness.transport.current?.receiveConnected()
+        await eventually("live") { await harness.session.connectionState == .live }
+        await harness.clock.advance(by: configuration.coalescingWindow)
+        await harness.settle()
+        return harness
+    }
+
+    func waitForConnections(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) connections", sourceLocation: sourceLocation) {
+            transport.connections.count >= count
+        }
+    }
+
+    /// Opens detail `id` (one fetch) and forgets the request log, so a test counts only what follows.
+    func open(_ id: OrderID) async throws {
+        _ = try await session.detail(id)
+    }
+
+    /// Lets every runnable task run until it suspends again.
+    func settle() async { await clock.settle() }
+
+    /// The live socket receives `frames` events, and the session has read them all.
+    func receiveEvents(_ events: [(order: Int64, eventID: Int64)], type: String = "order_status_changed") async {
+        for event in events { transport.current?.receiveEvent(type, order: event.order, eventID: event.eventID) }
+        guard let last = events.last?.eventID else { return }
+        await eventually("event \(last) read") { await session.lastEventID == EventID(last) }
+    }
+}
