@@ -30,7 +30,9 @@ public struct APIRequest: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `METHOD path`: no query, no headers, so no token or ticket can leak into a log line.
-    public var description: String { "\(method) \(url.path)" }
+    public var description: String {
+        "\(method) \(URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path)"
+    }
 }
 
 /// An HTTP response.
