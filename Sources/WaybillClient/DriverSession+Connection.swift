@@ -6,8 +6,9 @@ extension DriverSession {
             openSocket()
         case .reconnect(let delay, _):
             backoffTask?.cancel()
-            backoffTask = Task { [sleep] in
-                do { try await sleep(delay) } catch { return }  // cancelled: a wake-up or stop came first
+            let timer = startTimer(delay)
+            backoffTask = Task {
+                do { try await timer(1) } catch { return }  // cancelled: a wake-up or stop came first
                 self.backoffElapsed()
             }
         case .pollOnly:
@@ -46,6 +47,9 @@ extension DriverSession {
         connectionGeneration += 1
         connectionTask?.cancel()
         connectionTask = nil
+        heartbeatTask?.cancel()
+        heartbeatTask = nil
+        heartbeat = nil
         if let connection {
             self.connection = nil
             Task { await connection.close(code: 1000) }
@@ -65,8 +69,10 @@ extension DriverSession {
                 return
             }
             connection = opened
+            startHeartbeat(generation: generation)
             receiving: for await message in opened.messages {
                 guard generation == connectionGeneration else { return }
+                heartbeat?.frameReceived()
                 switch message {
                 case .text(let text):
                     perform(machine.received(ServerFrame.parse(text)))
@@ -85,7 +91,37 @@ extension DriverSession {
         guard generation == connectionGeneration else { return }
         connection = nil
         connectionTask = nil
+        heartbeatTask?.cancel()
+        heartbeatTask = nil
         perform(machine.socketClosed(code: closeCode, random: &random))
+    }
+
+    /// Pings the socket of `generation` every interval and drops it if it stays silent.
+    private func startHeartbeat(generation: Int) {
+        guard let interval = heartbeatInterval else { return }
+        heartbeat = Heartbeat(interval: interval)
+        let timer = startTimer(interval)
+        heartbeatTask = Task {
+            for tick in 1... {
+                do { try await timer(tick) } catch { return }
+                guard generation == self.connectionGeneration, var beat = self.heartbeat else { return }
+                let action = beat.intervalElapsed()
+                self.heartbeat = beat
+                switch action {
+                case .sendPing:
+                    await self.connection?.send(Heartbeat.ping)
+                case .declareDead:
+                    self.socketWentSilent()
+                    return
+                }
+            }
+        }
+    }
+
+    /// The heartbeat found the socket dead: abandon it and react as to a drop without a close frame.
+    private func socketWentSilent() {
+        closeSocket()
+        perform(machine.socketClosed(code: nil, random: &random))
     }
 
     func publishStateIfChanged() {

@@ -4,8 +4,9 @@ extension DriverSession {
         for id in work.evictions { evict(id) }
         switch coalescer.add(work) {
         case .startTimer(let window):
-            coalescingTask = Task { [sleep] in
-                do { try await sleep(window) } catch { return }
+            let timer = startTimer(window)
+            coalescingTask = Task {
+                do { try await timer(1) } catch { return }
                 self.flush()
             }
         case .none:
@@ -33,8 +34,9 @@ extension DriverSession {
 
     private func restartCountdown() {
         pollTask?.cancel()
-        pollTask = Task { [sleep, interval = list.pollInterval] in
-            do { try await sleep(interval) } catch { return }
+        let timer = startTimer(list.pollInterval)
+        pollTask = Task {
+            do { try await timer(1) } catch { return }
             self.countdownElapsed()
         }
     }

@@ -27,22 +27,30 @@ public actor DriverSession {
         public var pollInterval: Duration
         /// Events within this window cost one list fetch and one fetch per affected detail. Default 250 ms.
         public var coalescingWindow: Duration
+        /// How often a socket is pinged; one silent interval after a ping and it counts as dropped.
+        /// Default 30 s; `nil` turns the heartbeat off (the transport must then notice dead sockets).
+        public var heartbeatInterval: Duration?
 
         /// A configuration with the given fields.
         public init(
             reconnectPolicy: ReconnectPolicy = .standard, pollInterval: Duration = .seconds(120),
-            coalescingWindow: Duration = .milliseconds(250)
+            coalescingWindow: Duration = .milliseconds(250), heartbeatInterval: Duration? = .seconds(30)
         ) {
             self.reconnectPolicy = reconnectPolicy
             self.pollInterval = pollInterval
             self.coalescingWindow = coalescingWindow
+            self.heartbeatInterval = heartbeatInterval
         }
     }
 
     let api: any OrdersAPI
     let transport: any EventTransport
-    /// The injected clock, reduced to the one thing the session does with time.
-    let sleep: @Sendable (Duration) async throws -> Void
+    /// The injected clock, reduced to the one thing the session does with time: start a timer *now*.
+    ///
+    /// The returned function sleeps until the timer's `n`-th tick, `n × period` after the timer was started.
+    /// Deadlines are fixed when the timer starts (on the actor), not when its task first runs, so a timer
+    /// fires at the right instant however late its task gets scheduled, and periodic ticks never drift.
+    let startTimer: @Sendable (Duration) -> @Sendable (Int) async throws -> Void
     var random: any RandomNumberGenerator & Sendable
 
     var machine: StateMachine
@@ -50,6 +58,9 @@ public actor DriverSession {
     var list: ListLoader
     var detailFetches = FetchDeduplicator<OrderID>()
     var isRunning = false
+    var runWaiters: [AsyncStream<Never>.Continuation] = []
+    let heartbeatInterval: Duration?
+    var heartbeat: Heartbeat?
 
     /// The driver's orders as of the last successful list fetch (empty until then).
     public internal(set) var orders: [OrderSummary] = []
@@ -67,6 +78,7 @@ public actor DriverSession {
     var backoffTask: Task<Void, Never>?
     var coalescingTask: Task<Void, Never>?
     var pollTask: Task<Void, Never>?
+    var heartbeatTask: Task<Void, Never>?
     var listTask: Task<Void, Never>?
 
     var subscribers: [Int: AsyncStream<SessionUpdate>.Continuation] = [:]
@@ -94,11 +106,15 @@ public actor DriverSession {
     ) {
         self.api = api
         self.transport = transport
-        self.sleep = { try await clock.sleep(for: $0) }
+        self.startTimer = { period in
+            let start = clock.now
+            return { tick in try await clock.sleep(until: start.advanced(by: period * tick), tolerance: nil) }
+        }
         self.random = random
         machine = StateMachine(policy: configuration.reconnectPolicy)
         coalescer = Coalescer(window: configuration.coalescingWindow)
         list = ListLoader(pollInterval: configuration.pollInterval)
+        heartbeatInterval = configuration.heartbeatInterval
         publishedState = machine.state
     }
 
@@ -121,6 +137,8 @@ public actor DriverSession {
 
     /// Closes the socket and stops polling; cached data stays readable. ``start()`` starts again.
     public func stop() {
+        for waiter in runWaiters { waiter.finish() }
+        runWaiters = []
         guard isRunning else { return }
         isRunning = false
         perform(machine.stop())
@@ -134,6 +152,17 @@ public actor DriverSession {
         list.stopped()
         for id in detailTasks.keys { detailFetches.forget(id) }
         detailTasks = [:]
+    }
+
+    /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.
+    ///
+    /// For structured concurrency: a task group's child, or SwiftUI's `.task { await session.run() }`.
+    public func run() async {
+        start()
+        let (untilCancelled, continuation) = AsyncStream.makeStream(of: Never.self)
+        runWaiters.append(continuation)  // `stop()` finishes it; cancellation ends the loop by itself
+        for await _ in untilCancelled {}
+        stop()
     }
 
     /// Call when the app returns to the foreground: a socket waiting to retry (or given up) reconnects now.

@@ -22,17 +22,15 @@ import WaybillTesting
         let h = await Harness.live(configuration: Self.classic)
         h.transport.failNextConnects(10)
         h.transport.current?.drop(code: 1001)
-        var times: [Duration] = []
-        for attempt in 2...4 {
-            await eventually("backing off") {
-                if case .backingOff = await h.session.connectionState { return true } else { return false }
+        for (attempt, delay) in [(2, 1), (3, 2), (4, 4)] {
+            await eventually("backing off \(delay) s") {
+                await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay))
             }
-            let before = h.clock.now
-            await h.clock.run(maxSteps: 1)  // to the next timer: the backoff (the poll is further away)
+            await h.clock.advance(by: .seconds(delay) - .milliseconds(1))
+            #expect(h.transport.attempts.count == attempt - 1)
+            await h.clock.advance(by: .milliseconds(1))
             await eventually("attempt \(attempt)") { h.transport.attempts.count == attempt }
-            times.append(before.duration(to: h.clock.now))
         }
-        #expect(times == [.seconds(1), .seconds(2), .seconds(4)])
         await eventually("polling only") { await h.session.connectionState == .pollingOnly }
         await h.clock.advance(by: .seconds(600))
         #expect(h.transport.attempts.count == 4)
@@ -105,28 +103,25 @@ import WaybillTesting
     }
 
     @Test func networkComingBackCutsTheBackoffShort() async {
-        let h = await Harness.live()
+        let policy = ReconnectPolicy(base: .seconds(1), cap: .seconds(60), jitter: .none)
+        let h = await Harness.live(configuration: .init(reconnectPolicy: policy))
         h.transport.failNextConnects(4)
         h.transport.current?.drop(code: 1006)
-        for attempt in 2...5 {
-            await eventually("backing off") {
-                if case .backingOff = await h.session.connectionState { return true } else { return false }
-            }
-            await h.clock.run(maxSteps: 1)
+        for (attempt, delay) in [(2, 1), (3, 2), (4, 4), (5, 8)] {
+            await eventually("backing off") { await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay)) }
+            await h.clock.advance(by: .seconds(delay))
             await eventually("attempt \(attempt)") { h.transport.attempts.count == attempt }
         }
-        await eventually("backing off") {
-            if case .backingOff = await h.session.connectionState { return true } else { return false }
-        }
-        let attempts = h.transport.attempts.count
+        await eventually("backing off 16 s") { await h.session.connectionState == .backingOff(attempt: 4, delay: .seconds(16)) }
         await h.session.networkDidBecomeAvailable()
-        await eventually("reconnected at once") { h.transport.attempts.count == attempts + 1 }
+        await eventually("reconnected at once") { h.transport.attempts.count == 6 }
         await h.waitForConnections(2)
         h.transport.current?.receiveConnected()
         await eventually("live") { await h.session.connectionState == .live }
-        // The abandoned backoff timer does not open a second socket.
+        // The abandoned backoff timer does not open another socket.
         await h.clock.advance(by: .seconds(120))
-        #expect(h.transport.attempts.count == attempts + 1)
+        #expect(h.transport.attempts.count == 6)
+        #expect(await h.session.connectionState == .live)
     }
 
     @Test func stopClosesTheSocketAndNothingRunsAfterwards() async {
@@ -167,5 +162,48 @@ import WaybillTesting
         #expect(await h.session.connectionState == .live)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("one fetch") { h.api.listFetches == 1 }
+    }
+}
+
+/// The heartbeat that notices half-open sockets, and the structured `run()`.
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionHeartbeatTests {
+    @Test func heartbeatPingsThenDeclaresASilentSocketDead() {
+        var beat = Heartbeat(interval: .seconds(30))
+        #expect(beat.intervalElapsed() == .sendPing)
+        beat.frameReceived()
+        #expect(beat.intervalElapsed() == .sendPing)
+        #expect(beat.intervalElapsed() == .declareDead)
+    }
+
+    @Test func anAnsweringSocketStaysLive() async {
+        let h = await Harness.live()
+        await h.clock.advance(by: .seconds(600))
+        #expect(await h.session.connectionState == .live)
+        #expect(h.transport.attempts.count == 1)
+        #expect(h.transport.current?.sent.filter { $0 == #"{"type":"ping"}"# }.count == 20)
+    }
+
+    @Test func aSilentSocketIsDroppedAndResumedAfterTwoIntervals() async {
+        let h = await Harness.live(configuration: .init(reconnectPolicy: .classic))
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        h.transport.current?.goSilent()
+        await h.clock.advance(by: .seconds(59))
+        #expect(h.transport.attempts.count == 1)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("declared dead") { await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1)) }
+        #expect(h.transport.connections.first?.closedByClientWith == 1000)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 11)
+    }
+
+    @Test func runStartsAndCancellingItStops() async {
+        let h = Harness()
+        let running = Task { await h.session.run() }
+        await h.waitForConnections(1)
+        #expect(await h.session.connectionState == .connecting(attempt: 0))
+        running.cancel()
+        await running.value
+        #expect(await h.session.connectionState == .stopped(.stoppedByApp))
     }
 }

@@ -41,6 +41,10 @@ final class FakeConnection: EventConnection, Sendable {
     let messages: AsyncStream<SocketMessage>
     private let continuation: AsyncStream<SocketMessage>.Continuation
     private let log = Mutex<(sent: [String], closedWith: Int?)>(([], nil))
+    private let answersPings = Mutex(true)
+
+    /// Makes the socket silent, like a half-open one: pings go unanswered.
+    func goSilent() { answersPings.withLock { $0 = false } }
 
     init(request: SocketRequest) {
         self.request = request
@@ -69,7 +73,10 @@ final class FakeConnection: EventConnection, Sendable {
         continuation.finish()
     }
 
-    func send(_ text: String) async { log.withLock { $0.sent.append(text) } }
+    func send(_ text: String) async {
+        log.withLock { $0.sent.append(text) }
+        if text == #"{"type":"ping"}"#, answersPings.withLock({ $0 }) { receive(#"{"type":"pong"}"#) }
+    }
 
     func close(code: Int) async {
         log.withLock { $0.closedWith = code }

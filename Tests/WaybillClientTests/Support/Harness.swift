@@ -5,12 +5,14 @@ import WaybillTesting
 
 /// Waits until `condition` holds, letting other tasks run; records an issue if it never does.
 ///
-/// Bounded by a number of scheduler hops, not by time: the session under test never sleeps for real.
+/// Real time only bounds the wait (10 s, generous for a loaded CI machine); the session under test never
+/// sleeps for real, and a passing condition returns at once.
 func eventually(
-    _ what: String = "condition", hops: Int = 5_000, sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async -> Bool
+    _ what: String = "condition", within limit: Duration = .seconds(10),
+    sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async -> Bool
 ) async {
-    for _ in 0..<hops {
+    let deadline = ContinuousClock.now.advanced(by: limit)
+    while ContinuousClock.now < deadline {
         if await condition() { return }
         await Task.yield()
     }
