@@ -9,6 +9,7 @@ import WaybillTesting
 /// sleeps for real, and a passing condition returns at once.
 func eventually(
     _ what: String = "condition", within limit: Duration = .seconds(10),
+    isolation: isolated (any Actor)? = #isolation,
     sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async -> Bool
 ) async {
     let deadline = ContinuousClock.now.advanced(by: limit)
