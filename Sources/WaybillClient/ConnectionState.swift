@@ -9,7 +9,8 @@ public enum ConnectionState: Hashable, Sendable {
     /// The reconnect policy gave up; lists are kept current by polling until the app calls
     /// ``DriverSession/appDidBecomeActive()`` or ``DriverSession/networkDidBecomeAvailable()``.
     case pollingOnly
-    /// Not connecting, for the given reason.
+    /// Not connecting, for the given reason. After a 4001/4003 the list poll goes on (it reports its own
+    /// failures); after ``DriverSession/stop()`` nothing runs.
     case stopped(StopReason)
 
     /// Whether events arrive right now.

@@ -127,9 +127,15 @@ public actor DriverSession {
     /// The newest event id seen: where the next connection resumes (`?since=`).
     public var lastEventID: EventID? { machine.lastEventID }
 
-    /// Fetches the list and opens the event socket. Calling it again while running does nothing.
+    /// Fetches the list and opens the event socket.
+    ///
+    /// Calling it again while running does nothing, except after a 4001/4003 stop: then it tries the socket
+    /// again (useful when the app believes the refusal was transient; after a new login make a new session).
     public func start() {
-        guard !isRunning else { return }
+        guard !isRunning else {
+            perform(machine.start())  // only acts if the socket is stopped
+            return
+        }
         isRunning = true
         perform(machine.start())
         perform(list.start())
@@ -150,7 +156,10 @@ public actor DriverSession {
         listTask?.cancel()
         listTask = nil
         list.stopped()
-        for id in detailTasks.keys { detailFetches.forget(id) }
+        for (id, task) in detailTasks {
+            task.cancel()  // its result is dropped; a joiner of `detail(_:)` still gets it
+            detailFetches.forget(id)
+        }
         detailTasks = [:]
     }
 

@@ -19,7 +19,7 @@ enum WireJSON {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
+            try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
         }
         return encoder
     }

@@ -207,3 +207,23 @@ import WaybillTesting
         #expect(await h.session.connectionState == .stopped(.stoppedByApp))
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionRestartTests {
+    @Test func startAfterA4001TriesTheSocketAgain() async {
+        let h = await Harness.live()
+        h.transport.current?.drop(code: 4001)
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        await h.session.start()
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 10)
+    }
+
+    @Test func stopThenStartResumesWhereItLeftOff() async {
+        let h = await Harness.live()
+        await h.receiveEvents([(order: 2, eventID: 15)])
+        await h.session.stop()
+        await h.session.start()
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 15)
+    }
+}

@@ -120,6 +120,9 @@ import Testing
         #expect(SessionUpdate.connection(.backingOff(attempt: 2, delay: .milliseconds(1500))).jsonLine
             == #"{"attempt":2,"delay_ms":1500,"state":"backing_off","type":"connection"}"#)
         #expect(SessionUpdate.detailRemoved(5).jsonLine == #"{"id":5,"type":"detail_removed"}"#)
+        let dated = OrderSummary(
+            id: 2, number: "N/2", status: .new, title: "T", createdAt: WireJSON.parseDate("2026-11-30T10:15:00.123Z"))
+        #expect(SessionUpdate.orders([dated]).jsonLine.contains(#""created_at":"2026-11-30T10:15:00.123Z""#))
         let line = SessionUpdate.orders([OrderSummary(id: 1, number: "N/1", status: .new, title: "T")]).jsonLine
         #expect(line.hasPrefix(#"{"orders":[{"id":1,"number":"N/1","status":"new","title":"T","version":1}]"#))
     }
