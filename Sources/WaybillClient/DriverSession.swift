@@ -33,8 +33,10 @@ public actor DriverSession {
 
         /// A configuration with the given fields.
         public init(
-            reconnectPolicy: ReconnectPolicy = .standard, pollInterval: Duration = .seconds(120),
-            coalescingWindow: Duration = .milliseconds(250), heartbeatInterval: Duration? = .seconds(30)
+            reconnectPolicy: ReconnectPolicy = .standard,
+            pollInterval: Duration = .seconds(120),
+            coalescingWindow: Duration = .milliseconds(250),
+            heartbeatInterval: Duration? = .seconds(30)
         ) {
             self.reconnectPolicy = reconnectPolicy
             self.pollInterval = pollInterval
@@ -100,7 +102,9 @@ public actor DriverSession {
     ///   - configuration: timing; the defaults are the production values.
     ///   - random: the source of reconnect jitter; tests pass a seeded generator.
     public init(
-        api: any OrdersAPI, transport: any EventTransport, clock: some Clock<Duration> = ContinuousClock(),
+        api: any OrdersAPI,
+        transport: any EventTransport,
+        clock: some Clock<Duration> = ContinuousClock(),
         configuration: Configuration = Configuration(),
         random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
     ) {

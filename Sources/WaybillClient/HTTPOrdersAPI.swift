@@ -23,12 +23,17 @@ public struct HTTPOrdersAPI: OrdersAPI {
     /// `POST /api/auth/login`: returns an API client holding the new token, and the user.
     /// - Throws: ``WaybillClientError/notAuthenticated`` for wrong credentials, or another ``WaybillClientError``.
     public static func logIn(
-        server: URL, email: String, password: String, transport: any HTTPTransport = URLSessionHTTPTransport()
+        server: URL,
+        email: String,
+        password: String,
+        transport: any HTTPTransport = URLSessionHTTPTransport()
     ) async throws -> (api: HTTPOrdersAPI, user: DriverUser) {
         let request = APIRequest(
-            method: "POST", url: server.appending(path: "api/auth/login"),
+            method: "POST",
+            url: server.appending(path: "api/auth/login"),
             headers: ["Content-Type": "application/json", "Accept": "application/json"],
-            body: WireJSON.body(["email": email, "password": password]))
+            body: WireJSON.body(["email": email, "password": password])
+        )
         let response = try await send(request, over: transport)
         try check(response)
         let login = try WireJSON.decode(LoginResponse.self, from: response.body, what: "login response")
@@ -77,7 +82,10 @@ public struct HTTPOrdersAPI: OrdersAPI {
     // MARK: - Plumbing
 
     private func conditionalGet<T: Decodable & Sendable>(
-        _ path: String, ifNoneMatch: String?, as type: T.Type, what: String
+        _ path: String,
+        ifNoneMatch: String?,
+        as type: T.Type,
+        what: String
     ) async throws -> Fetched<T> {
         var headers = ["Accept": "application/json"]
         if let ifNoneMatch { headers["If-None-Match"] = ifNoneMatch }
@@ -94,7 +102,11 @@ public struct HTTPOrdersAPI: OrdersAPI {
         headers["Authorization"] = "Bearer \(token.value)"
         if body != nil { headers["Content-Type"] = "application/json" }
         let request = APIRequest(
-            method: method, url: server.appending(path: path), headers: headers, body: body.map(WireJSON.body))
+            method: method,
+            url: server.appending(path: path),
+            headers: headers,
+            body: body.map(WireJSON.body)
+        )
         return try await Self.send(request, over: transport)
     }
 

@@ -27,8 +27,16 @@ public struct OrderDetail: Identifiable, Hashable, Sendable, Codable {
 
     /// An order with the given fields (mostly for previews and tests).
     public init(
-        id: OrderID, number: String, status: OrderStatus, driverID: Int64? = nil, title: String, notes: String = "",
-        stages: [Stage] = [], documents: [Document] = [], createdAt: Date? = nil, updatedAt: Date? = nil,
+        id: OrderID,
+        number: String,
+        status: OrderStatus,
+        driverID: Int64? = nil,
+        title: String,
+        notes: String = "",
+        stages: [Stage] = [],
+        documents: [Document] = [],
+        createdAt: Date? = nil,
+        updatedAt: Date? = nil,
         version: Int64 = 1
     ) {
         self.id = id
@@ -83,7 +91,11 @@ public struct OrderDetail: Identifiable, Hashable, Sendable, Codable {
 
         /// A stage with the given fields.
         public init(
-            id: StageID, position: Int, kind: String, address: String, plannedAt: Date? = nil,
+            id: StageID,
+            position: Int,
+            kind: String,
+            address: String,
+            plannedAt: Date? = nil,
             completedAt: Date? = nil
         ) {
             self.id = id

@@ -21,8 +21,14 @@ public struct OrderSummary: Identifiable, Hashable, Sendable, Codable {
 
     /// A row with the given fields (mostly for previews and tests).
     public init(
-        id: OrderID, number: String, status: OrderStatus, driverID: Int64? = nil, title: String,
-        createdAt: Date? = nil, updatedAt: Date? = nil, version: Int64 = 1
+        id: OrderID,
+        number: String,
+        status: OrderStatus,
+        driverID: Int64? = nil,
+        title: String,
+        createdAt: Date? = nil,
+        updatedAt: Date? = nil,
+        version: Int64 = 1
     ) {
         self.id = id
         self.number = number

@@ -23,7 +23,12 @@ public struct ReconnectPolicy: Hashable, Sendable {
     public var jitter: Jitter
 
     /// A policy with the given fields; the defaults are ``standard``.
-    public init(base: Duration = .seconds(1), cap: Duration = .seconds(60), maxAttempts: Int? = nil, jitter: Jitter = .full) {
+    public init(
+        base: Duration = .seconds(1),
+        cap: Duration = .seconds(60),
+        maxAttempts: Int? = nil,
+        jitter: Jitter = .full
+    ) {
         self.base = base
         self.cap = cap
         self.maxAttempts = maxAttempts

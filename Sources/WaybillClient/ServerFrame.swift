@@ -31,14 +31,21 @@ public enum ServerFrame: Hashable, Sendable {
         case "connected":
             guard let userID = wire.userID else { return .malformed }
             return .connected(
-                ConnectedFrame(userID: userID, groups: wire.groups ?? [], newestEventID: wire.eventID.map { EventID($0) }))
+                ConnectedFrame(
+                    userID: userID,
+                    groups: wire.groups ?? [],
+                    newestEventID: wire.eventID.map { EventID($0) }
+                )
+            )
         case "pong":
             return .pong
         case "reset":
             return .reset
         case let type where type.hasPrefix("order_"):
             guard let order = wire.orderID ?? wire.id, let event = wire.eventID else { return .malformed }
-            return .event(OrderEventFrame(kind: OrderEventKind(rawValue: type), orderID: OrderID(order), eventID: EventID(event)))
+            return .event(
+                OrderEventFrame(kind: OrderEventKind(rawValue: type), orderID: OrderID(order), eventID: EventID(event))
+            )
         default:
             return .unknown(type: type)
         }

@@ -17,7 +17,8 @@ public enum SessionUpdate: Hashable, Sendable, Encodable {
     case failure(WaybillClientError)
 
     private enum CodingKeys: String, CodingKey {
-        case type, orders, order, id, state, attempt, delayMs = "delay_ms", reason, error, status, message
+        case type, orders, order, id, state, attempt, reason, error, status, message
+        case delayMs = "delay_ms"
     }
 
     public func encode(to encoder: any Encoder) throws {

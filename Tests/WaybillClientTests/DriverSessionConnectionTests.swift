@@ -10,7 +10,9 @@ import WaybillTesting
     @Test func aDropReconnectsAfterTheBackoffDelay() async {
         let h = await Harness.live(configuration: Self.classic)
         h.transport.current?.drop(code: 1006)
-        await eventually("backing off") { await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1)) }
+        await eventually("backing off") {
+            await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1))
+        }
         await h.clock.advance(by: .milliseconds(999))
         #expect(h.transport.attempts.count == 1)
         await h.clock.advance(by: .milliseconds(1))
@@ -108,11 +110,15 @@ import WaybillTesting
         h.transport.failNextConnects(4)
         h.transport.current?.drop(code: 1006)
         for (attempt, delay) in [(2, 1), (3, 2), (4, 4), (5, 8)] {
-            await eventually("backing off") { await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay)) }
+            await eventually("backing off") {
+                await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay))
+            }
             await h.clock.advance(by: .seconds(delay))
             await eventually("attempt \(attempt)") { h.transport.attempts.count == attempt }
         }
-        await eventually("backing off 16 s") { await h.session.connectionState == .backingOff(attempt: 4, delay: .seconds(16)) }
+        await eventually("backing off 16 s") {
+            await h.session.connectionState == .backingOff(attempt: 4, delay: .seconds(16))
+        }
         await h.session.networkDidBecomeAvailable()
         await eventually("reconnected at once") { h.transport.attempts.count == 6 }
         await h.waitForConnections(2)
@@ -190,7 +196,9 @@ import WaybillTesting
         await h.clock.advance(by: .seconds(59))
         #expect(h.transport.attempts.count == 1)
         await h.clock.advance(by: .seconds(1))
-        await eventually("declared dead") { await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1)) }
+        await eventually("declared dead") {
+            await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1))
+        }
         #expect(h.transport.connections.first?.closedByClientWith == 1000)
         await h.clock.advance(by: .seconds(1))
         await h.waitForConnections(2)

@@ -9,7 +9,10 @@ import Testing
 @Suite(.timeLimit(.minutes(1)), .enabled(if: LiveServer.url != nil)) struct LiveServerTests {
     @Test func loginListWith304AndTicketOverURLSession() async throws {
         let (api, user) = try await HTTPOrdersAPI.logIn(
-            server: try #require(LiveServer.url), email: LiveServer.email, password: LiveServer.password)
+            server: try #require(LiveServer.url),
+            email: LiveServer.email,
+            password: LiveServer.password
+        )
         #expect(user.email == LiveServer.email)
         guard case .modified(_, let etag) = try await api.orders(ifNoneMatch: nil) else {
             Issue.record("first list fetch was not a 200")

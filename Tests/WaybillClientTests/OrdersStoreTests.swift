@@ -29,7 +29,11 @@ import WaybillTesting
         @Test func observersAreNotifiedOfListChanges() {
             let store = OrdersStore(session: Harness().session)
             let changed = LockedLog()
-            withObservationTracking { _ = store.orders } onChange: { changed.append("orders") }
+            withObservationTracking {
+                _ = store.orders
+            } onChange: {
+                changed.append("orders")
+            }
             store.apply(.orders([OrderSummary(id: 1, number: "N/1", status: .new, title: "T")]))
             #expect(changed.entries == ["orders"])
         }

@@ -11,15 +11,21 @@ import Testing
     }
 
     @Test func orderIdIsReadFromEitherField() {
-        #expect(ServerFrame.parse(#"{"type":"order_deleted","id":5,"event_id":9}"#)
-            == .event(OrderEventFrame(kind: .deleted, orderID: 5, eventID: 9)))
-        #expect(ServerFrame.parse(#"{"type":"order_created","order_id":6,"event_id":10}"#)
-            == .event(OrderEventFrame(kind: .created, orderID: 6, eventID: 10)))
+        #expect(
+            ServerFrame.parse(#"{"type":"order_deleted","id":5,"event_id":9}"#)
+                == .event(OrderEventFrame(kind: .deleted, orderID: 5, eventID: 9))
+        )
+        #expect(
+            ServerFrame.parse(#"{"type":"order_created","order_id":6,"event_id":10}"#)
+                == .event(OrderEventFrame(kind: .created, orderID: 6, eventID: 10))
+        )
     }
 
     @Test func connectedFrameCarriesNewestEventId() {
-        #expect(ServerFrame.parse(#"{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230}"#)
-            == .connected(ConnectedFrame(userID: 7, groups: ["driver_7"], newestEventID: 1230)))
+        #expect(
+            ServerFrame.parse(#"{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230}"#)
+                == .connected(ConnectedFrame(userID: 7, groups: ["driver_7"], newestEventID: 1230))
+        )
     }
 
     @Test func pongAndResetAreToldApart() {
@@ -32,8 +38,12 @@ import Testing
     }
 
     @Test func newOrderEventTypesStillCountAsOrderEvents() {
-        #expect(ServerFrame.parse(#"{"type":"order_document_added","order_id":3,"event_id":4}"#)
-            == .event(OrderEventFrame(kind: OrderEventKind(rawValue: "order_document_added"), orderID: 3, eventID: 4)))
+        #expect(
+            ServerFrame.parse(#"{"type":"order_document_added","order_id":3,"event_id":4}"#)
+                == .event(
+                    OrderEventFrame(kind: OrderEventKind(rawValue: "order_document_added"), orderID: 3, eventID: 4)
+                )
+        )
     }
 
     @Test(arguments: [

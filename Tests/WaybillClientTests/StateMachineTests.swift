@@ -67,10 +67,12 @@ import WaybillTesting
             actions.append(machine.socketClosed(code: 1006, random: &random))
             if case .reconnect = actions.last { _ = machine.backoffElapsed() }
         }
-        #expect(actions == [
-            .reconnect(after: .seconds(1), since: nil), .reconnect(after: .seconds(2), since: nil),
-            .reconnect(after: .seconds(4), since: nil), .pollOnly,
-        ])
+        #expect(
+            actions == [
+                .reconnect(after: .seconds(1), since: nil), .reconnect(after: .seconds(2), since: nil),
+                .reconnect(after: .seconds(4), since: nil), .pollOnly,
+            ]
+        )
         #expect(machine.state == .pollingOnly)
     }
 
@@ -142,7 +144,10 @@ import WaybillTesting
         _ = machine.socketClosed(code: 1006, random: &random)
         #expect(machine.wakeUp() == .connect(since: 10))
         #expect(machine.state == .connecting(attempt: 0))
-        for _ in 0..<4 { _ = machine.socketClosed(code: 1006, random: &random); _ = machine.backoffElapsed() }
+        for _ in 0..<4 {
+            _ = machine.socketClosed(code: 1006, random: &random)
+            _ = machine.backoffElapsed()
+        }
         #expect(machine.state == .pollingOnly)
         #expect(machine.wakeUp() == .connect(since: 10))
         // A fresh budget of attempts after a wake-up.

@@ -76,7 +76,6 @@ actor Flag {
     func set() { value = true }
 }
 
-
 /// A log that any task can append to synchronously.
 final class LockedLog: Sendable {
     private let storage = Mutex<[String]>([])

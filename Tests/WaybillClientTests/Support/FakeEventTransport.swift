@@ -64,7 +64,9 @@ final class FakeConnection: EventConnection, Sendable {
 
     /// The server sends an order event.
     func receiveEvent(_ type: String = "order_status_changed", order: Int64, eventID: Int64) {
-        receive(#"{"type":"\#(type)","id":\#(order),"order_id":\#(order),"number":"x","driver_id":7,"event_id":\#(eventID)}"#)
+        receive(
+            #"{"type":"\#(type)","id":\#(order),"order_id":\#(order),"number":"x","driver_id":7,"event_id":\#(eventID)}"#
+        )
     }
 
     /// The server (or the network) closes the socket with `code` (`nil`: no close frame).

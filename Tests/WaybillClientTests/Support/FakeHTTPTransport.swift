@@ -7,8 +7,16 @@ final class FakeHTTPTransport: HTTPTransport, Sendable {
     private let state = Mutex<(routes: [String: APIResponse], requests: [APIRequest])>(([:], []))
 
     /// Answers `method path` (path without query) with `status` and a JSON `body`.
-    func route(_ method: String, _ path: String, status: Int = 200, headers: [String: String] = [:], json body: String = "") {
-        state.withLock { $0.routes["\(method) \(path)"] = APIResponse(status: status, headers: headers, body: Data(body.utf8)) }
+    func route(
+        _ method: String,
+        _ path: String,
+        status: Int = 200,
+        headers: [String: String] = [:],
+        json body: String = ""
+    ) {
+        state.withLock {
+            $0.routes["\(method) \(path)"] = APIResponse(status: status, headers: headers, body: Data(body.utf8))
+        }
     }
 
     var requests: [APIRequest] { state.withLock { $0.requests } }

@@ -26,8 +26,16 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     init(orders ids: [OrderID] = [1, 2, 3]) {
         state.withLock { state in
             for id in ids {
-                state.rows.append(OrderSummary(id: id, number: "2026/11/\(id)", status: .assigned, driverID: 7, title: "Order \(id)"))
-                state.details[id] = OrderDetail(id: id, number: "2026/11/\(id)", status: .assigned, driverID: 7, title: "Order \(id)")
+                state.rows.append(
+                    OrderSummary(id: id, number: "2026/11/\(id)", status: .assigned, driverID: 7, title: "Order \(id)")
+                )
+                state.details[id] = OrderDetail(
+                    id: id,
+                    number: "2026/11/\(id)",
+                    status: .assigned,
+                    driverID: 7,
+                    title: "Order \(id)"
+                )
             }
         }
     }

@@ -8,9 +8,11 @@ import WaybillTesting
 /// Real time only bounds the wait (10 s, generous for a loaded CI machine); the session under test never
 /// sleeps for real, and a passing condition returns at once.
 func eventually(
-    _ what: String = "condition", within limit: Duration = .seconds(10),
+    _ what: String = "condition",
+    within limit: Duration = .seconds(10),
     isolation: isolated (any Actor)? = #isolation,
-    sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async -> Bool
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async -> Bool
 ) async {
     let deadline = ContinuousClock.now.advanced(by: limit)
     while ContinuousClock.now < deadline {
@@ -31,8 +33,12 @@ struct Harness {
     init(configuration: DriverSession.Configuration = .init(), orders: [OrderID] = [1, 2, 3]) {
         api = FakeOrdersAPI(orders: orders)
         session = DriverSession(
-            api: api, transport: transport, clock: clock, configuration: configuration,
-            random: SeededGenerator(seed: 42))
+            api: api,
+            transport: transport,
+            clock: clock,
+            configuration: configuration,
+            random: SeededGenerator(seed: 42)
+        )
     }
 
     /// Starts the session, lets its socket connect and go live, and waits until the start-up fetches are done.
