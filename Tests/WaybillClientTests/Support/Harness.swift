@@ -61,7 +61,7 @@ struct Harness {
         }
     }
 
-    /// Opens detail `id` (one fetch) and forgets the request log, so a test counts only what follows.
+    /// Opens detail `id` the way the app does (one fetch, then it is cached and kept current).
     func open(_ id: OrderID) async throws {
         _ = try await session.detail(id)
     }
