@@ -29,6 +29,9 @@
         public init(session: DriverSession) { self.session = session }
 
         /// Starts the session and mirrors its updates until the calling task is cancelled (e.g. `.task {}`).
+        ///
+        /// Cancelling stops the mirroring, not the session (other views may share it): call
+        /// ``DriverSession/stop()`` on logout.
         public func run() async {
             await session.start()
             for await update in await session.updates() { apply(update) }

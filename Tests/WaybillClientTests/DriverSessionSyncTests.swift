@@ -97,6 +97,26 @@ import WaybillTesting
         #expect(h.api.detailRequests == [1, 1])
     }
 
+    @Test func listChangesDuringAListFetchCostExactlyOneMoreFetch() async {
+        let h = await Harness.live()
+        h.api.resetCounts()
+        h.api.holdLists(true)
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list fetch in flight") { h.api.heldListCount == 1 }
+        for eventID: Int64 in [12, 13, 14] {
+            await h.receiveEvents([(order: 2, eventID: eventID)])
+            await h.clock.advance(by: .milliseconds(250))
+        }
+        #expect(h.api.listFetches == 1)
+        #expect(await h.session.listRevision == 5)  // 1 at start-up, then one per window
+        h.api.holdLists(false)
+        h.api.releaseLists()
+        await eventually("second fetch") { h.api.listFetches == 2 }
+        await h.clock.advance(by: .seconds(1))
+        #expect(h.api.listFetches == 2)
+    }
+
     @Test func openingADetailTwiceWhileItLoadsCostsOneFetch() async throws {
         let h = await Harness.live()
         h.api.holdDetails(true)

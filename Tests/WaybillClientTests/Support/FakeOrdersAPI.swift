@@ -19,6 +19,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var socketError: WaybillClientError?
         var holdDetails = false
         var heldDetails: [CheckedContinuation<Void, Never>] = []
+        var holdLists = false
+        var heldLists: [CheckedContinuation<Void, Never>] = []
     }
 
     let state = Mutex(State())
@@ -91,9 +93,28 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         for continuation in held { continuation.resume() }
     }
 
+    func holdLists(_ hold: Bool) { state.withLock { $0.holdLists = hold } }
+
+    var heldListCount: Int { state.withLock { $0.heldLists.count } }
+
+    /// Lets every held list fetch finish.
+    func releaseLists() {
+        let held = state.withLock { state in
+            defer { state.heldLists = [] }
+            return state.heldLists
+        }
+        for continuation in held { continuation.resume() }
+    }
+
     func orders(ifNoneMatch: String?) async throws -> Fetched<[OrderSummary]> {
-        state.withLock { state in
+        let hold = state.withLock { state in
             state.listRequests.append(ifNoneMatch)
+            return state.holdLists
+        }
+        if hold {
+            await withCheckedContinuation { continuation in state.withLock { $0.heldLists.append(continuation) } }
+        }
+        return state.withLock { state in
             let tag = "\"v\(state.dataRevision)\""
             return ifNoneMatch == tag ? .notModified : .modified(state.rows, etag: tag)
         }
