@@ -200,3 +200,8 @@ extension WaybillClientError {
         }
     }
 }
+
+extension DriverSession {
+    /// Whether no fetch runs or is queued and no coalescing window is open (tests wait for this).
+    var isIdle: Bool { listTask == nil && coalescingTask == nil && detailTasks.isEmpty }
+}

@@ -14,7 +14,8 @@ struct Heartbeat: Sendable {
     static let ping = #"{"type":"ping"}"#
 
     let interval: Duration
-    private var isAwaitingReply = false
+    /// A ping went out and nothing has come back since.
+    private(set) var isAwaitingReply = false
 
     init(interval: Duration) { self.interval = interval }
 

@@ -30,7 +30,11 @@ struct Harness {
     let transport = FakeEventTransport()
     let session: DriverSession
 
-    init(configuration: DriverSession.Configuration = .init(), orders: [OrderID] = [1, 2, 3]) {
+    /// - Parameter heartbeat: whether the session pings. Off unless a test is about it: a virtual minute
+    ///   passes in no real time, faster than a loaded machine may deliver the pongs.
+    init(configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]) {
+        var configuration = configuration
+        if !heartbeat { configuration.heartbeatInterval = nil }
         api = FakeOrdersAPI(orders: orders)
         session = DriverSession(
             api: api,
@@ -42,16 +46,16 @@ struct Harness {
     }
 
     /// Starts the session, lets its socket connect and go live, and waits until the start-up fetches are done.
-    static func live(configuration: DriverSession.Configuration = .init(), orders: [OrderID] = [1, 2, 3])
-        async -> Harness
-    {
-        let harness = Harness(configuration: configuration, orders: orders)
+    static func live(
+        configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]
+    ) async -> Harness {
+        let harness = Harness(configuration: configuration, heartbeat: heartbeat, orders: orders)
         await harness.session.start()
         await harness.waitForConnections(1)
         harness.transport.current?.receiveConnected()
         await eventually("live") { await harness.session.connectionState == .live }
         await harness.clock.advance(by: configuration.coalescingWindow)
-        await harness.settle()
+        await harness.waitUntilIdle()
         return harness
     }
 
@@ -64,6 +68,16 @@ struct Harness {
     /// Opens detail `id` the way the app does (one fetch, then it is cached and kept current).
     func open(_ id: OrderID) async throws {
         _ = try await session.detail(id)
+    }
+
+    /// Waits until no list fetch runs or is queued and no coalescing window is open, so a test that
+    /// counts requests from here counts only its own.
+    func waitUntilIdle(sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("session idle", sourceLocation: sourceLocation) {
+            let loaded = await session.hasLoadedOrders
+            let idle = await session.isIdle
+            return loaded && idle
+        }
     }
 
     /// Lets every runnable task run until it suspends again.
