@@ -1,0 +1,132 @@
+extension DriverSession {
+    /// Carries out what the connection state machine decided, then tells subscribers if the state changed.
+    func perform(_ action: StateMachine.Action) {
+        switch action {
+        case .connect:
+            openSocket()
+        case .reconnect(let delay, _):
+            backoffTask?.cancel()
+            let timer = startTimer(delay)
+            backoffTask = Task {
+                do { try await timer(1) } catch { return }  // cancelled: a wake-up or stop came first
+                self.backoffElapsed()
+            }
+        case .pollOnly:
+            break  // the list poll keeps running; nothing else to do until the app wakes us
+        case .stop, .disconnect:
+            closeSocket()
+        case .orderChanged(let event):
+            enqueue(SyncRules.work(for: event, cached: openDetails))
+        case .refreshList:
+            enqueue(.list)
+        case .refreshEverything:
+            enqueue(.everything)
+        case .none:
+            break
+        }
+        publishStateIfChanged()
+    }
+
+    private func backoffElapsed() {
+        backoffTask = nil
+        guard isRunning else { return }
+        perform(machine.backoffElapsed())
+    }
+
+    /// Replaces any socket with a new one that resumes after the machine's last event id.
+    private func openSocket() {
+        backoffTask?.cancel()
+        backoffTask = nil
+        closeSocket()
+        let generation = connectionGeneration
+        connectionTask = Task { await self.runConnection(generation: generation) }
+    }
+
+    /// Abandons the current socket: its task is cancelled and anything it still reports is ignored.
+    private func closeSocket() {
+        connectionGeneration += 1
+        connectionTask?.cancel()
+        connectionTask = nil
+        heartbeatTask?.cancel()
+        heartbeatTask = nil
+        heartbeat = nil
+        if let connection {
+            self.connection = nil
+            Task { await connection.close(code: 1000) }
+        }
+    }
+
+    /// Opens one socket, feeds its frames to the machine, and reports how it closed.
+    private func runConnection(generation: Int) async {
+        var closeCode: Int?
+        do {
+            // The cursor is read now, not when the connect was decided: events may have arrived in between.
+            let request = try await api.eventSocketRequest(since: machine.lastEventID)
+            guard generation == connectionGeneration else { return }
+            let opened = try await transport.connect(request)
+            guard generation == connectionGeneration else {
+                await opened.close(code: 1000)
+                return
+            }
+            connection = opened
+            startHeartbeat(generation: generation)
+            receiving: for await message in opened.messages {
+                guard generation == connectionGeneration else { return }
+                heartbeat?.frameReceived()
+                switch message {
+                case .text(let text):
+                    perform(machine.received(ServerFrame.parse(text)))
+                case .closed(let code):
+                    closeCode = code
+                    break receiving
+                }
+            }
+        } catch WaybillClientError.notAuthenticated {
+            closeCode = 4001  // the ticket endpoint refused the token: same meaning, same reaction
+        } catch WaybillClientError.notAllowed {
+            closeCode = 4003
+        } catch {
+            closeCode = nil  // could not connect: treated as an abnormal drop
+        }
+        guard generation == connectionGeneration else { return }
+        connection = nil
+        connectionTask = nil
+        heartbeatTask?.cancel()
+        heartbeatTask = nil
+        perform(machine.socketClosed(code: closeCode, random: &random))
+    }
+
+    /// Pings the socket of `generation` every interval and drops it if it stays silent.
+    private func startHeartbeat(generation: Int) {
+        guard let interval = heartbeatInterval else { return }
+        heartbeat = Heartbeat(interval: interval)
+        let timer = startTimer(interval)
+        heartbeatTask = Task {
+            for tick in 1... {
+                do { try await timer(tick) } catch { return }
+                guard generation == self.connectionGeneration, var beat = self.heartbeat else { return }
+                let action = beat.intervalElapsed()
+                self.heartbeat = beat
+                switch action {
+                case .sendPing:
+                    await self.connection?.send(Heartbeat.ping)
+                case .declareDead:
+                    self.socketWentSilent()
+                    return
+                }
+            }
+        }
+    }
+
+    /// The heartbeat found the socket dead: abandon it and react as to a drop without a close frame.
+    private func socketWentSilent() {
+        closeSocket()
+        perform(machine.socketClosed(code: nil, random: &random))
+    }
+
+    func publishStateIfChanged() {
+        guard machine.state != publishedState else { return }
+        publishedState = machine.state
+        publish(.connection(machine.state))
+    }
+}

@@ -1,0 +1,131 @@
+extension DriverSession {
+    /// The connection's rules as a value: each method takes what happened and returns what to do.
+    ///
+    /// It owns the resume cursor (the last event id seen) and the count of failures since the socket was
+    /// last live; it never sleeps or does I/O, so every rule is tested by comparing actions.
+    struct StateMachine: Sendable {
+        /// What the session must do next.
+        enum Action: Hashable, Sendable {
+            /// Open a socket now, resuming after `since`.
+            case connect(since: EventID?)
+            /// Wait `after`, then call ``backoffElapsed()``; the socket will resume after `since`.
+            case reconnect(after: Duration, since: EventID?)
+            /// Give up on the socket; rely on polling.
+            case pollOnly
+            /// Stop for good (until the app calls `start()` again) and report `reason`.
+            case stop(StopReason)
+            /// Close the current socket, if any; the app asked to stop.
+            case disconnect
+            /// An order changed: apply the sync rules to it.
+            case orderChanged(OrderEventFrame)
+            /// The socket is (again) live: refetch the list, events may have been missed before it.
+            case refreshList
+            /// The server cannot replay: refetch everything shown.
+            case refreshEverything
+            /// Nothing to do.
+            case none
+        }
+
+        let policy: ReconnectPolicy
+        private(set) var state: ConnectionState = .stopped(.notStarted)
+        /// The newest event id seen: the `since` of the next connection.
+        private(set) var lastEventID: EventID?
+        /// Connection attempts that failed since the socket was last live.
+        private var failures = 0
+
+        init(policy: ReconnectPolicy, lastEventID: EventID? = nil) {
+            self.policy = policy
+            self.lastEventID = lastEventID
+        }
+
+        /// The app starts the session.
+        mutating func start() -> Action {
+            switch state {
+            case .stopped:
+                failures = 0
+                state = .connecting(attempt: 0)
+                return .connect(since: lastEventID)
+            case .connecting, .live, .backingOff, .pollingOnly:
+                return .none
+            }
+        }
+
+        /// A text frame arrived on the current socket.
+        mutating func received(_ frame: ServerFrame) -> Action {
+            if case .stopped = state { return .none }
+            switch frame {
+            case .connected(let connected):
+                state = .live
+                failures = 0
+                // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
+                if lastEventID == nil { lastEventID = connected.newestEventID }
+                return .refreshList
+            case .event(let event):
+                // Replays never repeat, but a duplicate must not cost a refetch if one ever arrives.
+                if let lastEventID, event.eventID <= lastEventID { return .none }
+                lastEventID = event.eventID
+                return .orderChanged(event)
+            case .reset:
+                return .refreshEverything
+            case .pong, .unknown, .malformed:
+                return .none
+            }
+        }
+
+        /// The socket closed with `code` (`nil`: dropped without a close frame, or could not be opened).
+        mutating func socketClosed(code: Int?, random: inout some RandomNumberGenerator) -> Action {
+            switch state {
+            case .stopped, .pollingOnly:
+                return .none
+            case .connecting, .live, .backingOff:
+                break
+            }
+            switch code {
+            case 4001:
+                state = .stopped(.notAuthenticated)
+                return .stop(.notAuthenticated)
+            case 4003:
+                state = .stopped(.notAllowed)
+                return .stop(.notAllowed)
+            default:
+                let attempt = failures
+                failures += 1
+                guard let delay = policy.delay(forAttempt: attempt, random: &random) else {
+                    state = .pollingOnly
+                    return .pollOnly
+                }
+                state = .backingOff(attempt: attempt, delay: delay)
+                return .reconnect(after: delay, since: lastEventID)
+            }
+        }
+
+        /// The backoff delay of the last ``Action/reconnect(after:since:)`` has passed.
+        mutating func backoffElapsed() -> Action {
+            guard case .backingOff(let attempt, _) = state else { return .none }
+            state = .connecting(attempt: attempt + 1)
+            return .connect(since: lastEventID)
+        }
+
+        /// The app came to the foreground or the network came back: a waiting socket reconnects at once.
+        ///
+        /// A live or connecting socket is left alone, and so is a stopped session (a 4001 will not heal by
+        /// retrying; the app must log in and start again).
+        mutating func wakeUp() -> Action {
+            switch state {
+            case .backingOff, .pollingOnly:
+                failures = 0
+                state = .connecting(attempt: 0)
+                return .connect(since: lastEventID)
+            case .connecting, .live, .stopped:
+                return .none
+            }
+        }
+
+        /// The app stops the session.
+        mutating func stop() -> Action {
+            if case .stopped = state { return .none }
+            state = .stopped(.stoppedByApp)
+            return .disconnect
+        }
+    }
+}

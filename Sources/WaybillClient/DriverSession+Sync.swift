@@ -1,0 +1,207 @@
+extension DriverSession {
+    /// Applies evictions at once and collects the rest of `work` in the coalescing window.
+    func enqueue(_ work: SyncWork) {
+        for id in work.evictions { evict(id) }
+        switch coalescer.add(work) {
+        case .startTimer(let window):
+            let timer = startTimer(window)
+            coalescingTask = Task {
+                do { try await timer(1) } catch { return }
+                self.flush()
+            }
+        case .none:
+            break
+        }
+    }
+
+    /// The coalescing window closed: one list fetch and one fetch per affected opened detail.
+    private func flush() {
+        coalescingTask = nil
+        guard isRunning, let work = coalescer.windowElapsed() else { return }
+        if work.refreshesList { perform(list.bumpRevision()) }
+        let ids = work.refreshesAllDetails ? openDetails : work.details.intersection(openDetails)
+        for id in ids.sorted() { refreshDetail(id) }
+    }
+
+    // MARK: - The list
+
+    /// Carries out what the list loader decided.
+    func perform(_ action: ListLoader.Action) {
+        guard isRunning, case .fetch(let etag) = action else { return }
+        restartCountdown()
+        listTask = Task { await self.fetchList(ifNoneMatch: etag) }
+    }
+
+    private func restartCountdown() {
+        pollTask?.cancel()
+        let timer = startTimer(list.pollInterval)
+        pollTask = Task {
+            do { try await timer(1) } catch { return }
+            self.countdownElapsed()
+        }
+    }
+
+    private func countdownElapsed() {
+        pollTask = nil
+        guard isRunning else { return }
+        let action = list.countdownElapsed()
+        if action == .none { restartCountdown() }  // a fetch is running; poll again a full interval later
+        perform(action)
+    }
+
+    private func fetchList(ifNoneMatch etag: String?) async {
+        let outcome: ListLoader.Outcome
+        do {
+            switch try await api.orders(ifNoneMatch: etag) {
+            case .modified(let rows, let newTag):
+                guard !Task.isCancelled else { return }
+                orders = rows
+                hasLoadedOrders = true
+                publish(.orders(rows))
+                checkOpenDetails(against: rows)
+                outcome = .modified(etag: newTag)
+            case .notModified:
+                outcome = .notModified
+            }
+        } catch {
+            guard !Task.isCancelled else { return }
+            publish(.failure(WaybillClientError(error)))
+            outcome = .failed
+        }
+        guard !Task.isCancelled else { return }
+        listTask = nil
+        perform(list.fetchFinished(outcome))
+    }
+
+    /// Polling is the safety net for details too: an opened detail older than its list row, or gone from
+    /// the list (unassigned, deleted), is refetched; a 404 then drops it.
+    private func checkOpenDetails(against rows: [OrderSummary]) {
+        let versions = Dictionary(rows.map { ($0.id, $0.version) }, uniquingKeysWith: max)
+        for (id, cached) in details where !detailFetches.isFetching(id) {
+            if versions[id] != cached.detail.version { refreshDetail(id) }
+        }
+    }
+
+    // MARK: - Details
+
+    /// Refetches an opened detail, at most one fetch in flight and one queued per order.
+    func refreshDetail(_ id: OrderID) {
+        guard isRunning, openDetails.contains(id) else { return }
+        if detailFetches.request(id) { startDetailFetch(id) }
+    }
+
+    private func startDetailFetch(_ id: OrderID) {
+        detailTasks[id] = Task { await self.fetchDetail(id) }
+    }
+
+    private func fetchDetail(_ id: OrderID) async -> Result<OrderDetail, WaybillClientError> {
+        let result: Result<OrderDetail, WaybillClientError>
+        do {
+            switch try await api.order(id, ifNoneMatch: details[id]?.etag) {
+            case .modified(let detail, let etag):
+                if openDetails.contains(id) && !Task.isCancelled {
+                    details[id] = CachedDetail(detail: detail, etag: etag)
+                    publish(.detail(detail))
+                }
+                result = .success(detail)
+            case .notModified:
+                if let cached = details[id] {
+                    result = .success(cached.detail)
+                } else {
+                    result = .failure(.badResponse("304 for an order not cached"))
+                }
+            }
+        } catch {
+            let failure = WaybillClientError(error)
+            if failure == .notFound { evict(id) }  // deleted or unassigned: it is no longer this driver's
+            result = .failure(failure)
+        }
+        guard !Task.isCancelled else { return result }
+        if detailFetches.finished(id) {
+            startDetailFetch(id)
+        } else {
+            detailTasks[id] = nil
+        }
+        return result
+    }
+
+    /// Drops a detail from the cache and tells subscribers; an event or a 404 said it is gone.
+    func evict(_ id: OrderID) {
+        let wasCached = details.removeValue(forKey: id) != nil
+        let wasOpen = openDetails.remove(id) != nil
+        detailFetches.cancelQueued(id)
+        if wasCached || wasOpen { publish(.detailRemoved(id)) }
+    }
+
+    /// Opens order `id`: returns its detail and keeps it current until ``closeDetail(_:)``.
+    ///
+    /// Returns the cached detail when there is one (events keep it fresh); otherwise fetches it, joining a
+    /// fetch already in flight rather than starting a second.
+    /// - Throws: ``WaybillClientError/notFound`` if the order is gone or not this driver's, or another
+    ///   ``WaybillClientError``.
+    public func detail(_ id: OrderID) async throws -> OrderDetail {
+        openDetails.insert(id)
+        if let cached = details[id] { return cached.detail }
+        if detailTasks[id] == nil {
+            _ = detailFetches.request(id)
+            startDetailFetch(id)
+        }
+        guard let task = detailTasks[id] else { throw WaybillClientError.badResponse("no fetch") }
+        let result = await task.value
+        if case .failure(let error) = result, error == .notFound { openDetails.remove(id) }
+        return try result.get()
+    }
+
+    /// The cached detail of an opened order, without any request.
+    public func cachedDetail(_ id: OrderID) -> OrderDetail? { details[id]?.detail }
+
+    /// The app closed the detail screen of `id`: stop refetching it and drop it from the cache.
+    public func closeDetail(_ id: OrderID) {
+        openDetails.remove(id)
+        details[id] = nil
+        detailFetches.cancelQueued(id)
+    }
+
+    // MARK: - Writes
+
+    /// Moves order `id` to `status` (`POST /api/orders/{id}/status`), then refreshes what shows it.
+    ///
+    /// The refresh goes through the coalescing window, so the server's own event for this change costs
+    /// nothing extra; and it still happens when the socket is down.
+    /// - Throws: ``WaybillClientError/conflict`` for a transition the order's state forbids, or another
+    ///   ``WaybillClientError``.
+    public func changeStatus(of id: OrderID, to status: OrderStatus) async throws {
+        do { try await api.changeStatus(of: id, to: status) } catch { throw WaybillClientError(error) }
+        enqueueRefresh(of: id)
+    }
+
+    /// Marks stage `stage` of order `id` done, then refreshes what shows it.
+    /// - Throws: ``WaybillClientError``.
+    public func completeStage(_ stage: StageID, of id: OrderID) async throws {
+        do { try await api.completeStage(stage, of: id) } catch { throw WaybillClientError(error) }
+        enqueueRefresh(of: id)
+    }
+
+    private func enqueueRefresh(of id: OrderID) {
+        guard isRunning else { return }
+        var work = SyncWork.list
+        if openDetails.contains(id) { work.details.insert(id) }
+        enqueue(work)
+    }
+}
+
+extension WaybillClientError {
+    /// Any error as a ``WaybillClientError``: itself, or "unreachable" for transport failures.
+    init(_ error: any Error) {
+        if let error = error as? WaybillClientError {
+            self = error
+        } else {
+            self = .unreachable("request failed")
+        }
+    }
+}
+
+extension DriverSession {
+    /// Whether no fetch runs or is queued and no coalescing window is open (tests wait for this).
+    var isIdle: Bool { listTask == nil && coalescingTask == nil && detailTasks.isEmpty }
+}

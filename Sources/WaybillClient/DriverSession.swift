@@ -1,0 +1,198 @@
+/// A driver's live view of their orders: the list, the details they opened, and the connection behind them.
+///
+/// The session follows SPEC §5: an event is only a signal, state always comes from the REST API. It keeps
+/// the order list current by refetching it when events arrive (coalesced), when the socket reconnects and
+/// every ``Configuration/pollInterval`` as a safety net; it refetches an opened detail when that order
+/// changes. It reconnects dropped sockets under its ``ReconnectPolicy`` and resumes after the last event seen.
+///
+/// ```swift
+/// let session = DriverSession(api: api, transport: URLSessionEventTransport())
+/// await session.start()
+/// for await update in await session.updates() { … }
+/// ```
+///
+/// Time, randomness, HTTP and WebSocket are all injected, so tests drive it with a virtual clock.
+/// An actor: every method may be called from any task.
+///
+/// ## Topics
+/// - Lifecycle: ``start()``, ``stop()``, ``appDidBecomeActive()``, ``networkDidBecomeAvailable()``
+/// - State: ``orders``, ``connectionState``, ``detail(_:)``, ``cachedDetail(_:)``, ``closeDetail(_:)``, ``updates()``
+/// - Actions: ``changeStatus(of:to:)``, ``completeStage(_:of:)``, ``refresh()``
+public actor DriverSession {
+    /// Timing of a session. Every field has the production default.
+    public struct Configuration: Sendable {
+        /// How dropped sockets are retried. Default ``ReconnectPolicy/standard``.
+        public var reconnectPolicy: ReconnectPolicy
+        /// The safety-net poll of the order list. Default 120 s.
+        public var pollInterval: Duration
+        /// Events within this window cost one list fetch and one fetch per affected detail. Default 250 ms.
+        public var coalescingWindow: Duration
+        /// How often a socket is pinged; one silent interval after a ping and it counts as dropped.
+        /// Default 30 s; `nil` turns the heartbeat off (the transport must then notice dead sockets).
+        public var heartbeatInterval: Duration?
+
+        /// A configuration with the given fields.
+        public init(
+            reconnectPolicy: ReconnectPolicy = .standard,
+            pollInterval: Duration = .seconds(120),
+            coalescingWindow: Duration = .milliseconds(250),
+            heartbeatInterval: Duration? = .seconds(30)
+        ) {
+            self.reconnectPolicy = reconnectPolicy
+            self.pollInterval = pollInterval
+            self.coalescingWindow = coalescingWindow
+            self.heartbeatInterval = heartbeatInterval
+        }
+    }
+
+    let api: any OrdersAPI
+    let transport: any EventTransport
+    /// The injected clock, reduced to the one thing the session does with time: start a timer *now*.
+    ///
+    /// The returned function sleeps until the timer's `n`-th tick, `n × period` after the timer was started.
+    /// Deadlines are fixed when the timer starts (on the actor), not when its task first runs, so a timer
+    /// fires at the right instant however late its task gets scheduled, and periodic ticks never drift.
+    let startTimer: @Sendable (Duration) -> @Sendable (Int) async throws -> Void
+    var random: any RandomNumberGenerator & Sendable
+
+    var machine: StateMachine
+    var coalescer: Coalescer
+    var list: ListLoader
+    var detailFetches = FetchDeduplicator<OrderID>()
+    var isRunning = false
+    var runWaiters: [AsyncStream<Never>.Continuation] = []
+    let heartbeatInterval: Duration?
+    var heartbeat: Heartbeat?
+
+    /// The driver's orders as of the last successful list fetch (empty until then).
+    public internal(set) var orders: [OrderSummary] = []
+    /// Whether the list has been fetched at least once.
+    public internal(set) var hasLoadedOrders = false
+    /// Orders whose detail the app opened: these are "cached" in the sense of the sync rules.
+    var openDetails: Set<OrderID> = []
+    var details: [OrderID: CachedDetail] = [:]
+    var detailTasks: [OrderID: Task<Result<OrderDetail, WaybillClientError>, Never>] = [:]
+
+    // Timers and the socket; each replaced or cancelled by the code that owns it.
+    var connectionGeneration = 0
+    var connectionTask: Task<Void, Never>?
+    var connection: (any EventConnection)?
+    var backoffTask: Task<Void, Never>?
+    var coalescingTask: Task<Void, Never>?
+    var pollTask: Task<Void, Never>?
+    var heartbeatTask: Task<Void, Never>?
+    var listTask: Task<Void, Never>?
+
+    var subscribers: [Int: AsyncStream<SessionUpdate>.Continuation] = [:]
+    var nextSubscriberID = 0
+    var publishedState: ConnectionState
+
+    struct CachedDetail: Sendable {
+        var detail: OrderDetail
+        var etag: String?
+    }
+
+    /// A session that talks to `api` and `transport`; it does nothing until ``start()``.
+    ///
+    /// - Parameters:
+    ///   - api: the REST API, usually an ``HTTPOrdersAPI``.
+    ///   - transport: opens the event socket (`URLSessionEventTransport` on Apple platforms, the
+    ///     libwebsockets client of WaybillNetwork on Linux).
+    ///   - clock: drives backoff, polling and coalescing; tests pass a virtual clock.
+    ///   - configuration: timing; the defaults are the production values.
+    ///   - random: the source of reconnect jitter; tests pass a seeded generator.
+    public init(
+        api: any OrdersAPI,
+        transport: any EventTransport,
+        clock: some Clock<Duration> = ContinuousClock(),
+        configuration: Configuration = Configuration(),
+        random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+    ) {
+        self.api = api
+        self.transport = transport
+        self.startTimer = { period in
+            let start = clock.now
+            return { tick in try await clock.sleep(until: start.advanced(by: period * tick), tolerance: nil) }
+        }
+        self.random = random
+        machine = StateMachine(policy: configuration.reconnectPolicy)
+        coalescer = Coalescer(window: configuration.coalescingWindow)
+        list = ListLoader(pollInterval: configuration.pollInterval)
+        heartbeatInterval = configuration.heartbeatInterval
+        publishedState = machine.state
+    }
+
+    /// The socket's state, for a status line in the app.
+    public var connectionState: ConnectionState { machine.state }
+
+    /// How many times the list was declared stale (by events, reconnects, resets or ``refresh()``).
+    public var listRevision: Int { list.revision }
+
+    /// The newest event id seen: where the next connection resumes (`?since=`).
+    public var lastEventID: EventID? { machine.lastEventID }
+
+    /// Fetches the list and opens the event socket.
+    ///
+    /// Calling it again while running does nothing, except after a 4001/4003 stop: then it tries the socket
+    /// again (useful when the app believes the refusal was transient; after a new login make a new session).
+    public func start() {
+        guard !isRunning else {
+            perform(machine.start())  // only acts if the socket is stopped
+            return
+        }
+        isRunning = true
+        perform(machine.start())
+        perform(list.start())
+    }
+
+    /// Closes the socket and stops polling; cached data stays readable. ``start()`` starts again.
+    public func stop() {
+        for waiter in runWaiters { waiter.finish() }
+        runWaiters = []
+        guard isRunning else { return }
+        isRunning = false
+        perform(machine.stop())
+        for task in [backoffTask, coalescingTask, pollTask] { task?.cancel() }
+        backoffTask = nil
+        coalescingTask = nil
+        pollTask = nil
+        _ = coalescer.windowElapsed()
+        listTask?.cancel()
+        listTask = nil
+        list.stopped()
+        for (id, task) in detailTasks {
+            task.cancel()  // its result is dropped; a joiner of `detail(_:)` still gets it
+            detailFetches.forget(id)
+        }
+        detailTasks = [:]
+    }
+
+    /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.
+    ///
+    /// For structured concurrency: a task group's child, or SwiftUI's `.task { await session.run() }`.
+    public func run() async {
+        start()
+        let (untilCancelled, continuation) = AsyncStream.makeStream(of: Never.self)
+        runWaiters.append(continuation)  // `stop()` finishes it; cancellation ends the loop by itself
+        for await _ in untilCancelled {}
+        stop()
+    }
+
+    /// Call when the app returns to the foreground: a socket waiting to retry (or given up) reconnects now.
+    public func appDidBecomeActive() { wakeUp() }
+
+    /// Call when the network comes back (e.g. from `NWPathMonitor`): a waiting socket reconnects now.
+    public func networkDidBecomeAvailable() { wakeUp() }
+
+    private func wakeUp() {
+        guard isRunning else { return }
+        perform(machine.wakeUp())
+    }
+
+    /// Marks the list stale and refetches it and every opened detail now (pull to refresh).
+    public func refresh() {
+        guard isRunning else { return }
+        perform(list.bumpRevision())
+        for id in openDetails { refreshDetail(id) }
+    }
+}

@@ -1,0 +1,180 @@
+public import Foundation
+
+/// The Waybill REST API over an ``HTTPTransport`` (`URLSession` by default).
+///
+/// ```swift
+/// let (api, user) = try await HTTPOrdersAPI.logIn(server: URL(string: "https://waybill.example")!,
+///                                                 email: "ala@example.com", password: secret)
+/// ```
+/// Stateless and `Sendable`: share one value between tasks.
+public struct HTTPOrdersAPI: OrdersAPI {
+    /// The server's base URL (`https://host[:port]`), without `/api`.
+    public let server: URL
+    private let token: AccessToken
+    private let transport: any HTTPTransport
+
+    /// An API client for `server` that authenticates with `token` (from a login, or stored by the app).
+    public init(server: URL, token: AccessToken, transport: any HTTPTransport = URLSessionHTTPTransport()) {
+        self.server = server
+        self.token = token
+        self.transport = transport
+    }
+
+    /// `POST /api/auth/login`: returns an API client holding the new token, and the user.
+    /// - Throws: ``WaybillClientError/notAuthenticated`` for wrong credentials, or another ``WaybillClientError``.
+    public static func logIn(
+        server: URL,
+        email: String,
+        password: String,
+        transport: any HTTPTransport = URLSessionHTTPTransport()
+    ) async throws -> (api: HTTPOrdersAPI, user: DriverUser) {
+        let request = APIRequest(
+            method: "POST",
+            url: server.appending(path: "api/auth/login"),
+            headers: ["Content-Type": "application/json", "Accept": "application/json"],
+            body: WireJSON.body(["email": email, "password": password])
+        )
+        let response = try await send(request, over: transport)
+        try check(response)
+        let login = try WireJSON.decode(LoginResponse.self, from: response.body, what: "login response")
+        return (HTTPOrdersAPI(server: server, token: AccessToken(login.token), transport: transport), login.user)
+    }
+
+    public func orders(ifNoneMatch: String?) async throws -> Fetched<[OrderSummary]> {
+        try await conditionalGet("api/orders/", ifNoneMatch: ifNoneMatch, as: [OrderSummary].self, what: "order list")
+    }
+
+    public func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail> {
+        try await conditionalGet("api/orders/\(id)/", ifNoneMatch: ifNoneMatch, as: OrderDetail.self, what: "order")
+    }
+
+    public func changeStatus(of order: OrderID, to status: OrderStatus) async throws {
+        try Self.check(try await send("POST", "api/orders/\(order)/status", body: ["status": status.rawValue]))
+    }
+
+    public func completeStage(_ stage: StageID, of order: OrderID) async throws {
+        try Self.check(try await send("POST", "api/orders/\(order)/stages/\(stage)/complete", body: nil))
+    }
+
+    /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&since=N`.
+    ///
+    /// Falls back to `?token=` only when the ticket endpoint answers 404 (a server from before tickets);
+    /// any other failure is thrown, so a token never goes into a URL by accident.
+    public func eventSocketRequest(since: EventID?) async throws -> SocketRequest {
+        var query: [URLQueryItem]
+        let response = try await send("POST", "api/ws-ticket", body: nil)
+        if response.status == 404 {
+            query = [URLQueryItem(name: "token", value: token.value)]
+        } else {
+            try Self.check(response)
+            let ticket = try WireJSON.decode(TicketResponse.self, from: response.body, what: "ticket")
+            query = [URLQueryItem(name: "ticket", value: ticket.ticket)]
+        }
+        if let since { query.append(URLQueryItem(name: "since", value: String(since.rawValue))) }
+        guard var components = URLComponents(url: server.appending(path: "ws/orders/"), resolvingAgainstBaseURL: false)
+        else { throw WaybillClientError.badResponse("bad server URL") }
+        components.scheme = components.scheme == "https" ? "wss" : "ws"
+        components.queryItems = query
+        guard let url = components.url else { throw WaybillClientError.badResponse("bad server URL") }
+        return SocketRequest(url: url)
+    }
+
+    // MARK: - Plumbing
+
+    private func conditionalGet<T: Decodable & Sendable>(
+        _ path: String,
+        ifNoneMatch: String?,
+        as type: T.Type,
+        what: String
+    ) async throws -> Fetched<T> {
+        var headers = ["Accept": "application/json"]
+        if let ifNoneMatch { headers["If-None-Match"] = ifNoneMatch }
+        let response = try await send("GET", path, headers: headers, body: nil)
+        if response.status == 304 { return .notModified }
+        try Self.check(response)
+        return .modified(try WireJSON.decode(type, from: response.body, what: what), etag: response.header("ETag"))
+    }
+
+    private func send(_ method: String, _ path: String, headers: [String: String] = [:], body: [String: String]?)
+        async throws -> APIResponse
+    {
+        var headers = headers
+        headers["Authorization"] = "Bearer \(token.value)"
+        if body != nil { headers["Content-Type"] = "application/json" }
+        let request = APIRequest(
+            method: method,
+            url: server.appending(path: path),
+            headers: headers,
+            body: body.map(WireJSON.body)
+        )
+        return try await Self.send(request, over: transport)
+    }
+
+    private static func send(_ request: APIRequest, over transport: any HTTPTransport) async throws -> APIResponse {
+        do {
+            return try await transport.send(request)
+        } catch let error as WaybillClientError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The underlying error text may quote the URL; say only what was being done.
+            throw WaybillClientError.unreachable("\(request) failed")
+        }
+    }
+
+    /// Throws the ``WaybillClientError`` for a non-2xx response.
+    private static func check(_ response: APIResponse) throws {
+        guard !(200..<300).contains(response.status) else { return }
+        let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body)
+        throw WaybillClientError.http(status: response.status, code: body?.error, message: body?.message)
+    }
+
+    private struct ErrorBody: Decodable {
+        var error: String?
+        var message: String?
+    }
+
+    private struct TicketResponse: Decodable {
+        var ticket: String
+    }
+
+    private struct LoginResponse: Decodable {
+        var token: String
+        var user: DriverUser
+    }
+}
+
+/// An API token. Prints as `<redacted>` so it cannot reach a log line by accident.
+public struct AccessToken: Hashable, Sendable, CustomStringConvertible {
+    /// The secret itself; send it, never print it.
+    public let value: String
+    /// Wraps a token from a login or from the app's keychain.
+    public init(_ value: String) { self.value = value }
+    public var description: String { "<redacted>" }
+}
+
+/// The logged-in user, as `POST /api/auth/login` returns it.
+public struct DriverUser: Hashable, Sendable, Codable {
+    /// The user id; for a driver also the `driver_id` on orders.
+    public var id: Int64
+    /// Login e-mail.
+    public var email: String
+    /// `driver` or `dispatcher`.
+    public var role: String
+    /// The user's company, if any.
+    public var companyID: Int64?
+
+    /// A user with the given fields.
+    public init(id: Int64, email: String, role: String, companyID: Int64?) {
+        self.id = id
+        self.email = email
+        self.role = role
+        self.companyID = companyID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, email, role
+        case companyID = "company_id"
+    }
+}

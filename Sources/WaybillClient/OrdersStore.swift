@@ -1,0 +1,68 @@
+#if canImport(Observation)
+    public import Observation
+
+    /// The session's state as an `@Observable` object for SwiftUI: bind views to ``orders``,
+    /// ``connectionState`` and ``detail(_:)``.
+    ///
+    /// ```swift
+    /// @State private var store = OrdersStore(session: session)
+    /// var body: some View {
+    ///     List(store.orders) { OrderRow(order: $0) }
+    ///         .task { await store.run() }
+    /// }
+    /// ```
+    /// Main-actor isolated: read it from views. It mirrors ``DriverSession/updates()`` while ``run()`` runs.
+    @MainActor @Observable
+    public final class OrdersStore {
+        /// The driver's orders (empty until the first fetch).
+        public private(set) var orders: [OrderSummary] = []
+        /// The socket's state, for a status line.
+        public private(set) var connectionState: ConnectionState = .stopped(.notStarted)
+        /// The last background failure, cleared by the next successful list update.
+        public private(set) var lastFailure: WaybillClientError?
+        private var details: [OrderID: OrderDetail] = [:]
+
+        /// The session this store mirrors; call its actions (``DriverSession/changeStatus(of:to:)``…) directly.
+        public let session: DriverSession
+
+        /// A store mirroring `session`. Nothing happens until ``run()``.
+        public init(session: DriverSession) { self.session = session }
+
+        /// Starts the session and mirrors its updates until the calling task is cancelled (e.g. `.task {}`).
+        ///
+        /// Cancelling stops the mirroring, not the session (other views may share it): call
+        /// ``DriverSession/stop()`` on logout.
+        public func run() async {
+            await session.start()
+            for await update in await session.updates() { apply(update) }
+        }
+
+        /// The opened detail of `id`, if fetched; open it with ``open(_:)``.
+        public func detail(_ id: OrderID) -> OrderDetail? { details[id] }
+
+        /// Opens the detail of `id` (fetching it if needed); it then stays current in ``detail(_:)``.
+        /// - Throws: ``WaybillClientError``.
+        public func open(_ id: OrderID) async throws {
+            details[id] = try await session.detail(id)
+        }
+
+        /// Closes the detail of `id`: it is no longer refetched.
+        public func close(_ id: OrderID) async {
+            details[id] = nil
+            await session.closeDetail(id)
+        }
+
+        /// Applies one update (public so an app can feed a store from its own stream, e.g. in previews).
+        public func apply(_ update: SessionUpdate) {
+            switch update {
+            case .orders(let rows):
+                orders = rows
+                lastFailure = nil
+            case .detail(let detail): details[detail.id] = detail
+            case .detailRemoved(let id): details[id] = nil
+            case .connection(let state): connectionState = state
+            case .failure(let error): lastFailure = error
+            }
+        }
+    }
+#endif

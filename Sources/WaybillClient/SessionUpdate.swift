@@ -1,0 +1,94 @@
+internal import Foundation
+
+/// Something the app shows changed. ``DriverSession/updates()`` delivers these in order.
+///
+/// `Encodable` as one flat JSON object per update (`{"type":"orders","orders":[…]}`), so a terminal
+/// client can print them as JSON lines.
+public enum SessionUpdate: Hashable, Sendable, Encodable {
+    /// The order list was (re)fetched and changed (a 304 sends nothing).
+    case orders([OrderSummary])
+    /// An opened detail was fetched.
+    case detail(OrderDetail)
+    /// An opened detail is gone (deleted, unassigned, or 404).
+    case detailRemoved(OrderID)
+    /// The connection state changed.
+    case connection(ConnectionState)
+    /// A background fetch failed; the data shown is kept and retried by the next poll or event.
+    case failure(WaybillClientError)
+
+    private enum CodingKeys: String, CodingKey {
+        case type, orders, order, id, state, attempt, reason, error, status, message
+        case delayMs = "delay_ms"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .orders(let rows):
+            try c.encode("orders", forKey: .type)
+            try c.encode(rows, forKey: .orders)
+        case .detail(let detail):
+            try c.encode("detail", forKey: .type)
+            try c.encode(detail, forKey: .order)
+        case .detailRemoved(let id):
+            try c.encode("detail_removed", forKey: .type)
+            try c.encode(id, forKey: .id)
+        case .connection(let state):
+            try c.encode("connection", forKey: .type)
+            switch state {
+            case .connecting(let attempt):
+                try c.encode("connecting", forKey: .state)
+                try c.encode(attempt, forKey: .attempt)
+            case .live:
+                try c.encode("live", forKey: .state)
+            case .backingOff(let attempt, let delay):
+                try c.encode("backing_off", forKey: .state)
+                try c.encode(attempt, forKey: .attempt)
+                try c.encode(delay.nanoseconds / 1_000_000, forKey: .delayMs)
+            case .pollingOnly:
+                try c.encode("polling_only", forKey: .state)
+            case .stopped(let reason):
+                try c.encode("stopped", forKey: .state)
+                try c.encode(String(describing: reason), forKey: .reason)
+            }
+        case .failure(let error):
+            try c.encode("failure", forKey: .type)
+            try c.encodeIfPresent(error.status, forKey: .status)
+            try c.encodeIfPresent(error.code, forKey: .error)
+            try c.encode(error.description, forKey: .message)
+        }
+    }
+
+    /// This update as one line of JSON (snake_case keys, ISO 8601 dates).
+    public var jsonLine: String {
+        guard let data = try? WireJSON.encoder().encode(self) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension DriverSession {
+    /// A stream of every change to what the app shows, starting with the current state.
+    ///
+    /// The first elements describe the present (connection state, the list if loaded, opened details), so a
+    /// view that subscribes late is complete at once. Each call returns an independent stream; it ends when
+    /// the consumer stops iterating.
+    public func updates() -> AsyncStream<SessionUpdate> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SessionUpdate.self)
+        let id = nextSubscriberID
+        nextSubscriberID += 1
+        subscribers[id] = continuation
+        continuation.yield(.connection(machine.state))
+        if hasLoadedOrders { continuation.yield(.orders(orders)) }
+        for id in details.keys.sorted() { if let cached = details[id] { continuation.yield(.detail(cached.detail)) } }
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(id) }
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ id: Int) { subscribers[id] = nil }
+
+    func publish(_ update: SessionUpdate) {
+        for continuation in subscribers.values { continuation.yield(update) }
+    }
+}

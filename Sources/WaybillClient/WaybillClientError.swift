@@ -1,0 +1,78 @@
+/// The one error type WaybillClient throws.
+///
+/// A struct over a private enum, so new kinds can be added without breaking apps that switch on it.
+/// Compare with the static members (`error == .notFound`) or match them in a `catch`:
+/// ```swift
+/// do { try await session.changeStatus(of: id, to: .accepted) }
+/// catch WaybillClientError.conflict { showAlert("Someone changed this order first.") }
+/// ```
+/// Two errors are equal when they are of the same kind; status, code and message are details.
+public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvertible {
+    private enum Kind: Hashable, Sendable {
+        case notAuthenticated, notAllowed, notFound, conflict, rejected, server, unreachable, badResponse
+    }
+
+    private let kind: Kind
+    /// The HTTP status, when the server answered.
+    public let status: Int?
+    /// The server's error code (`"invalid_transition"`, …), when it sent one.
+    public let code: String?
+    /// Human-readable text; never contains a token or ticket.
+    public let message: String
+
+    private init(_ kind: Kind, status: Int? = nil, code: String? = nil, message: String = "") {
+        self.kind = kind
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    /// 401 or close code 4001: the token is missing, bad or expired. Log in again.
+    public static let notAuthenticated = Self(.notAuthenticated)
+    /// 403 or close code 4003: the user may not do this.
+    public static let notAllowed = Self(.notAllowed)
+    /// 404: no such order (or not this driver's).
+    public static let notFound = Self(.notFound)
+    /// 409: the change conflicts with the order's state (e.g. an invalid status transition).
+    public static let conflict = Self(.conflict)
+    /// Another 4xx: the server rejected the request (validation, rate limit, …).
+    public static let rejected = Self(.rejected)
+    /// A 5xx: the server failed.
+    public static let server = Self(.server)
+    /// No response: offline, DNS, refused, timed out.
+    public static let unreachable = Self(.unreachable)
+    /// A response this client cannot read.
+    public static let badResponse = Self(.badResponse)
+
+    static func unreachable(_ message: String) -> Self { Self(.unreachable, message: message) }
+    static func badResponse(_ message: String) -> Self { Self(.badResponse, message: message) }
+
+    /// The error for a non-2xx response with the server's `{"error","message"}` body.
+    static func http(status: Int, code: String?, message: String?) -> Self {
+        let kind: Kind =
+            switch status {
+            case 401: .notAuthenticated
+            case 403: .notAllowed
+            case 404: .notFound
+            case 409: .conflict
+            case 500...: .server
+            default: .rejected
+            }
+        return Self(kind, status: status, code: code, message: message ?? "HTTP \(status)")
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.kind == rhs.kind }
+    public func hash(into hasher: inout Hasher) { hasher.combine(kind) }
+
+    /// Lets `catch WaybillClientError.notFound` match any not-found error.
+    public static func ~= (pattern: Self, value: any Error) -> Bool {
+        (value as? Self).map { $0.kind == pattern.kind } ?? false
+    }
+
+    public var description: String {
+        var text = "WaybillClientError.\(kind)"
+        if let status { text += " (\(status)\(code.map { " \($0)" } ?? ""))" }
+        if !message.isEmpty { text += ": \(message)" }
+        return text
+    }
+}

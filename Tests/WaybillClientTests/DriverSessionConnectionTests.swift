@@ -1,0 +1,243 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// Reconnects, resume and the app hooks, in virtual time.
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionConnectionTests {
+    private static let classic = DriverSession.Configuration(reconnectPolicy: .classic)
+
+    @Test func aDropReconnectsAfterTheBackoffDelay() async {
+        let h = await Harness.live(configuration: Self.classic)
+        h.transport.current?.drop(code: 1006)
+        await eventually("backing off") {
+            await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1))
+        }
+        await h.clock.advance(by: .milliseconds(999))
+        #expect(h.transport.attempts.count == 1)
+        await h.clock.advance(by: .milliseconds(1))
+        await h.waitForConnections(2)
+        #expect(await h.session.connectionState == .connecting(attempt: 1))
+    }
+
+    @Test func classicPresetTriesThreeTimesAfterOneTwoFourSecondsThenPollsOnly() async {
+        let h = await Harness.live(configuration: Self.classic)
+        h.transport.failNextConnects(10)
+        h.transport.current?.drop(code: 1001)
+        for (attempt, delay) in [(2, 1), (3, 2), (4, 4)] {
+            await eventually("backing off \(delay) s") {
+                await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay))
+            }
+            await h.clock.advance(by: .seconds(delay) - .milliseconds(1))
+            #expect(h.transport.attempts.count == attempt - 1)
+            await h.clock.advance(by: .milliseconds(1))
+            await eventually("attempt \(attempt)") { h.transport.attempts.count == attempt }
+        }
+        await eventually("polling only") { await h.session.connectionState == .pollingOnly }
+        await h.clock.advance(by: .seconds(600))
+        #expect(h.transport.attempts.count == 4)
+        // The safety net still works.
+        h.api.resetCounts()
+        await h.clock.advance(by: .seconds(120))
+        #expect(h.api.listFetches == 1)
+    }
+
+    @Test(arguments: [(4001, StopReason.notAuthenticated), (4003, .notAllowed)])
+    func closeCodes4001And4003StopAtOnceAndSayWhy(code: Int, reason: StopReason) async {
+        let h = await Harness.live()
+        h.transport.current?.drop(code: code)
+        await eventually("stopped") { await h.session.connectionState == .stopped(reason) }
+        await h.clock.advance(by: .seconds(3600))
+        await h.session.appDidBecomeActive()
+        await h.session.networkDidBecomeAvailable()
+        await h.settle()
+        #expect(h.transport.attempts.count == 1)
+    }
+
+    @Test func aRefusedTicketStopsLikeA4001() async {
+        let h = Harness()
+        h.api.setSocketError(.notAuthenticated)
+        await h.session.start()
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        #expect(h.transport.attempts.isEmpty)
+    }
+
+    @Test func reconnectResumesAfterTheLastEventSeenAndRefetchesTheList() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        await h.receiveEvents([(order: 2, eventID: 11), (order: 3, eventID: 12)])
+        await h.clock.advance(by: .milliseconds(250))
+        let revision = await h.session.listRevision
+        h.api.resetCounts()
+        h.transport.current?.drop(code: 1012)
+        await h.clock.advance(by: .seconds(1))  // the standard policy's first delay is at most 1 s
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests == [12])
+        #expect(h.transport.current?.request.queryValue("since") == "12")
+        h.transport.current?.receiveConnected(newest: 20)
+        await eventually("live") { await h.session.connectionState == .live }
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list refetched") { h.api.listFetches == 1 }
+        #expect(await h.session.listRevision == revision + 1)
+        #expect(await h.session.lastEventID == 12)  // replay still to come
+    }
+
+    @Test func resetRefetchesTheListAndEveryOpenedDetail() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        try await h.open(3)
+        h.api.resetCounts()
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("all refetched") { h.api.listFetches == 1 && h.api.detailRequests.sorted() == [1, 3] }
+    }
+
+    @Test func returningToTheForegroundReconnectsAtOnce() async {
+        let h = await Harness.live(configuration: Self.classic)
+        h.transport.failNextConnects(3)
+        h.transport.current?.drop(code: 1006)
+        await h.clock.advance(by: .seconds(7))  // 1 + 2 + 4 s: all three retries fail
+        await eventually("polling only") { await h.session.connectionState == .pollingOnly }
+        #expect(h.transport.attempts.count == 4)
+        await h.session.appDidBecomeActive()
+        await eventually("reconnected at once") { h.transport.attempts.count == 5 }
+        #expect(h.clock.now.offset < .seconds(8))
+    }
+
+    @Test func networkComingBackCutsTheBackoffShort() async {
+        let policy = ReconnectPolicy(base: .seconds(1), cap: .seconds(60), jitter: .none)
+        let h = await Harness.live(configuration: .init(reconnectPolicy: policy))
+        h.transport.failNextConnects(4)
+        h.transport.current?.drop(code: 1006)
+        for (attempt, delay) in [(2, 1), (3, 2), (4, 4), (5, 8)] {
+            await eventually("backing off") {
+                await h.session.connectionState == .backingOff(attempt: attempt - 2, delay: .seconds(delay))
+            }
+            await h.clock.advance(by: .seconds(delay))
+            await eventually("attempt \(attempt)") { h.transport.attempts.count == attempt }
+        }
+        await eventually("backing off 16 s") {
+            await h.session.connectionState == .backingOff(attempt: 4, delay: .seconds(16))
+        }
+        await h.session.networkDidBecomeAvailable()
+        await eventually("reconnected at once") { h.transport.attempts.count == 6 }
+        await h.waitForConnections(2)
+        h.transport.current?.receiveConnected()
+        await eventually("live") { await h.session.connectionState == .live }
+        // The abandoned backoff timer does not open another socket.
+        await h.clock.advance(by: .seconds(120))
+        #expect(h.transport.attempts.count == 6)
+        #expect(await h.session.connectionState == .live)
+    }
+
+    @Test func stopClosesTheSocketAndNothingRunsAfterwards() async {
+        let h = await Harness.live()
+        await h.session.stop()
+        await eventually("closed") { h.transport.current?.closedByClientWith == 1000 }
+        h.api.resetCounts()
+        await h.clock.advance(by: .seconds(1000))
+        #expect(h.api.listFetches == 0)
+        #expect(h.transport.attempts.count == 1)
+        #expect(await h.session.connectionState == .stopped(.stoppedByApp))
+    }
+
+    @Test func connectionStatesArePublished() async {
+        let h = Harness(configuration: Self.classic)
+        let updates = await h.session.updates()
+        await h.session.start()
+        await h.waitForConnections(1)
+        h.transport.current?.receiveConnected()
+        await eventually("live") { await h.session.connectionState == .live }
+        h.transport.current?.drop(code: 4001)
+        var states: [ConnectionState] = []
+        for await update in updates {
+            guard case .connection(let state) = update else { continue }
+            states.append(state)
+            if case .stopped(.notAuthenticated) = state { break }
+        }
+        #expect(states == [.stopped(.notStarted), .connecting(attempt: 0), .live, .stopped(.notAuthenticated)])
+    }
+
+    @Test func malformedAndUnknownFramesAreIgnored() async {
+        let h = await Harness.live()
+        h.api.resetCounts()
+        for text in ["garbage", "{}", #"{"type":"pong"}"#, #"{"type":"weird"}"#, #"{"type":"order_updated"}"#] {
+            h.transport.current?.receive(text)
+        }
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        #expect(await h.session.connectionState == .live)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("one fetch") { h.api.listFetches == 1 }
+    }
+}
+
+/// The heartbeat that notices half-open sockets, and the structured `run()`.
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionHeartbeatTests {
+    @Test func heartbeatPingsThenDeclaresASilentSocketDead() {
+        var beat = Heartbeat(interval: .seconds(30))
+        #expect(beat.intervalElapsed() == .sendPing)
+        beat.frameReceived()
+        #expect(beat.intervalElapsed() == .sendPing)
+        #expect(beat.intervalElapsed() == .declareDead)
+    }
+
+    @Test func anAnsweringSocketStaysLive() async {
+        let h = await Harness.live(heartbeat: true)
+        for tick in 1...20 {
+            await h.clock.advance(by: .seconds(30))
+            await eventually("ping \(tick) answered") {
+                let pings = h.transport.current?.sent.filter { $0 == #"{"type":"ping"}"# }.count
+                let awaiting = await h.session.heartbeat?.isAwaitingReply
+                return pings == tick && awaiting == false
+            }
+        }
+        #expect(await h.session.connectionState == .live)
+        #expect(h.transport.attempts.count == 1)
+    }
+
+    @Test func aSilentSocketIsDroppedAndResumedAfterTwoIntervals() async {
+        let h = await Harness.live(configuration: .init(reconnectPolicy: .classic), heartbeat: true)
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        h.transport.current?.goSilent()
+        await h.clock.advance(by: .seconds(59))
+        #expect(h.transport.attempts.count == 1)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("declared dead") {
+            await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1))
+        }
+        #expect(h.transport.connections.first?.closedByClientWith == 1000)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 11)
+    }
+
+    @Test func runStartsAndCancellingItStops() async {
+        let h = Harness()
+        let running = Task { await h.session.run() }
+        await h.waitForConnections(1)
+        #expect(await h.session.connectionState == .connecting(attempt: 0))
+        running.cancel()
+        await running.value
+        #expect(await h.session.connectionState == .stopped(.stoppedByApp))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionRestartTests {
+    @Test func startAfterA4001TriesTheSocketAgain() async {
+        let h = await Harness.live()
+        h.transport.current?.drop(code: 4001)
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        await h.session.start()
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 10)
+    }
+
+    @Test func stopThenStartResumesWhereItLeftOff() async {
+        let h = await Harness.live()
+        await h.receiveEvents([(order: 2, eventID: 15)])
+        await h.session.stop()
+        await h.session.start()
+        await h.waitForConnections(2)
+        #expect(h.api.socketRequests.last == 15)
+    }
+}

@@ -1,0 +1,210 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// The sync rules as the session applies them, in virtual time.
+@Suite(.timeLimit(.minutes(1))) struct DriverSessionSyncTests {
+    @Test func startFetchesTheListAndPublishesIt() async {
+        let h = await Harness.live()
+        #expect(await h.session.orders.map(\.id) == [1, 2, 3])
+        // Start-up fetch, then the refresh on going live, which costs a 304.
+        #expect(h.api.listRequests == [nil, "\"v1\""])
+    }
+
+    @Test func anOrderEventRefetchesTheListAfterTheWindow() async {
+        let h = await Harness.live()
+        h.api.resetCounts()
+        h.api.touch(2)
+        let revision = await h.session.listRevision
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(249))
+        #expect(h.api.listFetches == 0)
+        await h.clock.advance(by: .milliseconds(1))
+        await eventually("list fetched") { h.api.listFetches == 1 }
+        #expect(await h.session.listRevision == revision + 1)
+        await eventually("new status shown") { await h.session.orders.first { $0.id == 2 }?.status == .accepted }
+    }
+
+    @Test func detailIsRefetchedOnlyIfCached() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.resetCounts()
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list fetched") { h.api.listFetches == 1 }
+        await h.settle()
+        #expect(h.api.detailRequests == [])
+        h.api.touch(1)
+        await h.receiveEvents([(order: 1, eventID: 12)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("detail fetched") { h.api.detailRequests == [1] }
+        await eventually("detail updated") { await h.session.cachedDetail(1)?.status == .accepted }
+    }
+
+    @Test func deleteEvictsTheCachedDetailWithoutFetchingIt() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        let updates = await h.session.updates()
+        h.api.resetCounts()
+        h.api.delete(1)
+        await h.receiveEvents([(order: 1, eventID: 11)], type: "order_deleted")
+        #expect(await h.session.cachedDetail(1) == nil)  // at once, not after the window
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list fetched") { h.api.listFetches == 1 }
+        await h.settle()
+        #expect(h.api.detailRequests == [])
+        await h.session.stop()
+        var seen: [SessionUpdate] = []
+        for await update in updates {
+            seen.append(update)
+            if update == .connection(.stopped(.stoppedByApp)) { break }
+        }
+        #expect(seen.contains(.detailRemoved(1)))
+    }
+
+    @Test func burstOf50EventsFor3OrdersWith1CachedDetailCostsOneListAndOneDetailFetch() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.resetCounts()
+        for id: OrderID in [1, 2, 3] { h.api.touch(id) }
+        await h.receiveEvents((0..<50).map { (order: Int64($0 % 3 + 1), eventID: Int64(100 + $0)) })
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("fetched") { h.api.listFetches == 1 && h.api.detailRequests.count == 1 }
+        await h.clock.advance(by: .seconds(1))  // nothing more comes of the burst
+        #expect(h.api.listFetches == 1)
+        #expect(h.api.detailRequests == [1])
+    }
+
+    @Test func aDetailRefreshDuringAFetchCostsExactlyOneMoreFetch() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.resetCounts()
+        h.api.holdDetails(true)
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("first fetch in flight") { h.api.heldDetailCount == 1 }
+        // Three more windows' worth of events while the fetch hangs.
+        for eventID: Int64 in [12, 13, 14] {
+            await h.receiveEvents([(order: 1, eventID: eventID)])
+            await h.clock.advance(by: .milliseconds(250))
+        }
+        #expect(h.api.detailRequests == [1])
+        h.api.holdDetails(false)
+        h.api.releaseDetails()
+        await eventually("second fetch") { h.api.detailRequests == [1, 1] }
+        await h.clock.advance(by: .seconds(1))
+        #expect(h.api.detailRequests == [1, 1])
+    }
+
+    @Test func listChangesDuringAListFetchCostExactlyOneMoreFetch() async {
+        let h = await Harness.live()
+        h.api.resetCounts()
+        h.api.holdLists(true)
+        await h.receiveEvents([(order: 1, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list fetch in flight") { h.api.heldListCount == 1 }
+        for eventID: Int64 in [12, 13, 14] {
+            await h.receiveEvents([(order: 2, eventID: eventID)])
+            await h.clock.advance(by: .milliseconds(250))
+        }
+        #expect(h.api.listFetches == 1)
+        #expect(await h.session.listRevision == 5)  // 1 at start-up, then one per window
+        h.api.holdLists(false)
+        h.api.releaseLists()
+        await eventually("second fetch") { h.api.listFetches == 2 }
+        await h.clock.advance(by: .seconds(1))
+        #expect(h.api.listFetches == 2)
+    }
+
+    @Test func openingADetailTwiceWhileItLoadsCostsOneFetch() async throws {
+        let h = await Harness.live()
+        h.api.holdDetails(true)
+        async let first = h.session.detail(2)
+        async let second = h.session.detail(2)
+        await eventually("fetch in flight") { h.api.heldDetailCount == 1 }
+        await h.settle()
+        h.api.releaseDetails()
+        let (a, b) = try await (first, second)
+        #expect(a == b)
+        #expect(h.api.detailRequests == [2])
+    }
+
+    @Test func listIsPolledEvery120Seconds() async {
+        let h = await Harness.live()
+        h.api.resetCounts()
+        await h.clock.advance(by: .seconds(119))
+        #expect(h.api.listFetches == 0)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("first poll") { h.api.listFetches == 1 }
+        await h.clock.advance(by: .seconds(120))
+        await eventually("second poll") { h.api.listFetches == 2 }
+        // Nothing changed: the polls cost 304s.
+        #expect(h.api.listRequests == ["\"v1\"", "\"v1\""])
+    }
+
+    @Test func aRevisionChangeRefetchesAndRestartsTheCountdown() async {
+        let h = await Harness.live()  // the last list fetch was at t = 250 ms
+        h.api.resetCounts()
+        await h.clock.advance(by: .seconds(100))
+        await h.receiveEvents([(order: 3, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))  // revision bump → fetch at t ≈ 100.5 s
+        await eventually("fetch on revision") { h.api.listFetches == 1 }
+        await h.clock.advance(by: .seconds(100))  // t ≈ 200.5 s: the old countdown (due at 120.25 s) is gone
+        #expect(h.api.listFetches == 1)
+        await h.clock.advance(by: .seconds(20))  // t ≈ 220.5 s: 120 s after the revision fetch
+        await eventually("poll") { h.api.listFetches == 2 }
+    }
+
+    @Test func anUnchangedListCostsA304AndPublishesNothing() async {
+        let h = await Harness.live()
+        let updates = await h.session.updates()
+        h.api.resetCounts()
+        await h.session.refresh()
+        await eventually("fetched") { h.api.listFetches == 1 }
+        #expect(h.api.listRequests == ["\"v1\""])
+        await h.session.stop()
+        var kinds: [String] = []
+        for await update in updates {
+            switch update {
+            case .orders: kinds.append("orders")
+            case .connection(.stopped): kinds.append("stopped")
+            default: continue
+            }
+            if kinds.last == "stopped" { break }
+        }
+        #expect(kinds == ["orders", "stopped"])  // the snapshot on subscribe, then no list update from the 304
+    }
+
+    @Test func aStatusChangeRefreshesOnceEvenWhenItsEventArrives() async throws {
+        let h = await Harness.live()
+        try await h.open(2)
+        h.api.resetCounts()
+        try await h.session.changeStatus(of: 2, to: .accepted)
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("fetched") { h.api.listFetches == 1 && h.api.detailRequests == [2] }
+        await h.clock.advance(by: .seconds(1))
+        #expect(h.api.listFetches == 1)
+        #expect(await h.session.cachedDetail(2)?.status == .accepted)
+    }
+
+    @Test func aPollThatShowsANewerVersionRefetchesTheOpenedDetail() async throws {
+        let h = await Harness.live()
+        try await h.open(3)
+        h.api.resetCounts()
+        h.api.touch(3)  // changed, but its event was lost
+        await h.clock.advance(by: .seconds(120))
+        await eventually("detail refetched by poll") { h.api.detailRequests == [3] }
+    }
+
+    @Test func aDetailThatIsGoneIsDropped() async throws {
+        let h = await Harness.live()
+        await #expect(throws: WaybillClientError.notFound) { try await h.session.detail(99) }
+        try await h.open(3)
+        h.api.delete(3)
+        await h.receiveEvents([(order: 3, eventID: 11)], type: "order_unassigned")
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("dropped after 404") { await h.session.cachedDetail(3) == nil }
+    }
+}

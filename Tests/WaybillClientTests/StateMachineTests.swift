@@ -1,0 +1,174 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+@Suite(.timeLimit(.minutes(1))) struct StateMachineTests {
+    typealias Machine = DriverSession.StateMachine
+
+    private func connected(_ newest: EventID? = 10) -> ServerFrame {
+        .connected(ConnectedFrame(userID: 7, groups: ["driver_7"], newestEventID: newest))
+    }
+
+    private func event(_ order: OrderID, _ id: EventID, _ kind: OrderEventKind = .statusChanged) -> ServerFrame {
+        .event(OrderEventFrame(kind: kind, orderID: order, eventID: id))
+    }
+
+    @Test func startConnectsWithoutACursorAndGoingLiveRefreshesTheList() {
+        var machine = Machine(policy: .standard)
+        #expect(machine.start() == .connect(since: nil))
+        #expect(machine.state == .connecting(attempt: 0))
+        #expect(machine.received(connected(10)) == .refreshList)
+        #expect(machine.state == .live)
+        #expect(machine.lastEventID == 10)
+    }
+
+    @Test func orderEventsAdvanceTheCursorAndAskForSync() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        let frame = OrderEventFrame(kind: .updated, orderID: 4, eventID: 11)
+        #expect(machine.received(.event(frame)) == .orderChanged(frame))
+        #expect(machine.lastEventID == 11)
+    }
+
+    @Test func aRepeatedEventIsIgnored() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        _ = machine.received(event(4, 12))
+        #expect(machine.received(event(4, 12)) == .none)
+        #expect(machine.received(event(4, 11)) == .none)
+    }
+
+    @Test func pongUnknownAndMalformedFramesDoNothing() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(connected())
+        #expect(machine.received(.pong) == .none)
+        #expect(machine.received(.unknown(type: "x")) == .none)
+        #expect(machine.received(.malformed) == .none)
+        #expect(machine.state == .live)
+    }
+
+    @Test func resetRefreshesEverything() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(connected())
+        #expect(machine.received(.reset) == .refreshEverything)
+    }
+
+    @Test func classicPresetRetriesAfterOneTwoFourSecondsThenPolls() {
+        var machine = Machine(policy: .classic)
+        var random = SeededGenerator(seed: 7)
+        _ = machine.start()
+        var actions: [Machine.Action] = []
+        for _ in 0..<4 {
+            actions.append(machine.socketClosed(code: 1006, random: &random))
+            if case .reconnect = actions.last { _ = machine.backoffElapsed() }
+        }
+        #expect(
+            actions == [
+                .reconnect(after: .seconds(1), since: nil), .reconnect(after: .seconds(2), since: nil),
+                .reconnect(after: .seconds(4), since: nil), .pollOnly,
+            ]
+        )
+        #expect(machine.state == .pollingOnly)
+    }
+
+    @Test func backoffStatesAreObservable() {
+        var machine = Machine(policy: .classic)
+        var random = SeededGenerator(seed: 7)
+        _ = machine.start()
+        _ = machine.socketClosed(code: nil, random: &random)
+        #expect(machine.state == .backingOff(attempt: 0, delay: .seconds(1)))
+        #expect(machine.backoffElapsed() == .connect(since: nil))
+        #expect(machine.state == .connecting(attempt: 1))
+    }
+
+    @Test(arguments: [(4001, StopReason.notAuthenticated), (4003, .notAllowed)])
+    func authenticationAndPermissionClosesStopAtOnce(code: Int, reason: StopReason) {
+        var machine = Machine(policy: .standard)
+        var random = SeededGenerator(seed: 7)
+        _ = machine.start()
+        _ = machine.received(connected())
+        #expect(machine.socketClosed(code: code, random: &random) == .stop(reason))
+        #expect(machine.state == .stopped(reason))
+        // Nothing brings it back but an explicit start: not a later close, nor a wake-up.
+        #expect(machine.socketClosed(code: 1006, random: &random) == .none)
+        #expect(machine.wakeUp() == .none)
+        #expect(machine.backoffElapsed() == .none)
+    }
+
+    @Test(arguments: [4008, 1001, 1012, 1006, 1000, 1011])
+    func otherClosesReconnectWithResume(code: Int) {
+        var machine = Machine(policy: .standard)
+        var random = MaxGenerator()
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        _ = machine.received(event(1, 15))
+        #expect(machine.socketClosed(code: code, random: &random) == .reconnect(after: .seconds(1), since: 15))
+    }
+
+    @Test func reconnectResumesAfterTheLastEventAndRefreshesTheListWhenLive() {
+        var machine = Machine(policy: .standard)
+        var random = MaxGenerator()
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        _ = machine.received(event(1, 11))
+        _ = machine.received(event(2, 12))
+        _ = machine.socketClosed(code: 1012, random: &random)
+        #expect(machine.backoffElapsed() == .connect(since: 12))
+        // The server's newest id does not move the cursor past events still to be replayed.
+        #expect(machine.received(connected(20)) == .refreshList)
+        #expect(machine.lastEventID == 12)
+    }
+
+    @Test func goingLiveResetsTheAttemptCount() {
+        var machine = Machine(policy: .classic)
+        var random = MaxGenerator()
+        _ = machine.start()
+        _ = machine.socketClosed(code: nil, random: &random)
+        _ = machine.backoffElapsed()
+        _ = machine.socketClosed(code: nil, random: &random)  // attempt 1: 2 s
+        _ = machine.backoffElapsed()
+        _ = machine.received(connected())
+        #expect(machine.socketClosed(code: 1001, random: &random) == .reconnect(after: .seconds(1), since: 10))
+    }
+
+    @Test func wakeUpReconnectsAtOnceFromBackoffOrPollingOnly() {
+        var machine = Machine(policy: .classic)
+        var random = MaxGenerator()
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        _ = machine.socketClosed(code: 1006, random: &random)
+        #expect(machine.wakeUp() == .connect(since: 10))
+        #expect(machine.state == .connecting(attempt: 0))
+        for _ in 0..<4 {
+            _ = machine.socketClosed(code: 1006, random: &random)
+            _ = machine.backoffElapsed()
+        }
+        #expect(machine.state == .pollingOnly)
+        #expect(machine.wakeUp() == .connect(since: 10))
+        // A fresh budget of attempts after a wake-up.
+        #expect(machine.socketClosed(code: 1006, random: &random) == .reconnect(after: .seconds(1), since: 10))
+    }
+
+    @Test func wakeUpLeavesALiveSocketAlone() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        #expect(machine.wakeUp() == .none)
+        _ = machine.received(connected())
+        #expect(machine.wakeUp() == .none)
+    }
+
+    @Test func stopDisconnectsAndStartResumes() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(connected(10))
+        #expect(machine.stop() == .disconnect)
+        #expect(machine.state == .stopped(.stoppedByApp))
+        #expect(machine.stop() == .none)
+        #expect(machine.start() == .connect(since: 10))
+    }
+}

@@ -1,0 +1,92 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// Waits until `condition` holds, letting other tasks run; records an issue if it never does.
+///
+/// Real time only bounds the wait (10 s, generous for a loaded CI machine); the session under test never
+/// sleeps for real, and a passing condition returns at once.
+func eventually(
+    _ what: String = "condition",
+    within limit: Duration = .seconds(10),
+    isolation: isolated (any Actor)? = #isolation,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async -> Bool
+) async {
+    let deadline = ContinuousClock.now.advanced(by: limit)
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        await Task.yield()
+    }
+    if await condition() { return }
+    Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
+}
+
+/// A session on a virtual clock with a fake API and a fake socket, and shortcuts to drive them.
+struct Harness {
+    let clock = TestClock()
+    let api: FakeOrdersAPI
+    let transport = FakeEventTransport()
+    let session: DriverSession
+
+    /// - Parameter heartbeat: whether the session pings. Off unless a test is about it: a virtual minute
+    ///   passes in no real time, faster than a loaded machine may deliver the pongs.
+    init(configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]) {
+        var configuration = configuration
+        if !heartbeat { configuration.heartbeatInterval = nil }
+        api = FakeOrdersAPI(orders: orders)
+        session = DriverSession(
+            api: api,
+            transport: transport,
+            clock: clock,
+            configuration: configuration,
+            random: SeededGenerator(seed: 42)
+        )
+    }
+
+    /// Starts the session, lets its socket connect and go live, and waits until the start-up fetches are done.
+    static func live(
+        configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]
+    ) async -> Harness {
+        let harness = Harness(configuration: configuration, heartbeat: heartbeat, orders: orders)
+        await harness.session.start()
+        await harness.waitForConnections(1)
+        harness.transport.current?.receiveConnected()
+        await eventually("live") { await harness.session.connectionState == .live }
+        await harness.clock.advance(by: configuration.coalescingWindow)
+        await harness.waitUntilIdle()
+        return harness
+    }
+
+    func waitForConnections(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) connections", sourceLocation: sourceLocation) {
+            transport.connections.count >= count
+        }
+    }
+
+    /// Opens detail `id` the way the app does (one fetch, then it is cached and kept current).
+    func open(_ id: OrderID) async throws {
+        _ = try await session.detail(id)
+    }
+
+    /// Waits until no list fetch runs or is queued and no coalescing window is open, so a test that
+    /// counts requests from here counts only its own.
+    func waitUntilIdle(sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("session idle", sourceLocation: sourceLocation) {
+            let loaded = await session.hasLoadedOrders
+            let idle = await session.isIdle
+            return loaded && idle
+        }
+    }
+
+    /// Lets every runnable task run until it suspends again.
+    func settle() async { await clock.settle() }
+
+    /// The live socket receives `frames` events, and the session has read them all.
+    func receiveEvents(_ events: [(order: Int64, eventID: Int64)], type: String = "order_status_changed") async {
+        for event in events { transport.current?.receiveEvent(type, order: event.order, eventID: event.eventID) }
+        guard let last = events.last?.eventID else { return }
+        await eventually("event \(last) read") { await session.lastEventID == EventID(last) }
+    }
+}
