@@ -14,7 +14,7 @@ public final class OutboundFrame: Sendable {
     let storage: FrameStorage
     public let isBinary: Bool
     public init(text: String) {
-        storage = FrameStorage(Array(text.utf8))
+        storage = FrameStorage(text.utf8)
         isBinary = false
     }
     public init(binary bytes: [UInt8]) {
