@@ -5,7 +5,8 @@ extension ServerCore {
     /// `HTTP_CONFIRM_UPGRADE` (`user` is nil here): only WebSocket upgrades on configured paths.
     func confirmUpgrade(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let input else { return -1 }
-        let kind = String(decoding: UnsafeRawBufferPointer(start: input, count: strnlen(input, length)), as: UTF8.self)
+        // `in` is a NUL-terminated upgrade name; `len` is not set for this reason.
+        let kind = String(cString: input.assumingMemoryBound(to: CChar.self))
         guard kind.lowercased() == "websocket", !isShuttingDown, let path = LwsRequestReader.getPath(wsi),
             configuration.webSocketPaths.contains(path)
         else { return -1 }  // lws hangs up

@@ -28,6 +28,8 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
     /// Runs on the service thread just before the context is destroyed.
     var willDestroy: () -> Void = {}
     private var thread: pthread_t?
+    /// Entered in `start`, left when the loop has ended: for blocking waits.
+    private let running = DispatchGroup()
 
     init(name: String) { self.name = name }
 
@@ -40,6 +42,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
             return !s.hasStarted
         }
         guard first else { throw LoopStartError() }
+        running.enter()
         let thread = Thread { [self] in
             guard let ctx = makeContext() else {
                 finish(leftovers: true)
@@ -78,6 +81,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
         }
         for item in work { item() }
         for waiter in waiters { waiter.resume() }
+        running.leave()
     }
 
     /// Queues `work` for the service thread and wakes it. Any thread.
@@ -115,6 +119,12 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
     var isOnLoop: Bool {
         guard let thread else { return false }
         return pthread_equal(pthread_self(), thread) != 0
+    }
+
+    /// Blocks until the loop has ended (at once if it never started). Never call it on the loop.
+    func waitUntilEndedBlocking() {
+        assert(!isOnLoop, "waiting for the service thread on itself")
+        running.wait()
     }
 
     /// Returns once the thread has destroyed the context and ended. Any task; safe to call twice.

@@ -6,14 +6,15 @@ import Glibc
 
 /// A blocking TCP client for tests: send raw bytes, read HTTP/1.1 responses and WebSocket frames.
 ///
-/// Every read is bounded by `timeout`. Not thread-safe: use one connection from one task.
+/// Every read is bounded by `timeout`. Not thread-safe: one thread at a time may use it (handing it
+/// from one `runBlocking` body to the next is fine).
 /// ```swift
 /// let c = try RawConnection(port: server.port)
 /// try c.send(RawConnection.request("GET", "/health"))
 /// let r = try c.readResponse()          // r.status == 200
 /// ```
 /// WebSocket helpers live in `RawConnection+WebSocket.swift`.
-public final class RawConnection {
+public final class RawConnection: @unchecked Sendable {  // safe to hand between threads (runBlocking); never used by two at once
     private var fd: Int32
     /// Bytes read from the socket but not consumed yet.
     private var buffer: [UInt8] = []

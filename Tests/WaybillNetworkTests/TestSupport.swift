@@ -48,6 +48,7 @@ struct Echo: Decodable {
 }
 
 /// Starts a server on a free port, runs `body`, and always shuts the server down.
+@discardableResult
 func withServer<T>(
     _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
     delegate: (any WebSocketDelegate)? = nil,
