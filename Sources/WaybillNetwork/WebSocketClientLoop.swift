@@ -23,6 +23,12 @@ public final class WebSocketClientLoop: Sendable {
         }
     }
 
+    /// A loop dropped without `shutdown()` still ends its thread (clients keep the loop alive).
+    deinit {
+        let core = self.core
+        core.loop.post { core.isStopping = true }
+    }
+
     /// Closes every client without a close handshake, destroys the context and ends the thread.
     /// Blocks until the thread has ended; safe to call twice, from any thread.
     public func shutdown() {

@@ -319,6 +319,38 @@ struct HTTPServerTests {
         #expect(server.liveSessionObjects == 0)
     }
 
+    @Test func newRequestsDuringShutdownGet503() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port
+        // An in-flight request keeps the server draining for a while.
+        let slow = Task {
+            try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/slow?ms=1500"))
+                return try c.readResponse().status
+            }
+        }
+        #expect(await eventually { server.liveSessionObjects == 1 })
+        let stopping = Task { await server.shutdown() }
+        let refusal = try await runBlocking { () -> RawHTTPResponse? in
+            let deadline = ContinuousClock.now + .seconds(3)
+            while ContinuousClock.now < deadline {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/new"))
+                let response = try c.readResponse()
+                if response.status == 503 { return response }
+            }
+            return nil
+        }
+        #expect(refusal?.header("connection") == "close")
+        #expect(refusal?.text.contains("shutting_down") == true)
+        #expect(try await slow.value == 200)
+        await stopping.value
+    }
+
     @Test func startFailsWhenThePortIsTaken() async throws {
         try await withServer { server in
             var configuration = HTTPServerConfiguration()

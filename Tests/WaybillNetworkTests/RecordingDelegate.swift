@@ -3,7 +3,8 @@ import WaybillNetwork
 
 /// A WebSocket delegate for tests: records every call and echoes messages back.
 ///
-/// A text message "close:<code>" makes the server close that socket with `<code>`.
+/// A text message "close:<code>" makes the server close that socket with `<code>`; an upgrade
+/// with `?reject=<code>` is closed with `<code>` right after it opens.
 final class RecordingDelegate: WebSocketDelegate, Sendable {
     enum Event: Equatable, Sendable {
         case opened(SocketID, path: String, query: [String], authorization: String?)
@@ -28,6 +29,10 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
         let query = request.query.map { "\($0.name)=\($0.value)" }
         log.withLock {
             $0.append(.opened(socket, path: request.path, query: query, authorization: request.headers["authorization"]))
+        }
+        // Authentication happens after the handshake: `?reject=<code>` plays a refused token.
+        if let code = request.queryValue("reject").flatMap({ Int($0) }) {
+            io.close(socket, code: code, reason: "rejected")
         }
     }
 

@@ -14,7 +14,8 @@ struct EchoResponder: HTTPResponder {
             let size = Int(request.queryValue("size") ?? "") ?? 1_000_000
             return HTTPResponse(status: 200, body: (0..<size).map { UInt8($0 % 251) })
         case "/slow":
-            try? await Task.sleep(for: .milliseconds(300))
+            let ms = Int(request.queryValue("ms") ?? "") ?? 300
+            try? await Task.sleep(for: .milliseconds(ms))
             return HTTPResponse(status: 200, body: Array("slow".utf8))
         default:
             var headers: [String: String] = [:]

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import WaybillNetwork
 import WaybillTesting
@@ -185,4 +188,64 @@ struct WebSocketTests {
         }
         loop.shutdown()
     }
+
+    @Test func socketRejectedRightAfterOpeningSeesTheCode() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/?reject=4003", on: loop)
+            #expect(await nextEvent(client) == .closed(code: 4003, reason: "rejected"))
+        }
+        loop.shutdown()
+    }
+
+    @Test func invalidUTF8ClosesWith1007() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let frame = try await runBlocking {
+                let c = try RawConnection(port: port)
+                _ = try c.upgradeToWebSocket("/ws/orders/")
+                try c.sendFrame(.text, [0x68, 0xC3, 0x28, 0x69])  // "h", a broken 2-byte sequence, "i"
+                return try c.readDataOrCloseFrame()
+            }
+            #expect(frame.opcode == .close)
+            #expect(frame.closeCode == 1007)
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket) != nil })
+            #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
+        }
+        loop.shutdown()
+    }
+
+    /// Idle sockets stay small: resident memory growth per open socket (lws wsi, rx buffer, Swift
+    /// state; the raw client side is in this process too, so this overstates the server's share).
+    @Test func idleSocketsCostAFewKilobytes() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let count = 1000
+            let before = heapInUse()
+            let sockets = try await runBlocking { () -> [RawConnection] in
+                try (0..<count).map { _ in
+                    let c = try RawConnection(port: port)
+                    _ = try c.upgradeToWebSocket("/ws/orders/")
+                    return c
+                }
+            }
+            #expect(await eventually { delegate.openedSockets.count == count })
+            let perSocket = (heapInUse() - before) / count
+            print("memory per idle socket: \(perSocket) bytes (server and raw client together)")
+            #expect(perSocket < 8 << 10)
+            withExtendedLifetime(sockets) {}
+        }
+        loop.shutdown()
+    }
+}
+
+/// Resident memory of this process (Linux `/proc/self/statm`), in bytes.
+private func heapInUse() -> Int {
+    let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
+    let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
