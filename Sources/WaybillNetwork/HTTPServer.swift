@@ -20,11 +20,13 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxMessageBytes = 64 << 10
     /// Per-socket outbound queue limit; over it the socket is closed with `slowConsumerCloseCode`.
     public var maxQueuedBytesPerSocket = 1 << 20
+    /// The close code for slow consumers (SPEC §4: 4008, "reconnect with resume").
     public var slowConsumerCloseCode = 4008
     /// Protocol ping interval; a socket that misses two pongs is dropped.
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
+    /// The defaults above.
     public init() {}
 }
 

@@ -60,6 +60,16 @@ final class HTTPSession {
         lws_callback_on_writable(wsi)
     }
 
+    /// Sends the interim `100 Continue` a client asked for with `Expect: 100-continue`.
+    func writeContinue() {
+        let line = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+        let pre = FrameStorage.headroom
+        var buffer = [UInt8](repeating: 0, count: pre) + line
+        _ = buffer.withUnsafeMutableBufferPointer { b in
+            lws_write(wsi, b.baseAddress! + pre, line.count, LWS_WRITE_HTTP_HEADERS)
+        }
+    }
+
     /// Stops lws reading this connection until `respond` (see `ServerCore.dispatch`).
     func pauseReading() {
         isReadingPaused = true

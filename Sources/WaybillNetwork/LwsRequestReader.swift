@@ -20,6 +20,7 @@ enum LwsRequestReader {
         ("accept", WSI_TOKEN_HTTP_ACCEPT),
         ("cookie", WSI_TOKEN_HTTP_COOKIE),
         ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
+        ("expect", WSI_TOKEN_HTTP_EXPECT),
     ]
     /// Headers lws does not know: looked up by name (lower case, with the colon lws expects).
     private static let customHeaders = ["idempotency-key", "x-request-id", "x-forwarded-for", "last-event-id"]

@@ -50,7 +50,11 @@ extension ServerCore {
             session.closeAfterResponse = true
             dispatch(session)
         }
-        // Otherwise Content-Length > 0: wait for HTTP_BODY pieces and BODY_COMPLETION.
+        // Otherwise Content-Length > 0 (or chunked): wait for HTTP_BODY pieces.
+        if session.state == .readingBody, headers["expect"]?.lowercased() == "100-continue" {
+            // lws does not answer Expect itself; curl would wait a second before sending the body.
+            session.writeContinue()
+        }
         return 0
     }
 

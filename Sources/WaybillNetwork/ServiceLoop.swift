@@ -15,6 +15,8 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
         /// The context as bits, 0 while there is none: others may only cancel a live context.
         var contextBits: UInt = 0
         var hasStarted = false
+        /// The service thread's `pthread_t` (0 until it runs), for `isOnLoop`.
+        var threadID: UInt = 0
         var hasEnded = false
         var endWaiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -27,7 +29,6 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
     var shouldStop: () -> Bool = { false }
     /// Runs on the service thread just before the context is destroyed.
     var willDestroy: () -> Void = {}
-    private var thread: pthread_t?
     /// Entered in `start`, left when the loop has ended: for blocking waits.
     private let running = DispatchGroup()
 
@@ -50,8 +51,10 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
                 return
             }
             context = ctx
-            self.thread = pthread_self()
-            shared.withLock { $0.contextBits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ctx))) }
+            shared.withLock {
+                $0.contextBits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ctx)))
+                $0.threadID = UInt(pthread_self())
+            }
             started.signal()
             lws_cancel_service(ctx)  // run anything posted before the context existed
             run(ctx)
@@ -117,8 +120,8 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
 
     /// Whether the caller is the service thread.
     var isOnLoop: Bool {
-        guard let thread else { return false }
-        return pthread_equal(pthread_self(), thread) != 0
+        let id = shared.withLock { $0.threadID }
+        return id != 0 && pthread_equal(pthread_self(), pthread_t(id)) != 0
     }
 
     /// Blocks until the loop has ended (at once if it never started). Never call it on the loop.

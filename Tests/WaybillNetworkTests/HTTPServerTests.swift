@@ -206,6 +206,24 @@ struct HTTPServerTests {
         }
     }
 
+    /// curl sends `Expect: 100-continue` for bodies over 1 KiB and waits for the interim answer.
+    @Test func expectContinueGetsAnInterimResponse() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (interim, final) = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .milliseconds(800))
+                let body = String(repeating: "b", count: 2000)
+                try c.send("PUT /doc HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\nExpect: 100-continue\r\n\r\n")
+                let interim = try c.readResponse()
+                try c.send(body)
+                return (interim, try c.readResponse())
+            }
+            #expect(interim.status == 100)
+            #expect(final.status == 200)
+            #expect(try Echo(final.body).bodyCount == 2000)
+        }
+    }
+
     @Test func declaredOversizeBodyGets413AtOnce() async throws {
         try await withServer({ $0.maxBodyBytes = 1000 }) { server in
             let port = server.port
