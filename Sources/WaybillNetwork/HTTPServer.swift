@@ -26,6 +26,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
+    /// lws's per-step timeout (reading a request or body piece); tests shorten it.
+    var lwsTimeoutSeconds: UInt32 = 10
     /// The defaults above.
     public init() {}
 }

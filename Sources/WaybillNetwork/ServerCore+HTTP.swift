@@ -18,6 +18,8 @@ extension ServerCore {
             return 0
         }
         let headers = request.headers
+        // The client asked to close: say so in the response, and close after it.
+        if headers["connection"]?.lowercased() == "close" { session.closeAfterResponse = true }
         let isChunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
         let lengthText = headers["content-length"]
         let length = lengthText.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
@@ -137,6 +139,9 @@ extension ServerCore {
         // `HTTPSession.respond`, because a flow-controlled h1 wsi gets no HTTP_WRITEABLE either
         // (rops_handle_POLLIN_h1 returns early).
         session.pauseReading()
+        // lws's own request timeout (`timeout_secs`) would cut off a slow handler after 10 s;
+        // allow a generous bound instead, so a hung handler still cannot hold a socket forever.
+        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
         let request = session.request
         let id = session.id
         let box = session.responseBox
@@ -168,6 +173,9 @@ extension ServerCore {
         guard !body.isEmpty else { return false }
         return body.count <= head.count ? head.starts(with: body) : body.starts(with: head)
     }
+
+    /// How long a responder may take before the connection is dropped.
+    static let handlerDeadlineSeconds: Int32 = 300
 
     static func tooLarge(_ limit: Int) -> HTTPResponse {
         .jsonError(status: 413, code: "payload_too_large", message: "The body is larger than \(limit) bytes.")

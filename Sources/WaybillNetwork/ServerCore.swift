@@ -69,7 +69,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.keepalive_timeout = Int32(configuration.keepAliveTimeoutSeconds)
-        info.timeout_secs = 10
+        info.timeout_secs = configuration.lwsTimeoutSeconds
         info.max_http_header_data = UInt16(clamping: configuration.maxHeaderBytes)
         info.pt_serv_buf_size = UInt32(HTTPSession.writeChunk)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)

@@ -88,6 +88,20 @@ struct HTTPServerTests {
         }
     }
 
+    @Test func connectionCloseFromTheClientIsHonoured() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/bye", headers: [("Connection", "close")]))
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 200)
+            #expect(response.header("connection") == "close")
+            #expect(closed)
+        }
+    }
+
     @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
         try await withServer { server in
             let port = server.port
