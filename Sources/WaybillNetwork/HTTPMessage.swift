@@ -2,8 +2,10 @@ import Foundation
 
 /// Header fields with case-insensitive names, in arrival order.
 public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    /// The fields in arrival order; names are lower-case.
     public private(set) var fields: [(name: String, value: String)] = []
 
+    /// Headers from `(name, value)` pairs, names lower-cased.
     public init(_ fields: [(String, String)] = []) {
         for (name, value) in fields { add(name, value) }
     }
@@ -24,8 +26,10 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         fields.append((key, value))
     }
 
+    /// Iterates `fields` in order.
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 
+    /// Same fields in the same order.
     public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
         lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value }
     }
@@ -41,10 +45,12 @@ public struct HTTPRequest: Sendable {
     public var query: [(name: String, value: String)]
     /// The request headers the server reads (see `HTTPServer` docs for the list).
     public var headers: HTTPHeaders
+    /// The body, complete (de-chunked), at most `maxBodyBytes`.
     public var body: [UInt8]
     /// Peer address, for logs.
     public var remoteAddress: String
 
+    /// Makes a request (tests and other transports build them too).
     public init(
         method: String, path: String, query: [(name: String, value: String)] = [], headers: HTTPHeaders = HTTPHeaders(),
         body: [UInt8] = [], remoteAddress: String = ""
@@ -63,10 +69,15 @@ public struct HTTPRequest: Sendable {
 
 /// One HTTP response. The server adds `Content-Length` and `Connection` itself.
 public struct HTTPResponse: Sendable {
+    /// The status code. 204, 304 and 1xx responses go out without a body.
     public var status: Int
+    /// Headers to send as given (content-type, etag, cache-control, CSP, …). `Content-Length`,
+    /// `Connection` and `Transfer-Encoding` are the server's and are ignored here.
     public var headers: HTTPHeaders
+    /// The body, sent with a `Content-Length`.
     public var body: [UInt8]
 
+    /// Makes a response.
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers

@@ -1,3 +1,7 @@
+import CWebSockets
+import Foundation
+import Synchronization
+
 /// Limits and timings of the server. Every field has a working default.
 public struct HTTPServerConfiguration: Sendable {
     /// Interface to bind; "127.0.0.1" by default. "0.0.0.0" for all interfaces.
@@ -16,28 +20,81 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxMessageBytes = 64 << 10
     /// Per-socket outbound queue limit; over it the socket is closed with `slowConsumerCloseCode`.
     public var maxQueuedBytesPerSocket = 1 << 20
+    /// The close code for slow consumers (SPEC §4: 4008, "reconnect with resume").
     public var slowConsumerCloseCode = 4008
     /// Protocol ping interval; a socket that misses two pongs is dropped.
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
+    /// lws's per-step timeout (reading a request or body piece); tests shorten it.
+    var lwsTimeoutSeconds: UInt32 = 10
+    /// The defaults above.
     public init() {}
 }
 
-// The implementation lives in the other files of this module:
-//
-//   public final class HTTPServer: Sendable {
-//       public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder,
-//                   webSocketDelegate: (any WebSocketDelegate)?)
-//       /// Binds and starts the service thread. Throws if the port cannot be bound.
-//       public func start() throws
-//       /// The bound port (after `start`).
-//       public var port: Int { get }
-//       /// Runs `body` on the service thread with socket access. Any thread.
-//       public func execute(_ body: @escaping @Sendable (any SocketIO) -> Void)
-//       /// Graceful stop: refuse new work, finish in-flight HTTP, close every socket with 1001
-//       /// after flushing its queue, then destroy the context. Returns when the thread has ended.
-//       public func shutdown() async
-//       /// Per-request Swift objects alive now (for leak tests).
-//       public var liveSessionObjects: Int { get }
-//   }
+/// An HTTP/1.1 and WebSocket server on one port, over libwebsockets.
+///
+/// One service thread owns the lws context and makes every lws call; HTTP handlers run in Swift
+/// tasks and WebSocket delegate calls run on the service thread. Any thread may call the methods
+/// below. Call `shutdown()` before dropping the server: the thread keeps it alive until then.
+///
+/// Request headers read: authorization, content-type, content-length, if-none-match, if-match,
+/// transfer-encoding, connection, host, origin, user-agent, accept, cookie, sec-websocket-protocol,
+/// idempotency-key, x-request-id, x-forwarded-for, last-event-id.
+public final class HTTPServer: Sendable {
+    private let core: ServerCore
+
+    /// - Parameters:
+    ///   - webSocketDelegate: receives socket events on the service thread; the server keeps a
+    ///     strong reference to it until `shutdown()` has finished.
+    public init(
+        configuration: HTTPServerConfiguration, responder: any HTTPResponder,
+        webSocketDelegate: (any WebSocketDelegate)?
+    ) {
+        core = ServerCore(configuration: configuration, responder: responder, delegate: webSocketDelegate)
+    }
+
+    /// Binds and starts the service thread.
+    /// - Throws: `HTTPServerError` if the port cannot be bound (or `start` was called before).
+    public func start() throws {
+        LwsLog.install()
+        signal(SIGPIPE, SIG_IGN)  // a peer that goes away mid-write must not kill the process
+        let core = self.core
+        core.loop.shouldStop = { core.isDrained }
+        core.loop.willDestroy = { core.cancelDrainCheck() }
+        do {
+            try core.loop.start { core.makeContext() }
+        } catch {
+            throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)")
+        }
+    }
+
+    /// The bound port (after `start`; useful with port 0).
+    public var port: Int { core.boundPort.load(ordering: .sequentiallyConsistent) }
+
+    /// Runs `body` on the service thread with socket access. Any thread; dropped after shutdown.
+    public func execute(_ body: @escaping @Sendable (any SocketIO) -> Void) {
+        let core = self.core
+        core.loop.post { body(core.io) }
+    }
+
+    /// Graceful stop: refuse new work (new HTTP requests get 503 and a close, upgrades are
+    /// refused), finish in-flight HTTP, close every socket with 1001 after flushing its queue, wait
+    /// up to `shutdownDrainSeconds`, then destroy the context. Returns when the thread has ended.
+    /// Safe to call more than once, and before `start` (then it returns at once).
+    public func shutdown() async {
+        let core = self.core
+        guard core.loop.hasStarted else { return }
+        core.loop.post { core.beginShutdown() }
+        await core.loop.waitUntilEnded()
+    }
+
+    /// Per-request and per-socket Swift objects alive now (for leak tests).
+    public var liveSessionObjects: Int { core.counter.value }
+}
+
+/// The server could not start.
+public struct HTTPServerError: Error, CustomStringConvertible {
+    /// What went wrong, for logs.
+    public var description: String
+}

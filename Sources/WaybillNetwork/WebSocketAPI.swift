@@ -1,7 +1,10 @@
 /// A WebSocket connection's identity. Unique for the life of the process (never reused, unlike lws `wsi`s).
 public struct SocketID: Hashable, Sendable, CustomStringConvertible {
+    /// The number; the server counts up from 1.
     public let rawValue: UInt64
+    /// Wraps a number (tests, logs).
     public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    /// `ws-<n>`, for logs.
     public var description: String { "ws-\(rawValue)" }
 }
 
@@ -12,11 +15,14 @@ public struct SocketID: Hashable, Sendable, CustomStringConvertible {
 public final class OutboundFrame: Sendable {
     // Implementation detail of WaybillNetwork: storage with LWS_PRE headroom.
     let storage: FrameStorage
+    /// Whether it goes out as a binary message (else text).
     public let isBinary: Bool
+    /// A text message: the UTF-8 bytes of `text`, copied once.
     public init(text: String) {
-        storage = FrameStorage(Array(text.utf8))
+        storage = FrameStorage(text.utf8)
         isBinary = false
     }
+    /// A binary message, copied once.
     public init(binary bytes: [UInt8]) {
         storage = FrameStorage(bytes)
         isBinary = true
@@ -28,11 +34,16 @@ public final class OutboundFrame: Sendable {
 /// Why a socket closed, as the delegate learns it.
 public struct WebSocketClose: Sendable, Equatable {
     /// The close code sent or received; `nil` when the connection just dropped (no close frame).
+    /// For server-initiated closes it is the code the server chose, even when a stuck peer never
+    /// got the frame (slow consumers are cut off by a deadline); 1005 if the peer's close frame
+    /// had no code.
     public var code: Int?
-    /// Whether the server chose to close (including slow-consumer and heartbeat closes).
+    /// Whether the server chose to close (including slow-consumer closes). Heartbeat drops are
+    /// made by lws, which does not report them: they look like a peer drop (`code: nil`, `false`).
     public var initiatedByServer: Bool
     /// The socket went over its outbound limit and was closed with `slowConsumerCloseCode`.
     public var wasSlowConsumer: Bool
+    /// Makes a close report (tests compare against these).
     public init(code: Int?, initiatedByServer: Bool, wasSlowConsumer: Bool = false) {
         self.code = code
         self.initiatedByServer = initiatedByServer

@@ -1,0 +1,180 @@
+import CWebSockets
+
+/// One HTTP request/response transaction on one connection; lives in that wsi's session slot.
+///
+/// lws re-zeroes the slot at every keep-alive transaction, so there is one `HTTPSession` per
+/// request, created in `LWS_CALLBACK_HTTP` and released in `HTTP_DROP_PROTOCOL`/`CLOSED_HTTP`.
+/// Service thread only.
+final class HTTPSession {
+    enum State {
+        /// Waiting for `HTTP_BODY` pieces (Content-Length or chunked).
+        case readingBody
+        /// The responder is running in a task.
+        case dispatched
+        /// A response is set and being written.
+        case responding
+        case finished
+    }
+
+    /// Never reused; responses find their session by it (wsis are reused at once).
+    let id: UInt64
+    let wsi: OpaquePointer
+    var request: HTTPRequest
+    var state = State.readingBody
+    /// Content-Length framing: bytes still expected (nil for chunked).
+    var chunked: ChunkedBodyDecoder?
+    /// Close the connection after this response (chunked or no-length bodies, 413, shutdown).
+    var closeAfterResponse = false
+
+    private(set) var response: HTTPResponse?
+    private var isReadingPaused = false
+    /// Where the responder's task leaves the response.
+    let responseBox = ResponseBox()
+    private var headersSent = false
+    private var bodyOffset = 0
+    private let counter: LiveObjectCounter
+
+    /// Largest body piece per write: lws sends about `pt_serv_buf_size` at once and copies the rest.
+    static let writeChunk = 16 << 10
+
+    init(id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter) {
+        self.id = id
+        self.wsi = wsi
+        self.request = request
+        self.counter = counter
+        counter.increment()
+    }
+
+    deinit { counter.decrement() }
+
+    /// Sets the response and asks lws for `HTTP_WRITEABLE`. A second response is ignored.
+    func respond(_ response: HTTPResponse, close: Bool = false) {
+        guard state != .responding && state != .finished else { return }
+        self.response = response
+        if close { closeAfterResponse = true }
+        if isReadingPaused {
+            isReadingPaused = false
+            lws_rx_flow_control(wsi, 1)
+        }
+        state = .responding
+        lws_callback_on_writable(wsi)
+    }
+
+    /// Sends the interim `100 Continue` a client asked for with `Expect: 100-continue`.
+    func writeContinue() {
+        let line = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+        let pre = FrameStorage.headroom
+        var buffer = [UInt8](repeating: 0, count: pre) + line
+        _ = buffer.withUnsafeMutableBufferPointer { b in
+            lws_write(wsi, b.baseAddress! + pre, line.count, LWS_WRITE_HTTP_HEADERS)
+        }
+    }
+
+    /// Stops lws reading this connection until `respond` (see `ServerCore.dispatch`).
+    func pauseReading() {
+        isReadingPaused = true
+        lws_rx_flow_control(wsi, 0)
+    }
+
+    /// Writes the next piece in `HTTP_WRITEABLE`: headers first, then body chunks, then ends the
+    /// transaction. Returns the callback's result (-1 closes the connection).
+    func writeNext() -> Int32 {
+        guard state == .responding, let response else { return 0 }
+        if !headersSent {
+            headersSent = true
+            guard writeHeaders(response) else { return -1 }
+            if hasBody(response) {
+                lws_callback_on_writable(wsi)  // the body goes in a later, separate write
+                return 0
+            }
+            return finish()
+        }
+        let count = response.body.count
+        let n = min(Self.writeChunk, count - bodyOffset)
+        let isLast = bodyOffset + n == count
+        guard write(response.body, from: bodyOffset, count: n, isLast: isLast) else { return -1 }
+        bodyOffset += n
+        if !isLast {
+            lws_callback_on_writable(wsi)
+            return 0
+        }
+        return finish()
+    }
+
+    /// Writes whatever is left of the response at once (headers, then the rest of the body in one
+    /// write that lws buffers if needed) and ends the transaction. For `ServerCore.httpBodyCompleted`.
+    func writeAllNow() -> Int32 {
+        guard state == .responding, let response else { return -1 }
+        if !headersSent {
+            headersSent = true
+            guard writeHeaders(response) else { return -1 }
+        }
+        if hasBody(response) && bodyOffset < response.body.count {
+            let n = response.body.count - bodyOffset
+            guard write(response.body, from: bodyOffset, count: n, isLast: true) else { return -1 }
+            bodyOffset += n
+        }
+        return finish()
+    }
+
+    private func write(_ body: [UInt8], from offset: Int, count n: Int, isLast: Bool) -> Bool {
+        let pre = FrameStorage.headroom
+        var buffer = [UInt8](repeating: 0, count: pre + n)
+        buffer.withUnsafeMutableBufferPointer { b in
+            body.withUnsafeBufferPointer { body in
+                (b.baseAddress! + pre).update(from: body.baseAddress! + offset, count: n)
+            }
+        }
+        let written = buffer.withUnsafeMutableBufferPointer { b in
+            lws_write(wsi, b.baseAddress! + pre, n, isLast ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP)
+        }
+        return written >= 0
+    }
+
+    private func hasBody(_ response: HTTPResponse) -> Bool {
+        !response.body.isEmpty && !Self.forbidsBody(response.status) && request.method != "HEAD"
+    }
+
+    /// 1xx, 204 and 304 responses never carry a body (RFC 9110).
+    static func forbidsBody(_ status: Int) -> Bool { status == 204 || status == 304 || (100..<200).contains(status) }
+
+    private func finish() -> Int32 {
+        state = .finished
+        if closeAfterResponse { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    /// Status line and headers in one write.
+    private func writeHeaders(_ response: HTTPResponse) -> Bool {
+        let skipped: Set<String> = ["content-length", "connection", "transfer-encoding"]
+        let appHeaders = response.headers.filter { !skipped.contains($0.name) }
+        let size = 512 + appHeaders.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        let pre = FrameStorage.headroom
+        var buffer = [UInt8](repeating: 0, count: pre + size)
+        return buffer.withUnsafeMutableBufferPointer { b -> Bool in
+            let start = b.baseAddress! + pre
+            let end = b.baseAddress! + b.count
+            var p: UnsafeMutablePointer<UInt8>? = start
+            if lws_add_http_header_status(wsi, UInt32(response.status), &p, end) != 0 { return false }
+            if !Self.forbidsBody(response.status),
+                lws_add_http_header_content_length(wsi, lws_filepos_t(response.body.count), &p, end) != 0
+            {
+                return false
+            }
+            if closeAfterResponse, lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &p, end) != 0 {
+                return false
+            }
+            for (name, value) in appHeaders {
+                let ok = (name + ":").withCString { n in
+                    n.withMemoryRebound(to: UInt8.self, capacity: name.utf8.count + 1) { n in
+                        Array(value.utf8).withUnsafeBufferPointer { v in
+                            lws_add_http_header_by_name(wsi, n, v.baseAddress, Int32(v.count), &p, end) == 0
+                        }
+                    }
+                }
+                if !ok { return false }
+            }
+            return lws_finalize_write_http_header(wsi, start, &p, end) == 0
+        }
+    }
+}

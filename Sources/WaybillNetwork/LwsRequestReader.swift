@@ -1,0 +1,112 @@
+import CWebSockets
+
+/// Copies a request's method, path, query, headers and peer out of lws into an `HTTPRequest`.
+///
+/// lws keeps headers only until the request is handled (README: lost after `ESTABLISHED` for
+/// WebSockets), so everything the application may need is copied at once. Service thread only.
+enum LwsRequestReader {
+    /// Headers lws parses itself, by token.
+    private static let knownHeaders: [(String, lws_token_indexes)] = [
+        ("authorization", WSI_TOKEN_HTTP_AUTHORIZATION),
+        ("content-type", WSI_TOKEN_HTTP_CONTENT_TYPE),
+        ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH),
+        ("if-none-match", WSI_TOKEN_HTTP_IF_NONE_MATCH),
+        ("if-match", WSI_TOKEN_HTTP_IF_MATCH),
+        ("transfer-encoding", WSI_TOKEN_HTTP_TRANSFER_ENCODING),
+        ("connection", WSI_TOKEN_CONNECTION),
+        ("host", WSI_TOKEN_HOST),
+        ("origin", WSI_TOKEN_ORIGIN),
+        ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
+        ("accept", WSI_TOKEN_HTTP_ACCEPT),
+        ("cookie", WSI_TOKEN_HTTP_COOKIE),
+        ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
+        ("expect", WSI_TOKEN_HTTP_EXPECT),
+    ]
+    /// Headers lws does not know: looked up by name (lower case, with the colon lws expects).
+    private static let customHeaders = ["idempotency-key", "x-request-id", "x-forwarded-for", "last-event-id"]
+
+    private static let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
+
+    /// The whole request line and headers of the request `wsi` is handling (body empty).
+    static func request(_ wsi: OpaquePointer, path fallbackPath: String? = nil) -> HTTPRequest {
+        var uri: UnsafeMutablePointer<CChar>?
+        var uriLength: Int32 = 0
+        let index = Int(lws_http_get_uri_and_method(wsi, &uri, &uriLength))
+        let method = methods.indices.contains(index) ? methods[index] : "GET"
+        var path = fallbackPath ?? "/"
+        if let uri, uriLength > 0 {
+            path = uri.withMemoryRebound(to: UInt8.self, capacity: Int(uriLength)) {
+                String(decoding: UnsafeBufferPointer(start: $0, count: Int(uriLength)), as: UTF8.self)
+            }
+        }
+        return HTTPRequest(
+            method: method, path: path, query: query(wsi), headers: headers(wsi), body: [],
+            remoteAddress: remoteAddress(wsi))
+    }
+
+    /// The path of an upgrade request (`WSI_TOKEN_GET_URI`), without the query.
+    static func getPath(_ wsi: OpaquePointer) -> String? { header(wsi, WSI_TOKEN_GET_URI) }
+
+    /// Query arguments, each already URL-decoded by lws.
+    static func query(_ wsi: OpaquePointer) -> [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        let total = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS))
+        guard total > 0 else { return result }
+        var buffer = [CChar](repeating: 0, count: total + 1)
+        var fragment: Int32 = 0
+        while true {
+            let n = lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, fragment)
+            if n < 0 { break }
+            let text = string(buffer, count: Int(n))
+            if let eq = text.firstIndex(of: "=") {
+                result.append((String(text[..<eq]), String(text[text.index(after: eq)...])))
+            } else if !text.isEmpty {
+                result.append((text, ""))
+            }
+            fragment += 1
+        }
+        return result
+    }
+
+    static func headers(_ wsi: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, token) in knownHeaders {
+            if let value = header(wsi, token) { headers.add(name, value) }
+        }
+        for name in customHeaders {
+            if let value = customHeader(wsi, name) { headers.add(name, value) }
+        }
+        return headers
+    }
+
+    /// A header lws knows by token, or nil when absent.
+    static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+        let length = Int(lws_hdr_total_length(wsi, token))
+        guard length > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        let n = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
+        return n < 0 ? nil : string(buffer, count: Int(n))
+    }
+
+    /// A header lws does not know, by lower-case name.
+    static func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
+        let key = name + ":"
+        let length = Int(lws_hdr_custom_length(wsi, key, Int32(key.utf8.count)))
+        guard length > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        let n = lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
+        return n < 0 ? nil : string(buffer, count: Int(n))
+    }
+
+    static func remoteAddress(_ wsi: OpaquePointer) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
+        let address = string(buffer, count: buffer.firstIndex(of: 0) ?? buffer.count)
+        // lws listens dual-stack: show IPv4 peers as IPv4.
+        return address.hasPrefix("::ffff:") ? String(address.dropFirst(7)) : address
+    }
+
+    private static func string(_ buffer: [CChar], count: Int) -> String {
+        String(decoding: buffer.prefix(max(0, min(count, buffer.count))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

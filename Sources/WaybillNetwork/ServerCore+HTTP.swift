@@ -1,0 +1,183 @@
+import CWebSockets
+import Foundation
+
+/// HTTP requests: read, frame the body, dispatch to the responder, route the response back.
+extension ServerCore {
+    private static let bodyMethods: Set<String> = ["POST", "PUT", "PATCH"]
+
+    /// `LWS_CALLBACK_HTTP`: the request line and headers are in.
+    func httpRequestStarted(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        let request = LwsRequestReader.request(wsi)
+        let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter)
+        attach(session, to: user)
+        inFlight[session.id] = session
+
+        if isShuttingDown {
+            session.respond(
+                .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."), close: true)
+            return 0
+        }
+        let headers = request.headers
+        // The client asked to close: say so in the response, and close after it.
+        if headers["connection"]?.lowercased() == "close" { session.closeAfterResponse = true }
+        let isChunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        let lengthText = headers["content-length"]
+        let length = lengthText.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        // lws itself expects a body for POST/PUT/PATCH without a length, or for any Content-Length > 0.
+        let lwsExpectsBody = (length ?? 0) > 0 || (lengthText == nil && Self.bodyMethods.contains(request.method))
+
+        if lengthText != nil && (length == nil || length! < 0 || isChunked) {
+            session.respond(.jsonError(status: 400, code: "bad_request", message: "Invalid Content-Length."), close: true)
+        } else if isChunked {
+            guard Self.bodyMethods.contains(request.method) else {
+                // lws would parse the chunks as the next request: refuse and close.
+                session.respond(
+                    .jsonError(status: 411, code: "length_required", message: "Chunked body not allowed here."),
+                    close: true)
+                return 0
+            }
+            session.chunked = ChunkedBodyDecoder(limit: configuration.maxBodyBytes)
+            session.closeAfterResponse = true  // lws still expects a 100 MB body after the last chunk
+        } else if let length, length > configuration.maxBodyBytes {
+            // Answer at once and close, so lws does not read megabytes for nothing.
+            session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+        } else if length == 0 && request.method == "POST" {
+            // lws delivers HTTP_BODY(0) + BODY_COMPLETION for an explicit zero-length POST only.
+            session.state = .readingBody
+        } else if !lwsExpectsBody {
+            dispatch(session)
+        } else if length == nil {
+            // A body method without length or chunking has an empty body (RFC 7230 §3.3.3); lws
+            // would wait for a 100 MB body, so answer now and close.
+            session.closeAfterResponse = true
+            dispatch(session)
+        }
+        // Otherwise Content-Length > 0 (or chunked): wait for HTTP_BODY pieces.
+        if session.state == .readingBody, headers["expect"]?.lowercased() == "100-continue" {
+            // lws does not answer Expect itself; curl would wait a second before sending the body.
+            session.writeContinue()
+        }
+        return 0
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY`: the next raw piece of the body.
+    func httpBodyReceived(
+        _ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        guard let session = slotObject(user) as? HTTPSession, session.state == .readingBody else { return 0 }
+        let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+        if session.chunked != nil {
+            switch session.chunked!.feed(bytes) {
+            case .needMore:
+                break
+            case .complete:
+                session.request.body = session.chunked!.body
+                session.chunked = nil
+                dispatch(session)
+            case .tooLarge:
+                session.chunked = nil
+                session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+            case .malformed:
+                session.chunked = nil
+                session.respond(
+                    .jsonError(status: 400, code: "bad_request", message: "Malformed chunked body."), close: true)
+            }
+            return 0
+        }
+        if session.request.body.count + bytes.count > configuration.maxBodyBytes {
+            session.request.body = []
+            session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+            return 0
+        }
+        session.request.body.append(contentsOf: bytes)
+        return 0
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY_COMPLETION`: a Content-Length body is complete.
+    func httpBodyCompleted(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let session = slotObject(user) as? HTTPSession else { return 0 }
+        switch session.state {
+        case .readingBody:
+            guard session.chunked == nil else { return 0 }
+            if Self.bodyIsOwnRequestHead(session.request) {
+                session.request.body = []
+                session.respond(
+                    .jsonError(
+                        status: 400, code: "pipelining_not_supported",
+                        message: "Send requests with a body on their own, not pipelined."), close: true)
+            } else {
+                dispatch(session)
+            }
+            return 0
+        case .dispatched:
+            // A repeat while the responder runs: bytes of a pipelined request arrived in the same
+            // read as this body, and lws 4.1 now spins in `lws_http_action` (BODY_COMPLETION, then
+            // LRS_DEFERRING_ACTION, consuming nothing) until the connection closes. The only way
+            // out is to close: wait for this response (bounded), send it with `Connection: close`,
+            // and close; the client retries the rest on a new connection.
+            guard let response = session.responseBox.wait(timeout: .seconds(10)) else { return -1 }
+            session.respond(response, close: true)
+            _ = session.writeAllNow()
+            sessionFinished(session)
+            return -1
+        case .responding:
+            // A repeat after the response arrived (pipelined bytes buffered from a later read):
+            // lws wants the transaction completed inside this callback.
+            let result = session.writeAllNow()
+            sessionFinished(session)
+            return result
+        case .finished:
+            return -1  // still looping: the response could not complete the transaction
+        }
+    }
+
+    /// Runs the responder in a task; the response comes back through the loop's inbox.
+    private func dispatch(_ session: HTTPSession) {
+        session.state = .dispatched
+        // Stop reading while the responder runs: buffered pipelined bytes would otherwise make lws
+        // repeat BODY_COMPLETION on every service pass (a busy loop). Reading resumes in
+        // `HTTPSession.respond`, because a flow-controlled h1 wsi gets no HTTP_WRITEABLE either
+        // (rops_handle_POLLIN_h1 returns early).
+        session.pauseReading()
+        // lws's own request timeout (`timeout_secs`) would cut off a slow handler after 10 s;
+        // allow a generous bound instead, so a hung handler still cannot hold a socket forever.
+        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
+        let request = session.request
+        let id = session.id
+        let box = session.responseBox
+        let responder = self.responder
+        Task { [self] in
+            box.fulfil(await responder.respond(to: request))
+            loop.post { [self] in responseArrived(for: id) }
+        }
+    }
+
+    /// Service thread: hands the response to its session, if the connection is still there.
+    private func responseArrived(for id: UInt64) {
+        guard let session = inFlight[id], session.state == .dispatched, let response = session.responseBox.take()
+        else { return }
+        session.respond(response, close: isShuttingDown)
+    }
+
+    /// Called by sessions when their transaction is over.
+    func sessionFinished(_ session: HTTPSession) {
+        if inFlight[session.id] === session { inFlight[session.id] = nil }
+    }
+
+    /// lws 4.1 bug: for a body request parsed from bytes it had buffered (pipelined in the same
+    /// packet behind an earlier request), it hands over the start of the request's own head as the
+    /// body. Such a body begins with "METHOD /" (or is a prefix of it); no JSON or form body does.
+    static func bodyIsOwnRequestHead(_ request: HTTPRequest) -> Bool {
+        let head = Array("\(request.method) /".utf8)
+        let body = request.body
+        guard !body.isEmpty else { return false }
+        return body.count <= head.count ? head.starts(with: body) : body.starts(with: head)
+    }
+
+    /// How long a responder may take before the connection is dropped.
+    static let handlerDeadlineSeconds: Int32 = 300
+
+    static func tooLarge(_ limit: Int) -> HTTPResponse {
+        .jsonError(status: 413, code: "payload_too_large", message: "The body is larger than \(limit) bytes.")
+    }
+}

@@ -1,0 +1,39 @@
+import CWebSockets
+
+/// Graceful shutdown on the service thread: refuse new work, flush and close sockets with 1001,
+/// let in-flight HTTP finish, and end the loop when drained or at the deadline.
+extension ServerCore {
+    func beginShutdown() {
+        guard !isShuttingDown else { return }
+        isShuttingDown = true
+        drainDeadline = .now + .seconds(configuration.shutdownDrainSeconds)
+        for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            close(id, code: 1001, reason: "server shutdown")
+        }
+        scheduleDrainCheck()
+    }
+
+    /// Service thread: whether the loop may end now.
+    var isDrained: Bool {
+        isShuttingDown && ((sockets.isEmpty && inFlight.isEmpty) || ContinuousClock.now >= drainDeadline)
+    }
+
+    /// A periodic tick so `lws_service` returns and the loop re-checks `isDrained` even when idle.
+    func scheduleDrainCheck() {
+        guard let context = loop.context else { return }
+        drainTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        lws_sul_schedule(context, 0, lwsx_timer_sul(drainTimer), drainTick, 50_000)
+    }
+
+    /// Stops the tick before the context (and the timer's list) goes away.
+    func cancelDrainCheck() {
+        lws_sul_cancel(lwsx_timer_sul(drainTimer))
+    }
+}
+
+/// The drain tick (a C callback, so a top-level `func`).
+func drainTick(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul, let owner = lwsx_timer_owner(sul) else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue()
+    if !core.isDrained { core.scheduleDrainCheck() }
+}

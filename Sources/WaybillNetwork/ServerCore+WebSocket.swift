@@ -1,0 +1,149 @@
+import CWebSockets
+
+/// Server WebSockets: upgrade, receive, the write loop, closing, and the delegate calls.
+extension ServerCore {
+    /// `HTTP_CONFIRM_UPGRADE` (`user` is nil here): only WebSocket upgrades on configured paths.
+    func confirmUpgrade(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let input else { return -1 }
+        // `in` is a NUL-terminated upgrade name; `len` is not set for this reason.
+        let kind = String(cString: input.assumingMemoryBound(to: CChar.self))
+        guard kind.lowercased() == "websocket", !isShuttingDown, let path = LwsRequestReader.getPath(wsi),
+            configuration.webSocketPaths.contains(path)
+        else { return -1 }  // lws hangs up
+        return 0
+    }
+
+    /// `FILTER_PROTOCOL_CONNECTION`: headers are still readable; copy them into the socket object.
+    func filterWebSocket(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        guard !isShuttingDown else { return -1 }
+        var request = LwsRequestReader.request(wsi)
+        request.method = "GET"
+        if let path = LwsRequestReader.getPath(wsi) { request.path = path }
+        let connection = WebSocketConnection(id: SocketID(makeID()), wsi: wsi, request: request, counter: counter)
+        attach(connection, to: user)
+        return 0
+    }
+
+    func webSocketEstablished(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let connection = slotObject(user) as? WebSocketConnection, let request = connection.request else {
+            return -1
+        }
+        connection.request = nil  // keep idle sockets small
+        connection.wasOpened = true
+        sockets[connection.id] = connection
+        delegate?.socketOpened(connection.id, request: request, io: io)
+        return 0
+    }
+
+    /// A chunk of a message: reassemble, enforce `maxMessageBytes`, deliver complete messages.
+    func webSocketReceived(
+        _ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        guard let connection = slotObject(user) as? WebSocketConnection, !connection.isFinished else { return 0 }
+        if !connection.isInMessage {
+            connection.isInMessage = true
+            connection.messageIsBinary = lws_frame_is_binary(wsi) != 0
+        }
+        if connection.message.count + length > configuration.maxMessageBytes {
+            connection.message = []
+            connection.dropQueue()
+            connection.requestClose(code: 1009, reason: "message too big")
+            connection.closeSent = true
+            closeNow(wsi, code: 1009, reason: "message too big")
+            return -1
+        }
+        if let input, length > 0 {
+            connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+        }
+        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+        let message = connection.message
+        let isBinary = connection.messageIsBinary
+        connection.message = []
+        connection.isInMessage = false
+        if isBinary {
+            delegate?.socketReceived(connection.id, binary: message, io: io)
+        } else {
+            // lws has validated UTF-8 (LWS_SERVER_OPTION_VALIDATE_UTF8).
+            delegate?.socketReceived(connection.id, text: String(decoding: message, as: UTF8.self), io: io)
+        }
+        return 0
+    }
+
+    /// Writes while the pipe takes more, then closes if a close is pending and the queue is empty.
+    func webSocketWriteable(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let connection = slotObject(user) as? WebSocketConnection, !connection.closeSent else { return 0 }
+        while connection.hasQueued && lws_send_pipe_choked(wsi) == 0 {
+            guard let frame = connection.dequeue() else { break }
+            let kind = frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
+            if lws_write(wsi, frame.storage.payload, frame.count, kind) < frame.count { return -1 }
+        }
+        if connection.hasQueued {
+            lws_callback_on_writable(wsi)
+            return 0
+        }
+        if let close = connection.pendingClose {
+            connection.closeSent = true
+            closeNow(wsi, code: close.code, reason: close.reason)
+            return -1
+        }
+        return 0
+    }
+
+    /// Sets the close code and reason lws sends when the callback returns -1. WS wsis only.
+    private func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) {
+        var bytes = Array(reason.utf8.prefix(123))
+        bytes.withUnsafeMutableBufferPointer { b in
+            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), b.baseAddress, b.count)
+        }
+    }
+
+    /// `WS_PEER_INITIATED_CLOSE`: `input` holds the peer's 2-byte code (big-endian) and reason.
+    func webSocketPeerClosing(_ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int) {
+        guard let connection = slotObject(user) as? WebSocketConnection, connection.closeCode == nil else { return }
+        if let input, length >= 2 {
+            let bytes = input.assumingMemoryBound(to: UInt8.self)
+            connection.closeCode = Int(bytes[0]) << 8 | Int(bytes[1])
+        } else {
+            connection.closeCode = 1005  // close frame without a code
+        }
+        connection.initiatedByServer = false
+    }
+
+    /// The socket is gone (from `detach`): report `socketClosed` once if `socketOpened` was reported.
+    func webSocketFinished(_ connection: WebSocketConnection) {
+        guard !connection.isFinished else { return }
+        connection.isFinished = true
+        connection.dropQueue()
+        connection.message = []
+        guard connection.wasOpened else { return }
+        sockets[connection.id] = nil
+        delegate?.socketClosed(connection.id, close: connection.closeReport, io: io)
+    }
+
+    // MARK: SocketIO operations
+
+    func send(_ frame: OutboundFrame, to id: SocketID) -> Bool {
+        guard let connection = sockets[id], connection.isOpen else { return false }
+        connection.enqueue(frame)
+        if connection.queuedBytes > configuration.maxQueuedBytesPerSocket {
+            connection.dropQueue()
+            connection.wasSlowConsumer = true
+            connection.requestClose(code: configuration.slowConsumerCloseCode, reason: "slow consumer")
+            lws_callback_on_writable(connection.wsi)
+            // A stuck peer may never be writable again: a hard deadline (closes without a frame).
+            lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 2)
+            return false
+        }
+        lws_callback_on_writable(connection.wsi)
+        return true
+    }
+
+    func close(_ id: SocketID, code: Int, reason: String) {
+        guard let connection = sockets[id], connection.isOpen else { return }
+        connection.requestClose(code: code, reason: reason)
+        lws_callback_on_writable(connection.wsi)
+        lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 5)
+    }
+
+    static let closeDeadlineReason = pending_timeout(rawValue: PENDING_TIMEOUT_USER_REASON_BASE.rawValue + 1)
+}

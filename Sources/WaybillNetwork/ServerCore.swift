@@ -1,0 +1,163 @@
+import CWebSockets
+import Foundation
+import Synchronization
+
+/// The state behind `HTTPServer`: everything here except the `Sendable` lets is touched only on
+/// the service thread (lws callbacks and posted work).
+final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `loop`'s thread; lets are Sendable
+    let configuration: HTTPServerConfiguration
+    let responder: any HTTPResponder
+    let delegate: (any WebSocketDelegate)?
+    let loop = ServiceLoop(name: "waybill-lws")
+    let counter = LiveObjectCounter()
+    let boundPort = Atomic<Int>(0)
+
+    // Service-thread state.
+    var nextID: UInt64 = 0
+    /// Requests whose responder is running or whose response is being written, by session id.
+    var inFlight: [UInt64: HTTPSession] = [:]
+    /// Open (established, not yet closed) WebSockets.
+    var sockets: [SocketID: WebSocketConnection] = [:]
+    var isShuttingDown = false
+    var drainDeadline = ContinuousClock.now
+    lazy var io = ServerSocketIO(core: self)
+
+    // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
+    private let protocols: UnsafeMutablePointer<lws_protocols>
+    private let protocolName = strdup("waybill")!
+    private let iface: UnsafeMutablePointer<CChar>?
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+    let drainTimer: UnsafeMutablePointer<lwsx_timer>
+
+    init(configuration: HTTPServerConfiguration, responder: any HTTPResponder, delegate: (any WebSocketDelegate)?) {
+        self.configuration = configuration
+        self.responder = responder
+        self.delegate = delegate
+        iface = configuration.host == "0.0.0.0" || configuration.host.isEmpty ? nil : strdup(configuration.host)
+        protocols = .allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)  // [1] stays the all-zero terminator
+        protocols[0].name = UnsafePointer(protocolName)
+        protocols[0].callback = serverCallback
+        // One slot for an Unmanaged session object (HTTPSession or WebSocketConnection).
+        protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
+        // A chunk size, not a limit; modest because lws allocates it for every open socket.
+        protocols[0].rx_buffer_size = 2048
+        retryPolicy = .allocate(capacity: 1)
+        retryPolicy.initialize(to: lws_retry_bo_t())
+        let ping = max(1, configuration.pingIntervalSeconds)
+        retryPolicy.pointee.secs_since_valid_ping = UInt16(min(ping, 30_000))
+        retryPolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 1, 65_000))
+        drainTimer = .allocate(capacity: 1)
+        drainTimer.initialize(to: lwsx_timer())
+    }
+
+    deinit {
+        protocols.deallocate()
+        free(protocolName)
+        free(iface)
+        retryPolicy.deallocate()
+        drainTimer.deallocate()
+    }
+
+    /// Creates the context; runs on the service thread.
+    func makeContext() -> OpaquePointer? {
+        var info = lws_context_creation_info()
+        info.port = Int32(configuration.port)
+        info.iface = UnsafePointer(iface)
+        info.protocols = UnsafePointer(protocols)
+        info.options =
+            UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.keepalive_timeout = Int32(configuration.keepAliveTimeoutSeconds)
+        info.timeout_secs = configuration.lwsTimeoutSeconds
+        info.max_http_header_data = UInt16(clamping: configuration.maxHeaderBytes)
+        info.pt_serv_buf_size = UInt32(HTTPSession.writeChunk)
+        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        guard let ctx = lws_create_context(&info) else { return nil }
+        if let vhost = lws_get_vhost_by_name(ctx, "default") {
+            boundPort.store(Int(lws_get_vhost_listen_port(vhost)), ordering: .sequentiallyConsistent)
+        }
+        return ctx
+    }
+
+    func makeID() -> UInt64 {
+        nextID += 1
+        return nextID
+    }
+
+    /// Dispatches one lws callback. Reasons never leave this module.
+    func handle(
+        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            loop.drainInbox()
+            return 0  // never non-zero: that would close the wake-up pipe
+        case LWS_CALLBACK_HTTP:
+            return httpRequestStarted(wsi, user)
+        case LWS_CALLBACK_HTTP_BODY:
+            return httpBodyReceived(wsi, user, input, length)
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            return httpBodyCompleted(wsi, user)
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            guard let session = slotObject(user) as? HTTPSession else { return 0 }
+            let result = session.writeNext()
+            if session.state == .finished { sessionFinished(session) }
+            return result
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return confirmUpgrade(wsi, input, length)
+        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            return filterWebSocket(wsi, user)
+        case LWS_CALLBACK_ESTABLISHED:
+            return webSocketEstablished(wsi, user)
+        case LWS_CALLBACK_RECEIVE:
+            return webSocketReceived(wsi, user, input, length)
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            return webSocketWriteable(wsi, user)
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            webSocketPeerClosing(user, input, length)
+            return 0
+        case LWS_CALLBACK_HTTP_DROP_PROTOCOL, LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_CLOSED, LWS_CALLBACK_WSI_DESTROY:
+            detach(user)
+            return 0
+        default:
+            return 0
+        }
+    }
+
+    // MARK: Session slot
+
+    /// Puts `object` in the slot, retained; the slot owns it until `detach`.
+    func attach(_ object: AnyObject, to user: UnsafeMutableRawPointer?) {
+        guard let user else { return }
+        detach(user)
+        user.storeBytes(of: Unmanaged.passRetained(object).toOpaque(), as: UnsafeMutableRawPointer?.self)
+    }
+
+    func slotObject(_ user: UnsafeMutableRawPointer?) -> AnyObject? {
+        guard let user, let raw = user.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        return Unmanaged<AnyObject>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    /// Empties the slot first, then releases: idempotent, and safe against re-entrant callbacks.
+    func detach(_ user: UnsafeMutableRawPointer?) {
+        guard let user, let raw = user.load(as: UnsafeMutableRawPointer?.self) else { return }
+        user.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+        let object = Unmanaged<AnyObject>.fromOpaque(raw).takeRetainedValue()
+        if let session = object as? HTTPSession, inFlight[session.id] === session {
+            inFlight[session.id] = nil  // connection gone: a late response has nowhere to go
+        } else if let connection = object as? WebSocketConnection {
+            webSocketFinished(connection)
+        }
+    }
+}
+
+/// The lws callback: a trampoline to the `ServerCore` stored as the context's user pointer.
+func serverCallback(
+    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+) -> Int32 {
+    guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
+    return Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
+}

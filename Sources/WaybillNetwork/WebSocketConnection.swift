@@ -1,0 +1,91 @@
+import CWebSockets
+
+/// One server WebSocket: its outbound queue, the message being reassembled, and close state.
+///
+/// Lives in the wsi's session slot from `FILTER_PROTOCOL_CONNECTION` to `CLOSED`, and in the
+/// server's `sockets` map while open. Kept small (no preallocated buffers) because an idle
+/// server holds thousands of these. Service thread only.
+final class WebSocketConnection {
+    let id: SocketID
+    private(set) var wsi: OpaquePointer
+    /// The upgrade request; dropped once `socketOpened` has seen it.
+    var request: HTTPRequest?
+    /// `socketOpened` was called, so `socketClosed` is owed exactly once.
+    var wasOpened = false
+    /// `socketClosed` has been reported (or nothing was owed).
+    var isFinished = false
+
+    // Outbound.
+    private var queue: [OutboundFrame] = []
+    private var head = 0
+    private(set) var queuedBytes = 0
+
+    // Inbound message reassembly.
+    var message: [UInt8] = []
+    var messageIsBinary = false
+    var isInMessage = false
+
+    // Closing.
+    /// The server decided to close with this code once the queue is flushed.
+    private(set) var pendingClose: (code: Int, reason: String)?
+    /// `lws_close_reason` was called; nothing more may be sent.
+    var closeSent = false
+    var closeCode: Int?
+    var initiatedByServer = false
+    var wasSlowConsumer = false
+
+    private let counter: LiveObjectCounter
+
+    init(id: SocketID, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter) {
+        self.id = id
+        self.wsi = wsi
+        self.request = request
+        self.counter = counter
+        counter.increment()
+    }
+
+    deinit { counter.decrement() }
+
+    /// Open and not closing: sending is allowed.
+    var isOpen: Bool { wasOpened && !isFinished && pendingClose == nil && !closeSent }
+    var hasQueued: Bool { head < queue.count }
+
+    func enqueue(_ frame: OutboundFrame) {
+        queue.append(frame)
+        queuedBytes += frame.count
+    }
+
+    func dequeue() -> OutboundFrame? {
+        guard head < queue.count else { return nil }
+        let frame = queue[head]
+        head += 1
+        queuedBytes -= frame.count
+        if head == queue.count {
+            queue = []  // release the buffer: idle sockets should hold nothing
+            head = 0
+        } else if head >= 64 && head * 2 >= queue.count {
+            queue.removeFirst(head)
+            head = 0
+        }
+        return frame
+    }
+
+    func dropQueue() {
+        queue = []
+        head = 0
+        queuedBytes = 0
+    }
+
+    /// Records the server's close decision; the first one wins.
+    func requestClose(code: Int, reason: String) {
+        guard pendingClose == nil, !closeSent else { return }
+        pendingClose = (code, reason)
+        closeCode = code
+        initiatedByServer = true
+    }
+
+    /// The close report for the delegate.
+    var closeReport: WebSocketClose {
+        WebSocketClose(code: closeCode, initiatedByServer: initiatedByServer, wasSlowConsumer: wasSlowConsumer)
+    }
+}

@@ -1,0 +1,395 @@
+import Foundation
+import Testing
+import WaybillNetwork
+import WaybillTesting
+
+/// HTTP over real sockets. Socket I/O runs in `runBlocking` so the cooperative pool stays free
+/// for the server's handler tasks.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct HTTPServerTests {
+    @Test func getCarriesPathQueryHeadersAndRemoteAddress() async throws {
+        try await withServer { server in
+            let port = server.port
+            let response = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(
+                    RawConnection.request(
+                        "GET", "/api/orders/?status=new&q=a%20b&token=s3cret",
+                        headers: [
+                            ("Authorization", "Bearer abc"), ("Idempotency-Key", "k-1"), ("X-Request-ID", "r-9"),
+                            ("If-None-Match", "\"e1\""), ("Accept", "application/json"), ("Cookie", "a=b"),
+                        ]))
+                return try c.readResponse()
+            }
+            #expect(response.status == 200)
+            #expect(response.header("content-type") == "application/json")
+            #expect(response.header("cache-control") == "no-store")
+            let echo = try Echo(response.body)
+            #expect(echo.method == "GET")
+            #expect(echo.path == "/api/orders/")
+            #expect(echo.query == ["status=new", "q=a b", "token=s3cret"])
+            #expect(echo.headers["authorization"] == "Bearer abc")
+            #expect(echo.headers["idempotency-key"] == "k-1")
+            #expect(echo.headers["x-request-id"] == "r-9")
+            #expect(echo.headers["if-none-match"] == "\"e1\"")
+            #expect(echo.headers["accept"] == "application/json")
+            #expect(echo.headers["cookie"] == "a=b")
+            #expect(echo.remote == "127.0.0.1")
+        }
+    }
+
+    @Test func postBodyRoundTripThenKeepAlive() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (first, second) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                let json = Array(#"{"pickup":"A","dropoff":"B"}"#.utf8)
+                try c.send(
+                    RawConnection.request(
+                        "POST", "/api/orders/", headers: [("Content-Type", "application/json")], body: json))
+                let first = try c.readResponse()
+                try c.send(RawConnection.request("PATCH", "/x", body: Array("hi".utf8)))
+                return (first, try c.readResponse())
+            }
+            let echo = try Echo(first.body)
+            #expect(echo.method == "POST")
+            #expect(echo.body == #"{"pickup":"A","dropoff":"B"}"#)
+            #expect(echo.headers["content-type"] == "application/json")
+            #expect(try Echo(second.body).body == "hi")
+        }
+    }
+
+    /// 5,000 requests on one connection, then no session object is left: nothing leaks across
+    /// kept-alive transactions even though lws re-zeroes the session slot each time.
+    @Test func keepAliveServesManyRequestsWithoutLeaking() async throws {
+        try await withServer { server in
+            let baseline = server.liveSessionObjects
+            let port = server.port
+            let (statuses, samples, liveMidway) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                var statuses = Set<Int>()
+                var samples: [[String]] = []
+                var liveMidway: [Int] = []
+                for i in 0..<5000 {
+                    try c.send(RawConnection.request("GET", "/n?i=\(i)"))
+                    let response = try c.readResponse()
+                    statuses.insert(response.status)
+                    if i % 1000 == 0 {
+                        samples.append(try Echo(response.body).query)
+                        liveMidway.append(server.liveSessionObjects)
+                    }
+                }
+                return (statuses, samples, liveMidway)
+            }
+            #expect(statuses == [200])
+            #expect(samples == (0..<5).map { ["i=\($0 * 1000)"] })
+            #expect(liveMidway.allSatisfy { $0 <= baseline + 1 })  // no growth while the connection lives
+            #expect(await eventually { server.liveSessionObjects == baseline })
+        }
+    }
+
+    @Test func connectionCloseFromTheClientIsHonoured() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/bye", headers: [("Connection", "close")]))
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 200)
+            #expect(response.header("connection") == "close")
+            #expect(closed)
+        }
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withServer { server in
+            let port = server.port
+            let responses = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(
+                    RawConnection.request("GET", "/one") + RawConnection.request("GET", "/two?x=2")
+                        + RawConnection.request("GET", "/three"))
+                return try c.readResponses(3)
+            }
+            #expect(try responses.map { try Echo($0.body).path } == ["/one", "/two", "/three"])
+            #expect(try Echo(responses[1].body).query == ["x=2"])
+        }
+    }
+
+    /// lws 4.1 mis-frames a body request that was pipelined behind another one in the same packet
+    /// (it hands over the request's own head as its body). The server refuses it with 400 and a
+    /// close instead of passing garbage on; it stays healthy.
+    @Test func bodyRequestPipelinedInOnePacketIsRefusedNotCorrupted() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (first, second, healthy) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(
+                    RawConnection.request("GET", "/one") + RawConnection.request("POST", "/two", body: Array("2".utf8))
+                        + RawConnection.request("GET", "/three"))
+                let first = try c.readResponse()
+                let second = try? c.readResponse()
+                let d = try RawConnection(port: port)
+                try d.send(RawConnection.request("GET", "/healthy"))
+                return (first, second, try d.readResponse().status)
+            }
+            #expect(try Echo(first.body).path == "/one")
+            if let second {  // never the POST with a wrong body
+                let body = (try? Echo(second.body))?.body
+                #expect(second.status == 400 || body == "2", "\(second.status) \(second.text)")
+            }
+            #expect(healthy == 200)
+        }
+    }
+
+    @Test func requestPipelinedBehindAFirstBodyIsServed() async throws {
+        try await withServer { server in
+            let port = server.port
+            let responses = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("POST", "/two", body: Array("2".utf8)) + RawConnection.request("GET", "/x"))
+                return try c.readResponses(2)
+            }
+            #expect(try responses.map { try Echo($0.body).path } == ["/two", "/x"])
+            #expect(try Echo(responses[0].body).body == "2")
+        }
+    }
+
+    /// The body arrives in a later packet than its headers, together with the next request.
+    @Test func requestPipelinedBehindALaterBodyIsServed() async throws {
+        try await withServer { server in
+            let port = server.port
+            let responses = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /two HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n")
+                Thread.sleep(forTimeInterval: 0.05)  // only to split the packets, not to wait for state
+                try c.send(Array("abc".utf8) + RawConnection.request("GET", "/three"))
+                return try c.readResponses(2)
+            }
+            #expect(try responses.map { try Echo($0.body).path } == ["/two", "/three"])
+            #expect(try Echo(responses[0].body).body == "abc")
+        }
+    }
+
+    @Test(arguments: ["POST", "PUT", "PATCH", "DELETE"])
+    func zeroLengthBodyIsAnsweredOnce(method: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (first, second) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request(method, "/empty", body: []) + RawConnection.request("GET", "/after"))
+                return (try c.readResponse(), try c.readResponse())
+            }
+            #expect(first.status == 200)
+            #expect(try Echo(first.body).method == method)
+            #expect(try Echo(first.body).bodyCount == 0)
+            #expect(try Echo(second.body).path == "/after")  // not a second answer to the first request
+        }
+    }
+
+    /// `curl -X POST url` sends neither Content-Length nor chunked: an empty body (RFC 7230).
+    @Test func postWithoutLengthHasAnEmptyBody() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /api/orders/42/cancel HTTP/1.1\r\nHost: x\r\n\r\n")
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 200)
+            #expect(response.header("connection") == "close")
+            #expect(try Echo(response.body).bodyCount == 0)
+            #expect(closed)
+        }
+    }
+
+    @Test func chunkedBodyIsDecoded() async throws {
+        try await withServer { server in
+            let port = server.port
+            let response = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+                try c.send("7;ext=1\r\n, world\r\n")
+                try c.send("0\r\nX-Trailer: t\r\n\r\n")
+                return try c.readResponse()
+            }
+            #expect(response.status == 200)
+            #expect(response.header("connection") == "close")
+            #expect(try Echo(response.body).body == "hello, world")
+        }
+    }
+
+    /// curl sends `Expect: 100-continue` for bodies over 1 KiB and waits for the interim answer.
+    @Test func expectContinueGetsAnInterimResponse() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (interim, final) = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .milliseconds(800))
+                let body = String(repeating: "b", count: 2000)
+                try c.send("PUT /doc HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\nExpect: 100-continue\r\n\r\n")
+                let interim = try c.readResponse()
+                try c.send(body)
+                return (interim, try c.readResponse())
+            }
+            #expect(interim.status == 100)
+            #expect(final.status == 200)
+            #expect(try Echo(final.body).bodyCount == 2000)
+        }
+    }
+
+    @Test func declaredOversizeBodyGets413AtOnce() async throws {
+        try await withServer({ $0.maxBodyBytes = 1000 }) { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                // Declares 50 MB but sends only the head: the answer must not wait for the body.
+                try c.send("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 413)
+            #expect(response.header("connection") == "close")
+            #expect(response.text.contains("payload_too_large"))
+            #expect(closed)
+        }
+    }
+
+    @Test func chunkedOversizeBodyGets413() async throws {
+        try await withServer({ $0.maxBodyBytes = 1000 }) { server in
+            let port = server.port
+            let response = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try c.send("300\r\n" + String(repeating: "a", count: 0x300) + "\r\n")
+                try c.send("300\r\n" + String(repeating: "a", count: 0x300) + "\r\n")
+                return try c.readResponse()
+            }
+            #expect(response.status == 413)
+            #expect(response.text.contains("payload_too_large"))
+        }
+    }
+
+    @Test func oversizeHeaderBlockIsRefusedAndServerStaysHealthy() async throws {
+        try await withServer({ $0.maxHeaderBytes = 2048 }) { server in
+            let port = server.port
+            let (refusal, next) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try? c.send(
+                    RawConnection.request("GET", "/", headers: [("Cookie", String(repeating: "c", count: 8000))]))
+                let refusal = String(decoding: try c.readUntilClose(timeout: .seconds(5)), as: UTF8.self)
+                let d = try RawConnection(port: port)
+                try d.send(RawConnection.request("GET", "/healthy"))
+                return (refusal, try d.readResponse())
+            }
+            #expect(refusal.isEmpty || refusal.hasPrefix("HTTP/1.1 4"))
+            #expect(next.status == 200)
+        }
+    }
+
+    @Test func largeResponseBodyArrivesWhole() async throws {
+        try await withServer { server in
+            let port = server.port
+            let response = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/big?size=1000000"))
+                return try c.readResponse()
+            }
+            #expect(response.body.count == 1_000_000)
+            #expect(response.body == (0..<1_000_000).map { UInt8($0 % 251) })
+        }
+    }
+
+    @Test func noContentAndNotModifiedHaveNoBody() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (notModified, noContent, after) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/status/304") + RawConnection.request("GET", "/status/204"))
+                let notModified = try c.readResponse()
+                let noContent = try c.readResponse()
+                try c.send(RawConnection.request("GET", "/after"))  // the stream is still in sync
+                return (notModified, noContent, try c.readResponse())
+            }
+            #expect(notModified.status == 304)
+            #expect(notModified.header("etag") == "\"v1\"")
+            #expect(notModified.header("content-length") == nil)
+            #expect(noContent.status == 204)
+            #expect(try Echo(after.body).path == "/after")
+        }
+    }
+
+    @Test func unknownUpgradePathIsRefused() async throws {
+        try await withServer { server in
+            let port = server.port
+            let status = try await runBlocking {
+                let c = try RawConnection(port: port)
+                return (try? c.upgradeToWebSocket("/nope"))?.status
+            }
+            #expect(status != 101)
+        }
+    }
+
+    @Test func shutdownFinishesInFlightRequestRefusesNewOnesAndIsSafeTwice() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port
+        let slow = Task {
+            try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/slow"))
+                return try c.readResponse()
+            }
+        }
+        #expect(await eventually { server.liveSessionObjects == 1 })
+        await server.shutdown()
+        let response = try await slow.value
+        #expect(response.status == 200)
+        #expect(response.text == "slow")
+        await server.shutdown()
+        #expect(server.liveSessionObjects == 0)
+    }
+
+    @Test func newRequestsDuringShutdownGet503() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port
+        // An in-flight request keeps the server draining for a while.
+        let slow = Task {
+            try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/slow?ms=1500"))
+                return try c.readResponse().status
+            }
+        }
+        #expect(await eventually { server.liveSessionObjects == 1 })
+        let stopping = Task { await server.shutdown() }
+        let refusal = try await runBlocking { () -> RawHTTPResponse? in
+            let deadline = ContinuousClock.now + .seconds(3)
+            while ContinuousClock.now < deadline {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/new"))
+                let response = try c.readResponse()
+                if response.status == 503 { return response }
+            }
+            return nil
+        }
+        #expect(refusal?.header("connection") == "close")
+        #expect(refusal?.text.contains("shutting_down") == true)
+        #expect(try await slow.value == 200)
+        await stopping.value
+    }
+
+    @Test func startFailsWhenThePortIsTaken() async throws {
+        try await withServer { server in
+            var configuration = HTTPServerConfiguration()
+            configuration.port = server.port
+            let second = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+            #expect(throws: HTTPServerError.self) { try second.start() }
+            await second.shutdown()
+        }
+    }
+}

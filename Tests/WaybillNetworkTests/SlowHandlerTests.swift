@@ -1,0 +1,22 @@
+import Testing
+import WaybillTesting
+@testable import WaybillNetwork
+
+@Suite(.timeLimit(.minutes(1)))
+struct SlowHandlerTests {
+    /// lws's own request timeout must not cut off a responder that takes longer than it.
+    @Test func handlerSlowerThanTheLwsTimeoutStillAnswers() async throws {
+        try await withServer({ $0.lwsTimeoutSeconds = 1 }) { server in
+            let port = server.port
+            let (first, second) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/slow?ms=2200"))
+                let first = try c.readResponse()
+                try c.send(RawConnection.request("POST", "/slow?ms=1500", body: Array("x".utf8)))
+                return (first, try c.readResponse())
+            }
+            #expect(first.status == 200)
+            #expect(second.status == 200)
+        }
+    }
+}

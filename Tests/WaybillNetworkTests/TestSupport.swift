@@ -1,0 +1,81 @@
+import Foundation
+import Synchronization
+import WaybillNetwork
+
+/// Answers with a JSON description of the request; a few paths do something special.
+struct EchoResponder: HTTPResponder {
+    func respond(to request: HTTPRequest) async -> HTTPResponse {
+        switch request.path {
+        case "/status/204":
+            return HTTPResponse(status: 204, headers: HTTPHeaders([("ETag", "\"v1\"")]))
+        case "/status/304":
+            return HTTPResponse(status: 304, headers: HTTPHeaders([("ETag", "\"v1\"")]), body: Array("x".utf8))
+        case "/big":
+            let size = Int(request.queryValue("size") ?? "") ?? 1_000_000
+            return HTTPResponse(status: 200, body: (0..<size).map { UInt8($0 % 251) })
+        case "/slow":
+            let ms = Int(request.queryValue("ms") ?? "") ?? 300
+            try? await Task.sleep(for: .milliseconds(ms))
+            return HTTPResponse(status: 200, body: Array("slow".utf8))
+        default:
+            var headers: [String: String] = [:]
+            for (name, value) in request.headers { headers[name] = value }
+            let payload: [String: Any] = [
+                "method": request.method, "path": request.path,
+                "query": request.query.map { "\($0.name)=\($0.value)" },
+                "headers": headers, "body": String(decoding: request.body, as: UTF8.self),
+                "bodyCount": request.body.count, "remote": request.remoteAddress,
+            ]
+            let body = try! JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])
+            return HTTPResponse(
+                status: 200,
+                headers: HTTPHeaders([("Content-Type", "application/json"), ("Cache-Control", "no-store")]),
+                body: Array(body))
+        }
+    }
+}
+
+/// Decodes an `EchoResponder` body.
+struct Echo: Decodable {
+    var method: String
+    var path: String
+    var query: [String]
+    var headers: [String: String]
+    var body: String
+    var bodyCount: Int
+    var remote: String
+
+    init(_ bytes: [UInt8]) throws { self = try JSONDecoder().decode(Echo.self, from: Data(bytes)) }
+}
+
+/// Starts a server on a free port, runs `body`, and always shuts the server down.
+@discardableResult
+func withServer<T>(
+    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    delegate: (any WebSocketDelegate)? = nil,
+    _ body: (HTTPServer) async throws -> T
+) async throws -> T {
+    var configuration = HTTPServerConfiguration()
+    configuration.port = 0
+    configure(&configuration)
+    let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
+    try server.start()
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}

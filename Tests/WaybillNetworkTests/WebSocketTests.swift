@@ -1,0 +1,251 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import WaybillNetwork
+import WaybillTesting
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct WebSocketTests {
+    let loop: WebSocketClientLoop
+
+    init() throws { loop = try WebSocketClientLoop() }
+
+    @Test func echoThroughTheClientAndCleanClose() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let baseline = server.liveSessionObjects
+            let client = try await WebSocketClient.connect(
+                host: "localhost", port: server.port, path: "/ws/orders/?token=abc&since=5",
+                headers: [("Authorization", "Bearer t1")], on: loop)
+            client.send(text: "héllo")
+            #expect(await nextEvent(client) == .text("héllo"))
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(
+                delegate.events.first
+                    == .opened(socket, path: "/ws/orders/", query: ["token=abc", "since=5"], authorization: "Bearer t1"))
+            client.close(code: 1000, reason: "bye")
+            #expect(await nextEvent(client) == .closed(code: 1000, reason: "bye"))
+            #expect(await eventually { delegate.closeReport(for: socket) != nil })
+            #expect(delegate.closeReport(for: socket) == WebSocketClose(code: 1000, initiatedByServer: false))
+            #expect(await eventually { server.liveSessionObjects == baseline })
+        }
+        loop.shutdown()
+    }
+
+    @Test func serverCloseCodeReachesTheClient() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            client.send(text: "first")
+            client.send(text: "close:4001")
+            #expect(await nextEvent(client) == .text("first"))
+            #expect(await nextEvent(client) == .closed(code: 4001, reason: "closed by test"))
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket) != nil })
+            #expect(delegate.closeReport(for: socket) == WebSocketClose(code: 4001, initiatedByServer: true))
+        }
+        loop.shutdown()
+    }
+
+    @Test func oversizeMessageClosesWith1009() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.maxMessageBytes = 1000 }, delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders", on: loop)
+            client.send(text: String(repeating: "x", count: 5000))
+            #expect(await nextEvent(client, where: { if case .closed = $0 { true } else { false } }) == .closed(code: 1009, reason: "message too big"))
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket)?.code == 1009 })
+        }
+        loop.shutdown()
+    }
+
+    @Test func binaryMessagesAreDeliveredBothWays() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            let payload = (0..<60_000).map { UInt8($0 % 256) }  // under maxMessageBytes (64 KiB)
+            client.send(binary: payload)
+            let echoed = await nextEvent(client) == .binary(payload)
+            #expect(echoed)
+            let socket = try #require(delegate.openedSockets.first)
+            let received = delegate.events.contains(.binary(socket, payload))
+            #expect(received)
+        }
+        loop.shutdown()
+    }
+
+    @Test func fragmentedMessageIsReassembled() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let echo = try await runBlocking {
+                let c = try RawConnection(port: port)
+                #expect(try c.upgradeToWebSocket("/ws/orders/").status == 101)
+                try c.sendFrame(.text, Array("hel".utf8), fin: false)
+                try c.sendFrame(.continuation, Array("lo ".utf8), fin: false)
+                try c.sendFrame(.ping, [])  // control frames may sit between fragments
+                try c.sendFrame(.continuation, Array("world".utf8))
+                return try c.readDataOrCloseFrame()
+            }
+            #expect(echo.opcode == .text)
+            #expect(echo.text == "hello world")
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(delegate.events.contains(.text(socket, "hello world")))
+        }
+        loop.shutdown()
+    }
+
+    @Test func slowConsumerIsClosedWith4008() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.maxQueuedBytesPerSocket = 256 << 10 }, delegate: delegate) { server in
+            let port = server.port
+            let raw = try await runBlocking { () -> RawConnection in
+                let c = try RawConnection(port: port, receiveBufferSize: 4096)
+                _ = try c.upgradeToWebSocket("/ws/orders/")
+                return c
+            }
+            #expect(await eventually { !delegate.openedSockets.isEmpty })
+            let socket = try #require(delegate.openedSockets.first)
+            let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 32 << 10))
+            // Keep sending (the peer never reads) until the server gives up on the socket.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while delegate.closeReport(for: socket) == nil && ContinuousClock.now < deadline {
+                server.execute { io in
+                    for _ in 0..<32 { io.send(frame, to: socket) }
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let report = try #require(delegate.closeReport(for: socket))
+            #expect(report.wasSlowConsumer)
+            #expect(report.initiatedByServer)
+            #expect(report.code == 4008)
+            withExtendedLifetime(raw) {}
+        }
+        loop.shutdown()
+    }
+
+    @Test func halfOpenSocketIsDroppedAfterMissedPings() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.pingIntervalSeconds = 1 }, delegate: delegate) { server in
+            let port = server.port
+            let raw = try await runBlocking { () -> RawConnection in
+                let c = try RawConnection(port: port)
+                _ = try c.upgradeToWebSocket("/ws/orders/")
+                return c  // never reads, never answers pings
+            }
+            #expect(await eventually { !delegate.openedSockets.isEmpty })
+            let socket = try #require(delegate.openedSockets.first)
+            let start = ContinuousClock.now
+            #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
+            #expect(ContinuousClock.now - start < .seconds(6))
+            #expect(delegate.closeReport(for: socket)?.code == nil)
+            withExtendedLifetime(raw) {}
+        }
+        loop.shutdown()
+    }
+
+    @Test func shutdownClosesSocketsWith1001() async throws {
+        let delegate = RecordingDelegate()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
+        try server.start()
+        let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
+            for _ in 0..<3 {
+                group.addTask { [loop] in
+                    try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(await eventually { delegate.openedSockets.count == 3 })
+        await server.shutdown()
+        for client in clients {
+            #expect(await nextEvent(client) == .closed(code: 1001, reason: "server shutdown"))
+        }
+        for socket in delegate.openedSockets {
+            #expect(delegate.closeReport(for: socket) == WebSocketClose(code: 1001, initiatedByServer: true))
+        }
+        #expect(server.liveSessionObjects == 0)
+        loop.shutdown()
+    }
+
+    @Test func connectingToAClosedPortThrows() async throws {
+        let port = try await withServer { $0.port }  // a port that was free a moment ago
+        await #expect(throws: WebSocketClientError.self) {
+            _ = try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop)
+        }
+        loop.shutdown()
+    }
+
+    @Test func upgradeOnAnUnknownPathIsRefused() async throws {
+        try await withServer { server in
+            await #expect(throws: WebSocketClientError.self) {
+                _ = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/nope", on: loop)
+            }
+        }
+        loop.shutdown()
+    }
+
+    @Test func socketRejectedRightAfterOpeningSeesTheCode() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/?reject=4003", on: loop)
+            #expect(await nextEvent(client) == .closed(code: 4003, reason: "rejected"))
+        }
+        loop.shutdown()
+    }
+
+    @Test func invalidUTF8ClosesWith1007() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let frame = try await runBlocking {
+                let c = try RawConnection(port: port)
+                _ = try c.upgradeToWebSocket("/ws/orders/")
+                try c.sendFrame(.text, [0x68, 0xC3, 0x28, 0x69])  // "h", a broken 2-byte sequence, "i"
+                return try c.readDataOrCloseFrame()
+            }
+            #expect(frame.opcode == .close)
+            #expect(frame.closeCode == 1007)
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket) != nil })
+            #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
+        }
+        loop.shutdown()
+    }
+
+    /// Idle sockets stay small: resident memory growth per open socket (lws wsi, rx buffer, Swift
+    /// state; the raw client side is in this process too, so this overstates the server's share).
+    @Test func idleSocketsCostAFewKilobytes() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let count = 1000
+            let before = heapInUse()
+            let sockets = try await runBlocking { () -> [RawConnection] in
+                try (0..<count).map { _ in
+                    let c = try RawConnection(port: port)
+                    _ = try c.upgradeToWebSocket("/ws/orders/")
+                    return c
+                }
+            }
+            #expect(await eventually { delegate.openedSockets.count == count })
+            let perSocket = (heapInUse() - before) / count
+            print("memory per idle socket: \(perSocket) bytes (server and raw client together)")
+            #expect(perSocket < 8 << 10)
+            withExtendedLifetime(sockets) {}
+        }
+        loop.shutdown()
+    }
+}
+
+/// Resident memory of this process (Linux `/proc/self/statm`), in bytes.
+private func heapInUse() -> Int {
+    let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
+    let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
