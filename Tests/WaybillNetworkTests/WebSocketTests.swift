@@ -180,6 +180,28 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    @Test func handshakeThatNeverCompletesTimesOut() async throws {
+        let listener = try SilentListener()
+        let start = ContinuousClock.now
+        do {
+            _ = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: listener.port, path: "/ws/orders/", on: loop, timeout: .milliseconds(500))
+            Issue.record("connected to a silent listener")
+        } catch let error as WebSocketClientError {
+            #expect(error.code == .timedOut)
+        }
+        #expect(ContinuousClock.now - start < .seconds(3))
+        listener.close()
+        loop.shutdown()
+    }
+
+    @Test func unresolvableHostThrows() async throws {
+        await #expect(throws: WebSocketClientError.self) {
+            _ = try await WebSocketClient.connect(host: "no-such-host.invalid", port: 80, path: "/", on: loop)
+        }
+        loop.shutdown()
+    }
+
     @Test func upgradeOnAnUnknownPathIsRefused() async throws {
         try await withServer { server in
             await #expect(throws: WebSocketClientError.self) {
