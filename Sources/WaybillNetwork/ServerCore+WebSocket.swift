@@ -37,7 +37,10 @@ extension ServerCore {
 
     /// A chunk of a message: reassemble, enforce `maxMessageBytes`, deliver complete messages.
     func webSocketReceived(
-        _ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         guard let connection = slotObject(user) as? WebSocketConnection, !connection.isFinished else { return 0 }
         if !connection.isInMessage {

@@ -87,8 +87,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
 
     /// Dispatches one lws callback. Reasons never leave this module.
     func handle(
-        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-        _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ reason: lws_callback_reasons,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -155,8 +158,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
 
 /// The lws callback: a trampoline to the `ServerCore` stored as the context's user pointer.
 func serverCallback(
-    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-    _ input: UnsafeMutableRawPointer?, _ length: Int
+    _ wsi: OpaquePointer?,
+    _ reason: lws_callback_reasons,
+    _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?,
+    _ length: Int
 ) -> Int32 {
     guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
     return Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)

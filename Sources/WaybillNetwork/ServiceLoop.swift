@@ -79,7 +79,10 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
     private func finish(leftovers: Bool) {
         let (work, waiters) = shared.withLock { s -> ([Work], [CheckedContinuation<Void, Never>]) in
             s.hasEnded = true
-            defer { s.inbox = []; s.endWaiters = [] }
+            defer {
+                s.inbox = []
+                s.endWaiters = []
+            }
             return (s.inbox, s.endWaiters)
         }
         for item in work { item() }

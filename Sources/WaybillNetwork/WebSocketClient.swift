@@ -32,14 +32,23 @@ public final class WebSocketClient: Sendable {
     /// - Throws: `WebSocketClientError` when the connection fails, the server refuses the
     ///   handshake, or `timeout` passes first.
     public static func connect(
-        host: String, port: Int, path: String, headers: [(String, String)] = [],
-        on loop: WebSocketClientLoop, timeout: Duration = .seconds(5)
+        host: String,
+        port: Int,
+        path: String,
+        headers: [(String, String)] = [],
+        on loop: WebSocketClientLoop,
+        timeout: Duration = .seconds(5)
     ) async throws -> WebSocketClient {
         let address = try await HostResolver.resolve(host)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
         let connection = ClientConnection(
-            address: address, port: port, path: path.isEmpty ? "/" : path, hostHeader: host, headers: headers,
-            events: continuation)
+            address: address,
+            port: port,
+            path: path.isEmpty ? "/" : path,
+            hostHeader: host,
+            headers: headers,
+            events: continuation
+        )
         let core = loop.core
         let timer = Task {
             try await Task.sleep(for: timeout)

@@ -1,12 +1,13 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP port on 127.0.0.1 that completes connections (the kernel's backlog) but never reads or
 /// answers: for testing connect and handshake timeouts.
-public final class SilentListener: @unchecked Sendable {  // safe: `fd` only changes in `close`, called once by the owner
+// @unchecked: `fd` only changes in `close`, called by the one owner.
+public final class SilentListener: @unchecked Sendable {
     private var fd: Int32
     /// The port it listens on.
     public let port: Int

@@ -14,11 +14,14 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request(
-                        "GET", "/api/orders/?status=new&q=a%20b&token=s3cret",
+                        "GET",
+                        "/api/orders/?status=new&q=a%20b&token=s3cret",
                         headers: [
                             ("Authorization", "Bearer abc"), ("Idempotency-Key", "k-1"), ("X-Request-ID", "r-9"),
                             ("If-None-Match", "\"e1\""), ("Accept", "application/json"), ("Cookie", "a=b"),
-                        ]))
+                        ]
+                    )
+                )
                 return try c.readResponse()
             }
             #expect(response.status == 200)
@@ -46,7 +49,12 @@ struct HTTPServerTests {
                 let json = Array(#"{"pickup":"A","dropoff":"B"}"#.utf8)
                 try c.send(
                     RawConnection.request(
-                        "POST", "/api/orders/", headers: [("Content-Type", "application/json")], body: json))
+                        "POST",
+                        "/api/orders/",
+                        headers: [("Content-Type", "application/json")],
+                        body: json
+                    )
+                )
                 let first = try c.readResponse()
                 try c.send(RawConnection.request("PATCH", "/x", body: Array("hi".utf8)))
                 return (first, try c.readResponse())
@@ -109,7 +117,8 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request("GET", "/one") + RawConnection.request("GET", "/two?x=2")
-                        + RawConnection.request("GET", "/three"))
+                        + RawConnection.request("GET", "/three")
+                )
                 return try c.readResponses(3)
             }
             #expect(try responses.map { try Echo($0.body).path } == ["/one", "/two", "/three"])
@@ -127,7 +136,8 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request("GET", "/one") + RawConnection.request("POST", "/two", body: Array("2".utf8))
-                        + RawConnection.request("GET", "/three"))
+                        + RawConnection.request("GET", "/three")
+                )
                 let first = try c.readResponse()
                 let second = try? c.readResponse()
                 let d = try RawConnection(port: port)
@@ -148,7 +158,9 @@ struct HTTPServerTests {
             let port = server.port
             let responses = try await runBlocking {
                 let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("POST", "/two", body: Array("2".utf8)) + RawConnection.request("GET", "/x"))
+                try c.send(
+                    RawConnection.request("POST", "/two", body: Array("2".utf8)) + RawConnection.request("GET", "/x")
+                )
                 return try c.readResponses(2)
             }
             #expect(try responses.map { try Echo($0.body).path } == ["/two", "/x"])
@@ -275,7 +287,8 @@ struct HTTPServerTests {
             let (refusal, next) = try await runBlocking {
                 let c = try RawConnection(port: port)
                 try? c.send(
-                    RawConnection.request("GET", "/", headers: [("Cookie", String(repeating: "c", count: 8000))]))
+                    RawConnection.request("GET", "/", headers: [("Cookie", String(repeating: "c", count: 8000))])
+                )
                 let refusal = String(decoding: try c.readUntilClose(timeout: .seconds(5)), as: UTF8.self)
                 let d = try RawConnection(port: port)
                 try d.send(RawConnection.request("GET", "/healthy"))
