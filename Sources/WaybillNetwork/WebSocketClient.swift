@@ -22,6 +22,13 @@ public final class WebSocketClient: Sendable {
         self.events = events
     }
 
+    /// A client dropped while open says goodbye with 1001 (its `events` then end).
+    deinit {
+        let core = loop.core
+        let connection = self.connection
+        core.loop.post { core.close(connection, code: 1001, reason: "going away") }
+    }
+
     /// Opens a WebSocket to `host:port` and finishes the handshake.
     ///
     /// Host names are resolved off the loop's thread (lws would block it); "localhost" means

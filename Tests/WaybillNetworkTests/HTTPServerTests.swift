@@ -331,6 +331,22 @@ struct HTTPServerTests {
         }
     }
 
+    @Test func headGetsHeadersWithoutBody() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (head, after) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("HEAD", "/big?size=100"))
+                let head = try c.readResponse(forHEAD: true)
+                try c.send(RawConnection.request("GET", "/after"))
+                return (head, try c.readResponse())
+            }
+            #expect(head.status == 200)
+            #expect(head.header("content-length") == "100")
+            #expect(try Echo(after.body).path == "/after")
+        }
+    }
+
     @Test func unknownUpgradePathIsRefused() async throws {
         try await withServer { server in
             let port = server.port

@@ -214,6 +214,24 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    @Test func droppedClientClosesWith1001() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            var client: WebSocketClient? = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders/",
+                on: loop
+            )
+            #expect(client != nil)
+            client = nil
+            #expect(await eventually { delegate.events.contains { if case .closed = $0 { true } else { false } } })
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(delegate.closeReport(for: socket) == WebSocketClose(code: 1001, initiatedByServer: false))
+        }
+        loop.shutdown()
+    }
+
     @Test func handshakeThatNeverCompletesTimesOut() async throws {
         let listener = try SilentListener()
         let start = ContinuousClock.now
