@@ -331,6 +331,29 @@ struct HTTPServerTests {
         }
     }
 
+    @Test(arguments: [
+        "GARBAGE\r\n\r\n",
+        "GET\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET / HTTP/1.1\r\nNo-Colon-Header\r\n\r\n",
+        "\u{0}\u{1}\u{2}\u{FF}binary noise\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello",
+    ])
+    func malformedRequestsDoNotHurtTheServer(raw: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let healthy = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try? c.send(raw)
+                _ = try? c.readUntilClose(timeout: .seconds(3))  // an error answer or a close
+                let d = try RawConnection(port: port)
+                try d.send(RawConnection.request("GET", "/healthy"))
+                return try d.readResponse().status
+            }
+            #expect(healthy == 200)
+        }
+    }
+
     @Test func headGetsHeadersWithoutBody() async throws {
         try await withServer { server in
             let port = server.port

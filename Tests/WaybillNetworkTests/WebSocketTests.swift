@@ -232,6 +232,36 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    /// One `OutboundFrame` (one allocation) sent to many sockets through `execute`, as the hub does.
+    @Test func sharedFrameFansOutToEverySocket() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
+                for _ in 0..<50 {
+                    group.addTask { [loop] in
+                        try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(await eventually { delegate.openedSockets.count == 50 })
+            let sockets = delegate.openedSockets
+            let frame = OutboundFrame(text: #"{"type":"order_created","event_id":7}"#)
+            for _ in 0..<3 {
+                server.execute { io in
+                    for socket in sockets { #expect(io.send(frame, to: socket)) }
+                }
+            }
+            for client in clients {
+                for _ in 0..<3 {
+                    #expect(await nextEvent(client) == .text(#"{"type":"order_created","event_id":7}"#))
+                }
+            }
+        }
+        loop.shutdown()
+    }
+
     @Test func handshakeThatNeverCompletesTimesOut() async throws {
         let listener = try SilentListener()
         let start = ContinuousClock.now
