@@ -33,7 +33,12 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         self.configuration = configuration
         self.responder = responder
         self.delegate = delegate
-        iface = configuration.host == "0.0.0.0" || configuration.host.isEmpty ? nil : strdup(configuration.host)
+        // lws takes an interface name or address literal: nil binds all; "localhost" is not a name it knows.
+        switch configuration.host {
+        case "", "0.0.0.0", "*": iface = nil
+        case "localhost": iface = strdup("127.0.0.1")
+        default: iface = strdup(configuration.host)
+        }
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)  // [1] stays the all-zero terminator
         protocols[0].name = UnsafePointer(protocolName)

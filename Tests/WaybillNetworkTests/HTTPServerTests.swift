@@ -435,6 +435,19 @@ struct HTTPServerTests {
         await stopping.value
     }
 
+    @Test(arguments: ["localhost", "0.0.0.0"])
+    func bindsByNameOrToEveryInterface(host: String) async throws {
+        try await withServer({ $0.host = host }) { server in
+            let port = server.port
+            let status = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/"))
+                return try c.readResponse().status
+            }
+            #expect(status == 200)
+        }
+    }
+
     @Test func startFailsWhenThePortIsTaken() async throws {
         try await withServer { server in
             var configuration = HTTPServerConfiguration()
