@@ -60,6 +60,7 @@ public final class HTTPServer: Sendable {
         LwsLog.install()
         signal(SIGPIPE, SIG_IGN)  // a peer that goes away mid-write must not kill the process
         let core = self.core
+        guard !core.loop.hasStarted else { throw HTTPServerError(description: "the server was already started") }
         core.loop.shouldStop = { core.isDrained }
         core.loop.willDestroy = { core.cancelDrainCheck() }
         do {
