@@ -40,7 +40,7 @@ struct ChunkedBodyDecoder {
             switch state {
             case .done: return .complete
             case .failed: return .malformed
-            case let .size(value, digits):
+            case .size(let value, let digits):
                 if let digit = Self.hexValue(byte) {
                     guard digits < 15 else { return fail() }
                     state = .size(value: value * 16 + digit, digits: digits + 1)
@@ -52,19 +52,22 @@ struct ChunkedBodyDecoder {
                     return fail()
                 }
                 i += 1
-            case let .sizeExtension(value):
+            case .sizeExtension(let value):
                 if byte == UInt8(ascii: "\r") { state = .sizeLF(value: value) }
                 i += 1
-            case let .sizeLF(value):
+            case .sizeLF(let value):
                 guard byte == UInt8(ascii: "\n") else { return fail() }
                 if value == 0 {
                     state = .trailerLineStart
                 } else {
-                    guard body.count + value <= limit else { state = .failed; return .tooLarge }
+                    guard body.count + value <= limit else {
+                        state = .failed
+                        return .tooLarge
+                    }
                     state = .data(remaining: value)
                 }
                 i += 1
-            case let .data(remaining):
+            case .data(let remaining):
                 let n = min(remaining, bytes.count - i)
                 body.append(contentsOf: bytes[i..<i + n])
                 i += n
@@ -83,7 +86,7 @@ struct ChunkedBodyDecoder {
             case .trailerLine:
                 if byte == UInt8(ascii: "\r") { state = .trailerLF(isEmptyLine: false) }
                 i += 1
-            case let .trailerLF(isEmptyLine):
+            case .trailerLF(let isEmptyLine):
                 guard byte == UInt8(ascii: "\n") else { return fail() }
                 state = isEmptyLine ? .done : .trailerLineStart
                 i += 1

@@ -34,7 +34,11 @@ final class ClientConnection: @unchecked Sendable {  // safe: mutable state only
     var closeReason = ""
 
     init(
-        address: String, port: Int, path: String, hostHeader: String, headers: [(String, String)],
+        address: String,
+        port: Int,
+        path: String,
+        hostHeader: String,
+        headers: [(String, String)],
         events: AsyncStream<WebSocketClientEvent>.Continuation
     ) {
         self.address = address

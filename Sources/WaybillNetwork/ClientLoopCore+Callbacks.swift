@@ -3,7 +3,10 @@ import CWebSockets
 /// The client loop's lws callback: handshake headers, receive, the write loop, and the end.
 extension ClientLoopCore {
     func handle(
-        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ reason: lws_callback_reasons,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
             loop.drainInbox()
@@ -49,7 +52,10 @@ extension ClientLoopCore {
     }
 
     private func appendHeaders(
-        _ connection: ClientConnection, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ connection: ClientConnection,
+        _ wsi: OpaquePointer,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         guard let input else { return 0 }
         let p = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
@@ -67,7 +73,10 @@ extension ClientLoopCore {
     }
 
     private func received(
-        _ connection: ClientConnection, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ connection: ClientConnection,
+        _ wsi: OpaquePointer,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) {
         if !connection.isInMessage {
             connection.isInMessage = true
@@ -81,7 +90,8 @@ extension ClientLoopCore {
         connection.message = []
         connection.isInMessage = false
         connection.events.yield(
-            connection.messageIsBinary ? .binary(message) : .text(String(decoding: message, as: UTF8.self)))
+            connection.messageIsBinary ? .binary(message) : .text(String(decoding: message, as: UTF8.self))
+        )
     }
 
     private func writeable(_ connection: ClientConnection, _ wsi: OpaquePointer) -> Int32 {
@@ -111,8 +121,11 @@ extension ClientLoopCore {
 
 /// The client context's lws callback: a trampoline to its `ClientLoopCore`.
 func clientCallback(
-    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-    _ input: UnsafeMutableRawPointer?, _ length: Int
+    _ wsi: OpaquePointer?,
+    _ reason: lws_callback_reasons,
+    _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?,
+    _ length: Int
 ) -> Int32 {
     guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
     return Unmanaged<ClientLoopCore>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, input, length)

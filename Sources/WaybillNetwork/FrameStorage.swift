@@ -5,7 +5,8 @@ import CWebSockets
 /// lws writes the WebSocket frame header into the headroom on every `lws_write`. Many sockets share
 /// one storage, and that scribbling is safe because every write happens on the one service thread,
 /// one after another, and only touches the headroom, never the payload.
-final class FrameStorage: @unchecked Sendable {  // safe: payload immutable after init; headroom written only on the service thread
+// @unchecked: the payload is immutable after init; the headroom is written only on the service thread.
+final class FrameStorage: @unchecked Sendable {
     /// Start of the allocation (headroom first).
     private let base: UnsafeMutableRawPointer
     /// Payload length in bytes.

@@ -4,7 +4,7 @@ import Synchronization
 
 /// Limits and timings of the server. Every field has a working default.
 public struct HTTPServerConfiguration: Sendable {
-    /// Interface to bind; "127.0.0.1" by default. "0.0.0.0" for all interfaces.
+    /// Interface to bind: an address literal or "localhost"; "127.0.0.1" by default, "0.0.0.0" for all.
     public var host = "127.0.0.1"
     /// TCP port; 0 picks a free one (tests), read it back from `HTTPServer.port`.
     public var port = 8080
@@ -60,6 +60,7 @@ public final class HTTPServer: Sendable {
         LwsLog.install()
         signal(SIGPIPE, SIG_IGN)  // a peer that goes away mid-write must not kill the process
         let core = self.core
+        guard !core.loop.hasStarted else { throw HTTPServerError(description: "the server was already started") }
         core.loop.shouldStop = { core.isDrained }
         core.loop.willDestroy = { core.cancelDrainCheck() }
         do {

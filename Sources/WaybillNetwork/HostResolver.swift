@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Turns a host name into an address literal before lws sees it: lws resolves with blocking
@@ -29,7 +29,9 @@ enum HostResolver {
                 }
                 if ok {
                     let end = buffer.firstIndex(of: 0) ?? buffer.count
-                    continuation.resume(returning: String(decoding: buffer[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                    continuation.resume(
+                        returning: String(decoding: buffer[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    )
                 } else {
                     continuation.resume(throwing: WebSocketClientError(.connectFailed, "cannot resolve \(host)"))
                 }

@@ -40,8 +40,13 @@ enum LwsRequestReader {
             }
         }
         return HTTPRequest(
-            method: method, path: path, query: query(wsi), headers: headers(wsi), body: [],
-            remoteAddress: remoteAddress(wsi))
+            method: method,
+            path: path,
+            query: query(wsi),
+            headers: headers(wsi),
+            body: [],
+            remoteAddress: remoteAddress(wsi)
+        )
     }
 
     /// The path of an upgrade request (`WSI_TOKEN_GET_URI`), without the query.

@@ -14,7 +14,9 @@ extension ServerCore {
 
         if isShuttingDown {
             session.respond(
-                .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."), close: true)
+                .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."),
+                close: true
+            )
             return 0
         }
         let headers = request.headers
@@ -27,13 +29,17 @@ extension ServerCore {
         let lwsExpectsBody = (length ?? 0) > 0 || (lengthText == nil && Self.bodyMethods.contains(request.method))
 
         if lengthText != nil && (length == nil || length! < 0 || isChunked) {
-            session.respond(.jsonError(status: 400, code: "bad_request", message: "Invalid Content-Length."), close: true)
+            session.respond(
+                .jsonError(status: 400, code: "bad_request", message: "Invalid Content-Length."),
+                close: true
+            )
         } else if isChunked {
             guard Self.bodyMethods.contains(request.method) else {
                 // lws would parse the chunks as the next request: refuse and close.
                 session.respond(
                     .jsonError(status: 411, code: "length_required", message: "Chunked body not allowed here."),
-                    close: true)
+                    close: true
+                )
                 return 0
             }
             session.chunked = ChunkedBodyDecoder(limit: configuration.maxBodyBytes)
@@ -62,7 +68,10 @@ extension ServerCore {
 
     /// `LWS_CALLBACK_HTTP_BODY`: the next raw piece of the body.
     func httpBodyReceived(
-        _ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         guard let session = slotObject(user) as? HTTPSession, session.state == .readingBody else { return 0 }
         let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
@@ -80,7 +89,9 @@ extension ServerCore {
             case .malformed:
                 session.chunked = nil
                 session.respond(
-                    .jsonError(status: 400, code: "bad_request", message: "Malformed chunked body."), close: true)
+                    .jsonError(status: 400, code: "bad_request", message: "Malformed chunked body."),
+                    close: true
+                )
             }
             return 0
         }
@@ -103,8 +114,12 @@ extension ServerCore {
                 session.request.body = []
                 session.respond(
                     .jsonError(
-                        status: 400, code: "pipelining_not_supported",
-                        message: "Send requests with a body on their own, not pipelined."), close: true)
+                        status: 400,
+                        code: "pipelining_not_supported",
+                        message: "Send requests with a body on their own, not pipelined."
+                    ),
+                    close: true
+                )
             } else {
                 dispatch(session)
             }

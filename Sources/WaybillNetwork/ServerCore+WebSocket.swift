@@ -37,9 +37,13 @@ extension ServerCore {
 
     /// A chunk of a message: reassemble, enforce `maxMessageBytes`, deliver complete messages.
     func webSocketReceived(
-        _ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
-        guard let connection = slotObject(user) as? WebSocketConnection, !connection.isFinished else { return 0 }
+        // Once the server has decided to close, the peer's further messages are not delivered.
+        guard let connection = slotObject(user) as? WebSocketConnection, connection.isOpen else { return 0 }
         if !connection.isInMessage {
             connection.isInMessage = true
             connection.messageIsBinary = lws_frame_is_binary(wsi) != 0

@@ -33,7 +33,12 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         self.configuration = configuration
         self.responder = responder
         self.delegate = delegate
-        iface = configuration.host == "0.0.0.0" || configuration.host.isEmpty ? nil : strdup(configuration.host)
+        // lws takes an interface name or address literal: nil binds all; "localhost" is not a name it knows.
+        switch configuration.host {
+        case "", "0.0.0.0", "*": iface = nil
+        case "localhost": iface = strdup("127.0.0.1")
+        default: iface = strdup(configuration.host)
+        }
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)  // [1] stays the all-zero terminator
         protocols[0].name = UnsafePointer(protocolName)
@@ -87,8 +92,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
 
     /// Dispatches one lws callback. Reasons never leave this module.
     func handle(
-        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-        _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ wsi: OpaquePointer,
+        _ reason: lws_callback_reasons,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -155,8 +163,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
 
 /// The lws callback: a trampoline to the `ServerCore` stored as the context's user pointer.
 func serverCallback(
-    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-    _ input: UnsafeMutableRawPointer?, _ length: Int
+    _ wsi: OpaquePointer?,
+    _ reason: lws_callback_reasons,
+    _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?,
+    _ length: Int
 ) -> Int32 {
     guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
     return Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)

@@ -46,7 +46,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
         running.enter()
         let thread = Thread { [self] in
             guard let ctx = makeContext() else {
-                finish(leftovers: true)
+                finish()
                 started.signal()
                 return
             }
@@ -72,14 +72,17 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
         shared.withLock { $0.contextBits = 0 }  // nobody may cancel a context being destroyed
         lws_context_destroy(ctx)
         context = nil
-        finish(leftovers: true)
+        finish()
     }
 
     /// Marks the loop ended, runs work posted too late (it sees `context == nil`), wakes waiters.
-    private func finish(leftovers: Bool) {
+    private func finish() {
         let (work, waiters) = shared.withLock { s -> ([Work], [CheckedContinuation<Void, Never>]) in
             s.hasEnded = true
-            defer { s.inbox = []; s.endWaiters = [] }
+            defer {
+                s.inbox = []
+                s.endWaiters = []
+            }
             return (s.inbox, s.endWaiters)
         }
         for item in work { item() }

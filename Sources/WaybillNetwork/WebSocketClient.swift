@@ -22,6 +22,13 @@ public final class WebSocketClient: Sendable {
         self.events = events
     }
 
+    /// A client dropped while open says goodbye with 1001 (its `events` then end).
+    deinit {
+        let core = loop.core
+        let connection = self.connection
+        core.loop.post { core.close(connection, code: 1001, reason: "going away") }
+    }
+
     /// Opens a WebSocket to `host:port` and finishes the handshake.
     ///
     /// Host names are resolved off the loop's thread (lws would block it); "localhost" means
@@ -32,14 +39,23 @@ public final class WebSocketClient: Sendable {
     /// - Throws: `WebSocketClientError` when the connection fails, the server refuses the
     ///   handshake, or `timeout` passes first.
     public static func connect(
-        host: String, port: Int, path: String, headers: [(String, String)] = [],
-        on loop: WebSocketClientLoop, timeout: Duration = .seconds(5)
+        host: String,
+        port: Int,
+        path: String,
+        headers: [(String, String)] = [],
+        on loop: WebSocketClientLoop,
+        timeout: Duration = .seconds(5)
     ) async throws -> WebSocketClient {
         let address = try await HostResolver.resolve(host)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
         let connection = ClientConnection(
-            address: address, port: port, path: path.isEmpty ? "/" : path, hostHeader: host, headers: headers,
-            events: continuation)
+            address: address,
+            port: port,
+            path: path.isEmpty ? "/" : path,
+            hostHeader: host,
+            headers: headers,
+            events: continuation
+        )
         let core = loop.core
         let timer = Task {
             try await Task.sleep(for: timeout)

@@ -59,8 +59,10 @@ extension RawConnection {
         var payload = try readBytes(length)
         if let mask { payload = payload.enumerated().map { $0.element ^ mask[$0.offset % 4] } }
         return RawWebSocketFrame(
-            fin: head[0] & 0x80 != 0, opcode: RawWebSocketFrame.Opcode(rawValue: head[0] & 0x0F) ?? .unknown,
-            payload: payload)
+            fin: head[0] & 0x80 != 0,
+            opcode: RawWebSocketFrame.Opcode(rawValue: head[0] & 0x0F) ?? .unknown,
+            payload: payload
+        )
     }
 
     /// Reads frames until a data or close frame, skipping pings (which it does not answer).
@@ -76,7 +78,13 @@ extension RawConnection {
 public struct RawWebSocketFrame: Sendable, Equatable {
     /// RFC 6455 opcodes.
     public enum Opcode: UInt8, Sendable {
-        case continuation = 0, text = 1, binary = 2, close = 8, ping = 9, pong = 10, unknown = 15
+        case continuation = 0
+        case text = 1
+        case binary = 2
+        case close = 8
+        case ping = 9
+        case pong = 10
+        case unknown = 15
     }
 
     /// Whether this is the last fragment of its message.

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A blocking TCP client for tests: send raw bytes, read HTTP/1.1 responses and WebSocket frames.
@@ -14,7 +14,8 @@ import Glibc
 /// let r = try c.readResponse()          // r.status == 200
 /// ```
 /// WebSocket helpers live in `RawConnection+WebSocket.swift`.
-public final class RawConnection: @unchecked Sendable {  // safe to hand between threads (runBlocking); never used by two at once
+// @unchecked: safe to hand between threads (runBlocking), never used by two at once.
+public final class RawConnection: @unchecked Sendable {
     private var fd: Int32
     /// Bytes read from the socket but not consumed yet.
     private var buffer: [UInt8] = []
@@ -28,7 +29,10 @@ public final class RawConnection: @unchecked Sendable {  // safe to hand between
     ///     tests quick).
     /// - Throws: `RawConnectionError.connectFailed` if the connection fails.
     public init(
-        host: String = "127.0.0.1", port: Int, timeout: Duration = .seconds(5), receiveBufferSize: Int? = nil
+        host: String = "127.0.0.1",
+        port: Int,
+        timeout: Duration = .seconds(5),
+        receiveBufferSize: Int? = nil
     ) throws {
         self.timeout = timeout
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -89,7 +93,10 @@ public final class RawConnection: @unchecked Sendable {  // safe to hand between
     /// Builds request bytes: request line, `Host`, `headers`, `Content-Length` when `body` is not
     /// nil, a blank line, then the body.
     public static func request(
-        _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+        _ method: String,
+        _ target: String,
+        headers: [(String, String)] = [],
+        body: [UInt8]? = nil
     ) -> [UInt8] {
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -107,7 +114,10 @@ public final class RawConnection: @unchecked Sendable {  // safe to hand between
             let left = deadline - .now
             guard left > .zero else { throw RawConnectionError.timeout }
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ms = min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000)
+            let ms = min(
+                left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1,
+                60_000
+            )
             let ready = poll(&poller, 1, Int32(ms))
             if ready <= 0 { continue }  // EINTR or nothing yet: the loop re-checks the deadline
             var chunk = [UInt8](repeating: 0, count: 64 << 10)

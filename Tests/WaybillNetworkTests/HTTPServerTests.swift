@@ -14,11 +14,14 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request(
-                        "GET", "/api/orders/?status=new&q=a%20b&token=s3cret",
+                        "GET",
+                        "/api/orders/?status=new&q=a%20b&token=s3cret&plus=x+y&amp=%26%3D",
                         headers: [
                             ("Authorization", "Bearer abc"), ("Idempotency-Key", "k-1"), ("X-Request-ID", "r-9"),
                             ("If-None-Match", "\"e1\""), ("Accept", "application/json"), ("Cookie", "a=b"),
-                        ]))
+                        ]
+                    )
+                )
                 return try c.readResponse()
             }
             #expect(response.status == 200)
@@ -27,7 +30,7 @@ struct HTTPServerTests {
             let echo = try Echo(response.body)
             #expect(echo.method == "GET")
             #expect(echo.path == "/api/orders/")
-            #expect(echo.query == ["status=new", "q=a b", "token=s3cret"])
+            #expect(echo.query == ["status=new", "q=a b", "token=s3cret", "plus=x y", "amp=&="])
             #expect(echo.headers["authorization"] == "Bearer abc")
             #expect(echo.headers["idempotency-key"] == "k-1")
             #expect(echo.headers["x-request-id"] == "r-9")
@@ -46,7 +49,12 @@ struct HTTPServerTests {
                 let json = Array(#"{"pickup":"A","dropoff":"B"}"#.utf8)
                 try c.send(
                     RawConnection.request(
-                        "POST", "/api/orders/", headers: [("Content-Type", "application/json")], body: json))
+                        "POST",
+                        "/api/orders/",
+                        headers: [("Content-Type", "application/json")],
+                        body: json
+                    )
+                )
                 let first = try c.readResponse()
                 try c.send(RawConnection.request("PATCH", "/x", body: Array("hi".utf8)))
                 return (first, try c.readResponse())
@@ -109,7 +117,8 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request("GET", "/one") + RawConnection.request("GET", "/two?x=2")
-                        + RawConnection.request("GET", "/three"))
+                        + RawConnection.request("GET", "/three")
+                )
                 return try c.readResponses(3)
             }
             #expect(try responses.map { try Echo($0.body).path } == ["/one", "/two", "/three"])
@@ -127,7 +136,8 @@ struct HTTPServerTests {
                 let c = try RawConnection(port: port)
                 try c.send(
                     RawConnection.request("GET", "/one") + RawConnection.request("POST", "/two", body: Array("2".utf8))
-                        + RawConnection.request("GET", "/three"))
+                        + RawConnection.request("GET", "/three")
+                )
                 let first = try c.readResponse()
                 let second = try? c.readResponse()
                 let d = try RawConnection(port: port)
@@ -148,7 +158,9 @@ struct HTTPServerTests {
             let port = server.port
             let responses = try await runBlocking {
                 let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("POST", "/two", body: Array("2".utf8)) + RawConnection.request("GET", "/x"))
+                try c.send(
+                    RawConnection.request("POST", "/two", body: Array("2".utf8)) + RawConnection.request("GET", "/x")
+                )
                 return try c.readResponses(2)
             }
             #expect(try responses.map { try Echo($0.body).path } == ["/two", "/x"])
@@ -275,7 +287,8 @@ struct HTTPServerTests {
             let (refusal, next) = try await runBlocking {
                 let c = try RawConnection(port: port)
                 try? c.send(
-                    RawConnection.request("GET", "/", headers: [("Cookie", String(repeating: "c", count: 8000))]))
+                    RawConnection.request("GET", "/", headers: [("Cookie", String(repeating: "c", count: 8000))])
+                )
                 let refusal = String(decoding: try c.readUntilClose(timeout: .seconds(5)), as: UTF8.self)
                 let d = try RawConnection(port: port)
                 try d.send(RawConnection.request("GET", "/healthy"))
@@ -314,6 +327,45 @@ struct HTTPServerTests {
             #expect(notModified.header("etag") == "\"v1\"")
             #expect(notModified.header("content-length") == nil)
             #expect(noContent.status == 204)
+            #expect(try Echo(after.body).path == "/after")
+        }
+    }
+
+    @Test(arguments: [
+        "GARBAGE\r\n\r\n",
+        "GET\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET / HTTP/1.1\r\nNo-Colon-Header\r\n\r\n",
+        "\u{0}\u{1}\u{2}\u{FF}binary noise\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello",
+    ])
+    func malformedRequestsDoNotHurtTheServer(raw: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let healthy = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try? c.send(raw)
+                _ = try? c.readUntilClose(timeout: .seconds(3))  // an error answer or a close
+                let d = try RawConnection(port: port)
+                try d.send(RawConnection.request("GET", "/healthy"))
+                return try d.readResponse().status
+            }
+            #expect(healthy == 200)
+        }
+    }
+
+    @Test func headGetsHeadersWithoutBody() async throws {
+        try await withServer { server in
+            let port = server.port
+            let (head, after) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("HEAD", "/big?size=100"))
+                let head = try c.readResponse(forHEAD: true)
+                try c.send(RawConnection.request("GET", "/after"))
+                return (head, try c.readResponse())
+            }
+            #expect(head.status == 200)
+            #expect(head.header("content-length") == "100")
             #expect(try Echo(after.body).path == "/after")
         }
     }
@@ -381,6 +433,19 @@ struct HTTPServerTests {
         #expect(refusal?.text.contains("shutting_down") == true)
         #expect(try await slow.value == 200)
         await stopping.value
+    }
+
+    @Test(arguments: ["localhost", "0.0.0.0"])
+    func bindsByNameOrToEveryInterface(host: String) async throws {
+        try await withServer({ $0.host = host }) { server in
+            let port = server.port
+            let status = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/"))
+                return try c.readResponse().status
+            }
+            #expect(status == 200)
+        }
     }
 
     @Test func startFailsWhenThePortIsTaken() async throws {

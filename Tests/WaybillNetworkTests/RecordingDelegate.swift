@@ -18,17 +18,19 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
     var events: [Event] { log.withLock { $0 } }
 
     var openedSockets: [SocketID] {
-        events.compactMap { if case let .opened(id, _, _, _) = $0 { id } else { nil } }
+        events.compactMap { if case .opened(let id, _, _, _) = $0 { id } else { nil } }
     }
 
     func closeReport(for socket: SocketID) -> WebSocketClose? {
-        events.lazy.compactMap { if case let .closed(id, close) = $0, id == socket { close } else { nil } }.first
+        events.lazy.compactMap { if case .closed(let id, let close) = $0, id == socket { close } else { nil } }.first
     }
 
     func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let query = request.query.map { "\($0.name)=\($0.value)" }
         log.withLock {
-            $0.append(.opened(socket, path: request.path, query: query, authorization: request.headers["authorization"]))
+            $0.append(
+                .opened(socket, path: request.path, query: query, authorization: request.headers["authorization"])
+            )
         }
         // Authentication happens after the handshake: `?reject=<code>` plays a refused token.
         if let code = request.queryValue("reject").flatMap({ Int($0) }) {
@@ -57,7 +59,8 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
 
 /// Reads events until one matches, or nil when the stream ends or `timeout` passes.
 func nextEvent(
-    _ client: WebSocketClient, timeout: Duration = .seconds(5),
+    _ client: WebSocketClient,
+    timeout: Duration = .seconds(5),
     where matches: @escaping @Sendable (WebSocketClientEvent) -> Bool = { _ in true }
 ) async -> WebSocketClientEvent? {
     await withTaskGroup(of: WebSocketClientEvent?.self) { group in

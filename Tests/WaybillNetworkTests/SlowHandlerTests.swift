@@ -1,5 +1,6 @@
 import Testing
 import WaybillTesting
+
 @testable import WaybillNetwork
 
 @Suite(.timeLimit(.minutes(1)))

@@ -30,7 +30,8 @@ struct EchoResponder: HTTPResponder {
             return HTTPResponse(
                 status: 200,
                 headers: HTTPHeaders([("Content-Type", "application/json"), ("Cache-Control", "no-store")]),
-                body: Array(body))
+                body: Array(body)
+            )
         }
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WaybillNetwork
 
 struct ChunkedBodyDecoderTests {
@@ -31,7 +32,8 @@ struct LogRedactionTests {
     @Test func tokensAndTicketsAreRedacted() {
         #expect(
             LwsLog.redact("GET /ws/orders/?token=abc123&since=5 failed")
-                == "GET /ws/orders/?token=[redacted]&since=5 failed")
+                == "GET /ws/orders/?token=[redacted]&since=5 failed"
+        )
         #expect(LwsLog.redact("uri /ws?Ticket=T-1 x") == "uri /ws?Ticket=[redacted] x")
         #expect(LwsLog.redact("mytoken=keep") == "mytoken=keep")
     }

@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Testing
 import WaybillNetwork
 import WaybillTesting
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct WebSocketTests {
@@ -17,14 +18,24 @@ struct WebSocketTests {
         try await withServer(delegate: delegate) { server in
             let baseline = server.liveSessionObjects
             let client = try await WebSocketClient.connect(
-                host: "localhost", port: server.port, path: "/ws/orders/?token=abc&since=5",
-                headers: [("Authorization", "Bearer t1")], on: loop)
+                host: "localhost",
+                port: server.port,
+                path: "/ws/orders/?token=abc&since=5",
+                headers: [("Authorization", "Bearer t1")],
+                on: loop
+            )
             client.send(text: "héllo")
             #expect(await nextEvent(client) == .text("héllo"))
             let socket = try #require(delegate.openedSockets.first)
             #expect(
                 delegate.events.first
-                    == .opened(socket, path: "/ws/orders/", query: ["token=abc", "since=5"], authorization: "Bearer t1"))
+                    == .opened(
+                        socket,
+                        path: "/ws/orders/",
+                        query: ["token=abc", "since=5"],
+                        authorization: "Bearer t1"
+                    )
+            )
             client.close(code: 1000, reason: "bye")
             #expect(await nextEvent(client) == .closed(code: 1000, reason: "bye"))
             #expect(await eventually { delegate.closeReport(for: socket) != nil })
@@ -37,7 +48,12 @@ struct WebSocketTests {
     @Test func serverCloseCodeReachesTheClient() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders/",
+                on: loop
+            )
             client.send(text: "first")
             client.send(text: "close:4001")
             #expect(await nextEvent(client) == .text("first"))
@@ -52,9 +68,17 @@ struct WebSocketTests {
     @Test func oversizeMessageClosesWith1009() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxMessageBytes = 1000 }, delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders", on: loop)
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders",
+                on: loop
+            )
             client.send(text: String(repeating: "x", count: 5000))
-            #expect(await nextEvent(client, where: { if case .closed = $0 { true } else { false } }) == .closed(code: 1009, reason: "message too big"))
+            #expect(
+                await nextEvent(client, where: { if case .closed = $0 { true } else { false } })
+                    == .closed(code: 1009, reason: "message too big")
+            )
             let socket = try #require(delegate.openedSockets.first)
             #expect(await eventually { delegate.closeReport(for: socket)?.code == 1009 })
         }
@@ -64,7 +88,12 @@ struct WebSocketTests {
     @Test func binaryMessagesAreDeliveredBothWays() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders/",
+                on: loop
+            )
             let payload = (0..<60_000).map { UInt8($0 % 256) }  // under maxMessageBytes (64 KiB)
             client.send(binary: payload)
             let echoed = await nextEvent(client) == .binary(payload)
@@ -155,7 +184,12 @@ struct WebSocketTests {
         let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
             for _ in 0..<3 {
                 group.addTask { [loop] in
-                    try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+                    try await WebSocketClient.connect(
+                        host: "127.0.0.1",
+                        port: server.port,
+                        path: "/ws/orders/",
+                        on: loop
+                    )
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -180,6 +214,81 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    @Test func droppedClientClosesWith1001() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            var client: WebSocketClient? = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders/",
+                on: loop
+            )
+            #expect(client != nil)
+            client = nil
+            #expect(await eventually { delegate.events.contains { if case .closed = $0 { true } else { false } } })
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(delegate.closeReport(for: socket) == WebSocketClose(code: 1001, initiatedByServer: false))
+        }
+        loop.shutdown()
+    }
+
+    /// One `OutboundFrame` (one allocation) sent to many sockets through `execute`, as the hub does.
+    @Test func sharedFrameFansOutToEverySocket() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
+                for _ in 0..<50 {
+                    group.addTask { [loop] in
+                        try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(await eventually { delegate.openedSockets.count == 50 })
+            let sockets = delegate.openedSockets
+            let frame = OutboundFrame(text: #"{"type":"order_created","event_id":7}"#)
+            for _ in 0..<3 {
+                server.execute { io in
+                    for socket in sockets { #expect(io.send(frame, to: socket)) }
+                }
+            }
+            for client in clients {
+                for _ in 0..<3 {
+                    #expect(await nextEvent(client) == .text(#"{"type":"order_created","event_id":7}"#))
+                }
+            }
+        }
+        loop.shutdown()
+    }
+
+    @Test func handshakeThatNeverCompletesTimesOut() async throws {
+        let listener = try SilentListener()
+        let start = ContinuousClock.now
+        do {
+            _ = try await WebSocketClient.connect(
+                host: "127.0.0.1",
+                port: listener.port,
+                path: "/ws/orders/",
+                on: loop,
+                timeout: .milliseconds(500)
+            )
+            Issue.record("connected to a silent listener")
+        } catch let error as WebSocketClientError {
+            #expect(error.code == .timedOut)
+        }
+        #expect(ContinuousClock.now - start < .seconds(3))
+        listener.close()
+        loop.shutdown()
+    }
+
+    @Test func unresolvableHostThrows() async throws {
+        await #expect(throws: WebSocketClientError.self) {
+            _ = try await WebSocketClient.connect(host: "no-such-host.invalid", port: 80, path: "/", on: loop)
+        }
+        loop.shutdown()
+    }
+
     @Test func upgradeOnAnUnknownPathIsRefused() async throws {
         try await withServer { server in
             await #expect(throws: WebSocketClientError.self) {
@@ -193,7 +302,11 @@ struct WebSocketTests {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
             let client = try await WebSocketClient.connect(
-                host: "127.0.0.1", port: server.port, path: "/ws/orders/?reject=4003", on: loop)
+                host: "127.0.0.1",
+                port: server.port,
+                path: "/ws/orders/?reject=4003",
+                on: loop
+            )
             #expect(await nextEvent(client) == .closed(code: 4003, reason: "rejected"))
         }
         loop.shutdown()
