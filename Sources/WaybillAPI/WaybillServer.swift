@@ -1,7 +1,7 @@
 public import WaybillBroker
 public import WaybillStorage
 import Foundation
-import WaybillDomain
+public import WaybillDomain
 import WaybillNetwork
 
 /// The whole server: HTTP API, WebSocket hub, outbox relay and pruner over a store and a broker.
@@ -13,12 +13,16 @@ public final class WaybillServer: Sendable {
     private let hub: Hub
     private let services: Task<Void, Never>
     private let relay: OutboxRelay
+    private let store: any OrderStore
     public let logger: Logger
 
     /// The bound TCP port.
     public var port: Int { http.port }
 
-    private init(http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, logger: Logger) {
+    private init(
+        http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore, logger: Logger
+    ) {
+        self.store = store
         self.http = http
         self.hub = hub
         self.services = services
@@ -67,7 +71,30 @@ public final class WaybillServer: Sendable {
             }
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
-        return WaybillServer(http: http, hub: hub, services: services, relay: relay, logger: logger)
+        return WaybillServer(http: http, hub: hub, services: services, relay: relay, store: store, logger: logger)
+    }
+
+    /// The newest event id the hub has fanned out (what a `connected` frame reports now).
+    public func deliveredThrough() async -> EventID {
+        let hub = self.hub, http = self.http
+        return await withCheckedContinuation { continuation in
+            http.execute { _ in continuation.resume(returning: hub.newestDelivered) }
+        }
+    }
+
+    /// Waits until the hub has fanned out every event committed so far (tests and tools use it
+    /// after writing directly to the store); gives up after `timeout`.
+    /// - Returns: whether it caught up.
+    @discardableResult
+    public func waitUntilDelivered(timeout: Duration = .seconds(10)) async throws -> Bool {
+        let newest = try await store.read { tx in try tx.newestEventID() }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if await deliveredThrough() >= newest { return true }
+            relay.notify()
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
     }
 
     /// Graceful stop: 1001 to every socket after its queue is flushed, in-flight requests finish,

@@ -92,18 +92,22 @@ final class OutboxRelay: Sendable {
     private func publishBounded(_ events: [StoredEvent]) async throws {
         let broker = self.broker, timeout = configuration.publishTimeout, clock = self.clock
         let outcome = Mutex<CheckedContinuation<Void, any Error>?>(nil)
+        let timer = Mutex<Task<Void, Never>?>(nil)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             outcome.withLock { $0 = continuation }
             let finish: @Sendable (Result<Void, any Error>) -> Void = { result in
                 outcome.withLock { $0.take() }?.resume(with: result)
             }
             let publishing = Task { finish(await Result { try await broker.publish(events) }) }
-            Task {
-                try? await clock.sleep(for: timeout)
-                publishing.cancel()
-                finish(.failure(BrokerError("publish timed out")))
+            timer.withLock {
+                $0 = Task {
+                    guard (try? await clock.sleep(for: timeout)) != nil else { return }  // cancelled: published in time
+                    publishing.cancel()
+                    finish(.failure(BrokerError("publish timed out")))
+                }
             }
         }
+        timer.withLock { $0?.cancel() }
     }
 
     private func initialCursor() async -> EventID {

@@ -6,9 +6,7 @@ import WaybillBroker
 import WaybillSQLite
 import WaybillStorage
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import WaybillNetwork
 
 /// Boots the real server on port 0 with a SQLite file in a fresh temporary directory (like
 /// Hummingbird's `.live` test mode), and speaks HTTP to it as a client would.
@@ -74,9 +72,23 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     }
 
     /// A company with a dispatcher and drivers (each with `orders` assigned orders).
+    /// Returns once the hub has delivered the seed's own `order_created` events, so sockets opened
+    /// afterwards start after them.
     func seed(drivers: Int = 2, orders: Int = 1, company: String = "Acme") async throws -> Seeder.Result {
-        try await Seeder(store: store, passwordIterations: 1_000).seed(
+        let result = try await Seeder(store: store, passwordIterations: 1_000).seed(
             .init(companyName: company, drivers: drivers, ordersPerDriver: orders))
+        try #require(try await server.waitUntilDelivered())
+        return result
+    }
+
+    /// Polls `condition` every 20 ms until it holds or `timeout` passes.
+    func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline, !Task.isCancelled {  // a cancelled sleep returns at once: don't spin
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return try await condition()
     }
 
     // MARK: HTTP
@@ -85,30 +97,19 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         _ method: String, _ path: String, token: String? = nil, json: Any? = nil, body: Data? = nil,
         headers: [String: String] = [:]
     ) async throws -> TestResponse {
-        var request = URLRequest(url: URL(string: baseURL + path)!)
-        request.httpMethod = method
-        request.cachePolicy = .reloadIgnoringLocalCacheData
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        var fields: [(String, String)] = []
+        if let token { fields.append(("Authorization", "Bearer \(token)")) }
+        var payload = body.map(Array.init)
         if let json {
-            request.httpBody = try JSONSerialization.data(withJSONObject: json)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        } else if let body {
-            request.httpBody = body
+            payload = Array(try JSONSerialization.data(withJSONObject: json))
+            fields.append(("Content-Type", "application/json"))
         }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await Self.session.data(for: request)
-        let http = response as! HTTPURLResponse
-        var fields: [String: String] = [:]
-        for (key, value) in http.allHeaderFields { fields[String(describing: key).lowercased()] = String(describing: value) }
-        return TestResponse(status: http.statusCode, headers: fields, body: data)
+        fields += headers.map { ($0.key, $0.value) }
+        // Not URLSession: cancelling a task inside it can deadlock on Linux (see HTTPClient).
+        let answer = try await HTTPClient.send(
+            method: method, url: URL(string: baseURL + path)!, headers: fields, body: payload, timeout: .seconds(30))
+        return TestResponse(status: answer.status, headers: answer.headers, body: Data(answer.body))
     }
-
-    static let session: URLSession = {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        return URLSession(configuration: configuration)
-    }()
 }
 
 /// An HTTP answer with helpers for the JSON in it.

@@ -1,0 +1,157 @@
+public import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small HTTP/1.1 client over plain sockets, one connection per request, each on its own thread.
+///
+/// Why not `URLSession`: on Linux, cancelling a task that awaits `URLSession.data(for:)` can
+/// deadlock the process (FoundationNetworking cancels with `DispatchQueue.sync` while the task's
+/// status lock is held, and its completion needs that lock). Here cancellation never reaches the
+/// socket: a cancelled caller simply gets its answer late and drops it. Plain `http://` only.
+public enum HTTPClient {
+    /// What came back.
+    public struct Response: Sendable {
+        public var status: Int
+        /// Header fields with lower-cased names.
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    /// A transport-level failure (connection refused, timeout, malformed answer).
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Sends one request to `url` (`http://host:port/path?query`) and reads the whole answer.
+    public static func send(
+        method: String, url: URL, headers: [(String, String)] = [], body: [UInt8]? = nil,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Response {
+        guard url.scheme == "http", let host = url.host else { throw Failure(description: "only http:// URLs are supported") }
+        let port = url.port ?? 80
+        var target = url.path.isEmpty ? "/" : url.path
+        if let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery { target += "?" + query }
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if let body { head += "Content-Length: \(body.count)\r\n" }
+        let bytes = Array((head + "\r\n").utf8) + (body ?? [])
+        return try await onOwnThread {
+            let socket = try ClientSocket(host: host, port: port, timeout: timeout)
+            defer { socket.close() }
+            try socket.write(bytes)
+            return try ResponseParser.parse(socket.readAll(), forHEAD: method == "HEAD")
+        }
+    }
+
+    private static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try work() }) }
+            thread.stackSize = 512 << 10
+            thread.start()
+        }
+    }
+}
+
+/// A blocking TCP connection with a deadline on every read and write.
+private final class ClientSocket {
+    private var fd: Int32 = -1
+    private let deadline: ContinuousClock.Instant
+
+    init(host: String, port: Int, timeout: Duration) throws {
+        deadline = .now + timeout
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let name = host == "localhost" ? "127.0.0.1" : host
+        guard getaddrinfo(name, String(port), &hints, &list) == 0, let first = list else {
+            throw HTTPClient.Failure(description: "cannot resolve \(host)")
+        }
+        defer { freeaddrinfo(list) }
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let info = entry {
+            fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            if fd >= 0, connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { break }
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+            entry = info.pointee.ai_next
+        }
+        guard fd >= 0 else { throw HTTPClient.Failure(description: "cannot connect to \(host):\(port)") }
+        var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw HTTPClient.Failure(description: "send failed (errno \(errno))") }
+            sent += n
+        }
+    }
+
+    /// Everything until the server closes (requests carry `Connection: close`).
+    func readAll() throws -> [UInt8] {
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            guard ContinuousClock.now < deadline else { throw HTTPClient.Failure(description: "timed out") }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HTTPClient.Failure(description: "timed out") }
+            if n <= 0 { return data }
+            data += chunk[0..<n]
+        }
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
+/// Parses a complete close-delimited answer: status line, headers, body by Content-Length,
+/// chunked framing, or to the end.
+enum ResponseParser {
+    static func parse(_ data: [UInt8], forHEAD: Bool) throws -> HTTPClient.Response {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        guard let end = data.firstRange(of: separator) else { throw HTTPClient.Failure(description: "incomplete response") }
+        let head = String(decoding: data[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusParts = head.first?.split(separator: " ") ?? []
+        guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
+            throw HTTPClient.Failure(description: "malformed status line")
+        }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        var body = Array(data[end.upperBound...])
+        if forHEAD || status == 204 || status == 304 {
+            body = []
+        } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+            body = try dechunk(body)
+        } else if let length = headers["content-length"].flatMap(Int.init), length <= body.count {
+            body = Array(body[0..<length])
+        }
+        return HTTPClient.Response(status: status, headers: headers, body: body)
+    }
+
+    private static func dechunk(_ data: [UInt8]) throws -> [UInt8] {
+        var out: [UInt8] = [], index = 0
+        while let lineEnd = data[index...].firstRange(of: [13, 10]) {
+            let sizeText = String(decoding: data[index..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else { break }
+            if size == 0 { return out }
+            let start = lineEnd.upperBound
+            guard start + size <= data.count else { throw HTTPClient.Failure(description: "truncated chunk") }
+            out += data[start..<start + size]
+            index = start + size + 2
+            guard index <= data.count else { break }
+        }
+        throw HTTPClient.Failure(description: "malformed chunked body")
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import Testing
+import WaybillAPI
+
+/// Tokens, tickets and passwords never reach a log line; paths are logged redacted.
+@Suite(.timeLimit(.minutes(1)))
+struct LoggingTests {
+    @Test func secretsNeverAppearInTheLog() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            let login = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password])
+            let fresh = try #require(login.object.string("token"))
+            _ = try await server.request("GET", "/api/orders/?token=\(fresh)&status=assigned", token: fresh)
+            let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: fresh).object.string("ticket"))
+            let refused = try await server.socket(token: "wrong-token")  // a refused socket is logged too
+            #expect(await refused.closed() == 4001)
+            let socket = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)&since=0")
+            _ = await socket.next()
+            let (byToken, _) = try await server.connectedSocket(token: fresh)
+            await byToken.close()
+            await socket.close()
+            _ = await byToken.closed(timeout: .seconds(2))
+            try await Task.sleep(for: .milliseconds(200))
+            let log = server.logs.all.joined(separator: "\n")
+            for secret in [fresh, ticket, driver.token, driver.password, seed.dispatcherToken] {
+                #expect(!log.contains(secret))
+            }
+            #expect(log.contains("token=[redacted]"))
+            #expect(log.contains("ticket=[redacted]"))
+            #expect(log.contains(#"?token=[redacted]&status=assigned""#), "\(server.logs.all.filter { $0.contains("/api/orders/?") })")
+            #expect(log.contains("msg=\"socket closed\""))
+        }
+    }
+}

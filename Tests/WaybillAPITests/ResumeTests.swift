@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+import WaybillAPI
+import WaybillDomain
+import WaybillSQLite
+import WaybillStorage
+
+/// `?since=N`: exactly the missed events, in order, before any live one; then live with no gap.
+@Suite(.timeLimit(.minutes(2)))
+struct ResumeTests {
+    @Test func reconnectWithSinceReplaysExactlyTheMissedEventsThenGoesLive() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (first, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["event_id"] as? Int)
+            await first.close()
+            var written: [Int64] = []
+            for n in 0..<5 {
+                _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "\(n)"])
+                written.append(id)
+            }
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
+            var ids: [Int] = []
+            for _ in 0..<5 {
+                let frame = try #require(await resumed.nextEvent())
+                #expect(frame["type"] as? String == "order_updated")
+                ids.append(try #require(frame["event_id"] as? Int))
+            }
+            #expect(ids == ids.sorted() && Set(ids).count == 5 && ids[0] > cursor)
+            _ = try await server.request("POST", "/api/orders/\(id)/status", token: driver.token, json: ["status": "accepted"])
+            let live = try #require(await resumed.nextEvent())
+            #expect(live["type"] as? String == "order_status_changed")
+            #expect((live["event_id"] as? Int ?? 0) > ids.last!)
+            #expect(await resumed.nextEvent(timeout: .milliseconds(300)) == nil)
+        }
+    }
+
+    /// The hard case: events committed while the replay query runs. Writes run without pause while
+    /// the driver reconnects again and again; in the end the driver has seen every event of its
+    /// group exactly once, in order.
+    @Test func reconnectsDuringConcurrentWritesMissNothingAndDuplicateNothing() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 2)
+            let driver = seed.drivers[0], orders = try #require(driver.orderIDs)
+            let boss = seed.dispatcherToken
+            let writer = Task {
+                var n = 0
+                while !Task.isCancelled && n < 400 {
+                    _ = try? await server.request("PATCH", "/api/orders/\(orders[n % 2])/", token: boss, json: ["notes": "\(n)"])
+                    n += 1
+                }
+            }
+            var seen: [Int] = []
+            var cursor = 0
+            for round in 0..<15 {
+                let query = round == 0 ? "" : "since=\(cursor)"
+                let (socket, connected) = try await server.connectedSocket(token: driver.token, query: query)
+                if round == 0 { cursor = connected["event_id"] as? Int ?? 0 }
+                for _ in 0..<(3 + round % 4) {
+                    guard let frame = await socket.nextEvent(timeout: .seconds(2)) else { break }
+                    let eventID = try #require(frame["event_id"] as? Int)
+                    seen.append(eventID)
+                    cursor = eventID
+                }
+                await socket.close()
+            }
+            writer.cancel()
+            await writer.value
+            // Catch up on whatever is left, then compare with the outbox itself.
+            let (last, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
+            while let frame = await last.nextEvent(timeout: .milliseconds(500)) { seen.append(frame["event_id"] as? Int ?? -1) }
+            let start = seen.first ?? 0
+            let expected = try await server.store.read { tx in
+                try tx.events(of: .driver(UserID(driver.id)), after: EventID(Int64(start - 1)), limit: 100_000).map { Int($0.id.rawValue) }
+            }
+            #expect(seen.count > 30)
+            #expect(seen == expected)
+        }
+    }
+
+    @Test func sinceOlderThanRetentionGetsResetFirst() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 3)
+            let driver = seed.drivers[0]
+            // Everything relayed, then pruned as if the retention had passed.
+            try await Self.waitUntilRelayed(server)
+            let pruned = try await server.store.write { tx in try tx.pruneEvents(committedBefore: Date().addingTimeInterval(3600)) }
+            #expect(pruned > 0)
+            let (socket, _) = try await server.connectedSocket(token: driver.token, query: "since=1")
+            #expect(await socket.next()?["type"] as? String == "reset")
+            _ = try await server.request("PATCH", "/api/orders/\(driver.orderIDs![0])/", token: seed.dispatcherToken, json: ["notes": "x"])
+            #expect(await socket.nextEvent()?["type"] as? String == "order_updated")
+        }
+    }
+
+    @Test func sinceBeyondTheNewestEventGetsReset() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token, query: "since=999999")
+            #expect(await socket.next()?["type"] as? String == "reset")
+        }
+    }
+
+    @Test func eventsSurviveARestartAndIdsContinueUpward() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (socket, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["event_id"] as? Int)
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "before"])
+            let beforeRestart = try #require(await socket.nextEvent()?["event_id"] as? Int)
+            try await server.restart()
+            #expect(await socket.closed() == 1001)
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "after"])
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
+            let first = try #require(await resumed.nextEvent()?["event_id"] as? Int)
+            let second = try #require(await resumed.nextEvent()?["event_id"] as? Int)
+            #expect(first == beforeRestart)
+            #expect(second > first)
+        }
+    }
+
+    static func waitUntilRelayed(_ server: TestServer) async throws {
+        for _ in 0..<200 {
+            let (newest, relayed) = try await server.store.read { tx in (try tx.newestEventID(), try tx.relayedThrough()) }
+            if relayed == newest { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("relay did not catch up")
+    }
+}

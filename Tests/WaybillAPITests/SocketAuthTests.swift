@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import WaybillAPI
+import WaybillDomain
+import WaybillSQLite
+import WaybillStorage
+
+@Suite(.timeLimit(.minutes(1)))
+struct SocketAuthTests {
+    @Test func ticketWorksOnceAndOnlyOnce() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let token = seed.drivers[0].token
+            let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: token).object.string("ticket"))
+            let first = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            #expect(await first.next()?["type"] as? String == "connected")
+            let reused = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            #expect(await reused.closed() == 4001)
+        }
+    }
+
+    @Test func expiredTicketIs4001() async throws {
+        try await TestServer.withRunning(configure: { $0.ticketLifetime = 1 }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: seed.drivers[0].token).object.string("ticket"))
+            try await Task.sleep(for: .milliseconds(1200))
+            let socket = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            #expect(await socket.closed() == 4001)
+        }
+    }
+
+    @Test(arguments: ["token=nope", "ticket=nope", "", "token="])
+    func badCredentialsAre4001(query: String) async throws {
+        try await TestServer.withRunning { server in
+            let socket = try await TestSocket.open(port: server.port, query: query)
+            #expect(await socket.closed() == 4001)
+        }
+    }
+
+    @Test func userWithoutACompanyIs4003() async throws {
+        try await TestServer.withRunning { server in
+            let hash = PasswordHasher(iterations: 1_000).hashNow("orphan-pass")
+            _ = try await server.store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "orphan@example.com", name: "O", passwordHash: hash)
+            }
+            let login = try await server.request("POST", "/api/auth/login", json: ["email": "orphan@example.com", "password": "orphan-pass"])
+            let token = try #require(login.object.string("token"))
+            #expect(try await server.request("GET", "/api/me", token: token).status == 200)
+            #expect(try await server.request("GET", "/api/orders/", token: token).status == 403)
+            let socket = try await TestSocket.open(port: server.port, query: "token=\(token)")
+            #expect(await socket.closed() == 4003)
+        }
+    }
+
+    @Test func revokedTokenIs4001() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let token = seed.drivers[0].token
+            _ = try await server.request("POST", "/api/auth/logout", token: token)
+            let socket = try await TestSocket.open(port: server.port, query: "token=\(token)")
+            #expect(await socket.closed() == 4001)
+        }
+    }
+}
