@@ -46,12 +46,16 @@ let package = Package(
             swiftSettings: swiftSettings),
         // The driver client library (no server modules, no C).
         .target(name: "WaybillClient", swiftSettings: swiftSettings),
+        // WaybillClient's transports over WaybillNetwork, for Linux programs (the `waybill driver` app).
+        .target(
+            name: "WaybillClientTransports", dependencies: ["WaybillClient", "WaybillNetwork"],
+            swiftSettings: swiftSettings),
         // Test support with no server dependency: raw HTTP client, virtual clock, waiting helpers.
         .target(name: "WaybillTesting", swiftSettings: swiftSettings),
         .executableTarget(
             name: "waybill",
             dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillBroker", "WaybillNetwork", "WaybillStorage",
-                           "WaybillDomain", "WaybillClient"],
+                           "WaybillDomain", "WaybillClient", "WaybillClientTransports"],
             swiftSettings: swiftSettings),
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
@@ -63,7 +67,7 @@ let package = Package(
         .testTarget(
             name: "WaybillAPITests",
             dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
-                           "WaybillSQLite", "WaybillBroker"],
+                           "WaybillSQLite", "WaybillBroker", "WaybillClient", "WaybillClientTransports"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),

@@ -52,7 +52,8 @@ public final class WaybillServer: Sendable {
             configuration: .init(maxReplayEvents: configuration.maxReplayEvents))
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
-            staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled))
+            staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
+            loggedOut: { user in hub.execute { io in hub.closeSockets(of: user, io: io) } })
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in http.execute(body) }

@@ -62,3 +62,18 @@ struct SocketAuthTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct LogoutTests {
+    @Test func logoutClosesTheUsersLiveSocketsWith4001() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 2, orders: 0)
+            let (mine, _) = try await server.connectedSocket(token: seed.drivers[0].token)
+            let (theirs, _) = try await server.connectedSocket(token: seed.drivers[1].token)
+            #expect(try await server.request("POST", "/api/auth/logout", token: seed.drivers[0].token).status == 204)
+            #expect(await mine.closed() == 4001)
+            await theirs.send(#"{"type":"ping"}"#)
+            #expect(await theirs.next()?["type"] as? String == "pong")
+        }
+    }
+}

@@ -63,6 +63,7 @@ extension Hub {
     func admit(_ socket: SocketID, user: User, group: Group, since: EventID?, io: any SocketIO) {
         guard let connection = connection(socket), io.isOpen(socket) else { return }
         connection.group = group
+        connection.userID = user.id
         join(socket, group)
         metrics.socketClosed(kind: "pending")
         metrics.socketOpened(kind: group.kind)

@@ -25,6 +25,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
         let target: String
         var phase: Phase = .authenticating
         var group: Group?
+        var userID: UserID?
         /// Highest event id queued on this socket: nothing at or below it is sent again.
         var lastSent: EventID = .zero
         init(target: String) { self.target = target }
@@ -83,6 +84,13 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
             }
         }
         metrics.framesSent(sent)
+    }
+
+    /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
+    func closeSockets(of user: UserID, io: any SocketIO) {
+        for (socket, connection) in connections where connection.userID == user {
+            io.close(socket, code: 4001, reason: "logged out")
+        }
     }
 
     /// Closes every socket with `code` so clients reconnect and resume (e.g. 1012 when the broker

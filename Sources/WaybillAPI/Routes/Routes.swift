@@ -9,10 +9,13 @@ struct Routes {
     let authenticator: Authenticator
     let health: HealthChecks
     let staticFiles: StaticFiles
+    /// Called after a user's tokens were revoked (closes their live sockets).
+    let loggedOut: @Sendable (UserID) -> Void
 
     func router() -> Router {
         var r = Router()
         let orders = self.orders, auth = self.authenticator, health = self.health, files = self.staticFiles
+        let loggedOut = self.loggedOut
 
         r.on("POST", "/api/auth/login") { request, _ in
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
@@ -20,7 +23,9 @@ struct Routes {
             return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
         }
         r.on("POST", "/api/auth/logout") { _, context in
-            try await auth.revokeTokens(of: try await context.requireUser().id)
+            let user = try await context.requireUser().id
+            try await auth.revokeTokens(of: user)
+            loggedOut(user)
             return HTTPResponse(status: 204)
         }
         r.on("GET", "/api/me") { _, context in try JSONCoding.response(UserJSON(user: try await context.requireUser())) }

@@ -4,6 +4,7 @@ import Testing
 import WaybillAPI
 import WaybillBroker
 import WaybillSQLite
+import WaybillDomain
 import WaybillStorage
 
 import WaybillNetwork
@@ -55,14 +56,40 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
 
     /// Stops the server and opens a new one on the same data file and (if free) port.
     func restart() async throws {
-        let port = server.port
+        await stopServer()
+        try await startServer()
+    }
+
+    /// Stops the server (sockets get 1001); the store stays open for writes "while it is down".
+    func stopServer() async {
+        stoppedPort = server.port
         await server.shutdown()
+    }
+
+    /// Starts a server again on the same port, with a freshly opened store on the same file.
+    func startServer() async throws {
         store.close()
         store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
         var configuration = self.configuration
-        configuration.port = port
+        configuration.port = stoppedPort ?? server.port
         server = try await WaybillServer.start(
             configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
+    }
+
+    private var stoppedPort: Int?
+
+    /// Changes an order's notes straight through the store, with its outbox event, as a second
+    /// process on the same data file would (used while the server is down).
+    func writeNotesDirectly(order id: Int64, company: Int64, notes: String) async throws {
+        try await store.write { tx in
+            guard let before = try tx.order(OrderID(id), in: CompanyID(company)) else { throw StoreError.notFound }
+            var after = before
+            after.notes = notes
+            after.version += 1
+            after.updatedAt = Date()
+            let saved = try tx.updateOrder(after)
+            _ = try tx.appendEvents(Broadcaster.events(for: .updated(before: before, after: saved), at: Date()))
+        }
     }
 
     private func stop() async {

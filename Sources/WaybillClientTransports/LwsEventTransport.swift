@@ -1,0 +1,45 @@
+public import WaybillClient
+public import WaybillNetwork
+import Foundation
+
+/// `EventTransport` over the project's libwebsockets client: Linux has no `URLSessionWebSocketTask`.
+public struct LwsEventTransport: EventTransport {
+    private let loop: WebSocketClientLoop
+
+    /// - Parameter loop: the client loop (one thread) that owns every socket this transport opens.
+    public init(loop: WebSocketClientLoop) { self.loop = loop }
+
+    public func connect(_ request: SocketRequest) async throws -> any EventConnection {
+        let url = request.url
+        let client = try await WebSocketClient.connect(
+            host: url.host ?? "127.0.0.1", port: url.port ?? (url.scheme == "wss" ? 443 : 80),
+            path: request.pathAndQuery, headers: request.headers.map { ($0.key, $0.value) }, on: loop)
+        return LwsEventConnection(client: client)
+    }
+}
+
+/// One open socket: text frames and the close code, as `WaybillClient` expects them.
+struct LwsEventConnection: EventConnection {
+    let client: WebSocketClient
+    let messages: AsyncStream<SocketMessage>
+
+    init(client: WebSocketClient) {
+        self.client = client
+        messages = AsyncStream { continuation in
+            let pump = Task {
+                for await event in client.events {
+                    switch event {
+                    case .text(let text): continuation.yield(.text(text))
+                    case .binary: continue
+                    case .closed(let code, _): continuation.yield(.closed(code: code))
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in pump.cancel() }
+        }
+    }
+
+    func send(_ text: String) async { client.send(text: text) }
+    func close(code: Int) async { client.close(code: code) }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import WaybillClient
+
+/// How `waybill driver` shows what changed.
+protocol DriverView: Sendable {
+    func show(_ update: SessionUpdate)
+    func error(_ message: String)
+}
+
+/// One JSON object per line: `{"kind":"list"|"detail"|"detail_removed"|"connection"|"error", …}`.
+struct JSONLinesView: DriverView {
+    func show(_ update: SessionUpdate) {
+        guard var object = (try? JSONSerialization.jsonObject(with: Data(update.jsonLine.utf8))) as? [String: Any],
+            let type = object.removeValue(forKey: "type") as? String
+        else { return }
+        let kinds = ["orders": "list", "failure": "error"]
+        object["kind"] = kinds[type] ?? type
+        emit(object)
+    }
+
+    func error(_ message: String) { emit(["kind": "error", "message": message]) }
+
+    private func emit(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
+
+/// A screen that redraws on every change: status line, the driver's orders, opened orders.
+final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock`
+    private let lock = NSLock()
+    private let email: String
+    private var orders: [OrderSummary] = []
+    private var details: [OrderID: OrderDetail] = [:]
+    private var connection = "connecting…"
+    private var message = ""
+
+    init(email: String) { self.email = email }
+
+    func show(_ update: SessionUpdate) {
+        lock.withLock {
+            switch update {
+            case .orders(let rows): orders = rows
+            case .detail(let detail): details[detail.id] = detail
+            case .detailRemoved(let id): details[id] = nil
+            case .connection(let state): connection = Self.describe(state)
+            case .failure(let error): message = "⚠ \(error)"
+            }
+            redraw()
+        }
+    }
+
+    func error(_ text: String) {
+        lock.withLock {
+            message = "⚠ \(text)"
+            redraw()
+        }
+    }
+
+    private func redraw() {
+        var screen = "\u{1B}[2J\u{1B}[H"
+        screen += "Waybill driver — \(email) — \(connection)\n\n"
+        screen += "  ID  NUMBER         STATUS       TITLE\n"
+        for order in orders {
+            screen += "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title + "\n"
+        }
+        if orders.isEmpty { screen += "  (no orders)\n" }
+        for detail in details.values.sorted(by: { $0.id < $1.id }) {
+            screen += "\nOrder \(detail.id) \(detail.number) — \(detail.title) [\(detail.status.rawValue)]\n"
+            if !detail.notes.isEmpty { screen += "  \(detail.notes)\n" }
+            for stage in detail.stages {
+                screen += "  stage \(stage.id): \(stage.kind) \(stage.address) \(stage.isCompleted ? "✓ done" : "")\n"
+            }
+        }
+        screen += "\n\(message)\nopen ID | close ID | accept ID | start ID | complete ID | stage ID SID | refresh | quit\n> "
+        FileHandle.standardOutput.write(Data(screen.utf8))
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+
+    static func describe(_ state: ConnectionState) -> String {
+        switch state {
+        case .live: "● live"
+        case .connecting: "connecting…"
+        case .backingOff(_, let delay): "reconnecting in \(max(1, Int(delay.components.seconds))) s"
+        case .pollingOnly: "polling only"
+        case .stopped(let reason): "stopped (\(reason))"
+        }
+    }
+}

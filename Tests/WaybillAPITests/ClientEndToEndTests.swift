@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import WaybillAPI
+import WaybillClient
+import WaybillClientTransports
+import WaybillNetwork
+
+/// `WaybillClient` against the real server, over the real transports (sockets + libwebsockets).
+@Suite(.timeLimit(.minutes(1)))
+struct ClientEndToEndTests {
+    static let loop = Result { try WebSocketClientLoop() }
+
+    /// A logged-in session with quick reconnects (so a restart is caught up in seconds, not a poll).
+    static func session(_ server: TestServer, email: String, password: String) async throws -> DriverSession {
+        let (api, _) = try await HTTPOrdersAPI.logIn(
+            server: URL(string: server.baseURL)!, email: email, password: password, transport: SocketHTTPTransport())
+        let policy = ReconnectPolicy(base: .milliseconds(200), cap: .seconds(1))
+        let session = DriverSession(
+            api: api, transport: LwsEventTransport(loop: try loop.get()),
+            configuration: .init(reconnectPolicy: policy, pollInterval: .seconds(120)))
+        await session.start()
+        return session
+    }
+
+    /// Waits (polling every 20 ms, at most `timeout`) until `condition` holds for the session.
+    static func until(
+        _ session: DriverSession, timeout: Duration = .seconds(5), _ condition: @Sendable (DriverSession) async -> Bool
+    ) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            if await condition(session) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return await condition(session)
+    }
+
+    @Test func aDispatchersWriteShowsUpWithinASecond() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let session = try await Self.session(server, email: driver.email, password: driver.password)
+            #expect(await Self.until(session) { session in
+                let live = await session.connectionState == .live
+                let loaded = await session.orders.isEmpty == false
+                return live && loaded
+            })
+            let opened = try await session.detail(OrderID(id))
+            #expect(opened.title.hasPrefix("Delivery"))
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": "Moved pallets"])
+            let started = ContinuousClock.now
+            #expect(await Self.until(session, timeout: .seconds(1)) { await $0.orders.first?.title == "Moved pallets" })
+            #expect(await Self.until(session, timeout: .seconds(1)) { await $0.cachedDetail(OrderID(id))?.title == "Moved pallets" })
+            #expect(ContinuousClock.now - started < .seconds(1))
+            await session.stop()
+        }
+    }
+
+    @Test func afterARestartTheClientResumesAndShowsWhatChangedWhileTheServerWasDown() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let session = try await Self.session(server, email: driver.email, password: driver.password)
+            #expect(await Self.until(session) { await $0.connectionState == .live })
+            _ = try await session.detail(OrderID(id))
+            let before = await session.lastEventID
+            await server.stopServer()
+            #expect(await Self.until(session) { await $0.connectionState != .live })
+            try await server.writeNotesDirectly(order: id, company: seed.companyID, notes: "changed while down")
+            try await server.startServer()
+            // The 120 s poll cannot be what brings it: this must come from reconnect + resume.
+            #expect(await Self.until(session, timeout: .seconds(10)) { await $0.connectionState == .live })
+            #expect(await Self.until(session, timeout: .seconds(5)) {
+                await $0.cachedDetail(OrderID(id))?.notes == "changed while down"
+            })
+            let after = await session.lastEventID
+            #expect(after != nil && after != before)
+            await session.stop()
+        }
+    }
+
+    @Test func aRevokedTokenStopsTheClientWithTheReason() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            let session = try await Self.session(server, email: driver.email, password: driver.password)
+            #expect(await Self.until(session) { await $0.connectionState == .live })
+            // Logging out everywhere revokes every token of the driver, the session's included.
+            #expect(try await server.request("POST", "/api/auth/logout", token: driver.token).status == 204)
+            #expect(await Self.until(session) { await $0.connectionState == .stopped(.notAuthenticated) })
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import WaybillAPI
+
+/// The `waybill` executable itself: `serve` stops gracefully on SIGTERM, `driver --json` follows
+/// and moves orders as a script would drive it.
+@Suite(.timeLimit(.minutes(1)))
+struct ExecutableTests {
+    @Test func serveClosesSocketsWith1001AndExitsCleanlyOnSIGTERM() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let seedFile = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
+            "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus() == 0)
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
+        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path])
+        defer { server.terminate() }
+        let port = try #require(await Self.port(of: server))
+        let socket = try await TestSocket.open(port: port, query: "token=\(seed.drivers[0].token)")
+        #expect(await socket.next()?["type"] as? String == "connected")
+        server.signal(SIGTERM)
+        #expect(await socket.closed() == 1001)
+        #expect(await server.exitStatus() == 0)
+        #expect(server.stderr.contains { $0.contains("msg=\"server stopped\"") })
+    }
+
+    @Test func driverJSONModeFollowsChangesAndTakesCommands() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 2)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let app = try ChildProcess([
+                "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+            ])
+            defer { app.terminate() }
+            let list = try #require(await app.line { $0["kind"] as? String == "list" && ($0["orders"] as? [Any])?.count == 2 })
+            let live = await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" }
+            #expect(live != nil)
+            app.type("open \(id)")
+            let detail = try #require(await app.line(after: list.index) { $0["kind"] as? String == "detail" })
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "gate 4"])
+            let changed = await app.line(after: detail.index) {
+                ($0["order"] as? [String: Any])?["notes"] as? String == "gate 4"
+            }
+            #expect(changed != nil)
+            app.type("accept \(id)")
+            let accepted = await app.line(after: detail.index) { object in
+                let orders = object["orders"] as? [[String: Any]] ?? []
+                return orders.contains { ($0["id"] as? Int).map(Int64.init) == id && $0["status"] as? String == "accepted" }
+            }
+            #expect(accepted != nil)
+            let order = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            #expect(order.object.string("status") == "accepted")
+            // Logged out elsewhere: the app says why and exits with status 3.
+            _ = try await server.request("POST", "/api/auth/logout", token: driver.token)
+            let stopped = await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "stopped" }
+            #expect(stopped != nil)
+            #expect(await app.exitStatus() == 3)
+        }
+    }
+
+    static func port(of server: ChildProcess) async -> Int? {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            for line in server.stderr where line.contains("msg=\"server started\"") {
+                if let range = line.range(of: #"port=(\d+)"#, options: .regularExpression) {
+                    return Int(line[range].dropFirst(5))
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+}
