@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+import WaybillAPI
+
+/// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
+@Suite(.timeLimit(.minutes(1)))
+struct MetricsTests {
+    @Test func countersFollowWritesSocketsResumesAndResets() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (live, connected) = try await server.connectedSocket(token: driver.token)
+            let (panel, _) = try await server.connectedSocket(token: seed.dispatcherToken, query: "stream=fleet")
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "m"])
+            #expect(await live.nextEvent() != nil)
+            #expect(await panel.nextEvent() != nil)
+            let cursor = try #require(connected["event_id"] as? Int)
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
+            #expect(await resumed.nextEvent() != nil)
+            let (reset, _) = try await server.connectedSocket(token: driver.token, query: "since=999999")
+            #expect(await reset.next()?["type"] as? String == "reset")
+            let text = try await server.request("GET", "/metrics").text
+            #expect(text.contains(#"waybill_websockets_open{group="driver"} 3"#))
+            #expect(text.contains(#"waybill_websockets_open{group="fleet"} 1"#))
+            #expect(text.contains("waybill_resumes_total 2"))
+            #expect(text.contains("waybill_resets_total 1"))
+            #expect(text.contains("waybill_events_committed_total 1"))  // the PATCH; seeding ran outside the server
+            #expect(text.contains(#"waybill_http_requests_total{route="/api/orders/{id}",status="200"} 1"#))
+            #expect(text.contains("waybill_http_request_duration_seconds_count"))
+            #expect(text.contains("waybill_outbox_lag_seconds 0"))
+            let relayed = text.split(separator: "\n").first { $0.hasPrefix("waybill_events_relayed_total ") }
+            #expect((relayed.flatMap { Int($0.split(separator: " ")[1]) } ?? 0) >= 2)  // the seeded order_created and the PATCH
+            for secret in [driver.token, seed.dispatcherToken, driver.email] { #expect(!text.contains(secret)) }
+        }
+    }
+}
