@@ -39,6 +39,14 @@ seed.update(base_url=f"http://127.0.0.1:{sys.argv[3]}", ws_url=f"ws://127.0.0.1:
             server_pid=int(sys.argv[4]))
 json.dump(seed, open(sys.argv[2], "w"))
 PY
+    # The seed is committed by another process: the server's relay only finds its ~1000 events on
+    # its next poll (every 1 s). Wait until they are relayed, or they reach the driver sockets during
+    # the measurement (as frames for orders the harness has not written: events_unknown_order).
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$PORT/metrics" 2>/dev/null | grep -qx 'waybill_outbox_lag_seconds 0\(\.0\)\?' && break
+        sleep 0.1
+    done
+    sleep 0.5
 }
 
 run() {
