@@ -40,7 +40,7 @@ seed.update(base_url=f"http://127.0.0.1:{sys.argv[3]}", ws_url=f"ws://127.0.0.1:
             server_pid=int(sys.argv[4]))
 json.dump(seed, open(sys.argv[2], "w"))
 PY
-    # The seed is committed by another process: the server's relay only finds its ~1000 events on
+    # The seed is committed by another process: the server's relay only finds its events (1000 orders) on
     # its next poll (every 1 s). Wait until they are relayed, or they reach the driver sockets during
     # the measurement (as frames for orders the harness has not written: events_unknown_order).
     for _ in $(seq 1 100); do
@@ -84,14 +84,14 @@ run() {
             cat "$DATA/drain.err" >&2
             # One JSON line: wsdrain's own line plus the write count, frames per second of the write
             # window (wsdrain's frames_per_s divides by its whole window, which is 4 s longer) and CPU.
-            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" <<'PY' | tee -a "$OUT/results.jsonl"
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" <<'PY' | tee -a "$OUT/results.jsonl"
 import json, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
 b, a = [list(map(float, x.split())) for x in sys.argv[3:5]]
 dur, conns, who = float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 m = re.search(r"(\d+) requests in ([\d.]+)s", wrk); n2 = re.search(r"non-2xx: (\d+)", wrk)
-wall = a[0] - b[0]; tck = 100.0
+wall = a[0] - b[0]; tck = float(sys.argv[8])
 events = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames (not `connected`)
 print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{conns}", "who": who, "sockets": conns,
     "duration_s": dur, "patch_requests": int(m.group(1)) if m else None,
