@@ -4,7 +4,8 @@
 #   scripts/bench.sh                      the default suite (fan-out at several rates, idle sockets, saturation)
 #   scripts/bench.sh fanout 2000 20       one fan-out run: rate, duration
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds
-#   scripts/bench.sh saturate 20          wrk PATCH load + wsdrain on every driver socket, duration
+#   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers]]
+#                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,6 +40,23 @@ seed.update(base_url=f"http://127.0.0.1:{sys.argv[3]}", ws_url=f"ws://127.0.0.1:
             server_pid=int(sys.argv[4]))
 json.dump(seed, open(sys.argv[2], "w"))
 PY
+    # The seed is committed by another process: the server's relay only finds its events (1000 orders) on
+    # its next poll (every 1 s). Wait until they are relayed, or they reach the driver sockets during
+    # the measurement (as frames for orders the harness has not written: events_unknown_order).
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$PORT/metrics" 2>/dev/null | grep -qx 'waybill_outbox_lag_seconds 0\(\.0\)\?' && break
+        sleep 0.1
+    done
+    sleep 0.5
+}
+
+# "wall_s server_ticks drain_ticks machine_total_ticks machine_idle_ticks" (utime+stime from /proc).
+cpu_sample() {
+    local t s d
+    t="$(date +%s.%N)"
+    s="$(awk '{print $14+$15}' "/proc/$SERVER_PID/stat" 2>/dev/null || echo 0)"
+    d="$(awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0)"
+    echo "$t $s $d $(awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat)"
 }
 
 run() {
@@ -51,13 +69,41 @@ run() {
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario connections --connections "${1:-2000}" \
                 --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$OUT/results.jsonl" ;;
         saturate)
-            "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who all --connections "${2:-2000}" --duration "$(( ${1:-20} + 4 ))" \
-                >"$DATA/drain.json" &
+            # $1 duration, $2 sink sockets (default 2000), $3 who: all (drivers + dispatcher, round-robin),
+            # dispatcher (every socket gets every event, like Nchan's one channel) or drivers.
+            local dur="${1:-20}" conns="${2:-2000}" who="${3:-all}"
+            "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who "$who" --connections "$conns" --duration "$(( dur + 4 ))" \
+                >"$DATA/drain.json" 2>"$DATA/drain.err" &
             local drain=$!
             sleep 2
-            "$BENCH/patchload.sh" --fixtures "$DATA/fixtures.json" --duration "${1:-20}" | tee -a "$OUT/patchload.txt"
+            local before after
+            before="$(cpu_sample "$drain")"
+            "$BENCH/patchload.sh" --fixtures "$DATA/fixtures.json" --duration "$dur" | tee "$DATA/wrk.txt" | tee -a "$OUT/patchload.txt"
+            after="$(cpu_sample "$drain")"
             wait "$drain" || true
-            tee -a "$OUT/results.jsonl" <"$DATA/drain.json" ;;
+            cat "$DATA/drain.err" >&2
+            # One JSON line: wsdrain's own line plus the write count, frames per second of the write
+            # window (wsdrain's frames_per_s divides by its whole window, which is 4 s longer) and CPU.
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" <<'PY' | tee -a "$OUT/results.jsonl"
+import json, re, sys
+drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+wrk = open(sys.argv[2]).read()
+b, a = [list(map(float, x.split())) for x in sys.argv[3:5]]
+dur, conns, who = float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+m = re.search(r"(\d+) requests in ([\d.]+)s", wrk); n2 = re.search(r"non-2xx: (\d+)", wrk)
+wall = a[0] - b[0]; tck = float(sys.argv[8])
+events = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames (not `connected`)
+print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{conns}", "who": who, "sockets": conns,
+    "duration_s": dur, "patch_requests": int(m.group(1)) if m else None,
+    "patch_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
+    "patch_non_2xx": int(n2.group(1)) if n2 else None,
+    "event_frames": events, "event_frames_per_s_write_window": round(events / dur),
+    "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
+            "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
+            "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None},
+    "wsdrain": drain}, separators=(",", ":")))
+PY
+            ;;
         *) echo "unknown scenario $kind" >&2; exit 2 ;;
     esac
 }
