@@ -45,7 +45,7 @@ public final class WaybillServer: Sendable {
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
         let orders = OrderService(store: store, clock: clock) { events in
             metrics.eventsCommitted(events.count)
-            relay.notify()
+            relay.committed(events)
         }
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: relayedThrough,

@@ -27,6 +27,7 @@ public final class SQLiteOrderStore: OrderStore {
     private let writeQueue = SQLiteJobQueue<WriteJob>()
     private let readQueue = SQLiteJobQueue<ReadJob>()
     private let workers: [SQLiteWorker]
+    private let checkpointer: SQLiteCheckpointer
     private let clock: @Sendable () -> Date
     private let isClosed = Mutex(false)
     /// Counters the writer thread keeps, for tests and metrics.
@@ -63,7 +64,8 @@ public final class SQLiteOrderStore: OrderStore {
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
                     open: { () throws(SQLiteError) in
                         let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
-                        try db.executeScript("PRAGMA journal_mode = WAL")
+                        // Checkpoints run on `SQLiteCheckpointer`'s thread, not inside a commit.
+                        try db.executeScript("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0")
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
@@ -87,6 +89,14 @@ public final class SQLiteOrderStore: OrderStore {
             throw StoreError.unavailable("cannot open \(path): \(error.description)")
         }
         workers = started
+        do throws(SQLiteError) {
+            checkpointer = try SQLiteCheckpointer(path: path)
+        } catch {
+            writeQueue.close()
+            readQueue.close()
+            for worker in started { worker.waitUntilFinished() }
+            throw StoreError.unavailable("cannot open \(path): \(error.description)")
+        }
     }
 
     deinit { close() }

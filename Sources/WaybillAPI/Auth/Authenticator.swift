@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WaybillDomain
 import WaybillStorage
 
@@ -8,6 +9,11 @@ final class Authenticator: Sendable {
     private let clock: any WallClock
     private let hasher: PasswordHasher
     private let throttle: LoginThrottle
+    /// Recently seen tokens, so most requests skip a store read. A revocation through this
+    /// process clears the user's entries at once; one made elsewhere (another node) is honoured
+    /// within `cacheLifetime`.
+    private let cache = Mutex<[[UInt8]: (user: User, until: Date)]>([:])
+    private let cacheLifetime: TimeInterval = 5
     /// Tickets are short-lived: SPEC §2 allows at most 60 s.
     let ticketLifetime: TimeInterval
 
@@ -55,12 +61,21 @@ final class Authenticator: Sendable {
     func user(forToken token: String) async throws -> User? {
         guard !token.isEmpty, token.count <= 256 else { return nil }
         let hash = Secret(token).hash, now = clock.now()
-        return try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
+        if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.user }
+        let user = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
+        if let user {
+            cache.withLock { entries in
+                if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
+                entries[hash] = (user, now.addingTimeInterval(cacheLifetime))
+            }
+        }
+        return user
     }
 
     /// Revokes every token of `user` (logout everywhere).
     func revokeTokens(of user: UserID) async throws {
         try await store.write { tx in try tx.revokeTokens(of: user) }
+        cache.withLock { entries in entries = entries.filter { $0.value.user.id != user } }
     }
 
     /// A single-use WebSocket ticket for `user`, valid `ticketLifetime` seconds.

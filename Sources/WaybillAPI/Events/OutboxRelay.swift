@@ -27,6 +27,9 @@ final class OutboxRelay: Sendable {
     private let configuration: Configuration
     private let clock: ContinuousClock
     private let wake = WakeSignal()
+    /// Events this process committed, handed over after commit: published without a store read
+    /// when they continue the cursor with no gap (the usual case); anything else goes the slow way.
+    private let handed = Mutex<[StoredEvent]>([])
 
     init(
         store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
@@ -42,6 +45,12 @@ final class OutboxRelay: Sendable {
 
     /// Called after each commit. Any thread; never blocks.
     func notify() { wake.signal() }
+
+    /// Called after each commit of this process with its events. Any thread; never blocks.
+    func committed(_ events: [StoredEvent]) {
+        handed.withLock { $0.append(contentsOf: events) }
+        wake.signal()
+    }
 
     /// Relays until the task is cancelled.
     func run() async {
@@ -75,6 +84,15 @@ final class OutboxRelay: Sendable {
     /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor.
     private func relayAvailable(after cursor: EventID) async throws -> EventID {
         var cursor = cursor
+        let handedOver = handed.withLock { events in
+            defer { events.removeAll() }
+            return events.filter { $0.id > cursor }.sorted { $0.id < $1.id }
+        }
+        if !handedOver.isEmpty, Self.continues(cursor, handedOver) {
+            try await publishBounded(handedOver)
+            metrics.eventsRelayed(handedOver.count)
+            return handedOver.last!.id
+        }
         while !Task.isCancelled {
             let after = cursor, limit = configuration.batchSize
             let events = try await store.read { tx in try tx.events(after: after, limit: limit) }
@@ -108,6 +126,16 @@ final class OutboxRelay: Sendable {
             }
         }
         timer.withLock { $0?.cancel() }
+    }
+
+    /// Whether `events` (sorted) are exactly the ids after `cursor`, with no gap.
+    static func continues(_ cursor: EventID, _ events: [StoredEvent]) -> Bool {
+        var expected = cursor.rawValue + 1
+        for event in events {
+            guard event.id.rawValue == expected else { return false }
+            expected += 1
+        }
+        return true
     }
 
     private func initialCursor() async -> EventID {

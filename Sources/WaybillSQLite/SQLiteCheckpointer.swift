@@ -1,0 +1,57 @@
+import Foundation
+import Synchronization
+
+/// Copies the WAL back into the database file on its own thread and connection.
+///
+/// Why: SQLite's automatic checkpoint runs inside whichever commit crosses the threshold, on the
+/// writer thread, and its `fsync` stalls every write queued behind it (the p99 of a write and of
+/// its event delivery). The writer turns automatic checkpoints off; this thread runs a PASSIVE
+/// checkpoint every `interval`, which never blocks the writer or the readers.
+final class SQLiteCheckpointer: Sendable {
+    private let stop = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let isStopped = Mutex(false)
+
+    /// Starts the thread; it opens its own connection there (connections never cross threads).
+    init(path: String, interval: Duration = .milliseconds(250)) throws(SQLiteError) {
+        let stop = self.stop, finished = self.finished
+        let opened = DispatchSemaphore(value: 0)
+        let failure = Mutex<SQLiteError?>(nil)
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        let thread = Thread {
+            let connection: SQLiteConnection
+            do throws(SQLiteError) {
+                connection = try SQLiteConnection(path: path)
+            } catch {
+                failure.withLock { $0 = error }
+                opened.signal()
+                finished.signal()
+                return
+            }
+            opened.signal()
+            while stop.wait(timeout: .now() + seconds) == .timedOut {
+                try? connection.executeScript("PRAGMA wal_checkpoint(PASSIVE)")
+            }
+            connection.close()
+            finished.signal()
+        }
+        thread.name = "waybill.sqlite.checkpointer"
+        thread.start()
+        opened.wait()
+        if let error = failure.withLock({ $0 }) {
+            isStopped.withLock { $0 = true }
+            throw error
+        }
+    }
+
+    /// Stops the thread and closes its connection; returns when both are done. Idempotent.
+    func close() {
+        let first = isStopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
+        stop.signal()
+        finished.wait()
+    }
+}

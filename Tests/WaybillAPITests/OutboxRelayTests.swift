@@ -1,0 +1,27 @@
+import Foundation
+import Testing
+@testable import WaybillAPI
+import WaybillDomain
+
+/// The relay's fast path publishes handed-over events only when they continue its cursor exactly.
+struct OutboxRelayTests {
+    static func events(_ ids: [Int64]) -> [StoredEvent] {
+        ids.map { id in
+            StoredEvent(
+                id: EventID(id),
+                event: OrderEvent(
+                    type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .new, driverID: nil,
+                    changedAt: Date(timeIntervalSince1970: 0), groups: [.company(1)]))
+        }
+    }
+
+    @Test func contiguousEventsAfterTheCursorContinueIt() {
+        #expect(OutboxRelay.continues(EventID(4), Self.events([5, 6, 7])))
+    }
+
+    @Test func aGapOrAnOverlapFallsBackToTheStore() {
+        #expect(!OutboxRelay.continues(EventID(4), Self.events([6, 7])))  // 5 came from another process
+        #expect(!OutboxRelay.continues(EventID(4), Self.events([5, 7])))
+        #expect(!OutboxRelay.continues(EventID(4), Self.events([4, 5])))
+    }
+}
