@@ -61,6 +61,26 @@ struct ExecutableTests {
         }
     }
 
+    @Test func seedWorksWhileAServerRunsOnTheSameDataDirectory() async throws {
+        try await TestServer.withRunning { server in
+            let out = server.directory.appendingPathComponent("seed.json").path
+            let seeding = try ChildProcess([
+                "seed", "--data-dir", server.directory.path, "--drivers", "2", "--orders-per-driver", "3", "--out", out,
+                "--password-iterations", "1000",
+            ])
+            #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
+            let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+            #expect(seed.drivers.count == 2 && seed.drivers.allSatisfy { $0.orderIDs?.count == 3 })
+            let login = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
+            #expect(login.status == 200)
+            let orders = try await server.request("GET", "/api/orders/", token: seed.dispatcherToken)
+            #expect(orders.array.count == 6)
+            // The running server's relay finds the other process's events in the outbox too.
+            #expect(try await server.server.waitUntilDelivered())
+        }
+    }
+
     static func port(of server: ChildProcess) async -> Int? {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
