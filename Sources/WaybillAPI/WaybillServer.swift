@@ -49,7 +49,8 @@ public final class WaybillServer: Sendable {
         }
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: relayedThrough,
-            configuration: .init(maxReplayEvents: configuration.maxReplayEvents))
+            configuration: .init(
+                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2))
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),

@@ -54,7 +54,9 @@ public enum EventFrame {
 public enum Timestamp {
     public static func string(_ date: Date) -> String {
         let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        let seconds = millis / 1000, ms = Int(millis % 1000)
+        // Floor division: a time before 1970 has a negative remainder with `/` and `%`.
+        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
+        let ms = Int(millis - seconds * 1000)
         var t = time_t(seconds)
         var parts = tm()
         gmtime_r(&t, &parts)

@@ -60,6 +60,23 @@ struct AuthAPITests {
         }
     }
 
+    @Test func aParallelBurstOfGuessesCannotSlipPastTheLimit() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<30 {
+                    group.addTask {
+                        try await server.request(
+                            "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": "guess"]).status
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 401 }.count == 10)
+            #expect(statuses.filter { $0 == 429 }.count == 20)
+        }
+    }
+
     @Test func missingBadAndRevokedTokensAre401() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 0)

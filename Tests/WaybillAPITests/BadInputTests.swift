@@ -24,6 +24,7 @@ struct BadInputTests {
         Case(name: "empty title", method: "POST", path: "/api/orders/", body: #"{"title": "  "}"#, status: 422, code: "validation_error"),
         Case(name: "bad stage kind", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"fly","address":"a"}]}"#, status: 400, code: "invalid_field"),
         Case(name: "bad planned_at", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"stop","address":"a","planned_at":"tomorrow"}]}"#, status: 422, code: "validation_error"),
+        Case(name: "duplicate stage id", method: "PATCH", path: "/api/orders/ID/", body: #"{"stages":[{"id":1,"kind":"stop","address":"a"},{"id":1,"kind":"stop","address":"b"}]}"#, status: 422, code: "validation_error"),
         Case(name: "unknown status", method: "POST", path: "/api/orders/ID/status", body: #"{"status": "flying"}"#, status: 400, code: "invalid_field"),
         Case(name: "status as number", method: "POST", path: "/api/orders/ID/status", body: #"{"status": 3}"#, status: 400, code: "invalid_field"),
         Case(name: "driver_id as string", method: "POST", path: "/api/orders/ID/assign", body: #"{"driver_id": "7"}"#, status: 400, code: "invalid_field"),

@@ -99,6 +99,29 @@ struct ResumeTests {
             let seed = try await server.seed(drivers: 1, orders: 1)
             let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token, query: "since=999999")
             #expect(await socket.next()?["type"] as? String == "reset")
+            // After the reset the socket is live from the store's real newest id, not from 999999.
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "x"])
+            #expect(await socket.nextEvent()?["type"] as? String == "order_updated")
+        }
+    }
+
+    /// A replay bigger than the socket's outbound queue could hold would end in 4008 again and again.
+    @Test func replayTooBigForTheSocketQueueGetsResetInstead() async throws {
+        try await TestServer.withRunning(configure: { $0.maxQueuedBytesPerSocket = 16 << 10 }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (first, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["event_id"] as? Int)
+            await first.close()
+            for n in 0..<60 {  // ~60 × 250 B: more than half of 16 KiB
+                _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "\(n)"])
+            }
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
+            #expect(await resumed.next()?["type"] as? String == "reset")
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "live"])
+            #expect(await resumed.nextEvent()?["type"] as? String == "order_updated")
+            #expect(await resumed.isClosed == false)
         }
     }
 

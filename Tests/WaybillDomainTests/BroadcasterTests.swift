@@ -62,6 +62,11 @@ struct BroadcasterTests {
         #expect(object["event_id"] as? Int == 1234)
     }
 
+    @Test func timestampsBefore1970KeepAValidFraction() {
+        #expect(Timestamp.string(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
+        #expect(Timestamp.string(Date(timeIntervalSince1970: 0.25)) == "1970-01-01T00:00:00.250Z")
+    }
+
     @Test func groupNamesRoundTrip() {
         for group in [Group.company(1), .fleet(2), .driver(3)] { #expect(Group(name: group.name) == group) }
         #expect(Group(name: "driver_x") == nil)

@@ -13,6 +13,8 @@ final class Authenticator: Sendable {
     /// process clears the user's entries at once; one made elsewhere (another node) is honoured
     /// within `cacheLifetime`.
     private let cache = Mutex<[[UInt8]: (user: User, until: Date)]>([:])
+    /// Bumped by every revocation: a lookup that started before it must not refill the cache.
+    private let revocations = Atomic<Int>(0)
     private let cacheLifetime: TimeInterval = 5
     /// Tickets are short-lived: SPEC §2 allows at most 60 s.
     let ticketLifetime: TimeInterval
@@ -30,19 +32,18 @@ final class Authenticator: Sendable {
     ///   429 `rate_limited` after too many failures for one email.
     func login(email: String, password: String) async throws -> (token: Secret, user: User) {
         let key = email.lowercased()
-        guard throttle.allows(key) else {
+        guard let attempt = throttle.begin(key) else {
             throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
         }
         let found = try await store.read { tx in try tx.credentials(email: email) }
         guard let found else {
             await hasher.verifyNothing(password)
-            throttle.failed(key)
             throw APIError(401, "invalid_credentials", "Wrong email or password.")
         }
         guard await hasher.verify(password, against: found.passwordHash) else {
-            throttle.failed(key)
             throw APIError(401, "invalid_credentials", "Wrong email or password.")
         }
+        throttle.succeeded(key, started: attempt)
         let token = Secret.generate(), now = clock.now()
         try await store.write { tx in try tx.insertToken(hash: token.hash, for: found.user.id, createdAt: now, expiresAt: nil) }
         return (token, found.user)
@@ -62,9 +63,11 @@ final class Authenticator: Sendable {
         guard !token.isEmpty, token.count <= 256 else { return nil }
         let hash = Secret(token).hash, now = clock.now()
         if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.user }
+        let generation = revocations.load(ordering: .acquiring)
         let user = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         if let user {
             cache.withLock { entries in
+                guard revocations.load(ordering: .acquiring) == generation else { return }
                 if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
                 entries[hash] = (user, now.addingTimeInterval(cacheLifetime))
             }
@@ -75,7 +78,10 @@ final class Authenticator: Sendable {
     /// Revokes every token of `user` (logout everywhere).
     func revokeTokens(of user: UserID) async throws {
         try await store.write { tx in try tx.revokeTokens(of: user) }
-        cache.withLock { entries in entries = entries.filter { $0.value.user.id != user } }
+        cache.withLock { entries in
+            revocations.add(1, ordering: .releasing)
+            entries = entries.filter { $0.value.user.id != user }
+        }
     }
 
     /// A single-use WebSocket ticket for `user`, valid `ticketLifetime` seconds.

@@ -1,12 +1,17 @@
 import Foundation
 import Synchronization
 
-/// Counts failed logins per email and refuses more than `limit` inside `window` (answers 429).
+/// Counts login attempts per email and refuses more than `limit` failures inside `window` (429).
+///
+/// An attempt is counted as a failure the moment it starts (before the slow password check) and
+/// taken back if it succeeds, so a burst of parallel guesses cannot all slip past the limit.
 final class LoginThrottle: Sendable {
     private let clock: any WallClock
     private let limit: Int
     private let window: TimeInterval
-    private let failures = Mutex<[String: [Date]]>([:])
+    private let attempts = Mutex<[String: [Date]]>([:])
+    /// Keys kept before expired ones are swept; far more than 2 cores can fail PBKDF2 logins for in a window.
+    private let maxKeys = 100_000
 
     init(clock: any WallClock, limit: Int = 10, window: TimeInterval = 300) {
         self.clock = clock
@@ -14,20 +19,28 @@ final class LoginThrottle: Sendable {
         self.window = window
     }
 
-    func allows(_ key: String) -> Bool {
-        let cutoff = clock.now().addingTimeInterval(-window)
-        return failures.withLock { all in
+    /// Reserves an attempt for `key`; `nil` when the limit is reached. Pass the token to
+    /// `succeeded` if the login works.
+    func begin(_ key: String) -> Date? {
+        let now = clock.now(), cutoff = now.addingTimeInterval(-window)
+        return attempts.withLock { all in
             let recent = (all[key] ?? []).filter { $0 > cutoff }
-            all[key] = recent.isEmpty ? nil : recent
-            return recent.count < limit
+            guard recent.count < limit else {
+                all[key] = recent
+                return nil
+            }
+            all[key] = recent + [now]
+            if all.count > maxKeys { all = all.filter { $0.value.contains { $0 > cutoff } } }
+            return now
         }
     }
 
-    func failed(_ key: String) {
-        let now = clock.now()
-        failures.withLock { all in
-            all[key, default: []].append(now)
-            if all.count > 10_000 { all.removeAll() }  // bounded memory under a spray of emails
+    /// Takes back the attempt reserved at `started`: it was not a failure.
+    func succeeded(_ key: String, started: Date) {
+        attempts.withLock { all in
+            guard var list = all[key], let index = list.lastIndex(of: started) else { return }
+            list.remove(at: index)
+            all[key] = list.isEmpty ? nil : list
         }
     }
 }

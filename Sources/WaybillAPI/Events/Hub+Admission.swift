@@ -87,7 +87,7 @@ extension Hub {
     }
 
     private func replay(_ socket: SocketID, group: Group, since: EventID) async {
-        let limit = maxReplayEvents
+        let limit = maxReplayEvents, byteLimit = maxReplayBytes
         do {
             let result: ReplayResult = try await store.read { tx in
                 let newest = try tx.newestEventID()
@@ -99,8 +99,16 @@ extension Hub {
             let resetTo: EventID?
             switch result {
             case .events(let events):
-                framed = events.map { ($0.id, OutboundFrame(text: EventFrame.json($0))) }
-                resetTo = nil
+                let frames = events.map { ($0.id, OutboundFrame(text: EventFrame.json($0))) }
+                // A replay the socket's outbound queue cannot hold would end in 4008, and the
+                // client would come back with the same `since`: answer reset instead.
+                if frames.reduce(0, { $0 + $1.1.count }) > byteLimit {
+                    framed = []
+                    resetTo = events.last?.id ?? since
+                } else {
+                    framed = frames
+                    resetTo = nil
+                }
             case .reset(let newest):
                 framed = []
                 resetTo = newest
@@ -118,7 +126,9 @@ extension Hub {
         if let resetTo {
             metrics.reset()
             io.send(Self.resetFrameShared, to: socket)
-            connection.lastSent = max(connection.lastSent, resetTo)
+            // Not max(): a `since` from another database may be above every id this store will
+            // reach soon; after a reset the client refetches everything up to `resetTo`.
+            connection.lastSent = resetTo
         }
         var sent = 0
         for (id, frame) in replayed + buffer where id > connection.lastSent {

@@ -12,6 +12,8 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     struct Configuration: Sendable {
         /// A resume that would replay more than this answers `reset` instead.
         var maxReplayEvents = 10_000
+        /// Nor may a replay be bigger than this (half the per-socket outbound limit).
+        var maxReplayBytes = 512 << 10
     }
 
     /// One socket's place in the protocol.
@@ -140,6 +142,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     func join(_ socket: SocketID, _ group: Group) { members[group, default: []].insert(socket) }
     var newestDelivered: EventID { lastDelivered }
     var maxReplayEvents: Int { configuration.maxReplayEvents }
+    var maxReplayBytes: Int { configuration.maxReplayBytes }
 
     /// Open sockets (for tests and shutdown logs).
     var openSocketCount: Int { connections.count }

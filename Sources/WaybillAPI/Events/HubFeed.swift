@@ -20,15 +20,21 @@ final class HubFeed: Sendable {
     func run(first subscription: AsyncStream<[StoredEvent]>) async {
         let hub = self.hub
         var subscription = subscription
+        var pause = Duration.milliseconds(100)
         while !Task.isCancelled {
+            var delivered = false
             for await batch in subscription {
+                delivered = true
                 let framed = batch.map { ($0, OutboundFrame(text: EventFrame.json($0))) }
                 hub.execute { io in hub.deliver(framed, io: io) }
             }
             guard !Task.isCancelled else { return }
             logger.warning("broker subscription lost; closing sockets so clients resume")
-            hub.execute { io in hub.closeAll(code: 1012, reason: "service restart", io: io) }
+            // Subscribe first: a client that reconnects after the close must not miss a live event.
             subscription = broker.subscribe()
+            hub.execute { io in hub.closeAll(code: 1012, reason: "service restart", io: io) }
+            pause = delivered ? .milliseconds(100) : min(pause * 2, .seconds(5))
+            try? await Task.sleep(for: pause)  // a broker that keeps failing must not spin
         }
     }
 }

@@ -61,6 +61,8 @@ enum Validation {
 
     static func stages(_ raw: [StageRequest]) throws -> [Stage] {
         guard raw.count <= maxStages else { throw ValidationError(field: "stages", problem: "at most \(maxStages) stages") }
+        let ids = raw.compactMap(\.id)
+        guard Set(ids).count == ids.count else { throw ValidationError(field: "stages", problem: "a stage id appears twice") }
         return try raw.enumerated().map { index, stage in
             let address = stage.address.trimmingCharacters(in: .whitespacesAndNewlines)
             guard !address.isEmpty, address.count <= maxAddress else {
