@@ -76,7 +76,7 @@ extension Hub {
         // Registered before the query starts: anything committed after the query's snapshot is
         // delivered to the hub after this point and lands in the buffer (docs/ARCHITECTURE.md, "Resume").
         connection.lastSent = since
-        connection.phase = .replaying(buffer: [])
+        connection.phase = .replaying
         metrics.resumed()
         Task { await self.replay(socket, group: group, since: since) }
     }
@@ -122,7 +122,9 @@ extension Hub {
 
     /// Sends the replay (or `reset`), then the buffered live events it does not already cover, then goes live.
     private func finishReplay(_ socket: SocketID, replayed: [(EventID, OutboundFrame)], resetTo: EventID?, io: any SocketIO) {
-        guard let connection = connection(socket), case .replaying(let buffer) = connection.phase else { return }
+        guard let connection = connection(socket), case .replaying = connection.phase else { return }
+        let buffer = connection.buffer
+        connection.buffer = []
         if let resetTo {
             metrics.reset()
             io.send(Self.resetFrameShared, to: socket)

@@ -20,12 +20,14 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     final class Connection {
         enum Phase {
             case authenticating
-            /// Replay query running: live events wait here, then go out after the replay.
-            case replaying(buffer: [(EventID, OutboundFrame)])
+            /// Replay query running: live events wait in `buffer`, then go out after the replay.
+            case replaying
             case live
         }
         let target: String
         var phase: Phase = .authenticating
+        /// Live events that arrived while replaying (a stored property, so appends do not copy).
+        var buffer: [(EventID, OutboundFrame)] = []
         var group: Group?
         var userID: UserID?
         /// Highest event id queued on this socket: nothing at or below it is sent again.
@@ -76,9 +78,8 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
                     case .live where stored.id > connection.lastSent:
                         connection.lastSent = stored.id
                         if io.send(frame, to: socket) { sent += 1 }
-                    case .replaying(var buffer):
-                        buffer.append((stored.id, frame))
-                        connection.phase = .replaying(buffer: buffer)
+                    case .replaying:
+                        connection.buffer.append((stored.id, frame))
                     default:
                         break
                     }
