@@ -13,6 +13,11 @@ struct WebSocketTests {
 
     init() throws { loop = try WebSocketClientLoop() }
 
+    /// A client on this suite's loop, connected to `server` at `path`.
+    func connect(to server: HTTPServer, path: String = "/ws/orders/") async throws -> WebSocketClient {
+        try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: path, on: loop)
+    }
+
     @Test func echoThroughTheClientAndCleanClose() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
@@ -48,12 +53,7 @@ struct WebSocketTests {
     @Test func serverCloseCodeReachesTheClient() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(
-                host: "127.0.0.1",
-                port: server.port,
-                path: "/ws/orders/",
-                on: loop
-            )
+            let client = try await connect(to: server, path: "/ws/orders/")
             client.send(text: "first")
             client.send(text: "close:4001")
             #expect(await nextEvent(client) == .text("first"))
@@ -68,12 +68,7 @@ struct WebSocketTests {
     @Test func oversizeMessageClosesWith1009() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxMessageBytes = 1000 }, delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(
-                host: "127.0.0.1",
-                port: server.port,
-                path: "/ws/orders",
-                on: loop
-            )
+            let client = try await connect(to: server, path: "/ws/orders")
             client.send(text: String(repeating: "x", count: 5000))
             #expect(
                 await nextEvent(client, where: { if case .closed = $0 { true } else { false } })
@@ -88,12 +83,7 @@ struct WebSocketTests {
     @Test func binaryMessagesAreDeliveredBothWays() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(
-                host: "127.0.0.1",
-                port: server.port,
-                path: "/ws/orders/",
-                on: loop
-            )
+            let client = try await connect(to: server, path: "/ws/orders/")
             let payload = (0..<60_000).map { UInt8($0 % 256) }  // under maxMessageBytes (64 KiB)
             client.send(binary: payload)
             let echoed = await nextEvent(client) == .binary(payload)
@@ -184,12 +174,7 @@ struct WebSocketTests {
         let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
             for _ in 0..<3 {
                 group.addTask { [loop] in
-                    try await WebSocketClient.connect(
-                        host: "127.0.0.1",
-                        port: server.port,
-                        path: "/ws/orders/",
-                        on: loop
-                    )
+                    try await connect(to: server, path: "/ws/orders/")
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -217,12 +202,7 @@ struct WebSocketTests {
     @Test func droppedClientClosesWith1001() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            var client: WebSocketClient? = try await WebSocketClient.connect(
-                host: "127.0.0.1",
-                port: server.port,
-                path: "/ws/orders/",
-                on: loop
-            )
+            var client: WebSocketClient? = try await connect(to: server, path: "/ws/orders/")
             #expect(client != nil)
             client = nil
             #expect(await eventually { delegate.events.contains { if case .closed = $0 { true } else { false } } })
@@ -301,12 +281,7 @@ struct WebSocketTests {
     @Test func socketRejectedRightAfterOpeningSeesTheCode() async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(
-                host: "127.0.0.1",
-                port: server.port,
-                path: "/ws/orders/?reject=4003",
-                on: loop
-            )
+            let client = try await connect(to: server, path: "/ws/orders/?reject=4003")
             #expect(await nextEvent(client) == .closed(code: 4003, reason: "rejected"))
         }
         loop.shutdown()
