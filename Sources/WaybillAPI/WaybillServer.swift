@@ -36,7 +36,10 @@ public final class WaybillServer: Sendable {
         clock: any WallClock = SystemWallClock()
     ) async throws -> WaybillServer {
         let metrics = Metrics()
-        let relayedThrough = try await store.read { tx in try tx.relayedThrough() }
+        let relayedThrough = try await store.read { tx in
+            let id = try tx.relayedThrough()
+            return try tx.event(id)?.cursor ?? EventCursor(id: id, check: EventCursor.origin.check)
+        }
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations),
             ticketLifetime: configuration.ticketLifetime)
@@ -80,7 +83,7 @@ public final class WaybillServer: Sendable {
     public func deliveredThrough() async -> EventID {
         let hub = self.hub, http = self.http
         return await withCheckedContinuation { continuation in
-            http.execute { _ in continuation.resume(returning: hub.newestDelivered) }
+            http.execute { _ in continuation.resume(returning: hub.newestDelivered.id) }
         }
     }
 

@@ -11,9 +11,24 @@ public protocol Broker: Sendable {
     /// - Throws: `BrokerError` when the broker cannot take them now (the relay retries).
     func publish(_ events: [StoredEvent]) async throws
 
-    /// A new subscription: every batch published from now on, in publish order.
-    /// The stream ends when the subscription is lost (the subscriber then resyncs from the outbox).
-    func subscribe() -> AsyncStream<[StoredEvent]>
+    /// A new subscription, alive until the consumer stops iterating (or cancels its task).
+    ///
+    /// It first yields `.subscribed`, then every batch published from then on, in publish order.
+    /// When the connection to the broker drops it yields `.lost` and reconnects by itself with
+    /// backoff; once subscribed again it yields `.subscribed`. Batches published between `.lost`
+    /// and `.subscribed` are never delivered: the consumer reads them from the outbox (event ids
+    /// are dense, so a jump in ids also shows a batch that went missing).
+    func subscribe() -> AsyncStream<BrokerDelivery>
+}
+
+/// What a broker subscription yields.
+public enum BrokerDelivery: Sendable, Equatable {
+    /// Subscribed (first, and again after every reconnect): live batches follow.
+    case subscribed
+    /// A batch of committed events, ascending by id.
+    case events([StoredEvent])
+    /// The subscription dropped: until the next `.subscribed`, published batches are missed.
+    case lost
 }
 
 /// A broker could not take or deliver events.

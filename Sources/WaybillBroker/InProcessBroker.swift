@@ -6,7 +6,7 @@ import Synchronization
 /// `publish` never blocks on a subscriber: each subscription buffers without limit, because the
 /// one subscriber (the hub feed) drains on its own task and must not lose events.
 public final class InProcessBroker: Broker {
-    private let subscribers = Mutex<[Int: AsyncStream<[StoredEvent]>.Continuation]>([:])
+    private let subscribers = Mutex<[Int: AsyncStream<BrokerDelivery>.Continuation]>([:])
     private let nextID = Atomic<Int>(0)
 
     public init() {}
@@ -14,12 +14,13 @@ public final class InProcessBroker: Broker {
     public func publish(_ events: [StoredEvent]) async throws {
         guard !events.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }
-        for continuation in targets { continuation.yield(events) }
+        for continuation in targets { continuation.yield(.events(events)) }
     }
 
-    public func subscribe() -> AsyncStream<[StoredEvent]> {
+    public func subscribe() -> AsyncStream<BrokerDelivery> {
         let id = nextID.add(1, ordering: .relaxed).newValue
-        let (stream, continuation) = AsyncStream.makeStream(of: [StoredEvent].self, bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream.makeStream(of: BrokerDelivery.self, bufferingPolicy: .unbounded)
+        continuation.yield(.subscribed)
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }

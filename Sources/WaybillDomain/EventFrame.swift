@@ -2,7 +2,7 @@ public import Foundation
 
 /// The wire form of events (SPEC §3, §4): JSON text frames, encoded once per event.
 public enum EventFrame {
-    /// `{"type":"order_…","id":42,"order_id":42,…,"event_id":1234}` for a committed event.
+    /// `{"type":"order_…","id":42,"order_id":42,…,"event_id":1234,"cursor":"1234-0b7e55d1"}` for a committed event.
     public static func json(_ stored: StoredEvent) -> String {
         let e = stored.event
         var s = "{\"type\":\"\(e.type.rawValue)\",\"id\":\(e.orderID),\"order_id\":\(e.orderID)"
@@ -13,14 +13,16 @@ public enum EventFrame {
         if e.type == .assigned || e.type == .unassigned {
             s += ",\"old_driver_id\":" + (e.oldDriverID.map { "\($0)" } ?? "null")
         }
-        s += ",\"changed_at\":\"\(Timestamp.string(e.changedAt))\",\"event_id\":\(stored.id)}"
+        s += ",\"changed_at\":\"\(Timestamp.string(e.changedAt))\",\"event_id\":\(stored.id)"
+        s += ",\"cursor\":\"\(stored.cursor)\"}"
         return s
     }
 
-    /// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230}`.
-    public static func connected(userID: UserID, groups: [Group], newest: EventID) -> String {
+    /// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230,"cursor":"1230-9f3a61c2"}`.
+    public static func connected(userID: UserID, groups: [Group], newest: EventCursor) -> String {
         let names = groups.map { quoted($0.name) }.joined(separator: ",")
-        return "{\"type\":\"connected\",\"user_id\":\(userID),\"groups\":[\(names)],\"event_id\":\(newest)}"
+        return "{\"type\":\"connected\",\"user_id\":\(userID),\"groups\":[\(names)],\"event_id\":\(newest.id)"
+            + ",\"cursor\":\"\(newest)\"}"
     }
 
     public static let pong = "{\"type\":\"pong\"}"

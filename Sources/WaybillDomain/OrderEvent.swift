@@ -46,8 +46,16 @@ public struct OrderEvent: Sendable, Equatable {
 public struct StoredEvent: Sendable, Equatable {
     public var id: EventID
     public var event: OrderEvent
-    public init(id: EventID, event: OrderEvent) {
+    /// When its transaction committed, at millisecond precision (every store round-trips
+    /// milliseconds exactly: the cursor's fingerprint is computed from them).
+    public var committedAt: Date
+
+    public init(id: EventID, event: OrderEvent, committedAt: Date = Date(timeIntervalSince1970: 0)) {
         self.id = id
         self.event = event
+        self.committedAt = committedAt
     }
+
+    /// The resume cursor of this event: its id plus a fingerprint of what was stored under it.
+    public var cursor: EventCursor { EventCursor(of: self) }
 }

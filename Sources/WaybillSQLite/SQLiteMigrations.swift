@@ -10,7 +10,8 @@ struct SQLiteMigration: Sendable {
 enum SQLiteMigrations {
     /// Every migration of the SQLite store, oldest first.
     static let all: [SQLiteMigration] = [
-        SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial)
+        SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial),
+        SQLiteMigration(name: "0002_shared_sessions", sql: SQLiteSchema.sharedSessions),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

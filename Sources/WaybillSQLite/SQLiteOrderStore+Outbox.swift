@@ -7,7 +7,7 @@ import WaybillStorage
 extension SQLiteOrderStore.Transaction {
     private static let eventColumns = """
         e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
-        e.old_driver_id, e.groups, e.changed_at
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at
         """
 
     private static func decodeEvent(_ row: SQLiteRow) throws(SQLiteError) -> StoredEvent {
@@ -20,7 +20,7 @@ extension SQLiteOrderStore.Transaction {
             newStatus: try row.enumValue(6, as: OrderStatus.self), driverID: row.optionalInt64(7).map(UserID.init),
             oldDriverID: row.optionalInt64(8).map(UserID.init), changedAt: row.date(10),
             groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) })
-        return StoredEvent(id: EventID(row.int64(0)), event: event)
+        return StoredEvent(id: EventID(row.int64(0)), event: event, committedAt: row.date(11))
     }
 
     // MARK: Reading
@@ -75,6 +75,12 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
+    func event(_ id: EventID) throws -> StoredEvent? {
+        try perform { () throws(SQLiteError) in
+            try db.queryFirst("SELECT \(Self.eventColumns) FROM events e WHERE e.event_id = ?", [.id(id)], Self.decodeEvent)
+        }
+    }
+
     private func outboxState() throws(SQLiteError) -> (relayed: Int64, pruned: Int64) {
         try db.queryFirst("SELECT relayed_through, pruned_through FROM outbox_state WHERE id = 1") {
             (relayed: $0.int64(0), pruned: $0.int64(1))
@@ -111,7 +117,7 @@ extension SQLiteOrderStore.Transaction {
                 try insert(event, id: id, committedAt: committedAt)
                 var saved = event
                 saved.changedAt = event.changedAt.sqliteRoundTripped
-                stored.append(StoredEvent(id: id, event: saved))
+                stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped))
             }
             return stored
         }

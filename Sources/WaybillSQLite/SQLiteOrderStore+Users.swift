@@ -105,6 +105,44 @@ extension SQLiteOrderStore.Transaction {
     func revokeTokens(of user: UserID) throws {
         try perform { () throws(SQLiteError) in
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
+            try db.execute("INSERT INTO logouts (user_id, at) VALUES (?, ?)", [.id(user), .date(clock())])
+        }
+    }
+
+    func logouts(since: Date) throws -> [Logout] {
+        try perform { () throws(SQLiteError) in
+            try db.query("SELECT user_id, at FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) {
+                Logout(userID: UserID($0.int64(0)), at: $0.date(1))
+            }
+        }
+    }
+
+    func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {
+        // The single writer serializes every reservation: no two can both take the last slot.
+        try perform { () throws(SQLiteError) -> Bool in
+            let cutoff = at.addingTimeInterval(-window)
+            try db.execute("DELETE FROM login_attempts WHERE key = ? AND at <= ?", [.text(key), .date(cutoff)])
+            let count = try db.queryFirst("SELECT count(*) FROM login_attempts WHERE key = ?", [.text(key)]) { $0.int(0) } ?? 0
+            guard count < limit else { return false }
+            try db.execute("INSERT INTO login_attempts (key, at) VALUES (?, ?)", [.text(key), .date(at)])
+            return true
+        }
+    }
+
+    func releaseLoginAttempt(key: String, at: Date) throws {
+        try perform { () throws(SQLiteError) in
+            try db.execute(
+                "DELETE FROM login_attempts WHERE rowid = (SELECT rowid FROM login_attempts WHERE key = ? AND at = ? LIMIT 1)",
+                [.text(key), .date(at)])
+        }
+    }
+
+    func pruneSessionRecords(before cutoff: Date) throws -> Int {
+        try perform { () throws(SQLiteError) -> Int in
+            try db.execute("DELETE FROM login_attempts WHERE at < ?", [.date(cutoff)])
+            let attempts = db.changes
+            try db.execute("DELETE FROM logouts WHERE at < ?", [.date(cutoff)])
+            return attempts + db.changes
         }
     }
 

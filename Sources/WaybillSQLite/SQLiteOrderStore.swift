@@ -30,6 +30,7 @@ public final class SQLiteOrderStore: OrderStore {
     private let checkpointer: SQLiteCheckpointer
     private let clock: @Sendable () -> Date
     private let isClosed = Mutex(false)
+    private let leases = LocalLease.Registry()
     /// Counters the writer thread keeps, for tests and metrics.
     let writerStatistics = SQLiteGroupCommit.Statistics()
 
@@ -161,6 +162,9 @@ public final class SQLiteOrderStore: OrderStore {
         // the queue and close its connection by itself once the job returns.
         for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
     }
+
+    /// One process per SQLite store: a local lock serves as the cluster-wide lease.
+    public func lease(_ name: String) -> any Lease { LocalLease(name: name, registry: leases) }
 
     /// Write closures waiting for the writer thread (tests use it to build a batch).
     var pendingWriteCount: Int { writeQueue.count }

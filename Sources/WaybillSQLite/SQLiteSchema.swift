@@ -120,4 +120,22 @@ enum SQLiteSchema {
         );
         INSERT INTO outbox_state (id, relayed_through, pruned_through) VALUES (1, 0, 0);
         """
+
+    /// What every node of a cluster must agree on about sessions: logouts (so each node closes the
+    /// user's sockets and drops cached tokens) and login attempts (one throttle, not one per node).
+    static let sharedSessions = """
+        CREATE TABLE logouts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id INTEGER NOT NULL,
+            at INTEGER NOT NULL
+        );
+        CREATE INDEX logouts_by_time ON logouts (at);
+
+        CREATE TABLE login_attempts (
+            key TEXT NOT NULL,
+            at INTEGER NOT NULL
+        );
+        CREATE INDEX login_attempts_by_key ON login_attempts (key, at);
+        CREATE INDEX login_attempts_by_time ON login_attempts (at);
+        """
 }

@@ -7,8 +7,8 @@ public import WaybillDomain
 /// thread(s) and resume the caller when it returns, so a transaction cannot outlive the call and
 /// never contains an `await`. Blocking C calls never run on Swift's cooperative pool.
 ///
-/// Implementations: `SQLiteOrderStore` (embedded default). The protocol assumes nothing
-/// SQLite-specific, so a PostgreSQL store can follow without changing callers.
+/// Implementations: `SQLiteOrderStore` (embedded default, one process) and `PostgresOrderStore`
+/// (several nodes). Callers never know which one they have.
 public protocol OrderStore: Sendable {
     /// Runs `body` in a read-only snapshot (concurrent with other reads and with the writer).
     /// - Throws: `StoreError`, or whatever `body` throws.
@@ -23,6 +23,29 @@ public protocol OrderStore: Sendable {
 
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
     func close()
+
+    /// A cluster-wide lease called `name`: among every process on this store, at most one holds
+    /// it at a time (the outbox relay and the pruner run only while they hold theirs).
+    ///
+    /// Embedded stores serve one process, so theirs is a local lock; PostgreSQL's is an advisory
+    /// lock on a dedicated session with a heartbeat. Each call returns a new, unheld lease.
+    func lease(_ name: String) -> any Lease
+}
+
+/// A lock held by at most one process of a cluster at a time (see `OrderStore.lease(_:)`).
+///
+/// A holder cannot know it still holds a lease across a network, only that it did at its last
+/// heartbeat: `isHeld` turns false as soon as a heartbeat misses, before the server could give
+/// the lease to another node. Work done under a lease must therefore be harmless if repeated
+/// (the relay republishes; subscribers drop event ids they already have).
+public protocol Lease: Sendable {
+    /// Waits until this process holds the lease. Returns `false` only when the task is cancelled.
+    func acquire() async -> Bool
+    /// Whether the lease is (still) held. Turns false on a missed heartbeat or lost connection;
+    /// the holder stops its work and calls `acquire` again.
+    var isHeld: Bool { get }
+    /// Gives the lease up (nothing happens if it is not held).
+    func release() async
 }
 
 /// What a read transaction can see.
@@ -56,6 +79,13 @@ public protocol StoreReader {
     func relayedThrough() throws -> EventID
     /// When the oldest event not yet relayed was committed; `nil` if none is waiting.
     func oldestUnrelayedEventTime() throws -> Date?
+    /// The stored event with exactly this id, if it exists (not pruned): checks a resume cursor.
+    func event(_ id: EventID) throws -> StoredEvent?
+
+    // MARK: Sessions across nodes
+    /// Logouts recorded at or after `since`, oldest first: every node closes those users' sockets
+    /// and forgets their cached tokens (pollers overlap their windows and ignore repeats).
+    func logouts(since: Date) throws -> [Logout]
 }
 
 /// What a write transaction can do, on top of reading.
@@ -66,12 +96,24 @@ public protocol StoreWriter: StoreReader {
     func insertUser(companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String) throws -> User
     /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire.
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
-    /// Revokes every token of `user` (they stop authenticating at once).
+    /// Revokes every token of `user` (they stop authenticating at once) and records a `Logout`
+    /// stamped with the store's clock, so every node hears of it.
     func revokeTokens(of user: UserID) throws
     /// Stores a WebSocket ticket by its SHA-256 only.
     func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws
     /// Deletes the ticket and returns its user if it existed and had not expired: single use.
     func consumeTicket(hash: [UInt8], now: Date) throws -> UserID?
+
+    // MARK: Login throttle (shared by every node)
+    /// Records a login attempt for `key` at `at` unless `limit` attempts are already recorded
+    /// inside `(at - window, at]`; returns whether it was recorded. Concurrent calls for one key
+    /// serialize (two nodes never both take the last slot). Also forgets that key's attempts
+    /// older than the window.
+    func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool
+    /// Takes back the attempt recorded for `key` at `at` (the login succeeded: it was no failure).
+    func releaseLoginAttempt(key: String, at: Date) throws
+    /// Deletes attempts recorded before `cutoff` for every key, and logouts before it; returns how many went.
+    func pruneSessionRecords(before cutoff: Date) throws -> Int
 
     // MARK: Orders
     /// The next per-company sequence number for orders of that year and month (1, 2, …).
@@ -98,6 +140,16 @@ public protocol StoreWriter: StoreReader {
     /// Deletes relayed events committed before `cutoff`; returns how many went. Resumes from
     /// before the pruned range get a reset afterwards.
     func pruneEvents(committedBefore cutoff: Date) throws -> Int
+}
+
+/// A user logged out (every token revoked) at `at`.
+public struct Logout: Sendable, Hashable {
+    public var userID: UserID
+    public var at: Date
+    public init(userID: UserID, at: Date) {
+        self.userID = userID
+        self.at = at
+    }
 }
 
 /// Storage failures in the store's own words; backends translate their C codes into these.

@@ -24,7 +24,7 @@ final class ControllableBroker: Broker {
         }
     }
 
-    func subscribe() -> AsyncStream<[StoredEvent]> { inner.subscribe() }
+    func subscribe() -> AsyncStream<BrokerDelivery> { inner.subscribe() }
 
     /// 20 ms that cancellation cannot cut short (a cancelled `Task.sleep` returns at once).
     private static func uncancellablePause() async {

@@ -51,7 +51,8 @@ struct BroadcasterTests {
     @Test func frameHasEveryFieldOfTheSpec() throws {
         let before = order(status: .assigned, driver: 7), after = order(status: .accepted, driver: 7)
         let event = Broadcaster.events(for: .statusChanged(before: before, after: after), at: now)[0]
-        let json = EventFrame.json(StoredEvent(id: 1234, event: event))
+        let committed = Date(timeIntervalSince1970: 1_800_000_000.5)
+        let json = EventFrame.json(StoredEvent(id: 1234, event: event, committedAt: committed))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         #expect(object["type"] as? String == "order_status_changed")
         #expect(object["id"] as? Int == 42 && object["order_id"] as? Int == 42)
@@ -60,6 +61,10 @@ struct BroadcasterTests {
         #expect(object["driver_id"] as? Int == 7)
         #expect(object["changed_at"] as? String == "2027-01-15T08:00:00.123Z")
         #expect(object["event_id"] as? Int == 1234)
+        let cursorText = try #require(object["cursor"] as? String)
+        let cursor = try #require(EventCursor(parsing: cursorText))
+        #expect(cursor.id == 1234)
+        #expect(cursor.matches(StoredEvent(id: 1234, event: event, committedAt: committed)))
     }
 
     @Test func timestampsBefore1970KeepAValidFraction() {

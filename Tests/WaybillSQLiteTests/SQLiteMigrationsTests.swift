@@ -15,11 +15,11 @@ import WaybillStorage
         let tables = Set(try rawQuery(database.path, "SELECT name FROM sqlite_master WHERE type = 'table'"))
         for table in [
             "schema_migrations", "companies", "users", "api_tokens", "ws_tickets", "order_sequences", "orders",
-            "stages", "documents", "events", "event_groups", "event_counter", "outbox_state",
+            "stages", "documents", "events", "event_groups", "event_counter", "outbox_state", "logouts", "login_attempts",
         ] {
             #expect(tables.contains(table), "missing table \(table)")
         }
-        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema"])
+        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema", "0002_shared_sessions"])
         #expect(try rawQuery(database.path, "PRAGMA journal_mode") == ["wal"])
     }
 
@@ -28,7 +28,7 @@ import WaybillStorage
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["1"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["2"])
         #expect(try rawQuery(database.path, "SELECT last_id FROM event_counter") == ["0"])
     }
 

@@ -69,7 +69,7 @@ extension Hub {
         metrics.socketOpened(kind: group.kind)
         io.send(OutboundFrame(text: EventFrame.connected(userID: user.id, groups: [group], newest: newestDelivered)), to: socket)
         guard let since else {
-            connection.lastSent = newestDelivered
+            connection.lastSent = newestDelivered.id
             connection.phase = .live
             return
         }

@@ -42,8 +42,8 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     let configuration: Configuration
     private var connections: [SocketID: Connection] = [:]
     private var members: [Group: Set<SocketID>] = [:]
-    /// The newest event the hub has delivered: the `event_id` of `connected` frames.
-    private var lastDelivered: EventID
+    /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
+    private var lastDelivered: EventCursor
     /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
     nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
 
@@ -52,7 +52,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     init(
         authenticator: Authenticator, store: any OrderStore, metrics: Metrics, logger: Logger,
-        startingAfter lastDelivered: EventID, configuration: Configuration = Configuration()
+        startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration()
     ) {
         self.authenticator = authenticator
         self.store = store
@@ -69,7 +69,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
         var sent = 0
         for (stored, frame) in batch {
-            if stored.id > lastDelivered { lastDelivered = stored.id }
+            if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
             for group in stored.event.groups {
                 guard let sockets = members[group] else { continue }
                 for socket in sockets {
@@ -141,7 +141,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     func connection(_ socket: SocketID) -> Connection? { connections[socket] }
     func join(_ socket: SocketID, _ group: Group) { members[group, default: []].insert(socket) }
-    var newestDelivered: EventID { lastDelivered }
+    var newestDelivered: EventCursor { lastDelivered }
     var maxReplayEvents: Int { configuration.maxReplayEvents }
     var maxReplayBytes: Int { configuration.maxReplayBytes }
 

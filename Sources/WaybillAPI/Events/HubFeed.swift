@@ -17,16 +17,21 @@ final class HubFeed: Sendable {
 
     /// Feeds until cancelled. When a subscription ends (broker lost), every socket is closed with
     /// 1012 so clients resume from the outbox, and a new subscription starts.
-    func run(first subscription: AsyncStream<[StoredEvent]>) async {
+    func run(first subscription: AsyncStream<BrokerDelivery>) async {
         let hub = self.hub
         var subscription = subscription
         var pause = Duration.milliseconds(100)
         while !Task.isCancelled {
             var delivered = false
-            for await batch in subscription {
-                delivered = true
-                let framed = batch.map { ($0, OutboundFrame(text: EventFrame.json($0))) }
-                hub.execute { io in hub.deliver(framed, io: io) }
+            deliveries: for await delivery in subscription {
+                switch delivery {
+                case .subscribed: continue
+                case .lost: break deliveries
+                case .events(let batch):
+                    delivered = true
+                    let framed = batch.map { ($0, OutboundFrame(text: EventFrame.json($0))) }
+                    hub.execute { io in hub.deliver(framed, io: io) }
+                }
             }
             guard !Task.isCancelled else { return }
             logger.warning("broker subscription lost; closing sockets so clients resume")

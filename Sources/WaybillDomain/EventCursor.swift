@@ -1,0 +1,58 @@
+public import Foundation
+
+/// A resume position that notices when history was rewritten (SPEC §4, "History can rewind").
+///
+/// A bare event id cannot tell a restored or failed-over database from the one a client saw:
+/// the same ids come back for different events. The cursor adds `check`, 8 hex digits of a
+/// hash of the stored event (id, type, order id, commit time in milliseconds). A server whose
+/// event under `id` has another fingerprint answers `reset` instead of a replay that would
+/// silently skip events. Wire form: `"1234-0b7e55d1"`.
+public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
+    public var id: EventID
+    /// 8 lowercase hex digits.
+    public var check: String
+
+    public init(id: EventID, check: String) {
+        self.id = id
+        self.check = check
+    }
+
+    /// The cursor of a stored event.
+    public init(of stored: StoredEvent) {
+        id = stored.id
+        check = Self.fingerprint(
+            id: stored.id, type: stored.event.type, orderID: stored.event.orderID, committedAt: stored.committedAt)
+    }
+
+    /// Before the first event: what a store with no events reports as its newest cursor.
+    public static let origin = EventCursor(id: .zero, check: "00000000")
+
+    /// Parses `"<id>-<8 hex>"`; `nil` for anything else (the handshake then treats it as absent).
+    public init?(parsing text: String) {
+        guard text.utf8.count <= 40, let dash = text.lastIndex(of: "-") else { return nil }
+        let idText = text[..<dash], checkText = text[text.index(after: dash)...]
+        guard let raw = Int64(idText), raw >= 0, checkText.utf8.count == 8,
+            checkText.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return nil }
+        id = EventID(raw)
+        check = String(checkText)
+    }
+
+    public var description: String { "\(id)-\(check)" }
+
+    /// Whether `stored` is the event this cursor was taken from.
+    public func matches(_ stored: StoredEvent) -> Bool { stored.id == id && EventCursor(of: stored).check == check }
+
+    /// FNV-1a (32 bit) over `id|type|order|millis`: cheap, stable across platforms and releases.
+    /// Not a security measure: it only has to tell two different histories apart.
+    static func fingerprint(id: EventID, type: OrderEventType, orderID: OrderID, committedAt: Date) -> String {
+        let millis = Int64((committedAt.timeIntervalSince1970 * 1000).rounded(.down))
+        var hash: UInt32 = 0x811c_9dc5
+        for byte in "\(id.rawValue)|\(type.rawValue)|\(orderID.rawValue)|\(millis)".utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 0x0100_0193
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}
