@@ -32,6 +32,8 @@ struct APIError: Error, Equatable {
             self = api
         case let rule as OrderRuleViolation:
             self = Self.map(rule)
+        case let failed as PreconditionFailed:
+            self = APIError(412, "precondition_failed", failed.description)
         case let invalid as ValidationError:
             self = APIError(422, "validation_error", invalid.description)
         case let decoding as DecodingError:

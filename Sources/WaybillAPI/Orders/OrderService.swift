@@ -59,52 +59,66 @@ final class OrderService: Sendable {
         }
     }
 
-    func patch(_ id: OrderID, _ request: PatchOrderRequest, by actor: Actor) async throws -> Order {
+    // Every write to an existing order takes `ifMatch` (the request's `If-Match`), checked in the
+    // write transaction after the order is read and before any rule: see `OrderPrecondition`.
+
+    func patch(
+        _ id: OrderID, _ request: PatchOrderRequest, by actor: Actor, ifMatch: OrderPrecondition = .none
+    ) async throws -> Order {
         let patch = OrderPatch(
             title: try request.title.map(Validation.title), notes: try request.notes.map(Validation.notes),
             stages: try request.stages.map(Validation.stages))
-        return try await mutate(id, by: actor) { order, _, now in
+        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.patched(patch, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
-    func changeStatus(_ id: OrderID, to status: OrderStatus, by actor: Actor) async throws -> Order {
-        try await mutate(id, by: actor) { order, _, now in
+    func changeStatus(
+        _ id: OrderID, to status: OrderStatus, by actor: Actor, ifMatch: OrderPrecondition = .none
+    ) async throws -> Order {
+        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.transitioned(to: status, by: actor, at: now), { .statusChanged(before: $0, after: $1) })
         }
     }
 
-    func assign(_ id: OrderID, to driver: UserID, by actor: Actor) async throws -> Order {
+    func assign(
+        _ id: OrderID, to driver: UserID, by actor: Actor, ifMatch: OrderPrecondition = .none
+    ) async throws -> Order {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        return try await mutate(id, by: actor) { order, tx, now in
+        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, tx, now in
             try Self.requireDriver(driver, of: actor, in: tx)
             return (try order.assigning(driver, by: actor, at: now), { .assigned(before: $0, after: $1) })
         }
     }
 
-    func unassign(_ id: OrderID, by actor: Actor) async throws -> Order {
-        try await mutate(id, by: actor) { order, _, now in
+    func unassign(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
+        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.unassigning(by: actor, at: now), { .unassigned(before: $0, after: $1) })
         }
     }
 
-    func completeStage(_ id: OrderID, stage: StageID, by actor: Actor) async throws -> Order {
-        try await mutate(id, by: actor) { order, _, now in
+    func completeStage(
+        _ id: OrderID, stage: StageID, by actor: Actor, ifMatch: OrderPrecondition = .none
+    ) async throws -> Order {
+        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.completingStage(stage, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
-    func attach(_ request: DocumentRequest, to id: OrderID, by actor: Actor) async throws -> Order {
+    func attach(
+        _ request: DocumentRequest, to id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none
+    ) async throws -> Order {
         let document = try Validation.document(request, at: clock.now())
-        return try await mutate(id, by: actor) { order, _, now in
+        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.attaching(document, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
-    func delete(_ id: OrderID, by actor: Actor) async throws {
+    func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
         _ = try await commit { tx, _ in
             let order = try Self.visibleOrder(id, for: actor, in: tx)
+            try ifMatch.check(order)
             try order.checkDeletable(by: actor)
             try tx.deleteOrder(id, in: actor.companyID)
             return (order, .deleted(order))
@@ -115,11 +129,18 @@ final class OrderService: Sendable {
 
     typealias Rule = @Sendable (Order, any StoreWriter, Date) throws -> (Order?, @Sendable (Order, Order) -> OrderChange)
 
-    /// Loads a visible order, applies `rule`, saves the result and its events. A `nil` order from
-    /// the rule means "nothing changes": no save, no event, the current order is returned.
-    private func mutate(_ id: OrderID, by actor: Actor, _ rule: @escaping Rule) async throws -> Order {
+    /// Loads a visible order, checks `ifMatch` against it, applies `rule`, saves the result and its
+    /// events. A `nil` order from the rule means "nothing changes": no save, no event, the current
+    /// order is returned.
+    ///
+    /// The precondition is checked here, in the same transaction as the save, so it cannot pass
+    /// for a version that another write replaces before this one commits.
+    private func mutate(
+        _ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition, _ rule: @escaping Rule
+    ) async throws -> Order {
         try await commit { tx, now in
             let current = try Self.visibleOrder(id, for: actor, in: tx)
+            try ifMatch.check(current)
             let (next, change) = try rule(current, tx, now)
             guard let next else { return (current, nil) }
             let saved = try tx.updateOrder(next)

@@ -46,7 +46,7 @@ struct Routes {
         r.on("POST", "/api/orders") { request, context in
             let actor = try await context.requireActor()
             let body = try JSONCoding.decode(CreateOrderRequest.self, from: request)
-            return try JSONCoding.response(OrderDetailJSON(order: try await orders.create(body, by: actor)), status: 201)
+            return try Self.detail(try await orders.create(body, by: actor), status: 201)
         }
         r.on("GET", "/api/orders/{id}") { request, context in
             let order = try await orders.detail(try context.id("id"), for: try await context.requireActor())
@@ -55,35 +55,37 @@ struct Routes {
         r.on("PATCH", "/api/orders/{id}") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
-            return try Self.detail(try await orders.patch(id, body, by: actor))
+            return try Self.detail(try await orders.patch(id, body, by: actor, ifMatch: try Conditional.ifMatch(request)))
         }
-        r.on("DELETE", "/api/orders/{id}") { _, context in
-            try await orders.delete(try context.id("id"), by: try await context.requireActor())
+        r.on("DELETE", "/api/orders/{id}") { request, context in
+            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
+            try await orders.delete(try context.id("id"), by: actor, ifMatch: ifMatch)
             return HTTPResponse(status: 204)
         }
         r.on("POST", "/api/orders/{id}/status") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(StatusRequest.self, from: request)
-            return try Self.detail(try await orders.changeStatus(id, to: body.status, by: actor))
+            let body = try JSONCoding.decode(StatusRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            return try Self.detail(try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch))
         }
         r.on("POST", "/api/orders/{id}/assign") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(AssignRequest.self, from: request)
-            return try Self.detail(try await orders.assign(id, to: UserID(body.driverID), by: actor))
+            let body = try JSONCoding.decode(AssignRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            return try Self.detail(try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch))
         }
-        r.on("POST", "/api/orders/{id}/unassign") { _, context in
-            let actor = try await context.requireDispatcher()
-            return try Self.detail(try await orders.unassign(try context.id("id"), by: actor))
+        r.on("POST", "/api/orders/{id}/unassign") { request, context in
+            let actor = try await context.requireDispatcher(), ifMatch = try Conditional.ifMatch(request)
+            return try Self.detail(try await orders.unassign(try context.id("id"), by: actor, ifMatch: ifMatch))
         }
-        r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { _, context in
-            let actor = try await context.requireActor()
-            let order = try await orders.completeStage(try context.id("id"), stage: try context.id("sid"), by: actor)
+        r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
+            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
+            let order = try await orders.completeStage(
+                try context.id("id"), stage: try context.id("sid"), by: actor, ifMatch: ifMatch)
             return try Self.detail(order)
         }
         r.on("POST", "/api/orders/{id}/documents") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(DocumentRequest.self, from: request)
-            return try JSONCoding.response(OrderDetailJSON(order: try await orders.attach(body, to: id, by: actor)), status: 201)
+            let body = try JSONCoding.decode(DocumentRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            return try Self.detail(try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch), status: 201)
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
         r.on("GET", "/readyz") { _, _ in try await health.ready() }
@@ -95,10 +97,11 @@ struct Routes {
         return r
     }
 
-    private static func detail(_ order: Order) throws -> HTTPResponse {
+    /// An order as a write's answer, with its `ETag`: the client's next `If-Match` (SPEC §2).
+    private static func detail(_ order: Order, status: Int = 200) throws -> HTTPResponse {
         var headers = HTTPHeaders()
         headers.set("ETag", Conditional.etag(order))
-        return try JSONCoding.response(OrderDetailJSON(order: order), headers: headers)
+        return try JSONCoding.response(OrderDetailJSON(order: order), status: status, headers: headers)
     }
 
     private static func status(_ text: String) throws -> OrderStatus {

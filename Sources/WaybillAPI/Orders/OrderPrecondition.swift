@@ -1,0 +1,38 @@
+import WaybillDomain
+
+/// What a write to an existing order expects that order to be: the parsed `If-Match` header
+/// (SPEC §2, "Lost-update protection").
+///
+/// The check runs inside the store's write transaction, right after the order is read, so no
+/// other write can slip in between the comparison and the save (on PostgreSQL the read locks the
+/// row). It runs after the visibility check, so a missing or foreign order is still a 404 — a
+/// 412 would tell a driver that another driver's order exists.
+enum OrderPrecondition: Sendable, Equatable {
+    /// No `If-Match`: the write applies to whatever version is current (writes still serialize).
+    case none
+    /// `If-Match: *`: any existing order.
+    case anyExisting
+    /// `If-Match: "o42-v7", …`: the order's current ETag must be one of these (strong comparison).
+    case oneOf([String])
+
+    /// - Throws: `PreconditionFailed` when `order` is not what the client expected.
+    func check(_ order: Order) throws(PreconditionFailed) {
+        switch self {
+        case .none, .anyExisting:
+            return
+        case .oneOf(let tags):
+            let current = Conditional.etag(order)
+            guard tags.contains(current) else { throw PreconditionFailed(currentETag: current) }
+        }
+    }
+}
+
+/// A write's `If-Match` named an older version of the order: refused with 412, nothing changed.
+struct PreconditionFailed: Error, Equatable, CustomStringConvertible {
+    /// The order's ETag now, so the message can say what the client should reload.
+    var currentETag: String
+
+    var description: String {
+        "The order was changed meanwhile (it is now \(currentETag)); reload it and try again."
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import WaybillDomain
+@testable import WaybillAPI
+
+/// Lost-update protection (SPEC §2): `If-Match` on every write to an existing order.
+@Suite(.timeLimit(.minutes(1)))
+struct IfMatchTests {
+    /// One write route, as a client calls it.
+    struct Write: CustomStringConvertible {
+        var method: String
+        var path: String
+        var asDriver: Bool
+        var json: [String: Any]?
+        var success: Int
+        var description: String { "\(method) \(path)" }
+    }
+
+    /// The writes in an order that each one is allowed after the one before (assigned order, one stage).
+    static func writes(order id: Int64, stage: Int64, driver: Int64) -> [Write] {
+        [
+            Write(method: "PATCH", path: "/api/orders/\(id)/", asDriver: false, json: ["title": "Edited"], success: 200),
+            Write(method: "POST", path: "/api/orders/\(id)/documents", asDriver: true,
+                  json: ["name": "POD.pdf", "kind": "proof_of_delivery"], success: 201),
+            Write(method: "POST", path: "/api/orders/\(id)/stages/\(stage)/complete", asDriver: true, json: nil, success: 200),
+            Write(method: "POST", path: "/api/orders/\(id)/unassign", asDriver: false, json: nil, success: 200),
+            Write(method: "POST", path: "/api/orders/\(id)/assign", asDriver: false, json: ["driver_id": driver], success: 200),
+            Write(method: "POST", path: "/api/orders/\(id)/status", asDriver: true, json: ["status": "accepted"], success: 200),
+            Write(method: "DELETE", path: "/api/orders/\(id)/", asDriver: false, json: nil, success: 204),
+        ]
+    }
+
+    @Test func everyWriteRouteRefusesAStaleTagChangesNothingAndEmitsNoEvent() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let boss = seed.dispatcherToken, driver = seed.drivers[0]
+            let created = try await server.request("POST", "/api/orders/", token: boss, json: [
+                "title": "Original", "driver_id": driver.id, "stages": [["kind": "pickup", "address": "Depot"]],
+            ])
+            #expect(created.status == 201)
+            let id = try #require(created.object.int("id"))
+            let stage = try #require((created.object["stages"] as? [[String: Any]])?.first?.int("id"))
+            var tag = try #require(created.headers["etag"])
+            #expect(tag == "\"o\(id)-v1\"")
+            let (panel, _) = try await server.connectedSocket(token: boss)
+
+            for write in Self.writes(order: id, stage: stage, driver: driver.id) {
+                let token = write.asDriver ? driver.token : boss
+                let before = try await server.request("GET", "/api/orders/\(id)/", token: boss)
+                let version = try #require(before.object.int("version"))
+                let stale = "\"o\(id)-v\(version - 1)\""
+
+                let refused = try await server.request(
+                    write.method, write.path, token: token, json: write.json, headers: ["If-Match": stale])
+                #expect(refused.status == 412, "\(write)")
+                #expect(refused.errorCode == "precondition_failed", "\(write)")
+                #expect((refused.object["message"] as? String)?.isEmpty == false)
+                let after = try await server.request("GET", "/api/orders/\(id)/", token: boss)
+                #expect(after.body == before.body, "\(write) changed the order")
+
+                let applied = try await server.request(
+                    write.method, write.path, token: token, json: write.json, headers: ["If-Match": "\"o\(id)-v0\", " + tag])
+                #expect(applied.status == write.success, "\(write): \(applied.text)")
+                // Events arrive in commit order: the first one after the refusal is this write's, so
+                // the refused write emitted none.
+                let event = try #require(await panel.nextEvent())
+                #expect(event["event_id"] as? Int != nil)
+                let expectedType = write.method == "DELETE" ? "order_deleted" : nil
+                if let expectedType { #expect(event["type"] as? String == expectedType) }
+                #expect(event["order_id"] as? Int == Int(id))
+                if write.method != "DELETE" {
+                    let newTag = try #require(applied.headers["etag"], "\(write) answered without ETag")
+                    #expect(newTag == "\"o\(id)-v\(applied.object.int("version") ?? 0)\"")
+                    #expect(newTag != tag)
+                    tag = newTag
+                }
+            }
+            // Nothing else was emitted: the socket stays quiet.
+            #expect(await panel.nextEvent(timeout: .milliseconds(300)) == nil)
+        }
+    }
+
+    @Test func starMatchesAnyExistingOrderAndAMissingOrderIsStill404() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let boss = seed.dispatcherToken, id = try #require(seed.drivers[0].orderIDs?.first)
+            let star = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "any version"], headers: ["If-Match": "*"])
+            #expect(star.status == 200)
+            #expect(star.object.string("notes") == "any version")
+            for ifMatch in ["*", "\"o999999-v1\""] {
+                let missing = try await server.request(
+                    "PATCH", "/api/orders/999999/", token: boss, json: ["notes": "x"], headers: ["If-Match": ifMatch])
+                #expect(missing.status == 404)
+                let deleted = try await server.request("DELETE", "/api/orders/999999/", token: boss, headers: ["If-Match": ifMatch])
+                #expect(deleted.status == 404)
+            }
+            // Another driver's order: 404 as without If-Match, never 412 (existence never leaks).
+            let other = try await server.seed(drivers: 1, orders: 0, company: "Other")
+            let foreign = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: other.drivers[0].token, json: ["status": "accepted"],
+                headers: ["If-Match": "\"o\(id)-v0\""])
+            #expect(foreign.status == 404)
+        }
+    }
+
+    @Test func aWeakOrMalformedTagIsNeverAMatch() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let boss = seed.dispatcherToken, id = try #require(seed.drivers[0].orderIDs?.first)
+            let tag = try #require(try await server.request("GET", "/api/orders/\(id)/", token: boss).headers["etag"])
+            let weak = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "weak"], headers: ["If-Match": "W/" + tag])
+            #expect(weak.status == 412)
+            for malformed in ["o\(id)-v1", "\"o\(id)-v1", "\"a\" \"b\"", ",", "**"] {
+                let bad = try await server.request(
+                    "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "bad"], headers: ["If-Match": malformed])
+                #expect(bad.status == 400, "If-Match: \(malformed)")
+                #expect(bad.errorCode == "invalid_header")
+            }
+            let detail = try await server.request("GET", "/api/orders/\(id)/", token: boss)
+            #expect(detail.object.int("version") == 1)
+        }
+    }
+
+    /// Two writers with the same tag: exactly one wins, the other gets 412 (the check is atomic with the write).
+    @Test func concurrentWritesWithTheSameTagLetExactlyOneThrough() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let boss = seed.dispatcherToken, id = try #require(seed.drivers[0].orderIDs?.first)
+            let tag = "\"o\(id)-v1\""
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<8 {
+                    group.addTask {
+                        try await server.request(
+                            "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "writer \(n)"],
+                            headers: ["If-Match": tag]
+                        ).status
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 412 }.count == 7)
+            #expect(try await server.request("GET", "/api/orders/\(id)/", token: boss).object.int("version") == 2)
+        }
+    }
+
+    // MARK: Plain values
+
+    @Test func ifMatchHeaderParsing() {
+        #expect(Conditional.parseIfMatch("*") == .anyExisting)
+        #expect(Conditional.parseIfMatch(#""o1-v2""#) == .oneOf([#""o1-v2""#]))
+        #expect(Conditional.parseIfMatch(#" "o1-v2" ,W/"o1-v3",  "o1-v4" "#) == .oneOf([#""o1-v2""#, #""o1-v4""#]))
+        #expect(Conditional.parseIfMatch(#"W/"o1-v2""#) == .oneOf([]))
+        for bad in ["", "o1-v2", #""o1-v2"#, #""a" "b""#, "*, \"a\"", ",", #""a b""#] {
+            #expect(Conditional.parseIfMatch(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func preconditionFailedIs412InTheOnePlaceThatMapsErrors() {
+        let error = APIError(PreconditionFailed(currentETag: #""o42-v8""#))
+        #expect(error.status == 412)
+        #expect(error.code == "precondition_failed")
+        #expect(error.message.contains(#""o42-v8""#))
+    }
+}
