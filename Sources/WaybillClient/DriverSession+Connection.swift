@@ -61,7 +61,7 @@ extension DriverSession {
         var closeCode: Int?
         do {
             // The cursor is read now, not when the connect was decided: events may have arrived in between.
-            let request = try await api.eventSocketRequest(since: machine.lastEventID)
+            let request = try await api.eventSocketRequest(since: machine.lastEventID, cursor: machine.lastCursor)
             guard generation == connectionGeneration else { return }
             let opened = try await transport.connect(request)
             guard generation == connectionGeneration else {

@@ -1,8 +1,10 @@
 extension DriverSession {
     /// The connection's rules as a value: each method takes what happened and returns what to do.
     ///
-    /// It owns the resume cursor (the last event id seen) and the count of failures since the socket was
-    /// last live; it never sleeps or does I/O, so every rule is tested by comparing actions.
+    /// It owns the resume point (the last event id and cursor seen) and the count of failures since the
+    /// socket was last live; it never sleeps or does I/O, so every rule is tested by comparing actions.
+    /// The `since` in its actions is informational: the session reads ``lastEventID`` and ``lastCursor``
+    /// when it actually opens the socket, since events may arrive in between.
     struct StateMachine: Sendable {
         /// What the session must do next.
         enum Action: Hashable, Sendable {
@@ -30,6 +32,11 @@ extension DriverSession {
         private(set) var state: ConnectionState = .stopped(.notStarted)
         /// The newest event id seen: the `since` of the next connection.
         private(set) var lastEventID: EventID?
+        /// The cursor of that event: the `cursor` of the next connection (SPEC §5 rule 5). `nil` when the
+        /// frame that set ``lastEventID`` had none (an older server); the connection then resumes by `since`.
+        private(set) var lastCursor: ResumeCursor?
+        /// The `connected` frame of the current socket: where a `reset` continues from.
+        private var connected: ConnectedFrame?
         /// Connection attempts that failed since the socket was last live.
         private var failures = 0
 
@@ -43,6 +50,7 @@ extension DriverSession {
             switch state {
             case .stopped:
                 failures = 0
+                connected = nil
                 state = .connecting(attempt: 0)
                 return .connect(since: lastEventID)
             case .connecting, .live, .backingOff, .pollingOnly:
@@ -54,18 +62,28 @@ extension DriverSession {
         mutating func received(_ frame: ServerFrame) -> Action {
             if case .stopped = state { return .none }
             switch frame {
-            case .connected(let connected):
+            case .connected(let frame):
                 state = .live
                 failures = 0
+                connected = frame
                 // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
-                if lastEventID == nil { lastEventID = connected.newestEventID }
+                if lastEventID == nil {
+                    lastEventID = frame.newestEventID
+                    lastCursor = frame.cursor
+                }
                 return .refreshList
             case .event(let event):
                 // Replays never repeat, but a duplicate must not cost a refetch if one ever arrives.
                 if let lastEventID, event.eventID <= lastEventID { return .none }
                 lastEventID = event.eventID
+                lastCursor = event.cursor
                 return .orderChanged(event)
             case .reset:
+                // The old resume point means nothing to this server (pruned history, another or a restored
+                // database): continue from its newest event, as the refetch now covers everything up to it.
+                // Keeping the old id would drop every live event below it — after a restore, all of them.
+                lastEventID = connected?.newestEventID
+                lastCursor = connected?.cursor
                 return .refreshEverything
             case .pong, .unknown, .malformed:
                 return .none
@@ -102,6 +120,7 @@ extension DriverSession {
         /// The backoff delay of the last ``Action/reconnect(after:since:)`` has passed.
         mutating func backoffElapsed() -> Action {
             guard case .backingOff(let attempt, _) = state else { return .none }
+            connected = nil
             state = .connecting(attempt: attempt + 1)
             return .connect(since: lastEventID)
         }
@@ -114,6 +133,7 @@ extension DriverSession {
             switch state {
             case .backingOff, .pollingOnly:
                 failures = 0
+                connected = nil
                 state = .connecting(attempt: 0)
                 return .connect(since: lastEventID)
             case .connecting, .live, .stopped:

@@ -166,19 +166,58 @@ extension DriverSession {
 
     /// Moves order `id` to `status` (`POST /api/orders/{id}/status`), then refreshes what shows it.
     ///
-    /// The refresh goes through the coalescing window, so the server's own event for this change costs
-    /// nothing extra; and it still happens when the socket is down.
-    /// - Throws: ``WaybillClientError/conflict`` for a transition the order's state forbids, or another
-    ///   ``WaybillClientError``.
-    public func changeStatus(of id: OrderID, to status: OrderStatus) async throws {
-        do { try await api.changeStatus(of: id, to: status) } catch { throw WaybillClientError(error) }
-        enqueueRefresh(of: id)
+    /// Sent with `If-Match` for the version `expecting` names (by default the opened detail's, so the driver
+    /// never acts on an order that changed under their eyes). The refresh goes through the coalescing
+    /// window, so the server's own event for this change costs nothing extra; and it still happens when
+    /// the socket is down.
+    /// - Throws: ``WaybillClientError/conflict`` when the order changed meanwhile (412) or its state forbids
+    ///   the transition (409) — the order is then reloaded —, or another ``WaybillClientError``.
+    public func changeStatus(of id: OrderID, to status: OrderStatus, expecting: ExpectedVersion = .shownDetail)
+        async throws
+    {
+        try await write(id, expecting) { api, ifMatch in try await api.changeStatus(of: id, to: status, ifMatch: ifMatch) }
     }
 
     /// Marks stage `stage` of order `id` done, then refreshes what shows it.
-    /// - Throws: ``WaybillClientError``.
-    public func completeStage(_ stage: StageID, of id: OrderID) async throws {
-        do { try await api.completeStage(stage, of: id) } catch { throw WaybillClientError(error) }
+    /// - Throws: ``WaybillClientError``; ``WaybillClientError/conflict`` as for ``changeStatus(of:to:expecting:)``.
+    public func completeStage(_ stage: StageID, of id: OrderID, expecting: ExpectedVersion = .shownDetail)
+        async throws
+    {
+        try await write(id, expecting) { api, ifMatch in try await api.completeStage(stage, of: id, ifMatch: ifMatch) }
+    }
+
+    /// Attaches document metadata (`name`, `kind`, e.g. `proof_of_delivery`) to order `id`, then refreshes it.
+    /// - Throws: ``WaybillClientError``; ``WaybillClientError/conflict`` as for ``changeStatus(of:to:expecting:)``.
+    public func attachDocument(
+        named name: String, kind: String, to id: OrderID, expecting: ExpectedVersion = .shownDetail
+    ) async throws {
+        try await write(id, expecting) { api, ifMatch in
+            try await api.attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch)
+        }
+    }
+
+    /// Sends one write with its `If-Match`, keeps the answer, and refreshes what shows the order.
+    ///
+    /// The answer is REST state (not an event payload), so an opened detail takes it at once: the driver's
+    /// next action then names the version this one created instead of failing with 412 against it. A
+    /// refusal (409/412) means what is shown is stale: it is refreshed too, before the error is thrown.
+    private func write(
+        _ id: OrderID, _ expecting: ExpectedVersion,
+        _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
+    ) async throws {
+        let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag)
+        let saved: SavedOrder
+        do {
+            saved = try await send(api, ifMatch)
+        } catch {
+            let failure = WaybillClientError(error)
+            if failure == .conflict { enqueueRefresh(of: id) }
+            throw failure
+        }
+        if openDetails.contains(id), saved.order.version > (details[id]?.detail.version ?? 0) {
+            details[id] = CachedDetail(detail: saved.order, etag: saved.etag)
+            publish(.detail(saved.order))
+        }
         enqueueRefresh(of: id)
     }
 

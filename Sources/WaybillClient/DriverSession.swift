@@ -17,7 +17,8 @@
 /// ## Topics
 /// - Lifecycle: ``start()``, ``stop()``, ``appDidBecomeActive()``, ``networkDidBecomeAvailable()``
 /// - State: ``orders``, ``connectionState``, ``detail(_:)``, ``cachedDetail(_:)``, ``closeDetail(_:)``, ``updates()``
-/// - Actions: ``changeStatus(of:to:)``, ``completeStage(_:of:)``, ``refresh()``
+/// - Actions: ``changeStatus(of:to:expecting:)``, ``completeStage(_:of:expecting:)``,
+///   ``attachDocument(named:kind:to:expecting:)``, ``refresh()``
 public actor DriverSession {
     /// Timing of a session. Every field has the production default.
     public struct Configuration: Sendable {
@@ -130,6 +131,9 @@ public actor DriverSession {
 
     /// The newest event id seen: where the next connection resumes (`?since=`).
     public var lastEventID: EventID? { machine.lastEventID }
+
+    /// The cursor of that event: how the next connection resumes (`?cursor=`), when the server sent one.
+    public var lastCursor: ResumeCursor? { machine.lastCursor }
 
     /// Fetches the list and opens the event socket.
     ///

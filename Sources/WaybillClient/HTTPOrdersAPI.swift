@@ -48,19 +48,29 @@ public struct HTTPOrdersAPI: OrdersAPI {
         try await conditionalGet("api/orders/\(id)/", ifNoneMatch: ifNoneMatch, as: OrderDetail.self, what: "order")
     }
 
-    public func changeStatus(of order: OrderID, to status: OrderStatus) async throws {
-        try Self.check(try await send("POST", "api/orders/\(order)/status", body: ["status": status.rawValue]))
+    public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
+        try await write("api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch)
     }
 
-    public func completeStage(_ stage: StageID, of order: OrderID) async throws {
-        try Self.check(try await send("POST", "api/orders/\(order)/stages/\(stage)/complete", body: nil))
+    public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder {
+        try await write("api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch)
     }
 
-    /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&since=N`.
+    public func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?)
+        async throws -> SavedOrder
+    {
+        try await write("api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch)
+    }
+
+    /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&cursor=C&since=N`.
+    ///
+    /// Both resume parameters go out when both are known: a server that checks cursors uses `cursor` and
+    /// answers `reset` if its history was rewound; one that predates cursors (an old node during a rolling
+    /// deploy) still resumes by `since` instead of silently not resuming at all.
     ///
     /// Falls back to `?token=` only when the ticket endpoint answers 404 (a server from before tickets);
     /// any other failure is thrown, so a token never goes into a URL by accident.
-    public func eventSocketRequest(since: EventID?) async throws -> SocketRequest {
+    public func eventSocketRequest(since: EventID?, cursor: ResumeCursor?) async throws -> SocketRequest {
         var query: [URLQueryItem]
         let response = try await send("POST", "api/ws-ticket", body: nil)
         if response.status == 404 {
@@ -70,6 +80,7 @@ public struct HTTPOrdersAPI: OrdersAPI {
             let ticket = try WireJSON.decode(TicketResponse.self, from: response.body, what: "ticket")
             query = [URLQueryItem(name: "ticket", value: ticket.ticket)]
         }
+        if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor.rawValue)) }
         if let since { query.append(URLQueryItem(name: "since", value: String(since.rawValue))) }
         guard var components = URLComponents(url: server.appending(path: "ws/orders/"), resolvingAgainstBaseURL: false)
         else { throw WaybillClientError.badResponse("bad server URL") }
@@ -80,6 +91,16 @@ public struct HTTPOrdersAPI: OrdersAPI {
     }
 
     // MARK: - Plumbing
+
+    /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on.
+    private func write(_ path: String, body: [String: String]?, ifMatch: String?) async throws -> SavedOrder {
+        var headers = ["Accept": "application/json"]
+        if let ifMatch { headers["If-Match"] = ifMatch }
+        let response = try await send("POST", path, headers: headers, body: body)
+        try Self.check(response)
+        let order = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
+        return SavedOrder(order: order, etag: response.header("ETag"))
+    }
 
     private func conditionalGet<T: Decodable & Sendable>(
         _ path: String,

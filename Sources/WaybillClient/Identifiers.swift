@@ -41,3 +41,17 @@ public struct EventID: WireIdentifier {
     public var rawValue: Int64
     public init(rawValue: Int64) { self.rawValue = rawValue }
 }
+
+/// Where a client resumes the event stream: the `cursor` of the last frame seen (SPEC §4).
+///
+/// `"<event_id>-<check>"`, where the check is a fingerprint of that stored event. Resuming with it
+/// (`?cursor=`) lets the server notice that its history was rewound (a restored backup, a failover)
+/// and answer `reset` instead of a replay that skips events. Opaque to the client: it is only sent back.
+public struct ResumeCursor: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The wire text, e.g. `1234-0b7e55d1`.
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// Wraps the `cursor` of a frame.
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+}

@@ -1,20 +1,55 @@
 /// The REST API as the driver session uses it (SPEC §2). ``HTTPOrdersAPI`` is the real one; tests fake it.
 ///
-/// Every method throws ``WaybillClientError``.
+/// Every method throws ``WaybillClientError``. Writes take `ifMatch`: the `ETag` of the order as the caller
+/// last saw it (`"o42-v7"`), or `nil` to write whatever the current version is. When the order has changed
+/// since, the server refuses with 412 and the write throws ``WaybillClientError/conflict`` with `status` 412.
 public protocol OrdersAPI: Sendable {
     /// `GET /api/orders/` with `If-None-Match: ifNoneMatch`: the driver's orders, or `.notModified`.
     func orders(ifNoneMatch: String?) async throws -> Fetched<[OrderSummary]>
     /// `GET /api/orders/{id}/` with `If-None-Match: ifNoneMatch`: one whole order, or `.notModified`.
     func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail>
-    /// `POST /api/orders/{id}/status`.
-    func changeStatus(of order: OrderID, to status: OrderStatus) async throws
-    /// `POST /api/orders/{id}/stages/{sid}/complete`.
-    func completeStage(_ stage: StageID, of order: OrderID) async throws
-    /// The request that opens the event socket, authenticated and resuming after `since`.
+    /// `POST /api/orders/{id}/status` with `If-Match: ifMatch`: the order as saved.
+    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder
+    /// `POST /api/orders/{id}/stages/{sid}/complete` with `If-Match: ifMatch`: the order as saved.
+    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder
+    /// `POST /api/orders/{id}/documents` `{"name","kind"}` with `If-Match: ifMatch`: the order as saved.
+    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?) async throws -> SavedOrder
+    /// The request that opens the event socket, authenticated and resuming after `since` / at `cursor`.
     ///
     /// The real API asks for a single-use ticket (`POST /api/ws-ticket`) each time, so a token never goes
     /// into a URL unless the server has no ticket endpoint.
-    func eventSocketRequest(since: EventID?) async throws -> SocketRequest
+    func eventSocketRequest(since: EventID?, cursor: ResumeCursor?) async throws -> SocketRequest
+}
+
+extension OrdersAPI {
+    /// `POST /api/orders/{id}/status` without a precondition.
+    public func changeStatus(of order: OrderID, to status: OrderStatus) async throws {
+        _ = try await changeStatus(of: order, to: status, ifMatch: nil)
+    }
+
+    /// `POST /api/orders/{id}/stages/{sid}/complete` without a precondition.
+    public func completeStage(_ stage: StageID, of order: OrderID) async throws {
+        _ = try await completeStage(stage, of: order, ifMatch: nil)
+    }
+
+    /// The socket request resuming by event id only (no cursor).
+    public func eventSocketRequest(since: EventID?) async throws -> SocketRequest {
+        try await eventSocketRequest(since: since, cursor: nil)
+    }
+}
+
+/// An order as a write returned it, with its new `ETag` (the `ifMatch` of the next write).
+public struct SavedOrder: Hashable, Sendable {
+    /// The order after the write.
+    public var order: OrderDetail
+    /// Its `ETag`, if the server sent one.
+    public var etag: String?
+
+    /// A saved order with the given fields.
+    public init(order: OrderDetail, etag: String?) {
+        self.order = order
+        self.etag = etag
+    }
 }
 
 /// The result of a conditional GET.

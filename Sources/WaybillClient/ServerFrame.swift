@@ -34,7 +34,8 @@ public enum ServerFrame: Hashable, Sendable {
                 ConnectedFrame(
                     userID: userID,
                     groups: wire.groups ?? [],
-                    newestEventID: wire.eventID.map { EventID($0) }
+                    newestEventID: wire.eventID.map { EventID($0) },
+                    cursor: wire.cursor.map { ResumeCursor($0) }
                 )
             )
         case "pong":
@@ -44,7 +45,12 @@ public enum ServerFrame: Hashable, Sendable {
         case let type where type.hasPrefix("order_"):
             guard let order = wire.orderID ?? wire.id, let event = wire.eventID else { return .malformed }
             return .event(
-                OrderEventFrame(kind: OrderEventKind(rawValue: type), orderID: OrderID(order), eventID: EventID(event))
+                OrderEventFrame(
+                    kind: OrderEventKind(rawValue: type),
+                    orderID: OrderID(order),
+                    eventID: EventID(event),
+                    cursor: wire.cursor.map { ResumeCursor($0) }
+                )
             )
         default:
             return .unknown(type: type)
@@ -59,9 +65,10 @@ public enum ServerFrame: Hashable, Sendable {
         var eventID: Int64?
         var userID: Int64?
         var groups: [String]?
+        var cursor: String?
 
         enum CodingKeys: String, CodingKey {
-            case type, id, groups
+            case type, id, groups, cursor
             case orderID = "order_id"
             case eventID = "event_id"
             case userID = "user_id"
@@ -69,7 +76,7 @@ public enum ServerFrame: Hashable, Sendable {
     }
 }
 
-/// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230}`.
+/// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230,"cursor":"1230-9f3a61c2"}`.
 public struct ConnectedFrame: Hashable, Sendable {
     /// The authenticated user.
     public var userID: Int64
@@ -77,12 +84,15 @@ public struct ConnectedFrame: Hashable, Sendable {
     public var groups: [String]
     /// The newest event the server knows; `nil` if it has none yet.
     public var newestEventID: EventID?
+    /// The cursor of that newest event; `nil` from servers that predate cursors.
+    public var cursor: ResumeCursor?
 
     /// A connected frame with the given fields.
-    public init(userID: Int64, groups: [String], newestEventID: EventID?) {
+    public init(userID: Int64, groups: [String], newestEventID: EventID?, cursor: ResumeCursor? = nil) {
         self.userID = userID
         self.groups = groups
         self.newestEventID = newestEventID
+        self.cursor = cursor
     }
 }
 
@@ -94,12 +104,15 @@ public struct OrderEventFrame: Hashable, Sendable {
     public var orderID: OrderID
     /// The event's position in the server's log (the resume cursor).
     public var eventID: EventID
+    /// The event's cursor (`"<event_id>-<check>"`), the preferred resume point; `nil` from older servers.
+    public var cursor: ResumeCursor?
 
     /// An event with the given fields.
-    public init(kind: OrderEventKind, orderID: OrderID, eventID: EventID) {
+    public init(kind: OrderEventKind, orderID: OrderID, eventID: EventID, cursor: ResumeCursor? = nil) {
         self.kind = kind
         self.orderID = orderID
         self.eventID = eventID
+        self.cursor = cursor
     }
 }
 

@@ -33,7 +33,9 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
     public static let notAllowed = Self(.notAllowed)
     /// 404: no such order (or not this driver's).
     public static let notFound = Self(.notFound)
-    /// 409: the change conflicts with the order's state (e.g. an invalid status transition).
+    /// 409 or 412: someone changed the order first. With `status` 409 its state no longer allows the change
+    /// (e.g. it was cancelled); with 412 it has a newer version than the one the write named in `If-Match`
+    /// (``isStaleVersion``). Either way, show the order as it is now and let the user decide again.
     public static let conflict = Self(.conflict)
     /// Another 4xx: the server rejected the request (validation, rate limit, …).
     public static let rejected = Self(.rejected)
@@ -54,12 +56,15 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
             case 401: .notAuthenticated
             case 403: .notAllowed
             case 404: .notFound
-            case 409: .conflict
+            case 409, 412: .conflict
             case 500...: .server
             default: .rejected
             }
         return Self(kind, status: status, code: code, message: message ?? "HTTP \(status)")
     }
+
+    /// Whether the server refused a write because the order changed since the version it named (412).
+    public var isStaleVersion: Bool { status == 412 }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.kind == rhs.kind }
     public func hash(into hasher: inout Hasher) { hasher.combine(kind) }

@@ -27,6 +27,8 @@ enum DriverCommand {
           close ID           stop showing it
           accept ID | start ID | complete ID     move the order (accepted, in_progress, completed)
           stage ID SID       mark stage SID of order ID done
+                             (on an opened order these name the version shown: if it changed meanwhile,
+                             nothing is done, the order is reloaded and a "changed meanwhile" error shows)
           refresh            refetch the list now
           quit               leave
 
@@ -109,6 +111,10 @@ struct DriverApp {
             case ("stage", 2): try await session.completeStage(StageID(numbers[1]), of: OrderID(numbers[0]))
             default: view.error("unknown command '\(line)' — try: open ID, accept ID, start ID, complete ID, stage ID SID, quit")
             }
+        } catch let error as WaybillClientError where error.isStaleVersion {
+            // The action named the version on screen and the order has moved on: say so plainly. The
+            // session has already reloaded it, so the fresh state is on screen for the driver to decide again.
+            view.error("\(verb) not done: order \(numbers.first.map(String.init) ?? "?") was changed meanwhile and has been reloaded; check it and try again")
         } catch {
             view.error("\(verb) failed: \(error)")
         }

@@ -55,6 +55,31 @@ struct ClientEndToEndTests {
         }
     }
 
+    /// The driver acts on the version they saw; the dispatcher changed the order first: 412, nothing applied.
+    @Test func anActionOnAStaleVersionIsAConflictAndChangesNothing() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let session = try await Self.session(server, email: driver.email, password: driver.password)
+            let seen = try await session.detail(OrderID(id))
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "Gate 9"])
+            do {
+                try await session.changeStatus(of: OrderID(id), to: .accepted, expecting: .version(seen.version))
+                Issue.record("no error")
+            } catch let error as WaybillClientError {
+                #expect(error == .conflict && error.isStaleVersion && error.code == "precondition_failed")
+            }
+            let now = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            #expect(now.object.string("status") == "assigned")
+            #expect(now.object.int("version") == seen.version + 1)
+            // The session shows the fresh order; acting on it now goes through.
+            #expect(await Self.until(session) { await $0.cachedDetail(OrderID(id))?.notes == "Gate 9" })
+            try await session.changeStatus(of: OrderID(id), to: .accepted)
+            #expect(await session.cachedDetail(OrderID(id))?.status == .accepted)
+            await session.stop()
+        }
+    }
+
     @Test func afterARestartTheClientResumesAndShowsWhatChangedWhileTheServerWasDown() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

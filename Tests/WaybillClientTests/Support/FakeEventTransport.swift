@@ -57,15 +57,20 @@ final class FakeConnection: EventConnection, Sendable {
     /// The server sends `text`.
     func receive(_ text: String) { continuation.yield(.text(text)) }
 
-    /// The server sends the `connected` frame.
-    func receiveConnected(newest: Int64 = 10) {
-        receive(#"{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":\#(newest)}"#)
+    /// The cursor the fake server gives event `id`: the id plus a check that differs per database `epoch`.
+    static func cursor(_ id: Int64, epoch: Int = 0) -> String { "\(id)-e\(epoch)" }
+
+    /// The server sends the `connected` frame (with a cursor unless `epoch` is `nil`, as older servers do).
+    func receiveConnected(newest: Int64 = 10, epoch: Int? = 0) {
+        let cursor = epoch.map { #","cursor":"\#(Self.cursor(newest, epoch: $0))""# } ?? ""
+        receive(#"{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":\#(newest)\#(cursor)}"#)
     }
 
-    /// The server sends an order event.
-    func receiveEvent(_ type: String = "order_status_changed", order: Int64, eventID: Int64) {
+    /// The server sends an order event (with a cursor unless `epoch` is `nil`).
+    func receiveEvent(_ type: String = "order_status_changed", order: Int64, eventID: Int64, epoch: Int? = 0) {
+        let cursor = epoch.map { #","cursor":"\#(Self.cursor(eventID, epoch: $0))""# } ?? ""
         receive(
-            #"{"type":"\#(type)","id":\#(order),"order_id":\#(order),"number":"x","driver_id":7,"event_id":\#(eventID)}"#
+            #"{"type":"\#(type)","id":\#(order),"order_id":\#(order),"number":"x","driver_id":7,"event_id":\#(eventID)\#(cursor)}"#
         )
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import WaybillClient
+@testable import WaybillClient
 
 /// An in-memory REST API that counts requests, with the server's `ETag`/304 behaviour.
 ///
@@ -15,7 +15,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var listRequests: [String?] = []  // the If-None-Match of each list request
         var detailRequests: [OrderID] = []
         var socketRequests: [EventID?] = []
+        var socketCursors: [ResumeCursor?] = []
         var statusChanges: [(OrderID, OrderStatus)] = []
+        var writeIfMatches: [String?] = []  // the If-Match of each write
         var socketError: WaybillClientError?
         var holdDetails = false
         var heldDetails: [CheckedContinuation<Void, Never>] = []
@@ -47,6 +49,11 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     var detailRequests: [OrderID] { state.withLock { $0.detailRequests } }
     func detailFetches(_ id: OrderID) -> Int { state.withLock { $0.detailRequests.filter { $0 == id }.count } }
     var socketRequests: [EventID?] { state.withLock { $0.socketRequests } }
+    var socketCursors: [ResumeCursor?] { state.withLock { $0.socketCursors } }
+    var writeIfMatches: [String?] { state.withLock { $0.writeIfMatches } }
+
+    /// The server's ETag of an order version.
+    static func etag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)\"" }
     var heldDetailCount: Int { state.withLock { $0.heldDetails.count } }
 
     /// Forgets the request log (not the data).
@@ -55,6 +62,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             state.listRequests = []
             state.detailRequests = []
             state.socketRequests = []
+            state.socketCursors = []
+            state.writeIfMatches = []
         }
     }
 
@@ -130,23 +139,49 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         }
         return try state.withLock { state in
             guard let detail = state.details[id] else { throw WaybillClientError.notFound }
-            let tag = "\"d\(id)-\(detail.version)\""
+            let tag = Self.etag(id, version: detail.version)
             return ifNoneMatch == tag ? .notModified : .modified(detail, etag: tag)
         }
     }
 
-    func changeStatus(of order: OrderID, to status: OrderStatus) async throws {
-        state.withLock { $0.statusChanges.append((order, status)) }
-        touch(order, status: status)
+    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
+        try write(order, ifMatch: ifMatch, status: status) { $0.statusChanges.append((order, status)) }
     }
 
-    func completeStage(_ stage: StageID, of order: OrderID) async throws { touch(order) }
+    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder {
+        try write(order, ifMatch: ifMatch, status: nil) { _ in }
+    }
 
-    func eventSocketRequest(since: EventID?) async throws -> SocketRequest {
+    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?) async throws -> SavedOrder {
+        try write(order, ifMatch: ifMatch, status: nil) { _ in }
+    }
+
+    /// A write as the server does it: 404, then 412 unless `ifMatch` names the current version, then a new version.
+    private func write(_ id: OrderID, ifMatch: String?, status: OrderStatus?, _ record: (inout State) -> Void)
+        throws -> SavedOrder
+    {
+        try state.withLock { state in
+            state.writeIfMatches.append(ifMatch)
+            guard let current = state.details[id] else { throw WaybillClientError.http(status: 404, code: "not_found", message: nil) }
+            if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version) {
+                throw WaybillClientError.http(status: 412, code: "precondition_failed", message: "changed meanwhile")
+            }
+            record(&state)
+        }
+        touch(id, status: status ?? state.withLock { $0.details[id]?.status } ?? .accepted)
+        guard let saved = state.withLock({ $0.details[id] }) else {
+            throw WaybillClientError.http(status: 404, code: "not_found", message: nil)
+        }
+        return SavedOrder(order: saved, etag: Self.etag(id, version: saved.version))
+    }
+
+    func eventSocketRequest(since: EventID?, cursor: ResumeCursor?) async throws -> SocketRequest {
         try state.withLock { state in
             state.socketRequests.append(since)
+            state.socketCursors.append(cursor)
             if let error = state.socketError { throw error }
             var url = "ws://waybill.test/ws/orders/?ticket=t\(state.socketRequests.count)"
+            if let cursor { url += "&cursor=\(cursor.rawValue)" }
             if let since { url += "&since=\(since.rawValue)" }
             return SocketRequest(url: URL(string: url)!)
         }

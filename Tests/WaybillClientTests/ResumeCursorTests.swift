@@ -1,0 +1,88 @@
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// SPEC §5 rules 5 and 6: resume with the last cursor seen; after `reset`, continue from the server's newest.
+@Suite(.timeLimit(.minutes(1))) struct ResumeCursorTests {
+    typealias Machine = DriverSession.StateMachine
+
+    @Test func framesCarryTheirCursor() {
+        let event = ServerFrame.parse(#"{"type":"order_updated","id":4,"order_id":4,"event_id":12,"cursor":"12-0b7e55d1"}"#)
+        #expect(event == .event(OrderEventFrame(kind: .updated, orderID: 4, eventID: 12, cursor: ResumeCursor("12-0b7e55d1"))))
+        let connected = ServerFrame.parse(#"{"type":"connected","user_id":7,"groups":[],"event_id":9,"cursor":"9-9f3a61c2"}"#)
+        #expect(connected == .connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 9, cursor: ResumeCursor("9-9f3a61c2"))))
+        let old = ServerFrame.parse(#"{"type":"order_updated","id":4,"event_id":12}"#)
+        #expect(old == .event(OrderEventFrame(kind: .updated, orderID: 4, eventID: 12)))
+    }
+
+    @Test func resetContinuesFromTheConnectedFrameNotTheOldCursor() {
+        var machine = Machine(policy: .standard, lastEventID: 500)
+        _ = machine.start()
+        // A restored database: the server's newest id is far below ours.
+        _ = machine.received(.connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 40, cursor: ResumeCursor("40-x"))))
+        #expect(machine.received(.reset) == .refreshEverything)
+        #expect(machine.lastEventID == 40)
+        #expect(machine.lastCursor == ResumeCursor("40-x"))
+        let live = OrderEventFrame(kind: .updated, orderID: 3, eventID: 41, cursor: ResumeCursor("41-y"))
+        #expect(machine.received(.event(live)) == .orderChanged(live))
+        #expect(machine.lastCursor == ResumeCursor("41-y"))
+    }
+
+    @Test func reconnectResumesWithTheLastCursorSeen() async throws {
+        let h = await Harness.live()
+        await h.receiveEvents([(order: 2, eventID: 11), (order: 3, eventID: 12)])
+        #expect(await h.session.lastCursor == ResumeCursor(FakeConnection.cursor(12)))
+        h.api.resetCounts()
+        h.transport.current?.drop(code: 1012)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        #expect(h.api.socketCursors == [ResumeCursor(FakeConnection.cursor(12))])
+        #expect(h.transport.current?.request.queryValue("cursor") == FakeConnection.cursor(12))
+        // `since` goes along for servers that predate cursors.
+        #expect(h.transport.current?.request.queryValue("since") == "12")
+    }
+
+    @Test func anEventWithoutACursorFallsBackToSince() async throws {
+        let h = await Harness.live()
+        h.transport.current?.receiveEvent(order: 2, eventID: 11)
+        h.transport.current?.receiveEvent(order: 3, eventID: 12, epoch: nil)  // an older node sent this one
+        await eventually("event 12 read") { await h.session.lastEventID == 12 }
+        h.api.resetCounts()
+        h.transport.current?.drop(code: 1001)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        #expect(h.api.socketCursors == [nil])  // not the stale cursor of event 11
+        #expect(h.transport.current?.request.queryValue("cursor") == nil)
+        #expect(h.transport.current?.request.queryValue("since") == "12")
+    }
+
+    /// The bug this fixes: after a reset the session kept its old cursor and dropped every live event
+    /// with a lower id — after a database restore, every event until the ids caught up.
+    @Test func afterAResetLiveEventsWithLowerIdsAreApplied() async throws {
+        let h = await Harness.live()
+        try await h.open(2)
+        await h.receiveEvents([(order: 2, eventID: 11), (order: 3, eventID: 12)])
+        await h.clock.advance(by: .milliseconds(250))
+        await h.waitUntilIdle()
+        h.transport.current?.drop(code: 1012)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        // The server was restored from a backup: its newest event is 5, with another history.
+        h.transport.current?.receiveConnected(newest: 5, epoch: 1)
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await eventually("continues from the server's newest") { await h.session.lastEventID == 5 }
+        #expect(await h.session.lastCursor == ResumeCursor(FakeConnection.cursor(5, epoch: 1)))
+        await h.clock.advance(by: .milliseconds(250))
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        let revision = await h.session.listRevision
+        h.api.touch(2)
+        h.transport.current?.receiveEvent(order: 2, eventID: 6, epoch: 1)
+        await eventually("live event 6 applied") { await h.session.lastEventID == 6 }
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list and detail refetched") { h.api.listFetches == 1 && h.api.detailRequests == [2] }
+        #expect(await h.session.listRevision == revision + 1)
+        await eventually("detail current") { await h.session.cachedDetail(2)?.version == 2 }
+    }
+}
