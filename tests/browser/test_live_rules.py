@@ -99,3 +99,37 @@ def test_reset_starts_over_and_gives_up_into_polling(page, server):
     """)
     assert result["cursorAfterReset"] == 500
     assert result["state"] == "polling"
+
+
+def test_resume_by_cursor_and_after_a_reset_continue_from_the_connected_frame(page, server):
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.start();
+      await tick(20);
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 10, cursor: '10-aaaa' });
+      FakeSocket.last.frame({ type: 'order_updated', id: 1, order_id: 1, event_id: 11, cursor: '11-bbbb' });
+      FakeSocket.last.frame({ type: 'order_updated', id: 2, order_id: 2, event_id: 12, cursor: '12-cccc' });
+      FakeSocket.last.drop(1012);
+      await tick(50);
+      const resumed = FakeSocket.urls[1];
+      // A restored database: the server knows only up to 5, with another history.
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 5, cursor: '5-dddd' });
+      FakeSocket.last.frame({ type: 'reset' });
+      const afterReset = [feed.lastEventId, feed.lastCursor];
+      await tick(300);
+      const before = signals.length;
+      FakeSocket.last.frame({ type: 'order_updated', id: 7, order_id: 7, event_id: 6, cursor: '6-eeee' });
+      await tick(300);
+      const lowerIdApplied = signals.slice(before).some((s) => s.ids.includes(7));
+      // An event from a server without cursors: the next resume falls back to `since` alone.
+      FakeSocket.last.frame({ type: 'order_updated', id: 8, order_id: 8, event_id: 7 });
+      FakeSocket.last.drop(1001);
+      await tick(50);
+      const fallback = FakeSocket.urls[2];
+      feed.stop();
+      return { resumed, afterReset, lowerIdApplied, fallback, cursor: feed.lastCursor };
+    """)
+    assert "cursor=12-cccc" in result["resumed"] and "since=12" in result["resumed"]
+    assert result["afterReset"] == [5, "5-dddd"]
+    assert result["lowerIdApplied"] is True
+    assert "cursor=" not in result["fallback"] and "since=7" in result["fallback"]

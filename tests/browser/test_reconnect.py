@@ -33,9 +33,11 @@ def test_server_restart_reconnects_and_catches_up(page, server, api):
     expect(row(page, watched["id"]).locator("td").nth(1)).to_have_text("Accepted")
     expect(page.locator(".facts .badge")).to_have_text("Accepted")
 
-    # The new socket used a fresh ticket and resumed from the last event it had seen.
+    # The new socket used a fresh ticket and resumed from the last event it had seen: by its
+    # cursor ("<event_id>-<check>", SPEC §5 rule 5), with `since` for servers that predate cursors.
     new_sockets = page.recorder.websocket_urls[sockets_before:]
     assert new_sockets and all("ticket=" in url for url in new_sockets)
+    assert re.search(r"[?&]cursor=\d+-[0-9a-f]+(&|$)", new_sockets[-1]), new_sockets[-1]
     assert "since=" in new_sockets[-1]
 
     # And it is really live again: the next change arrives over the socket within 2 s.

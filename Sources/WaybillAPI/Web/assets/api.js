@@ -20,6 +20,7 @@ const FALLBACK_MESSAGES = {
   403: 'You are not allowed to do this.',
   404: 'This order no longer exists.',
   409: 'That change conflicts with the order’s current state. The view has been refreshed.',
+  412: 'This order was changed meanwhile. The current version is shown now: check it and try again.',
   413: 'That is too much text for one order.',
   422: 'Some fields are not valid.',
   429: 'Too many requests. Wait a moment and try again.',
@@ -49,8 +50,15 @@ export class Api {
     this.etags.clear();
   }
 
-  async request(method, path, { body, auth = true, expect401 = false } = {}) {
+  /**
+   * `ifMatch`: the ETag of the order version the user is looking at. The server refuses the write
+   * with 412 if the order has changed since (SPEC §2, lost-update protection), so an edit made on
+   * stale data never silently overwrites someone else's.
+   * Resolves `{ data, changed, etag }`.
+   */
+  async request(method, path, { body, auth = true, expect401 = false, ifMatch = null } = {}) {
     const headers = { Accept: 'application/json' };
+    if (ifMatch) headers['If-Match'] = ifMatch;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const token = auth ? this.getToken() : null;
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -71,21 +79,23 @@ export class Api {
       throw new ApiError(0, 'network_error', fallbackMessage(0));
     }
 
-    if (response.status === 304 && cached) return { data: cached.data, changed: false };
+    if (response.status === 304 && cached) return { data: cached.data, changed: false, etag: cached.etag };
     const data = await readJSON(response);
     if (!response.ok) {
+      // A 412's server text names ETags; a person needs to hear what happened in plain words.
+      const serverText = response.status === 412 ? '' : (typeof data?.message === 'string' && data.message.trim());
       const error = new ApiError(response.status, data?.error ?? 'http_error',
-        (typeof data?.message === 'string' && data.message.trim()) || fallbackMessage(response.status));
+        serverText || fallbackMessage(response.status));
       if (response.status === 401 && auth && !expect401) this.onUnauthorized?.(error);
       throw error;
     }
     const etag = response.headers.get('ETag');
     if (method === 'GET' && etag) this.etags.set(path, { etag, data });
-    return { data, changed: true };
+    return { data, changed: true, etag };
   }
 
   async get(path) { return this.request('GET', path); }
-  async send(method, path, body) { return (await this.request(method, path, { body })).data; }
+  async send(method, path, body, ifMatch = null) { return (await this.request(method, path, { body, ifMatch })).data; }
 
   // --- the calls the panel makes (SPEC §2)
   login(email, password) {
@@ -101,10 +111,16 @@ export class Api {
   order(id) { return this.get(`/api/orders/${encodeURIComponent(id)}/`); }
   forgetOrder(id) { this.etags.delete(`/api/orders/${encodeURIComponent(id)}/`); }
   createOrder(order) { return this.send('POST', '/api/orders/', order); }
-  changeStatus(id, status) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/status`, { status }); }
-  assign(id, driverId) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/assign`, { driver_id: driverId }); }
-  unassign(id) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/unassign`, {}); }
-  deleteOrder(id) { return this.send('DELETE', `/api/orders/${encodeURIComponent(id)}/`); }
+  // Writes to an existing order take the ETag of the version shown (`etag`; null = no precondition).
+  updateOrder(id, fields, etag) { return this.send('PATCH', `/api/orders/${encodeURIComponent(id)}/`, fields, etag); }
+  changeStatus(id, status, etag) {
+    return this.send('POST', `/api/orders/${encodeURIComponent(id)}/status`, { status }, etag);
+  }
+  assign(id, driverId, etag) {
+    return this.send('POST', `/api/orders/${encodeURIComponent(id)}/assign`, { driver_id: driverId }, etag);
+  }
+  unassign(id, etag) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/unassign`, {}, etag); }
+  deleteOrder(id, etag) { return this.send('DELETE', `/api/orders/${encodeURIComponent(id)}/`, undefined, etag); }
   wsTicket() { return this.send('POST', '/api/ws-ticket', {}); }
 }
 

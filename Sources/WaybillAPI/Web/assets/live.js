@@ -1,7 +1,7 @@
 // The live link: a WebSocket that only *signals* change (SPEC: an event is a signal, state
 // comes from the REST API). It authenticates with a single-use ticket, reconnects with full
-// jitter, resumes with `since`, coalesces bursts into one refetch, and keeps polling as a
-// safety net. The views never read event payloads beyond the order id.
+// jitter, resumes with the last `cursor` seen (SPEC §5 rule 5), coalesces bursts into one
+// refetch, and keeps polling as a safety net. The views never read event payloads beyond the order id.
 
 export const DEFAULT_POLICY = Object.freeze({
   baseMs: 1000, // first retry waits up to 1 s…
@@ -21,6 +21,11 @@ export function fullJitterDelay(attempt, policy = DEFAULT_POLICY, random = Math.
 
 /** Close codes after which retrying cannot help (SPEC §4): the user must log in again. */
 export const AUTH_CLOSE_CODES = new Set([4001, 4003]);
+
+/** A frame's `cursor`, if it is a plausible one (`<event_id>-<check>`); anything else is ignored. */
+function cursorOf(frame) {
+  return typeof frame.cursor === 'string' && /^\d+-[0-9A-Za-z]{1,64}$/.test(frame.cursor) ? frame.cursor : null;
+}
 
 function emptySignal() {
   return { all: false, orderIds: new Set(), deletedIds: new Set() };
@@ -57,8 +62,10 @@ export class LiveFeed {
     this.state = 'stopped';
     this.retryAt = null;
     this.attempt = 0;
-    this.lastEventId = null; // the resume cursor: newest event id applied
+    this.lastEventId = null; // the resume point: newest event id applied…
+    this.lastCursor = null; // …and its cursor ("<id>-<check>"), null if its frame had none
     this.connectedEventId = null;
+    this.connectedCursor = null;
     this.everConnected = false;
     this.socket = null;
     this.generation = 0; // bumps on every connect/stop so late async results are ignored
@@ -143,11 +150,16 @@ export class LiveFeed {
     socket.onerror = () => {}; // a close event always follows; it decides what to do
   }
 
-  /** `ws(s)://host/ws/orders/?ticket=…&since=…&stream=…` — a ticket, never the API token. */
+  /**
+   * `ws(s)://host/ws/orders/?ticket=…&cursor=…&since=…&stream=…` — a ticket, never the API token.
+   * The cursor lets the server notice a rewound history (restored backup, failover) and answer
+   * `reset`; `since` goes along for servers that predate cursors.
+   */
   socketURL(ticket) {
     const url = new URL('/ws/orders/', this.location.href);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('ticket', ticket);
+    if (this.lastCursor !== null) url.searchParams.set('cursor', this.lastCursor);
     if (this.lastEventId !== null) url.searchParams.set('since', String(this.lastEventId));
     if (this.stream) url.searchParams.set('stream', this.stream);
     return url.toString();
@@ -166,19 +178,27 @@ export class LiveFeed {
       this.attempt = 0;
       this.everConnected = true;
       this.connectedEventId = Number.isInteger(frame.event_id) ? frame.event_id : null;
-      if (this.lastEventId === null) this.lastEventId = this.connectedEventId;
+      this.connectedCursor = cursorOf(frame);
+      if (this.lastEventId === null) {
+        this.lastEventId = this.connectedEventId;
+        this.lastCursor = this.connectedCursor;
+      }
       this.setStatus('live');
       this.startPing();
       // After every (re)connect refetch at once: whatever happened while we were away is in
       // the API. Replayed events arriving right behind this frame join the same fetch.
       this.queue({ all: true });
     } else if (frame.type === 'reset') {
-      // The server cannot replay from our cursor: start over from what it knows now.
-      if (this.connectedEventId !== null) this.lastEventId = this.connectedEventId;
+      // The server cannot replay from our cursor: start over from what it knows now (SPEC §5
+      // rule 6). Keeping the old id would drop every live event below it — after a restored
+      // database, all of them until the ids catch up.
+      this.lastEventId = this.connectedEventId;
+      this.lastCursor = this.connectedCursor;
       this.queue({ all: true });
     } else if (typeof frame.type === 'string' && frame.type.startsWith('order_')) {
       if (Number.isInteger(frame.event_id) && frame.event_id > (this.lastEventId ?? 0)) {
         this.lastEventId = frame.event_id;
+        this.lastCursor = cursorOf(frame); // null: the next resume falls back to `since`
       }
       const id = frame.order_id ?? frame.id;
       this.queue({ orderIds: [id], deletedIds: frame.type === 'order_deleted' ? [id] : [] });

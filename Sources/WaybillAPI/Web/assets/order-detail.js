@@ -4,6 +4,15 @@
 import { h, replace, setOptions, setText, flash, timeElement } from './dom.js';
 import { statusLabel, stageKindLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
 import { confirmAction, announce } from './feedback.js';
+import { OrderEditor } from './order-edit.js';
+
+// Said when a write named an older version than the server's (412): the view reloads at once.
+const CHANGED_MEANWHILE = 'This order was changed meanwhile. The current version is shown now: check it and try again.';
+const CHANGED_MEANWHILE_EDIT = 'This order was changed meanwhile, so your edit was not saved. The current version '
+  + 'is shown; your text is still in the form: save again to replace it, or cancel.';
+
+/** The ETag of an order version (SPEC §2), for a server that sent none. */
+const tagOf = (order) => `"o${order.id}-v${order.version}"`;
 
 // The forward moves a dispatcher may make through POST /status (new ⇄ assigned go through
 // assign/unassign; cancel has its own button).
@@ -22,6 +31,7 @@ export class OrderDetail {
     this.onClose = onClose;
     this.orderId = null;
     this.order = null;
+    this.etag = null; // the version of `order`: every write sends it as If-Match
     this.build();
   }
 
@@ -60,11 +70,16 @@ export class OrderDetail {
       'Cancel order');
     this.deleteButton = h('button', { type: 'button', class: 'danger', id: 'delete-order', onclick: () => this.remove() },
       'Delete order');
+    this.editor = new OrderEditor({ save: (fields, etag) => this.saveEdit(fields, etag) });
+    this.editButton = h('button', {
+      type: 'button', id: 'edit-order', onclick: () => this.editor.open(this.order, this.etag),
+    }, 'Edit');
     // One fieldset: disabling it disables every control while a request is on its way.
     this.actions = h('fieldset', { class: 'actions' },
       h('legend', {}, 'Actions'),
       this.assignForm,
-      h('div', { class: 'button-row' }, this.unassignButton, this.forwardButton, this.cancelButton, this.deleteButton));
+      h('div', { class: 'button-row' },
+        this.editButton, this.unassignButton, this.forwardButton, this.cancelButton, this.deleteButton));
 
     this.notes = h('p', { class: 'notes' });
     this.stages = h('ol', { class: 'stages', id: 'detail-stages' });
@@ -72,6 +87,7 @@ export class OrderDetail {
     this.body = h('div', { class: 'detail-body' },
       this.factList,
       this.actions,
+      this.editor.element,
       h('section', { 'aria-labelledby': 'notes-heading' }, h('h3', { id: 'notes-heading' }, 'Notes'), this.notes),
       h('section', { 'aria-labelledby': 'stages-heading' }, h('h3', { id: 'stages-heading' }, 'Stages'), this.stages),
       h('section', { 'aria-labelledby': 'documents-heading' },
@@ -88,6 +104,8 @@ export class OrderDetail {
   show(id) {
     this.orderId = id;
     this.order = null;
+    this.etag = null;
+    this.editor.close();
     this.pickedDriver = null;
     this.body.hidden = true;
     this.gone.hidden = true;
@@ -101,6 +119,8 @@ export class OrderDetail {
   close() {
     this.orderId = null;
     this.order = null;
+    this.etag = null;
+    this.editor.close();
   }
 
   /** Signal from the live feed. */
@@ -114,10 +134,11 @@ export class OrderDetail {
   async load() {
     const id = this.orderId;
     try {
-      const { data, changed } = await this.api.order(id);
+      const { data, changed, etag } = await this.api.order(id);
       if (id !== this.orderId) return; // another order was opened meanwhile
       this.loadError.textContent = '';
       if (changed || !this.order) this.render(data);
+      this.etag = etag ?? tagOf(this.order);
     } catch (error) {
       if (id !== this.orderId || error.status === 401) return;
       if (error.status === 0 && this.order) return; // unreachable: the indicator says so; keep what we show
@@ -134,6 +155,8 @@ export class OrderDetail {
   showGone() {
     this.api.forgetOrder(this.orderId);
     this.order = null;
+    this.etag = null;
+    this.editor.close();
     this.body.hidden = true;
     this.gone.hidden = false;
     setText(this.heading, 'Order not available');
@@ -204,7 +227,9 @@ export class OrderDetail {
     if (this.root.contains(document.activeElement) && document.activeElement.closest('[hidden]')) this.heading.focus();
   }
 
-  // --- actions: each asks the API, shows its error in plain words, then refetches
+  // --- actions: each names the version shown (If-Match), shows its error in plain words, then
+  // refetches. A 412 means someone else changed the order first: nothing was done, and the
+  // refetch puts their version on screen for the user to decide again.
 
   async run(description, action) {
     const order = this.order;
@@ -212,10 +237,11 @@ export class OrderDetail {
     this.actions.disabled = true;
     this.error.textContent = '';
     try {
-      await action(order);
+      await action(order, this.etag);
       announce(description(order));
     } catch (error) {
-      if (error.status !== 401) this.error.textContent = error.message;
+      if (error.status === 412) this.error.textContent = CHANGED_MEANWHILE;
+      else if (error.status !== 401) this.error.textContent = error.message;
     } finally {
       this.actions.disabled = false;
       this.onChanged(); // refetch even after a 409: the view was probably stale
@@ -231,17 +257,17 @@ export class OrderDetail {
       return;
     }
     this.run((o) => `Order ${o.number} assigned to ${driverName(this.drivers(), driverId)}.`,
-      (o) => this.api.assign(o.id, driverId));
+      (o, etag) => this.api.assign(o.id, driverId, etag));
   }
 
   unassign() {
-    this.run((o) => `Order ${o.number} unassigned.`, (o) => this.api.unassign(o.id));
+    this.run((o) => `Order ${o.number} unassigned.`, (o, etag) => this.api.unassign(o.id, etag));
   }
 
   moveForward() {
     const forward = FORWARD[this.order?.status];
     if (!forward) return;
-    this.run((o) => `Order ${o.number} is now ${statusLabel(forward[0])}.`, (o) => this.api.changeStatus(o.id, forward[0]));
+    this.run((o) => `Order ${o.number} is now ${statusLabel(forward[0])}.`, (o, etag) => this.api.changeStatus(o.id, forward[0], etag));
   }
 
   async cancel() {
@@ -252,7 +278,7 @@ export class OrderDetail {
       message: `“${order.title}” will be cancelled. This cannot be undone, and the driver is told at once.`,
       confirmLabel: 'Cancel order',
     });
-    if (ok) this.run((o) => `Order ${o.number} cancelled.`, (o) => this.api.changeStatus(o.id, 'cancelled'));
+    if (ok) this.run((o) => `Order ${o.number} cancelled.`, (o, etag) => this.api.changeStatus(o.id, 'cancelled', etag));
   }
 
   async remove() {
@@ -265,16 +291,46 @@ export class OrderDetail {
     });
     if (!ok) return;
     this.actions.disabled = true;
+    this.error.textContent = '';
     try {
-      await this.api.deleteOrder(order.id);
+      // The version the user confirmed deleting: an order changed meanwhile is not deleted unseen.
+      await this.api.deleteOrder(order.id, this.etag);
       announce(`Order ${order.number} deleted.`);
       this.api.forgetOrder(order.id);
       this.onChanged();
       this.onClose();
     } catch (error) {
-      if (error.status !== 401) this.error.textContent = error.message;
+      if (error.status === 412) {
+        this.error.textContent = CHANGED_MEANWHILE;
+        this.onChanged();
+      } else if (error.status !== 401) {
+        this.error.textContent = error.message;
+      }
     } finally {
       this.actions.disabled = false;
+    }
+  }
+
+  /** Saves the edit form, at the version it was opened on (see order-edit.js). */
+  async saveEdit(fields, etag) {
+    const order = this.order;
+    if (!order) return;
+    this.error.textContent = '';
+    try {
+      await this.api.updateOrder(order.id, fields, etag);
+      announce(`Order ${order.number} saved.`);
+      this.editor.close();
+      this.heading.focus();
+    } catch (error) {
+      if (error.status === 412) {
+        await this.load(); // the current version on screen before the user decides again
+        this.editor.rebase(this.etag);
+        this.error.textContent = CHANGED_MEANWHILE_EDIT;
+      } else if (error.status !== 401) {
+        this.error.textContent = error.message;
+      }
+    } finally {
+      this.onChanged();
     }
   }
 }
