@@ -175,7 +175,9 @@ extension DriverSession {
     public func changeStatus(of id: OrderID, to status: OrderStatus, expecting: ExpectedVersion = .shownDetail)
         async throws
     {
-        try await write(id, expecting) { api, ifMatch in try await api.changeStatus(of: id, to: status, ifMatch: ifMatch) }
+        try await write(id, expecting) { api, ifMatch in
+            try await api.changeStatus(of: id, to: status, ifMatch: ifMatch)
+        }
     }
 
     /// Marks stage `stage` of order `id` done, then refreshes what shows it.

@@ -13,7 +13,8 @@ public protocol OrdersAPI: Sendable {
     /// `POST /api/orders/{id}/stages/{sid}/complete` with `If-Match: ifMatch`: the order as saved.
     func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder
     /// `POST /api/orders/{id}/documents` `{"name","kind"}` with `If-Match: ifMatch`: the order as saved.
-    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?) async throws -> SavedOrder
+    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?)
+        async throws -> SavedOrder
     /// The request that opens the event socket, authenticated and resuming after `since` / at `cursor`.
     ///
     /// The real API asks for a single-use ticket (`POST /api/ws-ticket`) each time, so a token never goes

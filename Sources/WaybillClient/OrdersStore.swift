@@ -22,7 +22,8 @@
         public private(set) var lastFailure: WaybillClientError?
         private var details: [OrderID: OrderDetail] = [:]
 
-        /// The session this store mirrors; call its actions (``DriverSession/changeStatus(of:to:expecting:)``…) directly.
+        /// The session this store mirrors; call its actions
+        /// (``DriverSession/changeStatus(of:to:expecting:)``…) directly.
         public let session: DriverSession
 
         /// A store mirroring `session`. Nothing happens until ``run()``.

@@ -114,7 +114,8 @@ struct DriverApp {
         } catch let error as WaybillClientError where error.isStaleVersion {
             // The action named the version on screen and the order has moved on: say so plainly. The
             // session has already reloaded it, so the fresh state is on screen for the driver to decide again.
-            view.error("\(verb) not done: order \(numbers.first.map(String.init) ?? "?") was changed meanwhile and has been reloaded; check it and try again")
+            let order = numbers.first.map(String.init) ?? "?"
+            view.error("\(verb) not done: order \(order) was changed meanwhile and has been reloaded; check it, try again")
         } catch {
             view.error("\(verb) failed: \(error)")
         }

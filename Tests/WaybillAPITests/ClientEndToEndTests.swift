@@ -62,7 +62,8 @@ struct ClientEndToEndTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let session = try await Self.session(server, email: driver.email, password: driver.password)
             let seen = try await session.detail(OrderID(id))
-            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "Gate 9"])
+            _ = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "Gate 9"])
             do {
                 try await session.changeStatus(of: OrderID(id), to: .accepted, expecting: .version(seen.version))
                 Issue.record("no error")

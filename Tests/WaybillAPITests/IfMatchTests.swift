@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillDomain
+
 @testable import WaybillAPI
 
 /// Lost-update protection (SPEC §2): `If-Match` on every write to an existing order.
@@ -19,30 +20,45 @@ struct IfMatchTests {
     /// The writes in an order that each one is allowed after the one before (assigned order, one stage).
     static func writes(order id: Int64, stage: Int64, driver: Int64) -> [Write] {
         [
-            Write(method: "PATCH", path: "/api/orders/\(id)/", asDriver: false, json: ["title": "Edited"], success: 200),
-            Write(method: "POST", path: "/api/orders/\(id)/documents", asDriver: true,
-                  json: ["name": "POD.pdf", "kind": "proof_of_delivery"], success: 201),
-            Write(method: "POST", path: "/api/orders/\(id)/stages/\(stage)/complete", asDriver: true, json: nil, success: 200),
+            Write(
+                method: "PATCH", path: "/api/orders/\(id)/", asDriver: false, json: ["title": "Edited"], success: 200),
+            Write(
+                method: "POST", path: "/api/orders/\(id)/documents", asDriver: true,
+                json: ["name": "POD.pdf", "kind": "proof_of_delivery"], success: 201),
+            Write(
+                method: "POST", path: "/api/orders/\(id)/stages/\(stage)/complete", asDriver: true, json: nil,
+                success: 200),
             Write(method: "POST", path: "/api/orders/\(id)/unassign", asDriver: false, json: nil, success: 200),
-            Write(method: "POST", path: "/api/orders/\(id)/assign", asDriver: false, json: ["driver_id": driver], success: 200),
-            Write(method: "POST", path: "/api/orders/\(id)/status", asDriver: true, json: ["status": "accepted"], success: 200),
+            Write(
+                method: "POST", path: "/api/orders/\(id)/assign", asDriver: false, json: ["driver_id": driver],
+                success: 200),
+            Write(
+                method: "POST", path: "/api/orders/\(id)/status", asDriver: true, json: ["status": "accepted"],
+                success: 200),
             Write(method: "DELETE", path: "/api/orders/\(id)/", asDriver: false, json: nil, success: 204),
         ]
     }
 
-    @Test func everyWriteRouteRefusesAStaleTagChangesNothingAndEmitsNoEvent() async throws {
+    /// After each refused write the same write goes through with `accepted`: a list holding the current
+    /// tag, or `*`.
+    @Test(arguments: ["list with the current tag", "*"])
+    func everyWriteRouteRefusesAStaleTagChangesNothingAndEmitsNoEvent(accepted: String) async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 0)
             let boss = seed.dispatcherToken, driver = seed.drivers[0]
-            let created = try await server.request("POST", "/api/orders/", token: boss, json: [
-                "title": "Original", "driver_id": driver.id, "stages": [["kind": "pickup", "address": "Depot"]],
-            ])
+            let (panel, _) = try await server.connectedSocket(token: boss)
+            let created = try await server.request(
+                "POST", "/api/orders/", token: boss,
+                json: [
+                    "title": "Original", "driver_id": driver.id, "stages": [["kind": "pickup", "address": "Depot"]],
+                ])
             #expect(created.status == 201)
             let id = try #require(created.object.int("id"))
             let stage = try #require((created.object["stages"] as? [[String: Any]])?.first?.int("id"))
             var tag = try #require(created.headers["etag"])
             #expect(tag == "\"o\(id)-v1\"")
-            let (panel, _) = try await server.connectedSocket(token: boss)
+            // The socket opened before the create: its event is read now, so each one below is a write's.
+            #expect(try #require(await panel.nextEvent())["type"] as? String == "order_created")
 
             for write in Self.writes(order: id, stage: stage, driver: driver.id) {
                 let token = write.asDriver ? driver.token : boss
@@ -59,7 +75,8 @@ struct IfMatchTests {
                 #expect(after.body == before.body, "\(write) changed the order")
 
                 let applied = try await server.request(
-                    write.method, write.path, token: token, json: write.json, headers: ["If-Match": "\"o\(id)-v0\", " + tag])
+                    write.method, write.path, token: token, json: write.json,
+                    headers: ["If-Match": accepted == "*" ? "*" : "\"o\(id)-v0\", " + tag])
                 #expect(applied.status == write.success, "\(write): \(applied.text)")
                 // Events arrive in commit order: the first one after the refusal is this write's, so
                 // the refused write emitted none.
@@ -92,7 +109,8 @@ struct IfMatchTests {
                 let missing = try await server.request(
                     "PATCH", "/api/orders/999999/", token: boss, json: ["notes": "x"], headers: ["If-Match": ifMatch])
                 #expect(missing.status == 404)
-                let deleted = try await server.request("DELETE", "/api/orders/999999/", token: boss, headers: ["If-Match": ifMatch])
+                let deleted = try await server.request(
+                    "DELETE", "/api/orders/999999/", token: boss, headers: ["If-Match": ifMatch])
                 #expect(deleted.status == 404)
             }
             // Another driver's order: 404 as without If-Match, never 412 (existence never leaks).
@@ -114,7 +132,8 @@ struct IfMatchTests {
             #expect(weak.status == 412)
             for malformed in ["o\(id)-v1", "\"o\(id)-v1", "\"a\" \"b\"", ",", "**"] {
                 let bad = try await server.request(
-                    "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "bad"], headers: ["If-Match": malformed])
+                    "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "bad"], headers: ["If-Match": malformed]
+                )
                 #expect(bad.status == 400, "If-Match: \(malformed)")
                 #expect(bad.errorCode == "invalid_header")
             }

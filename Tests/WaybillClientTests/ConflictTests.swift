@@ -65,8 +65,9 @@ import WaybillTesting
         #expect(saved.etag == #""o42-v8""#)
         #expect(http.requests.last?.headers["If-Match"] == #""o42-v7""#)
 
-        http.route("POST", "/api/orders/42/documents", status: 412,
-                   json: #"{"error":"precondition_failed","message":"The order was changed meanwhile."}"#)
+        http.route(
+            "POST", "/api/orders/42/documents", status: 412,
+            json: #"{"error":"precondition_failed","message":"The order was changed meanwhile."}"#)
         do {
             _ = try await api.attachDocument(named: "POD.pdf", kind: "pod", to: 42, ifMatch: #""o42-v7""#)
             Issue.record("no error")

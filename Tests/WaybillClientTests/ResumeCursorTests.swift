@@ -8,10 +8,18 @@ import WaybillTesting
     typealias Machine = DriverSession.StateMachine
 
     @Test func framesCarryTheirCursor() {
-        let event = ServerFrame.parse(#"{"type":"order_updated","id":4,"order_id":4,"event_id":12,"cursor":"12-0b7e55d1"}"#)
-        #expect(event == .event(OrderEventFrame(kind: .updated, orderID: 4, eventID: 12, cursor: ResumeCursor("12-0b7e55d1"))))
-        let connected = ServerFrame.parse(#"{"type":"connected","user_id":7,"groups":[],"event_id":9,"cursor":"9-9f3a61c2"}"#)
-        #expect(connected == .connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 9, cursor: ResumeCursor("9-9f3a61c2"))))
+        let event = ServerFrame.parse(
+            #"{"type":"order_updated","id":4,"order_id":4,"event_id":12,"cursor":"12-0b7e55d1"}"#)
+        #expect(
+            event
+                == .event(OrderEventFrame(kind: .updated, orderID: 4, eventID: 12, cursor: ResumeCursor("12-0b7e55d1")))
+        )
+        let connected = ServerFrame.parse(
+            #"{"type":"connected","user_id":7,"groups":[],"event_id":9,"cursor":"9-9f3a61c2"}"#)
+        #expect(
+            connected
+                == .connected(
+                    ConnectedFrame(userID: 7, groups: [], newestEventID: 9, cursor: ResumeCursor("9-9f3a61c2"))))
         let old = ServerFrame.parse(#"{"type":"order_updated","id":4,"event_id":12}"#)
         #expect(old == .event(OrderEventFrame(kind: .updated, orderID: 4, eventID: 12)))
     }
@@ -20,7 +28,8 @@ import WaybillTesting
         var machine = Machine(policy: .standard, lastEventID: 500)
         _ = machine.start()
         // A restored database: the server's newest id is far below ours.
-        _ = machine.received(.connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 40, cursor: ResumeCursor("40-x"))))
+        _ = machine.received(
+            .connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 40, cursor: ResumeCursor("40-x"))))
         #expect(machine.received(.reset) == .refreshEverything)
         #expect(machine.lastEventID == 40)
         #expect(machine.lastCursor == ResumeCursor("40-x"))

@@ -55,7 +55,8 @@ struct Routes {
         r.on("PATCH", "/api/orders/{id}") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
-            return try Self.detail(try await orders.patch(id, body, by: actor, ifMatch: try Conditional.ifMatch(request)))
+            let ifMatch = try Conditional.ifMatch(request)
+            return try Self.detail(try await orders.patch(id, body, by: actor, ifMatch: ifMatch))
         }
         r.on("DELETE", "/api/orders/{id}") { request, context in
             let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
@@ -64,12 +65,14 @@ struct Routes {
         }
         r.on("POST", "/api/orders/{id}/status") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(StatusRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            let body = try JSONCoding.decode(StatusRequest.self, from: request)
+            let ifMatch = try Conditional.ifMatch(request)
             return try Self.detail(try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch))
         }
         r.on("POST", "/api/orders/{id}/assign") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(AssignRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            let body = try JSONCoding.decode(AssignRequest.self, from: request)
+            let ifMatch = try Conditional.ifMatch(request)
             return try Self.detail(try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch))
         }
         r.on("POST", "/api/orders/{id}/unassign") { request, context in
@@ -84,7 +87,8 @@ struct Routes {
         }
         r.on("POST", "/api/orders/{id}/documents") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
-            let body = try JSONCoding.decode(DocumentRequest.self, from: request), ifMatch = try Conditional.ifMatch(request)
+            let body = try JSONCoding.decode(DocumentRequest.self, from: request)
+            let ifMatch = try Conditional.ifMatch(request)
             return try Self.detail(try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch), status: 201)
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
