@@ -1,5 +1,5 @@
 public import WaybillDomain
-import Foundation
+public import Foundation
 
 /// How a batch of committed events crosses a network broker: compact, versioned JSON.
 ///
@@ -97,14 +97,15 @@ public enum BrokerWireFormat {
     // MARK: Dates
 
     /// Milliseconds since 1970, rounded down, as `EventCursor` and `EventFrame` compute them.
-    static func milliseconds(of date: Date) -> Int64 {
+    public static func milliseconds(of date: Date) -> Int64 {
         let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
         guard value.isFinite, abs(value) < 9.0e15 else { return 0 }
         return Int64(value)
     }
 
-    /// The date nearest to `ms / 1000` whose `milliseconds(of:)` is `ms` again (a few ulps up at most).
-    static func date(milliseconds ms: Int64) -> Date {
+    /// The date nearest to `ms / 1000` whose `milliseconds(of:)` is `ms` again (a few ulps up at most):
+    /// what `decode` gives, so an event built with it survives the round trip `==`.
+    public static func date(milliseconds ms: Int64) -> Date {
         var date = Date(timeIntervalSince1970: Double(ms) / 1000)
         var steps = 0
         while milliseconds(of: date) < ms && steps < 16 {

@@ -11,6 +11,12 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     /// URL shared with other Redis users means the same server.
     var database: Int
 
+    init(host: String, port: Int = 6379, database: Int = 0) {
+        self.host = host
+        self.port = port
+        self.database = database
+    }
+
     /// - Throws: `BrokerError` with a one-line reason.
     init(parsing text: String) throws(BrokerError) {
         func invalid(_ why: String) -> BrokerError { BrokerError("invalid Redis URL \"\(text.prefix(200))\": \(why)") }

@@ -1,0 +1,105 @@
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillTesting
+
+/// The `Broker` contract, run on every broker (GRDB's "one body, every connection kind").
+@Suite(.timeLimit(.minutes(1)))
+struct BrokerConformanceTests {
+    @Test(arguments: BrokerKind.allCases)
+    func firstDeliveryIsSubscribed(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let subscription = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await subscription.wait { !$0.isEmpty })
+        #expect(subscription.deliveries.first == .subscribed)
+    }
+
+    @Test(arguments: BrokerKind.allCases)
+    func batchesArriveInPublishOrderWithEveryField(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let subscription = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        let batches = [sampleEvents(1...3), sampleEvents(4...4), sampleEvents(5...12), sampleEvents(13...18)]
+        for batch in batches { try await fixture.broker.publish(batch) }
+
+        #expect(await subscription.waitForEvents(18))
+        #expect(subscription.batches == batches)
+        #expect(subscription.events.map(\.cursor) == batches.flatMap { $0 }.map(\.cursor))
+        #expect(subscription.deliveries.filter { $0 == .lost }.isEmpty)
+    }
+
+    @Test(arguments: BrokerKind.allCases)
+    func twoSubscriptionsBothReceiveEverything(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let first = DeliveryCollector(fixture.broker.subscribe())
+        let second = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await first.waitForSubscribed())
+        #expect(await second.waitForSubscribed())
+        let batches = [sampleEvents(1...5), sampleEvents(6...9)]
+        for batch in batches { try await fixture.broker.publish(batch) }
+
+        #expect(await first.waitForEvents(9))
+        #expect(await second.waitForEvents(9))
+        #expect(first.batches == batches)
+        #expect(second.batches == batches)
+    }
+
+    @Test(arguments: BrokerKind.allCases)
+    func endedSubscriptionStopsReceivingAndOthersCarryOn(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let leaving = DeliveryCollector(fixture.broker.subscribe())
+        let staying = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await leaving.waitForSubscribed())
+        #expect(await staying.waitForSubscribed())
+        try await fixture.broker.publish(sampleEvents(1...2))
+        #expect(await leaving.waitForEvents(2))
+
+        leaving.cancel()
+        #expect(await leaving.wait { _ in leaving.isFinished })
+        try await fixture.broker.publish(sampleEvents(3...4))
+        try await fixture.broker.publish(sampleEvents(5...5))
+
+        #expect(await staying.waitForEvents(5))
+        #expect(staying.events.map(\.id) == (1...5).map(EventID.init))
+        #expect(leaving.events.map(\.id) == [1, 2])
+        // A subscription started after the cancel still works.
+        let late = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await late.waitForSubscribed())
+        try await fixture.broker.publish(sampleEvents(6...6))
+        #expect(await late.waitForEvents(1))
+        #expect(late.events.map(\.id) == [6])
+    }
+
+    @Test(arguments: BrokerKind.allCases)
+    func largeBatchArrivesWhole(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let subscription = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        let batch = sampleEvents(1...2000)
+        try await fixture.broker.publish(batch)
+
+        #expect(await subscription.waitForEvents(2000, timeout: .seconds(10)))
+        #expect(subscription.batches.count == 1)
+        #expect(subscription.batches.first == batch)
+    }
+
+    /// Publishing is never conditional on a listener; a later subscription sees only later batches.
+    @Test(arguments: BrokerKind.allCases)
+    func publishWithoutSubscriberSucceeds(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        try await fixture.broker.publish(sampleEvents(1...3))
+        try await fixture.broker.publish([])
+
+        let subscription = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        try await fixture.broker.publish(sampleEvents(4...4))
+        #expect(await subscription.waitForEvents(1))
+        #expect(subscription.deliveries == [.subscribed, .events(sampleEvents(4...4))])
+    }
+}
