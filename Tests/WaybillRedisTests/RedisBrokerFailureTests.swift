@@ -28,6 +28,19 @@ struct RedisBrokerFailureTests {
         #expect(subscription.deliveries == [.subscribed, .events([event(1)]), .lost])
     }
 
+    /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
+    /// SIGPIPE and killed the process in the notes (§1). The broker ignores SIGPIPE, so this throws.
+    @Test func largePublishToAKilledRedisThrowsInsteadOfKillingTheProcess() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        defer { broker.close() }
+        try await broker.publish([event(1)])     // the publisher's connection is open now
+        redis.kill()
+        let large = (1...30_000).map { event(Int64($0)) }
+        await #expect(throws: BrokerError.self) { try await broker.publish(large) }
+    }
+
     @Test func restartedRedisIsSubscribedAgainAndDeliversNewBatches() async throws {
         let redis = try RedisServer()
         defer { redis.stop() }
@@ -105,6 +118,17 @@ struct RedisBrokerFailureTests {
         #expect(await subscription.wait { _ in subscription.isFinished })
         await #expect(throws: BrokerError("redis broker is closed")) { try await broker.publish([event(2)]) }
         #expect(broker.subscriptionCount == 0)
+    }
+
+    /// Dropping the last reference closes the broker: its threads stop and its streams end.
+    @Test func releasedBrokerEndsItsSubscriptions() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        var broker: RedisBroker? = try RedisBroker(url: redis.url)
+        let subscription = DeliveryCollector(broker!.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        broker = nil
+        #expect(await subscription.wait { _ in subscription.isFinished })
     }
 
     @Test func cancelledSubscriptionIsUnregistered() async throws {
