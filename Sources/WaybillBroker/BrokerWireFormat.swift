@@ -1,5 +1,5 @@
-public import WaybillDomain
 public import Foundation
+public import WaybillDomain
 
 /// How a batch of committed events crosses a network broker: compact, versioned JSON.
 ///

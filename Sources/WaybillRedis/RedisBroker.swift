@@ -2,9 +2,9 @@ public import WaybillBroker
 public import WaybillDomain
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// A `Broker` over Redis pub/sub, for running several Waybill nodes on one database.

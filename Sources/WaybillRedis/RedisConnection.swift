@@ -2,9 +2,9 @@ import CHiredis
 import WaybillBroker
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// One hiredis context, owned by exactly one thread (a context has no locking, notes §1); freed in `deinit`.
@@ -113,7 +113,9 @@ final class RedisConnection {
         let buffers = arguments.map { argument -> UnsafeMutablePointer<CChar> in
             let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(argument.count, 1))
             argument.withUnsafeBytes { raw in
-                if let base = raw.baseAddress { UnsafeMutableRawPointer(buffer).copyMemory(from: base, byteCount: raw.count) }
+                if let base = raw.baseAddress {
+                    UnsafeMutableRawPointer(buffer).copyMemory(from: base, byteCount: raw.count)
+                }
             }
             return buffer
         }

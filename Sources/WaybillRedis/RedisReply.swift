@@ -14,7 +14,9 @@ indirect enum RedisReply: Equatable {
         let r = reply.pointee
         func bytes() -> [UInt8] {
             guard let str = r.str, r.len > 0 else { return [] }
-            return str.withMemoryRebound(to: UInt8.self, capacity: r.len) { Array(UnsafeBufferPointer(start: $0, count: r.len)) }
+            return str.withMemoryRebound(to: UInt8.self, capacity: r.len) {
+                Array(UnsafeBufferPointer(start: $0, count: r.len))
+            }
         }
         switch r.type {
         case REDIS_REPLY_STRING: self = .bulk(bytes())

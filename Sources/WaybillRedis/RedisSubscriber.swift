@@ -3,9 +3,9 @@ import WaybillBroker
 import WaybillDomain
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The broker's subscriber thread: one hiredis context SUBSCRIBEd to the channel, fanning every
@@ -31,7 +31,9 @@ final class RedisSubscriber: Sendable {
     init(settings: RedisSettings, log: RedisLog) throws(BrokerError) {
         self.settings = settings
         self.log = log
-        do throws(WakePipeError) { wake = try WakePipe() } catch { throw BrokerError("cannot create a wake pipe (errno \(error.code))") }
+        do throws(WakePipeError) { wake = try WakePipe() } catch {
+            throw BrokerError("cannot create a wake pipe (errno \(error.code))")
+        }
     }
 
     /// A new subscription; starts the thread the first time.

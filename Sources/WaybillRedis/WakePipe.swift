@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// A non-blocking pipe that wakes a thread sleeping in `poll` (the subscriber's stop signal).

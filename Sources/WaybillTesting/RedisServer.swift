@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// A throwaway `redis-server` for tests: loopback, a free port below 32768, no persistence, its
@@ -70,7 +70,11 @@ public final class RedisServer: Sendable {
 
     /// SIGKILL: the server vanishes mid-conversation (clients read EOF).
     public func kill() {
-        guard let child = pid.withLock({ pid in defer { pid = nil }; return pid }) else { return }
+        guard
+            let child = pid.withLock({ pid in
+                defer { pid = nil }; return pid
+            })
+        else { return }
         _ = Glibc.kill(child, SIGKILL)
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
@@ -122,8 +126,9 @@ public final class RedisServer: Sendable {
     }()
 
     private static func launch(port: Int, directory: String) throws -> pid_t {
-        guard let executable = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
-            .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        guard
+            let executable = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
+                .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else { throw RedisServerError("redis-server not found (scripts/install-deps.sh --test installs it)") }
         let arguments = [
             executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

@@ -49,8 +49,10 @@ func sampleEvents(_ ids: ClosedRange<Int64>) -> [StoredEvent] {
             oldStatus: id % 3 == 0 ? nil : .assigned, newStatus: OrderStatus.allCases[Int(id) % 6],
             driverID: driver, oldDriverID: id % 5 == 0 ? UserID(7) : nil,
             changedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_000 + id * 37),
-            groups: [.company(CompanyID(1 + id % 3)), .fleet(CompanyID(1 + id % 3))] + (driver.map { [.driver($0)] } ?? []))
+            groups: [.company(CompanyID(1 + id % 3)), .fleet(CompanyID(1 + id % 3))]
+                + (driver.map { [.driver($0)] } ?? []))
         return StoredEvent(
-            id: EventID(id), event: event, committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_005 + id * 37))
+            id: EventID(id), event: event, committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_005 + id * 37)
+        )
     }
 }

@@ -35,10 +35,12 @@ struct BrokerWireFormatTests {
         }
         let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode(batch))
         #expect(decoded.map(\.cursor) == batch.map(\.cursor))
-        #expect(decoded.map { BrokerWireFormat.milliseconds(of: $0.committedAt) }
-            == batch.map { BrokerWireFormat.milliseconds(of: $0.committedAt) })
-        #expect(decoded.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) }
-            == batch.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) })
+        #expect(
+            decoded.map { BrokerWireFormat.milliseconds(of: $0.committedAt) }
+                == batch.map { BrokerWireFormat.milliseconds(of: $0.committedAt) })
+        #expect(
+            decoded.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) }
+                == batch.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) })
     }
 
     @Test func encodingIsVersionedCompactJSON() throws {

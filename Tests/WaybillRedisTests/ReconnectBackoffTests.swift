@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WaybillRedis
 
 struct ReconnectBackoffTests {
@@ -34,7 +35,7 @@ struct RedisHeartbeatTests {
         var actions: [RedisHeartbeat.Action] = []
         for tenth in 1...50 {
             let now = start + .milliseconds(100 * tenth)
-            if tenth % 10 == 5 { heartbeat.heard(at: now) }    // the pong, half a second after each ping
+            if tenth % 10 == 5 { heartbeat.heard(at: now) }  // the pong, half a second after each ping
             actions.append(heartbeat.check(at: now))
         }
         #expect(!actions.contains(.reconnect))

@@ -35,7 +35,7 @@ struct RedisBrokerFailureTests {
         defer { redis.stop() }
         let broker = try RedisBroker(url: redis.url)
         defer { broker.close() }
-        try await broker.publish([event(1)])     // the publisher's connection is open now
+        try await broker.publish([event(1)])  // the publisher's connection is open now
         redis.kill()
         let large = (1...30_000).map { event(Int64($0)) }
         await #expect(throws: BrokerError.self) { try await broker.publish(large) }
