@@ -21,10 +21,15 @@ struct BrokerConformanceTests {
         defer { fixture.tearDown() }
         let subscription = DeliveryCollector(fixture.broker.subscribe())
         #expect(await subscription.waitForSubscribed())
-        let batches = [sampleEvents(1...3), sampleEvents(4...4), sampleEvents(5...12), sampleEvents(13...18)]
+        let sizes = (0..<60).map { $0 % 7 + 1 }
+        var next: Int64 = 1
+        let batches = sizes.map { size in
+            defer { next += Int64(size) }
+            return sampleEvents(next...(next + Int64(size) - 1))
+        }
         for batch in batches { try await fixture.broker.publish(batch) }
 
-        #expect(await subscription.waitForEvents(18))
+        #expect(await subscription.waitForEvents(Int(next - 1)))
         #expect(subscription.batches == batches)
         #expect(subscription.events.map(\.cursor) == batches.flatMap { $0 }.map(\.cursor))
         #expect(subscription.deliveries.filter { $0 == .lost }.isEmpty)

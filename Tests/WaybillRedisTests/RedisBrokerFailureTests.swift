@@ -118,6 +118,9 @@ struct RedisBrokerFailureTests {
         #expect(await subscription.wait { _ in subscription.isFinished })
         await #expect(throws: BrokerError("redis broker is closed")) { try await broker.publish([event(2)]) }
         #expect(broker.subscriptionCount == 0)
+        let afterClose = DeliveryCollector(broker.subscribe())
+        #expect(await afterClose.wait { _ in afterClose.isFinished })
+        #expect(afterClose.deliveries.isEmpty)
     }
 
     /// Dropping the last reference closes the broker: its threads stop and its streams end.
