@@ -44,7 +44,7 @@ public final class RedisServer: Sendable {
                 let child = try Self.launch(port: candidate, directory: directory)
                 port = candidate
                 pid.withLock { $0 = child }
-                Self.running.withLock { _ = $0.insert(child) }
+                Self.running.withLock { $0[child] = directory }
                 return
             } catch let error as RedisServerError {
                 lastError = error
@@ -65,7 +65,7 @@ public final class RedisServer: Sendable {
         guard !isRunning else { return }
         let child = try Self.launch(port: port, directory: directory)
         pid.withLock { $0 = child }
-        Self.running.withLock { _ = $0.insert(child) }
+        Self.running.withLock { $0[child] = directory }
     }
 
     /// SIGKILL: the server vanishes mid-conversation (clients read EOF).
@@ -78,7 +78,7 @@ public final class RedisServer: Sendable {
         _ = Glibc.kill(child, SIGKILL)
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-        Self.running.withLock { _ = $0.remove(child) }
+        Self.running.withLock { _ = $0.removeValue(forKey: child) }
     }
 
     /// SIGSTOP: connections stay open and connects still succeed, but nothing is answered.
@@ -117,12 +117,17 @@ public final class RedisServer: Sendable {
 
     // MARK: Process
 
-    /// PIDs still running, killed by an `atexit` hook so a failed test leaves no server behind.
-    private static let running: Mutex<Set<pid_t>> = {
+    /// Servers still running (pid → directory), killed and removed by an `atexit` hook so a failed
+    /// test leaves nothing behind. Process-wide by nature: `atexit` takes no context.
+    private static let running: Mutex<[pid_t: String]> = {
         atexit {
-            for child in RedisServer.running.withLock({ $0 }) { _ = Glibc.kill(child, SIGKILL) }
+            for (child, directory) in RedisServer.running.withLock({ $0 }) {
+                _ = Glibc.kill(child, SIGKILL)
+                _ = waitpid(child, nil, 0)
+                try? FileManager.default.removeItem(atPath: directory)
+            }
         }
-        return Mutex([])
+        return Mutex([:])
     }()
 
     private static func launch(port: Int, directory: String) throws -> pid_t {
