@@ -39,14 +39,16 @@ public final class RedisServer: Sendable {
         var lastError = RedisServerError("no free port")
         for _ in 0..<20 {
             let candidate = Int.random(in: 20000..<32000)
-            guard Self.isFree(candidate) else { continue }
+            guard Self.reservedPorts.withLock({ $0.insert(candidate).inserted }) else { continue }
             do {
+                guard Self.isFree(candidate) else { throw RedisServerError("port \(candidate) is in use") }
                 let child = try Self.launch(port: candidate, directory: directory)
                 port = candidate
                 pid.withLock { $0 = child }
                 Self.running.withLock { $0[child] = directory }
                 return
             } catch let error as RedisServerError {
+                Self.reservedPorts.withLock { _ = $0.remove(candidate) }
                 lastError = error
             }
         }
@@ -91,6 +93,7 @@ public final class RedisServer: Sendable {
     public func stop() {
         kill()
         try? FileManager.default.removeItem(atPath: directory)
+        Self.reservedPorts.withLock { _ = $0.remove(port) }
     }
 
     /// Sends one command over a fresh connection and returns the first line of the reply
@@ -130,6 +133,10 @@ public final class RedisServer: Sendable {
         return Mutex([:])
     }()
 
+    /// Ports of this process's servers, kept across `kill()`/`start()` so no other test takes one
+    /// while its server is down.
+    private static let reservedPorts = Mutex<Set<Int>>([])
+
     private static func launch(port: Int, directory: String) throws -> pid_t {
         guard
             let executable = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
@@ -157,17 +164,31 @@ public final class RedisServer: Sendable {
             if waitpid(child, &exitStatus, WNOHANG) == child {
                 throw RedisServerError("redis-server exited at start on port \(port) (see \(directory)/redis.log)")
             }
-            if Self.answersPing(port) { return child }
+            if let answering = Self.processID(answeringOn: port) {
+                if answering == child { return child }
+                // Another server holds the port (a test in another process picked it meanwhile):
+                // ours cannot bind and will exit, and talking to theirs would mix two tests.
+                _ = Glibc.kill(child, SIGKILL)
+                _ = waitpid(child, nil, 0)
+                throw RedisServerError("port \(port) is held by another redis-server (pid \(answering))")
+            }
             usleep(10_000)
         }
         _ = Glibc.kill(child, SIGKILL)
         _ = waitpid(child, nil, 0)
-        throw RedisServerError("redis-server on port \(port) did not answer PING within 5 s")
+        throw RedisServerError("redis-server on port \(port) did not answer within 5 s")
     }
 
-    private static func answersPing(_ port: Int) -> Bool {
-        guard let connection = try? RawConnection(port: port, timeout: .milliseconds(500)) else { return false }
-        return (try? connection.send("PING\r\n")) != nil && (try? connection.readLine()) == "+PONG"
+    /// The `process_id` from `INFO server` of whatever Redis answers on `port`, or nil if none does.
+    private static func processID(answeringOn port: Int) -> pid_t? {
+        guard let connection = try? RawConnection(port: port, timeout: .milliseconds(500)),
+            (try? connection.send("INFO server\r\n")) != nil,
+            let header = try? connection.readLine(), header.hasPrefix("$"), let length = Int(header.dropFirst()),
+            length > 0, length < 1 << 20, let body = try? connection.readBytes(length)
+        else { return nil }
+        let line = String(decoding: body, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .first { $0.hasPrefix("process_id:") }
+        return line.flatMap { pid_t($0.dropFirst("process_id:".count)) }
     }
 
     /// Whether nothing listens on 127.0.0.1:`port` (a bind probe; the race is handled by retrying).

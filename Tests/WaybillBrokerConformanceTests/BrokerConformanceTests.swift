@@ -79,6 +79,35 @@ struct BrokerConformanceTests {
         #expect(late.events.map(\.id) == [6])
     }
 
+    /// Publishers racing each other lose nothing, and each one's batches keep their order.
+    @Test(arguments: BrokerKind.allCases)
+    func concurrentPublishersLoseNothing(kind: BrokerKind) async throws {
+        let fixture = try BrokerFixture(kind)
+        defer { fixture.tearDown() }
+        let subscription = DeliveryCollector(fixture.broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        let broker = fixture.broker
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for publisher in 0..<20 {
+                group.addTask {
+                    for round in 0..<5 {
+                        let first = Int64(publisher * 10 + round * 2 + 1)
+                        try await broker.publish(sampleEvents(first...(first + 1)))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+
+        #expect(await subscription.waitForEvents(200))
+        let ids = subscription.events.map(\.id.rawValue)
+        #expect(Set(ids) == Set(1...200))
+        for publisher in 0..<20 {
+            let own = ids.filter { ($0 - 1) / 10 == Int64(publisher) }
+            #expect(own == own.sorted())
+        }
+    }
+
     @Test(arguments: BrokerKind.allCases)
     func largeBatchArrivesWhole(kind: BrokerKind) async throws {
         let fixture = try BrokerFixture(kind)
