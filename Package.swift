@@ -26,6 +26,9 @@ let package = Package(
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(
+            name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
 
         // Pure rules: no I/O, Foundation only.
         .target(name: "WaybillDomain", swiftSettings: swiftSettings),
@@ -36,6 +39,10 @@ let package = Package(
             swiftSettings: swiftSettings),
         // Broker protocol and the in-process broker.
         .target(name: "WaybillBroker", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        // The Redis pub/sub broker (scale-out): hiredis on its own publisher and subscriber threads.
+        .target(
+            name: "WaybillRedis", dependencies: ["WaybillBroker", "WaybillDomain", "CHiredis"],
+            swiftSettings: swiftSettings),
         // HTTP + WebSocket over libwebsockets (server and client).
         .target(name: "WaybillNetwork", dependencies: ["CWebSockets"], swiftSettings: swiftSettings),
         // REST API, auth, hub, outbox relay, metrics: the server application.
@@ -68,6 +75,14 @@ let package = Package(
             name: "WaybillAPITests",
             dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
                            "WaybillSQLite", "WaybillBroker", "WaybillClient", "WaybillClientTransports"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillBrokerConformanceTests",
+            dependencies: ["WaybillBroker", "WaybillRedis", "WaybillDomain", "WaybillTesting"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillRedisTests",
+            dependencies: ["WaybillRedis", "WaybillBroker", "WaybillDomain", "WaybillTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),

@@ -10,7 +10,7 @@ want_test=0
 
 if [ "$(uname -s)" = "Darwin" ]; then
     missing=()
-    for formula in libwebsockets sqlite openssl@3 pkg-config; do
+    for formula in libwebsockets sqlite openssl@3 hiredis pkg-config; do
         brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -21,9 +21,9 @@ if [ "$(uname -s)" = "Darwin" ]; then
     exit 0
 fi
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev)
+packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev libhiredis-dev)
 if [ "$want_test" = 1 ]; then
-    packages+=(chromium python3-venv python3-pip)
+    packages+=(redis-server chromium python3-venv python3-pip)
 fi
 
 missing=()

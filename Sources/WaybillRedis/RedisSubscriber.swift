@@ -1,0 +1,169 @@
+import Synchronization
+import WaybillBroker
+import WaybillDomain
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The broker's subscriber thread: one hiredis context SUBSCRIBEd to the channel, fanning every
+/// batch out to all live subscriptions (`SubscriptionFanOut`).
+///
+/// The thread starts with the first subscription and runs until `stop()`. Its loop follows the
+/// measured recipe (notes §7): drain complete replies from the reader, `poll` the socket and the
+/// wake pipe for up to 200 ms, `redisBufferRead` when readable, PING every second and reconnect
+/// after 2 s of silence (`RedisHeartbeat`). Blocking reads with `redisSetTimeout` as a tick are
+/// not an option: a timed-out read leaves the context dead (notes §7). On a drop it yields
+/// `.lost`, reconnects with `ReconnectBackoff`, SUBSCRIBEs, then yields `.subscribed`.
+///
+/// The thread does nothing but read, decode once and hand off to unbounded streams: a subscriber
+/// that stops reading is cut off by Redis's 32 MB pub/sub output limit (notes §7).
+final class RedisSubscriber: Sendable {
+    private let settings: RedisSettings
+    private let log: RedisLog
+    let fanOut = SubscriptionFanOut()
+    private let wake: WakePipe
+    private let isStopping = Atomic<Bool>(false)
+    private let thread = Mutex<JoinableThread?>(nil)
+
+    init(settings: RedisSettings, log: RedisLog) throws(BrokerError) {
+        self.settings = settings
+        self.log = log
+        do throws(WakePipeError) { wake = try WakePipe() } catch {
+            throw BrokerError("cannot create a wake pipe (errno \(error.code))")
+        }
+    }
+
+    /// A new subscription; starts the thread the first time.
+    func subscribe() -> AsyncStream<BrokerDelivery> {
+        let stream = fanOut.makeStream()
+        thread.withLock { thread in
+            guard thread == nil, !isStopping.load(ordering: .acquiring) else { return }
+            do throws(JoinableThreadError) {
+                thread = try JoinableThread { [self] in run() }
+            } catch {
+                log(.warning, "redis subscriber thread failed to start", ["errno": "\(error.code)"])
+            }
+        }
+        return stream
+    }
+
+    /// Stops the thread (at most a connect or command timeout if it is inside one), waits for it,
+    /// and ends every subscription. Idempotent.
+    func stop() {
+        isStopping.store(true, ordering: .releasing)
+        wake.wake()
+        let running = thread.withLock { thread in
+            defer { thread = nil }
+            return thread
+        }
+        if let running, !running.isCurrent { running.join() }
+        fanOut.finishAll()
+    }
+
+    private var stopping: Bool { isStopping.load(ordering: .acquiring) }
+
+    // MARK: The thread
+
+    private func run() {
+        var backoff = ReconnectBackoff()
+        var isFailing = false
+        while !stopping {
+            let connection: RedisConnection
+            do throws(BrokerError) {
+                connection = try connectAndSubscribe()
+            } catch {
+                if !isFailing {
+                    log(.warning, "redis subscribe failed", ["redis.error": error.message])
+                    isFailing = true
+                }
+                if !pause(for: backoff.nextDelay()) { break }
+                continue
+            }
+            isFailing = false
+            backoff.reset()
+            log(.info, "redis subscribed", ["redis.channel": settings.channel])
+            fanOut.subscribed()
+            let ending = listen(on: connection)
+            fanOut.lost()
+            guard let reason = ending else { break }
+            log(.warning, "redis subscription lost", ["redis.error": reason])
+            if !pause(for: backoff.nextDelay()) { break }
+        }
+    }
+
+    private func connectAndSubscribe() throws(BrokerError) -> RedisConnection {
+        let connection = try RedisConnection(
+            settings.url, connectTimeout: settings.connectTimeout, commandTimeout: settings.commandTimeout)
+        let reply = try connection.command([Array("SUBSCRIBE".utf8), Array(settings.channel.utf8)])
+        guard case .array(let items) = reply, items.first?.text == "subscribe" else {
+            throw BrokerError("unexpected SUBSCRIBE reply: \(String(describing: reply).prefix(120))")
+        }
+        return connection
+    }
+
+    /// Reads until the connection fails (returns why) or the broker stops (returns nil).
+    private func listen(on connection: RedisConnection) -> String? {
+        var heartbeat = RedisHeartbeat(
+            now: .now, interval: settings.heartbeatInterval, timeout: settings.heartbeatTimeout)
+        do throws(BrokerError) {
+            while true {
+                while let reply = try connection.bufferedReply() {
+                    heartbeat.heard(at: .now)
+                    handle(reply)
+                }
+                if stopping { return nil }
+                var fds = [
+                    pollfd(fd: connection.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0),
+                ]
+                let ready = poll(&fds, 2, Duration.milliseconds(200).pollMilliseconds)
+                if ready < 0 && errno != EINTR { return "poll failed (errno \(errno))" }
+                if fds[1].revents != 0 { wake.drain() }
+                if stopping { return nil }
+                if fds[0].revents != 0 { try connection.readAvailable() }
+                switch heartbeat.check(at: .now) {
+                case .none: break
+                case .ping:
+                    try connection.append([Array("PING".utf8)])
+                    try connection.flush()
+                case .reconnect:
+                    return "no reply to PING within \(settings.heartbeatTimeout)"
+                }
+            }
+        } catch {
+            return error.message
+        }
+    }
+
+    /// `["message", channel, payload]` → decode once, deliver; pongs and (un)subscribe confirmations
+    /// only prove the connection alive. A payload that does not decode is logged and skipped: one bad
+    /// publisher must not stop delivery (the consumer notices the id gap and refills).
+    private func handle(_ reply: RedisReply) {
+        guard case .array(let items) = reply, let kind = items.first?.text else {
+            if case .error(let message) = reply { log(.warning, "redis error reply", ["redis.error": message]) }
+            return
+        }
+        guard kind == "message", items.count == 3, case .bulk(let payload) = items[2] else { return }
+        do {
+            let events = try BrokerWireFormat.decode(payload)
+            if !events.isEmpty { fanOut.deliver(events) }
+        } catch {
+            log(.warning, "redis batch skipped", ["redis.error": "\(error)", "bytes": "\(payload.count)"])
+        }
+    }
+
+    /// Sleeps for `delay` unless woken to stop; false when stopping.
+    private func pause(for delay: Duration) -> Bool {
+        let deadline = ContinuousClock.now + delay
+        while !stopping {
+            let left = deadline - .now
+            if left <= .zero { return true }
+            var fd = pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0)
+            if poll(&fd, 1, max(left.pollMilliseconds, 1)) > 0 { wake.drain() }
+        }
+        return false
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import WaybillBroker
+import WaybillDomain
+import WaybillRedis
+import WaybillTesting
+
+/// The brokers every conformance test runs on.
+enum BrokerKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case inProcess
+    case redis
+
+    var description: String { rawValue }
+}
+
+/// A broker of one kind, plus the Redis server behind it (a fresh one per test, on its own port).
+final class BrokerFixture: Sendable {
+    let broker: any Broker
+    let redis: RedisServer?
+
+    init(_ kind: BrokerKind) throws {
+        switch kind {
+        case .inProcess:
+            broker = InProcessBroker()
+            redis = nil
+        case .redis:
+            let server = try RedisServer()
+            redis = server
+            broker = try RedisBroker(url: server.url)
+        }
+    }
+
+    /// Closes the broker (Redis) and stops the server.
+    func tearDown() {
+        (broker as? RedisBroker)?.close()
+        redis?.stop()
+    }
+}
+
+/// Sample committed events with every field set somewhere: optional fields present and absent,
+/// several groups, awkward order numbers, dates at millisecond precision.
+func sampleEvents(_ ids: ClosedRange<Int64>) -> [StoredEvent] {
+    let numbers = ["A-1", "Ünïcödé ☃ 🚚", "quote \" backslash \\ slash /", "line\nbreak\ttab", "nul\u{0}byte", ""]
+    return ids.map { id in
+        let kind = OrderEventType.allCases[Int(id) % OrderEventType.allCases.count]
+        let driver: UserID? = id % 2 == 0 ? UserID(100 + id) : nil
+        let event = OrderEvent(
+            type: kind, companyID: CompanyID(1 + id % 3), orderID: OrderID(1000 + id),
+            number: numbers[Int(id) % numbers.count],
+            oldStatus: id % 3 == 0 ? nil : .assigned, newStatus: OrderStatus.allCases[Int(id) % 6],
+            driverID: driver, oldDriverID: id % 5 == 0 ? UserID(7) : nil,
+            changedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_000 + id * 37),
+            groups: [.company(CompanyID(1 + id % 3)), .fleet(CompanyID(1 + id % 3))]
+                + (driver.map { [.driver($0)] } ?? []))
+        return StoredEvent(
+            id: EventID(id), event: event, committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_005 + id * 37)
+        )
+    }
+}

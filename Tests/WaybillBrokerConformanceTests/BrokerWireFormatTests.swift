@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import WaybillBroker
+import WaybillDomain
+
+struct BrokerWireFormatTests {
+    @Test func roundTripKeepsEveryField() throws {
+        let batch = sampleEvents(1...60)
+        let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode(batch))
+        #expect(decoded == batch)
+        #expect(decoded.map(\.cursor) == batch.map(\.cursor))
+    }
+
+    @Test func awkwardOrderNumbersSurvive() throws {
+        let numbers = ["\"", "\\", "\n\r\t", "\u{0}", "\u{1}\u{1f}\u{7f}", "日本語", "👩‍👩‍👧", "</script>", "{\"v\":2}"]
+        for number in numbers {
+            var stored = sampleEvents(1...1)[0]
+            stored.event.number = number
+            let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode([stored]))
+            #expect(decoded == [stored], "number \(number.debugDescription)")
+        }
+    }
+
+    /// Dates that are not on a millisecond, or built as `Double(ms) / 1000` (4 % of which round down
+    /// to ms - 1), keep their cursor and their milliseconds.
+    @Test func cursorSurvivesAnyDate() throws {
+        var random = SystemRandomNumberGenerator()
+        var batch: [StoredEvent] = []
+        for id in 1...2000 {
+            var stored = sampleEvents(Int64(id)...Int64(id))[0]
+            let ms = Int64.random(in: 0...4_102_444_800_000, using: &random)
+            stored.committedAt = id % 2 == 0 ? Date(timeIntervalSince1970: Double(ms) / 1000) : Date()
+            stored.event.changedAt = Date(timeIntervalSince1970: Double(ms) / 1000 + 0.0004)
+            batch.append(stored)
+        }
+        let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode(batch))
+        #expect(decoded.map(\.cursor) == batch.map(\.cursor))
+        #expect(
+            decoded.map { BrokerWireFormat.milliseconds(of: $0.committedAt) }
+                == batch.map { BrokerWireFormat.milliseconds(of: $0.committedAt) })
+        #expect(
+            decoded.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) }
+                == batch.map { BrokerWireFormat.milliseconds(of: $0.event.changedAt) })
+    }
+
+    @Test func encodingIsVersionedCompactJSON() throws {
+        let text = String(decoding: BrokerWireFormat.encode(sampleEvents(2...2)), as: UTF8.self)
+        #expect(text.hasPrefix("{\"v\":1,\"events\":[{\"id\":2,"))
+        #expect(!text.contains(" \""))
+        #expect(text.contains("\"committed_at\":1764547200079"))
+        #expect(text.contains("\"groups\":[\"company_3\",\"fleet_3\",\"driver_102\"]"))
+        #expect(!text.contains("old_driver_id"))
+    }
+
+    @Test(arguments: [
+        "", "null", "[]", "{}", "{\"v\":2,\"events\":[]}", "{\"v\":\"1\",\"events\":[]}", "{\"events\":[]}",
+        "{\"v\":1}", "{\"v\":1,\"events\":{}}", "{\"v\":1,\"events\":[{}]}", "\u{0}\u{ff}garbage",
+        "{\"v\":1,\"events\":[" + String(repeating: "[", count: 100_000),
+    ])
+    func malformedBatchesAreErrors(text: String) {
+        #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(Array(text.utf8)) }
+    }
+
+    /// Each field of a valid event, broken in turn, makes the whole batch an error.
+    @Test func invalidFieldsAreErrors() throws {
+        let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(2...2)), as: UTF8.self)
+        #expect(try BrokerWireFormat.decode(Array(valid.utf8)).count == 1)
+        let breakages = [
+            ("\"id\":2", "\"id\":0"), ("\"id\":2", "\"id\":-2"), ("\"id\":2", "\"id\":2.5"),
+            ("\"id\":2", "\"id\":99999999999999999999"), ("\"type\":\"order_", "\"type\":\"x"),
+            ("\"new_status\":\"", "\"new_status\":\"x"), ("\"company_3\"", "\"company_x\""),
+            ("[\"company_3\",\"fleet_3\",\"driver_102\"]", "[]"), ("\"driver_id\":102", "\"driver_id\":0"),
+            ("\"committed_at\":1764547200079", "\"committed_at\":\"soon\""), ("\"number\":", "\"numero\":"),
+        ]
+        for (from, to) in breakages {
+            #expect(valid.contains(from), "sample lacks \(from)")
+            let broken = valid.replacingOccurrences(of: from, with: to)
+            #expect(throws: BrokerError.self, "\(to)") { try BrokerWireFormat.decode(Array(broken.utf8)) }
+        }
+    }
+
+    @Test func unknownVersionIsNamedInTheError() {
+        #expect(throws: BrokerError("unsupported wire format version 7")) {
+            try BrokerWireFormat.decode(Array("{\"v\":7,\"whatever\":true}".utf8))
+        }
+    }
+
+    @Test func randomBytesNeverCrashTheDecoder() {
+        var random = SystemRandomNumberGenerator()
+        let valid = BrokerWireFormat.encode(sampleEvents(1...4))
+        var rejected = 0
+        for round in 0..<2000 {
+            var bytes = valid
+            for _ in 0...(round % 8) {
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            if round % 3 == 0 { bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &random))) }
+            do {
+                _ = try BrokerWireFormat.decode(bytes)
+            } catch {
+                #expect(error is BrokerError)
+                rejected += 1
+            }
+        }
+        #expect(rejected > 1000)
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillRedis
+import WaybillTesting
+
+/// What the Redis broker does when Redis crashes, hangs, comes back, or carries garbage.
+@Suite(.timeLimit(.minutes(1)))
+struct RedisBrokerFailureTests {
+    @Test func killedRedisIsReportedAndPublishFailsFast() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        try await broker.publish([event(1)])
+
+        redis.kill()
+        #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
+        for _ in 0..<3 {
+            let started = ContinuousClock.now
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+        #expect(subscription.deliveries == [.subscribed, .events([event(1)]), .lost])
+    }
+
+    /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
+    /// SIGPIPE and killed the process in the notes (§1). The broker ignores SIGPIPE, so this throws.
+    @Test func largePublishToAKilledRedisThrowsInsteadOfKillingTheProcess() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        defer { broker.close() }
+        try await broker.publish([event(1)])  // the publisher's connection is open now
+        redis.kill()
+        let large = (1...30_000).map { event(Int64($0)) }
+        await #expect(throws: BrokerError.self) { try await broker.publish(large) }
+    }
+
+    @Test func restartedRedisIsSubscribedAgainAndDeliversNewBatches() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        redis.kill()
+        #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
+        await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
+
+        try redis.start()
+        #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(5)))
+        #expect(try await publishUntilAccepted(broker, [event(2)], timeout: .seconds(5)))
+        #expect(await subscription.waitForEvents(1))
+        #expect(subscription.deliveries == [.subscribed, .lost, .subscribed, .events([event(2)])])
+    }
+
+    /// A hung Redis still accepts TCP connections; only the timeouts and the heartbeat notice it.
+    @Test func frozenRedisFailsPublishWithinTheCommandTimeoutAndRecoversOnThaw() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url, commandTimeout: .milliseconds(500))
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        try await broker.publish([event(1)])
+        #expect(await subscription.waitForEvents(1))
+
+        redis.freeze()
+        let started = ContinuousClock.now
+        await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+        #expect(ContinuousClock.now - started < .milliseconds(500) + .seconds(1))
+        #expect(await subscription.wait(timeout: .seconds(4)) { $0.last == .lost })
+
+        redis.thaw()
+        #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(6)))
+        #expect(try await publishUntilAccepted(broker, [event(3)], timeout: .seconds(5)))
+        #expect(await subscription.wait { $0.last == .events([event(3)]) })
+    }
+
+    @Test func garbageOnTheChannelIsSkippedAndLaterBatchesArrive() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let warnings = Mutex<[String]>([])
+        let broker = try RedisBroker(url: redis.url) { level, message, _ in
+            if level == .warning { warnings.withLock { $0.append(message) } }
+        }
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+
+        let hostile: [[UInt8]] = [
+            [], [0, 0xff, 0xfe, 10, 13], Array("not json".utf8), Array("{\"v\":1,\"events\":[{}]}".utf8),
+            Array("{\"v\":99,\"events\":[]}".utf8), Array(String(repeating: "[", count: 50_000).utf8),
+            [UInt8](repeating: 0x41, count: 1 << 20),
+        ]
+        for payload in hostile { #expect(try redis.publish(payload, on: broker.channel) == 1) }
+        try await broker.publish([event(5)])
+
+        #expect(await subscription.waitForEvents(1))
+        #expect(subscription.deliveries == [.subscribed, .events([event(5)])])
+        #expect(warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count } == hostile.count)
+    }
+
+    @Test func closeEndsSubscriptionsAndLaterPublishesThrow() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        try await broker.publish([event(1)])
+
+        broker.close()
+        #expect(await subscription.wait { _ in subscription.isFinished })
+        await #expect(throws: BrokerError("redis broker is closed")) { try await broker.publish([event(2)]) }
+        #expect(broker.subscriptionCount == 0)
+        let afterClose = DeliveryCollector(broker.subscribe())
+        #expect(await afterClose.wait { _ in afterClose.isFinished })
+        #expect(afterClose.deliveries.isEmpty)
+    }
+
+    /// Dropping the last reference closes the broker: its threads stop and its streams end.
+    @Test func releasedBrokerEndsItsSubscriptions() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        var broker: RedisBroker? = try RedisBroker(url: redis.url)
+        let subscription = DeliveryCollector(broker!.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        broker = nil
+        #expect(await subscription.wait { _ in subscription.isFinished })
+    }
+
+    @Test func cancelledSubscriptionIsUnregistered() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let broker = try RedisBroker(url: redis.url)
+        defer { broker.close() }
+        let leaving = DeliveryCollector(broker.subscribe())
+        let staying = DeliveryCollector(broker.subscribe())
+        #expect(await staying.waitForSubscribed())
+        #expect(broker.subscriptionCount == 2)
+        leaving.cancel()
+        #expect(await staying.wait { _ in broker.subscriptionCount == 1 })
+    }
+
+    /// A broker whose Redis never ran: publish fails fast, the subscription waits without `.subscribed`.
+    @Test func downRedisAtStartupFailsPublishesQuickly() async throws {
+        let redis = try RedisServer()
+        let url = redis.url
+        redis.stop()
+        let broker = try RedisBroker(url: url)
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        let started = ContinuousClock.now
+        for _ in 0..<20 {
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(await subscription.wait(timeout: .milliseconds(300)) { !$0.isEmpty } == false)
+    }
+}
+
+/// A small committed event.
+func event(_ id: Int64) -> StoredEvent {
+    StoredEvent(
+        id: EventID(id),
+        event: OrderEvent(
+            type: .statusChanged, companyID: 1, orderID: OrderID(id + 100), number: "N-\(id)", oldStatus: .assigned,
+            newStatus: .accepted, driverID: 9, changedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_000 + id),
+            groups: [.company(1), .driver(9)]),
+        committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_100 + id))
+}
+
+/// Publishes until Redis takes the batch (the publisher backs off after failures) or `timeout` passes.
+func publishUntilAccepted(_ broker: RedisBroker, _ batch: [StoredEvent], timeout: Duration) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        do {
+            try await broker.publish(batch)
+            return true
+        } catch is BrokerError {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+    return false
+}

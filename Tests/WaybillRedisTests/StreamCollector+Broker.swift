@@ -1,0 +1,28 @@
+import WaybillBroker
+import WaybillDomain
+import WaybillTesting
+
+typealias DeliveryCollector = StreamCollector<BrokerDelivery>
+
+extension StreamCollector<BrokerDelivery> {
+    var deliveries: [BrokerDelivery] { elements }
+
+    var batches: [[StoredEvent]] {
+        elements.compactMap { delivery in
+            if case .events(let batch) = delivery { return batch }
+            return nil
+        }
+    }
+
+    /// Every event received, in order, across batches.
+    var events: [StoredEvent] { batches.flatMap { $0 } }
+
+    func waitForEvents(_ count: Int, timeout: Duration = .seconds(5)) async -> Bool {
+        await wait(timeout: timeout) { _ in events.count >= count }
+    }
+
+    /// Waits until `.subscribed` has arrived `count` times.
+    func waitForSubscribed(count: Int = 1, timeout: Duration = .seconds(5)) async -> Bool {
+        await wait(timeout: timeout) { $0.filter { $0 == .subscribed }.count >= count }
+    }
+}
