@@ -46,7 +46,10 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
     /// FNV-1a (32 bit) over `id|type|order|millis`: cheap, stable across platforms and releases.
     /// Not a security measure: it only has to tell two different histories apart.
     static func fingerprint(id: EventID, type: OrderEventType, orderID: OrderID, committedAt: Date) -> String {
-        let millis = Int64((committedAt.timeIntervalSince1970 * 1000).rounded(.down))
+        // To the nearest millisecond, not down: a time read back from a store as `ms / 1000` is
+        // sometimes a hair below the exact value in binary floating point, and rounding down would
+        // then give `ms - 1` and another fingerprint for the same stored event.
+        let millis = Int64((committedAt.timeIntervalSince1970 * 1000).rounded())
         var hash: UInt32 = 0x811c_9dc5
         for byte in "\(id.rawValue)|\(type.rawValue)|\(orderID.rawValue)|\(millis)".utf8 {
             hash ^= UInt32(byte)

@@ -29,7 +29,9 @@ enum SQLiteValue {
 
 extension Date {
     /// Milliseconds since the epoch, rounded down: the stored form of a date.
-    var sqliteMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+    /// To the nearest millisecond: a date rebuilt from stored milliseconds (`ms / 1000`) can be a
+    /// hair below the exact value, and rounding down would store `ms - 1` on every rewrite.
+    var sqliteMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
 
     init(sqliteMilliseconds millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)

@@ -35,6 +35,20 @@ struct EventCursorTests {
         #expect(a.cursor == b.cursor)
     }
 
+    @Test func everyMillisecondReadBackAsADivisionGivesTheSameFingerprint() {
+        // Stores keep integer milliseconds and rebuild dates as `ms / 1000`; for a few percent of
+        // values that double is just below the exact time. The fingerprint must not notice.
+        let base: Int64 = 1_800_000_000_000
+        for offset in Int64(0)..<2_000 {
+            let ms = base + offset * 7
+            let exact = stored(id: 9, millis: ms)
+            var readBack = exact
+            readBack.committedAt = Date(timeIntervalSince1970: Double(ms) / 1000)
+            readBack.committedAt = Date(timeIntervalSinceReferenceDate: readBack.committedAt.timeIntervalSinceReferenceDate)
+            #expect(exact.cursor == readBack.cursor)
+        }
+    }
+
     @Test(arguments: ["", "12", "12-", "-0b7e55d1", "x-0b7e55d1", "12-0b7e55d", "12-0B7E55D1", "12-0b7e55d1x", "-5-0b7e55d1"])
     func rejectsMalformedText(_ text: String) {
         #expect(EventCursor(parsing: text) == nil)
