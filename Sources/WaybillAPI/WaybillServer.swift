@@ -3,6 +3,8 @@ public import WaybillStorage
 import Foundation
 public import WaybillDomain
 import WaybillNetwork
+public import WaybillObservability
+import WaybillRealtime
 
 /// The whole server: HTTP API, WebSocket hub, outbox relay and pruner over a store and a broker.
 ///
@@ -66,7 +68,7 @@ public final class WaybillServer: Sendable {
         let feed = HubFeed(broker: broker, hub: hub, logger: logger)
         let subscription = broker.subscribe()  // before the relay runs, so the hub misses nothing
         let pruner = OutboxPruner(
-            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval, clock: clock,
+            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval, now: { clock.now() },
             logger: logger)
         let services = Task {
             await withTaskGroup(of: Void.self) { group in

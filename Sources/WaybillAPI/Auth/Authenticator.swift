@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 import WaybillDomain
+import WaybillRealtime
 import WaybillStorage
 
 /// Logins, bearer tokens and single-use WebSocket tickets. Only SHA-256 hashes of secrets are stored.
-final class Authenticator: Sendable {
+final class Authenticator: SocketAuthenticating {
     private let store: any OrderStore
     private let clock: any WallClock
     private let hasher: PasswordHasher

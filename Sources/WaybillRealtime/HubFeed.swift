@@ -1,15 +1,16 @@
-import WaybillBroker
+public import WaybillBroker
 import WaybillDomain
 import WaybillNetwork
+public import WaybillObservability
 
 /// Moves events from a broker subscription to the hub: frames are encoded here, once per event and
 /// off the service thread, then handed over in one `execute` per batch.
-final class HubFeed: Sendable {
+public final class HubFeed: Sendable {
     private let broker: any Broker
     private let hub: Hub
     private let logger: Logger
 
-    init(broker: any Broker, hub: Hub, logger: Logger) {
+    public init(broker: any Broker, hub: Hub, logger: Logger) {
         self.broker = broker
         self.hub = hub
         self.logger = logger
@@ -17,7 +18,7 @@ final class HubFeed: Sendable {
 
     /// Feeds until cancelled. When a subscription ends (broker lost), every socket is closed with
     /// 1012 so clients resume from the outbox, and a new subscription starts.
-    func run(first subscription: AsyncStream<BrokerDelivery>) async {
+    public func run(first subscription: AsyncStream<BrokerDelivery>) async {
         let hub = self.hub
         var subscription = subscription
         var pause = Duration.milliseconds(100)

@@ -1,7 +1,8 @@
 import Synchronization
-import WaybillBroker
-import WaybillDomain
-import WaybillStorage
+public import WaybillBroker
+public import WaybillDomain
+public import WaybillObservability
+public import WaybillStorage
 
 /// Hands committed outbox events to the broker, in `event_id` order, after their transaction committed.
 ///
@@ -9,15 +10,20 @@ import WaybillStorage
 /// publish is bounded by `publishTimeout`), the events stay in the outbox and the relay retries with
 /// backoff from the same cursor, so they go out in order once the broker is back. The cursor is
 /// persisted (`markRelayed`) so a restart continues where it stopped.
-final class OutboxRelay: Sendable {
-    struct Configuration: Sendable {
-        var publishTimeout: Duration = .seconds(2)
+public final class OutboxRelay: Sendable {
+    public struct Configuration: Sendable {
+        public var publishTimeout: Duration = .seconds(2)
         /// Safety net: also look for events committed by other processes on the same store.
-        var pollInterval: Duration = .seconds(1)
-        var batchSize = 512
-        var maxBackoff: Duration = .seconds(5)
+        public var pollInterval: Duration = .seconds(1)
+        public var batchSize = 512
+        public var maxBackoff: Duration = .seconds(5)
         /// How often, at most, the relay cursor is written to the store.
-        var persistInterval: Duration = .milliseconds(100)
+        public var persistInterval: Duration = .milliseconds(100)
+
+        public init(publishTimeout: Duration = .seconds(2), pollInterval: Duration = .seconds(1)) {
+            self.publishTimeout = publishTimeout
+            self.pollInterval = pollInterval
+        }
     }
 
     private let store: any OrderStore
@@ -31,7 +37,7 @@ final class OutboxRelay: Sendable {
     /// when they continue the cursor with no gap (the usual case); anything else goes the slow way.
     private let handed = Mutex<[StoredEvent]>([])
 
-    init(
+    public init(
         store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
         configuration: Configuration = Configuration(), clock: ContinuousClock = ContinuousClock()
     ) {
@@ -44,16 +50,16 @@ final class OutboxRelay: Sendable {
     }
 
     /// Called after each commit. Any thread; never blocks.
-    func notify() { wake.signal() }
+    public func notify() { wake.signal() }
 
     /// Called after each commit of this process with its events. Any thread; never blocks.
-    func committed(_ events: [StoredEvent]) {
+    public func committed(_ events: [StoredEvent]) {
         handed.withLock { $0.append(contentsOf: events) }
         wake.signal()
     }
 
     /// Relays until the task is cancelled.
-    func run() async {
+    public func run() async {
         var cursor = await initialCursor()
         var persisted = cursor
         var persistedAt = clock.now
@@ -129,7 +135,7 @@ final class OutboxRelay: Sendable {
     }
 
     /// Whether `events` (sorted) are exactly the ids after `cursor`, with no gap.
-    static func continues(_ cursor: EventID, _ events: [StoredEvent]) -> Bool {
+    public static func continues(_ cursor: EventID, _ events: [StoredEvent]) -> Bool {
         var expected = cursor.rawValue + 1
         for event in events {
             guard event.id.rawValue == expected else { return false }

@@ -1,19 +1,25 @@
 import Foundation
-import WaybillDomain
-import WaybillNetwork
-import WaybillStorage
+public import WaybillDomain
+public import WaybillNetwork
+public import WaybillObservability
+public import WaybillStorage
 
 /// Group membership of live sockets and fan-out of events, in `event_id` order (SPEC §4).
 ///
 /// `@unchecked Sendable`: every stored property is touched only on the network service thread
 /// (inside `WebSocketDelegate` calls and `execute` bodies). Slow work — authentication and replay
 /// queries — runs on tasks and comes back through `execute`.
-final class Hub: WebSocketDelegate, @unchecked Sendable {
-    struct Configuration: Sendable {
+public final class Hub: WebSocketDelegate, @unchecked Sendable {
+    public struct Configuration: Sendable {
         /// A resume that would replay more than this answers `reset` instead.
-        var maxReplayEvents = 10_000
+        public var maxReplayEvents = 10_000
         /// Nor may a replay be bigger than this (half the per-socket outbound limit).
-        var maxReplayBytes = 512 << 10
+        public var maxReplayBytes = 512 << 10
+
+        public init(maxReplayEvents: Int = 10_000, maxReplayBytes: Int = 512 << 10) {
+            self.maxReplayEvents = maxReplayEvents
+            self.maxReplayBytes = maxReplayBytes
+        }
     }
 
     /// One socket's place in the protocol.
@@ -35,7 +41,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
         init(target: String) { self.target = target }
     }
 
-    let authenticator: Authenticator
+    let authenticator: any SocketAuthenticating
     let store: any OrderStore
     let metrics: Metrics
     let logger: Logger
@@ -45,13 +51,13 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
     /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
-    nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
+    public nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
 
     static let pongFrame = OutboundFrame(text: EventFrame.pong)
     static let resetFrameShared = OutboundFrame(text: EventFrame.reset)
 
-    init(
-        authenticator: Authenticator, store: any OrderStore, metrics: Metrics, logger: Logger,
+    public init(
+        authenticator: any SocketAuthenticating, store: any OrderStore, metrics: Metrics, logger: Logger,
         startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration()
     ) {
         self.authenticator = authenticator
@@ -66,7 +72,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Queues each event on every live socket of its groups (buffered for sockets still replaying).
     /// `frames` are encoded once per event, off the service thread.
-    func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
+    public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
         var sent = 0
         for (stored, frame) in batch {
             if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
@@ -90,7 +96,7 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
     }
 
     /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
-    func closeSockets(of user: UserID, io: any SocketIO) {
+    public func closeSockets(of user: UserID, io: any SocketIO) {
         for (socket, connection) in connections where connection.userID == user {
             io.close(socket, code: 4001, reason: "logged out")
         }
@@ -98,13 +104,13 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Closes every socket with `code` so clients reconnect and resume (e.g. 1012 when the broker
     /// subscription was lost and live delivery can no longer be trusted).
-    func closeAll(code: Int, reason: String, io: any SocketIO) {
+    public func closeAll(code: Int, reason: String, io: any SocketIO) {
         for socket in connections.keys { io.close(socket, code: code, reason: reason) }
     }
 
     // MARK: WebSocketDelegate
 
-    func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
+    public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
         connections[socket] = Connection(target: target)
         metrics.socketOpened(kind: "pending")
@@ -113,17 +119,17 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
         Task { await self.authenticate(socket, handshake) }
     }
 
-    func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
+    public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
         guard let connection = connections[socket], connection.group != nil else { return }
         if ClientFrame.isPing(text) { io.send(Self.pongFrame, to: socket) }
         // Anything else a client sends is ignored (SPEC §4).
     }
 
-    func socketReceived(_ socket: SocketID, binary: [UInt8], io: any SocketIO) {
+    public func socketReceived(_ socket: SocketID, binary: [UInt8], io: any SocketIO) {
         io.close(socket, code: 1003, reason: "binary frames are not supported")
     }
 
-    func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
+    public func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
         guard let connection = connections.removeValue(forKey: socket) else { return }
         if let group = connection.group {
             members[group]?.remove(socket)
@@ -141,10 +147,10 @@ final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     func connection(_ socket: SocketID) -> Connection? { connections[socket] }
     func join(_ socket: SocketID, _ group: Group) { members[group, default: []].insert(socket) }
-    var newestDelivered: EventCursor { lastDelivered }
+    public var newestDelivered: EventCursor { lastDelivered }
     var maxReplayEvents: Int { configuration.maxReplayEvents }
     var maxReplayBytes: Int { configuration.maxReplayBytes }
 
     /// Open sockets (for tests and shutdown logs).
-    var openSocketCount: Int { connections.count }
+    public var openSocketCount: Int { connections.count }
 }

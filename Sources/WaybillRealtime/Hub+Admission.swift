@@ -1,6 +1,7 @@
 import Foundation
 import WaybillDomain
 import WaybillNetwork
+import WaybillObservability
 import WaybillStorage
 
 /// What the upgrade request asked for.
