@@ -6,6 +6,9 @@ public import WaybillStorage
 
 /// Group membership of live sockets and fan-out of events, in `event_id` order (SPEC §4).
 ///
+/// Each socket's protocol is a `ConnectionMachine` value; the hub routes events to the machines of
+/// a group's sockets and performs what they return.
+///
 /// `@unchecked Sendable`: every stored property is touched only on the network service thread
 /// (inside `WebSocketDelegate` calls and `execute` bodies). Slow work — authentication and replay
 /// queries — runs on tasks and comes back through `execute`.
@@ -22,23 +25,13 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         }
     }
 
-    /// One socket's place in the protocol.
-    final class Connection {
-        enum Phase {
-            case authenticating
-            /// Replay query running: live events wait in `buffer`, then go out after the replay.
-            case replaying
-            case live
-        }
+    /// The per-socket protocol, over the frames the hub sends.
+    public typealias Connection = ConnectionMachine<OutboundFrame>
+
+    /// A socket's machine and what its logs name it by.
+    struct Entry {
         let target: String
-        var phase: Phase = .authenticating
-        /// Live events that arrived while replaying (a stored property, so appends do not copy).
-        var buffer: [(EventID, OutboundFrame)] = []
-        var group: Group?
-        var userID: UserID?
-        /// Highest event id queued on this socket: nothing at or below it is sent again.
-        var lastSent: EventID = .zero
-        init(target: String) { self.target = target }
+        var machine = Connection()
     }
 
     let authenticator: any SocketAuthenticating
@@ -46,7 +39,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let metrics: Metrics
     let logger: Logger
     let configuration: Configuration
-    private var connections: [SocketID: Connection] = [:]
+    var connections: [SocketID: Entry] = [:]
     private var members: [Group: Set<SocketID>] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
@@ -56,6 +49,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     static let pongFrame = OutboundFrame(text: EventFrame.pong)
     static let resetFrameShared = OutboundFrame(text: EventFrame.reset)
 
+    /// - Parameter lastDelivered: where live delivery starts (the feed's start: the store's newest cursor).
     public init(
         authenticator: any SocketAuthenticating, store: any OrderStore, metrics: Metrics, logger: Logger,
         startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration()
@@ -70,8 +64,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     // MARK: Fan-out
 
-    /// Queues each event on every live socket of its groups (buffered for sockets still replaying).
-    /// `frames` are encoded once per event, off the service thread.
+    /// Hands each event to the machines of its groups' sockets (they send, buffer or skip it).
+    /// `frames` are encoded once per event, off the service thread; `batch` is ascending by id.
     public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
         var sent = 0
         for (stored, frame) in batch {
@@ -79,16 +73,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             for group in stored.event.groups {
                 guard let sockets = members[group] else { continue }
                 for socket in sockets {
-                    guard let connection = connections[socket] else { continue }
-                    switch connection.phase {
-                    case .live where stored.id > connection.lastSent:
-                        connection.lastSent = stored.id
-                        if io.send(frame, to: socket) { sent += 1 }
-                    case .replaying:
-                        connection.buffer.append((stored.id, frame))
-                    default:
-                        break
-                    }
+                    guard case .send(let frame)? = connections[socket]?.machine.live(stored.id, frame) else { continue }
+                    if io.send(frame, to: socket) { sent += 1 }
                 }
             }
         }
@@ -97,22 +83,33 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
     public func closeSockets(of user: UserID, io: any SocketIO) {
-        for (socket, connection) in connections where connection.userID == user {
+        for (socket, entry) in connections where entry.machine.userID == user {
+            connections[socket]?.machine.closing()
             io.close(socket, code: 4001, reason: "logged out")
         }
     }
 
-    /// Closes every socket with `code` so clients reconnect and resume (e.g. 1012 when the broker
-    /// subscription was lost and live delivery can no longer be trusted).
+    /// Closes every socket with `code` so clients reconnect and resume.
     public func closeAll(code: Int, reason: String, io: any SocketIO) {
-        for socket in connections.keys { io.close(socket, code: code, reason: reason) }
+        for socket in Array(connections.keys) {
+            connections[socket]?.machine.closing()
+            io.close(socket, code: code, reason: reason)
+        }
+    }
+
+    /// The store's history went back (a restore or a failover): what sockets were sent may not exist
+    /// any more. Every socket is closed with 1012 so that it resumes (and gets `reset`), and live
+    /// delivery restarts from `newest`.
+    public func rewound(to newest: EventCursor, io: any SocketIO) {
+        lastDelivered = newest
+        closeAll(code: 1012, reason: "service restart", io: io)
     }
 
     // MARK: WebSocketDelegate
 
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
-        connections[socket] = Connection(target: target)
+        connections[socket] = Entry(target: target)
         metrics.socketOpened(kind: "pending")
         logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
         let handshake = Handshake(request)
@@ -120,7 +117,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     }
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
-        guard let connection = connections[socket], connection.group != nil else { return }
+        guard connections[socket]?.machine.answersPings == true else { return }
         if ClientFrame.isPing(text) { io.send(Self.pongFrame, to: socket) }
         // Anything else a client sends is ignored (SPEC §4).
     }
@@ -130,8 +127,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     }
 
     public func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
-        guard let connection = connections.removeValue(forKey: socket) else { return }
-        if let group = connection.group {
+        guard let entry = connections.removeValue(forKey: socket) else { return }
+        if let group = entry.machine.group {
             members[group]?.remove(socket)
             if members[group]?.isEmpty == true { members[group] = nil }
             metrics.socketClosed(kind: group.kind)
@@ -140,12 +137,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         }
         if close.wasSlowConsumer { metrics.slowConsumerClosed() }
         logger.info("socket closed", [
-            "socket": "\(socket)", "target": connection.target, "code": close.code.map(String.init) ?? "none",
+            "socket": "\(socket)", "target": entry.target, "code": close.code.map(String.init) ?? "none",
             "by": close.initiatedByServer ? "server" : "client",
         ])
     }
 
-    func connection(_ socket: SocketID) -> Connection? { connections[socket] }
     func join(_ socket: SocketID, _ group: Group) { members[group, default: []].insert(socket) }
     public var newestDelivered: EventCursor { lastDelivered }
     var maxReplayEvents: Int { configuration.maxReplayEvents }
