@@ -38,10 +38,10 @@ public final class WaybillServer: Sendable {
         clock: any WallClock = SystemWallClock()
     ) async throws -> WaybillServer {
         let metrics = Metrics()
-        let relayedThrough = try await store.read { tx in
-            let id = try tx.relayedThrough()
-            return try tx.event(id)?.cursor ?? EventCursor(id: id, check: EventCursor.origin.check)
-        }
+        // Subscribed before the store's newest cursor is read, so the hub misses nothing after it;
+        // sockets that resume from older events get them by replay.
+        let subscription = broker.subscribe()
+        let newest = try await HubFeed.newestCursor(in: store)
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations),
             ticketLifetime: configuration.ticketLifetime)
@@ -53,7 +53,7 @@ public final class WaybillServer: Sendable {
             relay.committed(events)
         }
         let hub = Hub(
-            authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: relayedThrough,
+            authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(
                 maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2))
         let routes = Routes(
@@ -65,14 +65,13 @@ public final class WaybillServer: Sendable {
         hub.execute = { body in http.execute(body) }
         try http.start()
 
-        let feed = HubFeed(broker: broker, hub: hub, logger: logger)
-        let subscription = broker.subscribe()  // before the relay runs, so the hub misses nothing
+        let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
         let pruner = OutboxPruner(
             store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval, now: { clock.now() },
             logger: logger)
         let services = Task {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await feed.run(first: subscription) }
+                group.addTask { await feed.run(first: subscription, startingAfter: newest) }
                 group.addTask { await relay.run() }
                 group.addTask { await pruner.run() }
             }
