@@ -83,7 +83,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
     public func closeSockets(of user: UserID, io: any SocketIO) {
-        for (socket, entry) in connections where entry.machine.userID == user {
+        // Skips sockets already closing: a local logout and the session watcher both ask.
+        for (socket, entry) in connections where entry.machine.userID == user && entry.machine.phase != .closing {
             connections[socket]?.machine.closing()
             io.close(socket, code: 4001, reason: "logged out")
         }
