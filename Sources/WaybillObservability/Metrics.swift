@@ -93,7 +93,7 @@ public final class Metrics: Sendable {
         out += counter("waybill_event_frames_sent_total", "Event frames queued on sockets.", s.framesSent)
         out += counter("waybill_relay_failures_total", "Failed or timed-out broker publishes.", s.relayFailures)
         out += counter("waybill_slow_consumer_closes_total", "Sockets closed with 4008.", s.slowConsumerCloses)
-        out += counter("waybill_resumes_total", "Sockets that resumed with since.", s.resumes)
+        out += counter("waybill_resumes_total", "Sockets that resumed (cursor or since).", s.resumes)
         out += counter("waybill_resets_total", "Resumes answered with reset.", s.resets)
         out += counter("waybill_feed_store_reads_total", "Store reads by the hub feed (gaps, broker down).", s.feedStoreReads)
         out += counter("waybill_history_rewinds_total", "Times the store's history went back under live sockets.", s.historyRewinds)
