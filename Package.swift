@@ -45,10 +45,20 @@ let package = Package(
             swiftSettings: swiftSettings),
         // HTTP + WebSocket over libwebsockets (server and client).
         .target(name: "WaybillNetwork", dependencies: ["CWebSockets"], swiftSettings: swiftSettings),
-        // REST API, auth, hub, outbox relay, metrics: the server application.
+        // Logger, Metrics, Redaction: shared by the API and the live path (Foundation + Synchronization only).
+        .target(name: "WaybillObservability", swiftSettings: swiftSettings),
+        // The live path: outbox relay (under a lease), hub feed (gaps, broker down, rewind), hub and its per-socket protocol.
+        .target(
+            name: "WaybillRealtime",
+            dependencies: ["WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
+            swiftSettings: swiftSettings),
+        // REST API, auth, metrics endpoint: the server application.
         .target(
             name: "WaybillAPI",
-            dependencies: ["WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "CCrypto"],
+            dependencies: [
+                "WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability",
+                "WaybillRealtime", "CCrypto",
+            ],
             resources: [.copy("Web")],
             swiftSettings: swiftSettings),
         // The driver client library (no server modules, no C).
@@ -62,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "waybill",
             dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillBroker", "WaybillNetwork", "WaybillStorage",
-                           "WaybillDomain", "WaybillClient", "WaybillClientTransports"],
+                           "WaybillDomain", "WaybillClient", "WaybillClientTransports", "WaybillObservability"],
             swiftSettings: swiftSettings),
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
@@ -74,7 +84,13 @@ let package = Package(
         .testTarget(
             name: "WaybillAPITests",
             dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
-                           "WaybillSQLite", "WaybillBroker", "WaybillClient", "WaybillClientTransports"],
+                           "WaybillSQLite", "WaybillBroker", "WaybillClient", "WaybillClientTransports",
+                           "WaybillObservability"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillRealtimeTests",
+            dependencies: ["WaybillRealtime", "WaybillTesting", "WaybillDomain", "WaybillStorage", "WaybillSQLite",
+                           "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillBrokerConformanceTests",

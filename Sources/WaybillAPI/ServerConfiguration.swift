@@ -20,8 +20,13 @@ public struct ServerConfiguration: Sendable {
     public var ticketLifetime: TimeInterval = 30
     /// A broker publish slower than this is abandoned and retried.
     public var publishTimeout: Duration = .seconds(2)
-    /// The relay also polls the outbox this often (events written by other processes).
+    /// How often the relay leader polls the outbox for events committed by other processes. 1 s
+    /// suits one SQLite process (its own commits take the fast path); with several nodes on one
+    /// store, followers' commits wait for this poll, so set it short (10–20 ms: one indexed read).
     public var relayPollInterval: Duration = .seconds(1)
+    /// This node's name among several (e.g. the host name): added to every log line as `node=…`
+    /// and exported as `waybill_node_info{node="…"} 1`. `nil` for a single node.
+    public var nodeID: String?
     /// A resume that would replay more events than this gets `reset` instead.
     public var maxReplayEvents = 10_000
     public var shutdownDrainSeconds = 3

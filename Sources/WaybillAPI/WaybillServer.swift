@@ -3,8 +3,11 @@ public import WaybillStorage
 import Foundation
 public import WaybillDomain
 import WaybillNetwork
+public import WaybillObservability
+import WaybillRealtime
 
-/// The whole server: HTTP API, WebSocket hub, outbox relay and pruner over a store and a broker.
+/// The whole server: HTTP API, WebSocket hub and the live path (outbox relay, hub feed, pruner,
+/// session watcher) over a store and a broker. Any number of servers may share one store and broker.
 ///
 /// `start` returns once the port is bound; `shutdown` closes sockets with 1001 after flushing,
 /// stops the background services and returns. The store stays open (the caller owns it).
@@ -14,6 +17,7 @@ public final class WaybillServer: Sendable {
     private let services: Task<Void, Never>
     private let relay: OutboxRelay
     private let store: any OrderStore
+    /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
     /// The bound TCP port.
@@ -35,11 +39,12 @@ public final class WaybillServer: Sendable {
         configuration: ServerConfiguration, store: any OrderStore, broker: any Broker, logger: Logger,
         clock: any WallClock = SystemWallClock()
     ) async throws -> WaybillServer {
-        let metrics = Metrics()
-        let relayedThrough = try await store.read { tx in
-            let id = try tx.relayedThrough()
-            return try tx.event(id)?.cursor ?? EventCursor(id: id, check: EventCursor.origin.check)
-        }
+        let logger = configuration.nodeID.map { logger.adding(["node": $0]) } ?? logger
+        let metrics = Metrics(nodeID: configuration.nodeID)
+        // Subscribed before the store's newest cursor is read, so the hub misses nothing after it;
+        // sockets that resume from older events get them by replay.
+        let subscription = broker.subscribe()
+        let newest = try await HubFeed.newestCursor(in: store)
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations),
             ticketLifetime: configuration.ticketLifetime)
@@ -51,28 +56,34 @@ public final class WaybillServer: Sendable {
             relay.committed(events)
         }
         let hub = Hub(
-            authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: relayedThrough,
+            authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(
                 maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2))
+        let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
-            loggedOut: { user in hub.execute { io in hub.closeSockets(of: user, io: io) } })
+            loggedOut: closeSockets)
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in http.execute(body) }
         try http.start()
 
-        let feed = HubFeed(broker: broker, hub: hub, logger: logger)
-        let subscription = broker.subscribe()  // before the relay runs, so the hub misses nothing
+        let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
         let pruner = OutboxPruner(
-            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval, clock: clock,
-            logger: logger)
+            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval,
+            now: { clock.now() }, logger: logger)
+        // Logouts made on any node: close the user's sockets here and drop their cached tokens.
+        let sessions = SessionWatcher(store: store, now: { clock.now() }, logger: logger) { user in
+            auth.forget(user: user)
+            closeSockets(user)
+        }
         let services = Task {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await feed.run(first: subscription) }
+                group.addTask { await feed.run(first: subscription, startingAfter: newest) }
                 group.addTask { await relay.run() }
                 group.addTask { await pruner.run() }
+                group.addTask { await sessions.run() }
             }
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
@@ -103,7 +114,8 @@ public final class WaybillServer: Sendable {
     }
 
     /// Graceful stop: 1001 to every socket after its queue is flushed, in-flight requests finish,
-    /// background services end. Committed events not yet relayed stay in the outbox for the next start.
+    /// background services end (the relay persists its cursor and gives up its lease). Committed
+    /// events not yet relayed stay in the outbox for the next leader.
     public func shutdown() async {
         logger.info("server stopping")
         await http.shutdown()

@@ -1,6 +1,7 @@
 import Foundation
 import WaybillAPI
 import WaybillBroker
+import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
 

@@ -5,26 +5,50 @@ import WaybillAPI
 import WaybillBroker
 import WaybillDomain
 
-/// A broker test double behind the real protocol: healthy, failing or stalled on command.
+/// A broker test double behind the real protocol: healthy, failing, stalled or disconnected on command.
 final class ControllableBroker: Broker {
-    enum Mode { case healthy, failing, stalled }
-    private let inner = InProcessBroker()
+    enum Mode { case healthy, failing, stalled, disconnected }
     private let mode = Mutex(Mode.healthy)
+    private let subscribers = Mutex<[Int: AsyncStream<BrokerDelivery>.Continuation]>([:])
+    private let nextID = Atomic<Int>(0)
 
     func set(_ newMode: Mode) { mode.withLock { $0 = newMode } }
 
     func publish(_ events: [StoredEvent]) async throws {
         switch mode.withLock({ $0 }) {
-        case .healthy: try await inner.publish(events)
-        case .failing: throw BrokerError("down for the test")
+        case .healthy: deliver(.events(events))
+        case .failing, .disconnected: throw BrokerError("down for the test")
         case .stalled:
             // Hangs, deaf to cancellation, until the mode changes: a broker that hangs.
             while mode.withLock({ $0 }) == .stalled { await Self.uncancellablePause() }
-            try await inner.publish(events)
+            deliver(.events(events))
         }
     }
 
-    func subscribe() -> AsyncStream<BrokerDelivery> { inner.subscribe() }
+    func subscribe() -> AsyncStream<BrokerDelivery> {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let (stream, continuation) = AsyncStream.makeStream(of: BrokerDelivery.self)
+        continuation.yield(.subscribed)
+        continuation.onTermination = { [weak self] _ in _ = self?.subscribers.withLock { $0.removeValue(forKey: id) } }
+        subscribers.withLock { $0[id] = continuation }
+        return stream
+    }
+
+    /// The connection drops, as Redis going away: subscriptions yield `.lost`, publishes fail.
+    func disconnect() {
+        set(.disconnected)
+        deliver(.lost)
+    }
+
+    /// Back: subscriptions yield `.subscribed` (what was published meanwhile is never delivered).
+    func reconnect() {
+        set(.healthy)
+        deliver(.subscribed)
+    }
+
+    private func deliver(_ delivery: BrokerDelivery) {
+        for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield(delivery) }
+    }
 
     /// 20 ms that cancellation cannot cut short (a cancelled `Task.sleep` returns at once).
     private static func uncancellablePause() async {
@@ -70,4 +94,32 @@ struct BrokerFailureTests {
 
 extension ControllableBroker.Mode: CustomTestStringConvertible {
     var testDescription: String { "\(self)" }
+}
+
+/// SPEC §6: Redis down → every socket still gets every event, late, never lost, never twice; no mass 1012.
+@Suite(.timeLimit(.minutes(1)))
+struct BrokerLostTests {
+    @Test func socketsKeepReceivingFromTheStoreWhileTheBrokerIsLostAndNothingRepeatsAfter() async throws {
+        let broker = ControllableBroker()
+        try await TestServer.withRunning(broker: broker) { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (socket, _) = try await server.connectedSocket(token: driver.token)
+            broker.disconnect()
+            var ids: [Int] = []
+            for n in 0..<5 {
+                _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "down \(n)"])
+                let frame = try #require(await socket.nextEvent(timeout: .seconds(3)), "delivered from the store while the broker is lost")
+                ids.append(try #require(frame["event_id"] as? Int))
+            }
+            broker.reconnect()
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "back"])
+            let frame = try #require(await socket.nextEvent(timeout: .seconds(3)))
+            ids.append(try #require(frame["event_id"] as? Int))
+            #expect(ids == ids.sorted() && Set(ids).count == 6)
+            // The relay now republishes what failed while the broker was away: the feed drops it.
+            #expect(await socket.nextEvent(timeout: .milliseconds(1500)) == nil, "no duplicates after the broker is back")
+            #expect(await socket.isClosed == false, "a broker flap closes no socket")
+        }
+    }
 }

@@ -1,21 +1,23 @@
 import Foundation
 import Synchronization
 import WaybillDomain
+import WaybillRealtime
 import WaybillStorage
 
 /// Logins, bearer tokens and single-use WebSocket tickets. Only SHA-256 hashes of secrets are stored.
-final class Authenticator: Sendable {
+final class Authenticator: SocketAuthenticating {
     private let store: any OrderStore
     private let clock: any WallClock
     private let hasher: PasswordHasher
     private let throttle: LoginThrottle
     /// Recently seen tokens, so most requests skip a store read. A revocation through this
-    /// process clears the user's entries at once; one made elsewhere (another node) is honoured
-    /// within `cacheLifetime`.
+    /// process clears the user's entries at once; one made elsewhere (another node) reaches this
+    /// one through the `SessionWatcher` (`forget(user:)`), and `cacheLifetime` bounds it anyway:
+    /// a revoked token stops working on every node within 1 s.
     private let cache = Mutex<[[UInt8]: (user: User, until: Date)]>([:])
     /// Bumped by every revocation: a lookup that started before it must not refill the cache.
     private let revocations = Atomic<Int>(0)
-    private let cacheLifetime: TimeInterval = 5
+    private let cacheLifetime: TimeInterval = 1
     /// Tickets are short-lived: SPEC §2 allows at most 60 s.
     let ticketLifetime: TimeInterval
 
@@ -24,7 +26,7 @@ final class Authenticator: Sendable {
         self.clock = clock
         self.hasher = hasher
         self.ticketLifetime = min(ticketLifetime, 60)
-        self.throttle = LoginThrottle(clock: clock)
+        self.throttle = LoginThrottle(store: store, clock: clock)
     }
 
     /// A new API token for the user with these credentials.
@@ -32,7 +34,7 @@ final class Authenticator: Sendable {
     ///   429 `rate_limited` after too many failures for one email.
     func login(email: String, password: String) async throws -> (token: Secret, user: User) {
         let key = email.lowercased()
-        guard let attempt = throttle.begin(key) else {
+        guard let attempt = try await throttle.begin(key) else {
             throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
         }
         let found = try await store.read { tx in try tx.credentials(email: email) }
@@ -43,7 +45,7 @@ final class Authenticator: Sendable {
         guard await hasher.verify(password, against: found.passwordHash) else {
             throw APIError(401, "invalid_credentials", "Wrong email or password.")
         }
-        throttle.succeeded(key, started: attempt)
+        try await throttle.succeeded(key, started: attempt)
         let token = Secret.generate(), now = clock.now()
         try await store.write { tx in try tx.insertToken(hash: token.hash, for: found.user.id, createdAt: now, expiresAt: nil) }
         return (token, found.user)
@@ -78,6 +80,12 @@ final class Authenticator: Sendable {
     /// Revokes every token of `user` (logout everywhere).
     func revokeTokens(of user: UserID) async throws {
         try await store.write { tx in try tx.revokeTokens(of: user) }
+        forget(user: user)
+    }
+
+    /// Drops the user's cached tokens (their tokens were revoked, here or on another node), and
+    /// keeps a lookup that started before this call from putting one back.
+    func forget(user: UserID) {
         cache.withLock { entries in
             revocations.add(1, ordering: .releasing)
             entries = entries.filter { $0.value.user.id != user }

@@ -1,19 +1,20 @@
 import Foundation
-import Synchronization
+import WaybillStorage
 
-/// Counts login attempts per email and refuses more than `limit` failures inside `window` (429).
+/// Refuses more than `limit` failed logins per email inside `window` (429), counted in the store
+/// so that every node shares one count (N nodes do not allow N× the attempts).
 ///
 /// An attempt is counted as a failure the moment it starts (before the slow password check) and
-/// taken back if it succeeds, so a burst of parallel guesses cannot all slip past the limit.
+/// taken back if it succeeds, so a burst of parallel guesses cannot all slip past the limit; the
+/// store serializes reservations for one key.
 final class LoginThrottle: Sendable {
+    private let store: any OrderStore
     private let clock: any WallClock
     private let limit: Int
     private let window: TimeInterval
-    private let attempts = Mutex<[String: [Date]]>([:])
-    /// Keys kept before expired ones are swept; far more than 2 cores can fail PBKDF2 logins for in a window.
-    private let maxKeys = 100_000
 
-    init(clock: any WallClock, limit: Int = 10, window: TimeInterval = 300) {
+    init(store: any OrderStore, clock: any WallClock, limit: Int = 10, window: TimeInterval = 300) {
+        self.store = store
         self.clock = clock
         self.limit = limit
         self.window = window
@@ -21,26 +22,17 @@ final class LoginThrottle: Sendable {
 
     /// Reserves an attempt for `key`; `nil` when the limit is reached. Pass the token to
     /// `succeeded` if the login works.
-    func begin(_ key: String) -> Date? {
-        let now = clock.now(), cutoff = now.addingTimeInterval(-window)
-        return attempts.withLock { all in
-            let recent = (all[key] ?? []).filter { $0 > cutoff }
-            guard recent.count < limit else {
-                all[key] = recent
-                return nil
-            }
-            all[key] = recent + [now]
-            if all.count > maxKeys { all = all.filter { $0.value.contains { $0 > cutoff } } }
-            return now
+    /// - Throws: `StoreError` when the store cannot count (the login answers 503).
+    func begin(_ key: String) async throws -> Date? {
+        let now = clock.now(), limit = self.limit, window = self.window
+        let reserved = try await store.write { tx in
+            try tx.reserveLoginAttempt(key: key, at: now, window: window, limit: limit)
         }
+        return reserved ? now : nil
     }
 
     /// Takes back the attempt reserved at `started`: it was not a failure.
-    func succeeded(_ key: String, started: Date) {
-        attempts.withLock { all in
-            guard var list = all[key], let index = list.lastIndex(of: started) else { return }
-            list.remove(at: index)
-            all[key] = list.isEmpty ? nil : list
-        }
+    func succeeded(_ key: String, started: Date) async throws {
+        try await store.write { tx in try tx.releaseLoginAttempt(key: key, at: started) }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import WaybillNetwork
+import WaybillObservability
 
 /// Turns requests into responses: route, run the handler, map errors, add headers, log, count.
 struct APIResponder: HTTPResponder {

@@ -1,5 +1,6 @@
 import Foundation
 import WaybillNetwork
+import WaybillObservability
 import WaybillStorage
 
 /// `/readyz` (the store answers) and `/metrics` (with the outbox lag measured at scrape time).

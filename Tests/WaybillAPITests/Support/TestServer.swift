@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import WaybillAPI
 import WaybillBroker
+import WaybillObservability
 import WaybillSQLite
 import WaybillDomain
 import WaybillStorage

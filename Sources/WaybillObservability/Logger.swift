@@ -10,11 +10,25 @@ public final class Logger: Sendable {
 
     private let sink: @Sendable (String) -> Void
     private let minimum: Level
+    /// Fields appended to every line (e.g. `node=…` when several nodes share one log pipeline).
+    private let context: [(String, String)]
 
     /// - Parameter sink: where lines go; stderr by default (tests capture them).
     public init(minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
         self.minimum = minimum
         self.sink = sink ?? Logger.standardError
+        self.context = []
+    }
+
+    private init(minimum: Level, sink: @escaping @Sendable (String) -> Void, context: [(String, String)]) {
+        self.minimum = minimum
+        self.sink = sink
+        self.context = context
+    }
+
+    /// A logger writing to the same place that adds `fields` to every line.
+    public func adding(_ fields: KeyValuePairs<String, String>) -> Logger {
+        Logger(minimum: minimum, sink: sink, context: context + fields.map { ($0.key, $0.value) })
     }
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }
@@ -24,8 +38,9 @@ public final class Logger: Sendable {
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
         guard Self.rank(level) >= Self.rank(minimum) else { return }
-        var line = "ts=\(Timestamp.now()) level=\(level.rawValue) msg=\(Self.quote(message))"
+        var line = "ts=\(Self.timestamp(Date())) level=\(level.rawValue) msg=\(Self.quote(message))"
         for (key, value) in fields { line += " \(key)=\(Self.quote(value))" }
+        for (key, value) in context { line += " \(key)=\(Self.quote(value))" }
         sink(line)
     }
 
@@ -53,8 +68,9 @@ public final class Logger: Sendable {
     }
 }
 
-import WaybillDomain
-
-extension Timestamp {
-    static func now() -> String { string(Date()) }
+extension Logger {
+    /// ISO 8601 in UTC with milliseconds, like the API's timestamps (Observability depends on nothing).
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
 }

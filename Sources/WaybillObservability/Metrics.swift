@@ -19,14 +19,28 @@ public final class Metrics: Sendable {
         var resumes = 0
         var resets = 0
         var relayFailures = 0
+        var feedStoreReads = 0
+        var historyRewinds = 0
     }
 
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
     private let state = Mutex(State())
+    /// This node's name (`ServerConfiguration.nodeID`), exported as `waybill_node_info{node="…"} 1`.
+    private let nodeID: String?
 
-    public init() {}
+    public init(nodeID: String? = nil) {
+        // A label value is quoted text: keep it to characters that need no escaping.
+        self.nodeID = nodeID.map(Self.labelValue)
+    }
 
-    func recordRequest(route: String, status: Int, seconds: Double) {
+    /// Printable ASCII without quotes or backslashes, at most 64 characters.
+    static func labelValue(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: text.unicodeScalars.filter { $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" }.prefix(64))
+        return String(scalars)
+    }
+
+    public func recordRequest(route: String, status: Int, seconds: Double) {
         state.withLock { s in
             s.requests["\(route)|\(status)", default: 0] += 1
             for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }
@@ -35,20 +49,28 @@ public final class Metrics: Sendable {
         }
     }
 
-    func socketOpened(kind: String) { state.withLock { $0.openSockets[kind, default: 0] += 1 } }
-    func socketClosed(kind: String) { state.withLock { $0.openSockets[kind, default: 0] -= 1 } }
-    func eventsCommitted(_ n: Int) { state.withLock { $0.eventsCommitted += n } }
-    func eventsRelayed(_ n: Int) { state.withLock { $0.eventsRelayed += n } }
-    func framesSent(_ n: Int) { state.withLock { $0.framesSent += n } }
-    func slowConsumerClosed() { state.withLock { $0.slowConsumerCloses += 1 } }
-    func resumed() { state.withLock { $0.resumes += 1 } }
-    func reset() { state.withLock { $0.resets += 1 } }
-    func relayFailed() { state.withLock { $0.relayFailures += 1 } }
+    public func socketOpened(kind: String) { state.withLock { $0.openSockets[kind, default: 0] += 1 } }
+    public func socketClosed(kind: String) { state.withLock { $0.openSockets[kind, default: 0] -= 1 } }
+    public func eventsCommitted(_ n: Int) { state.withLock { $0.eventsCommitted += n } }
+    public func eventsRelayed(_ n: Int) { state.withLock { $0.eventsRelayed += n } }
+    public func framesSent(_ n: Int) { state.withLock { $0.framesSent += n } }
+    public func slowConsumerClosed() { state.withLock { $0.slowConsumerCloses += 1 } }
+    public func resumed() { state.withLock { $0.resumes += 1 } }
+    public func reset() { state.withLock { $0.resets += 1 } }
+    public func relayFailed() { state.withLock { $0.relayFailures += 1 } }
+    /// The hub feed read events from the store (a gap in what the broker gave, or polling while it is down).
+    public func feedReadStore() { state.withLock { $0.feedStoreReads += 1 } }
+    public func historyRewound() { state.withLock { $0.historyRewinds += 1 } }
 
     /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time.
-    func render(outboxLagSeconds: Double) -> String {
+    public func render(outboxLagSeconds: Double) -> String {
         let s = state.withLock { $0 }
-        var out = "# HELP waybill_http_requests_total HTTP requests by route pattern and status.\n"
+        var out = ""
+        if let nodeID {
+            out += "# HELP waybill_node_info This node's name.\n# TYPE waybill_node_info gauge\n"
+            out += "waybill_node_info{node=\"\(nodeID)\"} 1\n"
+        }
+        out += "# HELP waybill_http_requests_total HTTP requests by route pattern and status.\n"
         out += "# TYPE waybill_http_requests_total counter\n"
         for key in s.requests.keys.sorted() {
             let parts = key.split(separator: "|", maxSplits: 1)
@@ -71,8 +93,10 @@ public final class Metrics: Sendable {
         out += counter("waybill_event_frames_sent_total", "Event frames queued on sockets.", s.framesSent)
         out += counter("waybill_relay_failures_total", "Failed or timed-out broker publishes.", s.relayFailures)
         out += counter("waybill_slow_consumer_closes_total", "Sockets closed with 4008.", s.slowConsumerCloses)
-        out += counter("waybill_resumes_total", "Sockets that resumed with since.", s.resumes)
+        out += counter("waybill_resumes_total", "Sockets that resumed (cursor or since).", s.resumes)
         out += counter("waybill_resets_total", "Resumes answered with reset.", s.resets)
+        out += counter("waybill_feed_store_reads_total", "Store reads by the hub feed (gaps, broker down).", s.feedStoreReads)
+        out += counter("waybill_history_rewinds_total", "Times the store's history went back under live sockets.", s.historyRewinds)
         out += "# HELP waybill_outbox_lag_seconds Age of the oldest event not yet relayed (0 if none).\n"
         out += "# TYPE waybill_outbox_lag_seconds gauge\nwaybill_outbox_lag_seconds \(outboxLagSeconds)\n"
         return out

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import WaybillAPI
+import WaybillRealtime
 import WaybillDomain
 
 /// The relay's fast path publishes handed-over events only when they continue its cursor exactly.

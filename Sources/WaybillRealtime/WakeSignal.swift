@@ -24,24 +24,28 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Returns at the next signal (at once if one is pending) or after `timeout`, whichever is first.
-    /// One waiter at a time.
+    /// Returns at the next signal (at once if one is pending), after `timeout`, or when the task is
+    /// cancelled, whichever is first. One waiter at a time.
     func wait(timeout: Duration, clock: any Clock<Duration>) async {
         let timer = Task { [weak self] in
             try? await clock.sleep(for: timeout)
             if !Task.isCancelled { self?.signal() }
         }
         defer { timer.cancel() }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.pending {
-                    s.pending = false
-                    return true
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.pending || Task.isCancelled {
+                        s.pending = false
+                        return true
+                    }
+                    s.waiter = continuation
+                    return false
                 }
-                s.waiter = continuation
-                return false
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        } onCancel: {
+            signal()  // a cancelled relay must not wait for its poll timeout (or forever, on a test clock)
         }
         state.withLock { $0.pending = false }
     }

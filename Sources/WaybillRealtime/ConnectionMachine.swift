@@ -1,0 +1,194 @@
+public import WaybillDomain
+
+/// One socket's place in the hub protocol (SPEC §4), as a value: authenticating → replaying → live.
+///
+/// The hub owns one per socket, on the network service thread, feeds it what happened
+/// (authenticated, a live event, the replay query's answer) and performs the actions it returns
+/// (send frames, run the replay query, close). Nothing here touches a socket, a thread or the
+/// store, so every rule is tested with plain values (Tests/WaybillRealtimeTests), as the client's
+/// `DriverSession.StateMachine` is.
+///
+/// The rules it keeps:
+/// - an unauthenticated socket never gets an event;
+/// - while the replay query runs, live events wait in a buffer; after it, the replay and the buffer
+///   go out merged in id order, each id once;
+/// - nothing at or below `lastSent` is ever sent again (a broker or relay that delivers twice
+///   cannot duplicate a frame);
+/// - after `reset`, the socket continues from the store's newest id, not the client's cursor.
+///
+/// `Frame` is the encoded event (`OutboundFrame` in the hub, anything in tests).
+public struct ConnectionMachine<Frame> {
+    /// Where the client asked to resume from.
+    public enum Resume: Equatable, Sendable {
+        /// A first connect: live from the hub's newest delivered event.
+        case none
+        /// `?since=<id>`: trusted as is (older clients).
+        case since(EventID)
+        /// `?cursor=<id>-<check>`: replayed only if the store's event under that id has that fingerprint.
+        case cursor(EventCursor)
+    }
+
+    /// The replay query the hub must run (off the service thread).
+    public struct ReplayRequest: Equatable, Sendable {
+        public var group: Group
+        /// Events of `group` with a larger id are replayed.
+        public var after: EventID
+        /// For a cursor resume: the store must hold exactly this event (or it is the origin), else `reset`.
+        public var expected: EventCursor?
+
+        public init(group: Group, after: EventID, expected: EventCursor?) {
+            self.group = group
+            self.after = after
+            self.expected = expected
+        }
+    }
+
+    /// What the replay query found.
+    public enum ReplayResult {
+        /// The events to replay, ascending, with their frames.
+        case events([(id: EventID, frame: Frame)])
+        /// Cannot replay (pruned, another history, too much): the client refetches; `newest` is the store's.
+        case reset(newest: EventID)
+        /// The store did not answer: the client must come back later.
+        case failed
+    }
+
+    /// What the hub does for this socket.
+    public enum Action {
+        /// The first frame, carrying the newest delivered cursor.
+        case sendConnected(EventCursor)
+        /// `{"type":"reset"}`.
+        case sendReset
+        /// Event frames, in order.
+        case send([Frame])
+        /// Start the replay query; its answer comes back through `replayLoaded`.
+        case runReplay(ReplayRequest)
+        case close(code: Int, reason: String)
+    }
+
+    /// What to do with one live event.
+    public enum LiveAction {
+        case send(Frame)
+        /// Kept until the replay is answered.
+        case buffered
+        /// Already sent, not yet (or no longer) allowed to send.
+        case skip
+    }
+
+    /// Why authentication did not admit the socket.
+    public enum Refusal: Sendable {
+        /// No, a bad, an expired or a used ticket/token: 4001, the client must log in again.
+        case notAuthenticated
+        /// The user has no company: 4003.
+        case noCompany
+        /// The store did not answer: 1011, try again.
+        case unavailable
+    }
+
+    public enum Phase: Equatable, Sendable {
+        case authenticating
+        case replaying
+        case live
+        /// A close was asked for: nothing more is sent.
+        case closing
+    }
+
+    public private(set) var phase: Phase = .authenticating
+    public private(set) var group: Group?
+    public private(set) var userID: UserID?
+    /// Highest event id queued on this socket: nothing at or below it is sent again.
+    public private(set) var lastSent: EventID = .zero
+    /// Live events that arrived while replaying.
+    private var buffer: [(id: EventID, frame: Frame)] = []
+
+    public init() {}
+
+    /// The socket authenticated as `user` and joins `group`; `newest` is the hub's newest delivered cursor.
+    public mutating func authenticated(user: UserID, group: Group, resume: Resume, newest: EventCursor) -> [Action] {
+        guard phase == .authenticating else { return [] }
+        self.userID = user
+        self.group = group
+        let after: EventID, expected: EventCursor?
+        switch resume {
+        case .none:
+            lastSent = newest.id
+            phase = .live
+            return [.sendConnected(newest)]
+        case .since(let id): (after, expected) = (id, nil)
+        case .cursor(let cursor): (after, expected) = (cursor.id, cursor)
+        }
+        // From here on, live events for the group are buffered: anything the replay query's snapshot
+        // misses reaches the hub after this point (docs/ARCHITECTURE.md, "Resume").
+        lastSent = after
+        phase = .replaying
+        return [.sendConnected(newest), .runReplay(ReplayRequest(group: group, after: after, expected: expected))]
+    }
+
+    /// Authentication refused the socket (or could not tell).
+    public mutating func refused(_ refusal: Refusal) -> Action {
+        phase = .closing
+        switch refusal {
+        case .notAuthenticated: return .close(code: 4001, reason: "not authenticated")
+        case .noCompany: return .close(code: 4003, reason: "no company")
+        case .unavailable: return .close(code: 1011, reason: "try again")
+        }
+    }
+
+    /// A live event of this socket's group.
+    public mutating func live(_ id: EventID, _ frame: Frame) -> LiveAction {
+        switch phase {
+        case .live:
+            guard id > lastSent else { return .skip }
+            lastSent = id
+            return .send(frame)
+        case .replaying:
+            buffer.append((id, frame))
+            return .buffered
+        case .authenticating, .closing:
+            return .skip
+        }
+    }
+
+    /// The replay query answered: send the replay (or `reset`), then the buffer, then go live.
+    public mutating func replayLoaded(_ result: ReplayResult) -> [Action] {
+        guard phase == .replaying else { return [] }
+        let buffered = buffer
+        buffer = []
+        var actions: [Action] = []
+        var replayed: [(id: EventID, frame: Frame)] = []
+        switch result {
+        case .failed:
+            phase = .closing
+            return [.close(code: 1011, reason: "replay failed; reconnect")]
+        case .reset(let newest):
+            actions.append(.sendReset)
+            // Not max(): a cursor from another history may be above every id this store will reach
+            // soon; after a reset the client refetches everything up to `newest`.
+            lastSent = newest
+        case .events(let events):
+            replayed = events
+        }
+        var frames: [Frame] = []
+        for (id, frame) in replayed + buffered where id > lastSent {
+            lastSent = id
+            frames.append(frame)
+        }
+        if !frames.isEmpty { actions.append(.send(frames)) }
+        phase = .live
+        return actions
+    }
+
+    /// The hub is closing this socket (logout, rewind, shutdown): nothing more goes out.
+    public mutating func closing() {
+        phase = .closing
+        buffer = []
+    }
+
+    /// Whether client frames (pings) are answered: only once authenticated, and not while closing.
+    public var answersPings: Bool { group != nil && phase != .closing }
+}
+
+extension ConnectionMachine.Action: Equatable where Frame: Equatable {}
+extension ConnectionMachine.LiveAction: Equatable where Frame: Equatable {}
+extension ConnectionMachine.ReplayResult: Sendable where Frame: Sendable {}
+extension ConnectionMachine.Action: Sendable where Frame: Sendable {}

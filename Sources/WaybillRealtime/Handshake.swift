@@ -1,0 +1,37 @@
+import Foundation
+import WaybillDomain
+import WaybillNetwork
+
+/// What the upgrade request asked for.
+struct Handshake: Sendable {
+    var ticket: String?
+    var token: String?
+    var resume: ConnectionMachine<OutboundFrame>.Resume
+    var wantsFleet: Bool
+
+    init(_ request: HTTPRequest) {
+        ticket = request.queryValue("ticket")
+        token = request.queryValue("token")
+        wantsFleet = request.queryValue("stream") == "fleet"
+        // `cursor` is preferred (it notices a rewound history); `since` stays accepted, unchecked.
+        // A malformed cursor counts as absent, like a malformed `since`.
+        if let cursor = request.queryValue("cursor").flatMap(EventCursor.init(parsing:)) {
+            resume = .cursor(cursor)
+        } else if let since = request.queryValue("since").flatMap({ Int64($0) }) {
+            resume = .since(EventID(max(0, since)))
+        } else {
+            resume = .none
+        }
+    }
+}
+
+/// Client → server frames: only `{"type":"ping"}` means anything.
+enum ClientFrame {
+    static func isPing(_ text: String) -> Bool {
+        if text == #"{"type":"ping"}"# { return true }
+        guard text.utf8.count <= 1024, let data = text.data(using: .utf8),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return false }
+        return object["type"] as? String == "ping"
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+public import WaybillDomain
+public import WaybillNetwork
+public import WaybillObservability
+public import WaybillStorage
+
+/// Group membership of live sockets and fan-out of events, in `event_id` order (SPEC §4).
+///
+/// Each socket's protocol is a `ConnectionMachine` value; the hub routes events to the machines of
+/// a group's sockets and performs what they return.
+///
+/// `@unchecked Sendable`: every stored property is touched only on the network service thread
+/// (inside `WebSocketDelegate` calls and `execute` bodies). Slow work — authentication and replay
+/// queries — runs on tasks and comes back through `execute`.
+public final class Hub: WebSocketDelegate, @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// A resume that would replay more than this answers `reset` instead.
+        public var maxReplayEvents = 10_000
+        /// Nor may a replay be bigger than this (half the per-socket outbound limit).
+        public var maxReplayBytes = 512 << 10
+
+        public init(maxReplayEvents: Int = 10_000, maxReplayBytes: Int = 512 << 10) {
+            self.maxReplayEvents = maxReplayEvents
+            self.maxReplayBytes = maxReplayBytes
+        }
+    }
+
+    /// The per-socket protocol, over the frames the hub sends.
+    public typealias Connection = ConnectionMachine<OutboundFrame>
+
+    /// A socket's machine and what its logs name it by.
+    struct Entry {
+        let target: String
+        var machine = Connection()
+    }
+
+    let authenticator: any SocketAuthenticating
+    let store: any OrderStore
+    let metrics: Metrics
+    let logger: Logger
+    let configuration: Configuration
+    var connections: [SocketID: Entry] = [:]
+    private var members: [Group: Set<SocketID>] = [:]
+    /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
+    private var lastDelivered: EventCursor
+    /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
+    public nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
+
+    static let pongFrame = OutboundFrame(text: EventFrame.pong)
+    static let resetFrameShared = OutboundFrame(text: EventFrame.reset)
+
+    /// - Parameter lastDelivered: where live delivery starts (the feed's start: the store's newest cursor).
+    public init(
+        authenticator: any SocketAuthenticating, store: any OrderStore, metrics: Metrics, logger: Logger,
+        startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration()
+    ) {
+        self.authenticator = authenticator
+        self.store = store
+        self.metrics = metrics
+        self.logger = logger
+        self.lastDelivered = lastDelivered
+        self.configuration = configuration
+    }
+
+    // MARK: Fan-out
+
+    /// Hands each event to the machines of its groups' sockets (they send, buffer or skip it).
+    /// `frames` are encoded once per event, off the service thread; `batch` is ascending by id.
+    public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
+        var sent = 0
+        for (stored, frame) in batch {
+            if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
+            for group in stored.event.groups {
+                guard let sockets = members[group] else { continue }
+                for socket in sockets {
+                    guard case .send(let frame)? = connections[socket]?.machine.live(stored.id, frame) else { continue }
+                    if io.send(frame, to: socket) { sent += 1 }
+                }
+            }
+        }
+        metrics.framesSent(sent)
+    }
+
+    /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
+    public func closeSockets(of user: UserID, io: any SocketIO) {
+        // Skips sockets already closing: a local logout and the session watcher both ask.
+        for (socket, entry) in connections where entry.machine.userID == user && entry.machine.phase != .closing {
+            connections[socket]?.machine.closing()
+            io.close(socket, code: 4001, reason: "logged out")
+        }
+    }
+
+    /// Closes every socket with `code` so clients reconnect and resume.
+    public func closeAll(code: Int, reason: String, io: any SocketIO) {
+        for socket in Array(connections.keys) {
+            connections[socket]?.machine.closing()
+            io.close(socket, code: code, reason: reason)
+        }
+    }
+
+    /// The store's history went back (a restore or a failover): what sockets were sent may not exist
+    /// any more. Every socket is closed with 1012 so that it resumes (and gets `reset`), and live
+    /// delivery restarts from `newest`.
+    public func rewound(to newest: EventCursor, io: any SocketIO) {
+        lastDelivered = newest
+        closeAll(code: 1012, reason: "service restart", io: io)
+    }
+
+    // MARK: WebSocketDelegate
+
+    public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
+        let target = Redaction.redactedTarget(path: request.path, query: request.query)
+        connections[socket] = Entry(target: target)
+        metrics.socketOpened(kind: "pending")
+        logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
+        let handshake = Handshake(request)
+        Task { await self.authenticate(socket, handshake) }
+    }
+
+    public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
+        guard connections[socket]?.machine.answersPings == true else { return }
+        if ClientFrame.isPing(text) { io.send(Self.pongFrame, to: socket) }
+        // Anything else a client sends is ignored (SPEC §4).
+    }
+
+    public func socketReceived(_ socket: SocketID, binary: [UInt8], io: any SocketIO) {
+        io.close(socket, code: 1003, reason: "binary frames are not supported")
+    }
+
+    public func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
+        guard let entry = connections.removeValue(forKey: socket) else { return }
+        if let group = entry.machine.group {
+            members[group]?.remove(socket)
+            if members[group]?.isEmpty == true { members[group] = nil }
+            metrics.socketClosed(kind: group.kind)
+        } else {
+            metrics.socketClosed(kind: "pending")
+        }
+        if close.wasSlowConsumer { metrics.slowConsumerClosed() }
+        logger.info("socket closed", [
+            "socket": "\(socket)", "target": entry.target, "code": close.code.map(String.init) ?? "none",
+            "by": close.initiatedByServer ? "server" : "client",
+        ])
+    }
+
+    func join(_ socket: SocketID, _ group: Group) { members[group, default: []].insert(socket) }
+    public var newestDelivered: EventCursor { lastDelivered }
+    var maxReplayEvents: Int { configuration.maxReplayEvents }
+    var maxReplayBytes: Int { configuration.maxReplayBytes }
+
+    /// Open sockets (for tests and shutdown logs).
+    public var openSocketCount: Int { connections.count }
+}

@@ -1,0 +1,144 @@
+public import WaybillBroker
+public import WaybillDomain
+public import WaybillObservability
+public import WaybillStorage
+
+/// Moves events from the broker subscription (and, when it falls short, the store) to the hub.
+///
+/// One task owns a `FeedSequencer` and performs its steps; inputs (broker deliveries and poll
+/// ticks) arrive on one stream, so the sequencer needs no lock. A lost broker subscription does
+/// not close sockets: the feed reads new events from the store every `pollInterval` until the
+/// broker is back, then one read closes the gap (docs/ARCHITECTURE.md, "Hub feed").
+public final class HubFeed: Sendable {
+    public struct Configuration: Sendable {
+        /// How often the store is read while the broker is down (and pending gaps are retried).
+        public var pollInterval: Duration = .milliseconds(100)
+        /// How often, while the broker delivers, the store is checked for a rewound history.
+        public var historyCheckInterval: Duration = .seconds(5)
+        /// Events per store read.
+        public var readLimit = 512
+        public init() {}
+    }
+
+    private enum Input: Sendable {
+        case delivery(BrokerDelivery)
+        case tick
+    }
+
+    private let broker: any Broker
+    private let store: any OrderStore
+    private let target: any FeedTarget
+    private let metrics: Metrics
+    private let logger: Logger
+    private let clock: any Clock<Duration>
+    private let configuration: Configuration
+
+    public init(
+        broker: any Broker, store: any OrderStore, target: any FeedTarget, metrics: Metrics, logger: Logger,
+        clock: any Clock<Duration> = ContinuousClock(), configuration: Configuration = Configuration()
+    ) {
+        self.broker = broker
+        self.store = store
+        self.target = target
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+        self.configuration = configuration
+    }
+
+    /// The store's newest cursor: where a feed (and the hub) start.
+    public static func newestCursor(in store: any OrderStore) async throws -> EventCursor {
+        try await store.read { tx in try Self.newestCursor(tx) }
+    }
+
+    /// Feeds until cancelled, starting after `start`. `first` is a subscription taken before
+    /// `start` was read, so nothing committed after it is missed.
+    public func run(first: AsyncStream<BrokerDelivery>, startingAfter start: EventCursor) async {
+        let (inputs, input) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let ticks = Int(configuration.historyCheckInterval / configuration.pollInterval)
+        var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.subscribe(first: first, into: input) }
+            group.addTask { await self.tick(into: input) }
+            for await next in inputs {
+                await handle(next, &sequencer)
+            }
+            group.cancelAll()
+        }
+    }
+
+    private func handle(_ input: Input, _ sequencer: inout FeedSequencer) async {
+        switch input {
+        case .delivery(.events(let batch)):
+            perform(sequencer.received(batch))
+        case .delivery(.lost):
+            logger.warning("broker subscription lost; reading new events from the store until it is back")
+            sequencer.lost()
+        case .delivery(.subscribed):
+            if sequencer.mode == .polling { logger.info("broker subscription back") }
+            sequencer.subscribed()
+        case .tick:
+            sequencer.tick()
+        }
+        // A full page asks for the next at once; a failed read waits for the next tick.
+        while let kind = sequencer.owedRead, !Task.isCancelled {
+            let after = sequencer.deliveredThrough.id, limit = kind == .events ? configuration.readLimit : 0
+            do {
+                let read = try await store.read { tx in
+                    let events = limit > 0 ? try tx.events(after: after, limit: limit) : []
+                    return FeedSequencer.StoreRead(
+                        events: events, isFull: limit > 0 && events.count >= limit, newest: try Self.newestCursor(tx),
+                        atDelivered: after == .zero ? nil : try tx.event(after))
+                }
+                metrics.feedReadStore()
+                perform(sequencer.storeRead(read))
+            } catch {
+                logger.warning("feed store read failed; retrying", ["error": "\(error)"])
+                sequencer.storeReadFailed()
+            }
+        }
+    }
+
+    private func perform(_ step: FeedSequencer.Step) {
+        if let newest = step.rewound {
+            metrics.historyRewound()
+            logger.error("store history rewound; closing sockets so clients resume", ["newest": "\(newest)"])
+            target.historyRewound(to: newest)
+        }
+        if !step.deliver.isEmpty { target.deliver(step.deliver) }
+    }
+
+    /// Forwards broker deliveries. A subscription that ends (it should reconnect by itself) counts
+    /// as lost and is replaced after a backoff, so a broken broker cannot stop live delivery for good.
+    private func subscribe(first: AsyncStream<BrokerDelivery>, into input: AsyncStream<Input>.Continuation) async {
+        var subscription = first
+        var pause = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            var received = false
+            for await delivery in subscription {
+                received = received || delivery != .lost
+                input.yield(.delivery(delivery))
+            }
+            guard !Task.isCancelled else { break }
+            input.yield(.delivery(.lost))
+            pause = received ? .milliseconds(100) : min(pause * 2, .seconds(5))
+            do { try await clock.sleep(for: pause) } catch { break }
+            subscription = broker.subscribe()
+        }
+        input.finish()
+    }
+
+    private func tick(into input: AsyncStream<Input>.Continuation) async {
+        while !Task.isCancelled {
+            do { try await clock.sleep(for: configuration.pollInterval) } catch { break }
+            input.yield(.tick)
+        }
+        input.finish()
+    }
+
+    static func newestCursor(_ tx: any StoreReader) throws -> EventCursor {
+        let id = try tx.newestEventID()
+        if id == .zero { return .origin }
+        return try tx.event(id)?.cursor ?? EventCursor(id: id, check: EventCursor.origin.check)
+    }
+}

@@ -1,0 +1,33 @@
+public import Foundation
+public import WaybillDomain
+public import WaybillStorage
+
+/// Which logouts a node has not acted on yet, from overlapping polls of `store.logouts(since:)`.
+///
+/// Every poll asks for the last `overlap` seconds, so a logout committed just before a poll's
+/// snapshot but stamped a little earlier (clocks, commit latency) is still seen by the next one;
+/// each `(user, at)` is acted on once. Nodes' clocks must agree with the store's within `overlap`.
+public struct LogoutWindow: Sendable {
+    public let overlap: TimeInterval
+    /// Logouts already acted on, until they fall out of every future window.
+    private var handled: Set<Logout> = []
+
+    public init(overlap: TimeInterval = 5) {
+        self.overlap = overlap
+    }
+
+    /// The `since` of the poll made at `now`.
+    public func since(now: Date) -> Date { now.addingTimeInterval(-overlap) }
+
+    /// Takes a poll's answer; returns the users logged out since the last poll, each once, in order.
+    public mutating func received(_ logouts: [Logout], now: Date) -> [UserID] {
+        var users: [UserID] = []
+        for logout in logouts where handled.insert(logout).inserted && !users.contains(logout.userID) {
+            users.append(logout.userID)
+        }
+        // Twice the overlap: a logout stamped ahead of this node's clock stays remembered while polls can return it.
+        let horizon = now.addingTimeInterval(-2 * overlap)
+        handled = handled.filter { $0.at >= horizon }
+        return users
+    }
+}

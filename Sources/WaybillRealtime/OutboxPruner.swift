@@ -1,0 +1,69 @@
+public import Foundation
+public import WaybillObservability
+public import WaybillStorage
+
+/// Deletes relayed outbox events older than the retention (default 7 days), and session records
+/// (login attempts, logouts) past their use, in the background.
+///
+/// One node prunes at a time: it runs only while it holds the store's `"outbox-pruner"` lease
+/// (pruning twice would be harmless, but it is wasted work on the shared store). A resume from
+/// before the pruned range is answered with `reset`.
+public final class OutboxPruner: Sendable {
+    /// The lease's name in the store.
+    public static let leaseName = "outbox-pruner"
+
+    private let store: any OrderStore
+    private let retention: TimeInterval
+    private let sessionRetention: TimeInterval
+    private let interval: Duration
+    private let now: @Sendable () -> Date
+    private let clock: any Clock<Duration>
+    private let lease: any Lease
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - retention: how long events stay replayable.
+    ///   - sessionRetention: how long login attempts and logouts are kept; longer than the login
+    ///     throttle's window (5 min) and the session watchers' overlap (seconds).
+    ///   - now: the wall clock the cutoffs are computed from.
+    ///   - clock: what the pruner sleeps on between runs.
+    public init(
+        store: any OrderStore, retention: TimeInterval, sessionRetention: TimeInterval = 3600, interval: Duration,
+        now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger
+    ) {
+        self.store = store
+        self.retention = retention
+        self.sessionRetention = sessionRetention
+        self.interval = interval
+        self.now = now
+        self.clock = clock
+        self.lease = store.lease(Self.leaseName)
+        self.logger = logger
+    }
+
+    /// While this node holds the lease: prunes once, then every `interval`, until cancelled.
+    public func run() async {
+        while !Task.isCancelled {
+            guard await lease.acquire() else { break }
+            while !Task.isCancelled, lease.isHeld {
+                await pruneOnce()
+                do { try await clock.sleep(for: interval) } catch { break }
+            }
+        }
+        await lease.release()
+    }
+
+    public func pruneOnce() async {
+        let now = self.now(), cutoff = now.addingTimeInterval(-retention), sessions = now.addingTimeInterval(-sessionRetention)
+        do {
+            let (events, records) = try await store.write { tx in
+                (try tx.pruneEvents(committedBefore: cutoff), try tx.pruneSessionRecords(before: sessions))
+            }
+            if events > 0 || records > 0 {
+                logger.info("outbox pruned", ["events": "\(events)", "session_records": "\(records)"])
+            }
+        } catch {
+            logger.warning("outbox prune failed", ["error": "\(error)"])
+        }
+    }
+}

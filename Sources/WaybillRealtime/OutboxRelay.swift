@@ -1,0 +1,225 @@
+import Synchronization
+public import WaybillBroker
+public import WaybillDomain
+public import WaybillObservability
+public import WaybillStorage
+
+/// Hands committed outbox events to the broker, in `event_id` order, after their transaction committed.
+///
+/// One relay publishes at a time across every node: it runs only while it holds the store's
+/// `"outbox-relay"` lease. A node that loses the lease stops and waits to acquire it again; a new
+/// leader starts from the persisted `relayedThrough`, so a few events may go out twice, which every
+/// feed drops by id. Writes never wait for it: `committed`/`notify` only set a flag. If the broker
+/// fails or stalls (each publish is bounded by `publishTimeout`), the events stay in the outbox and
+/// the relay retries with backoff from the same cursor.
+///
+/// Events committed on this node are published without a store read when they continue the cursor
+/// (the fast path); events committed on other nodes are found by the leader's poll, so a cluster
+/// sets `pollInterval` short (10–20 ms: one indexed range read), while one SQLite process keeps 1 s.
+public final class OutboxRelay: Sendable {
+    public struct Configuration: Sendable {
+        public var publishTimeout: Duration = .seconds(2)
+        /// How often the leader reads the outbox for events committed by other processes.
+        public var pollInterval: Duration = .seconds(1)
+        public var batchSize = 512
+        public var maxBackoff: Duration = .seconds(5)
+        /// How often, at most, the relay cursor is written to the store.
+        public var persistInterval: Duration = .milliseconds(100)
+
+        public init(publishTimeout: Duration = .seconds(2), pollInterval: Duration = .seconds(1)) {
+            self.publishTimeout = publishTimeout
+            self.pollInterval = pollInterval
+        }
+    }
+
+    /// The lease's name in the store: one relay per cluster.
+    public static let leaseName = "outbox-relay"
+
+    private let store: any OrderStore
+    private let broker: any Broker
+    private let metrics: Metrics
+    private let logger: Logger
+    private let configuration: Configuration
+    private let clock: any Clock<Duration>
+    /// Time since the relay was made, on `clock` (an existential clock's instants cannot be subtracted).
+    private let elapsed: @Sendable () -> Duration
+    private let lease: any Lease
+    private let wake = WakeSignal()
+    /// Whether this node leads: only then are handed-over events kept.
+    private let leading = Atomic<Bool>(false)
+    /// Events this process committed, handed over after commit: published without a store read
+    /// when they continue the cursor with no gap (the usual case); anything else goes the slow way.
+    private let handed = Mutex<[StoredEvent]>([])
+
+    public init(
+        store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
+        configuration: Configuration = Configuration(), clock: any Clock<Duration> = ContinuousClock()
+    ) {
+        self.store = store
+        self.broker = broker
+        self.metrics = metrics
+        self.logger = logger
+        self.configuration = configuration
+        self.clock = clock
+        self.elapsed = Self.stopwatch(clock)
+        self.lease = store.lease(Self.leaseName)
+    }
+
+    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
+    }
+
+    /// Called after each commit. Any thread; never blocks.
+    public func notify() { wake.signal() }
+
+    /// Called after each commit of this process with its events. Any thread; never blocks.
+    public func committed(_ events: [StoredEvent]) {
+        // A follower drops them: the leader's poll finds them in the store.
+        if leading.load(ordering: .acquiring) { handed.withLock { $0.append(contentsOf: events) } }
+        wake.signal()
+    }
+
+    /// Whether this relay holds the lease and publishes (for tests and logs).
+    public var isLeading: Bool { leading.load(ordering: .acquiring) }
+
+    /// Relays whenever this node holds the lease, until the task is cancelled; then gives it up.
+    public func run() async {
+        while !Task.isCancelled {
+            guard await lease.acquire() else { break }
+            logger.info("outbox relay leads")
+            leading.store(true, ordering: .releasing)
+            await lead()
+            leading.store(false, ordering: .releasing)
+            handed.withLock { $0.removeAll() }
+            if !Task.isCancelled { logger.warning("outbox relay lost its lease; waiting to take it again") }
+        }
+        await lease.release()
+    }
+
+    /// Publishes while the lease is held; returns when it is lost or the task is cancelled.
+    private func lead() async {
+        guard var cursor = await initialCursor() else { return }
+        var persisted = cursor
+        var persistedAt = elapsed()
+        var failures = 0
+        while !Task.isCancelled, lease.isHeld {
+            do {
+                cursor = try await relayAvailable(after: cursor)
+                failures = 0
+                // The cursor is saved at most every `persistInterval`: under load that keeps the
+                // relay's own writes off the writer; after a crash a few events go out twice,
+                // which the feeds drop by id.
+                if cursor != persisted, elapsed() - persistedAt >= configuration.persistInterval {
+                    try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
+                    persisted = cursor
+                    persistedAt = elapsed()
+                }
+                let timeout = cursor != persisted ? configuration.persistInterval : configuration.pollInterval
+                await wake.wait(timeout: timeout, clock: clock)
+            } catch {
+                failures += 1
+                metrics.relayFailed()
+                logger.warning("relay failed; events stay in the outbox", ["error": "\(error)", "attempt": "\(failures)"])
+                try? await clock.sleep(for: backoff(failures))
+            }
+        }
+        if cursor != persisted, lease.isHeld {
+            _ = try? await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
+        }
+    }
+
+    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor.
+    private func relayAvailable(after cursor: EventID) async throws -> EventID {
+        var cursor = cursor
+        let handedOver = handed.withLock { events in
+            defer { events.removeAll() }
+            return events.filter { $0.id > cursor }.sorted { $0.id < $1.id }
+        }
+        if !handedOver.isEmpty, Self.continues(cursor, handedOver) {
+            try await publishBounded(handedOver)
+            metrics.eventsRelayed(handedOver.count)
+            return handedOver.last!.id
+        }
+        while !Task.isCancelled, lease.isHeld {
+            let after = cursor, limit = configuration.batchSize
+            let (events, newest) = try await store.read { tx in
+                let events = try tx.events(after: after, limit: limit)
+                return (events, events.isEmpty ? try tx.newestEventID() : nil)
+            }
+            if let newest, newest < cursor {
+                // History rewound (a restore or a failover): ids below the cursor are new events.
+                logger.error("outbox history rewound; relaying from the store's newest", ["cursor": "\(cursor)", "newest": "\(newest)"])
+                return newest
+            }
+            guard let last = events.last else { break }
+            try await publishBounded(events)
+            metrics.eventsRelayed(events.count)
+            cursor = last.id
+            if events.count < limit { break }
+        }
+        return cursor
+    }
+
+    /// `broker.publish`, abandoned after `publishTimeout` so a stalled broker cannot hold the relay.
+    /// A publish that finishes after its timeout may deliver twice; the feeds drop ids they already have.
+    private func publishBounded(_ events: [StoredEvent]) async throws {
+        let broker = self.broker, timeout = configuration.publishTimeout, clock = self.clock
+        let outcome = Mutex<CheckedContinuation<Void, any Error>?>(nil)
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            outcome.withLock { $0 = continuation }
+            let finish: @Sendable (Result<Void, any Error>) -> Void = { result in
+                outcome.withLock { $0.take() }?.resume(with: result)
+            }
+            let publishing = Task { finish(await Result { try await broker.publish(events) }) }
+            timer.withLock {
+                $0 = Task {
+                    guard (try? await clock.sleep(for: timeout)) != nil else { return }  // cancelled: published in time
+                    publishing.cancel()
+                    finish(.failure(BrokerError("publish timed out")))
+                }
+            }
+        }
+        timer.withLock { $0?.cancel() }
+    }
+
+    /// Whether `events` (sorted) are exactly the ids after `cursor`, with no gap.
+    public static func continues(_ cursor: EventID, _ events: [StoredEvent]) -> Bool {
+        var expected = cursor.rawValue + 1
+        for event in events {
+            guard event.id.rawValue == expected else { return false }
+            expected += 1
+        }
+        return true
+    }
+
+    /// The persisted cursor, or the store's newest if that is lower (history rewound under it);
+    /// `nil` if the lease was lost or the task cancelled first.
+    private func initialCursor() async -> EventID? {
+        while !Task.isCancelled, lease.isHeld {
+            do {
+                let (relayed, newest) = try await store.read { tx in (try tx.relayedThrough(), try tx.newestEventID()) }
+                if relayed > newest {
+                    logger.error("relay cursor above the newest event; relaying from the newest", ["relayed": "\(relayed)", "newest": "\(newest)"])
+                }
+                return min(relayed, newest)
+            } catch {
+                logger.warning("relay cannot read its cursor", ["error": "\(error)"])
+                try? await clock.sleep(for: .milliseconds(500))
+            }
+        }
+        return nil
+    }
+
+    private func backoff(_ failures: Int) -> Duration {
+        let millis = min(100 << min(failures, 10), Int(configuration.maxBackoff.components.seconds * 1000))
+        return .milliseconds(millis)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(_ body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

@@ -1,0 +1,54 @@
+public import Foundation
+public import WaybillDomain
+public import WaybillObservability
+public import WaybillStorage
+
+/// Hears of logouts made on any node (they are recorded in the shared store) and acts on this
+/// node: the user's sockets close with 4001 and the API forgets the user's cached tokens, so a
+/// revoked token stops working everywhere within about `interval` (SPEC §6).
+public final class SessionWatcher: Sendable {
+    private let store: any OrderStore
+    private let interval: Duration
+    private let overlap: TimeInterval
+    private let now: @Sendable () -> Date
+    private let clock: any Clock<Duration>
+    private let logger: Logger
+    private let loggedOut: @Sendable (UserID) -> Void
+
+    /// - Parameters:
+    ///   - interval: time between polls (250 ms keeps "within 1 s" with room for a slow read).
+    ///   - overlap: how far back each poll looks (see `LogoutWindow`).
+    ///   - loggedOut: called once per new logout: close the user's sockets, forget cached tokens.
+    public init(
+        store: any OrderStore, interval: Duration = .milliseconds(250), overlap: TimeInterval = 5,
+        now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger,
+        loggedOut: @escaping @Sendable (UserID) -> Void
+    ) {
+        self.store = store
+        self.interval = interval
+        self.overlap = overlap
+        self.now = now
+        self.clock = clock
+        self.logger = logger
+        self.loggedOut = loggedOut
+    }
+
+    /// Polls until cancelled. A failed poll is logged and retried on the next one.
+    public func run() async {
+        var window = LogoutWindow(overlap: overlap)
+        var failing = false
+        while !Task.isCancelled {
+            let now = self.now(), since = window.since(now: now)
+            do {
+                let logouts = try await store.read { tx in try tx.logouts(since: since) }
+                for user in window.received(logouts, now: now) { loggedOut(user) }
+                if failing { logger.info("session watcher reads the store again") }
+                failing = false
+            } catch {
+                if !failing { logger.warning("session watcher cannot read logouts", ["error": "\(error)"]) }
+                failing = true
+            }
+            do { try await clock.sleep(for: interval) } catch { break }
+        }
+    }
+}

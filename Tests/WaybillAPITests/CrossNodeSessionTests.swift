@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import WaybillAPI
+import WaybillDomain
+import WaybillSQLite
+import WaybillStorage
+
+/// Sessions across nodes: what one node records in the shared store, every node honours.
+@Suite(.timeLimit(.minutes(1)))
+struct CrossNodeSessionTests {
+    /// Another handle on the same SQLite file stands in for another node.
+    static func otherNode(_ server: TestServer) throws -> SQLiteOrderStore {
+        try SQLiteOrderStore(path: server.directory.appendingPathComponent("waybill.sqlite").path)
+    }
+
+    @Test func aLogoutOnAnotherNodeClosesTheSocketWith4001AndRevokesTheTokenWithinOneSecond() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 2, orders: 0)
+            let driver = seed.drivers[0]
+            let (mine, _) = try await server.connectedSocket(token: driver.token)
+            let (theirs, _) = try await server.connectedSocket(token: seed.drivers[1].token)
+            #expect(try await server.request("GET", "/api/me", token: driver.token).status == 200)  // cached now
+            let other = try Self.otherNode(server)
+            defer { other.close() }
+            let started = ContinuousClock.now
+            try await other.write { tx in try tx.revokeTokens(of: UserID(driver.id)) }
+            #expect(await mine.closed(timeout: .seconds(2)) == 4001)
+            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(try await server.request("GET", "/api/me", token: driver.token).status == 401)
+            #expect(ContinuousClock.now - started < .seconds(1))
+            await theirs.send(#"{"type":"ping"}"#)
+            #expect(await theirs.next()?["type"] as? String == "pong")
+        }
+    }
+
+    @Test func theLoginThrottleCountsAttemptsMadeOnEveryNode() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let driver = seed.drivers[0]
+            let other = try Self.otherNode(server)
+            defer { other.close() }
+            // Ten failed attempts on the other node.
+            for n in 0..<10 {
+                let reserved = try await other.write { tx in
+                    try tx.reserveLoginAttempt(key: driver.email.lowercased(), at: Date().addingTimeInterval(Double(n) / 1000 - 1), window: 300, limit: 10)
+                }
+                #expect(reserved)
+            }
+            let answer = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password])
+            #expect(answer.status == 429)
+            #expect(answer.errorCode == "rate_limited")
+        }
+    }
+
+    @Test func aNodeIDLabelsMetricsAndLogs() async throws {
+        try await TestServer.withRunning(configure: { $0.nodeID = "node-a" }) { server in
+            let text = try await server.request("GET", "/metrics").text
+            #expect(text.contains(#"waybill_node_info{node="node-a"} 1"#))
+            #expect(server.logs.all.contains { $0.contains("msg=\"server started\"") && $0.contains("node=node-a") })
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import WaybillAPI
+import WaybillDomain
+
+/// `?cursor=<id>-<check>`: a replay only when the store's event under that id is the one the client saw.
+@Suite(.timeLimit(.minutes(1)))
+struct CursorResumeTests {
+    @Test func resumeByCursorReplaysTheMissedEventsThenGoesLive() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (first, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["cursor"] as? String)
+            #expect(EventCursor(parsing: cursor) != nil)
+            await first.close()
+            for n in 0..<3 {
+                _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "\(n)"])
+            }
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "cursor=\(cursor)")
+            var cursors: [String] = []
+            for _ in 0..<3 {
+                let frame = try #require(await resumed.nextEvent())
+                cursors.append(try #require(frame["cursor"] as? String))
+            }
+            let ids = cursors.compactMap { EventCursor(parsing: $0)?.id.rawValue }
+            #expect(ids.count == 3 && ids == ids.sorted() && ids[0] > EventCursor(parsing: cursor)!.id.rawValue)
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "live"])
+            let live = try #require(await resumed.nextEvent())
+            #expect((live["event_id"] as? Int).map(Int64.init) ?? 0 > ids.last!)
+        }
+    }
+
+    @Test func cursorWithAnotherFingerprintGetsReset() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (_, connected) = try await server.connectedSocket(token: driver.token)
+            let text = try #require(connected["cursor"] as? String)
+            let real = try #require(EventCursor(parsing: text))
+            let forged = EventCursor(id: real.id, check: real.check == "00000000" ? "00000001" : "00000000")
+            let (socket, _) = try await server.connectedSocket(token: driver.token, query: "cursor=\(forged)")
+            #expect(await socket.next()?["type"] as? String == "reset")
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "x"])
+            #expect(await socket.nextEvent()?["type"] as? String == "order_updated")
+        }
+    }
+
+    @Test func cursorOfAnEventThatDoesNotExistGetsReset() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token, query: "cursor=999999-0badc0de")
+            #expect(await socket.next()?["type"] as? String == "reset")
+        }
+    }
+
+    @Test func theOriginCursorReplaysEverything() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 2)
+            let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token, query: "cursor=0-00000000")
+            let first = try #require(await socket.next())
+            #expect(first["type"] as? String == "order_created")
+            #expect(await socket.nextEvent()?["type"] as? String == "order_created")
+        }
+    }
+}

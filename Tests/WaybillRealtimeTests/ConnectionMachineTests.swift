@@ -1,0 +1,142 @@
+import Testing
+import WaybillDomain
+import WaybillRealtime
+import WaybillTesting
+
+/// The hub's per-socket protocol on plain values: frames are strings naming their event id.
+struct ConnectionMachineTests {
+    typealias Machine = ConnectionMachine<String>
+    static let group = Group.driver(7)
+    static let newest = EventCursor(id: 10, check: "0000000a")
+
+    static func frame(_ id: Int64) -> String { "e\(id)" }
+    static func replayed(_ ids: [Int64]) -> Machine.ReplayResult { .events(ids.map { (EventID($0), frame($0)) }) }
+
+    /// Feeds live events; returns the frames sent at once.
+    static func live(_ machine: inout Machine, _ ids: [Int64]) -> [String] {
+        ids.compactMap { id in
+            if case .send(let frame) = machine.live(EventID(id), frame(id)) { return frame }
+            return nil
+        }
+    }
+
+    static func sent(_ actions: [Machine.Action]) -> [String] {
+        actions.flatMap { action -> [String] in
+            if case .send(let frames) = action { return frames }
+            return []
+        }
+    }
+
+    @Test func firstConnectGoesLiveFromTheNewestDeliveredEvent() {
+        var machine = Machine()
+        let actions = machine.authenticated(user: 7, group: Self.group, resume: .none, newest: Self.newest)
+        #expect(actions == [.sendConnected(Self.newest)])
+        #expect(machine.phase == .live)
+        #expect(Self.live(&machine, [9, 10, 11, 12]) == ["e11", "e12"])
+    }
+
+    @Test func unauthenticatedSocketsNeverGetEventsNorPongs() {
+        var machine = Machine()
+        #expect(Self.live(&machine, [1, 2, 3]).isEmpty)
+        #expect(!machine.answersPings)
+        #expect(machine.refused(.notAuthenticated) == .close(code: 4001, reason: "not authenticated"))
+        #expect(Self.live(&machine, [4]).isEmpty)
+        // Authentication that arrives after a refusal admits nothing.
+        #expect(machine.authenticated(user: 7, group: Self.group, resume: .none, newest: Self.newest).isEmpty)
+        #expect(Self.live(&machine, [11]).isEmpty)
+    }
+
+    @Test func refusalsMapToTheirCloseCodes() {
+        var a = Machine(), b = Machine()
+        #expect(a.refused(.noCompany) == .close(code: 4003, reason: "no company"))
+        #expect(b.refused(.unavailable) == .close(code: 1011, reason: "try again"))
+    }
+
+    @Test func sinceAsksForAnUncheckedReplayAndCursorForAChecked() {
+        var bySince = Machine(), byCursor = Machine()
+        let cursor = EventCursor(id: 4, check: "deadbeef")
+        let a = bySince.authenticated(user: 7, group: Self.group, resume: .since(4), newest: Self.newest)
+        let b = byCursor.authenticated(user: 7, group: Self.group, resume: .cursor(cursor), newest: Self.newest)
+        #expect(a == [.sendConnected(Self.newest), .runReplay(.init(group: Self.group, after: 4, expected: nil))])
+        #expect(b == [.sendConnected(Self.newest), .runReplay(.init(group: Self.group, after: 4, expected: cursor))])
+        #expect(bySince.phase == .replaying && byCursor.phase == .replaying)
+    }
+
+    @Test func liveEventsWaitWhileReplayingThenMergeWithoutGapOrDuplicate() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .since(4), newest: Self.newest)
+        // 9 and 10 were committed before the replay's snapshot and delivered late; 11, 12 after it.
+        #expect(Self.live(&machine, [9, 10, 11, 12]).isEmpty)
+        let actions = machine.replayLoaded(Self.replayed([5, 6, 9, 10]))
+        #expect(Self.sent(actions) == ["e5", "e6", "e9", "e10", "e11", "e12"])
+        #expect(machine.phase == .live && machine.lastSent == 12)
+        #expect(Self.live(&machine, [12, 13]) == ["e13"])
+    }
+
+    @Test func nothingAtOrBelowLastSentIsSentTwice() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .none, newest: Self.newest)
+        #expect(Self.live(&machine, [11, 11, 12, 10, 12, 13, 5]) == ["e11", "e12", "e13"])
+    }
+
+    @Test func resetThenContinuesFromTheStoresNewestNotTheClientsCursor() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .since(999_999), newest: Self.newest)
+        #expect(Self.live(&machine, [11, 12, 13]).isEmpty)
+        let actions = machine.replayLoaded(.reset(newest: 12))
+        #expect(actions == [.sendReset, .send(["e13"])])
+        #expect(machine.lastSent == 13)
+        #expect(Self.live(&machine, [14]) == ["e14"])
+    }
+
+    @Test func aFailedReplayClosesWith1011AndSendsNothing() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .since(3), newest: Self.newest)
+        _ = Self.live(&machine, [11])
+        #expect(machine.replayLoaded(.failed) == [.close(code: 1011, reason: "replay failed; reconnect")])
+        #expect(Self.live(&machine, [12]).isEmpty)
+    }
+
+    @Test func aReplayAnswerOutsideReplayingIsIgnored() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .none, newest: Self.newest)
+        #expect(machine.replayLoaded(Self.replayed([1, 2])).isEmpty)
+        #expect(machine.lastSent == 10)
+    }
+
+    @Test func closingStopsEverythingIncludingTheBuffer() {
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .since(3), newest: Self.newest)
+        _ = Self.live(&machine, [11])
+        machine.closing()
+        #expect(machine.replayLoaded(Self.replayed([4])).isEmpty)
+        #expect(Self.live(&machine, [12]).isEmpty)
+        #expect(!machine.answersPings)
+    }
+
+    /// Random interleavings of live deliveries (with duplicates) around one replay: the socket
+    /// always receives each id of its history once, ascending, with nothing missing.
+    @Test(arguments: 0..<40)
+    func randomInterleavingsDeliverEachIdOnceInOrder(seed: Int) {
+        var random = SeededGenerator(seed: UInt64(seed))
+        let since = Int64(random.next() % 5), snapshot = since + Int64(random.next() % 6), end = snapshot + 6
+        var machine = Machine()
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .since(EventID(since)), newest: Self.newest)
+        var received: [String] = []
+        // Live deliveries start somewhere at or before the snapshot (the feed may lag), may repeat.
+        var next = since + 1 + Int64(random.next() % UInt64(snapshot - since + 1))
+        let answerAt = Int(random.next() % 6)
+        var step = 0
+        while next <= end || step <= answerAt {
+            if step == answerAt {
+                received += Self.sent(machine.replayLoaded(Self.replayed(Array(stride(from: since + 1, through: snapshot, by: 1)))))
+            }
+            step += 1
+            guard next <= end else { continue }
+            received += Self.live(&machine, [next])
+            if random.next() % 3 != 0 { next += 1 }  // sometimes the same id comes twice
+        }
+        let expected = (since + 1...end).map(Self.frame)
+        #expect(received == expected)
+    }
+}

@@ -1,0 +1,130 @@
+import Testing
+import WaybillDomain
+import WaybillRealtime
+
+/// The feed's sequencing rules on plain values: what reaches the hub, and when the store is read.
+struct FeedSequencerTests {
+    static let start = Fixtures.event(10).cursor
+
+    static func read(_ ids: [Int64], newest: Int64, atDelivered: StoredEvent?, full: Bool = false) -> FeedSequencer.StoreRead {
+        .init(events: Fixtures.events(ids), isFull: full, newest: Fixtures.event(newest).cursor, atDelivered: atDelivered)
+    }
+
+    static func ids(_ step: FeedSequencer.Step) -> [Int64] { step.deliver.map(\.id.rawValue) }
+
+    @Test func contiguousBatchesGoStraightThroughWithoutStoreReads() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(Self.ids(feed.received(Fixtures.events(11...13))) == [11, 12, 13])
+        #expect(Self.ids(feed.received(Fixtures.events(14...14))) == [14])
+        #expect(feed.owedRead == nil)
+        #expect(feed.deliveredThrough == Fixtures.event(14).cursor)
+    }
+
+    @Test func duplicatesFromARepublishingRelayAreDropped() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        _ = feed.received(Fixtures.events(11...13))
+        #expect(Self.ids(feed.received(Fixtures.events(9...13))).isEmpty)
+        #expect(Self.ids(feed.received(Fixtures.events([12, 13, 14, 14, 15]))) == [14, 15])
+        #expect(feed.owedRead == nil)
+    }
+
+    @Test func aGapIsFilledFromTheStoreThenThePendingBatchFollows() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(Self.ids(feed.received(Fixtures.events(14...15))).isEmpty)  // 11...13 went missing
+        #expect(feed.owedRead == .events)
+        let filled = feed.storeRead(Self.read([11, 12, 13, 14], newest: 14, atDelivered: Fixtures.event(10)))
+        #expect(Self.ids(filled) == [11, 12, 13, 14, 15])
+        #expect(feed.owedRead == nil)
+        #expect(Self.ids(feed.received(Fixtures.events(13...16))) == [16])
+    }
+
+    @Test func batchesOutOfOrderAreReorderedWithoutDuplicates() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(Self.ids(feed.received(Fixtures.events(13...14))).isEmpty)
+        #expect(Self.ids(feed.received(Fixtures.events(11...12))) == [11, 12, 13, 14])
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12, 13, 14], newest: 14, atDelivered: Fixtures.event(10)))).isEmpty)
+    }
+
+    @Test func aFailedStoreReadKeepsThePendingBatchAndTheNextTickRetries() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        _ = feed.received(Fixtures.events(13...13))
+        feed.storeReadFailed()
+        #expect(feed.owedRead == nil)  // no spinning on a failing store
+        feed.tick()
+        #expect(feed.owedRead == .events)
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 13, atDelivered: Fixtures.event(10)))) == [11, 12, 13])
+    }
+
+    @Test func aFullPageAsksForTheNextAtOnce() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        feed.lost()
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 20, atDelivered: Fixtures.event(10), full: true))) == [11, 12])
+        #expect(feed.owedRead == .events)
+    }
+
+    @Test func whileTheBrokerIsLostEveryTickReadsTheStoreAndSubscribedEndsIt() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        feed.lost()
+        #expect(feed.mode == .polling && feed.owedRead == .events)
+        #expect(Self.ids(feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))).isEmpty)
+        #expect(feed.owedRead == nil)
+        feed.tick()
+        #expect(feed.owedRead == .events)
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: Fixtures.event(10)))) == [11, 12])
+        feed.subscribed()
+        #expect(feed.mode == .broker && feed.owedRead == .events)  // closes what was published in between
+        #expect(Self.ids(feed.storeRead(Self.read([13], newest: 13, atDelivered: Fixtures.event(12)))) == [13])
+        feed.tick()
+        #expect(feed.owedRead == nil)  // back on the broker: no more polling
+        #expect(Self.ids(feed.received(Fixtures.events(12...14))) == [14])  // the overlap is not sent twice
+    }
+
+    @Test func theHistoryIsCheckedPeriodicallyWithoutReadingEvents() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 3)
+        feed.tick()
+        feed.tick()
+        #expect(feed.owedRead == nil)
+        feed.tick()
+        #expect(feed.owedRead == .check)
+        #expect(feed.storeRead(Self.read([], newest: 12, atDelivered: Fixtures.event(10))) == .init())
+        #expect(feed.owedRead == nil)
+    }
+
+    @Test func aNewestIdBelowWhatWasDeliveredIsARewind() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        let step = feed.storeRead(Self.read([], newest: 7, atDelivered: nil))
+        #expect(step.rewound == Fixtures.event(7).cursor && step.deliver.isEmpty)
+        #expect(feed.deliveredThrough == Fixtures.event(7).cursor)
+        #expect(Self.ids(feed.received(Fixtures.events(8...8))) == [8])
+    }
+
+    @Test func aDeliveredIdWithAnotherFingerprintIsARewind() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        _ = feed.received(Fixtures.events(14...14))  // pending above a gap: dropped by the rewind
+        let other = Fixtures.event(10, committedAt: 99)
+        let step = feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: other))
+        #expect(step.rewound == Fixtures.event(12).cursor && step.deliver.isEmpty)
+        feed.tick()
+        #expect(feed.owedRead == nil)
+    }
+
+    @Test func aPrunedDeliveredEventIsNoRewind() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        let step = feed.storeRead(Self.read([11], newest: 11, atDelivered: nil))
+        #expect(step.rewound == nil && Self.ids(step) == [11])
+    }
+
+    @Test func theOriginIsNeverRewoundFrom() {
+        var feed = FeedSequencer(deliveredThrough: .origin)
+        #expect(feed.storeRead(Self.read([], newest: 0, atDelivered: nil)).rewound == nil)
+        #expect(Self.ids(feed.received(Fixtures.events(1...2))) == [1, 2])
+    }
+
+    @Test func pendingEventsAreBoundedAndTheStoreStillDeliversThemAll() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, maxPending: 3)
+        _ = feed.received(Fixtures.events(15...20))  // over the bound: forgotten, not lost
+        #expect(feed.owedRead == .events)
+        let step = feed.storeRead(Self.read(Array(11...20), newest: 20, atDelivered: Fixtures.event(10)))
+        #expect(Self.ids(step) == Array(11...20))
+    }
+}

@@ -1,0 +1,112 @@
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillObservability
+import WaybillRealtime
+import WaybillStorage
+import WaybillTesting
+
+/// The feed against a real SQLite store and a scripted broker, on a test clock.
+@Suite(.timeLimit(.minutes(1)))
+struct HubFeedTests {
+    /// Runs a feed from the store's newest cursor; `body` drives it.
+    static func withFeed(
+        _ body: (_ store: any OrderStore, _ broker: ScriptedBroker, _ target: RecordingTarget, _ clock: TestClock) async throws -> Void
+    ) async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+            let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: store)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+            try await body(store, broker, target, clock)
+            running.cancel()
+            await running.value
+        }
+    }
+
+    @Test func aGapInWhatTheBrokerGaveIsReadFromTheStore() async throws {
+        try await Self.withFeed { store, broker, target, _ in
+            let events = try await store.append(5)
+            broker.send(.events(Array(events[3...])))  // 1...3 never arrived
+            #expect(await eventually { target.ids == [1, 2, 3, 4, 5] })
+            broker.send(.events(events))  // a relay that republishes
+            let more = try await store.append(1)
+            broker.send(.events(more))
+            #expect(await eventually { target.ids.count >= 6 })
+            #expect(target.ids == [1, 2, 3, 4, 5, 6])
+        }
+    }
+
+    @Test func whileTheBrokerIsLostNewEventsComeFromTheStoreThenNoDuplicatesWhenItIsBack() async throws {
+        try await Self.withFeed { store, broker, target, clock in
+            broker.send(.lost)
+            let first = try await store.append(2)
+            await clock.advance(by: .milliseconds(100))
+            #expect(await eventually { target.ids == [1, 2] })
+            let second = try await store.append(2)
+            await clock.advance(by: .milliseconds(100))
+            #expect(await eventually { target.ids == [1, 2, 3, 4] })
+            let third = try await store.append(1)  // published while the broker was away: never delivered by it
+            broker.send(.subscribed)
+            #expect(await eventually { target.ids == [1, 2, 3, 4, 5] })
+            broker.send(.events(first + second + third))  // a late republish overlapping everything
+            let live = try await store.append(1)
+            broker.send(.events(live))
+            #expect(await eventually { target.ids.count >= 6 })
+            #expect(target.ids == [1, 2, 3, 4, 5, 6])
+            #expect(target.rewinds.isEmpty)
+        }
+    }
+
+    @Test func aRewoundHistoryIsReportedOnceAndDeliveryContinuesFromTheNewNewest() async throws {
+        try await withStore { original in
+            let events = try await original.append(3)
+            try await withStore { restored in
+                // A "restored" store whose event 2 is a different event and whose history ends there.
+                try await restored.append(2)
+                let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+                let feed = HubFeed(broker: broker, store: restored, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+                let subscription = broker.subscribe()
+                let running = Task { await feed.run(first: subscription, startingAfter: events[2].cursor) }
+                defer { running.cancel() }
+                broker.send(.lost)  // polling reads the store at once and on every tick
+                #expect(await eventually { target.rewinds.count == 1 })
+                let newest = try await HubFeed.newestCursor(in: restored)
+                #expect(target.rewinds == [newest])
+                let next = try await restored.append(1)
+                await clock.advance(by: .milliseconds(100))
+                #expect(await eventually { target.ids == [next[0].id.rawValue] })
+                #expect(target.rewinds.count == 1)
+                running.cancel()
+                await running.value
+            }
+        }
+    }
+
+    @Test func theHistoryIsCheckedWhileTheBrokerDelivers() async throws {
+        try await withStore { original in
+            try await original.append(3)
+            try await withStore { restored in
+                try await restored.append(2)
+                let store = SwitchableStore(original)
+                let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+                let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+                let subscription = broker.subscribe()
+                let start = try await HubFeed.newestCursor(in: store)
+                let running = Task { await feed.run(first: subscription, startingAfter: start) }
+                defer { running.cancel() }
+                await clock.advance(by: .milliseconds(100))
+                store.switchTo(restored)  // the database under the node goes back to event 2
+                await clock.advance(by: .seconds(4))
+                #expect(target.rewinds.isEmpty, "the broker path reads no history until the check is due")
+                await clock.advance(by: .seconds(1))
+                let newest = try await HubFeed.newestCursor(in: restored)
+                #expect(await eventually { target.rewinds == [newest] })
+                running.cancel()
+                await running.value
+            }
+        }
+    }
+}

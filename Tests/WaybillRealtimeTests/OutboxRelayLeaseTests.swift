@@ -1,0 +1,105 @@
+import Testing
+import WaybillDomain
+import WaybillObservability
+import WaybillRealtime
+import WaybillSQLite
+import WaybillStorage
+import WaybillTesting
+
+/// One relay publishes at a time (the store's lease); another takes over from the persisted cursor.
+@Suite(.timeLimit(.minutes(1)))
+struct OutboxRelayLeaseTests {
+    static func relay(_ store: any OrderStore, _ broker: ScriptedBroker, clock: TestClock) -> OutboxRelay {
+        OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+    }
+
+    @Test func aRelayWithoutTheLeasePublishesNothingUntilItGetsIt() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            let other = store.lease(OutboxRelay.leaseName)  // another node leads
+            #expect(await other.acquire())
+            let relay = Self.relay(store, broker, clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            let events = try await store.append(3)
+            relay.committed(events)
+            await clock.advance(by: .seconds(3))
+            // Bounded wait for something that must not happen: the follower keeps trying the lease.
+            #expect(await !eventually(timeout: .milliseconds(300)) { !broker.publishedIDs.isEmpty || relay.isLeading })
+            await other.release()
+            #expect(await eventually { relay.isLeading })
+            relay.notify()
+            #expect(await eventually { broker.publishedIDs == events.map(\.id) })
+            running.cancel()
+            await running.value
+        }
+    }
+
+    @Test func aSecondRelayTakesOverFromThePersistedCursorWhenTheFirstStops() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            let first = Self.relay(store, broker, clock: clock), second = Self.relay(store, broker, clock: clock)
+            let leading = Task { await first.run() }
+            #expect(await eventually { first.isLeading })
+            let waiting = Task { await second.run() }
+            defer { waiting.cancel() }
+            let early = try await store.append(2)
+            first.committed(early)
+            #expect(await eventually { broker.publishedIDs == early.map(\.id) })
+            #expect(!second.isLeading)
+            leading.cancel()
+            await leading.value  // persists its cursor, then releases the lease
+            #expect(try await store.read { tx in try tx.relayedThrough() } == early[1].id)
+            #expect(await eventually { second.isLeading })
+            let late = try await store.append(2)  // committed on the node that leads now
+            second.committed(late)
+            #expect(await eventually { broker.publishedIDs == (early + late).map(\.id) })
+            waiting.cancel()
+            await waiting.value
+        }
+    }
+
+    @Test func aFollowerDropsHandedEventsAndTheLeaderStillFindsThemInTheStore() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            let leader = Self.relay(store, broker, clock: clock), follower = Self.relay(store, broker, clock: clock)
+            let leading = Task { await leader.run() }
+            defer { leading.cancel() }
+            #expect(await eventually { leader.isLeading })
+            let following = Task { await follower.run() }
+            defer { following.cancel() }
+            let events = try await store.append(3)
+            follower.committed(events)  // committed on the follower's node
+            await clock.advance(by: .seconds(1))  // the leader's poll
+            #expect(await eventually { broker.publishedIDs == events.map(\.id) })
+            leading.cancel()
+            following.cancel()
+            await leading.value
+            await following.value
+        }
+    }
+
+    @Test func aCursorAboveTheStoresNewestRestartsFromTheNewest() async throws {
+        try await withStore { original in
+            try await withStore { restored in
+                let store = SwitchableStore(original)
+                let broker = ScriptedBroker(), clock = TestClock()
+                let relay = Self.relay(store, broker, clock: clock)
+                let running = Task { await relay.run() }
+                defer { running.cancel() }
+                let before = try await store.append(5)
+                relay.committed(before)
+                #expect(await eventually { broker.publishedIDs.count == 5 })
+                try await restored.append(2)
+                store.switchTo(restored)  // history rewinds to event 2 under the relay
+                await clock.advance(by: .seconds(1))
+                let after = try await store.append(1)  // id 3 again, a different event
+                await clock.advance(by: .seconds(1))
+                relay.notify()
+                #expect(await eventually { broker.publishedIDs.last == after[0].id && broker.publishedIDs.count == 6 })
+                running.cancel()
+                await running.value
+            }
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillRealtime
+import WaybillSQLite
+import WaybillStorage
+import WaybillTesting
+
+struct LogoutWindowTests {
+    static let t = Date(timeIntervalSince1970: 1_000_000)
+
+    @Test func eachLogoutIsActedOnOnceAcrossOverlappingPolls() {
+        var window = LogoutWindow(overlap: 5)
+        let a = Logout(userID: 1, at: Self.t), b = Logout(userID: 2, at: Self.t + 1)
+        #expect(window.since(now: Self.t + 2) == Self.t - 3)
+        #expect(window.received([a], now: Self.t + 1) == [1])
+        #expect(window.received([a, b], now: Self.t + 2) == [2])
+        #expect(window.received([a, b], now: Self.t + 3).isEmpty)
+    }
+
+    @Test func aUserWhoLogsOutAgainIsActedOnAgain() {
+        var window = LogoutWindow(overlap: 5)
+        #expect(window.received([Logout(userID: 1, at: Self.t)], now: Self.t) == [1])
+        #expect(window.received([Logout(userID: 1, at: Self.t), Logout(userID: 1, at: Self.t + 2)], now: Self.t + 2) == [1])
+    }
+
+    @Test func twoLogoutsOfOneUserInOnePollActOnce() {
+        var window = LogoutWindow(overlap: 5)
+        #expect(window.received([Logout(userID: 3, at: Self.t), Logout(userID: 3, at: Self.t + 1)], now: Self.t + 1) == [3])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SessionWatcherTests {
+    /// A logout recorded through another handle on the same file (another node) reaches the callback once.
+    @Test func aLogoutRecordedByAnotherNodeIsReportedOnce() async throws {
+        try await withStore { store in
+            let user = try await store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
+            }
+            let reported = Mutex<[UserID]>([])
+            let clock = TestClock()
+            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { user in
+                reported.withLock { $0.append(user) }
+            }
+            let running = Task { await watcher.run() }
+            defer { running.cancel() }
+            try await store.write { tx in try tx.revokeTokens(of: user.id) }
+            await clock.advance(by: .milliseconds(250))
+            #expect(await eventually { reported.withLock { $0 } == [user.id] })
+            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
+            #expect(reported.withLock { $0 } == [user.id])
+            running.cancel()
+            await running.value
+        }
+    }
+}

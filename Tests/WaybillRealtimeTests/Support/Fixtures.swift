@@ -1,0 +1,117 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillObservability
+import WaybillRealtime
+import WaybillSQLite
+import WaybillStorage
+
+/// Event values for the state machines: ids as given, a fixed commit time unless told.
+enum Fixtures {
+    static func event(_ id: Int64, committedAt seconds: TimeInterval = 0, order: Int64 = 1) -> StoredEvent {
+        StoredEvent(
+            id: EventID(id),
+            event: OrderEvent(
+                type: .updated, companyID: 1, orderID: OrderID(order), number: "n", oldStatus: nil, newStatus: .new,
+                driverID: nil, changedAt: Date(timeIntervalSince1970: 0), groups: [.company(1)]),
+            committedAt: Date(timeIntervalSince1970: seconds))
+    }
+
+    static func events(_ ids: ClosedRange<Int64>) -> [StoredEvent] { ids.map { event($0) } }
+    static func events(_ ids: [Int64]) -> [StoredEvent] { ids.map { event($0) } }
+
+    /// A quiet logger (tests that care about lines pass their own).
+    static let logger = Logger(minimum: .error, sink: { _ in })
+
+    /// An `order_updated` event for order `order` of company 1, to append through a store.
+    static func orderEvent(order: Int64 = 1) -> OrderEvent {
+        OrderEvent(
+            type: .updated, companyID: 1, orderID: OrderID(order), number: "n", oldStatus: nil, newStatus: .new,
+            driverID: nil, changedAt: Date(), groups: [.company(1)])
+    }
+}
+
+/// A real SQLite store in a fresh temporary directory, closed and deleted after `body`.
+func withStore<T>(_ body: (SQLiteOrderStore) async throws -> T) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-realtime-\(UUID().uuidString)")
+    let store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+    defer {
+        store.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
+    return try await body(store)
+}
+
+extension OrderStore {
+    /// Commits `count` events in one transaction, as a write elsewhere (another node) would.
+    @discardableResult
+    func append(_ count: Int) async throws -> [StoredEvent] {
+        try await write { tx in try tx.appendEvents((0..<count).map { _ in Fixtures.orderEvent() }) }
+    }
+}
+
+/// A broker double behind the real protocol: the test decides what subscriptions see
+/// (`.lost`, `.subscribed`, batches), and publishes are recorded (or refused).
+final class ScriptedBroker: Broker {
+    private let subscribers = Mutex<[AsyncStream<BrokerDelivery>.Continuation]>([])
+    private let published = Mutex<[EventID]>([])
+    private let refusing = Atomic<Bool>(false)
+
+    func publish(_ events: [StoredEvent]) async throws {
+        if refusing.load(ordering: .relaxed) { throw BrokerError("refused by the test") }
+        published.withLock { $0 += events.map(\.id) }
+    }
+
+    func subscribe() -> AsyncStream<BrokerDelivery> {
+        let (stream, continuation) = AsyncStream.makeStream(of: BrokerDelivery.self)
+        continuation.yield(.subscribed)
+        subscribers.withLock { $0.append(continuation) }
+        return stream
+    }
+
+    /// Yields `delivery` on every subscription.
+    func send(_ delivery: BrokerDelivery) {
+        for continuation in subscribers.withLock({ $0 }) { continuation.yield(delivery) }
+    }
+
+    var publishedIDs: [EventID] { published.withLock { $0 } }
+    func refuse(_ value: Bool) { refusing.store(value, ordering: .relaxed) }
+}
+
+/// A feed target that records what it was given.
+final class RecordingTarget: FeedTarget {
+    private let state = Mutex<(ids: [EventID], rewinds: [EventCursor])>(([], []))
+    func deliver(_ events: [StoredEvent]) { state.withLock { $0.ids += events.map(\.id) } }
+    func historyRewound(to newest: EventCursor) { state.withLock { $0.rewinds.append(newest) } }
+    var ids: [Int64] { state.withLock { $0.ids.map(\.rawValue) } }
+    var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
+}
+
+/// Polls `condition` every 5 ms until it holds or `timeout` (real time) passes.
+func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return try await condition()
+}
+
+/// Forwards to one real store, then — when the test says so — to another: what a node sees when
+/// its database is restored from a backup or fails over to a standby under it.
+final class SwitchableStore: OrderStore {
+    private let current: Mutex<any OrderStore>
+    init(_ store: any OrderStore) { current = Mutex(store) }
+    func switchTo(_ store: any OrderStore) { current.withLock { $0 = store } }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await current.withLock { $0 }.read(body)
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        try await current.withLock { $0 }.write(body)
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { current.withLock { $0 }.lease(name) }
+}
