@@ -26,6 +26,9 @@ let package = Package(
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(
+            name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
         // Pure rules: no I/O, Foundation only.
         .target(name: "WaybillDomain", swiftSettings: swiftSettings),
@@ -33,6 +36,10 @@ let package = Package(
         .target(name: "WaybillStorage", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .target(
             name: "WaybillSQLite", dependencies: ["WaybillStorage", "WaybillDomain", "CSQLite"],
+            swiftSettings: swiftSettings),
+        // The cluster store: PostgreSQL over libpq (several nodes share one database).
+        .target(
+            name: "WaybillPostgres", dependencies: ["WaybillStorage", "WaybillDomain", "CPostgres"],
             swiftSettings: swiftSettings),
         // Broker protocol and the in-process broker.
         .target(name: "WaybillBroker", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
@@ -61,6 +68,15 @@ let package = Package(
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "WaybillPostgresTests",
+            dependencies: ["WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
+            swiftSettings: swiftSettings),
+        // One body per case, run against every store backend (SQLite in a temp dir, PostgreSQL started by the test).
+        .testTarget(
+            name: "WaybillStoreConformanceTests",
+            dependencies: ["WaybillSQLite", "WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillNetworkTests", dependencies: ["WaybillNetwork", "WaybillTesting"], swiftSettings: swiftSettings),
