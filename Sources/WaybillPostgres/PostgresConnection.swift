@@ -135,21 +135,25 @@ final class PostgresConnection {
                 if firstError == nil { firstError = error(from: raw, sql: sql) }
             }
         }
+        // Judge the connection only after draining: a terminated backend first sends its FATAL
+        // (57P01) as an ordinary error result, and only the next read finds the socket closed.
+        if let handle, PQstatus(handle) == CONNECTION_BAD {
+            close()
+            throw PostgresError(
+                .connectionLost, sqlState: firstError?.sqlState,
+                message: firstError?.message ?? "the connection was closed", sql: sql)
+        }
         if let firstError { throw firstError }
-        if let last, PQstatus(db) == CONNECTION_OK { return last }
+        if let last { return last }
         throw failure(sql: sql)
     }
 
-    /// The error of a failed result; a broken connection wins over whatever the server said last.
+    /// The error of a failed result, with the fields a caller may act on.
     private func error(from result: OpaquePointer, sql: String) -> PostgresError {
         let state = PQresultErrorField(result, wb_pq_diag_sqlstate).map { String(cString: $0) }
         let constraint = PQresultErrorField(result, wb_pq_diag_constraint_name).map { String(cString: $0) }
         let primary = PQresultErrorField(result, wb_pq_diag_message_primary).map { String(cString: $0) }
         let message = primary ?? Self.firstLine(PQresultErrorMessage(result))
-        if let handle, PQstatus(handle) == CONNECTION_BAD {
-            close()
-            return PostgresError(.connectionLost, sqlState: state, message: message, sql: sql)
-        }
         return PostgresError(.server, sqlState: state, constraint: constraint, message: message, sql: sql)
     }
 

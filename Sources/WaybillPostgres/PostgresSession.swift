@@ -12,6 +12,9 @@ final class PostgresSession {
     private var connection: PostgresConnection?
     private var connectedGeneration = 0
 
+    /// A connect that has not completed by then fails (a frozen server accepts TCP but never answers).
+    static let connectTimeout: Duration = .seconds(2)
+
     init(settings: PostgresConnectionSettings, health: PostgresHealth) {
         self.settings = settings
         self.health = health
@@ -23,7 +26,8 @@ final class PostgresSession {
         let generation = health.generation
         if let connection, connection.isUsable, connectedGeneration == generation { return connection }
         close()
-        let opened = try PostgresConnection(settings, deadline: deadline)
+        // The connect_timeout keyword is not enforced for non-blocking connects: bound it here.
+        let opened = try PostgresConnection(settings, deadline: min(deadline, .now + Self.connectTimeout))
         connection = opened
         connectedGeneration = generation
         return opened
