@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages Waybill needs, only those that are missing.
 #   scripts/install-deps.sh          build + run (C libraries, pkg-config)
-#   scripts/install-deps.sh --test   also what the tests need (redis-server, chromium, python venv)
+#   scripts/install-deps.sh --test   also what the tests need (postgresql, redis-server, chromium, python venv)
 # On Debian/Ubuntu as root it runs apt-get; otherwise it prints what to install.
 set -euo pipefail
 
@@ -10,7 +10,7 @@ want_test=0
 
 if [ "$(uname -s)" = "Darwin" ]; then
     missing=()
-    for formula in libwebsockets sqlite openssl@3 pkg-config; do
+    for formula in libwebsockets sqlite openssl@3 libpq pkg-config; do
         brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -21,9 +21,10 @@ if [ "$(uname -s)" = "Darwin" ]; then
     exit 0
 fi
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev)
+packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev libpq-dev)
 if [ "$want_test" = 1 ]; then
-    packages+=(chromium python3-venv python3-pip)
+    # postgresql: the store tests start throwaway servers with its initdb and pg_ctl.
+    packages+=(chromium python3-venv python3-pip postgresql)
 fi
 
 missing=()

@@ -60,6 +60,8 @@ extension PostgresLease {
         private var threadRunning = false
         private var stopWaiters: [CheckedContinuation<Void, Never>] = []
         private var isShutDown = false
+        /// Whether this thread's session holds the advisory lock (touched by the lease thread only).
+        private var sessionHoldsLock = false
 
         init(name: String, settings: PostgresConnectionSettings) {
             self.name = name
@@ -157,7 +159,13 @@ extension PostgresLease {
                 case .idle: break
                 }
             }
-            // Closing the session frees the advisory lock on the server.
+            // Unlocking first frees the lock at once for a node waiting on it; closing the
+            // session would free it too, only once the server notices the backend exit.
+            if let connection, connection.isUsable, heldBeforeExit() {
+                _ = try? connection.execute(
+                    "SELECT pg_advisory_unlock($1::integer, hashtext($2))",
+                    [.integer(Int64(PostgresLease.lockClass)), .text(name)], deadline: .now + .milliseconds(500))
+            }
             connection?.close()
             let stopped = locked { () -> [CheckedContinuation<Void, Never>] in
                 threadRunning = false
@@ -168,6 +176,11 @@ extension PostgresLease {
                 return stopWaiters
             }
             for waiter in stopped { waiter.resume() }
+        }
+
+        private func heldBeforeExit() -> Bool {
+            defer { sessionHoldsLock = false }
+            return sessionHoldsLock
         }
 
         /// One try; on success the waiters resume, else the thread waits the retry interval.
@@ -183,6 +196,7 @@ extension PostgresLease {
                     deadline: .now + PostgresLease.heartbeatDeadline
                 ) { $0.bool(0) }
                 if got == true {
+                    sessionHoldsLock = true
                     let won = locked { () -> [CheckedContinuation<Bool, Never>]? in
                         // Nobody wants it any more (cancelled, shut down): the loop ends and
                         // closing the session gives the lock back.
@@ -218,6 +232,7 @@ extension PostgresLease {
                     confirmedAt = nil
                 }
                 connection.close()
+                sessionHoldsLock = false
                 return nil
             }
         }

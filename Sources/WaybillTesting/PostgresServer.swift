@@ -44,7 +44,10 @@ public final class PostgresServer: Sendable {
     /// - Throws: `PostgresServerError` when PostgreSQL is not installed or will not start.
     public init() throws {
         let binaries = try Self.findBinaries()
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory())
+        // As root the server runs as `postgres`, which must be able to reach the directory:
+        // /tmp rather than a TMPDIR that may be private to root.
+        let base = getuid() == 0 ? "/tmp" : NSTemporaryDirectory()
+        let directory = URL(fileURLWithPath: base)
             .appendingPathComponent("waybill-pg-\(UUID().uuidString.prefix(8))", isDirectory: true)
         let local = Local(directory: directory, binaries: binaries)
         try FileManager.default.createDirectory(at: local.sockets, withIntermediateDirectories: true)
@@ -118,17 +121,17 @@ public final class PostgresServer: Sendable {
 
     /// SIGKILLs the postmaster (its backends exit when they notice).
     public func kill() throws {
-        _ = Glibc.kill(try postmasterPID(), SIGKILL)
+        send(SIGKILL, to: try postmasterPID())
     }
 
     /// SIGSTOPs the postmaster and its children: a hung host whose kernel still accepts TCP.
     public func freeze() throws {
-        for pid in try processTree() { _ = Glibc.kill(pid, SIGSTOP) }
+        for pid in try processTree() { send(SIGSTOP, to: pid) }
     }
 
     /// Resumes what ``freeze()`` stopped.
     public func thaw() throws {
-        for pid in try processTree() { _ = Glibc.kill(pid, SIGCONT) }
+        for pid in try processTree() { send(SIGCONT, to: pid) }
     }
 
     /// Stops the server at once and deletes its directory. Idempotent.
@@ -257,6 +260,11 @@ public final class PostgresServer: Sendable {
                     + "(\(failure.status)): \(failure.output.suffix(600))")
         }
     }
+}
+
+/// `kill(2)`, under another name: inside `PostgresServer` the name `kill` is its own method.
+private func send(_ signal: Int32, to pid: pid_t) {
+    _ = kill(pid, signal)
 }
 
 /// The server the test process removes at exit (`atexit` takes no closure context).
