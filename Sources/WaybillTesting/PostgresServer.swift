@@ -137,6 +137,7 @@ public final class PostgresServer: Sendable {
     /// Stops the server at once and deletes its directory. Idempotent.
     public func remove() {
         guard let local else { return }
+        try? thaw()  // a frozen server would not react to the stop
         try? stop(mode: .immediate)
         try? FileManager.default.removeItem(at: local.directory)
     }
