@@ -150,32 +150,43 @@ extension PostgresLease {
 
         // MARK: The lease thread
 
+        /// Serves the lease until nobody wants it: tries to lock, then heartbeats, then gives the
+        /// session back. Starts over if an `acquire` arrived while it was giving up.
         private func run() {
-            var connection: PostgresConnection?
-            while let current = locked({ isShutDown ? nil : phase }), current != .idle {
-                switch current {
-                case .acquiring: connection = tryLock(connection)
-                case .held: connection = heartbeat(connection)
-                case .idle: break
+            while true {
+                var connection: PostgresConnection?
+                while let current = locked({ isShutDown ? nil : phase }), current != .idle {
+                    switch current {
+                    case .acquiring: connection = tryLock(connection)
+                    case .held: connection = heartbeat(connection)
+                    case .idle: break
+                    }
                 }
+                // Unlocking first frees the lock at once for a node waiting on it; closing the
+                // session would free it too, only once the server notices the backend exit.
+                if let connection, connection.isUsable, heldBeforeExit() {
+                    _ = try? connection.execute(
+                        "SELECT pg_advisory_unlock($1::integer, hashtext($2))",
+                        [.integer(Int64(PostgresLease.lockClass)), .text(name)], deadline: .now + .milliseconds(500))
+                }
+                connection?.close()
+                sessionHoldsLock = false
+                let (released, exits) = locked { () -> ([CheckedContinuation<Void, Never>], Bool) in
+                    confirmedAt = nil
+                    defer { stopWaiters.removeAll() }
+                    // An `acquire` that came in meanwhile found the thread still running and
+                    // relies on it: serve it instead of exiting.
+                    if phase == .acquiring && !isShutDown { return (stopWaiters, false) }
+                    threadRunning = false
+                    if phase == .held { phase = .idle }
+                    condition.broadcast()
+                    return (stopWaiters, true)
+                }
+                // The session is closed: whoever waited in `release` is done.
+                for waiter in released { waiter.resume() }
+                guard exits else { continue }
+                return
             }
-            // Unlocking first frees the lock at once for a node waiting on it; closing the
-            // session would free it too, only once the server notices the backend exit.
-            if let connection, connection.isUsable, heldBeforeExit() {
-                _ = try? connection.execute(
-                    "SELECT pg_advisory_unlock($1::integer, hashtext($2))",
-                    [.integer(Int64(PostgresLease.lockClass)), .text(name)], deadline: .now + .milliseconds(500))
-            }
-            connection?.close()
-            let stopped = locked { () -> [CheckedContinuation<Void, Never>] in
-                threadRunning = false
-                if phase == .held { phase = .idle }
-                confirmedAt = nil
-                condition.broadcast()
-                defer { stopWaiters.removeAll() }
-                return stopWaiters
-            }
-            for waiter in stopped { waiter.resume() }
         }
 
         private func heldBeforeExit() -> Bool {

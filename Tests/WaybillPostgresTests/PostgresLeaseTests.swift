@@ -41,7 +41,12 @@ import WaybillTesting
         #expect(await takeover.value)
         #expect(start.duration(to: .now) < .seconds(5))
         #expect(try await waitUntil(.seconds(3)) { !holder.isHeld }, "the old holder notices at its next heartbeat")
+        // The old holder asks again and gets it back once the new one lets go.
+        let comeback = Task { await holder.acquire() }
         await contender.release()
+        #expect(await comeback.value)
+        #expect(holder.isHeld)
+        await holder.release()
     }
 
     @Test func closingTheHoldingStoreHandsTheLeaseOver() async throws {
