@@ -119,9 +119,10 @@ public final class PostgresServer: Sendable {
             ["-D", local.data.path, "-m", mode.rawValue, "-w", "stop"])
     }
 
-    /// SIGKILLs the postmaster (its backends exit when they notice).
+    /// SIGKILLs the postmaster and its backends: a crashed host. ``start()`` works afterwards
+    /// (nothing is left attached to the old shared memory).
     public func kill() throws {
-        send(SIGKILL, to: try postmasterPID())
+        for pid in try processTree().reversed() { send(SIGKILL, to: pid) }
     }
 
     /// SIGSTOPs the postmaster and its children: a hung host whose kernel still accepts TCP.

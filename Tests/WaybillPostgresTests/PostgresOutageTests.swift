@@ -9,7 +9,7 @@ import WaybillTesting
 /// bound, fail fast while it stays down, and succeed again once it is back, with the same store.
 /// Each test runs its own server (they stop, kill or freeze it).
 @Suite(.serialized, .timeLimit(.minutes(2))) struct PostgresOutageTests {
-    private func withOwnServer(_ body: (PostgresServer, PostgresOrderStore) async throws -> Void) async throws {
+    fileprivate func withOwnServer(_ body: (PostgresServer, PostgresOrderStore) async throws -> Void) async throws {
         let server = try await runBlocking { try PostgresServer() }
         defer { server.remove() }
         let url = try await runBlocking { try server.createDatabase() }
@@ -18,7 +18,7 @@ import WaybillTesting
         try await body(server, store)
     }
 
-    private func write(_ store: PostgresOrderStore) async throws -> Company {
+    fileprivate func write(_ store: PostgresOrderStore) async throws -> Company {
         try await store.write { tx in try tx.insertCompany(name: "Acme") }
     }
 
@@ -84,6 +84,32 @@ import WaybillTesting
             #expect(Int(killed) ?? 0 >= 1)
             // Each worker finds its connection broken before COMMIT, reconnects and reruns the closure.
             for _ in 0..<8 { _ = try await write(store) }
+        }
+    }
+}
+
+extension PostgresOutageTests {
+    @Test func aKilledServerIsUnavailableAndTheStoreRecoversAfterItsRestart() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            try await runBlocking { try server.kill() }
+            let (elapsed, outcome) = await timed { try await write(store) }
+            #expect(isUnavailable(outcome), "\(outcome)")
+            #expect(elapsed < .seconds(5))
+            try await runBlocking {
+                // The kernel may take a moment to reap the killed processes before the port is free.
+                var lastError: (any Error)?
+                for _ in 0..<20 {
+                    do {
+                        return try server.start()
+                    } catch {
+                        lastError = error
+                        Thread.sleep(forTimeInterval: 0.25)
+                    }
+                }
+                throw lastError!
+            }
+            _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
         }
     }
 }
