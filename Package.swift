@@ -29,6 +29,9 @@ let package = Package(
         .systemLibrary(
             name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
+        .systemLibrary(
+            name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
         // Pure rules: no I/O, Foundation only.
         .target(name: "WaybillDomain", swiftSettings: swiftSettings),
@@ -36,6 +39,10 @@ let package = Package(
         .target(name: "WaybillStorage", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .target(
             name: "WaybillSQLite", dependencies: ["WaybillStorage", "WaybillDomain", "CSQLite"],
+            swiftSettings: swiftSettings),
+        // The cluster store: PostgreSQL over libpq (several nodes share one database).
+        .target(
+            name: "WaybillPostgres", dependencies: ["WaybillStorage", "WaybillDomain", "CPostgres"],
             swiftSettings: swiftSettings),
         // Broker protocol and the in-process broker.
         .target(name: "WaybillBroker", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
@@ -71,8 +78,9 @@ let package = Package(
         .target(name: "WaybillTesting", swiftSettings: swiftSettings),
         .executableTarget(
             name: "waybill",
-            dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillBroker", "WaybillNetwork", "WaybillStorage",
-                           "WaybillDomain", "WaybillClient", "WaybillClientTransports", "WaybillObservability"],
+            dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillPostgres", "WaybillBroker", "WaybillRedis",
+                           "WaybillNetwork", "WaybillStorage", "WaybillDomain", "WaybillClient",
+                           "WaybillClientTransports", "WaybillObservability"],
             swiftSettings: swiftSettings),
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
@@ -80,12 +88,21 @@ let package = Package(
             name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain"],
             swiftSettings: swiftSettings),
         .testTarget(
+            name: "WaybillPostgresTests",
+            dependencies: ["WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
+            swiftSettings: swiftSettings),
+        // One body per case, run against every store backend (SQLite in a temp dir, PostgreSQL started by the test).
+        .testTarget(
+            name: "WaybillStoreConformanceTests",
+            dependencies: ["WaybillSQLite", "WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "WaybillNetworkTests", dependencies: ["WaybillNetwork", "WaybillTesting"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillAPITests",
             dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
-                           "WaybillSQLite", "WaybillBroker", "WaybillClient", "WaybillClientTransports",
-                           "WaybillObservability"],
+                           "WaybillSQLite", "WaybillPostgres", "WaybillBroker", "WaybillClient",
+                           "WaybillClientTransports", "WaybillObservability"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillRealtimeTests",

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages Waybill needs, only those that are missing.
-#   scripts/install-deps.sh          build + run (C libraries, pkg-config)
-#   scripts/install-deps.sh --test   also what the tests need (redis-server, chromium, python venv)
+#   scripts/install-deps.sh            build + run (C libraries, pkg-config)
+#   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, nginx, Chromium, a Python venv
+#   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx
 # On Debian/Ubuntu as root it runs apt-get; otherwise it prints what to install.
 set -euo pipefail
 
-want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+mode="${1:-}"
 
 if [ "$(uname -s)" = "Darwin" ]; then
     missing=()
-    for formula in libwebsockets sqlite openssl@3 hiredis pkg-config; do
+    for formula in libwebsockets sqlite openssl@3 hiredis libpq pkg-config; do
         brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -21,10 +21,16 @@ if [ "$(uname -s)" = "Darwin" ]; then
     exit 0
 fi
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev libhiredis-dev)
-if [ "$want_test" = 1 ]; then
-    packages+=(redis-server chromium python3-venv python3-pip)
-fi
+# The C libraries behind the C* modules: libwebsockets, SQLite, libcrypto, hiredis, libpq.
+packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev libhiredis-dev libpq-dev)
+# Servers the multi-node tests and `make cluster` start themselves (on free loopback ports).
+services=(postgresql redis-server nginx)
+case "$mode" in
+    --test) packages+=("${services[@]}" chromium python3-venv python3-pip) ;;
+    --cluster) packages+=("${services[@]}") ;;
+    "") ;;
+    *) echo "usage: scripts/install-deps.sh [--test|--cluster]" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${packages[@]}"; do

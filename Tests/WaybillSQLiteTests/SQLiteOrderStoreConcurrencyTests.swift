@@ -41,42 +41,6 @@ private final class Flag: Sendable {
         return gate
     }
 
-    @Test func readersNeverSeeAnOrderWithoutItsEvent() async throws {
-        try await withStore(readers: 4) { store, _ in
-            let fixture = try await Fixture.seed(store)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for stream in 0..<4 {
-                    group.addTask {
-                        for index in 0..<40 {
-                            try await store.write { tx in
-                                let order = try tx.insertOrder(
-                                    sampleOrder(in: fixture.acme.id, number: "\(stream)-\(index)"))
-                                _ = try tx.appendEvents([createdEvent(order)])
-                            }
-                        }
-                    }
-                }
-                for _ in 0..<4 {
-                    group.addTask {
-                        for _ in 0..<60 {
-                            let seen = try await store.read { tx in
-                                (
-                                    orders: try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).count,
-                                    newest: try tx.newestEventID(),
-                                    events: try tx.events(after: .zero, limit: 1000).count
-                                )
-                            }
-                            #expect(seen.orders == seen.events)
-                            #expect(seen.newest.rawValue == Int64(seen.events))
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(160))
-        }
-    }
-
     @Test func twoHundredConcurrentWritesGetIDsOneToTwoHundred() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)

@@ -1,0 +1,222 @@
+internal import CPostgres
+import Foundation
+
+/// One libpq connection, owned by this object: `close()` (or `deinit`) finishes it.
+///
+/// Not thread-safe and not `Sendable`: a connection is opened, used and closed on the one thread
+/// that owns it (a store worker or a lease). Every wait on the server is bounded by a
+/// client-side deadline — libpq's own calls would hang for good on a frozen server, since
+/// `statement_timeout` is enforced by the server and keepalives never fire while the kernel
+/// still ACKs (field notes §2) — so each statement is sent, then the socket is polled until the
+/// deadline, and a late answer drops the connection.
+final class PostgresConnection {
+    private var handle: OpaquePointer?
+    /// Statement names by SQL text, prepared lazily on first use. A new connection starts with
+    /// none, so "prepare after every reconnect" holds by construction. The SQL texts are
+    /// constants of this module, so the cache is bounded.
+    private var prepared: [String: String] = [:]
+
+    /// Connects with `settings`, waiting at most until `deadline`.
+    /// - Throws: `.connectFailed` (refused, bad credentials…) or `.timedOut`.
+    init(_ settings: PostgresConnectionSettings, deadline: ContinuousClock.Instant) throws(PostgresError) {
+        handle = try Self.connect(settings, deadline: deadline)
+    }
+
+    deinit { close() }
+
+    /// Finishes the connection; it needs no answer from the server, so it never blocks. Idempotent.
+    func close() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+        prepared.removeAll()
+    }
+
+    /// Whether the connection can still be used: open, and libpq has not seen it break.
+    var isUsable: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// Whether a transaction is open and failed: every statement but ROLLBACK will be refused.
+    var isInFailedTransaction: Bool { handle.map { PQtransactionStatus($0) == PQTRANS_INERROR } ?? false }
+
+    /// Whether a transaction is open (idle in it, or failed).
+    var isInTransaction: Bool {
+        guard let handle else { return false }
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    // MARK: Statements
+
+    /// Runs `sql` with `arguments` as a prepared statement (prepared on first use).
+    @discardableResult
+    func execute(
+        _ sql: String, _ arguments: [PostgresValue] = [], deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> PostgresResult {
+        let texts = try arguments.map { value throws(PostgresError) in try value.wireText() }
+        let db = try open(sql)
+        let name = try preparedName(for: sql, parameterCount: texts.count, db: db, deadline: deadline)
+        let sent = withCStrings(texts) { pointers in
+            PQsendQueryPrepared(db, name, Int32(pointers.count), pointers, nil, nil, 0)
+        }
+        guard sent == 1 else { throw failure(sql: sql) }
+        return try awaitResult(sql: sql, db: db, deadline: deadline)
+    }
+
+    /// Runs one or more statements without parameters (schema scripts, BEGIN, COMMIT) through the
+    /// simple query protocol; returns the last result.
+    @discardableResult
+    func executeScript(_ sql: String, deadline: ContinuousClock.Instant) throws(PostgresError) -> PostgresResult {
+        let db = try open(sql)
+        guard PQsendQuery(db, sql) == 1 else { throw failure(sql: sql) }
+        return try awaitResult(sql: sql, db: db, deadline: deadline)
+    }
+
+    /// Rows of `sql` decoded with `decode`.
+    func query<T>(
+        _ sql: String, _ arguments: [PostgresValue] = [], deadline: ContinuousClock.Instant,
+        _ decode: (PostgresRow) throws(PostgresError) -> T
+    ) throws(PostgresError) -> [T] {
+        try execute(sql, arguments, deadline: deadline).rows(decode)
+    }
+
+    /// The first row of `query`, or `nil`.
+    func queryFirst<T>(
+        _ sql: String, _ arguments: [PostgresValue] = [], deadline: ContinuousClock.Instant,
+        _ decode: (PostgresRow) throws(PostgresError) -> T
+    ) throws(PostgresError) -> T? {
+        try query(sql, arguments, deadline: deadline, decode).first
+    }
+
+    // MARK: Internals
+
+    private func open(_ sql: String) throws(PostgresError) -> OpaquePointer {
+        guard let handle else { throw PostgresError(.connectionLost, message: "connection is closed", sql: sql) }
+        return handle
+    }
+
+    private func preparedName(
+        for sql: String, parameterCount: Int, db: OpaquePointer, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> String {
+        if let name = prepared[sql] { return name }
+        let name = "wb\(prepared.count + 1)"
+        // nil parameter types: the server infers each from the statement.
+        guard PQsendPrepare(db, name, sql, Int32(parameterCount), nil) == 1 else { throw failure(sql: sql) }
+        try awaitResult(sql: sql, db: db, deadline: deadline)
+        prepared[sql] = name
+        return name
+    }
+
+    /// Waits for the answer to what was just sent, then drains every result (libpq requires it
+    /// before the next query). Returns the last result, or throws the first error.
+    @discardableResult
+    private func awaitResult(
+        sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> PostgresResult {
+        while PQisBusy(db) == 1 {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                // The server is hung or unreachable: drop the connection (PQfinish needs no
+                // reply) rather than wait; the store reconnects later.
+                close()
+                throw PostgresError(.timedOut, message: "no answer before the deadline", sql: sql)
+            }
+            var descriptor = pollfd(fd: PQsocket(db), events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(clamping: left.milliseconds + 1))
+            if ready < 0 && errno != EINTR { break }  // PQgetResult below reports the broken socket
+            if ready > 0 && PQconsumeInput(db) == 0 { break }
+        }
+        var firstError: PostgresError?
+        var last: PostgresResult?
+        while let raw = PQgetResult(db) {
+            let result = PostgresResult(handle: raw, sql: sql)
+            switch PQresultStatus(raw) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                last = result
+            default:
+                if firstError == nil { firstError = error(from: raw, sql: sql) }
+            }
+        }
+        // Judge the connection only after draining: a terminated backend first sends its FATAL
+        // (57P01) as an ordinary error result, and only the next read finds the socket closed.
+        if let handle, PQstatus(handle) == CONNECTION_BAD {
+            close()
+            throw PostgresError(
+                .connectionLost, sqlState: firstError?.sqlState,
+                message: firstError?.message ?? "the connection was closed", sql: sql)
+        }
+        if let firstError { throw firstError }
+        if let last { return last }
+        throw failure(sql: sql)
+    }
+
+    /// The error of a failed result, with the fields a caller may act on.
+    private func error(from result: OpaquePointer, sql: String) -> PostgresError {
+        let state = PQresultErrorField(result, wb_pq_diag_sqlstate).map { String(cString: $0) }
+        let constraint = PQresultErrorField(result, wb_pq_diag_constraint_name).map { String(cString: $0) }
+        let primary = PQresultErrorField(result, wb_pq_diag_message_primary).map { String(cString: $0) }
+        let message = primary ?? Self.firstLine(PQresultErrorMessage(result))
+        return PostgresError(.server, sqlState: state, constraint: constraint, message: message, sql: sql)
+    }
+
+    /// The failure after a send or a result went missing: libpq's message, and the connection
+    /// dropped if it broke.
+    private func failure(sql: String) -> PostgresError {
+        let message = handle.map { Self.firstLine(PQerrorMessage($0)) } ?? "connection is closed"
+        if handle.map({ PQstatus($0) == CONNECTION_BAD }) ?? true {
+            close()
+            return PostgresError(.connectionLost, message: message, sql: sql)
+        }
+        return PostgresError(.server, message: message, sql: sql)
+    }
+
+    static func firstLine(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "unknown error" }
+        let line = String(cString: text).split(separator: "\n", omittingEmptySubsequences: true).first
+        return line.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown error"
+    }
+
+    // MARK: Connecting
+
+    /// Starts a non-blocking connect and polls it until `deadline`, so even a server that
+    /// accepts TCP but never answers (frozen) cannot hold the caller longer.
+    private static func connect(
+        _ settings: PostgresConnectionSettings, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> OpaquePointer {
+        // Both lists end with NULL, as PQconnectStartParams requires.
+        let started = withCStrings(settings.keywords.map(\.0) + [nil]) { keys in
+            withCStrings(settings.keywords.map(\.1) + [nil]) { values in PQconnectStartParams(keys, values, 0) }
+        }
+        guard let db = started else { throw PostgresError(.connectFailed, message: "out of memory") }
+        var status = PGRES_POLLING_WRITING
+        while true {
+            if PQstatus(db) == CONNECTION_BAD || status == PGRES_POLLING_FAILED {
+                let message = firstLine(PQerrorMessage(db))
+                PQfinish(db)
+                throw PostgresError(.connectFailed, message: message)
+            }
+            if status == PGRES_POLLING_OK { break }
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                PQfinish(db)
+                throw PostgresError(.timedOut, message: "timeout expired while connecting")
+            }
+            let events = status == PGRES_POLLING_READING ? POLLIN : POLLOUT
+            var descriptor = pollfd(fd: PQsocket(db), events: Int16(events), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(clamping: left.milliseconds + 1))
+            if ready > 0 || (ready < 0 && errno != EINTR) { status = PQconnectPoll(db) }
+        }
+        wb_pq_silence_notices(db)
+        return db
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}
+
+/// Calls `body` with C strings for `texts` (NULL for `nil`), valid only during the call.
+func withCStrings<R>(_ texts: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies = texts.map { $0.map { strdup($0) } ?? nil }
+    defer { for copy in copies { free(copy) } }
+    return body(copies.map { $0.map { UnsafePointer($0) } })
+}

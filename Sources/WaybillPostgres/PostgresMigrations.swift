@@ -1,0 +1,60 @@
+import Foundation
+
+/// One named schema step. Append-only: never edit a migration that has shipped, add a new one.
+struct PostgresMigration: Sendable {
+    let name: String
+    let sql: String
+}
+
+/// Applies named migrations once each, in order, recording them in `schema_migrations`.
+///
+/// The names are SQLite's (`SQLiteMigrations.all`): one list of schema versions for both stores.
+enum PostgresMigrations {
+    /// Every migration of the PostgreSQL store, oldest first.
+    static let all: [PostgresMigration] = [
+        PostgresMigration(name: "0001_initial_schema", sql: PostgresSchema.initial),
+        PostgresMigration(name: "0002_shared_sessions", sql: PostgresSchema.sharedSessions),
+    ]
+
+    /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").
+    static let lockKey: Int64 = 0x5741_5942_494c_4c31
+
+    /// Applies the migrations of `migrations` not yet recorded, in one transaction, and returns
+    /// their names.
+    ///
+    /// The transaction holds `pg_advisory_xact_lock` before it even creates `schema_migrations`,
+    /// so nodes starting at the same moment migrate once: the others wait for the lock, then
+    /// find every step recorded. DDL is transactional on PostgreSQL, so a failed step leaves
+    /// nothing behind.
+    @discardableResult
+    static func apply(
+        _ migrations: [PostgresMigration] = all, to db: PostgresConnection, at now: Date,
+        deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> [String] {
+        try db.executeScript("BEGIN", deadline: deadline)
+        do throws(PostgresError) {
+            try db.executeScript("SELECT pg_advisory_xact_lock(\(lockKey))", deadline: deadline)
+            try db.executeScript(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    name TEXT PRIMARY KEY,
+                    applied_at BIGINT NOT NULL
+                )
+                """, deadline: deadline)
+            let done = Set(try db.query("SELECT name FROM schema_migrations", deadline: deadline) { $0.text(0) })
+            var applied: [String] = []
+            for migration in migrations where !done.contains(migration.name) {
+                try db.executeScript(migration.sql, deadline: deadline)
+                try db.execute(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)",
+                    [.text(migration.name), .date(now)], deadline: deadline)
+                applied.append(migration.name)
+            }
+            try db.executeScript("COMMIT", deadline: deadline)
+            return applied
+        } catch {
+            if db.isUsable && db.isInTransaction { _ = try? db.executeScript("ROLLBACK", deadline: deadline) }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Orders with their stages and documents, and the per-company order number sequences.
+extension PostgresOrderStore.Transaction {
+    private static let summaryColumns = "id, number, status, driver_id, title, created_at, updated_at, version"
+
+    // MARK: Reading
+
+    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
+        // One SQL text per filter combination (each a prepared statement of its own) rather than
+        // `$2 IS NULL OR …`, so each plan can use the (company_id, id) or (company_id, driver_id, id) index.
+        var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1"
+        var arguments: [PostgresValue] = [.id(company)]
+        if let driver {
+            arguments.append(.id(driver))
+            sql += " AND driver_id = $\(arguments.count)"
+        }
+        if let status {
+            arguments.append(.text(status.rawValue))
+            sql += " AND status = $\(arguments.count)"
+        }
+        sql += " ORDER BY id DESC"
+        return try perform { () throws(PostgresError) in
+            try query(sql, arguments) { row throws(PostgresError) in
+                OrderSummary(
+                    id: OrderID(try row.int64(0)), number: row.text(1),
+                    status: try row.enumValue(2, as: OrderStatus.self),
+                    driverID: try row.optionalInt64(3).map(UserID.init), title: row.text(4),
+                    createdAt: try row.date(5), updatedAt: try row.date(6), version: try row.int(7))
+            }
+        }
+    }
+
+    /// In a write transaction the order row is locked (`FOR UPDATE`) until the transaction ends,
+    /// so a read-modify-write of one order by two nodes (or two writer threads) serializes: the
+    /// second waits, then reads the first one's result instead of overwriting it.
+    func order(_ id: OrderID, in company: CompanyID) throws -> Order? {
+        try perform { () throws(PostgresError) in try loadOrder(id, in: company, lock: isWriter) }
+    }
+
+    private func loadOrder(_ id: OrderID, in company: CompanyID, lock: Bool) throws(PostgresError) -> Order? {
+        let found = try queryFirst(
+            """
+            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version
+            FROM orders WHERE id = $1 AND company_id = $2\(lock ? " FOR UPDATE" : "")
+            """,
+            [.id(id), .id(company)]
+        ) { row throws(PostgresError) in
+            Order(
+                id: OrderID(try row.int64(0)), companyID: CompanyID(try row.int64(1)), number: row.text(2),
+                status: try row.enumValue(3, as: OrderStatus.self),
+                driverID: try row.optionalInt64(4).map(UserID.init), title: row.text(5), notes: row.text(6),
+                createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9))
+        }
+        guard var order = found else { return nil }
+        order.stages = try query(
+            """
+            SELECT id, position, kind, address, planned_at, completed_at
+            FROM stages WHERE order_id = $1 ORDER BY position, id
+            """,
+            [.id(id)]
+        ) { row throws(PostgresError) in
+            Stage(
+                id: StageID(try row.int64(0)), position: try row.int(1), kind: try row.enumValue(2, as: StageKind.self),
+                address: row.text(3), plannedAt: try row.optionalDate(4), completedAt: try row.optionalDate(5))
+        }
+        order.documents = try query(
+            "SELECT id, name, kind, created_at FROM documents WHERE order_id = $1 ORDER BY id", [.id(id)]
+        ) { row throws(PostgresError) in
+            Document(id: DocumentID(try row.int64(0)), name: row.text(1), kind: row.text(2), createdAt: try row.date(3))
+        }
+        return order
+    }
+
+    // MARK: Writing
+
+    func nextOrderSequence(company: CompanyID, year: Int, month: Int) throws -> Int {
+        try perform(savepoint: true) { () throws(PostgresError) in
+            let last = try queryFirst(
+                """
+                INSERT INTO order_sequences AS s (company_id, year, month, last) VALUES ($1, $2, $3, 1)
+                ON CONFLICT (company_id, year, month) DO UPDATE SET last = s.last + 1
+                RETURNING last
+                """,
+                [.id(company), .int(year), .int(month)]
+            ) { row throws(PostgresError) in try row.int(0) }
+            return try required(last, "order_sequences")
+        }
+    }
+
+    func insertOrder(_ order: Order) throws -> Order {
+        try perform(savepoint: true) { () throws(PostgresError) in
+            let id = OrderID(
+                try required(
+                    try queryFirst(
+                        """
+                        INSERT INTO orders
+                            (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
+                        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+                        """,
+                        [
+                            .id(order.companyID), .text(order.number), .text(order.status.rawValue),
+                            .id(order.driverID), .text(order.title), .text(order.notes), .date(order.createdAt),
+                            .date(order.updatedAt), .int(order.version),
+                        ]
+                    ) { row throws(PostgresError) in try row.int64(0) }, "orders"))
+            // Built from the input rather than read back (the hot path), with dates as stored.
+            var stored = order
+            stored.id = id
+            stored.createdAt = order.createdAt.postgresRoundTripped
+            stored.updatedAt = order.updatedAt.postgresRoundTripped
+            stored.stages = try order.stages.map { stage throws(PostgresError) in try insertStage(stage, of: id) }
+            stored.documents = try order.documents.map { document throws(PostgresError) in
+                try insertDocument(document, of: id)
+            }
+            return stored
+        }
+    }
+
+    func updateOrder(_ order: Order) throws -> Order {
+        guard let id = order.id else { throw StoreError.notFound }
+        let stored = try perform(savepoint: true) { () throws(PostgresError) -> Order? in
+            let changed = try execute(
+                """
+                UPDATE orders SET number = $1, status = $2, driver_id = $3, title = $4, notes = $5, created_at = $6,
+                    updated_at = $7, version = $8
+                WHERE id = $9 AND company_id = $10
+                """,
+                [
+                    .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
+                    .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
+                    .id(order.companyID),
+                ]
+            ).affectedRows
+            guard changed > 0 else { return nil }
+            try syncStages(order.stages, of: id)
+            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
+            return try loadOrder(id, in: order.companyID, lock: false)
+        }
+        guard let stored else { throw StoreError.notFound }
+        return stored
+    }
+
+    func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
+        let deleted = try perform { () throws(PostgresError) -> Bool in
+            // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
+            try execute("DELETE FROM orders WHERE id = $1 AND company_id = $2", [.id(id), .id(company)]).affectedRows > 0
+        }
+        if !deleted { throw StoreError.notFound }
+    }
+
+    // MARK: Stages and documents
+
+    /// Listed stages with an id of this order are updated, the others inserted; unlisted ones deleted.
+    private func syncStages(_ stages: [Stage], of order: OrderID) throws(PostgresError) {
+        let existing = Set(
+            try query("SELECT id FROM stages WHERE order_id = $1", [.id(order)]) { row throws(PostgresError) in
+                try row.int64(0)
+            })
+        var kept: Set<Int64> = []
+        for stage in stages {
+            // An id from another order is treated as new: a write never touches another order's rows.
+            if let id = stage.id?.rawValue, existing.contains(id) {
+                _ = try execute(
+                    """
+                    UPDATE stages SET position = $1, kind = $2, address = $3, planned_at = $4, completed_at = $5
+                    WHERE id = $6 AND order_id = $7
+                    """,
+                    [
+                        .int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
+                        .date(stage.completedAt), .integer(id), .id(order),
+                    ])
+                kept.insert(id)
+            } else {
+                _ = try insertStage(stage, of: order)
+            }
+        }
+        for id in existing.subtracting(kept) {
+            _ = try execute("DELETE FROM stages WHERE id = $1", [.integer(id)])
+        }
+    }
+
+    private func insertStage(_ stage: Stage, of order: OrderID) throws(PostgresError) -> Stage {
+        let id = try queryFirst(
+            """
+            INSERT INTO stages (order_id, position, kind, address, planned_at, completed_at)
+            VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+            """,
+            [
+                .id(order), .int(stage.position), .text(stage.kind.rawValue), .text(stage.address),
+                .date(stage.plannedAt), .date(stage.completedAt),
+            ]
+        ) { row throws(PostgresError) in StageID(try row.int64(0)) }
+        var stored = stage
+        stored.id = try required(id, "stages")
+        stored.plannedAt = stage.plannedAt?.postgresRoundTripped
+        stored.completedAt = stage.completedAt?.postgresRoundTripped
+        return stored
+    }
+
+    private func insertDocument(_ document: Document, of order: OrderID) throws(PostgresError) -> Document {
+        let id = try queryFirst(
+            "INSERT INTO documents (order_id, name, kind, created_at) VALUES ($1, $2, $3, $4) RETURNING id",
+            [.id(order), .text(document.name), .text(document.kind), .date(document.createdAt)]
+        ) { row throws(PostgresError) in DocumentID(try row.int64(0)) }
+        var stored = document
+        stored.id = try required(id, "documents")
+        stored.createdAt = document.createdAt.postgresRoundTripped
+        return stored
+    }
+}

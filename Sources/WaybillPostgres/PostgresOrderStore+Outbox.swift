@@ -1,0 +1,185 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// The transactional outbox: events committed with the writes that caused them, read back by
+/// group (WebSocket resume) or in full (the relay), pruned once relayed and old.
+extension PostgresOrderStore.Transaction {
+    private static let eventColumns = """
+        e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at
+        """
+
+    private static func decodeEvent(_ row: PostgresRow) throws(PostgresError) -> StoredEvent {
+        let oldStatus = try row.optionalText(5).map { _ throws(PostgresError) in
+            try row.enumValue(5, as: OrderStatus.self)
+        }
+        let event = OrderEvent(
+            type: try row.enumValue(2, as: OrderEventType.self), companyID: CompanyID(try row.int64(1)),
+            orderID: OrderID(try row.int64(3)), number: row.text(4), oldStatus: oldStatus,
+            newStatus: try row.enumValue(6, as: OrderStatus.self), driverID: try row.optionalInt64(7).map(UserID.init),
+            oldDriverID: try row.optionalInt64(8).map(UserID.init), changedAt: try row.date(10),
+            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) })
+        return StoredEvent(id: EventID(try row.int64(0)), event: event, committedAt: try row.date(11))
+    }
+
+    // MARK: Reading
+
+    func events(of group: Group, after: EventID, limit: Int) throws -> [StoredEvent] {
+        guard limit > 0 else { return [] }
+        return try perform { () throws(PostgresError) in
+            // Driven by event_groups' (group_name, event_id) key: a range scan of this group only.
+            try query(
+                """
+                SELECT \(Self.eventColumns)
+                FROM event_groups g JOIN events e ON e.event_id = g.event_id
+                WHERE g.group_name = $1 AND g.event_id > $2
+                ORDER BY g.event_id LIMIT $3
+                """,
+                [.text(group.name), .id(after), .int(limit)], Self.decodeEvent)
+        }
+    }
+
+    func events(after: EventID, limit: Int) throws -> [StoredEvent] {
+        guard limit > 0 else { return [] }
+        return try perform { () throws(PostgresError) in
+            try query(
+                "SELECT \(Self.eventColumns) FROM events e WHERE e.event_id > $1 ORDER BY e.event_id LIMIT $2",
+                [.id(after), .int(limit)], Self.decodeEvent)
+        }
+    }
+
+    func newestEventID() throws -> EventID {
+        try perform { () throws(PostgresError) in
+            EventID(
+                try queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { row throws(PostgresError) in
+                    try row.int64(0)
+                } ?? 0)
+        }
+    }
+
+    func prunedThrough() throws -> EventID {
+        try perform { () throws(PostgresError) in EventID(try outboxState(locking: false).pruned) }
+    }
+
+    func relayedThrough() throws -> EventID {
+        try perform { () throws(PostgresError) in EventID(try outboxState(locking: false).relayed) }
+    }
+
+    func oldestUnrelayedEventTime() throws -> Date? {
+        try perform { () throws(PostgresError) in
+            try queryFirst(
+                """
+                SELECT committed_at FROM events
+                WHERE event_id > (SELECT relayed_through FROM outbox_state WHERE id = 1)
+                ORDER BY event_id LIMIT 1
+                """
+            ) { row throws(PostgresError) in try row.date(0) }
+        }
+    }
+
+    func event(_ id: EventID) throws -> StoredEvent? {
+        try perform { () throws(PostgresError) in
+            try queryFirst(
+                "SELECT \(Self.eventColumns) FROM events e WHERE e.event_id = $1", [.id(id)], Self.decodeEvent)
+        }
+    }
+
+    private func outboxState(locking: Bool) throws(PostgresError) -> (relayed: Int64, pruned: Int64) {
+        try queryFirst(
+            "SELECT relayed_through, pruned_through FROM outbox_state WHERE id = 1\(locking ? " FOR UPDATE" : "")"
+        ) { row throws(PostgresError) in (relayed: try row.int64(0), pruned: try row.int64(1)) } ?? (0, 0)
+    }
+
+    // MARK: Writing
+
+    /// Appends `events` to the outbox, numbering them from the `event_counter` row.
+    ///
+    /// ## Why the ids follow commit order
+    /// `UPDATE event_counter … RETURNING last_id` locks the counter row until this transaction
+    /// ends, and PostgreSQL releases row locks only after the commit is visible. A later
+    /// transaction therefore cannot take a higher id and be seen before this one: it waits on the
+    /// row lock until this one has committed (then reads its new value) or rolled back (then
+    /// reuses the same ids, leaving no hole). Callers append as the last step of their
+    /// transaction, so the row is held only for the inserts and the COMMIT.
+    func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
+        guard !events.isEmpty else { return [] }
+        return try perform { () throws(PostgresError) in
+            let last = try required(
+                try queryFirst(
+                    "UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id",
+                    [.int(events.count)]
+                ) { row throws(PostgresError) in try row.int64(0) }, "event_counter")
+            let committedAt = clock()
+            var stored: [StoredEvent] = []
+            stored.reserveCapacity(events.count)
+            for (offset, event) in events.enumerated() {
+                let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
+                try insert(event, id: id, committedAt: committedAt)
+                var saved = event
+                saved.changedAt = event.changedAt.postgresRoundTripped
+                stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped))
+            }
+            return stored
+        }
+    }
+
+    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date) throws(PostgresError) {
+        _ = try execute(
+            """
+            INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
+                old_driver_id, groups, changed_at, committed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            """,
+            [
+                .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
+                .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
+                .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
+                .date(event.changedAt), .date(committedAt),
+            ])
+        for group in event.groups {
+            // DO NOTHING: a group listed twice is still one delivery.
+            _ = try execute(
+                "INSERT INTO event_groups (group_name, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                [.text(group.name), .id(id)])
+        }
+    }
+
+    func markRelayed(through: EventID) throws {
+        try perform { () throws(PostgresError) in
+            // Never back, and never past the newest id: a future event must not count as relayed.
+            _ = try execute(
+                """
+                UPDATE outbox_state
+                SET relayed_through = GREATEST(relayed_through, LEAST($1, (SELECT last_id FROM event_counter WHERE id = 1)))
+                WHERE id = 1
+                """,
+                [.id(through)])
+        }
+    }
+
+    func pruneEvents(committedBefore cutoff: Date) throws -> Int {
+        try perform { () throws(PostgresError) -> Int in
+            // Locked: two nodes' pruners take turns, each starting from the other's result.
+            let state = try outboxState(locking: true)
+            // The pruned range stays a prefix of the ids: stop before the first event that is too
+            // new even if a later one carries an older time (each node stamps its own clock), so
+            // `pruned_through` means "everything up to here is gone".
+            let firstKept = try queryFirst(
+                "SELECT event_id FROM events WHERE event_id > $1 AND committed_at >= $2 ORDER BY event_id LIMIT 1",
+                [.integer(state.pruned), .date(cutoff)]
+            ) { row throws(PostgresError) in try row.int64(0) }
+            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max)
+            guard bound > state.pruned else { return 0 }
+            let range: [PostgresValue] = [.integer(state.pruned), .integer(bound)]
+            let found = try queryFirst(
+                "SELECT count(*), max(event_id) FROM events WHERE event_id > $1 AND event_id <= $2", range
+            ) { row throws(PostgresError) in (count: try row.int(0), highest: try row.optionalInt64(1)) }
+            guard let found, found.count > 0, let highest = found.highest else { return 0 }
+            _ = try execute("DELETE FROM event_groups WHERE event_id > $1 AND event_id <= $2", range)
+            _ = try execute("DELETE FROM events WHERE event_id > $1 AND event_id <= $2", range)
+            _ = try execute("UPDATE outbox_state SET pruned_through = $1 WHERE id = 1", [.integer(highest)])
+            return found.count
+        }
+    }
+}

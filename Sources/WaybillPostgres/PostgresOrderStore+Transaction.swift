@@ -1,0 +1,93 @@
+import Foundation
+import WaybillStorage
+
+extension PostgresOrderStore {
+    /// The handle a `read` or `write` closure receives: the store's operations on one
+    /// connection, inside the transaction the store opened around the closure.
+    ///
+    /// Used only on the worker thread running the closure, and refused once the closure returned.
+    /// Every operation translates `PostgresError` into `StoreError`, so closures can catch
+    /// `StoreError.conflict` and carry on, as on SQLite: operations that may break a unique or
+    /// foreign key rule run inside a savepoint, because on PostgreSQL any failed statement
+    /// otherwise aborts the whole transaction.
+    final class Transaction: StoreWriter {
+        let db: PostgresConnection
+        /// The time stamped on outbox events as `committed_at` and on logouts.
+        let clock: @Sendable () -> Date
+        /// Write transactions lock the orders they read (see `order(_:in:)`).
+        let isWriter: Bool
+        /// Every statement of the transaction must be answered by then.
+        let deadline: ContinuousClock.Instant
+        /// A failure that dooms the transaction whatever the closure does with the error it got:
+        /// a lost connection, a serialization failure or deadlock (retry), or a server error
+        /// that left the transaction aborted.
+        private(set) var fatalFailure: PostgresError?
+        private var isActive = true
+
+        init(db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
+             deadline: ContinuousClock.Instant) {
+            self.db = db
+            self.clock = clock
+            self.isWriter = isWriter
+            self.deadline = deadline
+        }
+
+        /// Called by the store when the closure returned: later use throws.
+        func end() { isActive = false }
+
+        /// Runs one store operation, translating PostgreSQL failures at the protocol boundary.
+        /// - Parameter savepoint: run it inside a savepoint, so its failure (a conflict) leaves
+        ///   the transaction usable. Costs two round trips; only for statements that may break a rule.
+        func perform<T>(
+            savepoint: Bool = false, _ operation: () throws(PostgresError) -> T
+        ) throws(StoreError) -> T {
+            guard isActive else {
+                throw .unavailable("a store transaction was used after its closure returned")
+            }
+            if let fatalFailure {
+                if fatalFailure.isRetryable || fatalFailure.isConnectionFailure { throw fatalFailure.storeError }
+                throw .unavailable("the transaction was rolled back after an earlier error")
+            }
+            let guarded = savepoint && isWriter
+            do throws(PostgresError) {
+                if guarded { try db.executeScript("SAVEPOINT wb_operation", deadline: deadline) }
+                let value = try operation()
+                if guarded { try db.executeScript("RELEASE SAVEPOINT wb_operation", deadline: deadline) }
+                return value
+            } catch {
+                if guarded && error.kind == .server && db.isUsable {
+                    _ = try? db.executeScript(
+                        "ROLLBACK TO SAVEPOINT wb_operation; RELEASE SAVEPOINT wb_operation", deadline: deadline)
+                }
+                if error.isRetryable || error.isConnectionFailure || !db.isUsable || db.isInFailedTransaction {
+                    fatalFailure = error
+                }
+                throw error.storeError
+            }
+        }
+
+        // MARK: Shorthands for the extensions (the transaction's deadline on every call)
+
+        func execute(_ sql: String, _ arguments: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
+            try db.execute(sql, arguments, deadline: deadline)
+        }
+
+        func query<T>(
+            _ sql: String, _ arguments: [PostgresValue] = [], _ decode: (PostgresRow) throws(PostgresError) -> T
+        ) throws(PostgresError) -> [T] {
+            try db.query(sql, arguments, deadline: deadline, decode)
+        }
+
+        func queryFirst<T>(
+            _ sql: String, _ arguments: [PostgresValue] = [], _ decode: (PostgresRow) throws(PostgresError) -> T
+        ) throws(PostgresError) -> T? {
+            try db.queryFirst(sql, arguments, deadline: deadline, decode)
+        }
+    }
+}
+
+/// The row an `INSERT … RETURNING` must have produced.
+func required<T>(_ value: T?, _ table: String) throws(PostgresError) -> T {
+    guard let value else { throw PostgresError(.invalidValue, message: "no row returned by an insert into \(table)") }
+    return value
+}

@@ -1,0 +1,193 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Companies, users, API tokens, WebSocket tickets, logouts and the login throttle.
+extension PostgresOrderStore.Transaction {
+    private static let userColumns = "id, company_id, role, email, name"
+
+    private static func decodeUser(_ row: PostgresRow) throws(PostgresError) -> User {
+        User(
+            id: UserID(try row.int64(0)), companyID: try row.optionalInt64(1).map(CompanyID.init),
+            role: try row.enumValue(2, as: Role.self), email: row.text(3), name: row.text(4))
+    }
+
+    /// The key that makes emails unique regardless of case: Swift's lowercasing, as on SQLite.
+    static func emailKey(_ email: String) -> String { email.lowercased() }
+
+    /// The class id of the transaction advisory locks that serialize one login key's
+    /// reservations across nodes ("WAYL"); the object id is `hashtext(key)`.
+    static let loginLockClass: Int32 = 0x5741_594c
+
+    // MARK: Reading
+
+    func company(_ id: CompanyID) throws -> Company? {
+        try perform { () throws(PostgresError) in
+            try queryFirst("SELECT id, name FROM companies WHERE id = $1", [.id(id)]) { row throws(PostgresError) in
+                Company(id: CompanyID(try row.int64(0)), name: row.text(1))
+            }
+        }
+    }
+
+    func user(_ id: UserID) throws -> User? {
+        try perform { () throws(PostgresError) in
+            try queryFirst("SELECT \(Self.userColumns) FROM users WHERE id = $1", [.id(id)], Self.decodeUser)
+        }
+    }
+
+    func credentials(email: String) throws -> (user: User, passwordHash: String)? {
+        try perform { () throws(PostgresError) in
+            try queryFirst(
+                "SELECT \(Self.userColumns), password_hash FROM users WHERE email_key = $1",
+                [.text(Self.emailKey(email))]
+            ) { row throws(PostgresError) in (user: try Self.decodeUser(row), passwordHash: row.text(5)) }
+        }
+    }
+
+    func user(tokenHash: [UInt8], now: Date) throws -> User? {
+        try perform { () throws(PostgresError) -> User? in
+            let found = try queryFirst(
+                """
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash
+                FROM api_tokens t JOIN users u ON u.id = t.user_id
+                WHERE t.token_hash = $1 AND NOT t.revoked AND (t.expires_at IS NULL OR t.expires_at > $2)
+                """,
+                [.bytea(tokenHash), .date(now)]
+            ) { row throws(PostgresError) in (user: try Self.decodeUser(row), hash: row.bytes(5)) }
+            // The index lookup already matched; comparing again in constant time keeps the final
+            // decision free of timing that depends on how many bytes of a guess were right.
+            guard let found, constantTimeEqual(found.hash, tokenHash) else { return nil }
+            return found.user
+        }
+    }
+
+    func drivers(in company: CompanyID) throws -> [User] {
+        try perform { () throws(PostgresError) in
+            try query(
+                "SELECT \(Self.userColumns) FROM users WHERE company_id = $1 AND role = 'driver' ORDER BY id",
+                [.id(company)], Self.decodeUser)
+        }
+    }
+
+    func logouts(since: Date) throws -> [Logout] {
+        try perform { () throws(PostgresError) in
+            try query("SELECT user_id, at FROM logouts WHERE at >= $1 ORDER BY at, id", [.date(since)]) {
+                row throws(PostgresError) in Logout(userID: UserID(try row.int64(0)), at: try row.date(1))
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    func insertCompany(name: String) throws -> Company {
+        try perform { () throws(PostgresError) in
+            let id = try queryFirst("INSERT INTO companies (name) VALUES ($1) RETURNING id", [.text(name)]) {
+                row throws(PostgresError) in try row.int64(0)
+            }
+            return Company(id: CompanyID(try required(id, "companies")), name: name)
+        }
+    }
+
+    func insertUser(
+        companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String
+    ) throws -> User {
+        let id = try perform(savepoint: true) { () throws(PostgresError) in
+            try required(
+                try queryFirst(
+                    """
+                    INSERT INTO users (company_id, role, email, email_key, name, password_hash)
+                    VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+                    """,
+                    [
+                        .id(companyID), .text(role.rawValue), .text(email), .text(Self.emailKey(email)), .text(name),
+                        .text(passwordHash),
+                    ]
+                ) { row throws(PostgresError) in try row.int64(0) }, "users")
+        }
+        return User(id: UserID(id), companyID: companyID, role: role, email: email, name: name)
+    }
+
+    func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws {
+        try perform(savepoint: true) { () throws(PostgresError) in
+            _ = try execute(
+                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+                [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt)])
+        }
+    }
+
+    func revokeTokens(of user: UserID) throws {
+        try perform { () throws(PostgresError) in
+            _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
+            _ = try execute("INSERT INTO logouts (user_id, at) VALUES ($1, $2)", [.id(user), .date(clock())])
+        }
+    }
+
+    func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {
+        try perform { () throws(PostgresError) -> Bool in
+            // Held until this transaction ends: a second node reserving for the same key waits
+            // here and then counts this one's row, so two can never both take the last slot.
+            _ = try execute(
+                "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", [.integer(Int64(Self.loginLockClass)), .text(key)])
+            let cutoff = at.addingTimeInterval(-window)
+            _ = try execute("DELETE FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(cutoff)])
+            let count = try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1", [.text(key)]) {
+                row throws(PostgresError) in try row.int(0)
+            } ?? 0
+            guard count < limit else { return false }
+            _ = try execute("INSERT INTO login_attempts (key, at) VALUES ($1, $2)", [.text(key), .date(at)])
+            return true
+        }
+    }
+
+    func releaseLoginAttempt(key: String, at: Date) throws {
+        try perform { () throws(PostgresError) in
+            _ = try execute(
+                """
+                DELETE FROM login_attempts
+                WHERE id = (SELECT id FROM login_attempts WHERE key = $1 AND at = $2 LIMIT 1)
+                """,
+                [.text(key), .date(at)])
+        }
+    }
+
+    func pruneSessionRecords(before cutoff: Date) throws -> Int {
+        try perform { () throws(PostgresError) -> Int in
+            let attempts = try execute("DELETE FROM login_attempts WHERE at < $1", [.date(cutoff)]).affectedRows
+            return attempts + (try execute("DELETE FROM logouts WHERE at < $1", [.date(cutoff)]).affectedRows)
+        }
+    }
+
+    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws {
+        try perform(savepoint: true) { () throws(PostgresError) in
+            _ = try execute(
+                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at) VALUES ($1, $2, $3)",
+                [.bytea(hash), .id(user), .date(expiresAt)])
+        }
+    }
+
+    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID? {
+        try perform { () throws(PostgresError) -> UserID? in
+            // Delete-and-return in one statement: two concurrent uses cannot both get the user.
+            let ticket = try queryFirst(
+                "DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING user_id, expires_at, ticket_hash",
+                [.bytea(hash)]
+            ) { row throws(PostgresError) in
+                (user: UserID(try row.int64(0)), expiresAt: try row.int64(1), hash: row.bytes(2))
+            }
+            // Tickets nobody used are swept here, so the table stays as small as the live ones.
+            _ = try execute("DELETE FROM ws_tickets WHERE expires_at <= $1", [.date(now)])
+            guard let ticket, ticket.expiresAt > now.postgresMilliseconds, constantTimeEqual(ticket.hash, hash) else {
+                return nil
+            }
+            return ticket.user
+        }
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for index in a.indices { difference |= a[index] ^ b[index] }
+    return difference == 0
+}

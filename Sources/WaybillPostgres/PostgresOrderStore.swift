@@ -1,0 +1,158 @@
+public import Foundation
+import Synchronization
+import WaybillDomain
+public import WaybillStorage
+
+/// The cluster order store: PostgreSQL shared by several Waybill nodes.
+///
+/// Behaves like `SQLiteOrderStore` (same protocol, same observable results); what differs is
+/// how it stays correct with other nodes writing the same database:
+/// - `write` runs each closure in its own transaction on one of `writerCount` writer threads
+///   (no group commit: row locks held across several callers' closures could deadlock between
+///   nodes). Inside a write, `order(_:in:)` locks the order row, so two nodes' read-modify-write
+///   of one order serialize instead of losing an update.
+/// - Event ids come from a one-row counter taken as the last step of the transaction, so they
+///   increase in commit order across nodes (see docs/ARCHITECTURE.md, "Event ids").
+/// - `read` runs on one of `readerCount` reader threads in a REPEATABLE READ, READ ONLY
+///   transaction: one snapshot for the whole closure.
+///
+/// Every blocking libpq call runs on the store's own threads, never on Swift's cooperative
+/// pool, and every call is bounded: a call that PostgreSQL has not answered 4.5 s after it was
+/// made fails with `StoreError.unavailable` (the API's 503). Once the server is known to be
+/// down, calls fail at once, and one probe every 0.2–2 s finds it back: the store recovers by
+/// itself, without a restart.
+///
+/// ```swift
+/// let store = try PostgresOrderStore(url: "postgresql://waybill@127.0.0.1:5432/waybill")
+/// let company = try await store.write { tx in try tx.insertCompany(name: "Acme") }
+/// ```
+public final class PostgresOrderStore: OrderStore {
+    /// How long after it was made a call may still be answered (queue wait included), so that a
+    /// write fails within 5 s when the server hangs.
+    static let callBudget: Duration = .milliseconds(4500)
+
+    private let writeQueue = PostgresJobQueue()
+    private let readQueue = PostgresJobQueue()
+    private let workers: [PostgresWorker]
+    private let settings: PostgresConnectionSettings
+    private let clock: @Sendable () -> Date
+    private let isClosed = Mutex(false)
+    private let leases = Mutex<[WeakLease]>([])
+
+    /// Connects, applies pending migrations, and starts the worker threads.
+    ///
+    /// Blocks the calling thread while it connects and migrates (once, at start; at most a few
+    /// seconds). Several nodes may start at once: migrations run under an advisory lock.
+    /// - Parameters:
+    ///   - url: `postgresql://user[:password]@host[:port]/database` (or `postgres://`); query
+    ///     items are passed to libpq as connection keywords (e.g. `?sslmode=require`).
+    ///   - applicationName: shown in `pg_stat_activity` (use one per node).
+    ///   - writerCount: writer threads (connections); 2–4 suit the one-row event counter best.
+    ///   - readerCount: reader threads (connections).
+    ///   - clock: the time stamped on events as `committed_at` and on logouts.
+    /// - Throws: `StoreError.unavailable` with one line saying why: a malformed URL, a server
+    ///   that cannot be reached, refused credentials, or a failed migration.
+    public init(
+        url: String, applicationName: String = "waybill", writerCount: Int = 4, readerCount: Int = 4,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        let parsed: PostgresConnectionSettings
+        do throws(PostgresURLError) {
+            parsed = try PostgresConnectionSettings(url: url, applicationName: applicationName)
+        } catch {
+            throw StoreError.unavailable("invalid PostgreSQL URL: \(error.description)")
+        }
+        settings = parsed
+        self.clock = clock
+        do throws(PostgresError) {
+            let deadline = ContinuousClock.now + .seconds(10)
+            let db = try PostgresConnection(parsed.forPool, deadline: deadline)
+            defer { db.close() }
+            try PostgresMigrations.apply(to: db, at: clock(), deadline: deadline)
+        } catch {
+            throw StoreError.unavailable("cannot open PostgreSQL at \(parsed.displayName): \(error.message)")
+        }
+        let health = PostgresHealth()
+        let writeQueue = self.writeQueue, readQueue = self.readQueue
+        workers =
+            (0..<max(1, writerCount)).map { index in
+                PostgresWorker(
+                    name: "waybill.postgres.writer.\(index)", queue: writeQueue, settings: parsed.forPool,
+                    health: health)
+            }
+            + (0..<max(1, readerCount)).map { index in
+                PostgresWorker(
+                    name: "waybill.postgres.reader.\(index)", queue: readQueue, settings: parsed.forPool,
+                    health: health)
+            }
+    }
+
+    deinit { close() }
+
+    /// Runs `body` on a reader thread in one REPEATABLE READ snapshot, then resumes the caller.
+    /// - Throws: `StoreError` (`.unavailable` when PostgreSQL cannot answer in time), or
+    ///   whatever `body` throws.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await submit(.read, to: readQueue) { tx in try body(tx) }
+    }
+
+    /// Runs `body` on a writer thread in its own transaction and resumes the caller once it
+    /// committed.
+    ///
+    /// `body` may run more than once: after a serialization failure or deadlock, or after the
+    /// connection broke before COMMIT was sent, the whole closure runs again in a new
+    /// transaction. If the connection breaks during COMMIT the caller gets `.unavailable`
+    /// although the transaction may have committed (the outcome cannot be known).
+    /// - Throws: `StoreError`, or whatever `body` throws (the transaction is rolled back).
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        try await submit(.write, to: writeQueue) { tx in try body(tx) }
+    }
+
+    private func submit<T: Sendable>(
+        _ kind: PostgresTransactionRunner.Kind, to queue: PostgresJobQueue,
+        _ body: @escaping @Sendable (Transaction) throws -> T
+    ) async throws -> T {
+        let runner = PostgresTransactionRunner(kind: kind, clock: clock)
+        let deadline = ContinuousClock.now + Self.callBudget
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let job = PostgresJob { session in
+                continuation.resume(with: runner.run(body, on: session, deadline: deadline))
+            }
+            if !queue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+        }
+    }
+
+    /// Lets queued calls finish, stops every thread and closes every connection, leases
+    /// included (their advisory locks are freed with their sessions). Later calls throw
+    /// `StoreError.unavailable`. Idempotent.
+    ///
+    /// Blocks until the store's threads have stopped; never call it from inside a closure.
+    public func close() {
+        let wasOpen = isClosed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard wasOpen else { return }
+        writeQueue.close()
+        readQueue.close()
+        for lease in leases.withLock({ $0.compactMap(\.lease) }) { lease.shutDown() }
+        for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
+    }
+
+    /// A cluster-wide lease: a PostgreSQL session advisory lock on a dedicated connection with a
+    /// heartbeat (see `PostgresLease`).
+    public func lease(_ name: String) -> any Lease {
+        let lease = PostgresLease(name: name, settings: settings.forLease)
+        let open = isClosed.withLock { closed in
+            if !closed { leases.withLock { $0 = $0.filter { $0.lease != nil } + [WeakLease(lease: lease)] } }
+            return !closed
+        }
+        if !open { lease.shutDown() }
+        return lease
+    }
+}
+
+/// A lease the store shuts down when it closes, without keeping it alive.
+private struct WeakLease: Sendable {
+    weak var lease: PostgresLease?
+}

@@ -1,0 +1,120 @@
+import Foundation
+import WaybillStorage
+
+/// Runs one `read` or `write` closure in its own transaction on a worker's session: admission,
+/// BEGIN, the closure, COMMIT, and the retries PostgreSQL calls for.
+///
+/// - A serialization failure or deadlock (40001, 40P01) runs the whole closure again (up to
+///   `maximumAttempts` times): the server already rolled it back, and that is its documented remedy.
+/// - A connection that broke before COMMIT was sent is reopened once and the closure rerun:
+///   nothing of the first run can have committed. A connection that broke or timed out during
+///   COMMIT leaves the outcome unknown: the caller gets `unavailable` and no rerun happens.
+/// - Closures may therefore run more than once; they are plain functions of the store's state.
+struct PostgresTransactionRunner: Sendable {
+    enum Kind: Sendable {
+        case read
+        case write
+
+        /// Readers see one snapshot for the whole closure, so its queries agree with each other.
+        var begin: String {
+            switch self {
+            case .read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+            case .write: "BEGIN"
+            }
+        }
+    }
+
+    static let maximumAttempts = 5
+
+    let kind: Kind
+    let clock: @Sendable () -> Date
+
+    func run<T>(
+        _ body: (PostgresOrderStore.Transaction) throws -> T, on session: PostgresSession,
+        deadline: ContinuousClock.Instant
+    ) -> Result<T, any Error> {
+        let admission = session.health.admit()
+        if case .refuse(let retryIn) = admission {
+            return .failure(StoreError.unavailable("PostgreSQL is unreachable (next try in \(retryIn.milliseconds) ms)"))
+        }
+        guard ContinuousClock.now < deadline else {
+            if admission == .probe { session.health.probeAbandoned() }
+            return .failure(StoreError.unavailable("the store is overloaded: the call waited too long for a connection"))
+        }
+        var attempts = 0
+        var reopened = false
+        while true {
+            attempts += 1
+            switch attempt(body, on: session, deadline: deadline) {
+            case .finished(let result, let reachedServer):
+                if reachedServer { session.health.succeeded() } else { session.health.failed() }
+                return result
+            case .retry(let failure):
+                if failure.kind == .connectionLost && !reopened && ContinuousClock.now < deadline {
+                    reopened = true
+                    continue
+                }
+                if failure.isRetryable && attempts < Self.maximumAttempts && ContinuousClock.now < deadline {
+                    continue
+                }
+                if failure.isConnectionFailure { session.health.failed() } else { session.health.succeeded() }
+                return .failure(failure.storeError)
+            }
+        }
+    }
+
+    private enum Attempt<T> {
+        /// The call is over; `reachedServer` is false when PostgreSQL could not be reached.
+        case finished(Result<T, any Error>, reachedServer: Bool)
+        /// Nothing committed and running again may succeed.
+        case retry(PostgresError)
+    }
+
+    private func attempt<T>(
+        _ body: (PostgresOrderStore.Transaction) throws -> T, on session: PostgresSession,
+        deadline: ContinuousClock.Instant
+    ) -> Attempt<T> {
+        let db: PostgresConnection
+        do throws(PostgresError) {
+            db = try session.connection(deadline: deadline)
+            try db.executeScript(kind.begin, deadline: deadline)
+        } catch {
+            if error.kind == .connectionLost { return .retry(error) }
+            return .finished(.failure(error.storeError), reachedServer: !error.isConnectionFailure)
+        }
+        let tx = PostgresOrderStore.Transaction(db: db, clock: clock, isWriter: kind == .write, deadline: deadline)
+        let result = Result { try body(tx) }.mapError { $0.translatedForStore }
+        tx.end()
+        if let failure = tx.fatalFailure {
+            rollBack(db)
+            if failure.isRetryable || failure.kind == .connectionLost { return .retry(failure) }
+            if failure.isConnectionFailure { return .finished(.failure(failure.storeError), reachedServer: false) }
+            // The closure may have caught the error and returned: its transaction is void all the same.
+            if case .success = result { return .finished(.failure(failure.storeError), reachedServer: true) }
+            return .finished(result, reachedServer: true)
+        }
+        guard case .success = result else {
+            rollBack(db)
+            return .finished(result, reachedServer: true)
+        }
+        do throws(PostgresError) {
+            try db.executeScript("COMMIT", deadline: deadline)
+        } catch {
+            if error.isRetryable { return .retry(error) }
+            if error.isConnectionFailure {
+                let unknown = StoreError.unavailable("the connection was lost during COMMIT: the outcome is unknown")
+                return .finished(.failure(unknown), reachedServer: false)
+            }
+            rollBack(db)
+            return .finished(.failure(error.storeError), reachedServer: true)
+        }
+        return .finished(result, reachedServer: true)
+    }
+
+    /// Ends a transaction that must not commit. A connection that cannot roll back within a
+    /// second is dropped instead, which rolls back just as well.
+    private func rollBack(_ db: PostgresConnection) {
+        guard db.isUsable, db.isInTransaction else { return }
+        _ = try? db.executeScript("ROLLBACK", deadline: .now + .seconds(1))
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Synchronization
+
+/// A dedicated thread that owns one `PostgresSession` and runs jobs from a queue on it.
+///
+/// Blocking libpq calls therefore never run on Swift's cooperative pool, and a connection never
+/// crosses threads (libpq's rule: one `PGconn`, one thread at a time).
+final class PostgresWorker: Sendable {
+    private let finished = DispatchSemaphore(value: 0)
+    private let threadID = Mutex<pthread_t?>(nil)
+
+    /// Starts the thread; it connects lazily, on its first job.
+    init(
+        name: String, queue: PostgresJobQueue, settings: PostgresConnectionSettings, health: PostgresHealth
+    ) {
+        let finished = self.finished
+        let thread = Thread { [self] in
+            threadID.withLock { $0 = pthread_self() }
+            let session = PostgresSession(settings: settings, health: health)
+            while let job = queue.take() { job.run(session) }
+            session.close()
+            finished.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Whether the caller runs on this worker's thread (where waiting for it would deadlock).
+    var isCurrentThread: Bool {
+        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Blocks until the thread has drained its queue (after `close()` on it) and closed its connection.
+    func waitUntilFinished() {
+        finished.wait()
+        finished.signal()  // later waiters return at once
+    }
+}

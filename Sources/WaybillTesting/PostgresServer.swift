@@ -1,0 +1,279 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A throwaway PostgreSQL server for tests: its own data directory in a temp dir, listening on
+/// 127.0.0.1 and a free port below 32768 (Linux hands out ephemeral ports above it, which a
+/// restart could then lose to a client socket), trust authentication, user `waybill`.
+///
+/// Tests that only need a database use ``shared()`` (one server per test process, stopped at
+/// exit) and ``createDatabase()`` per test; tests that stop, kill or freeze the server start
+/// their own. When `WAYBILL_TEST_DATABASE_URL` is set, ``shared()`` uses that server instead.
+///
+/// ```swift
+/// let url = try PostgresServer.shared().createDatabase()
+/// let store = try PostgresOrderStore(url: url)
+/// ```
+public final class PostgresServer: Sendable {
+    public enum StopMode: String, Sendable {
+        /// Like a crash: backends are killed, clients see the connection drop.
+        case immediate
+        /// Clients are disconnected, then a clean shutdown.
+        case fast
+    }
+
+    /// The role every test connects as (superuser, no password).
+    public let user: String
+    public let host: String
+    public let port: Int
+    /// `nil` for a server this object does not manage (`WAYBILL_TEST_DATABASE_URL`).
+    private let local: Local?
+
+    /// Paths of a server this object started.
+    private struct Local: Sendable {
+        let directory: URL
+        let binaries: URL
+        var data: URL { directory.appendingPathComponent("data") }
+        var sockets: URL { directory.appendingPathComponent("sockets") }
+        var log: URL { directory.appendingPathComponent("server.log") }
+    }
+
+    /// Creates a cluster with `initdb` and starts it.
+    /// - Throws: `PostgresServerError` when PostgreSQL is not installed or will not start.
+    public init() throws {
+        let binaries = try Self.findBinaries()
+        // As root the server runs as `postgres`, which must be able to reach the directory:
+        // /tmp rather than a TMPDIR that may be private to root.
+        let base = getuid() == 0 ? "/tmp" : NSTemporaryDirectory()
+        let directory = URL(fileURLWithPath: base)
+            .appendingPathComponent("waybill-pg-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        let local = Local(directory: directory, binaries: binaries)
+        try FileManager.default.createDirectory(at: local.sockets, withIntermediateDirectories: true)
+        if getuid() == 0 {
+            // PostgreSQL refuses to run as root: the cluster belongs to the postgres user.
+            try Self.run("/bin/chown", ["-R", "postgres:postgres", directory.path])
+        }
+        user = "waybill"
+        host = "127.0.0.1"
+        self.local = local
+        try Self.runAsServerUser(
+            binaries.appendingPathComponent("initdb").path,
+            ["-D", local.data.path, "-A", "trust", "-U", user, "-E", "UTF8", "--locale=C", "--no-sync"])
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            let candidate = Self.freePort()
+            do {
+                try Self.start(local, port: candidate)
+                port = candidate
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? PostgresServerError("could not start PostgreSQL")
+    }
+
+    /// A server this object does not manage, e.g. from `WAYBILL_TEST_DATABASE_URL`.
+    private init(externalHost: String, port: Int, user: String) {
+        self.host = externalHost
+        self.port = port
+        self.user = user
+        self.local = nil
+    }
+
+    /// The URL of `database` on this server.
+    public func url(database: String = "postgres") -> String {
+        "postgresql://\(user)@\(host):\(port)/\(database)"
+    }
+
+    /// Creates a new, empty database and returns its URL: cheap (a copy of template1), so each
+    /// test gets its own.
+    public func createDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        _ = try psql("CREATE DATABASE \(name)")
+        return url(database: name)
+    }
+
+    /// Runs `sql` with `psql` and returns its unaligned, tuples-only output (trimmed).
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        let binary = local?.binaries.appendingPathComponent("psql").path ?? "psql"
+        return try Self.run(binary, ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url(database: database), "-c", sql])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: Failure injection (servers this object started)
+
+    /// Starts the server again on the same port (after ``stop(mode:)`` or ``kill()``).
+    public func start() throws {
+        try Self.start(try managed(), port: port)
+    }
+
+    /// Stops the server with `pg_ctl stop -m mode`, waiting until it is down.
+    public func stop(mode: StopMode = .fast) throws {
+        let local = try managed()
+        try Self.runAsServerUser(
+            local.binaries.appendingPathComponent("pg_ctl").path,
+            ["-D", local.data.path, "-m", mode.rawValue, "-w", "stop"])
+    }
+
+    /// SIGKILLs the postmaster and its backends: a crashed host. ``start()`` works afterwards
+    /// (nothing is left attached to the old shared memory).
+    public func kill() throws {
+        for pid in try processTree().reversed() { send(SIGKILL, to: pid) }
+    }
+
+    /// SIGSTOPs the postmaster and its children: a hung host whose kernel still accepts TCP.
+    public func freeze() throws {
+        for pid in try processTree() { send(SIGSTOP, to: pid) }
+    }
+
+    /// Resumes what ``freeze()`` stopped.
+    public func thaw() throws {
+        for pid in try processTree() { send(SIGCONT, to: pid) }
+    }
+
+    /// Stops the server at once and deletes its directory. Idempotent.
+    public func remove() {
+        guard let local else { return }
+        try? thaw()  // a frozen server would not react to the stop
+        try? stop(mode: .immediate)
+        try? FileManager.default.removeItem(at: local.directory)
+    }
+
+    // MARK: Shared server
+
+    /// The test process's server, started on first use and removed at exit; or the server of
+    /// `WAYBILL_TEST_DATABASE_URL` (`postgresql://user@host:port/…`) when it is set.
+    public static func shared() throws -> PostgresServer { try sharedServer.get() }
+
+    private static let sharedServer: Result<PostgresServer, any Error> = Result {
+        if let text = ProcessInfo.processInfo.environment["WAYBILL_TEST_DATABASE_URL"], !text.isEmpty {
+            guard let url = URLComponents(string: text), let host = url.host else {
+                throw PostgresServerError("WAYBILL_TEST_DATABASE_URL is not a URL: \(text)")
+            }
+            return PostgresServer(externalHost: host, port: url.port ?? 5432, user: url.user ?? "postgres")
+        }
+        let server = try PostgresServer()
+        serverToRemoveAtExit = server
+        atexit { serverToRemoveAtExit?.remove() }
+        return server
+    }
+
+    // MARK: Internals
+
+    private func managed() throws -> Local {
+        guard let local else { throw PostgresServerError("this PostgreSQL server is not managed by the test") }
+        return local
+    }
+
+    private func postmasterPID() throws -> pid_t {
+        let text = try String(contentsOf: try managed().data.appendingPathComponent("postmaster.pid"), encoding: .utf8)
+        guard let first = text.split(separator: "\n").first, let pid = pid_t(first) else {
+            throw PostgresServerError("postmaster.pid is unreadable")
+        }
+        return pid
+    }
+
+    /// The postmaster and every process whose parent it is (from /proc).
+    private func processTree() throws -> [pid_t] {
+        let root = try postmasterPID()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let children = entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // Fields after "(comm)": state, ppid, …
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == root ? pid : nil
+        }
+        return [root] + children
+    }
+
+    private static func start(_ local: Local, port: Int) throws {
+        let options = [
+            "-p \(port)", "-k \(local.sockets.path)", "-c listen_addresses=127.0.0.1", "-c fsync=off",
+            "-c synchronous_commit=on", "-c full_page_writes=off", "-c max_connections=300",
+            "-c shared_buffers=32MB",
+        ].joined(separator: " ")
+        try runAsServerUser(
+            local.binaries.appendingPathComponent("pg_ctl").path,
+            ["-D", local.data.path, "-l", local.log.path, "-o", options, "-w", "-t", "30", "start"])
+    }
+
+    private static func findBinaries() throws -> URL {
+        if let output = try? run("pg_config", ["--bindir"]) {
+            let path = output.trimmingCharacters(in: .whitespacesAndNewlines)
+            if FileManager.default.isExecutableFile(atPath: path + "/initdb") { return URL(fileURLWithPath: path) }
+        }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+            let path = "/usr/lib/postgresql/\(version)/bin"
+            if FileManager.default.isExecutableFile(atPath: path + "/initdb") { return URL(fileURLWithPath: path) }
+        }
+        throw PostgresServerError(
+            "PostgreSQL is not installed (no initdb in pg_config --bindir or /usr/lib/postgresql/*/bin);"
+                + " install it with scripts/install-deps.sh --test")
+    }
+
+    /// A port nobody listens on, between 15000 and 32767.
+    private static func freePort() -> Int {
+        for _ in 0..<50 {
+            let port = Int.random(in: 15000...32767)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if bound == 0 { return port }
+        }
+        return Int.random(in: 15000...32767)
+    }
+
+    private static func runAsServerUser(_ executable: String, _ arguments: [String]) throws {
+        if getuid() == 0 {
+            try run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+        } else {
+            try run(executable, arguments)
+        }
+    }
+
+    /// Runs a program to completion; its output, or an error with its last lines.
+    @discardableResult
+    private static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        guard let path = executable.hasPrefix("/") ? executable : ChildProcess.which(executable) else {
+            throw PostgresServerError("\(executable) is not installed")
+        }
+        do {
+            return try ChildProcess.run(path, arguments)
+        } catch let failure as ChildProcess.Failure {
+            throw PostgresServerError(
+                "\((executable as NSString).lastPathComponent) \(arguments.first ?? "") failed "
+                    + "(\(failure.status)): \(failure.output.suffix(600))")
+        }
+    }
+}
+
+/// `kill(2)`, under another name: inside `PostgresServer` the name `kill` is its own method.
+private func send(_ signal: Int32, to pid: pid_t) {
+    _ = kill(pid, signal)
+}
+
+/// The server the test process removes at exit (`atexit` takes no closure context).
+nonisolated(unsafe) private var serverToRemoveAtExit: PostgresServer?
+
+/// Why a test PostgreSQL server could not be set up.
+public struct PostgresServerError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+@Suite(.timeLimit(.minutes(1))) struct PostgresLeaseTests {
+    /// Waits until `condition` holds, checking every 50 ms; whether it did within `timeout`.
+    private func waitUntil(_ timeout: Duration, _ condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
+
+    @Test func aTerminatedHolderStepsDownAndAnotherNodeTakesOverWithinFiveSeconds() async throws {
+        let url = try await freshDatabase()
+        let nodeA = try await openStore(url, name: "node-a")
+        let nodeB = try await openStore(url, name: "node-b")
+        defer {
+            nodeA.close()
+            nodeB.close()
+        }
+        let holder = nodeA.lease("relay"), contender = nodeB.lease("relay")
+        #expect(await holder.acquire())
+        let takeover = Task { await contender.acquire() }
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(!contender.isHeld)
+
+        let start = ContinuousClock.now
+        let terminated = try await runBlocking {
+            try PostgresServer.shared().psql(
+                """
+                SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+                WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = '\(databaseName(url))')
+                """)
+        }
+        #expect(terminated == "1")
+        #expect(await takeover.value)
+        #expect(start.duration(to: .now) < .seconds(5))
+        #expect(try await waitUntil(.seconds(3)) { !holder.isHeld }, "the old holder notices at its next heartbeat")
+        // The old holder asks again and gets it back once the new one lets go.
+        let comeback = Task { await holder.acquire() }
+        await contender.release()
+        #expect(await comeback.value)
+        #expect(holder.isHeld)
+        await holder.release()
+    }
+
+    @Test func closingTheHoldingStoreHandsTheLeaseOver() async throws {
+        let url = try await freshDatabase()
+        let nodeA = try await openStore(url, name: "node-a")
+        let nodeB = try await openStore(url, name: "node-b")
+        defer { nodeB.close() }
+        let holder = nodeA.lease("relay"), contender = nodeB.lease("relay")
+        #expect(await holder.acquire())
+        let takeover = Task { await contender.acquire() }
+        let start = ContinuousClock.now
+        nodeA.close()
+        #expect(!holder.isHeld)
+        #expect(await takeover.value)
+        #expect(start.duration(to: .now) < .seconds(5))
+        #expect(await holder.acquire() == false, "a closed store's lease is never acquired")
+        await contender.release()
+    }
+
+    @Test func theHolderKeepsTheLeaseAcrossHeartbeats() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        defer { store.close() }
+        let lease = store.lease("pruner")
+        #expect(await lease.acquire())
+        // Several heartbeats (one a second) later it is still held, and still exclusive.
+        try await Task.sleep(for: .milliseconds(2500))
+        #expect(lease.isHeld)
+        let other = store.lease("pruner")
+        let attempt = Task { await other.acquire() }
+        try await Task.sleep(for: .milliseconds(500))
+        attempt.cancel()
+        #expect(await attempt.value == false)
+        await lease.release()
+        #expect(!lease.isHeld)
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+@Suite(.timeLimit(.minutes(1))) struct PostgresMigrationsTests {
+    @Test func storesOpeningAtTheSameInstantMigrateOnce() async throws {
+        let url = try await freshDatabase()
+        let stores = try await withThrowingTaskGroup(of: PostgresOrderStore.self) { group in
+            for index in 0..<4 { group.addTask { try await openStore(url, name: "node-\(index)", writers: 1, readers: 1) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        defer { for store in stores { store.close() } }
+        let recorded = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT name FROM schema_migrations ORDER BY name", database: databaseName(url))
+        }
+        #expect(recorded.split(separator: "\n") == ["0001_initial_schema", "0002_shared_sessions"])
+        // Every store works on the one schema.
+        let companies = try await withThrowingTaskGroup(of: Company.self) { group in
+            for store in stores { group.addTask { try await store.write { tx in try tx.insertCompany(name: "C") } } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(companies.map(\.id)).count == 4)
+    }
+
+    @Test func reopeningAppliesNothingAndKeepsTheData() async throws {
+        let url = try await freshDatabase()
+        let first = try await openStore(url)
+        let company = try await first.write { tx in try tx.insertCompany(name: "Acme") }
+        first.close()
+        let second = try await openStore(url)
+        defer { second.close() }
+        #expect(try await second.read { tx in try tx.company(company.id) } == company)
+        let count = try await runBlocking {
+            try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
+        }
+        #expect(count == "2")
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+@Suite(.timeLimit(.minutes(1))) struct PostgresOpeningTests {
+    private func openingError(_ url: String) async -> StoreError? {
+        do {
+            let store = try await openStore(url)
+            store.close()
+            return nil
+        } catch {
+            return error as? StoreError
+        }
+    }
+
+    @Test func aMalformedURLIsUnavailableWithOneClearLine() async {
+        for url in ["mysql://u@127.0.0.1/db", "postgresql://127.0.0.1:5432/db", "postgresql://u@127.0.0.1:5432/",
+                    "not a url", "postgresql://u@127.0.0.1:99999/db"] {
+            let error = await openingError(url)
+            guard case .unavailable(let why)? = error else {
+                Issue.record("\(url): expected unavailable, got \(String(describing: error))")
+                continue
+            }
+            #expect(why.hasPrefix("invalid PostgreSQL URL: "), "\(why)")
+            #expect(!why.contains("\n"))
+        }
+    }
+
+    @Test func aClosedPortIsUnavailableAtOnce() async throws {
+        let server = try await runBlocking { try PostgresServer.shared() }
+        // A port nobody listens on: the shared server's own port + 1 is as good as any (retried if taken).
+        let port = server.port == 32767 ? server.port - 1 : server.port + 1
+        let (elapsed, outcome) = await timed {
+            try await openStore("postgresql://waybill:secret@127.0.0.1:\(port)/waybill")
+        }
+        guard case .failure(let error) = outcome, case .unavailable(let why)? = error as? StoreError else {
+            Issue.record("expected unavailable, got \(outcome)")
+            return
+        }
+        #expect(why.contains("127.0.0.1:\(port)/waybill"), "\(why)")
+        #expect(why.lowercased().contains("refused"), "\(why)")
+        #expect(!why.contains("secret"), "the password never appears in errors")
+        #expect(!why.contains("\n"))
+        #expect(elapsed < .seconds(3))
+    }
+
+    @Test func anUnknownDatabaseIsUnavailable() async throws {
+        let server = try await runBlocking { try PostgresServer.shared() }
+        let error = await openingError(server.url(database: "no_such_database"))
+        guard case .unavailable(let why)? = error else {
+            Issue.record("expected unavailable, got \(String(describing: error))")
+            return
+        }
+        #expect(why.contains("no_such_database"), "\(why)")
+    }
+
+    @Test func aClosedStoreIsUnavailable() async throws {
+        let store = try await openStore(try await freshDatabase())
+        store.close()
+        store.close()
+        await #expect(throws: StoreError.unavailable("the store is closed")) {
+            try await store.read { tx in try tx.newestEventID() }
+        }
+        await #expect(throws: StoreError.unavailable("the store is closed")) {
+            try await store.write { tx in try tx.insertCompany(name: "Late") }
+        }
+    }
+
+    @Test func aConflictNamesTheConstraintButNotTheValue() async throws {
+        let store = try await openStore(try await freshDatabase())
+        defer { store.close() }
+        _ = try await store.write { tx in
+            try tx.insertUser(companyID: nil, role: .driver, email: "secret.person@x.test", name: "A", passwordHash: "h")
+        }
+        let error = await #expect(throws: StoreError.self) {
+            try await store.write { tx in
+                try tx.insertUser(
+                    companyID: nil, role: .driver, email: "Secret.Person@x.test", name: "B", passwordHash: "h")
+            }
+        }
+        #expect(error == .conflict("unique constraint users_email_unique"))
+        #expect(!(error?.description.lowercased().contains("secret.person") ?? true))
+    }
+
+    @Test func textWithANULIsRefusedNotCut() async throws {
+        let store = try await openStore(try await freshDatabase())
+        defer { store.close() }
+        let company = try await store.write { tx in try tx.insertCompany(name: "Acme") }
+        let order = Order(companyID: company.id, number: "1", title: "a\u{0}b", createdAt: t0, updatedAt: t0)
+        let error = await #expect(throws: StoreError.self) { try await store.write { tx in try tx.insertOrder(order) } }
+        guard case .failure? = error else {
+            Issue.record("expected a failure, got \(String(describing: error))")
+            return
+        }
+        #expect(try await store.read { tx in try tx.orderSummaries(in: company.id, driver: nil, status: nil) } == [])
+    }
+
+    @Test func aHandleUsedAfterItsClosureIsRefused() async throws {
+        final class Leak: @unchecked Sendable { var reader: (any StoreReader)? }
+        let store = try await openStore(try await freshDatabase())
+        defer { store.close() }
+        let leak = Leak()
+        try await store.read { tx in leak.reader = tx }
+        #expect(throws: StoreError.self) { try leak.reader?.newestEventID() }
+    }
+}

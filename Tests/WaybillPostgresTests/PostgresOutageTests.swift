@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+/// The server goes away under a running store: calls fail with `unavailable` within the 5 s
+/// bound, fail fast while it stays down, and succeed again once it is back, with the same store.
+/// Each test runs its own server (they stop, kill or freeze it).
+@Suite(.serialized, .timeLimit(.minutes(2))) struct PostgresOutageTests {
+    fileprivate func withOwnServer(_ body: (PostgresServer, PostgresOrderStore) async throws -> Void) async throws {
+        let server = try await runBlocking { try PostgresServer() }
+        defer { server.remove() }
+        let url = try await runBlocking { try server.createDatabase() }
+        let store = try await openStore(url)
+        defer { store.close() }
+        try await body(server, store)
+    }
+
+    fileprivate func write(_ store: PostgresOrderStore) async throws -> Company {
+        try await store.write { tx in try tx.insertCompany(name: "Acme") }
+    }
+
+    @Test func aStoppedServerIsUnavailableQuicklyAndTheStoreRecoversWhenItIsBack() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            try await runBlocking { try server.stop(mode: .immediate) }
+
+            let (first, firstOutcome) = await timed { try await write(store) }
+            #expect(isUnavailable(firstOutcome), "\(firstOutcome)")
+            #expect(first < .seconds(5))
+            for _ in 0..<5 {
+                let (elapsed, outcome) = await timed { try await write(store) }
+                #expect(isUnavailable(outcome))
+                #expect(elapsed < .milliseconds(500), "a known-down server fails fast")
+            }
+            let (readTime, readOutcome) = await timed { try await store.read { tx in try tx.newestEventID() } }
+            #expect(isUnavailable(readOutcome))
+            #expect(readTime < .seconds(5))
+
+            try await runBlocking { try server.start() }
+            let company = try await eventually(timeout: .seconds(10)) { try await write(store) }
+            #expect(try await store.read { tx in try tx.company(company.id) } == company)
+        }
+    }
+
+    @Test func aFastShutdownIsSurvivedTheSameWay() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            try await runBlocking { try server.stop(mode: .fast) }
+            let (elapsed, outcome) = await timed { try await write(store) }
+            #expect(isUnavailable(outcome))
+            #expect(elapsed < .seconds(5))
+            try await runBlocking { try server.start() }
+            _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
+        }
+    }
+
+    @Test func aFrozenServerIsUnavailableWithinFiveSecondsThenFailsFast() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            try await runBlocking { try server.freeze() }
+            do {
+                let (elapsed, outcome) = await timed { try await write(store) }
+                #expect(isUnavailable(outcome), "\(outcome)")
+                #expect(elapsed < .seconds(5), "\(elapsed)")
+                let (next, nextOutcome) = await timed { try await write(store) }
+                #expect(isUnavailable(nextOutcome))
+                #expect(next < .milliseconds(500), "a known-down server fails fast")
+            }
+            try await runBlocking { try server.thaw() }
+            _ = try await eventually(timeout: .seconds(15)) { try await write(store) }
+        }
+    }
+
+    @Test func aTerminatedConnectionIsReplacedWithoutFailingTheCall() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            let killed = try await runBlocking {
+                try server.psql(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'waybill'")
+            }
+            #expect(Int(killed) ?? 0 >= 1)
+            // Each worker finds its connection broken before COMMIT, reconnects and reruns the closure.
+            for _ in 0..<8 { _ = try await write(store) }
+        }
+    }
+}
+
+extension PostgresOutageTests {
+    @Test func aKilledServerIsUnavailableAndTheStoreRecoversAfterItsRestart() async throws {
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            try await runBlocking { try server.kill() }
+            let (elapsed, outcome) = await timed { try await write(store) }
+            #expect(isUnavailable(outcome), "\(outcome)")
+            #expect(elapsed < .seconds(5))
+            try await runBlocking {
+                // The kernel may take a moment to reap the killed processes before the port is free.
+                var lastError: (any Error)?
+                for _ in 0..<20 {
+                    do {
+                        return try server.start()
+                    } catch {
+                        lastError = error
+                        Thread.sleep(forTimeInterval: 0.25)
+                    }
+                }
+                throw lastError!
+            }
+            _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
+        }
+    }
+}

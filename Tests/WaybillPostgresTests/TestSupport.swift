@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+/// A fixed, millisecond-aligned instant.
+let t0 = Date(timeIntervalSince1970: 1_764_500_000)
+
+/// A PostgreSQL store on `url`, opened off the cooperative pool (opening blocks while it migrates).
+func openStore(_ url: String, name: String = "waybill", writers: Int = 2, readers: Int = 2) async throws
+    -> PostgresOrderStore
+{
+    try await runBlocking {
+        try PostgresOrderStore(url: url, applicationName: name, writerCount: writers, readerCount: readers)
+    }
+}
+
+/// A fresh database on the shared test server.
+func freshDatabase() async throws -> String {
+    try await runBlocking { try PostgresServer.shared().createDatabase() }
+}
+
+/// The database name at the end of a URL.
+func databaseName(_ url: String) -> String { String(url.split(separator: "/").last ?? "") }
+
+/// A company and an order to hang events on.
+func seedOrder(_ store: PostgresOrderStore) async throws -> Order {
+    try await store.write { tx in
+        let company = try tx.insertCompany(name: "Acme")
+        return try tx.insertOrder(
+            Order(companyID: company.id, number: "2026/11/0001", title: "Pallets", createdAt: t0, updatedAt: t0))
+    }
+}
+
+/// An `order_created` event of `order`.
+func createdEvent(_ order: Order) -> OrderEvent {
+    Broadcaster.events(for: .created(order), at: t0)[0]
+}
+
+/// How long `body` took, with its outcome.
+func timed<T>(_ body: () async throws -> T) async -> (Duration, Result<T, any Error>) {
+    let start = ContinuousClock.now
+    do {
+        let value = try await body()
+        return (start.duration(to: .now), .success(value))
+    } catch {
+        return (start.duration(to: .now), .failure(error))
+    }
+}
+
+/// Whether `result` failed with `StoreError.unavailable`.
+func isUnavailable<T>(_ result: Result<T, any Error>) -> Bool {
+    if case .failure(let error) = result, case .unavailable? = error as? StoreError { return true }
+    return false
+}
+
+/// Retries `body` until it succeeds or `timeout` passes; the last error otherwise.
+func eventually<T>(timeout: Duration, _ body: () async throws -> T) async throws -> T {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        do {
+            return try await body()
+        } catch {
+            if ContinuousClock.now >= deadline { throw error }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}

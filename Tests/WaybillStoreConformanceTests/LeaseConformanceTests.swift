@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+@Suite(.timeLimit(.minutes(1))) struct LeaseConformanceTests {
+    /// Two leases of one name as two nodes would hold them: from two stores on one PostgreSQL
+    /// database; from one SQLite store (an embedded store serves exactly one process).
+    private func withTwoNodes(
+        _ backend: Backend, _ body: (any Lease, any Lease) async throws -> Void
+    ) async throws {
+        switch backend {
+        case .sqlite:
+            try await withStore(backend) { store in try await body(store.lease("relay"), store.lease("relay")) }
+        case .postgres:
+            let url = try await runBlocking { try PostgresServer.shared().createDatabase() }
+            let first = try await postgresStore(url: url)
+            let second = try await postgresStore(url: url)
+            defer {
+                first.close()
+                second.close()
+            }
+            try await body(first.lease("relay"), second.lease("relay"))
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func oneHolderAtATimeAndReleaseHandsOver(_ backend: Backend) async throws {
+        try await withTwoNodes(backend) { first, second in
+            #expect(await first.acquire())
+            #expect(first.isHeld)
+            // The second waits while the first holds it.
+            let waiting = Task { await second.acquire() }
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(!second.isHeld, "two holders at once")
+            await first.release()
+            #expect(!first.isHeld)
+            #expect(await waiting.value)
+            #expect(second.isHeld)
+            await second.release()
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func acquireReturnsFalseWhenCancelled(_ backend: Backend) async throws {
+        try await withTwoNodes(backend) { first, second in
+            #expect(await first.acquire())
+            let waiting = Task { await second.acquire() }
+            try await Task.sleep(for: .milliseconds(300))
+            waiting.cancel()
+            #expect(await waiting.value == false)
+            #expect(!second.isHeld)
+            #expect(first.isHeld)
+            await first.release()
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func otherNamesAreIndependent(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let relay = store.lease("relay"), pruner = store.lease("pruner")
+            #expect(await relay.acquire())
+            #expect(await pruner.acquire())
+            #expect(relay.isHeld && pruner.isHeld)
+            await relay.release()
+            await pruner.release()
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@Suite struct OrdersConformanceTests {
+    @Test(arguments: Backend.allCases) func anInsertedOrderReadsBackWithItsStagesAndDocuments(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let inserted = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: fixture.alice.id, status: .assigned))
+            }
+            #expect(inserted.id != nil)
+            #expect(inserted.stages.allSatisfy { $0.id != nil })
+            #expect(inserted.documents.allSatisfy { $0.id != nil })
+            let read = try await store.read { tx in try tx.order(inserted.id!, in: fixture.acme.id) }
+            #expect(read == inserted)
+            #expect(read?.stages.map(\.address) == ["1 Dock Road", "9 Rue Haute"])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func textKeepsNonASCII(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            var order = sampleOrder(in: fixture.acme.id, title: "Zürich → Łódź 🚚 \"quoted\" \\ back'slash")
+            order.notes = "line\nbreak\ttab"
+            let toInsert = order
+            let inserted = try await store.write { tx in try tx.insertOrder(toInsert) }
+            let read = try await store.read { tx in try tx.order(inserted.id!, in: fixture.acme.id) }
+            #expect(read?.title == "Zürich → Łódź 🚚 \"quoted\" \\ back'slash")
+            #expect(read?.notes == "line\nbreak\ttab")
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func anotherCompanysOrderIsNotFound(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            #expect(try await store.read { tx in try tx.order(order.id!, in: fixture.globex.id) } == nil)
+            var foreign = order
+            foreign.companyID = fixture.globex.id
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [foreign] tx in try tx.updateOrder(foreign) }
+            }
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { tx in try tx.deleteOrder(order.id!, in: fixture.globex.id) }
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func updateSyncsStagesAndAddsNewDocuments(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            var changed = order
+            changed.title = "Pallets to Lille"
+            changed.status = .assigned
+            changed.driverID = fixture.bob.id
+            changed.version = 2
+            changed.updatedAt = t0 + 60
+            // Keep the delivery (moved first, completed), drop the pickup, add a stop.
+            var delivery = order.stages[1]
+            delivery.position = 1
+            delivery.completedAt = t0 + 30
+            changed.stages = [delivery, Stage(position: 2, kind: .stop, address: "Rest area A1")]
+            changed.documents.append(Document(name: "photo.jpg", kind: "photo", createdAt: t0 + 60))
+
+            let updated = try await store.write { [changed] tx in try tx.updateOrder(changed) }
+            #expect(updated.title == "Pallets to Lille")
+            #expect(updated.version == 2)
+            #expect(updated.driverID == fixture.bob.id)
+            #expect(updated.stages.map(\.address) == ["9 Rue Haute", "Rest area A1"])
+            #expect(updated.stages[0].id == delivery.id, "a listed stage keeps its id")
+            #expect(updated.stages[0].completedAt == t0 + 30)
+            #expect(updated.stages[1].id != nil && updated.stages[1].id != order.stages[0].id)
+            #expect(updated.documents.map(\.name) == ["cmr.pdf", "photo.jpg"])
+            #expect(updated.documents.allSatisfy { $0.id != nil })
+            #expect(try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) } == updated)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aStageIDOfAnotherOrderIsTreatedAsANewStage(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let (mine, theirs) = try await store.write { tx in
+                (
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "1")),
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2"))
+                )
+            }
+            var changed = mine
+            changed.stages = [Stage(id: theirs.stages[0].id, position: 1, kind: .stop, address: "Hijack")]
+            let updated = try await store.write { [changed] tx in try tx.updateOrder(changed) }
+            #expect(updated.stages.count == 1)
+            #expect(updated.stages[0].id != theirs.stages[0].id)
+            #expect(try await store.read { tx in try tx.order(theirs.id!, in: fixture.acme.id) } == theirs)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func updatingOrDeletingAMissingOrderIsNotFound(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            var ghost = sampleOrder(in: fixture.acme.id)
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [ghost] tx in try tx.updateOrder(ghost) }
+            }
+            ghost.id = OrderID(4242)
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { [ghost] tx in try tx.updateOrder(ghost) }
+            }
+            await #expect(throws: StoreError.notFound) {
+                try await store.write { tx in try tx.deleteOrder(OrderID(4242), in: fixture.acme.id) }
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func deletingAnOrderRemovesStagesAndDocumentsButKeepsItsEvents(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in
+                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id))
+                _ = try tx.appendEvents([createdEvent(order)])
+                return order
+            }
+            try await store.write { tx in
+                try tx.deleteOrder(order.id!, in: fixture.acme.id)
+                _ = try tx.appendEvents(Broadcaster.events(for: .deleted(order), at: t0))
+            }
+            #expect(try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) } == nil)
+            let events = try await store.read { tx in try tx.events(after: .zero, limit: 10) }
+            #expect(events.map(\.event.type) == [.created, .deleted])
+            // A new order never reuses the deleted one's id (events and URLs refer to it).
+            let next = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            #expect(next.id! > order.id!)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func numbersAreUniquePerCompany(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            _ = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007"))
+            }
+            let error = await #expect(throws: StoreError.self) {
+                try await store.write { tx in
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0007"))
+                }
+            }
+            guard case .conflict = error else {
+                Issue.record("expected a conflict, got \(String(describing: error))")
+                return
+            }
+            // The same number in another company is fine.
+            _ = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.globex.id, number: "2026/11/0007"))
+            }
+            // Renumbering onto a taken number conflicts too.
+            var other = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0008"))
+            }
+            other.number = "2026/11/0007"
+            let renumbered = other
+            await #expect(throws: StoreError.self) { try await store.write { tx in try tx.updateOrder(renumbered) } }
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aClosureMayCatchAConflictAndCarryOn(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let numbers = try await store.write { tx in
+                _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "A"))
+                do {
+                    _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "A"))
+                } catch StoreError.conflict {
+                    _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "B"))
+                }
+                return try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).map(\.number)
+            }
+            #expect(numbers == ["B", "A"])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func anUnknownDriverIsAConflictNotAFailure(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let error = await #expect(throws: StoreError.self) {
+                try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: UserID(999)))
+                }
+            }
+            guard case .conflict = error else {
+                Issue.record("expected a conflict, got \(String(describing: error))")
+                return
+            }
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func orderSequencesCountPerCompanyAndMonth(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let sequences = try await store.write { tx in
+                [
+                    try tx.nextOrderSequence(company: fixture.acme.id, year: 2026, month: 11),
+                    try tx.nextOrderSequence(company: fixture.acme.id, year: 2026, month: 11),
+                    try tx.nextOrderSequence(company: fixture.globex.id, year: 2026, month: 11),
+                    try tx.nextOrderSequence(company: fixture.acme.id, year: 2026, month: 12),
+                    try tx.nextOrderSequence(company: fixture.acme.id, year: 2027, month: 11),
+                    try tx.nextOrderSequence(company: fixture.acme.id, year: 2026, month: 11),
+                ]
+            }
+            #expect(sequences == [1, 2, 1, 1, 1, 3])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func summariesFilterByDriverAndStatusNewestFirstWithinOneCompany(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let (a, b, c) = try await store.write { tx in
+                (
+                    try tx.insertOrder(
+                        sampleOrder(in: fixture.acme.id, number: "1", driver: fixture.alice.id, status: .assigned)),
+                    try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2")),
+                    try tx.insertOrder(
+                        sampleOrder(in: fixture.acme.id, number: "3", driver: fixture.alice.id, status: .accepted))
+                )
+            }
+            _ = try await store.write { tx in
+                try tx.insertOrder(
+                    sampleOrder(in: fixture.globex.id, number: "1", driver: fixture.globexDriver.id, status: .assigned))
+            }
+            let lists = try await store.read { tx in
+                (
+                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil),
+                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.alice.id, status: nil),
+                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.alice.id, status: .accepted),
+                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: .new),
+                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.bob.id, status: nil),
+                    try tx.orderSummaries(in: fixture.globex.id, driver: nil, status: nil)
+                )
+            }
+            #expect(lists.0 == [c.summary, b.summary, a.summary])
+            #expect(lists.1 == [c.summary, a.summary])
+            #expect(lists.2 == [c.summary])
+            #expect(lists.3 == [b.summary])
+            #expect(lists.4 == [])
+            #expect(lists.5.count == 1 && lists.5[0].driverID == fixture.globexDriver.id)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@Suite struct OutboxConformanceTests {
+    /// Appends, in separate transactions: an Acme order for Alice, an unassigned one, a Globex one.
+    private func appendThree(_ store: any OrderStore, _ fixture: Fixture) async throws -> [StoredEvent] {
+        var stored: [StoredEvent] = []
+        for order in [
+            sampleOrder(in: fixture.acme.id, number: "1", driver: fixture.alice.id, status: .assigned),
+            sampleOrder(in: fixture.acme.id, number: "2"),
+            sampleOrder(in: fixture.globex.id, number: "1"),
+        ] {
+            stored += try await store.write { tx in try tx.appendEvents([createdEvent(tx.insertOrder(order))]) }
+        }
+        return stored
+    }
+
+    @Test(arguments: Backend.allCases) func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            #expect(try await store.read { tx in try tx.newestEventID() } == .zero)
+            let order = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: fixture.alice.id, status: .assigned))
+            }
+            var reassigned = order
+            reassigned.driverID = fixture.bob.id
+            // t0 + 0.5 s is exactly representable, so the stored time compares equal.
+            let events = Broadcaster.events(for: .assigned(before: order, after: reassigned), at: t0 + 0.5)
+            let first = try await store.write { tx in try tx.appendEvents(events) }
+            let second = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect((first + second).map(\.id) == [1, 2, 3])
+            #expect(first.map(\.event) == events)
+            let all = try await store.read { tx in try tx.events(after: .zero, limit: 100) }
+            #expect(all == first + second)
+            #expect(all[1].event.oldDriverID == fixture.alice.id)
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(3))
+            #expect(try await store.write { tx in try tx.appendEvents([]) } == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func groupReadsSeeOnlyThatGroupInOrder(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let all = try await appendThree(store, fixture)
+            let reads = try await store.read { tx in
+                (
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10),
+                    try tx.events(of: .driver(fixture.alice.id), after: .zero, limit: 10),
+                    try tx.events(of: .fleet(fixture.globex.id), after: .zero, limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: EventID(1), limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 1),
+                    try tx.events(of: .driver(fixture.bob.id), after: .zero, limit: 10),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 0)
+                )
+            }
+            #expect(reads.0 == [all[0], all[1]])
+            #expect(reads.1 == [all[0]])
+            #expect(reads.2 == [all[2]])
+            #expect(reads.3 == [all[1]])
+            #expect(reads.4 == [all[0]])
+            #expect(reads.5 == [])
+            #expect(reads.6 == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func theRelayCursorOnlyMovesForwardAndNotPastTheNewestEvent(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == nil)
+            clock.set(t0 + 1)
+            let all = try await appendThree(store, fixture)
+            let state = try await store.read { tx in (try tx.relayedThrough(), try tx.oldestUnrelayedEventTime()) }
+            #expect(state.0 == .zero)
+            #expect(state.1 == t0 + 1)
+
+            try await store.write { tx in try tx.markRelayed(through: all[1].id) }
+            try await store.write { tx in try tx.markRelayed(through: all[0].id) }
+            #expect(try await store.read { tx in try tx.relayedThrough() } == all[1].id)
+            try await store.write { tx in try tx.markRelayed(through: EventID(1000)) }
+            #expect(try await store.read { tx in try tx.relayedThrough() } == all[2].id)
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == nil)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func oldestUnrelayedTimeIsThatOfTheFirstEventAfterTheCursor(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            for second in 1...3 {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(1)) }
+            #expect(try await store.read { tx in try tx.oldestUnrelayedEventTime() } == t0 + 2)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func pruningDeletesOnlyRelayedOldEventsAsAPrefix(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            // Events 1…5 committed at t0+1 … t0+5, then event 6 with a clock that stepped back.
+            for second in [1, 2, 3, 4, 5, 0] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            // Nothing relayed: nothing pruned, however old.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
+
+            try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
+            // Relayed 1…4, but only 1…2 are older than t0+3.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 3) } == 2)
+            var state = try await store.read { tx in
+                (
+                    try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id),
+                    try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10).map(\.id)
+                )
+            }
+            #expect(state.0 == EventID(2))
+            #expect(state.1 == [3, 4, 5, 6])
+            #expect(state.2 == [3, 4, 5, 6])
+
+            // Everything relayed and old: 3…6 go, and event 6's older stamp never caused a hole before.
+            try await store.write { tx in try tx.markRelayed(through: EventID(6)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 4)
+            state = try await store.read { tx in
+                (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id), [])
+            }
+            #expect(state.0 == EventID(6))
+            #expect(state.1 == [])
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(6), "pruning never rewinds ids")
+            let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect(next.map(\.id) == [7])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func pruningStopsAtTheFirstEventThatIsTooNew(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            // Event 2 is newer than event 3 (another process's clock): 3 must wait for 2.
+            for second in [1, 10, 2] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(3)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 1)
+            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(1))
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func anEventReadsBackByIDWithTheSameCursor(_ backend: Backend) async throws {
+        // A commit time with a fraction of a millisecond: stored and read back as milliseconds.
+        let clock = ManualClock(t0 + 0.123_456)
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let appended = try await store.write { tx in
+                try tx.appendEvents([createdEvent(tx.insertOrder(sampleOrder(in: fixture.acme.id)), at: t0 + 0.25)])
+            }
+            let read = try await store.read { tx in
+                (try tx.event(appended[0].id), try tx.event(EventID(99)), try tx.events(after: .zero, limit: 1))
+            }
+            #expect(read.0 == appended[0])
+            #expect(read.0?.cursor == appended[0].cursor, "the cursor handed out at commit matches the stored event")
+            #expect(read.0?.committedAt == Date(timeIntervalSince1970: 1_764_500_000.123))
+            #expect(read.1 == nil)
+            #expect(read.2.first?.cursor == appended[0].cursor)
+            #expect(read.0.map { appended[0].cursor.matches($0) } == true)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aPrunedEventIsGoneByID(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            _ = try await store.write { tx in try tx.appendEvents([createdEvent(order), createdEvent(order)]) }
+            try await store.write { tx in try tx.markRelayed(through: EventID(1)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 1) } == 1)
+            let read = try await store.read { tx in (try tx.event(EventID(1)), try tx.event(EventID(2))?.id) }
+            #expect(read.0 == nil)
+            #expect(read.1 == EventID(2))
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+/// What every node must agree on about sessions: logouts and the login throttle.
+@Suite struct SessionsConformanceTests {
+    @Test(arguments: Backend.allCases) func revokingTokensRecordsALogoutAtTheStoresClock(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            clock.set(t0 + 10)
+            try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            clock.set(t0 + 20)
+            try await store.write { tx in try tx.revokeTokens(of: fixture.bob.id) }
+            let logouts = try await store.read { tx in
+                (try tx.logouts(since: t0), try tx.logouts(since: t0 + 10), try tx.logouts(since: t0 + 10.001))
+            }
+            #expect(
+                logouts.0 == [Logout(userID: fixture.alice.id, at: t0 + 10), Logout(userID: fixture.bob.id, at: t0 + 20)])
+            #expect(logouts.1 == logouts.0, "since is inclusive")
+            #expect(logouts.2 == [Logout(userID: fixture.bob.id, at: t0 + 20)])
+
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15) } == 1)
+            #expect(try await store.read { tx in try tx.logouts(since: t0) }.map(\.userID) == [fixture.bob.id])
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func loginAttemptsStopAtTheLimitWithinTheWindow(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let reserved = try await store.write { tx in
+                try (0..<4).map { second in
+                    try tx.reserveLoginAttempt(key: "ip:1", at: t0 + Double(second), window: 60, limit: 3)
+                }
+            }
+            #expect(reserved == [true, true, true, false])
+            #expect(
+                try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:2", at: t0, window: 60, limit: 3) },
+                "keys are counted separately")
+            // The first attempt (t0) leaves the window at t0 + 60: one slot frees up.
+            let later = try await store.write { tx in
+                (
+                    try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 60, window: 60, limit: 3),
+                    try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 60.5, window: 60, limit: 3)
+                )
+            }
+            #expect(later == (true, false))
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aReleasedAttemptFreesItsSlot(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let outcome = try await store.write { tx in
+                let first = try tx.reserveLoginAttempt(key: "user@x", at: t0, window: 60, limit: 2)
+                let second = try tx.reserveLoginAttempt(key: "user@x", at: t0 + 1, window: 60, limit: 2)
+                let refused = try tx.reserveLoginAttempt(key: "user@x", at: t0 + 2, window: 60, limit: 2)
+                try tx.releaseLoginAttempt(key: "user@x", at: t0 + 1)
+                let afterRelease = try tx.reserveLoginAttempt(key: "user@x", at: t0 + 3, window: 60, limit: 2)
+                return [first, second, refused, afterRelease]
+            }
+            #expect(outcome == [true, true, false, true])
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 2) } == 1)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func concurrentReservationsNeverExceedTheLimit(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let granted = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<30 {
+                    group.addTask {
+                        try await store.write { tx in
+                            try tx.reserveLoginAttempt(
+                                key: "ip:9", at: t0 + Double(index) / 1000, window: 60, limit: 5)
+                        }
+                    }
+                }
+                return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+            #expect(granted == 5)
+        }
+    }
+}

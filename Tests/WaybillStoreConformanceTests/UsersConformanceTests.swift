@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@Suite struct UsersConformanceTests {
+    @Test(arguments: Backend.allCases) func usersAndCompaniesReadBack(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let found = try await store.read { tx in
+                (
+                    try tx.company(fixture.acme.id), try tx.user(fixture.bob.id), try tx.drivers(in: fixture.acme.id),
+                    try tx.company(CompanyID(999)), try tx.user(UserID(999))
+                )
+            }
+            #expect(found.0 == fixture.acme)
+            #expect(found.1 == fixture.bob)
+            #expect(found.2 == [fixture.alice, fixture.bob])
+            #expect(found.3 == nil)
+            #expect(found.4 == nil)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func emailIsUniqueIgnoringCaseAndFoundIgnoringCase(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let imposter = await #expect(throws: StoreError.self) {
+                try await store.write { tx in
+                    try tx.insertUser(
+                        companyID: nil, role: .driver, email: "ALICE@Acme.Test", name: "Imposter", passwordHash: "x")
+                }
+            }
+            expectConflict(imposter)
+            _ = try await store.write { tx in
+                try tx.insertUser(companyID: nil, role: .driver, email: "Élodie@acme.test", name: "É", passwordHash: "x")
+            }
+            let accented = await #expect(throws: StoreError.self) {
+                try await store.write { tx in
+                    try tx.insertUser(
+                        companyID: nil, role: .driver, email: "éLODIE@ACME.TEST", name: "é", passwordHash: "y")
+                }
+            }
+            expectConflict(accented)
+            let found = try await store.read { tx in try tx.credentials(email: "Alice@ACME.test") }
+            #expect(found?.user == fixture.alice)
+            #expect(found?.passwordHash == "h2")
+            #expect(try await store.read { tx in try tx.credentials(email: "nobody@acme.test") } == nil)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func tokensAuthenticateByHashUntilRevokedOrExpired(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let forever: [UInt8] = Array(repeating: 1, count: 32)
+            let shortLived: [UInt8] = Array(repeating: 2, count: 32)
+            let bobs: [UInt8] = Array(repeating: 3, count: 32)
+            try await store.write { tx in
+                try tx.insertToken(hash: forever, for: fixture.alice.id, createdAt: t0, expiresAt: nil)
+                try tx.insertToken(hash: shortLived, for: fixture.alice.id, createdAt: t0, expiresAt: t0 + 60)
+                try tx.insertToken(hash: bobs, for: fixture.bob.id, createdAt: t0, expiresAt: nil)
+            }
+            let before = try await store.read { tx in
+                (
+                    try tx.user(tokenHash: forever, now: t0), try tx.user(tokenHash: shortLived, now: t0 + 59),
+                    try tx.user(tokenHash: shortLived, now: t0 + 60),
+                    try tx.user(tokenHash: Array(repeating: 9, count: 32), now: t0)
+                )
+            }
+            #expect(before.0 == fixture.alice)
+            #expect(before.1 == fixture.alice)
+            #expect(before.2 == nil, "an expired token must not authenticate")
+            #expect(before.3 == nil)
+
+            try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            let after = try await store.read { tx in
+                (try tx.user(tokenHash: forever, now: t0), try tx.user(tokenHash: bobs, now: t0))
+            }
+            #expect(after.0 == nil, "a revoked token must not authenticate")
+            #expect(after.1 == fixture.bob, "revoking one user's tokens leaves others alone")
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aTicketWorksOnceAndNotAfterExpiry(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let ticket: [UInt8] = Array(repeating: 7, count: 32)
+            let stale: [UInt8] = Array(repeating: 8, count: 32)
+            try await store.write { tx in
+                try tx.insertTicket(hash: ticket, for: fixture.alice.id, expiresAt: t0 + 60)
+                try tx.insertTicket(hash: stale, for: fixture.bob.id, expiresAt: t0 + 10)
+            }
+            let uses = try await store.write { tx in
+                (try tx.consumeTicket(hash: ticket, now: t0 + 5), try tx.consumeTicket(hash: ticket, now: t0 + 6))
+            }
+            #expect(uses.0 == fixture.alice.id)
+            #expect(uses.1 == nil, "a ticket is single use")
+            #expect(try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0 + 10) } == nil)
+            #expect(
+                try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0) } == nil,
+                "an expired ticket is deleted when presented")
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func anEmptyHashIsStoredAndMatchedExactly(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let user = try await store.write { tx in
+                try tx.insertTicket(hash: [], for: fixture.alice.id, expiresAt: t0 + 60)
+                return try tx.consumeTicket(hash: [], now: t0)
+            }
+            #expect(user == fixture.alice.id)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func hashesKeepEveryByteValue(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let hash = (0...255).map(UInt8.init)
+            try await store.write { tx in
+                try tx.insertToken(hash: hash, for: fixture.bob.id, createdAt: t0, expiresAt: nil)
+            }
+            let found = try await store.read { tx in
+                (try tx.user(tokenHash: hash, now: t0), try tx.user(tokenHash: Array(hash.dropLast()), now: t0))
+            }
+            #expect(found.0 == fixture.bob)
+            #expect(found.1 == nil)
+        }
+    }
+}
