@@ -1,12 +1,13 @@
 # Waybill: the two commands of the README, and a few helpers.
 #   make run    install what is missing, build, start the demo (SQLite + in-process broker)
 #   make test   install what is missing, build, run every test (Swift + browser)
+#   make cluster  PostgreSQL + Redis + two nodes behind nginx on port 8080 (docs/SCALING.md)
 
 SWIFT ?= swift
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: run test deps test-deps build build-release swift-test browser-test bench clean
+.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench clean
 
 run: deps build-release
 	$(RELEASE_BIN)/waybill demo
@@ -19,17 +20,29 @@ deps:
 test-deps:
 	@scripts/install-deps.sh --test
 
+cluster-deps:
+	@scripts/install-deps.sh --cluster
+
+# Ctrl-C stops every process and deletes .cluster/.
+cluster: cluster-deps build-release
+	WAYBILL_BIN=$(RELEASE_BIN)/waybill scripts/cluster.sh up
+
 build:
 	$(SWIFT) build --build-tests
 
 build-release:
 	$(SWIFT) build -c release --product waybill
 
-# The client library's virtual-time tests run on their own: they yield a lot and would compete
-# with the end-to-end servers for the two cooperative threads of a small machine.
+# Four groups, one after another, so that no group's timing depends on another's load on a
+# 2-core machine: the client library's virtual-time tests (they yield a lot); the in-process
+# server, network and store tests; the suites that start real PostgreSQL and Redis servers; and
+# the multi-node fault tests (whole clusters of processes, killed and restarted).
+SERVICE_SUITES = WaybillPostgresTests|WaybillStoreConformanceTests|WaybillRedisTests|WaybillBrokerConformanceTests
 swift-test:
 	$(SWIFT) test --skip-build --filter WaybillClientTests
-	$(SWIFT) test --skip-build --skip WaybillClientTests
+	$(SWIFT) test --skip-build --skip 'WaybillClientTests|$(SERVICE_SUITES)|ClusterTests'
+	$(SWIFT) test --skip-build --filter '$(SERVICE_SUITES)'
+	$(SWIFT) test --skip-build --filter ClusterTests
 
 browser-test:
 	WAYBILL_BIN=$(DEBUG_BIN)/waybill scripts/browser-tests.sh

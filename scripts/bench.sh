@@ -6,9 +6,12 @@
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
+#   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
+#                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"

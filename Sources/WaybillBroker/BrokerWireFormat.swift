@@ -96,9 +96,11 @@ public enum BrokerWireFormat {
 
     // MARK: Dates
 
-    /// Milliseconds since 1970, rounded down, as `EventCursor` and `EventFrame` compute them.
+    /// Milliseconds since 1970, to the nearest, as `EventCursor` computes them.
     public static func milliseconds(of date: Date) -> Int64 {
-        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        // Nearest, like `EventCursor`'s fingerprint and the stores: a date rebuilt as `ms / 1000`
+        // may sit a hair below `ms`, and rounding down would turn it into `ms - 1`.
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
         guard value.isFinite, abs(value) < 9.0e15 else { return 0 }
         return Int64(value)
     }

@@ -21,6 +21,7 @@ public final class Metrics: Sendable {
         var relayFailures = 0
         var feedStoreReads = 0
         var historyRewinds = 0
+        var deliveredEventID: Int64 = 0
     }
 
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
@@ -61,6 +62,9 @@ public final class Metrics: Sendable {
     /// The hub feed read events from the store (a gap in what the broker gave, or polling while it is down).
     public func feedReadStore() { state.withLock { $0.feedStoreReads += 1 } }
     public func historyRewound() { state.withLock { $0.historyRewinds += 1 } }
+    /// The newest event id this node's hub has handed to its sockets (compare nodes: a node far
+    /// behind the others is not getting events).
+    public func delivered(through id: Int64) { state.withLock { $0.deliveredEventID = id } }
 
     /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time.
     public func render(outboxLagSeconds: Double) -> String {
@@ -97,6 +101,8 @@ public final class Metrics: Sendable {
         out += counter("waybill_resets_total", "Resumes answered with reset.", s.resets)
         out += counter("waybill_feed_store_reads_total", "Store reads by the hub feed (gaps, broker down).", s.feedStoreReads)
         out += counter("waybill_history_rewinds_total", "Times the store's history went back under live sockets.", s.historyRewinds)
+        out += "# HELP waybill_delivered_event_id Newest event id this node's hub has fanned out.\n"
+        out += "# TYPE waybill_delivered_event_id gauge\nwaybill_delivered_event_id \(s.deliveredEventID)\n"
         out += "# HELP waybill_outbox_lag_seconds Age of the oldest event not yet relayed (0 if none).\n"
         out += "# TYPE waybill_outbox_lag_seconds gauge\nwaybill_outbox_lag_seconds \(outboxLagSeconds)\n"
         return out

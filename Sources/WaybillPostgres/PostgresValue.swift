@@ -55,8 +55,10 @@ enum PostgresValue {
 }
 
 extension Date {
-    /// Milliseconds since the epoch, rounded down: the stored form of a date.
-    var postgresMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+    /// Milliseconds since the epoch, to the nearest: the stored form of a date. Not rounded down:
+    /// a date rebuilt as `ms / 1000` can sit a hair below `ms` and would drift by 1 ms per rewrite
+    /// (and change the event cursor's fingerprint, which rounds to the nearest too).
+    var postgresMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
 
     init(postgresMilliseconds millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)

@@ -60,6 +60,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         self.logger = logger
         self.lastDelivered = lastDelivered
         self.configuration = configuration
+        metrics.delivered(through: lastDelivered.id.rawValue)
     }
 
     // MARK: Fan-out
@@ -79,6 +80,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             }
         }
         metrics.framesSent(sent)
+        metrics.delivered(through: lastDelivered.id.rawValue)
     }
 
     /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
@@ -103,6 +105,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// delivery restarts from `newest`.
     public func rewound(to newest: EventCursor, io: any SocketIO) {
         lastDelivered = newest
+        metrics.delivered(through: newest.id.rawValue)
         closeAll(code: 1012, reason: "service restart", io: io)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import WaybillAPI
+import WaybillBroker
 
 /// `waybill demo`: `serve` with a demo company seeded on first start, and a banner saying how to log in.
 enum DemoCommand {
@@ -25,17 +26,19 @@ enum DemoCommand {
         let marker = (dataDirectory as NSString).appendingPathComponent("demo-seeded")
         if !FileManager.default.fileExists(atPath: marker) {
             let seeder = Seeder(store: store, passwordIterations: configuration.passwordIterations)
-            _ = try await seeder.seed(
-                .init(
-                    companyName: "Demo Transport", drivers: 3, ordersPerDriver: 2, emailDomain: "demo.example.com",
-                    dispatcherPassword: dispatcherPassword, driverPassword: driverPassword))
+            _ = try await seeder.seed(plan)
             _ = FileManager.default.createFile(atPath: marker, contents: Data())
         }
-        try await ServeCommand.serve(configuration: configuration, store: store) { server in
+        try await ServeCommand.serve(configuration: configuration, store: store, broker: InProcessBroker()) { server in
             let url = "http://\(configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host):\(server.port)/"
             Console.out(banner(url: url))
         }
     }
+
+    /// The demo company: known logins, so the banner (and `make cluster`) can print them.
+    static let plan = Seeder.Plan(
+        companyName: "Demo Transport", drivers: 3, ordersPerDriver: 2, emailDomain: "demo.example.com",
+        dispatcherPassword: dispatcherPassword, driverPassword: driverPassword)
 
     static func banner(url: String) -> String {
         """

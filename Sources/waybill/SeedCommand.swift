@@ -1,6 +1,7 @@
 import Foundation
 import WaybillAPI
 import WaybillSQLite
+import WaybillStorage
 
 /// `waybill seed`: a new company with a dispatcher, drivers and assigned orders; logins as JSON.
 enum SeedCommand {
@@ -9,10 +10,12 @@ enum SeedCommand {
 
         Creates a new company (on every run) with one dispatcher, N drivers and K orders assigned to
         each driver, and writes their logins and tokens as JSON (the format ../shared/bench reads).
-        Safe while a server runs on the same data directory.
+        Safe while servers run on the same data directory or database.
 
         Options (each also read from the environment variable shown):
           --data-dir DIR             the server's data directory (WAYBILL_DATA_DIR, default ./waybill-data)
+          --database-url URL         seed a PostgreSQL store instead (WAYBILL_DATABASE_URL)
+          --demo                     the demo company of 'waybill demo' (known logins; ignores --drivers etc.)
           --company NAME             company name (WAYBILL_COMPANY, default "Seeded Transport")
           --drivers N                number of drivers (WAYBILL_DRIVERS, default 3)
           --orders-per-driver K      orders per driver (WAYBILL_ORDERS_PER_DRIVER, default 2)
@@ -23,23 +26,29 @@ enum SeedCommand {
 
     static func run(_ argv: [String]) async throws {
         let args = try Arguments(
-            argv, values: ["data-dir", "company", "drivers", "orders-per-driver", "out", "password-iterations"])
+            argv, values: ["data-dir", "database-url", "company", "drivers", "orders-per-driver", "out", "password-iterations"],
+            switches: ["demo"])
         guard let out = args.string("out") else { throw Arguments.Problem(description: "--out FILE is required") }
         let drivers = try args.int("drivers", default: 3), perDriver = try args.int("orders-per-driver", default: 2)
         guard drivers >= 0, perDriver >= 0, drivers <= 10_000, perDriver <= 10_000 else {
             throw Arguments.Problem(description: "--drivers and --orders-per-driver must be 0…10000")
         }
-        let store = try ServeCommand.openStore(args.string("data-dir", default: "./waybill-data"))
+        let store = try ServeCommand.openStore(args)
         defer { store.close() }
         let seeder = Seeder(store: store, passwordIterations: try args.int("password-iterations", default: 210_000))
-        let result = try await seeder.seed(
-            .init(companyName: args.string("company", default: "Seeded Transport"), drivers: drivers, ordersPerDriver: perDriver))
+        let plan =
+            args.flag("demo")
+            ? DemoCommand.plan
+            : .init(companyName: args.string("company", default: "Seeded Transport"), drivers: drivers, ordersPerDriver: perDriver)
+        let result = try await seeder.seed(plan)
         let json = try result.json()
         if out == "-" {
             FileHandle.standardOutput.write(json + Data("\n".utf8))
         } else {
             try json.write(to: URL(fileURLWithPath: out))
-            Console.error("seeded company \(result.companyID): 1 dispatcher, \(drivers) drivers, \(drivers * perDriver) orders → \(out)")
+            Console.error(
+                "seeded company \(result.companyID): 1 dispatcher, \(plan.drivers) drivers, "
+                    + "\(plan.drivers * plan.ordersPerDriver) orders → \(out)")
         }
     }
 }

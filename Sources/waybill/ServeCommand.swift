@@ -2,6 +2,8 @@ import Foundation
 import WaybillAPI
 import WaybillBroker
 import WaybillObservability
+import WaybillPostgres
+import WaybillRedis
 import WaybillSQLite
 import WaybillStorage
 
@@ -9,19 +11,24 @@ import WaybillStorage
 enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
-        "password-iterations", "retention-days", "ticket-seconds", "web-dir",
+        "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "node-id",
     ]
 
     static let help = """
         Usage: waybill serve [options]
 
-        Runs the Waybill server on the embedded default: a SQLite store in the data directory and an
-        in-process broker. Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush).
+        Runs the Waybill server. By default on the embedded store: a SQLite file in the data directory
+        and an in-process broker. With --database-url and --redis-url it is one node of a cluster:
+        any number of nodes on the same PostgreSQL and Redis, behind a load balancer (docs/SCALING.md).
+        Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush).
 
         Options (each also read from the environment variable shown):
           --host ADDR                  interface to bind (WAYBILL_HOST, default 127.0.0.1)
           --port N                     TCP port, 0 = any free port (WAYBILL_PORT, default 8080)
-          --data-dir DIR               where the database lives (WAYBILL_DATA_DIR, default ./waybill-data)
+          --data-dir DIR               where the SQLite database lives (WAYBILL_DATA_DIR, default ./waybill-data)
+          --database-url URL           PostgreSQL instead of SQLite: postgresql://USER@HOST:PORT/DB (WAYBILL_DATABASE_URL)
+          --redis-url URL              Redis as the broker between nodes: redis://HOST:PORT (WAYBILL_REDIS_URL)
+          --node-id NAME               this node's name in logs and /metrics (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
@@ -35,8 +42,10 @@ enum ServeCommand {
     static func run(_ argv: [String]) async throws {
         let args = try Arguments(argv, values: valueFlags)
         let configuration = try configuration(from: args)
-        let store = try openStore(args.string("data-dir", default: "./waybill-data"))
-        try await serve(configuration: configuration, store: store) { _ in }
+        let logger = Logger()
+        let store = try openStore(args)
+        let broker = try openBroker(args, logger: configuration.nodeID.map { logger.adding(["node": $0]) } ?? logger)
+        try await serve(configuration: configuration, store: store, broker: broker, logger: logger) { _ in }
     }
 
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
@@ -50,6 +59,11 @@ enum ServeCommand {
         c.outboxRetention = TimeInterval(try args.int("retention-days", default: 7)) * 86_400
         c.ticketLifetime = TimeInterval(min(60, try args.int("ticket-seconds", default: 30)))
         if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
+        c.nodeID = args.string("node-id")
+        // On a shared database other nodes commit too, and only the lease holder relays: it finds
+        // their events by polling the outbox (one index range read), so poll often. Alone on
+        // SQLite every event is handed to the relay at commit; the poll is only a safety net.
+        if args.string("database-url") != nil { c.relayPollInterval = .milliseconds(10) }
         guard (0...65_535).contains(c.port) else { throw Arguments.Problem(description: "--port must be 0…65535") }
         guard c.pingIntervalSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
         return c
@@ -60,13 +74,38 @@ enum ServeCommand {
         return try SQLiteOrderStore(path: (dataDirectory as NSString).appendingPathComponent("waybill.sqlite"))
     }
 
+    /// PostgreSQL when `--database-url` is given, else the SQLite file in `--data-dir`.
+    /// A bad URL or an unreachable server is one clear line (StoreError.unavailable), not a crash.
+    static func openStore(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") throws -> any OrderStore {
+        if let url = args.string("database-url") {
+            let name = args.string("node-id").map { "waybill-\($0)" } ?? "waybill"
+            return try PostgresOrderStore(url: url, applicationName: name)
+        }
+        return try openStore(args.string("data-dir", default: dataDirectoryDefault))
+    }
+
+    /// Redis when `--redis-url` is given, else the in-process broker (one node).
+    static func openBroker(_ args: Arguments, logger: Logger) throws -> any Broker {
+        guard let url = args.string("redis-url") else { return InProcessBroker() }
+        return try RedisBroker(url: url) { level, message, fields in
+            let pairs = fields.sorted { $0.key < $1.key }
+            var line = message
+            for (key, value) in pairs { line += " \(key)=\(value)" }
+            switch level {
+            case .info: logger.info("redis", ["detail": line])
+            case .warning: logger.warning("redis", ["detail": line])
+            }
+        }
+    }
+
     /// Starts the server, calls `started` with it, and returns after a signal-driven graceful stop.
     static func serve(
-        configuration: ServerConfiguration, store: any OrderStore, started: (WaybillServer) async throws -> Void
+        configuration: ServerConfiguration, store: any OrderStore, broker: any Broker, logger: Logger = Logger(),
+        started: (WaybillServer) async throws -> Void
     ) async throws {
         let signals = ShutdownSignals()
         let server = try await WaybillServer.start(
-            configuration: configuration, store: store, broker: InProcessBroker(), logger: Logger())
+            configuration: configuration, store: store, broker: broker, logger: logger)
         try await started(server)
         let signal = await signals.next()
         server.logger.info("signal received", ["signal": signal])

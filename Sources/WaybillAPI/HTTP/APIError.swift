@@ -43,7 +43,7 @@ struct APIError: Error, Equatable {
         case StoreError.conflict(let what):
             self = APIError(409, "conflict", "Already taken: \(what).")
         case StoreError.unavailable:
-            self = APIError(503, "unavailable", "The store is not available; try again shortly.")
+            self = APIError(503, "store_unavailable", "The store is not available; try again shortly.")
         default:
             self = .internal
         }

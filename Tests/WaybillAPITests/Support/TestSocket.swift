@@ -121,4 +121,6 @@ struct JSONFrame: @unchecked Sendable {
     let object: [String: Any]
     init(_ object: [String: Any]) { self.object = object }
     subscript(_ key: String) -> Any? { object[key] }
+    /// An integer field (JSON numbers arrive as NSNumber).
+    func int(_ key: String) -> Int64? { (object[key] as? NSNumber)?.int64Value }
 }

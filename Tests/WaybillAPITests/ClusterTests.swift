@@ -1,0 +1,308 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillAPI
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillTesting
+
+/// The failure contract of SPEC §6 with real processes: two `waybill serve` nodes on a real
+/// PostgreSQL and Redis, which the tests kill and restart under load.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct ClusterTests {
+    @Test func aWriteOnOneNodeReachesSocketsOnTheOther() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            try await cluster.settle()
+            let (panel, _) = try await cluster.socket(node: 1, token: seed.dispatcherToken)
+            let (phone, _) = try await cluster.socket(node: 1, token: driver.token)
+            let answer = try await cluster.request(
+                node: 0, "PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "gate 4"])
+            #expect(answer.status == 200)
+            for socket in [panel, phone] {
+                let event = try #require(await socket.nextEvent(timeout: .seconds(5)))
+                #expect(event["type"] as? String == "order_updated")
+                #expect(event.int("order_id") == id)
+                #expect((event["cursor"] as? String)?.hasPrefix("\(event.int("event_id") ?? -1)-") == true)
+            }
+        }
+    }
+
+    @Test func aSocketResumesOnAnotherNodeWithNothingLostOrRepeated() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            try await cluster.settle()
+            let (first, _) = try await cluster.socket(node: 0, token: seed.dispatcherToken)
+            for n in 1...3 { try await cluster.patchNotes(node: 0, order: id, "\(n)", token: seed.dispatcherToken) }
+            var seen: [Int64] = []
+            var cursorAfterFirst = ""
+            for _ in 1...3 {
+                let event = try #require(await first.nextEvent())
+                seen.append(try #require(event.int("event_id")))
+                if cursorAfterFirst.isEmpty { cursorAfterFirst = try #require(event["cursor"] as? String) }
+            }
+            await first.close()
+            // Back on the other node from the first event's cursor: events 2 and 3 replayed, then live.
+            let (second, _) = try await cluster.socket(node: 1, token: seed.dispatcherToken, query: "cursor=\(cursorAfterFirst)")
+            try await cluster.patchNotes(node: 1, order: id, "4", token: seed.dispatcherToken)
+            var resumed: [Int64] = []
+            for _ in 1...3 { resumed.append(try #require(await second.nextEvent()?.int("event_id"))) }
+            #expect(resumed.prefix(2) == seen.suffix(2))
+            #expect(resumed[2] > seen[2])
+            #expect(await second.nextEvent(timeout: .milliseconds(500)) == nil, "nothing twice")
+        }
+    }
+
+    @Test func concurrentWritesToOneOrderFromTwoNodesLoseNoUpdate() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let before = try await cluster.request(node: 0, "GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            let startVersion = try #require(before.object.int("version"))
+            let perNode = 15
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for node in 0..<2 {
+                    for n in 0..<perNode {
+                        group.addTask {
+                            try await cluster.request(
+                                node: node, "POST", "/api/orders/\(id)/documents", token: seed.dispatcherToken,
+                                json: ["name": "doc-\(node)-\(n)", "kind": "photo"]
+                            ).status
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { (200..<300).contains($0) }, "\(statuses)")
+            let after = try await cluster.request(node: 1, "GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            let names = Set((after.object["documents"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String })
+            #expect(names.count == 2 * perNode, "every document of every node is there")
+            #expect(after.object.int("version") == startVersion + Int64(2 * perNode), "each write got its own version")
+        }
+    }
+
+    /// Redis SIGKILLed for 10 s under a steady stream of writes through both nodes: every write
+    /// succeeds and every socket on every node gets every event exactly once, in order.
+    @Test func redisDownForTenSecondsLosesNothing() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            try await cluster.settle()
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: 0, token: seed.dispatcherToken),
+                try await EventCollector(cluster: cluster, node: 1, token: seed.dispatcherToken),
+                try await EventCollector(cluster: cluster, node: 1, token: driver.token),
+            ]
+            let writes = 140  // 10 per second for 14 s; Redis is down from 2 s to 12 s
+            let redis = cluster.redis
+            async let outage: Void = {
+                try await Task.sleep(for: .seconds(2))
+                try await runBlocking { redis.kill() }
+                try await Task.sleep(for: .seconds(10))
+                try await runBlocking { try redis.start() }
+            }()
+            var statuses: [Int] = []
+            let clock = ContinuousClock(), start = clock.now
+            for n in 0..<writes {
+                try await clock.sleep(until: start + .milliseconds(100 * n))
+                statuses.append(try await cluster.patchNotesStatus(node: n % 2, order: id, "w\(n)", token: seed.dispatcherToken))
+            }
+            try await outage
+            #expect(statuses.allSatisfy { $0 == 200 }, "every write succeeds while Redis is down: \(Set(statuses))")
+            for watcher in watchers {
+                let ids = try await watcher.collect(count: writes, timeout: .seconds(30))
+                #expect(ids.count == writes, "every event arrives")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+            }
+        }
+    }
+
+    /// A node SIGKILLed while writes go on through the other: its clients resume there with
+    /// nothing lost and nothing twice (the relay lease moves if the dead node held it).
+    @Test func aKilledNodesClientsResumeOnTheOtherWithNothingLost() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            try await cluster.settle()
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: 0, token: seed.dispatcherToken, failover: 1),
+                try await EventCollector(cluster: cluster, node: 0, token: driver.token, failover: 1),
+            ]
+            let writes = 60
+            let clock = ContinuousClock(), start = clock.now
+            for n in 0..<writes {
+                try await clock.sleep(until: start + .milliseconds(100 * n))
+                if n == 15 { await cluster.kill(node: 0) }
+                let status = try await cluster.patchNotesStatus(node: 1, order: id, "w\(n)", token: seed.dispatcherToken)
+                #expect(status == 200)
+            }
+            for watcher in watchers {
+                let ids = try await watcher.collect(count: writes, timeout: .seconds(30))
+                #expect(ids.count == writes, "every event arrives")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+                #expect(await watcher.reconnects >= 1, "the socket did move to the other node")
+            }
+        }
+    }
+
+    @Test func postgresRestartAnswers503ThenRecoversWithoutRestartingNodes() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            try await cluster.settle()
+            let (panel, _) = try await cluster.socket(node: 1, token: seed.dispatcherToken)
+            let postgres = cluster.postgres
+            try await runBlocking { try postgres.stop(mode: .immediate) }
+            let clock = ContinuousClock()
+            var answer: TestResponse?
+            let elapsed = try await clock.measure {
+                answer = try await cluster.request(
+                    node: 0, "PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "down"])
+            }
+            #expect(answer?.status == 503)
+            #expect(answer?.errorCode == "store_unavailable")
+            #expect(elapsed < .seconds(5), "a write while the database is down is answered within 5 s")
+            #expect(try await cluster.request(node: 0, "GET", "/readyz").status == 503)
+            #expect(try await cluster.request(node: 0, "GET", "/healthz").status == 200, "the process itself is alive")
+            try await runBlocking { try postgres.start() }
+            let recovered = await cluster.eventually(timeout: .seconds(20)) {
+                (try? await cluster.patchNotesStatus(node: 0, order: id, "back", token: seed.dispatcherToken)) == 200
+            }
+            #expect(recovered, "writes work again without restarting the node")
+            #expect(try await cluster.request(node: 0, "GET", "/readyz").status == 200)
+            let event = await panel.nextEvent(timeout: .seconds(10))
+            #expect(event?["type"] as? String == "order_updated", "the other node's socket sees the write after recovery")
+        }
+    }
+
+    @Test func logoutOnOneNodeClosesSocketsAndTokensOnTheOther() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            let (phone, _) = try await cluster.socket(node: 1, token: driver.token)
+            #expect(try await cluster.request(node: 1, "GET", "/api/me", token: driver.token).status == 200)  // now cached
+            #expect(try await cluster.request(node: 0, "POST", "/api/auth/logout", token: driver.token).status == 204)
+            let clock = ContinuousClock(), loggedOut = clock.now
+            #expect(await phone.closed(timeout: .seconds(3)) == 4001)
+            #expect(clock.now - loggedOut < .milliseconds(1500), "closed on the other node within about a second")
+            let refused = await cluster.eventually(timeout: .milliseconds(1200)) {
+                (try? await cluster.request(node: 1, "GET", "/api/me", token: driver.token).status) == 401
+            }
+            #expect(refused, "the revoked token stops working on the other node within a second")
+        }
+    }
+
+    @Test func theLoginThrottleCountsFailuresOnEveryNode() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 0, orders: 0)
+            let email = seed.dispatcher.email
+            var statuses: [Int] = []
+            for n in 0..<12 {
+                let answer = try await cluster.request(
+                    node: n % 2, "POST", "/api/auth/login", json: ["email": email, "password": "wrong-\(n)"])
+                statuses.append(answer.status)
+            }
+            #expect(statuses.prefix(10).allSatisfy { $0 == 401 }, "\(statuses)")
+            #expect(statuses.suffix(2) == [429, 429], "ten failures across both nodes, not ten per node: \(statuses)")
+        }
+    }
+}
+
+extension TestCluster {
+    /// Waits until every node has delivered every event committed so far (the seed's), so sockets
+    /// opened afterwards see only what the test does.
+    func settle(timeout: Duration = .seconds(15)) async throws {
+        let newest = try await store.read { tx in try tx.newestEventID() }.rawValue
+        for node in nodes.indices where nodes[node] != nil {
+            let caughtUp = await eventually(timeout: timeout) {
+                let metrics = (try? await self.request(node: node, "GET", "/metrics").text) ?? ""
+                return Self.deliveredThrough(metrics) >= newest
+            }
+            try #require(caughtUp, "node\(node + 1) did not deliver the seed's events")
+        }
+    }
+
+    /// `waybill_delivered_event_id` from a `/metrics` text.
+    static func deliveredThrough(_ metrics: String) -> Int64 {
+        for line in metrics.split(separator: "\n") where line.hasPrefix("waybill_delivered_event_id") {
+            if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return Int64(value) }
+        }
+        return -1
+    }
+
+    func patchNotes(node: Int, order id: Int64, _ notes: String, token: String) async throws {
+        let status = try await patchNotesStatus(node: node, order: id, notes, token: token)
+        try #require(status == 200)
+    }
+
+    func patchNotesStatus(node: Int, order id: Int64, _ notes: String, token: String) async throws -> Int {
+        try await request(node: node, "PATCH", "/api/orders/\(id)/", token: token, json: ["notes": notes]).status
+    }
+}
+
+/// Reads one socket's order events in the background; if the socket drops it reconnects (to
+/// `failover` if given, else the same node) with the last cursor it saw, as a client does.
+actor EventCollector {
+    private let cluster: TestCluster
+    private let token: String
+    private var node: Int
+    private let failover: Int?
+    private var ids: [Int64] = []
+    private var cursor: String?
+    private(set) var reconnects = 0
+    private var reader: Task<Void, Never>?
+
+    init(cluster: TestCluster, node: Int, token: String, failover: Int? = nil) async throws {
+        self.cluster = cluster
+        self.token = token
+        self.node = node
+        self.failover = failover
+        let (socket, connected) = try await cluster.socket(node: node, token: token)
+        cursor = connected["cursor"] as? String
+        start(socket)
+    }
+
+    private func start(_ socket: TestSocket) {
+        reader = Task { await self.read(socket) }
+    }
+
+    private func read(_ socket: TestSocket) async {
+        var socket = socket
+        while !Task.isCancelled {
+            if let frame = await socket.next(timeout: .seconds(1)) {
+                if let type = frame["type"] as? String, type.hasPrefix("order_"), let id = frame.int("event_id") {
+                    ids.append(id)
+                    cursor = frame["cursor"] as? String ?? cursor
+                }
+                continue
+            }
+            guard await socket.isClosed else { continue }
+            // Dropped: back with the last cursor, on the failover node if there is one.
+            reconnects += 1
+            if let failover { node = failover }
+            while !Task.isCancelled {
+                let query = cursor.map { "cursor=\($0)" } ?? ""
+                if let (next, _) = try? await cluster.socket(node: node, token: token, query: query) {
+                    socket = next
+                    break
+                }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    /// The event ids received once `count` arrived or `timeout` passed.
+    func collect(count: Int, timeout: Duration) async throws -> [Int64] {
+        let deadline = ContinuousClock.now + timeout
+        while ids.count < count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // A moment more so that a duplicate, if any, would be counted.
+        try await Task.sleep(for: .milliseconds(300))
+        reader?.cancel()
+        return ids
+    }
+}
