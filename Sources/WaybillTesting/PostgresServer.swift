@@ -88,11 +88,13 @@ public final class PostgresServer: Sendable {
         "postgresql://\(user)@\(host):\(port)/\(database)"
     }
 
-    /// Creates a new, empty database and returns its URL: cheap (a copy of template1), so each
+    /// Creates a new database and returns its URL: cheap (a file copy of the template), so each
     /// test gets its own.
-    public func createDatabase() throws -> String {
+    /// - Parameter template: the database to copy (nobody may be connected to it); `template1`,
+    ///   an empty one, by default. Suites copy a migrated database to skip the schema DDL.
+    public func createDatabase(template: String? = nil) throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        _ = try psql("CREATE DATABASE \(name)")
+        _ = try psql("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \"\($0)\"" } ?? ""))
         return url(database: name)
     }
 

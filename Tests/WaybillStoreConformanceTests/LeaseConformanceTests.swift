@@ -14,7 +14,9 @@ import WaybillTesting
         case .sqlite:
             try await withStore(backend) { store in try await body(store.lease("relay"), store.lease("relay")) }
         case .postgres:
-            let url = try await runBlocking { try PostgresServer.shared().createDatabase() }
+            let url = try await runBlocking {
+                try PostgresServer.shared().createDatabase(template: MigratedTemplate.database.get())
+            }
             let first = try await postgresStore(url: url)
             let second = try await postgresStore(url: url)
             defer {

@@ -38,9 +38,22 @@ func makeStore(_ backend: Backend, clock: ManualClock = ManualClock()) async thr
             path: directory.appendingPathComponent("waybill.sqlite").path, readerCount: 2, clock: clock.function)
         return (store, { try? FileManager.default.removeItem(at: directory) })
     case .postgres:
-        let url = try await runBlocking { try PostgresServer.shared().createDatabase() }
+        let url = try await runBlocking {
+            try PostgresServer.shared().createDatabase(template: MigratedTemplate.database.get())
+        }
         let store = try await postgresStore(url: url, clock: clock)
         return (store, {})
+    }
+}
+
+/// A database migrated once per test process, which every case copies: the copy is a file
+/// copy, much cheaper than running the schema's DDL for each case (the migrations themselves
+/// are tested in WaybillPostgresTests).
+enum MigratedTemplate {
+    static let database: Result<String, any Error> = Result {
+        let url = try PostgresServer.shared().createDatabase()
+        try PostgresOrderStore(url: url, writerCount: 1, readerCount: 1).close()
+        return String(url.split(separator: "/").last ?? "")
     }
 }
 
