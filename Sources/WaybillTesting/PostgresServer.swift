@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// A throwaway PostgreSQL server for tests: its own data directory in a temp dir, listening on
@@ -102,8 +102,10 @@ public final class PostgresServer: Sendable {
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") throws -> String {
         let binary = local?.binaries.appendingPathComponent("psql").path ?? "psql"
-        return try Self.run(binary, ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url(database: database), "-c", sql])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return try Self.run(
+            binary, ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url(database: database), "-c", sql]
+        )
+        .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     // MARK: Failure injection (servers this object started)

@@ -29,7 +29,9 @@ let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 
 /// A fresh, empty store of `backend`: SQLite in a new temp directory, PostgreSQL as a new
 /// database on the test process's shared server.
-func makeStore(_ backend: Backend, clock: ManualClock = ManualClock()) async throws -> (any OrderStore, cleanUp: @Sendable () -> Void) {
+func makeStore(
+    _ backend: Backend, clock: ManualClock = ManualClock()
+) async throws -> (any OrderStore, cleanUp: @Sendable () -> Void) {
     switch backend {
     case .sqlite:
         let directory = FileManager.default.temporaryDirectory
