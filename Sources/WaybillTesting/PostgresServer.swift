@@ -26,6 +26,8 @@ public final class PostgresServer: Sendable {
 
     /// The role every test connects as (superuser, no password).
     public let user: String
+    /// The URL's password, percent-encoded as given (external servers only).
+    private let password: String?
     public let host: String
     public let port: Int
     /// `nil` for a server this object does not manage (`WAYBILL_TEST_DATABASE_URL`).
@@ -56,6 +58,7 @@ public final class PostgresServer: Sendable {
             try Self.run("/bin/chown", ["-R", "postgres:postgres", directory.path])
         }
         user = "waybill"
+        password = nil
         host = "127.0.0.1"
         self.local = local
         try Self.runAsServerUser(
@@ -76,7 +79,8 @@ public final class PostgresServer: Sendable {
     }
 
     /// A server this object does not manage, e.g. from `WAYBILL_TEST_DATABASE_URL`.
-    private init(externalHost: String, port: Int, user: String) {
+    private init(externalHost: String, port: Int, user: String, password: String?) {
+        self.password = password
         self.host = externalHost
         self.port = port
         self.user = user
@@ -85,7 +89,7 @@ public final class PostgresServer: Sendable {
 
     /// The URL of `database` on this server.
     public func url(database: String = "postgres") -> String {
-        "postgresql://\(user)@\(host):\(port)/\(database)"
+        "postgresql://\(user)\(password.map { ":" + $0 } ?? "")@\(host):\(port)/\(database)"
     }
 
     /// Creates a new database and returns its URL: cheap (a file copy of the template), so each
@@ -96,6 +100,15 @@ public final class PostgresServer: Sendable {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
         _ = try psql("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \"\($0)\"" } ?? ""))
         return url(database: name)
+    }
+
+    /// Drops the database of `url` (made by ``createDatabase(template:)``), disconnecting
+    /// whoever is still connected to it.
+    public func dropDatabase(_ url: String) throws {
+        guard let name = url.split(separator: "/").last, name.hasPrefix("t_") else {
+            throw PostgresServerError("not a test database: \(url)")
+        }
+        try psql("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
     /// Runs `sql` with `psql` and returns its unaligned, tuples-only output (trimmed).
@@ -158,7 +171,9 @@ public final class PostgresServer: Sendable {
             guard let url = URLComponents(string: text), let host = url.host else {
                 throw PostgresServerError("WAYBILL_TEST_DATABASE_URL is not a URL: \(text)")
             }
-            return PostgresServer(externalHost: host, port: url.port ?? 5432, user: url.user ?? "postgres")
+            return PostgresServer(
+                externalHost: host, port: url.port ?? 5432, user: url.percentEncodedUser ?? "postgres",
+                password: url.percentEncodedPassword)
         }
         let server = try PostgresServer()
         serverToRemoveAtExit = server

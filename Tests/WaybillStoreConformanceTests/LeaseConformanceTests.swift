@@ -19,11 +19,11 @@ import WaybillTesting
             }
             let first = try await postgresStore(url: url)
             let second = try await postgresStore(url: url)
-            defer {
-                first.close()
-                second.close()
-            }
-            try await body(first.lease("relay"), second.lease("relay"))
+            let result = await Result { try await body(first.lease("relay"), second.lease("relay")) }
+            first.close()
+            second.close()
+            _ = try? await runBlocking { try PostgresServer.shared().dropDatabase(url) }
+            try result.get()
         }
     }
 

@@ -31,7 +31,7 @@ let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 /// database on the test process's shared server.
 func makeStore(
     _ backend: Backend, clock: ManualClock = ManualClock()
-) async throws -> (any OrderStore, cleanUp: @Sendable () -> Void) {
+) async throws -> (any OrderStore, cleanUp: @Sendable () async -> Void) {
     switch backend {
     case .sqlite:
         let directory = FileManager.default.temporaryDirectory
@@ -44,7 +44,8 @@ func makeStore(
             try PostgresServer.shared().createDatabase(template: MigratedTemplate.database.get())
         }
         let store = try await postgresStore(url: url, clock: clock)
-        return (store, {})
+        // Dropped afterwards: on a server of WAYBILL_TEST_DATABASE_URL nothing else would.
+        return (store, { _ = try? await runBlocking { try PostgresServer.shared().dropDatabase(url) } })
     }
 }
 
@@ -71,11 +72,21 @@ func withStore<T>(
     _ backend: Backend, clock: ManualClock = ManualClock(), _ body: (any OrderStore) async throws -> T
 ) async throws -> T {
     let (store, cleanUp) = try await makeStore(backend, clock: clock)
-    defer {
-        store.close()
-        cleanUp()
+    let result = await Result { try await body(store) }
+    store.close()
+    await cleanUp()
+    return try result.get()
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of an async throwing body.
+    init(_ body: () async throws -> Success) async {
+        do {
+            self = .success(try await body())
+        } catch {
+            self = .failure(error)
+        }
     }
-    return try await body(store)
 }
 
 /// What the seeded tests work with: two companies, a dispatcher and two drivers in the first.
