@@ -261,7 +261,12 @@ public final class PostgresServer: Sendable {
 
     private static func runAsServerUser(_ executable: String, _ arguments: [String]) throws {
         if getuid() == 0 {
-            try run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            guard getpwnam("postgres") != nil else {
+                throw PostgresServerError(
+                    "running as root needs the postgres user, which the postgresql package creates")
+            }
+            let runuser = ChildProcess.which("runuser") ?? "/usr/sbin/runuser"
+            try run(runuser, ["-u", "postgres", "--", executable] + arguments)
         } else {
             try run(executable, arguments)
         }
