@@ -58,6 +58,7 @@ final class PostgresConnection {
             PQsendQueryPrepared(db, name, Int32(pointers.count), pointers, nil, nil, 0)
         }
         guard sent == 1 else { throw failure(sql: sql) }
+        try flush(sql: sql, db: db, deadline: deadline)
         return try awaitResult(sql: sql, db: db, deadline: deadline)
     }
 
@@ -67,6 +68,7 @@ final class PostgresConnection {
     func executeScript(_ sql: String, deadline: ContinuousClock.Instant) throws(PostgresError) -> PostgresResult {
         let db = try open(sql)
         guard PQsendQuery(db, sql) == 1 else { throw failure(sql: sql) }
+        try flush(sql: sql, db: db, deadline: deadline)
         return try awaitResult(sql: sql, db: db, deadline: deadline)
     }
 
@@ -100,9 +102,33 @@ final class PostgresConnection {
         let name = "wb\(prepared.count + 1)"
         // nil parameter types: the server infers each from the statement.
         guard PQsendPrepare(db, name, sql, Int32(parameterCount), nil) == 1 else { throw failure(sql: sql) }
+        try flush(sql: sql, db: db, deadline: deadline)
         try awaitResult(sql: sql, db: db, deadline: deadline)
         prepared[sql] = name
         return name
+    }
+
+    /// Sends whatever libpq still holds of the query. The connection is non-blocking, so a
+    /// large parameter to a server that stopped reading cannot block past the deadline.
+    private func flush(sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant) throws(PostgresError) {
+        while true {
+            switch PQflush(db) {
+            case 0: return
+            case 1: break
+            default: throw failure(sql: sql)
+            }
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                close()
+                throw PostgresError(.timedOut, message: "could not send before the deadline", sql: sql)
+            }
+            var descriptor = pollfd(fd: PQsocket(db), events: Int16(POLLIN | POLLOUT), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(clamping: left.milliseconds + 1))
+            // The server may be sending while we send (notices, errors): read it so neither side stalls.
+            if ready > 0 && descriptor.revents & Int16(POLLIN) != 0 && PQconsumeInput(db) == 0 {
+                throw failure(sql: sql)
+            }
+        }
     }
 
     /// Waits for the answer to what was just sent, then drains every result (libpq requires it
@@ -205,6 +231,12 @@ final class PostgresConnection {
             if ready > 0 || (ready < 0 && errno != EINTR) { status = PQconnectPoll(db) }
         }
         wb_pq_silence_notices(db)
+        // Non-blocking sends: `flush` then waits on the socket with the caller's deadline.
+        guard PQsetnonblocking(db, 1) == 0 else {
+            let message = firstLine(PQerrorMessage(db))
+            PQfinish(db)
+            throw PostgresError(.connectFailed, message: message)
+        }
         return db
     }
 }

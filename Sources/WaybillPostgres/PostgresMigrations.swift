@@ -33,6 +33,10 @@ enum PostgresMigrations {
     ) throws(PostgresError) -> [String] {
         try db.executeScript("BEGIN", deadline: deadline)
         do throws(PostgresError) {
+            // Another node may hold the lock while it migrates: wait for it longer than the pool's
+            // 2 s lock_timeout allows (and let long DDL finish), for this transaction only.
+            try db.executeScript(
+                "SET LOCAL lock_timeout = '25s'; SET LOCAL statement_timeout = '25s'", deadline: deadline)
             try db.executeScript("SELECT pg_advisory_xact_lock(\(lockKey))", deadline: deadline)
             try db.executeScript(
                 """

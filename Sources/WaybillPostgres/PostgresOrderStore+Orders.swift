@@ -146,7 +146,8 @@ extension PostgresOrderStore.Transaction {
     func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
         let deleted = try perform { () throws(PostgresError) -> Bool in
             // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
-            try execute("DELETE FROM orders WHERE id = $1 AND company_id = $2", [.id(id), .id(company)]).affectedRows > 0
+            try execute("DELETE FROM orders WHERE id = $1 AND company_id = $2", [.id(id), .id(company)]).affectedRows
+                > 0
         }
         if !deleted { throw StoreError.notFound }
     }

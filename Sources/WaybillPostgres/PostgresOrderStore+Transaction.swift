@@ -24,8 +24,10 @@ extension PostgresOrderStore {
         private(set) var fatalFailure: PostgresError?
         private var isActive = true
 
-        init(db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
-             deadline: ContinuousClock.Instant) {
+        init(
+            db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
+            deadline: ContinuousClock.Instant
+        ) {
             self.db = db
             self.clock = clock
             self.isWriter = isWriter

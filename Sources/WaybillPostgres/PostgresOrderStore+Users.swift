@@ -127,12 +127,14 @@ extension PostgresOrderStore.Transaction {
             // Held until this transaction ends: a second node reserving for the same key waits
             // here and then counts this one's row, so two can never both take the last slot.
             _ = try execute(
-                "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", [.integer(Int64(Self.loginLockClass)), .text(key)])
+                "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))",
+                [.integer(Int64(Self.loginLockClass)), .text(key)])
             let cutoff = at.addingTimeInterval(-window)
             _ = try execute("DELETE FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(cutoff)])
-            let count = try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1", [.text(key)]) {
-                row throws(PostgresError) in try row.int(0)
-            } ?? 0
+            let count =
+                try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1", [.text(key)]) {
+                    row throws(PostgresError) in try row.int(0)
+                } ?? 0
             guard count < limit else { return false }
             _ = try execute("INSERT INTO login_attempts (key, at) VALUES ($1, $2)", [.text(key), .date(at)])
             return true

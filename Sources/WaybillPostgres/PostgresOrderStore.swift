@@ -41,8 +41,9 @@ public final class PostgresOrderStore: OrderStore {
 
     /// Connects, applies pending migrations, and starts the worker threads.
     ///
-    /// Blocks the calling thread while it connects and migrates (once, at start; at most a few
-    /// seconds). Several nodes may start at once: migrations run under an advisory lock.
+    /// Blocks the calling thread while it connects (at most 2 s) and migrates (once, at start;
+    /// waiting up to 25 s for another node that is migrating). Several nodes may start at once:
+    /// migrations run under an advisory lock.
     /// - Parameters:
     ///   - url: `postgresql://user[:password]@host[:port]/database` (or `postgres://`); query
     ///     items are passed to libpq as connection keywords (e.g. `?sslmode=require`).
@@ -65,10 +66,9 @@ public final class PostgresOrderStore: OrderStore {
         settings = parsed
         self.clock = clock
         do throws(PostgresError) {
-            let deadline = ContinuousClock.now + .seconds(10)
-            let db = try PostgresConnection(parsed.forPool, deadline: deadline)
+            let db = try PostgresConnection(parsed.forPool, deadline: .now + PostgresSession.connectTimeout)
             defer { db.close() }
-            try PostgresMigrations.apply(to: db, at: clock(), deadline: deadline)
+            try PostgresMigrations.apply(to: db, at: clock(), deadline: .now + .seconds(30))
         } catch {
             throw StoreError.unavailable("cannot open PostgreSQL at \(parsed.displayName): \(error.message)")
         }

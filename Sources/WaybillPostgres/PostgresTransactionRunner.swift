@@ -35,11 +35,13 @@ struct PostgresTransactionRunner: Sendable {
     ) -> Result<T, any Error> {
         let admission = session.health.admit()
         if case .refuse(let retryIn) = admission {
-            return .failure(StoreError.unavailable("PostgreSQL is unreachable (next try in \(retryIn.milliseconds) ms)"))
+            return .failure(
+                StoreError.unavailable("PostgreSQL is unreachable (next try in \(retryIn.milliseconds) ms)"))
         }
         guard ContinuousClock.now < deadline else {
             if admission == .probe { session.health.probeAbandoned() }
-            return .failure(StoreError.unavailable("the store is overloaded: the call waited too long for a connection"))
+            return .failure(
+                StoreError.unavailable("the store is overloaded: the call waited too long for a connection"))
         }
         var attempts = 0
         var reopened = false

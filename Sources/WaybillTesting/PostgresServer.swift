@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// A throwaway PostgreSQL server for tests: its own data directory in a temp dir, listening on
@@ -26,6 +26,8 @@ public final class PostgresServer: Sendable {
 
     /// The role every test connects as (superuser, no password).
     public let user: String
+    /// The URL's password, percent-encoded as given (external servers only).
+    private let password: String?
     public let host: String
     public let port: Int
     /// `nil` for a server this object does not manage (`WAYBILL_TEST_DATABASE_URL`).
@@ -56,6 +58,7 @@ public final class PostgresServer: Sendable {
             try Self.run("/bin/chown", ["-R", "postgres:postgres", directory.path])
         }
         user = "waybill"
+        password = nil
         host = "127.0.0.1"
         self.local = local
         try Self.runAsServerUser(
@@ -76,7 +79,8 @@ public final class PostgresServer: Sendable {
     }
 
     /// A server this object does not manage, e.g. from `WAYBILL_TEST_DATABASE_URL`.
-    private init(externalHost: String, port: Int, user: String) {
+    private init(externalHost: String, port: Int, user: String, password: String?) {
+        self.password = password
         self.host = externalHost
         self.port = port
         self.user = user
@@ -85,23 +89,36 @@ public final class PostgresServer: Sendable {
 
     /// The URL of `database` on this server.
     public func url(database: String = "postgres") -> String {
-        "postgresql://\(user)@\(host):\(port)/\(database)"
+        "postgresql://\(user)\(password.map { ":" + $0 } ?? "")@\(host):\(port)/\(database)"
     }
 
-    /// Creates a new, empty database and returns its URL: cheap (a copy of template1), so each
+    /// Creates a new database and returns its URL: cheap (a file copy of the template), so each
     /// test gets its own.
-    public func createDatabase() throws -> String {
+    /// - Parameter template: the database to copy (nobody may be connected to it); `template1`,
+    ///   an empty one, by default. Suites copy a migrated database to skip the schema DDL.
+    public func createDatabase(template: String? = nil) throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        _ = try psql("CREATE DATABASE \(name)")
+        _ = try psql("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \"\($0)\"" } ?? ""))
         return url(database: name)
+    }
+
+    /// Drops the database of `url` (made by ``createDatabase(template:)``), disconnecting
+    /// whoever is still connected to it.
+    public func dropDatabase(_ url: String) throws {
+        guard let name = url.split(separator: "/").last, name.hasPrefix("t_") else {
+            throw PostgresServerError("not a test database: \(url)")
+        }
+        try psql("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
     /// Runs `sql` with `psql` and returns its unaligned, tuples-only output (trimmed).
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") throws -> String {
         let binary = local?.binaries.appendingPathComponent("psql").path ?? "psql"
-        return try Self.run(binary, ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url(database: database), "-c", sql])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return try Self.run(
+            binary, ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url(database: database), "-c", sql]
+        )
+        .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     // MARK: Failure injection (servers this object started)
@@ -154,7 +171,9 @@ public final class PostgresServer: Sendable {
             guard let url = URLComponents(string: text), let host = url.host else {
                 throw PostgresServerError("WAYBILL_TEST_DATABASE_URL is not a URL: \(text)")
             }
-            return PostgresServer(externalHost: host, port: url.port ?? 5432, user: url.user ?? "postgres")
+            return PostgresServer(
+                externalHost: host, port: url.port ?? 5432, user: url.percentEncodedUser ?? "postgres",
+                password: url.percentEncodedPassword)
         }
         let server = try PostgresServer()
         serverToRemoveAtExit = server
@@ -242,7 +261,12 @@ public final class PostgresServer: Sendable {
 
     private static func runAsServerUser(_ executable: String, _ arguments: [String]) throws {
         if getuid() == 0 {
-            try run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            guard getpwnam("postgres") != nil else {
+                throw PostgresServerError(
+                    "running as root needs the postgres user, which the postgresql package creates")
+            }
+            let runuser = ChildProcess.which("runuser") ?? "/usr/sbin/runuser"
+            try run(runuser, ["-u", "postgres", "--", executable] + arguments)
         } else {
             try run(executable, arguments)
         }

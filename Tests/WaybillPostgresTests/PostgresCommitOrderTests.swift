@@ -17,11 +17,22 @@ import WaybillTesting
             nodeB.close()
         }
         let order = try await seedOrder(nodeA)
+        // One order per task: the tasks contend only for the event counter, as writes of
+        // different orders do.
+        let orders = try await nodeA.write { tx in
+            try (0..<8).map { index in
+                var copy = order
+                copy.id = nil
+                copy.number = "task-\(index)"
+                return try tx.insertOrder(copy)
+            }
+        }
         let writesPerTask = 30, tasks = 8
         let expected = Int64(writesPerTask * tasks * 3 / 2)  // every other write appends two events
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
                 let store = task.isMultiple(of: 2) ? nodeA : nodeB
+                let order = orders[task]
                 group.addTask {
                     for index in 0..<writesPerTask {
                         let count = index.isMultiple(of: 2) ? 1 : 2

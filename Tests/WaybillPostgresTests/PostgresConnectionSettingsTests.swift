@@ -40,7 +40,8 @@ import Testing
     }
 
     @Test func theDisplayNameNeverShowsThePassword() throws {
-        let settings = try PostgresConnectionSettings(url: "postgresql://u:hunter2@10.0.0.5:5433/db", applicationName: "n")
+        let settings = try PostgresConnectionSettings(
+            url: "postgresql://u:hunter2@10.0.0.5:5433/db", applicationName: "n")
         #expect(settings.displayName == "10.0.0.5:5433/db")
     }
 }

@@ -9,7 +9,9 @@ import WaybillTesting
     @Test func storesOpeningAtTheSameInstantMigrateOnce() async throws {
         let url = try await freshDatabase()
         let stores = try await withThrowingTaskGroup(of: PostgresOrderStore.self) { group in
-            for index in 0..<4 { group.addTask { try await openStore(url, name: "node-\(index)", writers: 1, readers: 1) } }
+            for index in 0..<4 {
+                group.addTask { try await openStore(url, name: "node-\(index)", writers: 1, readers: 1) }
+            }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         defer { for store in stores { store.close() } }

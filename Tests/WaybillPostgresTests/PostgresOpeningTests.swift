@@ -17,8 +17,10 @@ import WaybillTesting
     }
 
     @Test func aMalformedURLIsUnavailableWithOneClearLine() async {
-        for url in ["mysql://u@127.0.0.1/db", "postgresql://127.0.0.1:5432/db", "postgresql://u@127.0.0.1:5432/",
-                    "not a url", "postgresql://u@127.0.0.1:99999/db"] {
+        for url in [
+            "mysql://u@127.0.0.1/db", "postgresql://127.0.0.1:5432/db", "postgresql://u@127.0.0.1:5432/",
+            "not a url", "postgresql://u@127.0.0.1:99999/db",
+        ] {
             let error = await openingError(url)
             guard case .unavailable(let why)? = error else {
                 Issue.record("\(url): expected unavailable, got \(String(describing: error))")
@@ -73,7 +75,8 @@ import WaybillTesting
         let store = try await openStore(try await freshDatabase())
         defer { store.close() }
         _ = try await store.write { tx in
-            try tx.insertUser(companyID: nil, role: .driver, email: "secret.person@x.test", name: "A", passwordHash: "h")
+            try tx.insertUser(
+                companyID: nil, role: .driver, email: "secret.person@x.test", name: "A", passwordHash: "h")
         }
         let error = await #expect(throws: StoreError.self) {
             try await store.write { tx in

@@ -9,7 +9,9 @@ import WaybillTesting
 let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 
 /// A PostgreSQL store on `url`, opened off the cooperative pool (opening blocks while it migrates).
-func openStore(_ url: String, name: String = "waybill", writers: Int = 2, readers: Int = 2) async throws
+func openStore(
+    _ url: String, name: String = "waybill", writers: Int = 2, readers: Int = 2
+) async throws
     -> PostgresOrderStore
 {
     try await runBlocking {

@@ -14,14 +14,16 @@ import WaybillTesting
         case .sqlite:
             try await withStore(backend) { store in try await body(store.lease("relay"), store.lease("relay")) }
         case .postgres:
-            let url = try await runBlocking { try PostgresServer.shared().createDatabase() }
+            let url = try await runBlocking {
+                try PostgresServer.shared().createDatabase(template: MigratedTemplate.database.get())
+            }
             let first = try await postgresStore(url: url)
             let second = try await postgresStore(url: url)
-            defer {
-                first.close()
-                second.close()
-            }
-            try await body(first.lease("relay"), second.lease("relay"))
+            let result = await Result { try await body(first.lease("relay"), second.lease("relay")) }
+            first.close()
+            second.close()
+            _ = try? await runBlocking { try PostgresServer.shared().dropDatabase(url) }
+            try result.get()
         }
     }
 

@@ -4,7 +4,9 @@ import WaybillDomain
 import WaybillStorage
 
 @Suite struct OrdersConformanceTests {
-    @Test(arguments: Backend.allCases) func anInsertedOrderReadsBackWithItsStagesAndDocuments(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func anInsertedOrderReadsBackWithItsStagesAndDocuments(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let inserted = try await store.write { tx in
@@ -79,7 +81,8 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func aStageIDOfAnotherOrderIsTreatedAsANewStage(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func aStageIDOfAnotherOrderIsTreatedAsANewStage(_ backend: Backend) async throws
+    {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let (mine, theirs) = try await store.write { tx in
@@ -114,7 +117,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func deletingAnOrderRemovesStagesAndDocumentsButKeepsItsEvents(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func deletingAnOrderRemovesStagesAndDocumentsButKeepsItsEvents(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let order = try await store.write { tx in
@@ -211,7 +216,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func summariesFilterByDriverAndStatusNewestFirstWithinOneCompany(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func summariesFilterByDriverAndStatusNewestFirstWithinOneCompany(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let (a, b, c) = try await store.write { tx in

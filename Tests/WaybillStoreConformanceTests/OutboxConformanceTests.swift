@@ -17,7 +17,9 @@ import WaybillStorage
         return stored
     }
 
-    @Test(arguments: Backend.allCases) func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             #expect(try await store.read { tx in try tx.newestEventID() } == .zero)
@@ -65,7 +67,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func theRelayCursorOnlyMovesForwardAndNotPastTheNewestEvent(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func theRelayCursorOnlyMovesForwardAndNotPastTheNewestEvent(
+        _ backend: Backend
+    ) async throws {
         let clock = ManualClock()
         try await withStore(backend, clock: clock) { store in
             let fixture = try await Fixture.seed(store)
@@ -85,7 +89,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func oldestUnrelayedTimeIsThatOfTheFirstEventAfterTheCursor(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func oldestUnrelayedTimeIsThatOfTheFirstEventAfterTheCursor(
+        _ backend: Backend
+    ) async throws {
         let clock = ManualClock()
         try await withStore(backend, clock: clock) { store in
             let fixture = try await Fixture.seed(store)
@@ -99,7 +105,8 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func pruningDeletesOnlyRelayedOldEventsAsAPrefix(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func pruningDeletesOnlyRelayedOldEventsAsAPrefix(_ backend: Backend) async throws
+    {
         let clock = ManualClock()
         try await withStore(backend, clock: clock) { store in
             let fixture = try await Fixture.seed(store)

@@ -5,7 +5,9 @@ import WaybillStorage
 
 /// What every node must agree on about sessions: logouts and the login throttle.
 @Suite struct SessionsConformanceTests {
-    @Test(arguments: Backend.allCases) func revokingTokensRecordsALogoutAtTheStoresClock(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func revokingTokensRecordsALogoutAtTheStoresClock(
+        _ backend: Backend
+    ) async throws {
         let clock = ManualClock()
         try await withStore(backend, clock: clock) { store in
             let fixture = try await Fixture.seed(store)
@@ -17,7 +19,9 @@ import WaybillStorage
                 (try tx.logouts(since: t0), try tx.logouts(since: t0 + 10), try tx.logouts(since: t0 + 10.001))
             }
             #expect(
-                logouts.0 == [Logout(userID: fixture.alice.id, at: t0 + 10), Logout(userID: fixture.bob.id, at: t0 + 20)])
+                logouts.0 == [
+                    Logout(userID: fixture.alice.id, at: t0 + 10), Logout(userID: fixture.bob.id, at: t0 + 20),
+                ])
             #expect(logouts.1 == logouts.0, "since is inclusive")
             #expect(logouts.2 == [Logout(userID: fixture.bob.id, at: t0 + 20)])
 
@@ -26,7 +30,8 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func loginAttemptsStopAtTheLimitWithinTheWindow(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func loginAttemptsStopAtTheLimitWithinTheWindow(_ backend: Backend) async throws
+    {
         try await withStore(backend) { store in
             let reserved = try await store.write { tx in
                 try (0..<4).map { second in

@@ -29,7 +29,9 @@ let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 
 /// A fresh, empty store of `backend`: SQLite in a new temp directory, PostgreSQL as a new
 /// database on the test process's shared server.
-func makeStore(_ backend: Backend, clock: ManualClock = ManualClock()) async throws -> (any OrderStore, cleanUp: @Sendable () -> Void) {
+func makeStore(
+    _ backend: Backend, clock: ManualClock = ManualClock()
+) async throws -> (any OrderStore, cleanUp: @Sendable () async -> Void) {
     switch backend {
     case .sqlite:
         let directory = FileManager.default.temporaryDirectory
@@ -38,9 +40,23 @@ func makeStore(_ backend: Backend, clock: ManualClock = ManualClock()) async thr
             path: directory.appendingPathComponent("waybill.sqlite").path, readerCount: 2, clock: clock.function)
         return (store, { try? FileManager.default.removeItem(at: directory) })
     case .postgres:
-        let url = try await runBlocking { try PostgresServer.shared().createDatabase() }
+        let url = try await runBlocking {
+            try PostgresServer.shared().createDatabase(template: MigratedTemplate.database.get())
+        }
         let store = try await postgresStore(url: url, clock: clock)
-        return (store, {})
+        // Dropped afterwards: on a server of WAYBILL_TEST_DATABASE_URL nothing else would.
+        return (store, { _ = try? await runBlocking { try PostgresServer.shared().dropDatabase(url) } })
+    }
+}
+
+/// A database migrated once per test process, which every case copies: the copy is a file
+/// copy, much cheaper than running the schema's DDL for each case (the migrations themselves
+/// are tested in WaybillPostgresTests).
+enum MigratedTemplate {
+    static let database: Result<String, any Error> = Result {
+        let url = try PostgresServer.shared().createDatabase()
+        try PostgresOrderStore(url: url, writerCount: 1, readerCount: 1).close()
+        return String(url.split(separator: "/").last ?? "")
     }
 }
 
@@ -56,11 +72,21 @@ func withStore<T>(
     _ backend: Backend, clock: ManualClock = ManualClock(), _ body: (any OrderStore) async throws -> T
 ) async throws -> T {
     let (store, cleanUp) = try await makeStore(backend, clock: clock)
-    defer {
-        store.close()
-        cleanUp()
+    let result = await Result { try await body(store) }
+    store.close()
+    await cleanUp()
+    return try result.get()
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of an async throwing body.
+    init(_ body: () async throws -> Success) async {
+        do {
+            self = .success(try await body())
+        } catch {
+            self = .failure(error)
+        }
     }
-    return try await body(store)
 }
 
 /// What the seeded tests work with: two companies, a dispatcher and two drivers in the first.

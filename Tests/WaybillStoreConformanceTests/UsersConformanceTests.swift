@@ -21,7 +21,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func emailIsUniqueIgnoringCaseAndFoundIgnoringCase(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func emailIsUniqueIgnoringCaseAndFoundIgnoringCase(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let imposter = await #expect(throws: StoreError.self) {
@@ -32,7 +34,8 @@ import WaybillStorage
             }
             expectConflict(imposter)
             _ = try await store.write { tx in
-                try tx.insertUser(companyID: nil, role: .driver, email: "Élodie@acme.test", name: "É", passwordHash: "x")
+                try tx.insertUser(
+                    companyID: nil, role: .driver, email: "Élodie@acme.test", name: "É", passwordHash: "x")
             }
             let accented = await #expect(throws: StoreError.self) {
                 try await store.write { tx in
@@ -48,7 +51,9 @@ import WaybillStorage
         }
     }
 
-    @Test(arguments: Backend.allCases) func tokensAuthenticateByHashUntilRevokedOrExpired(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func tokensAuthenticateByHashUntilRevokedOrExpired(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let forever: [UInt8] = Array(repeating: 1, count: 32)
