@@ -33,6 +33,11 @@ struct BadInputTests {
         Case(name: "unknown route", method: "GET", path: "/api/nothing", body: nil, status: 404, code: "not_found"),
         Case(name: "wrong method", method: "PUT", path: "/api/orders/", body: "{}", status: 405, code: "method_not_allowed"),
         Case(name: "invalid transition", method: "POST", path: "/api/orders/ID/status", body: #"{"status": "completed"}"#, status: 409, code: "invalid_transition"),
+        // PostgreSQL cannot store NUL: both stores answer 422 rather than one of them failing.
+        Case(name: "NUL in title", method: "POST", path: "/api/orders/", body: #"{"title": "a\u0000b"}"#, status: 422, code: "validation_error"),
+        Case(name: "NUL in notes", method: "PATCH", path: "/api/orders/ID/", body: #"{"notes": "\u0000"}"#, status: 422, code: "validation_error"),
+        Case(name: "NUL in address", method: "PATCH", path: "/api/orders/ID/", body: #"{"stages":[{"kind":"stop","address":"x\u0000"}]}"#, status: 422, code: "validation_error"),
+        Case(name: "NUL in document", method: "POST", path: "/api/orders/ID/documents", body: #"{"name":"a\u0000","kind":"photo"}"#, status: 422, code: "validation_error"),
         Case(name: "login malformed", method: "POST", path: "/api/auth/login", body: "email=a", status: 400, code: "malformed_json"),
     ]
 

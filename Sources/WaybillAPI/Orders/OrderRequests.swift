@@ -47,14 +47,22 @@ struct LoginRequest: Decodable {
 enum Validation {
     static let maxTitle = 200, maxNotes = 10_000, maxStages = 100, maxAddress = 500, maxName = 200, maxKind = 50
 
+    /// Text may hold any character but NUL: PostgreSQL cannot store it (and no sane title needs
+    /// it), so both stores get the same answer, a 422, instead of a store failure.
+    static func text(_ raw: String, field: String) throws -> String {
+        guard !raw.utf8.contains(0) else { throw ValidationError(field: field, problem: "must not contain NUL characters") }
+        return raw
+    }
+
     static func title(_ raw: String) throws -> String {
-        let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let title = try text(raw, field: "title").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !title.isEmpty else { throw ValidationError(field: "title", problem: "must not be empty") }
         guard title.count <= maxTitle else { throw ValidationError(field: "title", problem: "at most \(maxTitle) characters") }
         return title
     }
 
     static func notes(_ raw: String) throws -> String {
+        _ = try text(raw, field: "notes")
         guard raw.count <= maxNotes else { throw ValidationError(field: "notes", problem: "at most \(maxNotes) characters") }
         return raw
     }
@@ -64,7 +72,8 @@ enum Validation {
         let ids = raw.compactMap(\.id)
         guard Set(ids).count == ids.count else { throw ValidationError(field: "stages", problem: "a stage id appears twice") }
         return try raw.enumerated().map { index, stage in
-            let address = stage.address.trimmingCharacters(in: .whitespacesAndNewlines)
+            let address = try text(stage.address, field: "stages.\(index).address")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
             guard !address.isEmpty, address.count <= maxAddress else {
                 throw ValidationError(field: "stages.\(index).address", problem: "1 to \(maxAddress) characters")
             }
@@ -80,8 +89,8 @@ enum Validation {
     }
 
     static func document(_ raw: DocumentRequest, at now: Date) throws -> Document {
-        let name = raw.name.trimmingCharacters(in: .whitespacesAndNewlines)
-        let kind = raw.kind.trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = try text(raw.name, field: "name").trimmingCharacters(in: .whitespacesAndNewlines)
+        let kind = try text(raw.kind, field: "kind").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !name.isEmpty, name.count <= maxName else { throw ValidationError(field: "name", problem: "1 to \(maxName) characters") }
         guard !kind.isEmpty, kind.count <= maxKind else { throw ValidationError(field: "kind", problem: "1 to \(maxKind) characters") }
         return Document(name: name, kind: kind, createdAt: now)
