@@ -27,6 +27,23 @@ struct ExecutableTests {
         #expect(server.stderr.contains { $0.contains("msg=\"server stopped\"") })
     }
 
+    /// A cluster node that cannot reach its database, or was given a bad URL, says so in one line
+    /// and exits 1 (never a crash, never a hang); a bad Redis URL likewise.
+    @Test(arguments: [
+        (["--database-url", "postgresql://waybill@127.0.0.1:1/waybill"], "store unavailable: cannot open PostgreSQL"),
+        (["--database-url", "mysql://nope"], "invalid PostgreSQL URL"),
+        (["--redis-url", "rediss://example:6380"], "invalid Redis URL"),
+    ])
+    func clusterFlagsWithABadTargetFailWithOneClearLine(flags: [String], message: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + flags)
+        defer { server.terminate() }
+        #expect(await server.exitStatus(timeout: .seconds(10)) == 1)
+        let errors = server.stderr.filter { $0.hasPrefix("waybill serve:") }
+        #expect(errors.count == 1 && errors[0].contains(message), "\(server.stderr)")
+    }
+
     @Test func driverJSONModeFollowsChangesAndTakesCommands() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 2)
