@@ -104,44 +104,60 @@ extension PostgresOrderStore.Transaction {
     /// transaction, so the row is held only for the inserts and the COMMIT.
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
+        let committedAt = clock()
         return try perform { () throws(PostgresError) in
+            // One statement, one round trip: the counter row is locked from here until COMMIT, and
+            // every writer of every node waits for it, so nothing else may happen in between
+            // (../shared/notes/postgres-redis.md §4: hold the row briefly). The CTEs that insert
+            // run even though the final SELECT does not read them.
             let last = try required(
                 try queryFirst(
-                    "UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id",
-                    [.int(events.count)]
+                    """
+                    WITH counter AS (
+                        UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
+                    ), new_events AS (
+                        INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status,
+                            driver_id, old_driver_id, groups, changed_at, committed_at)
+                        SELECT (SELECT last_id FROM counter) - $1 + e.n, e.company_id, e.type, e.order_id, e.number,
+                            e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12
+                        FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                            $8::bigint[], $9::bigint[], $10::text[], $11::bigint[])
+                            WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
+                                old_driver_id, groups, changed_at, n)
+                        RETURNING event_id, groups
+                    ), new_groups AS (
+                        -- DISTINCT: a group listed twice is still one delivery.
+                        INSERT INTO event_groups (group_name, event_id)
+                        SELECT DISTINCT g.name, new_events.event_id
+                        FROM new_events, unnest(string_to_array(new_events.groups, ' ')) AS g(name)
+                        ON CONFLICT DO NOTHING
+                    )
+                    SELECT last_id FROM counter
+                    """,
+                    [
+                        .int(events.count),
+                        .text(PostgresArray.literal(events.map { "\($0.companyID.rawValue)" })),
+                        .text(PostgresArray.literal(events.map { $0.type.rawValue })),
+                        .text(PostgresArray.literal(events.map { "\($0.orderID.rawValue)" })),
+                        .text(PostgresArray.literal(events.map { $0.number })),
+                        .text(PostgresArray.literal(events.map { $0.oldStatus?.rawValue })),
+                        .text(PostgresArray.literal(events.map { $0.newStatus.rawValue })),
+                        .text(PostgresArray.literal(events.map { $0.driverID.map { "\($0.rawValue)" } })),
+                        .text(PostgresArray.literal(events.map { $0.oldDriverID.map { "\($0.rawValue)" } })),
+                        .text(PostgresArray.literal(events.map { $0.groups.map(\.name).joined(separator: " ") })),
+                        .text(PostgresArray.literal(events.map { "\($0.changedAt.postgresMilliseconds)" })),
+                        .date(committedAt),
+                    ]
                 ) { row throws(PostgresError) in try row.int64(0) }, "event_counter")
-            let committedAt = clock()
             var stored: [StoredEvent] = []
             stored.reserveCapacity(events.count)
             for (offset, event) in events.enumerated() {
                 let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
-                try insert(event, id: id, committedAt: committedAt)
                 var saved = event
                 saved.changedAt = event.changedAt.postgresRoundTripped
                 stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped))
             }
             return stored
-        }
-    }
-
-    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date) throws(PostgresError) {
-        _ = try execute(
-            """
-            INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
-                old_driver_id, groups, changed_at, committed_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-            """,
-            [
-                .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
-                .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
-                .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
-                .date(event.changedAt), .date(committedAt),
-            ])
-        for group in event.groups {
-            // DO NOTHING: a group listed twice is still one delivery.
-            _ = try execute(
-                "INSERT INTO event_groups (group_name, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                [.text(group.name), .id(id)])
         }
     }
 

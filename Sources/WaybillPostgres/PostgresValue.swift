@@ -22,7 +22,7 @@ enum PostgresValue {
 
     /// Dates are BIGINT milliseconds since the epoch, exactly as the SQLite store keeps them:
     /// event cursors fingerprint `committed_at` in milliseconds, so both stores must round-trip
-    /// the same value. Sub-millisecond precision is dropped (rounded down).
+    /// the same value. Sub-millisecond precision is dropped (to the nearest millisecond).
     static func date(_ value: Date?) -> PostgresValue {
         value.map { .integer($0.postgresMilliseconds) } ?? .null
     }

@@ -58,16 +58,19 @@ import WaybillStorage
         }
     }
 
-    /// Fifty concurrent read-modify-writes of one order: each reads it, adds a document and bumps
-    /// the version. Without a row lock (or a single writer) some would overwrite others.
+    /// Concurrent read-modify-writes of one order: each reads it, adds a document and bumps the
+    /// version. Without a row lock (or a single writer) some would overwrite others. (24, not more:
+    /// they serialize on the row by design, and the last must still finish inside the store's
+    /// 4.5 s call deadline on a loaded 2-core machine.)
     @Test(arguments: Backend.allCases) func concurrentReadModifyWritesOfOneOrderLoseNoUpdate(
         _ backend: Backend
     ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let writers = 24
             let versions = try await withThrowingTaskGroup(of: Int.self) { group in
-                for index in 0..<50 {
+                for index in 0..<writers {
                     group.addTask {
                         try await store.write { tx in
                             guard var current = try tx.order(order.id!, in: fixture.acme.id) else {
@@ -82,12 +85,12 @@ import WaybillStorage
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(versions.sorted() == Array(2...51), "every write saw the one before it")
+            #expect(versions.sorted() == Array(2...(writers + 1)), "every write saw the one before it")
             let final = try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) }
-            #expect(final?.version == 51)
-            #expect(final?.documents.count == 51)
+            #expect(final?.version == writers + 1)
+            #expect(final?.documents.count == writers + 1)
             let names = Set(final?.documents.map(\.name) ?? [])
-            #expect((0..<50).allSatisfy { names.contains("photo-\($0).jpg") })
+            #expect((0..<writers).allSatisfy { names.contains("photo-\($0).jpg") })
         }
     }
 }
