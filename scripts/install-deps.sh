@@ -21,7 +21,8 @@ if [ "$(uname -s)" = "Darwin" ]; then
     exit 0
 fi
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev)
+# libev-dev (ev.h, -lev) builds the foreign loop; libwebsockets-evlib-ev is the lws plugin that runs it.
+packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libssl-dev)
 if [ "$want_test" = 1 ]; then
     packages+=(chromium python3-venv python3-pip)
 fi

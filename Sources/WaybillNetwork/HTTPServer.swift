@@ -26,6 +26,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
+    /// The service thread's event loop; `nil` reads `WAYBILL_EVENT_LOOP` (`poll` or `libev`) at `start`,
+    /// defaulting to `libev`, which scales to tens of thousands of sockets (see `EventLoopKind`).
+    public var eventLoop: EventLoopKind?
     /// lws's per-step timeout (reading a request or body piece); tests shorten it.
     var lwsTimeoutSeconds: UInt32 = 10
     /// The defaults above.
@@ -55,16 +58,22 @@ public final class HTTPServer: Sendable {
     }
 
     /// Binds and starts the service thread.
-    /// - Throws: `HTTPServerError` if the port cannot be bound (or `start` was called before).
+    ///
+    /// Also raises the process's soft open-file limit to its hard limit (each socket is a file).
+    /// - Throws: `HTTPServerError` if the port cannot be bound, `WAYBILL_EVENT_LOOP` is invalid, the
+    ///   libev plugin is missing, or `start` was called before.
     public func start() throws {
         LwsLog.install()
         signal(SIGPIPE, SIG_IGN)  // a peer that goes away mid-write must not kill the process
         let core = self.core
         guard !core.loop.hasStarted else { throw HTTPServerError(description: "the server was already started") }
+        let kind = try core.configuration.eventLoop ?? EventLoopKind.fromEnvironment()
+        try kind.checkAvailable()
+        core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
         core.loop.shouldStop = { core.isDrained }
         core.loop.willDestroy = { core.cancelDrainCheck() }
         do {
-            try core.loop.start { core.makeContext() }
+            try core.loop.start(kind: kind) { core.makeContext() }
         } catch {
             throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)")
         }
@@ -89,6 +98,12 @@ public final class HTTPServer: Sendable {
         core.loop.post { core.beginShutdown() }
         await core.loop.waitUntilEnded()
     }
+
+    /// The event loop the service thread runs (after `start`).
+    public var eventLoop: EventLoopKind { core.loop.kind }
+
+    /// The open-file limit lws was given (after `start`).
+    public var fileDescriptorLimit: Int { Int(core.fileDescriptorLimit) }
 
     /// Per-request and per-socket Swift objects alive now (for leak tests).
     public var liveSessionObjects: Int { core.counter.value }

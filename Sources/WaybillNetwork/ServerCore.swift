@@ -20,6 +20,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var sockets: [SocketID: WebSocketConnection] = [:]
     var isShuttingDown = false
     var drainDeadline = ContinuousClock.now
+    /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
+    var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)
 
     // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
@@ -78,6 +80,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         info.max_http_header_data = UInt16(clamping: configuration.maxHeaderBytes)
         info.pt_serv_buf_size = UInt32(HTTPSession.writeChunk)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        // One service thread holds every socket: give it the whole (raised) limit. Equal to the process
+        // limit on purpose: a smaller value makes lws fall back to a slower fd lookup.
+        info.count_threads = 1
+        info.fd_limit_per_thread = UInt32(clamping: fileDescriptorLimit)
+        loop.prepare(&info)
         guard let ctx = lws_create_context(&info) else { return nil }
         if let vhost = lws_get_vhost_by_name(ctx, "default") {
             boundPort.store(Int(lws_get_vhost_listen_port(vhost)), ordering: .sequentiallyConsistent)
