@@ -22,7 +22,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxQueuedBytesPerSocket = 1 << 20
     /// The close code for slow consumers (SPEC §4: 4008, "reconnect with resume").
     public var slowConsumerCloseCode = 4008
-    /// Protocol ping interval; a socket that misses two pongs is dropped.
+    /// Protocol ping interval; a socket that has not answered a ping by the next one is dropped
+    /// (without a close frame, within about two intervals). Pings carry a 2-byte payload.
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
@@ -71,7 +72,10 @@ public final class HTTPServer: Sendable {
         try kind.checkAvailable()
         core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
         core.loop.shouldStop = { core.isDrained }
-        core.loop.willDestroy = { core.cancelDrainCheck() }
+        core.loop.willDestroy = {
+            core.cancelDrainCheck()
+            core.cancelHeartbeat()
+        }
         do {
             try core.loop.start(kind: kind) { core.makeContext() }
         } catch {
@@ -104,6 +108,14 @@ public final class HTTPServer: Sendable {
 
     /// The open-file limit lws was given (after `start`).
     public var fileDescriptorLimit: Int { Int(core.fileDescriptorLimit) }
+
+    /// The output counters, read on the service thread (tests; zero once the server has ended).
+    func writeStatistics() async -> WriteStatistics {
+        let core = self.core
+        return await withCheckedContinuation { (c: CheckedContinuation<WriteStatistics, Never>) in
+            if !core.loop.post({ c.resume(returning: core.writeStatistics) }) { c.resume(returning: WriteStatistics()) }
+        }
+    }
 
     /// Per-request and per-socket Swift objects alive now (for leak tests).
     public var liveSessionObjects: Int { core.counter.value }

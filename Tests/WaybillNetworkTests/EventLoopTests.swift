@@ -73,6 +73,32 @@ struct EventLoopTests {
         }
     }
 
+    /// The heartbeat pings every interval; a peer that answers stays past several intervals.
+    @Test(arguments: EventLoopKind.allCases)
+    func answeringPeerStaysConnected(kind: EventLoopKind) async throws {
+        let loop = try WebSocketClientLoop(eventLoop: kind)
+        let delegate = RecordingDelegate()
+        try await withServer({
+            $0.eventLoop = kind
+            $0.pingIntervalSeconds = 1
+        }, delegate: delegate) { server in
+            let client = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            let start = ContinuousClock.now
+            let deadline = start + .seconds(8)
+            while await server.writeStatistics().pings < 3, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(await server.writeStatistics().pings >= 3)
+            #expect(ContinuousClock.now - start >= .seconds(2))
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(delegate.closeReport(for: socket) == nil)
+            client.send(text: "still here")
+            #expect(await nextEvent(client) == .text("still here"))
+        }
+        loop.shutdown()
+    }
+
     /// Both loops on one kind: echo (wake-ups via `lws_cancel_service`), a client close, and the
     /// server's graceful 1001 drain, which ends the loop from its heartbeat.
     @Test(arguments: EventLoopKind.allCases)
