@@ -38,11 +38,11 @@ public enum EventLoopKind: String, Sendable, CaseIterable {
     /// Fails with one clear line when lws could not load the loop: lws itself only returns NULL from
     /// `lws_create_context` (and logs "unable to load evlib plugin"). There is deliberately no fallback
     /// to `poll`: at 15 000 sockets that would be a 30× CPU regression behind a warning nobody reads.
-    func checkAvailable() throws(HTTPServerError) {
+    func checkAvailable(pluginPath: String = Self.pluginPath) throws(HTTPServerError) {
         guard self == .libev else { return }
-        guard FileManager.default.fileExists(atPath: Self.pluginPath) else {
+        guard FileManager.default.fileExists(atPath: pluginPath) else {
             throw HTTPServerError(
-                description: "the libev event loop needs the libwebsockets-evlib-ev package (\(Self.pluginPath) "
+                description: "the libev event loop needs the libwebsockets-evlib-ev package (\(pluginPath) "
                     + "is missing); install it or set \(Self.environmentVariable)=poll")
         }
     }

@@ -2,6 +2,10 @@ import CWebSockets
 
 /// Server WebSocket output: direct writes when nothing waits, packed writes when frames queue up.
 ///
+/// Frames sent from a socket's own callback (a pong from `socketReceived`) are written at once. Frames
+/// sent from posted work (`HTTPServer.execute`: fan-out of events) are queued while the inbox drains and
+/// flushed per socket afterwards, so the events of one wake-up reach each socket in one `send()`.
+///
 /// lws's rule is "write in `WRITEABLE`", but on HTTP/1.1 (all Waybill serves) a write at any point on
 /// the service thread is safe as long as lws holds no unsent bytes for that socket
 /// (`lws_partial_buffered`); lws then buffers any tail the kernel does not take and holds `WRITEABLE`
@@ -66,7 +70,9 @@ extension ServerCore {
 
     func send(_ frame: OutboundFrame, to id: SocketID) -> Bool {
         guard let connection = sockets[id], connection.isOpen else { return false }
-        if !connection.hasQueued, !connection.peerIsClosing, lws_partial_buffered(connection.wsi) == 0 {
+        if !isDeferringWrites, !connection.hasQueued, !connection.peerIsClosing,
+            lws_partial_buffered(connection.wsi) == 0
+        {
             // Nothing is ahead of this frame: write it now (a pong leaves from the ping's own callback).
             guard write(frame, to: connection.wsi) else {
                 connection.isBroken = true
@@ -86,7 +92,36 @@ extension ServerCore {
             lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 2)
             return false
         }
-        lws_callback_on_writable(connection.wsi)
+        if isDeferringWrites {
+            if !connection.hasDeferredWrite {
+                connection.hasDeferredWrite = true
+                deferredWrites.append(connection)
+            }
+        } else {
+            lws_callback_on_writable(connection.wsi)
+        }
         return true
+    }
+
+    /// After the inbox drained: writes what each noted socket queued (packed when there are several),
+    /// and leaves any rest to `WRITEABLE`. Service thread.
+    func flushDeferredWrites() {
+        guard !deferredWrites.isEmpty else { return }
+        let connections = deferredWrites
+        deferredWrites.removeAll(keepingCapacity: true)
+        for connection in connections {
+            connection.hasDeferredWrite = false
+            guard connection.isOpen, connection.hasQueued else { continue }
+            let wsi = connection.wsi
+            if connection.peerIsClosing || lws_partial_buffered(wsi) != 0 {
+                lws_callback_on_writable(wsi)
+            } else if !writeQueued(connection, wsi) {
+                connection.isBroken = true
+                connection.dropQueue()
+                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if connection.hasQueued || connection.pingIsPending {
+                lws_callback_on_writable(wsi)
+            }
+        }
     }
 }

@@ -26,6 +26,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// The reusable buffer for packed writes (see `FramePacker`).
     let packer = FramePacker()
     var writeStatistics = WriteStatistics()
+    /// Set while posted work runs: `send` queues instead of writing, and notes the socket here.
+    var isDeferringWrites = false
+    var deferredWrites: [WebSocketConnection] = []
     /// Who gets pinged or dropped each second (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
 
@@ -125,7 +128,12 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            // Frames sent by the posted work are only queued, then flushed once per socket below:
+            // events that arrived together leave together (see `flushDeferredWrites`).
+            isDeferringWrites = true
             loop.drainInbox()
+            isDeferringWrites = false
+            flushDeferredWrites()
             return 0  // never non-zero: that would close the wake-up pipe
         case LWS_CALLBACK_HTTP:
             return httpRequestStarted(wsi, user)

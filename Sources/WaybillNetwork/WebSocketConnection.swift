@@ -35,6 +35,8 @@ final class WebSocketConnection {
     var wasSlowConsumer = false
     /// The peer's close frame arrived (lws answers it): frames go through the queue, never written directly.
     var peerIsClosing = false
+    /// In `ServerCore.deferredWrites` (listed once per drain).
+    var hasDeferredWrite = false
     /// The heartbeat's ping waits for `WRITEABLE` (frames were queued ahead of it).
     var pingIsPending = false
     /// A write failed; the connection is being killed and takes no more frames.

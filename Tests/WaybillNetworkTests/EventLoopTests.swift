@@ -16,6 +16,20 @@ struct EventLoopTests {
         #expect(throws: HTTPServerError.self) { try EventLoopKind.fromEnvironment(["WAYBILL_EVENT_LOOP": "epoll"]) }
     }
 
+    /// lws only says "unable to load evlib plugin" and returns NULL: the server names the package instead.
+    @Test func missingPluginFailsWithOneClearLine() throws {
+        try EventLoopKind.libev.checkAvailable()  // installed here
+        try EventLoopKind.poll.checkAvailable(pluginPath: "/nonexistent/plugin.so")  // poll needs none
+        do {
+            try EventLoopKind.libev.checkAvailable(pluginPath: "/nonexistent/plugin.so")
+            Issue.record("a missing plugin was accepted")
+        } catch {
+            #expect(error.description.contains("libwebsockets-evlib-ev"))
+            #expect(error.description.contains("WAYBILL_EVENT_LOOP=poll"))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
     @Test func serverRaisesTheOpenFileLimitAndRunsTheChosenLoop() async throws {
         var limits = rlimit()
         for kind in EventLoopKind.allCases {

@@ -73,6 +73,37 @@ struct WriteBatchingTests {
         }
     }
 
+    /// Frames that posted work sends to one socket in one wake-up leave together: one `send()` for the
+    /// lot, written right after the drain rather than in a `WRITEABLE` round (the fan-out of a burst of events).
+    @Test(arguments: EventLoopKind.allCases)
+    func framesPostedTogetherLeaveInOneWrite(kind: EventLoopKind) async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.eventLoop = kind }, delegate: delegate) { server in
+            let port = server.port
+            let raw = try await runBlocking { () -> RawConnection in
+                let c = try RawConnection(port: port)
+                _ = try c.upgradeToWebSocket("/ws/orders/")
+                return c
+            }
+            #expect(await eventually { !delegate.openedSockets.isEmpty })
+            let socket = try #require(delegate.openedSockets.first)
+            let before = await server.writeStatistics()
+            server.execute { io in
+                for i in 0..<200 { io.send(OutboundFrame(text: "event \(i)"), to: socket) }
+            }
+            let texts = try await runBlocking {
+                try (0..<200).map { _ in String(decoding: try raw.readDataOrCloseFrame().payload, as: UTF8.self) }
+            }
+            #expect(texts == (0..<200).map { "event \($0)" })
+            let after = await server.writeStatistics()
+            #expect(after.frames - before.frames == 200)
+            #expect(after.sends - before.sends == 1)
+            // One `WRITEABLE` was seen to follow the raw write (lws asks for it); it finds nothing to send.
+            #expect(after.writeableCallbacks - before.writeableCallbacks <= 1)
+            withExtendedLifetime(raw) {}
+        }
+    }
+
     /// Replies made inside the receive callback (a pong to a ping) go out from that callback: no
     /// `WRITEABLE` round trip through the event loop.
     @Test(arguments: EventLoopKind.allCases)
