@@ -1,14 +1,15 @@
-/// Decides, once per second, which WebSockets get a protocol ping and which are dropped for not
-/// answering the previous one, at a cost proportional to the sockets due that second.
+/// Decides, once per tick, which WebSockets get a protocol ping and which are dropped for not
+/// answering the previous one, at a cost proportional to the sockets due in that tick.
 ///
 /// Why not lws's own idle policy (`retry_and_idle_policy`): lws keeps one timer per socket in a sorted
 /// linked list and re-inserts it from the head on every pong. With all sockets due about one interval
 /// ahead, each insert walks the whole list: measured at 10 000 sockets, that was half the service
 /// thread's CPU and 300 ms stalls each time the pongs came back. Here sockets sit in one of
-/// `interval` buckets (by the second they joined); each tick visits one bucket.
+/// `interval` buckets (by the tick they joined); each tick visits one bucket. The server ticks every
+/// 100 ms, so sockets that connected in the same second are pinged in ten small groups, not one burst.
 ///
-/// A socket is pinged about `interval` seconds after it joins and then every `interval` seconds; if
-/// no pong arrived by its next turn, it is dropped (so a dead peer goes within about two intervals).
+/// A socket is pinged `interval` ticks after it joins and then every `interval` ticks; if no pong
+/// arrived by its next turn, it is dropped (so a dead peer goes within about two intervals).
 /// A value: the server performs the actions. Service thread only.
 struct HeartbeatWheel {
     enum Action: Equatable {
@@ -21,7 +22,7 @@ struct HeartbeatWheel {
     /// Members, and whether each owes a pong.
     private var awaitingPong: [SocketID: Bool] = [:]
 
-    /// - Parameter interval: ticks (seconds) between two pings of one socket; at least 1.
+    /// - Parameter interval: ticks between two pings of one socket; at least 1.
     init(interval: Int) {
         buckets = Array(repeating: [], count: max(1, interval))
     }
@@ -44,7 +45,7 @@ struct HeartbeatWheel {
         if awaitingPong[socket] != nil { awaitingPong[socket] = false }
     }
 
-    /// One second passed: the actions for the sockets whose turn it is. Dropped sockets are removed.
+    /// One tick passed: the actions for the sockets whose turn it is. Dropped sockets are removed.
     mutating func tick() -> [Action] {
         let due = buckets[cursor]
         var kept: [SocketID] = []

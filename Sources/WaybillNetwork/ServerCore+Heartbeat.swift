@@ -1,12 +1,16 @@
 import CWebSockets
 
-/// The server's WebSocket heartbeat: a 1 s timer runs `HeartbeatWheel` and sends protocol pings
+/// The server's WebSocket heartbeat: a 100 ms timer runs `HeartbeatWheel` and sends protocol pings
 /// (with a payload, because lws does not report empty pongs) or drops silent peers.
 extension ServerCore {
-    /// Starts the 1 s tick. Service thread, right after the context exists.
+    /// Wheel ticks per second.
+    static let heartbeatTicksPerSecond = 10
+
+    /// Starts the tick. Service thread, right after the context exists.
     func scheduleHeartbeat(_ context: OpaquePointer) {
         heartbeatTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        lws_sul_schedule(context, 0, lwsx_timer_sul(heartbeatTimer), heartbeatTick, 1_000_000)
+        let period = lws_usec_t(1_000_000 / Self.heartbeatTicksPerSecond)
+        lws_sul_schedule(context, 0, lwsx_timer_sul(heartbeatTimer), heartbeatTick, period)
     }
 
     /// Stops the tick before the context (and the timer's list) goes away.

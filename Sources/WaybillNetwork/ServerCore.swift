@@ -64,7 +64,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         // policy lws would use its default of 300/310 s. `HeartbeatWheel` pings instead.
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
-        heartbeat = HeartbeatWheel(interval: max(1, configuration.pingIntervalSeconds))
+        heartbeat = HeartbeatWheel(interval: max(1, configuration.pingIntervalSeconds) * Self.heartbeatTicksPerSecond)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())
         heartbeatTimer = .allocate(capacity: 1)
