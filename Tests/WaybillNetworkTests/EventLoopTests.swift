@@ -68,10 +68,12 @@ struct EventLoopTests {
     @Test(arguments: EventLoopKind.allCases)
     func silentPeerIsDroppedOnTime(kind: EventLoopKind) async throws {
         let delegate = RecordingDelegate()
-        try await withServer({
-            $0.eventLoop = kind
-            $0.pingIntervalSeconds = 1
-        }, delegate: delegate) { server in
+        try await withServer(
+            {
+                $0.eventLoop = kind
+                $0.pingIntervalSeconds = 1
+            }, delegate: delegate
+        ) { server in
             let port = server.port
             let raw = try await runBlocking { () -> RawConnection in
                 let c = try RawConnection(port: port)
@@ -92,10 +94,12 @@ struct EventLoopTests {
     func answeringPeerStaysConnected(kind: EventLoopKind) async throws {
         let loop = try WebSocketClientLoop(eventLoop: kind)
         let delegate = RecordingDelegate()
-        try await withServer({
-            $0.eventLoop = kind
-            $0.pingIntervalSeconds = 1
-        }, delegate: delegate) { server in
+        try await withServer(
+            {
+                $0.eventLoop = kind
+                $0.pingIntervalSeconds = 1
+            }, delegate: delegate
+        ) { server in
             let client = try await WebSocketClient.connect(
                 host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
             let start = ContinuousClock.now
@@ -125,8 +129,10 @@ struct EventLoopTests {
         configuration.eventLoop = kind
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
         try server.start()
-        let first = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
-        let second = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+        let first = try await WebSocketClient.connect(
+            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+        let second = try await WebSocketClient.connect(
+            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
         for i in 0..<20 {
             first.send(text: "m\(i)")
             #expect(await nextEvent(first) == .text("m\(i)"))

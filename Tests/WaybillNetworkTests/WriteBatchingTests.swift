@@ -33,10 +33,12 @@ struct WriteBatchingTests {
     @Test(arguments: EventLoopKind.allCases)
     func manyQueuedFramesArriveInOrderInFewWrites(kind: EventLoopKind) async throws {
         let delegate = RecordingDelegate()
-        try await withServer({
-            $0.eventLoop = kind
-            $0.maxQueuedBytesPerSocket = 16 << 20
-        }, delegate: delegate) { server in
+        try await withServer(
+            {
+                $0.eventLoop = kind
+                $0.maxQueuedBytesPerSocket = 16 << 20
+            }, delegate: delegate
+        ) { server in
             let port = server.port
             let raw = try await runBlocking { () -> RawConnection in
                 let c = try RawConnection(port: port)
@@ -51,7 +53,9 @@ struct WriteBatchingTests {
                 return (0..<size).map { UInt8(truncatingIfNeeded: i &+ $0) }
             }
             let frames = payloads.enumerated().map { i, p in
-                i % 2 == 0 ? OutboundFrame(binary: p) : OutboundFrame(text: String(decoding: p.map { 65 + $0 % 26 }, as: UTF8.self))
+                i % 2 == 0
+                    ? OutboundFrame(binary: p)
+                    : OutboundFrame(text: String(decoding: p.map { 65 + $0 % 26 }, as: UTF8.self))
             }
             server.execute { io in
                 for frame in frames { io.send(frame, to: socket) }
