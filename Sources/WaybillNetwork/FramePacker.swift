@@ -18,7 +18,10 @@ final class FramePacker {
     /// Frames packed so far.
     private(set) var frameCount = 0
 
-    init(capacity: Int = 64 << 10) {
+    /// The server's packer size: big enough that a burst of small events to one socket is one pack.
+    static let defaultCapacity = 64 << 10
+
+    init(capacity: Int = defaultCapacity) {
         self.capacity = capacity
         base = .allocate(capacity: headroom + capacity)
     }

@@ -60,6 +60,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
         // A chunk size, not a limit; modest because lws allocates it for every open socket.
         protocols[0].rx_buffer_size = 2048
+        // Without this, lws caps every send at `rx_buffer_size` (2 KiB) and copies the rest into its own
+        // buffer, drained 2 KiB per POLLOUT: a 64 KiB pack of frames took 32 sends. No per-socket memory.
+        protocols[0].tx_packet_size = FramePacker.defaultCapacity + 16
         // All zero: lws's per-socket idle timers stay off (a hang-up of 0 disables them); without a
         // policy lws would use its default of 300/310 s. `HeartbeatWheel` pings instead.
         retryPolicy = .allocate(capacity: 1)
