@@ -10,7 +10,7 @@ want_test=0
 
 if [ "$(uname -s)" = "Darwin" ]; then
     missing=()
-    for formula in libwebsockets sqlite openssl@3 pkg-config; do
+    for formula in libwebsockets libev sqlite openssl@3 pkg-config; do
         brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
     done
     if [ ${#missing[@]} -gt 0 ]; then
