@@ -76,7 +76,7 @@ extension ServerCore {
             // Nothing is ahead of this frame: write it now (a pong leaves from the ping's own callback).
             guard write(frame, to: connection.wsi) else {
                 connection.isBroken = true
-                // Not inside this socket's callback, so it cannot return -1: have lws kill it instead.
+                // This may not be the socket's own callback, so it cannot return -1: have lws kill it.
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 return false
             }
