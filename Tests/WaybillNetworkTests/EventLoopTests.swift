@@ -117,6 +117,33 @@ struct EventLoopTests {
         loop.shutdown()
     }
 
+    /// A peer that never answers the 1001 close cannot hold shutdown past the drain deadline (the
+    /// deadline is checked from a timer, the case libev's timer trap would delay).
+    @Test(arguments: EventLoopKind.allCases)
+    func shutdownEndsAtTheDrainDeadline(kind: EventLoopKind) async throws {
+        let delegate = RecordingDelegate()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.eventLoop = kind
+        configuration.shutdownDrainSeconds = 1
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
+        try server.start()
+        let port = server.port
+        let raw = try await runBlocking { () -> RawConnection in
+            let c = try RawConnection(port: port)
+            _ = try c.upgradeToWebSocket("/ws/orders/")
+            return c  // never reads, never answers the close
+        }
+        #expect(await eventually { !delegate.openedSockets.isEmpty })
+        let start = ContinuousClock.now
+        await server.shutdown()
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed >= .milliseconds(900))
+        #expect(elapsed < .seconds(3))
+        #expect(server.liveSessionObjects == 0)
+        withExtendedLifetime(raw) {}
+    }
+
     /// Both loops on one kind: echo (wake-ups via `lws_cancel_service`), a client close, and the
     /// server's graceful 1001 drain, which ends the loop from its heartbeat.
     @Test(arguments: EventLoopKind.allCases)
