@@ -17,9 +17,10 @@ let package = Package(
     ],
     targets: [
         // C libraries from the system, each imported by exactly one Swift module.
+        // Also libev (ev.h, -lev): the server's foreign event loop; lws loads its libev plugin at run time.
         .systemLibrary(
             name: "CWebSockets", pkgConfig: "libwebsockets",
-            providers: [.apt(["libwebsockets-dev"]), .brew(["libwebsockets"])]),
+            providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"]), .brew(["libwebsockets", "libev"])]),
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),

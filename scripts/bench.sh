@@ -13,13 +13,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
+[ -d "$BENCH" ] || BENCH="$ROOT/../../shared/bench"   # from a worktree under /work/wt
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"
 ORDERS="${WAYBILL_BENCH_ORDERS:-20}"
 OUT="$ROOT/bench-results"
 mkdir -p "$OUT"
 DATA="$(mktemp -d /tmp/waybill-bench.XXXXXX)"
-BIN="$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill"
+# WAYBILL_BENCH_BIN runs another build (e.g. a saved copy, for A/B runs); WAYBILL_EVENT_LOOP=poll|libev
+# reaches the server through the environment.
+BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
 
 cleanup() {

@@ -10,7 +10,7 @@ mode="${1:-}"
 
 if [ "$(uname -s)" = "Darwin" ]; then
     missing=()
-    for formula in libwebsockets sqlite openssl@3 hiredis libpq pkg-config; do
+    for formula in libwebsockets libev sqlite openssl@3 hiredis libpq pkg-config; do
         brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -21,8 +21,9 @@ if [ "$(uname -s)" = "Darwin" ]; then
     exit 0
 fi
 
-# The C libraries behind the C* modules: libwebsockets, SQLite, libcrypto, hiredis, libpq.
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libssl-dev libhiredis-dev libpq-dev)
+# The C libraries behind the C* modules: libwebsockets (on libev: libev-dev builds the foreign
+# loop, libwebsockets-evlib-ev is the lws plugin that runs it), SQLite, libcrypto, hiredis, libpq.
+packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libssl-dev libhiredis-dev libpq-dev)
 # Servers the multi-node tests and `make cluster` start themselves (on free loopback ports).
 services=(postgresql redis-server nginx)
 case "$mode" in

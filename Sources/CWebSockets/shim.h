@@ -1,6 +1,8 @@
 #ifndef WAYBILL_CWEBSOCKETS_SHIM_H
 #define WAYBILL_CWEBSOCKETS_SHIM_H
 #include <libwebsockets.h>
+#include <ev.h>
+#include <sys/resource.h>
 
 /* Macros that Swift cannot import, as static inline functions. */
 static inline size_t lwsx_pre(void) { return LWS_PRE; }
@@ -10,4 +12,17 @@ static inline lws_filepos_t lwsx_no_len(void) { return LWS_ILLEGAL_HTTP_CONTENT_
 typedef struct lwsx_timer { lws_sorted_usec_list_t sul; void *owner; } lwsx_timer;
 static inline lws_sorted_usec_list_t *lwsx_timer_sul(lwsx_timer *t) { return &t->sul; }
 static inline void *lwsx_timer_owner(lws_sorted_usec_list_t *s) { return ((lwsx_timer *)s)->owner; }
+
+/* libev, for lws's foreign-loop mode (LWS_SERVER_OPTION_LIBEV + info.foreign_loops). The loop travels
+ * as `void *` because that is what `foreign_loops` holds; these wrappers keep ev.h's macro-heavy API
+ * (EVFLAG_AUTO, EVBREAK_ALL, EVRUN_NOWAIT) out of Swift. */
+static inline void *lwsx_ev_loop_new(void) { return ev_loop_new(EVFLAG_AUTO); }
+/* Runs until `lwsx_ev_break`; returns whether watchers are still active. */
+static inline int lwsx_ev_run(void *loop) { return ev_run((struct ev_loop *)loop, 0); }
+/* One pass without blocking (lets watchers stopped by lws_context_destroy finish). */
+static inline int lwsx_ev_run_nowait(void *loop) { return ev_run((struct ev_loop *)loop, EVRUN_NOWAIT); }
+static inline void lwsx_ev_break(void *loop) { ev_break((struct ev_loop *)loop, EVBREAK_ALL); }
+static inline void lwsx_ev_loop_destroy(void *loop) { ev_loop_destroy((struct ev_loop *)loop); }
+/* The kernel backend libev chose (EVBACKEND_EPOLL is 4), for the start-up log and tests. */
+static inline unsigned int lwsx_ev_backend(void *loop) { return ev_backend((struct ev_loop *)loop); }
 #endif

@@ -22,10 +22,14 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxQueuedBytesPerSocket = 1 << 20
     /// The close code for slow consumers (SPEC §4: 4008, "reconnect with resume").
     public var slowConsumerCloseCode = 4008
-    /// Protocol ping interval; a socket that misses two pongs is dropped.
+    /// Protocol ping interval; a socket that has not answered a ping by the next one is dropped
+    /// (without a close frame, within about two intervals). Pings carry a 2-byte payload.
     public var pingIntervalSeconds = 25
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrainSeconds = 3
+    /// The service thread's event loop; `nil` reads `WAYBILL_EVENT_LOOP` (`poll` or `libev`) at `start`,
+    /// defaulting to `libev`, which scales to tens of thousands of sockets (see `EventLoopKind`).
+    public var eventLoop: EventLoopKind?
     /// lws's per-step timeout (reading a request or body piece); tests shorten it.
     var lwsTimeoutSeconds: UInt32 = 10
     /// The defaults above.
@@ -55,16 +59,25 @@ public final class HTTPServer: Sendable {
     }
 
     /// Binds and starts the service thread.
-    /// - Throws: `HTTPServerError` if the port cannot be bound (or `start` was called before).
+    ///
+    /// Also raises the process's soft open-file limit to its hard limit (each socket is a file).
+    /// - Throws: `HTTPServerError` if the port cannot be bound, `WAYBILL_EVENT_LOOP` is invalid, the
+    ///   libev plugin is missing, or `start` was called before.
     public func start() throws {
         LwsLog.install()
         signal(SIGPIPE, SIG_IGN)  // a peer that goes away mid-write must not kill the process
         let core = self.core
         guard !core.loop.hasStarted else { throw HTTPServerError(description: "the server was already started") }
+        let kind = try core.configuration.eventLoop ?? EventLoopKind.fromEnvironment()
+        try kind.checkAvailable()
+        core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
         core.loop.shouldStop = { core.isDrained }
-        core.loop.willDestroy = { core.cancelDrainCheck() }
+        core.loop.willDestroy = {
+            core.cancelDrainCheck()
+            core.cancelHeartbeat()
+        }
         do {
-            try core.loop.start { core.makeContext() }
+            try core.loop.start(kind: kind) { core.makeContext() }
         } catch {
             throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)")
         }
@@ -88,6 +101,20 @@ public final class HTTPServer: Sendable {
         guard core.loop.hasStarted else { return }
         core.loop.post { core.beginShutdown() }
         await core.loop.waitUntilEnded()
+    }
+
+    /// The event loop the service thread runs (after `start`).
+    public var eventLoop: EventLoopKind { core.loop.kind }
+
+    /// The open-file limit lws was given (after `start`).
+    public var fileDescriptorLimit: Int { Int(core.fileDescriptorLimit) }
+
+    /// The output counters, read on the service thread (tests; zero once the server has ended).
+    func writeStatistics() async -> WriteStatistics {
+        let core = self.core
+        return await withCheckedContinuation { (c: CheckedContinuation<WriteStatistics, Never>) in
+            if !core.loop.post({ c.resume(returning: core.writeStatistics) }) { c.resume(returning: WriteStatistics()) }
+        }
     }
 
     /// Per-request and per-socket Swift objects alive now (for leak tests).

@@ -31,6 +31,7 @@ extension ServerCore {
         connection.request = nil  // keep idle sockets small
         connection.wasOpened = true
         sockets[connection.id] = connection
+        heartbeat.add(connection.id)
         delegate?.socketOpened(connection.id, request: request, io: io)
         return 0
     }
@@ -44,6 +45,18 @@ extension ServerCore {
     ) -> Int32 {
         // Once the server has decided to close, the peer's further messages are not delivered.
         guard let connection = slotObject(user) as? WebSocketConnection, connection.isOpen else { return 0 }
+        let isComplete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        if !connection.isInMessage && isComplete && length <= configuration.maxMessageBytes {
+            // The common case (a whole small message in one chunk): decode straight from lws's buffer,
+            // without the reassembly array (a `{"type":"ping"}` then costs no heap allocation at all).
+            let bytes = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
+            if lws_frame_is_binary(wsi) != 0 {
+                delegate?.socketReceived(connection.id, binary: Array(bytes), io: io)
+            } else {
+                delegate?.socketReceived(connection.id, text: String(decoding: bytes, as: UTF8.self), io: io)
+            }
+            return 0
+        }
         if !connection.isInMessage {
             connection.isInMessage = true
             connection.messageIsBinary = lws_frame_is_binary(wsi) != 0
@@ -59,7 +72,7 @@ extension ServerCore {
         if let input, length > 0 {
             connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
         }
-        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+        guard isComplete else { return 0 }
         let message = connection.message
         let isBinary = connection.messageIsBinary
         connection.message = []
@@ -73,28 +86,8 @@ extension ServerCore {
         return 0
     }
 
-    /// Writes while the pipe takes more, then closes if a close is pending and the queue is empty.
-    func webSocketWriteable(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
-        guard let connection = slotObject(user) as? WebSocketConnection, !connection.closeSent else { return 0 }
-        while connection.hasQueued && lws_send_pipe_choked(wsi) == 0 {
-            guard let frame = connection.dequeue() else { break }
-            let kind = frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
-            if lws_write(wsi, frame.storage.payload, frame.count, kind) < frame.count { return -1 }
-        }
-        if connection.hasQueued {
-            lws_callback_on_writable(wsi)
-            return 0
-        }
-        if let close = connection.pendingClose {
-            connection.closeSent = true
-            closeNow(wsi, code: close.code, reason: close.reason)
-            return -1
-        }
-        return 0
-    }
-
     /// Sets the close code and reason lws sends when the callback returns -1. WS wsis only.
-    private func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) {
+    func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) {
         var bytes = Array(reason.utf8.prefix(123))
         bytes.withUnsafeMutableBufferPointer { b in
             lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), b.baseAddress, b.count)
@@ -111,6 +104,7 @@ extension ServerCore {
             connection.closeCode = 1005  // close frame without a code
         }
         connection.initiatedByServer = false
+        connection.peerIsClosing = true
     }
 
     /// The socket is gone (from `detach`): report `socketClosed` once if `socketOpened` was reported.
@@ -121,26 +115,11 @@ extension ServerCore {
         connection.message = []
         guard connection.wasOpened else { return }
         sockets[connection.id] = nil
+        heartbeat.remove(connection.id)
         delegate?.socketClosed(connection.id, close: connection.closeReport, io: io)
     }
 
     // MARK: SocketIO operations
-
-    func send(_ frame: OutboundFrame, to id: SocketID) -> Bool {
-        guard let connection = sockets[id], connection.isOpen else { return false }
-        connection.enqueue(frame)
-        if connection.queuedBytes > configuration.maxQueuedBytesPerSocket {
-            connection.dropQueue()
-            connection.wasSlowConsumer = true
-            connection.requestClose(code: configuration.slowConsumerCloseCode, reason: "slow consumer")
-            lws_callback_on_writable(connection.wsi)
-            // A stuck peer may never be writable again: a hard deadline (closes without a frame).
-            lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 2)
-            return false
-        }
-        lws_callback_on_writable(connection.wsi)
-        return true
-    }
 
     func close(_ id: SocketID, code: Int, reason: String) {
         guard let connection = sockets[id], connection.isOpen else { return }

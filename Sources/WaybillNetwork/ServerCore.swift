@@ -20,7 +20,17 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var sockets: [SocketID: WebSocketConnection] = [:]
     var isShuttingDown = false
     var drainDeadline = ContinuousClock.now
+    /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
+    var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)
+    /// The reusable buffer for packed writes (see `FramePacker`).
+    let packer = FramePacker()
+    var writeStatistics = WriteStatistics()
+    /// Set while posted work runs: `send` queues instead of writing, and notes the socket here.
+    var isDeferringWrites = false
+    var deferredWrites: [WebSocketConnection] = []
+    /// Who gets pinged or dropped each second (see `HeartbeatWheel`).
+    var heartbeat: HeartbeatWheel
 
     // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
     private let protocols: UnsafeMutablePointer<lws_protocols>
@@ -28,6 +38,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     private let iface: UnsafeMutablePointer<CChar>?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     let drainTimer: UnsafeMutablePointer<lwsx_timer>
+    let heartbeatTimer: UnsafeMutablePointer<lwsx_timer>
+    /// The ping payload behind lws's headroom (lws writes the frame header in front of it).
+    let pingPayload: UnsafeMutablePointer<UInt8>
 
     init(configuration: HTTPServerConfiguration, responder: any HTTPResponder, delegate: (any WebSocketDelegate)?) {
         self.configuration = configuration
@@ -47,13 +60,23 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
         // A chunk size, not a limit; modest because lws allocates it for every open socket.
         protocols[0].rx_buffer_size = 2048
+        // Without this, lws caps every send at `rx_buffer_size` (2 KiB) and copies the rest into its own
+        // buffer, drained 2 KiB per POLLOUT: a 64 KiB pack of frames took 32 sends. No per-socket memory.
+        protocols[0].tx_packet_size = FramePacker.defaultCapacity + 16
+        // All zero: lws's per-socket idle timers stay off (a hang-up of 0 disables them); without a
+        // policy lws would use its default of 300/310 s. `HeartbeatWheel` pings instead.
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
-        let ping = max(1, configuration.pingIntervalSeconds)
-        retryPolicy.pointee.secs_since_valid_ping = UInt16(min(ping, 30_000))
-        retryPolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 1, 65_000))
+        heartbeat = HeartbeatWheel(interval: max(1, configuration.pingIntervalSeconds) * Self.heartbeatTicksPerSecond)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())
+        heartbeatTimer = .allocate(capacity: 1)
+        heartbeatTimer.initialize(to: lwsx_timer())
+        let headroom = lwsx_pre()
+        let ping = UnsafeMutablePointer<UInt8>.allocate(capacity: headroom + Self.pingPayloadBytes.count)
+        ping.initialize(repeating: 0, count: headroom)
+        (ping + headroom).initialize(from: Self.pingPayloadBytes, count: Self.pingPayloadBytes.count)
+        pingPayload = ping + headroom
     }
 
     deinit {
@@ -62,6 +85,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         free(iface)
         retryPolicy.deallocate()
         drainTimer.deallocate()
+        heartbeatTimer.deallocate()
+        (pingPayload - lwsx_pre()).deallocate()
     }
 
     /// Creates the context; runs on the service thread.
@@ -78,7 +103,13 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         info.max_http_header_data = UInt16(clamping: configuration.maxHeaderBytes)
         info.pt_serv_buf_size = UInt32(HTTPSession.writeChunk)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        // One service thread holds every socket: give it the whole (raised) limit. Equal to the process
+        // limit on purpose: a smaller value makes lws fall back to a slower fd lookup.
+        info.count_threads = 1
+        info.fd_limit_per_thread = UInt32(clamping: fileDescriptorLimit)
+        loop.prepare(&info)
         guard let ctx = lws_create_context(&info) else { return nil }
+        scheduleHeartbeat(ctx)
         if let vhost = lws_get_vhost_by_name(ctx, "default") {
             boundPort.store(Int(lws_get_vhost_listen_port(vhost)), ordering: .sequentiallyConsistent)
         }
@@ -100,7 +131,12 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            // Frames sent by the posted work are only queued, then flushed once per socket below:
+            // events that arrived together leave together (see `flushDeferredWrites`).
+            isDeferringWrites = true
             loop.drainInbox()
+            isDeferringWrites = false
+            flushDeferredWrites()
             return 0  // never non-zero: that would close the wake-up pipe
         case LWS_CALLBACK_HTTP:
             return httpRequestStarted(wsi, user)
@@ -123,6 +159,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             return webSocketReceived(wsi, user, input, length)
         case LWS_CALLBACK_SERVER_WRITEABLE:
             return webSocketWriteable(wsi, user)
+        case LWS_CALLBACK_RECEIVE_PONG:
+            if let connection = slotObject(user) as? WebSocketConnection { heartbeat.pongReceived(from: connection.id) }
+            return 0
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             webSocketPeerClosing(user, input, length)
             return 0

@@ -7,7 +7,13 @@ import Synchronization
 /// Other threads hand work over with `post(_:)`: a `Mutex`-guarded inbox plus `lws_cancel_service`,
 /// the only lws call allowed off the service thread. The owner's callback must call `drainInbox()`
 /// from `LWS_CALLBACK_EVENT_WAIT_CANCELLED` (wake-ups coalesce, so it drains everything).
-final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `context`/`shouldStop` only on `thread`
+///
+/// With `EventLoopKind.libev` the thread creates a libev loop, lends it to lws as a foreign loop
+/// (the owner's `makeContext` calls `prepare(_:)`), and runs `ev_run` instead of `lws_service`. A 50 ms
+/// heartbeat timer then does two jobs: it asks `shouldStop` (and breaks the loop), and it keeps the
+/// plugin's own timer from being armed far in the future, which would delay every sul or
+/// `lws_set_timeout` scheduled from a socket callback until then (field guide §13, trap 1).
+final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; other vars only on `thread`
     typealias Work = @Sendable () -> Void
 
     private struct Shared {
@@ -31,21 +37,44 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
     var willDestroy: () -> Void = {}
     /// Entered in `start`, left when the loop has ended: for blocking waits.
     private let running = DispatchGroup()
+    /// Set by `start`, before the thread exists; read only on the thread after that.
+    private(set) var kind = EventLoopKind.poll
+    /// The libev loop (libev only; service thread).
+    private var evLoop: UnsafeMutableRawPointer?
+    /// `info.foreign_loops`: one slot holding `evLoop`. lws reads it during context creation.
+    private let foreignLoops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+    /// The heartbeat timer (libev only); its owner is this loop, unretained (the thread keeps it alive).
+    private let heartbeat = UnsafeMutablePointer<lwsx_timer>.allocate(capacity: 1)
+    static let heartbeatMicroseconds: lws_usec_t = 50_000
 
-    init(name: String) { self.name = name }
+    init(name: String) {
+        self.name = name
+        foreignLoops.initialize(to: nil)
+        heartbeat.initialize(to: lwsx_timer())
+    }
+
+    deinit {
+        foreignLoops.deallocate()
+        heartbeat.deallocate()
+    }
 
     /// Starts the thread, which creates the context with `makeContext`.
-    /// - Throws: `LoopStartError` when `makeContext` returns nil (e.g. the port is taken).
-    func start(makeContext: @escaping @Sendable () -> OpaquePointer?) throws {
+    /// - Throws: `LoopStartError` when `makeContext` returns nil (e.g. the port is taken, or the libev
+    ///   plugin could not be loaded).
+    func start(kind: EventLoopKind = .poll, makeContext: @escaping @Sendable () -> OpaquePointer?) throws {
         let started = DispatchSemaphore(value: 0)
         let first = shared.withLock { s in
             defer { s.hasStarted = true }
             return !s.hasStarted
         }
         guard first else { throw LoopStartError() }
+        self.kind = kind
         running.enter()
         let thread = Thread { [self] in
-            guard let ctx = makeContext() else {
+            if kind == .libev { evLoop = lwsx_ev_loop_new() }
+            guard kind == .poll || evLoop != nil, let ctx = makeContext() else {
+                if let evLoop { lwsx_ev_loop_destroy(evLoop) }
+                evLoop = nil
                 finish()
                 started.signal()
                 return
@@ -66,13 +95,52 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
         if context == nil { throw LoopStartError() }
     }
 
+    /// Adds the loop choice to the context's creation info. Service thread, inside `makeContext`.
+    func prepare(_ info: inout lws_context_creation_info) {
+        guard kind == .libev, let evLoop else { return }
+        info.options |= UInt64(LWS_SERVER_OPTION_LIBEV)
+        foreignLoops.pointee = evLoop
+        info.foreign_loops = foreignLoops
+    }
+
     private func run(_ ctx: OpaquePointer) {
-        while lws_service(ctx, 0) >= 0, !shouldStop() {}
+        if let evLoop {
+            scheduleHeartbeat()
+            _ = lwsx_ev_run(evLoop)  // until `heartbeatTick` or `stopIfAsked` calls ev_break
+            lws_sul_cancel(lwsx_timer_sul(heartbeat))
+        } else {
+            while lws_service(ctx, 0) >= 0, !shouldStop() {}
+        }
         willDestroy()
         shared.withLock { $0.contextBits = 0 }  // nobody may cancel a context being destroyed
         lws_context_destroy(ctx)
         context = nil
+        if let evLoop {
+            _ = lwsx_ev_run_nowait(evLoop)  // let the watchers lws stopped wind down
+            lwsx_ev_loop_destroy(evLoop)
+            self.evLoop = nil
+        }
         finish()
+    }
+
+    /// libev: ends `ev_run` once the owner says so. Service thread (lws callbacks, the heartbeat).
+    func stopIfAsked() {
+        guard let evLoop, shouldStop() else { return }
+        lwsx_ev_break(evLoop)
+    }
+
+    fileprivate func scheduleHeartbeat() {
+        guard let context else { return }
+        heartbeat.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        lws_sul_schedule(context, 0, lwsx_timer_sul(heartbeat), serviceLoopHeartbeat, Self.heartbeatMicroseconds)
+    }
+
+    fileprivate func heartbeatTick() {
+        if shouldStop(), let evLoop {
+            lwsx_ev_break(evLoop)
+        } else {
+            scheduleHeartbeat()
+        }
     }
 
     /// Marks the loop ended, runs work posted too late (it sees `context == nil`), wakes waiters.
@@ -92,12 +160,17 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
 
     /// Queues `work` for the service thread and wakes it. Any thread.
     /// - Returns: `false` if the loop has ended (then `work` is dropped).
+    ///
+    /// Only the post that makes the inbox non-empty wakes the thread: the thread empties the whole
+    /// inbox at once, so later posts before that are picked up by the same wake-up (a burst of fan-out
+    /// posts costs one `eventfd` write, not one each).
     @discardableResult
     func post(_ work: @escaping Work) -> Bool {
         shared.withLock { s in
             guard !s.hasEnded else { return false }
+            let needsWake = s.inbox.isEmpty
             s.inbox.append(work)
-            if let ctx = OpaquePointer(bitPattern: s.contextBits) { lws_cancel_service(ctx) }
+            if needsWake, let ctx = OpaquePointer(bitPattern: s.contextBits) { lws_cancel_service(ctx) }
             return true
         }
     }
@@ -116,6 +189,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
             return s.inbox
         }
         for item in work { item() }
+        stopIfAsked()
     }
 
     /// Whether `start` has been called (the loop may have ended since). Any thread.
@@ -144,6 +218,12 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; `c
             if resumeNow { c.resume() }
         }
     }
+}
+
+/// The heartbeat timer's C callback (a top-level `func`, as lws needs a plain function pointer).
+private func serviceLoopHeartbeat(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul, let owner = lwsx_timer_owner(sul) else { return }
+    Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue().heartbeatTick()
 }
 
 /// The lws context could not be created (most often: the port could not be bound).

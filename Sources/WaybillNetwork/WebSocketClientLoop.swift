@@ -5,19 +5,24 @@ import Foundation
 /// `WebSocketClient`s (tests, the Linux driver app).
 ///
 /// Call `shutdown()` when done; open clients then see `.closed(code: nil, …)`.
+///
+/// The loop is `poll` by default, unlike the server's: a client loop holds a handful of sockets (one
+/// in the driver app), where `poll()` costs no more than epoll, needs no plugin at run time, and has
+/// no libev timer trap. `libev` is there for programs that open thousands of clients from one loop.
 public final class WebSocketClientLoop: Sendable {
     let core: ClientLoopCore
 
     /// Creates the context and starts its thread.
-    /// - Throws: `WebSocketClientError` if lws cannot create the context.
-    public init() throws {
+    /// - Throws: `WebSocketClientError` if lws cannot create the context (or the libev plugin is missing).
+    public init(eventLoop: EventLoopKind = .poll) throws {
         LwsLog.install()
         signal(SIGPIPE, SIG_IGN)
         let core = ClientLoopCore()
         self.core = core
         core.loop.shouldStop = { core.isStopping }
         do {
-            try core.loop.start { core.makeContext() }
+            try eventLoop.checkAvailable()
+            try core.loop.start(kind: eventLoop) { core.makeContext() }
         } catch {
             throw WebSocketClientError(.connectFailed, "cannot create the client context")
         }
@@ -28,6 +33,9 @@ public final class WebSocketClientLoop: Sendable {
         let core = self.core
         core.loop.post { core.isStopping = true }
     }
+
+    /// The event loop its thread runs.
+    public var eventLoop: EventLoopKind { core.loop.kind }
 
     /// Closes every client without a close handshake, destroys the context and ends the thread.
     /// Blocks until the thread has ended; safe to call twice, from any thread.
@@ -67,6 +75,7 @@ final class ClientLoopCore: @unchecked Sendable {  // safe: vars only on `loop`'
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.connect_timeout_secs = 10
+        loop.prepare(&info)
         return lws_create_context(&info)
     }
 

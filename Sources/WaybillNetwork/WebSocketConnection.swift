@@ -33,6 +33,14 @@ final class WebSocketConnection {
     var closeCode: Int?
     var initiatedByServer = false
     var wasSlowConsumer = false
+    /// The peer's close frame arrived (lws answers it): frames go through the queue, never written directly.
+    var peerIsClosing = false
+    /// In `ServerCore.deferredWrites` (listed once per drain).
+    var hasDeferredWrite = false
+    /// The heartbeat's ping waits for `WRITEABLE` (frames were queued ahead of it).
+    var pingIsPending = false
+    /// A write failed; the connection is being killed and takes no more frames.
+    var isBroken = false
 
     private let counter: LiveObjectCounter
 
@@ -47,8 +55,11 @@ final class WebSocketConnection {
     deinit { counter.decrement() }
 
     /// Open and not closing: sending is allowed.
-    var isOpen: Bool { wasOpened && !isFinished && pendingClose == nil && !closeSent }
+    var isOpen: Bool { wasOpened && !isFinished && pendingClose == nil && !closeSent && !isBroken }
     var hasQueued: Bool { head < queue.count }
+    var queuedFrameCount: Int { queue.count - head }
+    /// The next frame to write, left in the queue.
+    var nextFrame: OutboundFrame? { head < queue.count ? queue[head] : nil }
 
     func enqueue(_ frame: OutboundFrame) {
         queue.append(frame)

@@ -1,0 +1,61 @@
+import CWebSockets
+
+/// The server's WebSocket heartbeat: a 100 ms timer runs `HeartbeatWheel` and sends protocol pings
+/// (with a payload, because lws does not report empty pongs) or drops silent peers.
+extension ServerCore {
+    /// Wheel ticks per second.
+    static let heartbeatTicksPerSecond = 10
+
+    /// Starts the tick. Service thread, right after the context exists.
+    func scheduleHeartbeat(_ context: OpaquePointer) {
+        heartbeatTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        let period = lws_usec_t(1_000_000 / Self.heartbeatTicksPerSecond)
+        lws_sul_schedule(context, 0, lwsx_timer_sul(heartbeatTimer), heartbeatTick, period)
+    }
+
+    /// Stops the tick before the context (and the timer's list) goes away.
+    func cancelHeartbeat() {
+        lws_sul_cancel(lwsx_timer_sul(heartbeatTimer))
+    }
+
+    fileprivate func heartbeatTicked() {
+        if let context = loop.context { scheduleHeartbeat(context) }
+        for action in heartbeat.tick() {
+            switch action {
+            case .ping(let id):
+                if let connection = sockets[id], connection.isOpen { sendPing(connection) }
+            case .drop(let id):
+                guard let connection = sockets[id], !connection.isBroken else { continue }
+                // Like lws's own idle hang-up: no close frame (the peer is not listening), so the
+                // delegate sees `code: nil`.
+                connection.isBroken = true
+                connection.dropQueue()
+                lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            }
+        }
+    }
+
+    /// Writes a ping now if nothing is waiting ahead of it, else right before the queue in `WRITEABLE`.
+    func sendPing(_ connection: WebSocketConnection) {
+        if !connection.hasQueued, !connection.peerIsClosing, lws_partial_buffered(connection.wsi) == 0 {
+            writePing(connection.wsi)
+        } else {
+            connection.pingIsPending = true
+            lws_callback_on_writable(connection.wsi)
+        }
+    }
+
+    func writePing(_ wsi: OpaquePointer) {
+        writeStatistics.pings += 1
+        _ = lws_write(wsi, pingPayload, Self.pingPayloadBytes.count, LWS_WRITE_PING)
+    }
+
+    /// The ping's payload: any bytes do; "wb" names the sender in packet captures.
+    static let pingPayloadBytes: [UInt8] = Array("wb".utf8)
+}
+
+/// The heartbeat timer's C callback.
+func heartbeatTick(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul, let owner = lwsx_timer_owner(sul) else { return }
+    Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue().heartbeatTicked()
+}

@@ -1,0 +1,12 @@
+/// Counters of the server's WebSocket output, kept on the service thread (tests and benchmarks use
+/// them to check that frames are packed and replies skip the `WRITEABLE` round).
+struct WriteStatistics: Sendable, Equatable {
+    /// Data frames handed to lws.
+    var frames = 0
+    /// `lws_write` calls for data frames (one per lone frame, one per pack).
+    var sends = 0
+    /// `SERVER_WRITEABLE` callbacks for WebSockets.
+    var writeableCallbacks = 0
+    /// Protocol pings sent by the heartbeat.
+    var pings = 0
+}

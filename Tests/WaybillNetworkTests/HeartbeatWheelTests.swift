@@ -1,0 +1,58 @@
+import Testing
+
+@testable import WaybillNetwork
+
+struct HeartbeatWheelTests {
+    let a = SocketID(1)
+    let b = SocketID(2)
+
+    @Test func socketIsPingedOneIntervalAfterJoiningThenEveryInterval() {
+        var wheel = HeartbeatWheel(interval: 3)
+        wheel.add(a)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.ping(a)])
+        wheel.pongReceived(from: a)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.ping(a)])
+    }
+
+    @Test func silentSocketIsDroppedOnItsNextTurnAndForgotten() {
+        var wheel = HeartbeatWheel(interval: 2)
+        wheel.add(a)
+        wheel.add(b)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.ping(a), .ping(b)])
+        wheel.pongReceived(from: b)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.drop(a), .ping(b)])
+        #expect(wheel.count == 1)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.drop(b)])
+        #expect(wheel.count == 0)
+    }
+
+    @Test func removedSocketsAndStrayPongsAreIgnored() {
+        var wheel = HeartbeatWheel(interval: 1)
+        wheel.add(a)
+        wheel.add(a)  // twice: still one entry
+        wheel.pongReceived(from: b)  // never added
+        #expect(wheel.count == 1)
+        #expect(wheel.tick() == [.ping(a)])
+        wheel.remove(a)
+        #expect(wheel.tick() == [])
+        #expect(wheel.count == 0)
+    }
+
+    /// Sockets that join in different seconds are spread over the buckets: each tick visits a share.
+    @Test func socketsJoiningOverTimeAreSpreadOverTheTicks() {
+        var wheel = HeartbeatWheel(interval: 4)
+        for second in 0..<4 {
+            for i in 0..<10 { wheel.add(SocketID(UInt64(second * 10 + i))) }
+            _ = wheel.tick()
+        }
+        let perTick = (0..<4).map { _ in wheel.tick().count }
+        #expect(perTick == [10, 10, 10, 10])
+    }
+}
