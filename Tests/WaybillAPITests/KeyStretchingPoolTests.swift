@@ -1,0 +1,76 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import WaybillAPI
+
+/// The bounded pool behind password checks (hardening item 1).
+@Suite(.timeLimit(.minutes(1)))
+struct KeyStretchingPoolTests {
+    @Test func refusesAtOnceWhenTheQueueIsFullAndPreferredJobsGoFirst() async throws {
+        let pool = KeyStretchingPool(threads: 1, queueLimit: 4)
+        defer { pool.stop() }
+        #expect(pool.reservedForPreferred == 1)
+        let gate = DispatchSemaphore(value: 0)
+        let order = Box<[String]>([])
+        let running = Box(false)
+        let blocker = Task { try await pool.run { running.withLock { $0 = true }; gate.wait() } }
+        // The worker holds the blocker: nothing is waiting then.
+        #expect(await eventually { running.withLock { $0 } && pool.waitingCount == 0 })
+        var normal: [Task<Void, any Error>] = []
+        for n in 0..<3 {
+            normal.append(Task { try await pool.run { order.withLock { $0.append("n\(n)") } } })
+            #expect(await eventually { pool.waitingCount == n + 1 })
+        }
+        // Non-preferred jobs may not take the reserved place: refused at once.
+        let started = ContinuousClock.now
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await pool.run { () } }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        // A preferred job may, and runs before the others.
+        let preferred = Task { try await pool.run(preferred: true) { order.withLock { $0.append("p") } } }
+        #expect(await eventually { pool.waitingCount == 4 })
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await pool.run(preferred: true) { () } }
+        gate.signal()
+        try await blocker.value
+        try await preferred.value
+        for task in normal { try await task.value }
+        #expect(order.withLock { $0 } == ["p", "n0", "n1", "n2"])
+    }
+
+    @Test func stopRefusesWaitingJobs() async throws {
+        let pool = KeyStretchingPool(threads: 1, queueLimit: 2)
+        let gate = DispatchSemaphore(value: 0)
+        let running = Box(false)
+        let blocker = Task { try await pool.run { running.withLock { $0 = true }; gate.wait() } }
+        #expect(await eventually { running.withLock { $0 } })
+        let waiting = Task { try await pool.run { 1 } }
+        #expect(await eventually { pool.waitingCount == 1 })
+        pool.stop()
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await waiting.value }
+        gate.signal()
+        try await blocker.value
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await pool.run { 2 } }
+    }
+
+    @Test func defaultsLeaveACoreFree() {
+        let pool = KeyStretchingPool()
+        defer { pool.stop() }
+        #expect(pool.threads == max(1, ProcessInfo.processInfo.activeProcessorCount - 1))
+    }
+
+    private func eventually(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return condition()
+    }
+}
+
+/// Shared mutable state for closures run on the pool's threads.
+private final class Box<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func withLock<T>(_ body: (inout Value) -> T) -> T { value.withLock { body(&$0) } }
+}
