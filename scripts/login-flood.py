@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Login flood against a running `waybill demo` (used by scripts/bench-login-flood.sh).
 
-While N concurrent bogus logins (unknown emails) run from a set of loopback source addresses, it
+While FLOOD concurrent clients send bogus logins for FLOOD_SECONDS (unknown emails) run from a set of loopback source addresses, it
 measures: /healthz latency (polled every 10 ms), live event delivery (an order PATCHed every
 100 ms by the dispatcher, time from sending the PATCH until the panel's WebSocket frame arrives),
 and how long a real user's login takes from another address (retrying 503s after Retry-After).
@@ -14,6 +14,8 @@ HOST = "127.0.0.1"
 PORT = int(os.environ.get("PORT", "8080"))
 FLOOD = int(os.environ.get("FLOOD", "500"))
 ADDRESSES = int(os.environ.get("FLOOD_ADDRESSES", "50"))
+# Each of the FLOOD workers keeps sending bogus logins for this long (0 = one login each).
+SECONDS = float(os.environ.get("FLOOD_SECONDS", "10"))
 DISPATCHER = ("dispatcher@demo.example.com", "demo-dispatcher")
 
 
@@ -138,13 +140,19 @@ def main():
 
     def bogus(i):
         source = f"127.0.1.{1 + i % ADDRESSES}"
-        try:
-            status = request("POST", "/api/auth/login", {"email": f"bot{i}@nowhere.example", "password": "guess"},
-                             source=source, timeout=60)[0]
-        except OSError:
-            status = 0
-        with lock:
-            answers[status] = answers.get(status, 0) + 1
+        until = time.monotonic() + SECONDS
+        n = 0
+        while True:
+            n += 1
+            try:
+                status = request("POST", "/api/auth/login", {"email": f"bot{i}-{n}@nowhere.example", "password": "guess"},
+                                 source=source, timeout=60)[0]
+            except OSError:
+                status = 0
+            with lock:
+                answers[status] = answers.get(status, 0) + 1
+            if time.monotonic() >= until:
+                return
 
     threads = [threading.Thread(target=f, daemon=True) for f in (poll_health, read_panel, write_events)]
     for t in threads:
@@ -174,7 +182,7 @@ def main():
     pool.shutdown()
     ms = lambda v: None if v is None else round(v * 1000, 1)
     print(json.dumps({
-        "flood": FLOOD, "flood_addresses": ADDRESSES, "flood_seconds": round(flood_seconds, 2),
+        "flood": FLOOD, "flood_seconds_target": SECONDS, "flood_requests": sum(answers.values()), "flood_addresses": ADDRESSES, "flood_seconds": round(flood_seconds, 2),
         "flood_answers": answers,
         "healthz_p50_ms": ms(percentile(health, 50)), "healthz_p99_ms": ms(percentile(health, 99)),
         "healthz_max_ms": ms(max(health) if health else None), "healthz_samples": len(health),

@@ -79,6 +79,31 @@ struct LoginFloodTests {
         }
     }
 
+    @Test func anAddressThatRetriesBeforeRetryAfterIsRefusedAtOnce() async throws {
+        try await TestServer.withRunning(configure: Self.flooding) { server in
+            let pushy = AddressedClient(port: server.port, source: "127.0.0.8")
+            let burst = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<20 { group.addTask { try await pushy.login("nobody\(n)@example.com", "guess").status } }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            try #require(burst.contains(503))
+            // The pool is free again (another address is served)…
+            let other = AddressedClient(port: server.port, source: "127.0.0.10")
+            #expect(try await other.login("someone@example.com", "guess").status == 401)
+            // …but the pushy address was told to wait a second: coming back at once is refused
+            // without a password check (fast), and it is served once it waits.
+            let early = try await pushy.login("nobody@example.com", "guess")
+            #expect(early.status == 503 && early.retryAfter == "1")
+            #expect(early.elapsed < .seconds(1))
+            var afterWaiting = 0
+            #expect(await server.eventually(timeout: .seconds(10)) {
+                try? await Task.sleep(for: .milliseconds(1_100))  // what Retry-After asks for
+                afterWaiting = (try? await pushy.login("nobody@example.com", "guess").status) ?? 0
+                return afterWaiting == 401
+            })
+        }
+    }
+
     @Test func anAttackerAddressCannotLockOutAUserOnAnotherAddress() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 0, orders: 0)

@@ -25,6 +25,8 @@ final class Authenticator: SocketAuthenticating {
     let tokenLifetime: TimeInterval
     /// Runs the slow password checks; refuses work past its queue (503 `overloaded`).
     private let pool: KeyStretchingPool
+    /// Addresses told to retry later, refused until then without any work.
+    private let retryGate = RetryAfterGate(seconds: APIError.overloaded.retryAfter ?? 1)
 
     init(
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
@@ -44,6 +46,16 @@ final class Authenticator: SocketAuthenticating {
     ///   429 `rate_limited` after too many failures for one email or from one address,
     ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting.
     func login(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
+        guard !retryGate.mustWait(address, now: clock.now()) else { throw KeyStretchingPool.Overloaded() }
+        do {
+            return try await checkedLogin(email: email, password: password, from: address)
+        } catch let overloaded as KeyStretchingPool.Overloaded {
+            retryGate.refused(address, now: clock.now())
+            throw overloaded
+        }
+    }
+
+    private func checkedLogin(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
         // Shed load before touching the store: a full queue answers every email alike. (A check
         // from a clean address may still find a reserved place: the pool decides that below.)
         guard pool.waitingCount < pool.queueLimit else { throw KeyStretchingPool.Overloaded() }
