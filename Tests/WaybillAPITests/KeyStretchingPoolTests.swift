@@ -29,12 +29,34 @@ struct KeyStretchingPoolTests {
         // A preferred job may, and runs before the others.
         let preferred = Task { try await pool.run(preferred: true) { order.withLock { $0.append("p") } } }
         #expect(await eventually { pool.waitingCount == 4 })
-        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await pool.run(preferred: true) { () } }
+        #expect(pool.hasRoomForPreferred)
+        // The queue is full: another preferred job pushes out the newest non-preferred one.
+        let second = Task { try await pool.run(preferred: true) { order.withLock { $0.append("p2") } } }
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await normal[2].value }
+        #expect(pool.waitingCount == 4)
         gate.signal()
         try await blocker.value
         try await preferred.value
-        for task in normal { try await task.value }
-        #expect(order.withLock { $0 } == ["p", "n0", "n1", "n2"])
+        try await second.value
+        for task in normal.prefix(2) { try await task.value }
+        #expect(order.withLock { $0 } == ["p", "p2", "n0", "n1"])
+    }
+
+    @Test func aJobThatWaitedTooLongIsRefusedInsteadOfRun() async throws {
+        let pool = KeyStretchingPool(threads: 1, queueLimit: 2, maxWait: .milliseconds(100))
+        defer { pool.stop() }
+        let gate = DispatchSemaphore(value: 0)
+        let running = Box(false), ran = Box(false)
+        let blocker = Task { try await pool.run { running.withLock { $0 = true }; gate.wait() } }
+        #expect(await eventually { running.withLock { $0 } })
+        let stale = Task { try await pool.run { ran.withLock { $0 = true } } }
+        #expect(await eventually { pool.waitingCount == 1 })
+        try await Task.sleep(for: .milliseconds(200))  // the condition under test: maxWait passes
+        gate.signal()
+        try await blocker.value
+        await #expect(throws: KeyStretchingPool.Overloaded.self) { try await stale.value }
+        #expect(!ran.withLock { $0 })
+        #expect(try await pool.run { 7 } == 7, "fresh jobs still run")
     }
 
     @Test func stopRefusesWaitingJobs() async throws {

@@ -56,9 +56,9 @@ final class Authenticator: SocketAuthenticating {
     }
 
     private func checkedLogin(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
-        // Shed load before touching the store: a full queue answers every email alike. (A check
-        // from a clean address may still find a reserved place: the pool decides that below.)
-        guard pool.waitingCount < pool.queueLimit else { throw KeyStretchingPool.Overloaded() }
+        // Shed load before touching the store: a queue full of preferred checks answers every
+        // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
+        guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
         guard case .allowed(let attempt) = try await throttle.begin(email: "email:" + email.lowercased(), address: address) else {
             throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
         }

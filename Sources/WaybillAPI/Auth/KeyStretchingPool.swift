@@ -12,8 +12,11 @@ import Synchronization
 /// `Retry-After`) instead of queueing without end.
 ///
 /// Jobs come in two kinds so a flood cannot crowd out real users: `preferred` jobs (logins from
-/// an address with no recent failures) go ahead of the others and may use the whole queue, while
-/// the others may fill it only up to `queueLimit - reservedForPreferred`.
+/// an address with no recent failures) go ahead of the others, may use the whole queue and, when
+/// it is full, push out the newest non-preferred job; the others may fill it only up to
+/// `queueLimit - reservedForPreferred`. A job that waited longer than `maxWait` is refused instead
+/// of run (its client has been told to retry): the wait is bounded in time, not only in count,
+/// however slow the hashing gets on a busy machine.
 final class KeyStretchingPool: Sendable {
     /// The queue is full (or the pool stopped): try again shortly.
     struct Overloaded: Error, Equatable {}
@@ -21,6 +24,7 @@ final class KeyStretchingPool: Sendable {
     /// A queued job: `run` on a worker, or `refuse` if the pool stops first (its caller still resumes).
     private struct Job {
         var preferred: Bool
+        var deadline: ContinuousClock.Instant
         var run: @Sendable () -> Void
         var refuse: @Sendable () -> Void
     }
@@ -34,6 +38,7 @@ final class KeyStretchingPool: Sendable {
     let queueLimit: Int
     /// Queue places only preferred jobs may take.
     let reservedForPreferred: Int
+    let maxWait: Duration
     private let state = Mutex(State())
     /// One signal per queued job (or per worker on stop).
     private let signal = DispatchSemaphore(value: 0)
@@ -41,7 +46,9 @@ final class KeyStretchingPool: Sendable {
     /// - Parameters:
     ///   - threads: worker threads; `nil` = one fewer than the cores, at least one.
     ///   - queueLimit: jobs that may wait for a worker; further ones are refused.
-    init(threads: Int? = nil, queueLimit: Int = 16) {
+    ///   - maxWait: a job still waiting after this long is refused rather than run.
+    init(threads: Int? = nil, queueLimit: Int = 16, maxWait: Duration = .seconds(1)) {
+        self.maxWait = maxWait
         self.threads = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount - 1)
         self.queueLimit = max(0, queueLimit)
         self.reservedForPreferred = self.queueLimit > 1 ? max(1, self.queueLimit / 4) : 0
@@ -58,28 +65,48 @@ final class KeyStretchingPool: Sendable {
     /// Jobs waiting for a worker now (not counting those running).
     var waitingCount: Int { state.withLock { $0.waiting.count } }
 
+    /// Whether a preferred job would be accepted now (a cheap check before any other work).
+    var hasRoomForPreferred: Bool {
+        state.withLock { state in
+            !state.stopped && (state.waiting.count < queueLimit || state.waiting.contains { !$0.preferred })
+        }
+    }
+
     /// Runs `job` on a worker thread and returns its result.
     /// - Parameter preferred: goes ahead of non-preferred waiting jobs and may use the reserved places.
     /// - Throws: `Overloaded` immediately when the queue has no place for it.
     func run<T: Sendable>(preferred: Bool = false, _ job: @escaping @Sendable () -> T) async throws -> T {
         let limit = preferred ? queueLimit : queueLimit - reservedForPreferred
+        let deadline = ContinuousClock.now + maxWait
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let accepted = state.withLock { state -> Bool in
-                guard !state.stopped, state.waiting.count < limit else { return false }
-                let entry = Job(
-                    preferred: preferred, run: { continuation.resume(returning: job()) },
-                    refuse: { continuation.resume(throwing: Overloaded()) })
-                if preferred {
-                    // FIFO among preferred jobs, all of them ahead of the rest.
-                    let place = state.waiting.firstIndex { !$0.preferred } ?? state.waiting.endIndex
-                    state.waiting.insert(entry, at: place)
-                } else {
-                    state.waiting.append(entry)
+            let entry = Job(
+                preferred: preferred, deadline: deadline, run: { continuation.resume(returning: job()) },
+                refuse: { continuation.resume(throwing: Overloaded()) })
+            let outcome = state.withLock { state -> Admission in
+                guard !state.stopped else { return .refused }
+                var evicted: Job?
+                if state.waiting.count >= limit {
+                    // Full: a preferred job takes the place of the newest non-preferred one.
+                    guard preferred, let last = state.waiting.lastIndex(where: { !$0.preferred }) else { return .refused }
+                    evicted = state.waiting.remove(at: last)
                 }
-                return true
+                // FIFO among preferred jobs, all of them ahead of the rest.
+                let place = preferred ? (state.waiting.firstIndex { !$0.preferred } ?? state.waiting.endIndex) : state.waiting.endIndex
+                state.waiting.insert(entry, at: place)
+                return evicted.map(Admission.replaced) ?? .queued
             }
-            if accepted { signal.signal() } else { continuation.resume(throwing: Overloaded()) }
+            switch outcome {
+            case .queued: signal.signal()
+            case .replaced(let evicted): evicted.refuse()  // its signal now stands for the new job
+            case .refused: entry.refuse()
+            }
         }
+    }
+
+    private enum Admission {
+        case queued
+        case replaced(Job)
+        case refused
     }
 
     /// Stops the workers once they finish their current job; waiting jobs are refused.
@@ -101,6 +128,7 @@ final class KeyStretchingPool: Sendable {
                 return .some(state.waiting.removeFirst())
             }
             switch next {
+            case .some(.some(let job)) where ContinuousClock.now > job.deadline: job.refuse()
             case .some(.some(let job)): job.run()
             case .some(.none): return  // stopped
             case .none: continue
