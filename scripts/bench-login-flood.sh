@@ -33,4 +33,4 @@ for _ in $(seq 1 300); do
 done
 curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "server did not start; log:"; cat "$DATA/server.log"; exit 1; }
 
-python3 scripts/login-flood.py
+SERVER_PID=$SERVER python3 scripts/login-flood.py

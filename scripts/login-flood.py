@@ -50,6 +50,15 @@ def request(method, path, body=None, token=None, source=None, timeout=30):
     return status, headers, payload, time.monotonic() - started
 
 
+def cpu_seconds():
+    """User + system CPU time of the server (SERVER_PID), or None."""
+    try:
+        fields = open(f"/proc/{os.environ['SERVER_PID']}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (KeyError, OSError, ValueError, IndexError):
+        return None
+
+
 def percentile(values, p):
     if not values:
         return None
@@ -173,6 +182,7 @@ def main():
     health.clear()
     delivery.clear()
     started = time.monotonic()
+    server_cpu = cpu_seconds()
     results = multiprocessing.Queue()
     per = (FLOOD + PROCESSES - 1) // PROCESSES
     floods = [multiprocessing.Process(target=flood_process, args=(p * per, min(per, FLOOD - p * per), results))
@@ -192,11 +202,12 @@ def main():
     real_login = time.monotonic() - login_started
     answers = {}
     for _ in floods:
-        for status, n in results.get().items():
-            answers[status] = answers.get(status, 0) + n
+        for code, n in results.get().items():
+            answers[code] = answers.get(code, 0) + n
     for f in floods:
         f.join()
     flood_seconds = time.monotonic() - started
+    server_cpu = cpu_seconds() - server_cpu if server_cpu is not None else None
     stop.set()
     ms = lambda v: None if v is None else round(v * 1000, 1)
     print(json.dumps({
@@ -207,6 +218,8 @@ def main():
         "healthz_idle_p99_ms": ms(percentile(baseline_health, 99)),
         "delivery_p50_ms": ms(percentile(delivery, 50)), "delivery_p99_ms": ms(percentile(delivery, 99)),
         "delivery_samples": len(delivery),
+        "server_cpu_seconds": None if server_cpu is None else round(server_cpu, 2),
+        "load_average": os.getloadavg()[0],
         "real_login_status": status, "real_login_ms": ms(real_login), "real_login_attempts": attempts,
     }))
 
