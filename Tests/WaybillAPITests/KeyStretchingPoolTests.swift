@@ -8,7 +8,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct KeyStretchingPoolTests {
     @Test func refusesAtOnceWhenTheQueueIsFullAndPreferredJobsGoFirst() async throws {
-        let pool = KeyStretchingPool(threads: 1, queueLimit: 4)
+        let pool = KeyStretchingPool(threads: 1, queueLimit: 4, maxWait: .seconds(120))  // no expiry here
         defer { pool.stop() }
         #expect(pool.reservedForPreferred == 1)
         let gate = DispatchSemaphore(value: 0)
@@ -60,7 +60,7 @@ struct KeyStretchingPoolTests {
     }
 
     @Test func stopRefusesWaitingJobs() async throws {
-        let pool = KeyStretchingPool(threads: 1, queueLimit: 2)
+        let pool = KeyStretchingPool(threads: 1, queueLimit: 2, maxWait: .seconds(120))
         let gate = DispatchSemaphore(value: 0)
         let running = Box(false)
         let blocker = Task { try await pool.run { running.withLock { $0 = true }; gate.wait() } }
