@@ -1,5 +1,8 @@
 import Dispatch
 import Foundation
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Synchronization
 
 /// Runs password key stretching (PBKDF2) on a fixed set of threads with a bounded wait queue.
@@ -121,6 +124,10 @@ final class KeyStretchingPool: Sendable {
     }
 
     private func work() {
+        // Lower priority (nice 10) for this thread only: on Linux the nice value is per thread and
+        // `who = 0` means the calling one. When the machine is busy, serving requests and
+        // WebSocket frames wins over password hashing, which can wait (its clients can retry).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
         while true {
             signal.wait()
             let next = state.withLock { state -> Job?? in
