@@ -80,7 +80,8 @@ public struct Seeder: Sendable {
                 let user = try tx.insertUser(
                     companyID: company.id, role: person.1, email: person.0, name: person.2, passwordHash: secret.1)
                 let token = Secret.generate()
-                try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: nil)
+                // Seeded tokens expire like login tokens (30 days): none lives forever.
+                try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: now.addingTimeInterval(30 * 86_400))
                 return Result.Account(id: user.id.rawValue, email: user.email, password: secret.0, token: token.value)
             }
         }

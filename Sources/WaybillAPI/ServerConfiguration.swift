@@ -13,6 +13,20 @@ public struct ServerConfiguration: Sendable {
     public var maxQueuedBytesPerSocket = 1 << 20
     /// PBKDF2 iterations for new password hashes (≥ 210,000 in production; tests lower it).
     public var passwordIterations = 210_000
+    /// How long an API token works after login (`--token-days`, default 30 days); then 401.
+    public var tokenLifetime: TimeInterval = 30 * 86_400
+    /// When set, `GET /metrics` requires `Authorization: Bearer <metricsToken>` (`--metrics-token`);
+    /// otherwise it is open to anyone who can reach the port.
+    public var metricsToken: String?
+    /// Threads that run password hashing; `nil` = one fewer than the cores, at least one.
+    public var keyStretchingThreads: Int?
+    /// Password checks that may wait for a thread; more logins at once get 503 `overloaded`
+    /// with `Retry-After: 1`. Small on purpose: each waiting check costs ~0.1 s of a core.
+    public var keyStretchingQueueLimit = 8
+    /// Failed logins allowed per email, and per client address (the socket's peer), in `loginWindow`.
+    public var loginAttemptsPerEmail = 10
+    public var loginAttemptsPerAddress = 50
+    public var loginWindow: TimeInterval = 300
     /// How long delivered events stay replayable.
     public var outboxRetention: TimeInterval = 7 * 24 * 3600
     public var pruneInterval: Duration = .seconds(3600)

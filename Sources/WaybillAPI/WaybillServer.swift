@@ -17,6 +17,7 @@ public final class WaybillServer: Sendable {
     private let services: Task<Void, Never>
     private let relay: OutboxRelay
     private let store: any OrderStore
+    private let pool: KeyStretchingPool
     /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
@@ -24,8 +25,10 @@ public final class WaybillServer: Sendable {
     public var port: Int { http.port }
 
     private init(
-        http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore, logger: Logger
+        http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore,
+        pool: KeyStretchingPool, logger: Logger
     ) {
+        self.pool = pool
         self.store = store
         self.http = http
         self.hub = hub
@@ -45,9 +48,15 @@ public final class WaybillServer: Sendable {
         // sockets that resume from older events get them by replay.
         let subscription = broker.subscribe()
         let newest = try await HubFeed.newestCursor(in: store)
+        let pool = KeyStretchingPool(
+            threads: configuration.keyStretchingThreads, queueLimit: configuration.keyStretchingQueueLimit)
+        let throttle = LoginThrottle(
+            store: store, clock: clock, emailLimit: configuration.loginAttemptsPerEmail,
+            addressLimit: configuration.loginAttemptsPerAddress, window: configuration.loginWindow)
         let auth = Authenticator(
-            store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations),
-            ticketLifetime: configuration.ticketLifetime)
+            store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations, pool: pool),
+            pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
+            tokenLifetime: configuration.tokenLifetime)
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
@@ -63,11 +72,14 @@ public final class WaybillServer: Sendable {
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
-            loggedOut: closeSockets)
+            metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets)
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in http.execute(body) }
-        try http.start()
+        do { try http.start() } catch {
+            pool.stop()
+            throw error
+        }
 
         let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
         let pruner = OutboxPruner(
@@ -87,7 +99,8 @@ public final class WaybillServer: Sendable {
             }
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
-        return WaybillServer(http: http, hub: hub, services: services, relay: relay, store: store, logger: logger)
+        return WaybillServer(
+            http: http, hub: hub, services: services, relay: relay, store: store, pool: pool, logger: logger)
     }
 
     /// The newest event id the hub has fanned out (what a `connected` frame reports now).
@@ -119,6 +132,7 @@ public final class WaybillServer: Sendable {
     public func shutdown() async {
         logger.info("server stopping")
         await http.shutdown()
+        pool.stop()
         services.cancel()
         await services.value
         logger.info("server stopped")

@@ -38,14 +38,28 @@ public enum Broadcaster {
         }
     }
 
-    /// Reassignment A → B: the panel, the fleet and B get `order_assigned`; A gets `order_unassigned`.
+    /// Reassignment A → B: the panel and the fleet get `order_assigned` naming both drivers; B gets
+    /// its own `order_assigned` and A its own `order_unassigned`, each naming nobody else (SPEC §3:
+    /// a frame sent to a driver carries nothing about other drivers). Separate events rather than
+    /// per-recipient frames: every frame is encoded once and all events of a write stay in one
+    /// transaction, so ids stay dense and the outbox keeps one order.
     private static func assignmentEvents(before: Order, after: Order, _ now: Date) -> [OrderEvent] {
-        var assigned = event(.assigned, after, oldStatus: before.status, to: groups(after, driver: after.driverID), now)
-        assigned.oldDriverID = before.driverID
-        guard let previous = before.driverID, previous != after.driverID else { return [assigned] }
+        guard let previous = before.driverID, previous != after.driverID else {
+            var assigned = event(.assigned, after, oldStatus: before.status, to: groups(after, driver: after.driverID), now)
+            assigned.oldDriverID = before.driverID
+            return [assigned]
+        }
+        var panel = event(.assigned, after, oldStatus: before.status, to: groups(after, driver: nil), now)
+        panel.oldDriverID = previous
+        var events = [panel]
+        if let next = after.driverID {
+            events.append(event(.assigned, after, oldStatus: before.status, to: [.driver(next)], now))
+        }
         var unassigned = event(.unassigned, after, oldStatus: before.status, to: [.driver(previous)], now)
+        unassigned.driverID = nil
         unassigned.oldDriverID = previous
-        return [assigned, unassigned]
+        events.append(unassigned)
+        return events
     }
 
     private static func groups(_ order: Order, driver: UserID?) -> [Group] {

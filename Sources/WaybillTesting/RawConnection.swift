@@ -27,18 +27,37 @@ public final class RawConnection: @unchecked Sendable {
     /// - Parameters:
     ///   - receiveBufferSize: sets `SO_RCVBUF` before connecting (small values make slow-consumer
     ///     tests quick).
+    ///   - sourceAddress: a local IPv4 address to connect from, e.g. `127.0.0.2` (all of 127/8 is
+    ///     loopback on Linux): tests of per-client-address behaviour look like distinct clients.
     /// - Throws: `RawConnectionError.connectFailed` if the connection fails.
     public init(
         host: String = "127.0.0.1",
         port: Int,
         timeout: Duration = .seconds(5),
-        receiveBufferSize: Int? = nil
+        receiveBufferSize: Int? = nil,
+        sourceAddress: String? = nil
     ) throws {
         self.timeout = timeout
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawConnectionError.connectFailed(errno) }
         if var size = receiveBufferSize.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let sourceAddress {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            let socketFD = fd
+            guard inet_pton(AF_INET, sourceAddress, &local.sin_addr) == 1,
+                withUnsafePointer(to: &local, {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }) == 0
+            else {
+                let code = errno
+                Glibc.close(fd)
+                throw RawConnectionError.connectFailed(code == 0 ? EINVAL : code)
+            }
         }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -12,6 +12,7 @@ enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
         "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "node-id",
+        "token-days", "metrics-token",
     ]
 
     static let help = """
@@ -35,6 +36,9 @@ enum ServeCommand {
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, at most 60 (WAYBILL_TICKET_SECONDS, default 30)
+          --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
+          --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
+                                       default: /metrics is open to anyone who can reach the port)
           --web-dir DIR                serve the web panel from DIR instead of the bundled copy (WAYBILL_WEB_DIR)
           --help                       show this text
         """
@@ -58,6 +62,14 @@ enum ServeCommand {
         c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
         c.outboxRetention = TimeInterval(try args.int("retention-days", default: 7)) * 86_400
         c.ticketLifetime = TimeInterval(min(60, try args.int("ticket-seconds", default: 30)))
+        let tokenDays = try args.int("token-days", default: 30)
+        guard (1...3650).contains(tokenDays) else { throw Arguments.Problem(description: "--token-days must be 1…3650") }
+        c.tokenLifetime = TimeInterval(tokenDays) * 86_400
+        if let token = args.string("metrics-token") {
+            // A short token is guessable; an empty one would be a typo that silently opens nothing.
+            guard token.count >= 16 else { throw Arguments.Problem(description: "--metrics-token must be at least 16 characters") }
+            c.metricsToken = token
+        }
         if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
         c.nodeID = args.string("node-id")
         // On a shared database other nodes commit too, and only the lease holder relays: it finds

@@ -42,10 +42,14 @@ struct CrossNodeSessionTests {
             // Ten failed attempts on the other node.
             for n in 0..<10 {
                 let reserved = try await other.write { tx in
-                    try tx.reserveLoginAttempt(key: driver.email.lowercased(), at: Date().addingTimeInterval(Double(n) / 1000 - 1), window: 300, limit: 10)
+                    try tx.reserveLoginAttempt(key: "email:" + driver.email.lowercased(), at: Date().addingTimeInterval(Double(n) / 1000 - 1), window: 300, limit: 10)
                 }
                 #expect(reserved)
             }
+            // This address has no failures: it gets the one try a locked email allows (so a stranger
+            // cannot lock the owner out); a wrong guess spends it, and the lock holds from then on.
+            let guess = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": "wrong"])
+            #expect(guess.status == 401)
             let answer = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password])
             #expect(answer.status == 429)
             #expect(answer.errorCode == "rate_limited")

@@ -58,6 +58,38 @@ struct EventRoutingTests {
         }
     }
 
+    /// SPEC §3: a frame sent to a driver carries nothing about other drivers.
+    @Test func reassignmentFramesToDriversNameNoOtherDriver() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 2, orders: 0)
+            let (a, b) = (seed.drivers[0], seed.drivers[1])
+            let (panel, _) = try await server.connectedSocket(token: seed.dispatcherToken)
+            let (socketA, _) = try await server.connectedSocket(token: a.token)
+            let (socketB, _) = try await server.connectedSocket(token: b.token)
+            let created = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken, json: ["title": "t", "driver_id": a.id])
+            let id = try #require(created.object.int("id"))
+            #expect(await socketA.nextEvent()?["type"] as? String == "order_created")
+            let moved = try await server.request("POST", "/api/orders/\(id)/assign", token: seed.dispatcherToken, json: ["driver_id": b.id])
+            #expect(moved.status == 200)
+
+            let toA = try #require(await socketA.nextEvent())
+            #expect(toA["type"] as? String == "order_unassigned")
+            #expect(toA["driver_id"] is NSNull, "the old driver must not learn who took the order")
+            #expect(toA.int("old_driver_id") == a.id)
+            let toB = try #require(await socketB.nextEvent())
+            #expect(toB["type"] as? String == "order_assigned")
+            #expect(toB.int("driver_id") == b.id)
+            #expect(toB["old_driver_id"] is NSNull, "the new driver must not learn who had the order")
+            // The panel still sees the whole move.
+            #expect(await panel.nextEvent()?["type"] as? String == "order_created")
+            let toPanel = try #require(await panel.nextEvent())
+            #expect(toPanel["type"] as? String == "order_assigned")
+            #expect(toPanel.int("driver_id") == b.id && toPanel.int("old_driver_id") == a.id)
+            for socket in [panel, socketA, socketB] { #expect(await socket.nextEvent(timeout: .milliseconds(300)) == nil) }
+        }
+    }
+
     @Test func eventFrameCarriesEveryField() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

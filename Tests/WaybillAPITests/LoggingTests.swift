@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillObservability
 
 /// Tokens, tickets and passwords never reach a log line; paths are logged redacted.
 @Suite(.timeLimit(.minutes(1)))
@@ -31,5 +32,22 @@ struct LoggingTests {
             #expect(log.contains(#"?token=[redacted]&status=assigned""#), "\(server.logs.all.filter { $0.contains("/api/orders/?") })")
             #expect(log.contains("msg=\"socket closed\""))
         }
+    }
+}
+
+/// Hardening item 5: a logged value cannot end its line or start a forged one.
+struct LogInjectionTests {
+    @Test func controlCharactersInValuesAreEscaped() {
+        let capture = LogCapture()
+        let logger = Logger(sink: capture.sink)
+        let forged = "x\r\nts=2026-01-01T00:00:00Z level=error msg=\"forged\""
+        logger.info("request", ["path": forged, "cr": "a\rb", "crlf": "a\r\nb", "nel": "a\u{85}b", "ls": "a\u{2028}b", "nul": "a\u{0}b"])
+        #expect(capture.all.count == 1)
+        let text = capture.all.first ?? ""
+        for bad in ["\r", "\n", "\u{85}", "\u{2028}", "\u{0}"] { #expect(!text.contains(bad)) }
+        #expect(text.contains(#"cr="a\rb""#))
+        #expect(text.contains(#"crlf="a\r\nb""#))
+        #expect(text.contains(#"nul="a\u{0}b""#))
+        #expect(text.contains(#"path="x\r\nts=2026-01-01T00:00:00Z level=error msg=\"forged\"""#))
     }
 }

@@ -28,10 +28,42 @@ struct BroadcasterTests {
     @Test func reassignmentTellsTheOldDriverUnassignedAndTheNewOneAssigned() {
         let before = order(status: .assigned, driver: 7), after = order(status: .assigned, driver: 8)
         let events = Broadcaster.events(for: .assigned(before: before, after: after), at: now)
-        #expect(events.map(\.type) == [.assigned, .unassigned])
+        #expect(events.map(\.type) == [.assigned, .assigned, .unassigned])
+        // The panel and the fleet see both drivers.
+        #expect(events[0].groups == [.company(3), .fleet(3)])
+        #expect(events[0].oldDriverID == 7 && events[0].driverID == 8)
+        // Each driver's frame names only that driver (SPEC §3).
+        #expect(events[1].groups == [.driver(8)])
+        #expect(events[1].driverID == 8 && events[1].oldDriverID == nil)
+        #expect(events[2].groups == [.driver(7)])
+        #expect(events[2].driverID == nil && events[2].oldDriverID == 7)
+    }
+
+    @Test func noFrameToADriverNamesAnotherDriver() {
+        let orders = [order(status: .assigned, driver: 7), order(status: .assigned, driver: 8), order(status: .new, driver: nil)]
+        var changes: [OrderChange] = []
+        for before in orders {
+            for after in orders { changes.append(.assigned(before: before, after: after)) }
+            changes.append(.unassigned(before: before, after: orders[2]))
+            changes += [.created(before), .deleted(before), .updated(before: before, after: before)]
+        }
+        for change in changes {
+            for event in Broadcaster.events(for: change, at: now) {
+                for case .driver(let driver) in event.groups {
+                    let named = [event.driverID, event.oldDriverID].compactMap { $0 }
+                    #expect(named.allSatisfy { $0 == driver }, "\(change) sends \(event) to driver \(driver)")
+                    #expect(event.groups == [.driver(driver)] || event.groups.contains(.company(3)))
+                }
+            }
+        }
+    }
+
+    @Test func firstAssignmentIsOneEventForPanelFleetAndDriver() {
+        let before = order(status: .new, driver: nil), after = order(status: .assigned, driver: 8)
+        let events = Broadcaster.events(for: .assigned(before: before, after: after), at: now)
+        #expect(events.count == 1)
         #expect(events[0].groups == [.company(3), .fleet(3), .driver(8)])
-        #expect(events[1].groups == [.driver(7)])
-        #expect(events.allSatisfy { $0.oldDriverID == 7 && $0.driverID == 8 })
+        #expect(events[0].oldDriverID == nil)
     }
 
     @Test func unassignReachesTheDriverWhoLostTheOrder() {

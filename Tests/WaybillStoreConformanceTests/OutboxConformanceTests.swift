@@ -32,12 +32,13 @@ import WaybillStorage
             let events = Broadcaster.events(for: .assigned(before: order, after: reassigned), at: t0 + 0.5)
             let first = try await store.write { tx in try tx.appendEvents(events) }
             let second = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
-            #expect((first + second).map(\.id) == [1, 2, 3])
+            #expect((first + second).map(\.id) == [1, 2, 3, 4])
             #expect(first.map(\.event) == events)
             let all = try await store.read { tx in try tx.events(after: .zero, limit: 100) }
             #expect(all == first + second)
-            #expect(all[1].event.oldDriverID == fixture.alice.id)
-            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(3))
+            #expect(all[0].event.oldDriverID == fixture.alice.id)
+            #expect(all[2].event.oldDriverID == fixture.alice.id && all[2].event.driverID == nil)
+            #expect(try await store.read { tx in try tx.newestEventID() } == EventID(4))
             #expect(try await store.write { tx in try tx.appendEvents([]) } == [])
         }
     }

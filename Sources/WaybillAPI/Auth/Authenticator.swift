@@ -21,34 +21,66 @@ final class Authenticator: SocketAuthenticating {
     /// Tickets are short-lived: SPEC §2 allows at most 60 s.
     let ticketLifetime: TimeInterval
 
-    init(store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, ticketLifetime: TimeInterval = 30) {
+    /// How long an API token works after login (SPEC: tokens are not forever; `--token-days`).
+    let tokenLifetime: TimeInterval
+    /// Runs the slow password checks; refuses work past its queue (503 `overloaded`).
+    private let pool: KeyStretchingPool
+    /// Addresses told to retry later, refused until then without any work.
+    private let retryGate = RetryAfterGate(seconds: APIError.overloaded.retryAfter ?? 1)
+
+    init(
+        store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
+        throttle: LoginThrottle, ticketLifetime: TimeInterval = 30, tokenLifetime: TimeInterval = 30 * 86_400
+    ) {
         self.store = store
         self.clock = clock
         self.hasher = hasher
+        self.pool = pool
         self.ticketLifetime = min(ticketLifetime, 60)
-        self.throttle = LoginThrottle(store: store, clock: clock)
+        self.tokenLifetime = tokenLifetime
+        self.throttle = throttle
     }
 
-    /// A new API token for the user with these credentials.
+    /// A new API token for the user with these credentials, asked for from `address` (the socket's peer).
     /// - Throws: 401 `invalid_credentials` (same answer and time for unknown email and wrong password),
-    ///   429 `rate_limited` after too many failures for one email.
-    func login(email: String, password: String) async throws -> (token: Secret, user: User) {
-        let key = email.lowercased()
-        guard let attempt = try await throttle.begin(key) else {
+    ///   429 `rate_limited` after too many failures for one email or from one address,
+    ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting.
+    func login(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
+        guard !retryGate.mustWait(address, now: clock.now()) else { throw KeyStretchingPool.Overloaded() }
+        do {
+            return try await checkedLogin(email: email, password: password, from: address)
+        } catch let overloaded as KeyStretchingPool.Overloaded {
+            retryGate.refused(address, now: clock.now())
+            throw overloaded
+        }
+    }
+
+    private func checkedLogin(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
+        // Shed load before touching the store: a queue full of preferred checks answers every
+        // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
+        guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
+        guard case .allowed(let attempt) = try await throttle.begin(email: "email:" + email.lowercased(), address: address) else {
             throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
         }
-        let found = try await store.read { tx in try tx.credentials(email: email) }
-        guard let found else {
-            await hasher.verifyNothing(password)
-            throw APIError(401, "invalid_credentials", "Wrong email or password.")
+        let user: User
+        do {
+            let found = try await store.read { tx in try tx.credentials(email: email) }
+            guard let found else {
+                try await hasher.verifyNothing(password, preferred: attempt.fromCleanAddress)
+                throw APIError(401, "invalid_credentials", "Wrong email or password.")
+            }
+            guard try await hasher.verify(password, against: found.passwordHash, preferred: attempt.fromCleanAddress) else {
+                throw APIError(401, "invalid_credentials", "Wrong email or password.")
+            }
+            user = found.user
+        } catch let overloaded as KeyStretchingPool.Overloaded {
+            try? await throttle.release(attempt)  // no password was checked: not a failure
+            throw overloaded
         }
-        guard await hasher.verify(password, against: found.passwordHash) else {
-            throw APIError(401, "invalid_credentials", "Wrong email or password.")
-        }
-        try await throttle.succeeded(key, started: attempt)
-        let token = Secret.generate(), now = clock.now()
-        try await store.write { tx in try tx.insertToken(hash: token.hash, for: found.user.id, createdAt: now, expiresAt: nil) }
-        return (token, found.user)
+        try await throttle.release(attempt)
+        let token = Secret.generate(), now = clock.now(), expires = now.addingTimeInterval(tokenLifetime)
+        try await store.write { tx in try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: expires) }
+        return (token, user)
     }
 
     /// The user of `Authorization: Bearer <token>`. - Throws: 401.

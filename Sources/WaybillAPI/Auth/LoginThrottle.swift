@@ -1,38 +1,77 @@
 import Foundation
 import WaybillStorage
 
-/// Refuses more than `limit` failed logins per email inside `window` (429), counted in the store
-/// so that every node shares one count (N nodes do not allow N× the attempts).
+/// Limits failed logins per email *and* per client address inside `window` (429), counted in the
+/// store so that every node shares one count (N nodes do not allow N× the attempts).
 ///
 /// An attempt is counted as a failure the moment it starts (before the slow password check) and
-/// taken back if it succeeds, so a burst of parallel guesses cannot all slip past the limit; the
+/// taken back if it succeeds, so a burst of parallel guesses cannot all slip past a limit; the
 /// store serializes reservations for one key.
+///
+/// - Per address (`addressLimit`, higher than per email): one client cannot spray guesses over
+///   many emails. The address is the socket's peer, never `X-Forwarded-For` (anyone can send that).
+/// - Per email (`emailLimit`): many clients cannot guess one password. A full email counter
+///   alone would let a stranger lock the owner out, so an attempt from an address with **no**
+///   failures (nor attempts in flight) inside the window may still try once: if the password is
+///   right it logs in, if not that address now has a failure and gets no second pass. An attacker
+///   therefore gets at most one extra guess per fresh address per window — the price of not
+///   handing them a lock-out button (see docs/HARDENING.md).
 final class LoginThrottle: Sendable {
+    /// What `begin` decided.
+    enum Decision: Equatable {
+        /// Go ahead; pass the attempt to `succeeded` (or `abandoned`) afterwards.
+        case allowed(Attempt)
+        /// Refused: too many failures for this email or from this address (both answer the same 429).
+        case limited
+    }
+
+    /// The reservations one login made, to take back if it was no failure.
+    struct Attempt: Equatable {
+        var started: Date
+        var keys: [String]
+        /// The address had no failures nor attempts in flight: its check may go ahead of a flood's.
+        var fromCleanAddress: Bool
+    }
+
     private let store: any OrderStore
     private let clock: any WallClock
-    private let limit: Int
+    private let emailLimit: Int
+    private let addressLimit: Int
     private let window: TimeInterval
 
-    init(store: any OrderStore, clock: any WallClock, limit: Int = 10, window: TimeInterval = 300) {
+    init(store: any OrderStore, clock: any WallClock, emailLimit: Int = 10, addressLimit: Int = 50, window: TimeInterval = 300) {
         self.store = store
         self.clock = clock
-        self.limit = limit
+        self.emailLimit = emailLimit
+        self.addressLimit = max(addressLimit, 1)
         self.window = window
     }
 
-    /// Reserves an attempt for `key`; `nil` when the limit is reached. Pass the token to
-    /// `succeeded` if the login works.
+    /// Reserves an attempt for `email` (lower-cased by the caller) from `address`.
     /// - Throws: `StoreError` when the store cannot count (the login answers 503).
-    func begin(_ key: String) async throws -> Date? {
-        let now = clock.now(), limit = self.limit, window = self.window
-        let reserved = try await store.write { tx in
-            try tx.reserveLoginAttempt(key: key, at: now, window: window, limit: limit)
+    func begin(email: String, address: String) async throws -> Decision {
+        let now = clock.now(), window = self.window, emailLimit = self.emailLimit, addressLimit = self.addressLimit
+        let addressKey = "address:" + (address.isEmpty ? "unknown" : address)
+        return try await store.write { tx in
+            // A limit of 1 succeeds only when the address has nothing counted: "clean".
+            let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
+            if !clean {
+                guard try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: addressLimit) else {
+                    return .limited
+                }
+            }
+            if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
+                return .allowed(Attempt(started: now, keys: [addressKey, email], fromCleanAddress: clean))
+            }
+            // The email is locked: only a clean address may try (its failure counts on the address).
+            return clean ? .allowed(Attempt(started: now, keys: [addressKey], fromCleanAddress: true)) : .limited
         }
-        return reserved ? now : nil
     }
 
-    /// Takes back the attempt reserved at `started`: it was not a failure.
-    func succeeded(_ key: String, started: Date) async throws {
-        try await store.write { tx in try tx.releaseLoginAttempt(key: key, at: started) }
+    /// Takes back the attempt: the password was right, or it was never checked (overload).
+    func release(_ attempt: Attempt) async throws {
+        try await store.write { tx in
+            for key in attempt.keys { try tx.releaseLoginAttempt(key: key, at: attempt.started) }
+        }
     }
 }

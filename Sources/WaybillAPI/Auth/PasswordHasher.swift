@@ -1,34 +1,48 @@
-import Dispatch
 import Foundation
 
 /// Salted slow password hashes: `pbkdf2_sha256$<iterations>$<salt b64>$<hash b64>`.
 ///
-/// Hashing takes tens of milliseconds on purpose, so it runs on its own queue and never holds a
-/// thread of Swift's small cooperative pool. The iteration count is stored in each hash, so it can
-/// be raised later without breaking existing users.
+/// Hashing takes tens of milliseconds on purpose, so it runs on a `KeyStretchingPool` (a few
+/// threads, a bounded queue) and never holds a thread of Swift's small cooperative pool nor
+/// spawns a thread per request. The iteration count is stored in each hash, so it can be raised
+/// later without breaking existing users.
 public struct PasswordHasher: Sendable {
     /// OWASP's 2023 floor for PBKDF2-HMAC-SHA256. Tests may use fewer (`ServerConfiguration`).
     public static let defaultIterations = 210_000
     public var iterations: Int
-    private static let queue = DispatchQueue(label: "waybill.password-hashing", attributes: .concurrent)
+    private let pool: KeyStretchingPool?
 
-    public init(iterations: Int = PasswordHasher.defaultIterations) { self.iterations = iterations }
+    public init(iterations: Int = PasswordHasher.defaultIterations) {
+        self.iterations = iterations
+        self.pool = nil
+    }
+
+    /// A hasher whose checks run on `pool` (the server's own, stopped with it).
+    init(iterations: Int, pool: KeyStretchingPool) {
+        self.iterations = iterations
+        self.pool = pool
+    }
+
+    private var workers: KeyStretchingPool { pool ?? .shared }
 
     /// A new encoded hash of `password` with a fresh 16-byte salt.
-    public func hash(_ password: String) async -> String {
+    /// - Throws: `KeyStretchingPool.Overloaded` when too many checks are already waiting.
+    func hash(_ password: String) async throws -> String {
         let iterations = self.iterations
-        return await Self.offload { Self.encode(password, salt: Crypto.randomBytes(16), iterations: iterations) }
+        return try await workers.run { Self.encode(password, salt: Crypto.randomBytes(16), iterations: iterations) }
     }
 
     /// Whether `password` matches `encoded`. A malformed `encoded` never matches.
-    public func verify(_ password: String, against encoded: String) async -> Bool {
-        await Self.offload { Self.matches(password, encoded) }
+    /// - Throws: `KeyStretchingPool.Overloaded` when too many checks are already waiting.
+    func verify(_ password: String, against encoded: String, preferred: Bool = false) async throws -> Bool {
+        try await workers.run(preferred: preferred) { Self.matches(password, encoded) }
     }
 
     /// Burns the same time as a real check, so an unknown email answers as slowly as a wrong password.
-    public func verifyNothing(_ password: String) async {
+    /// - Throws: `KeyStretchingPool.Overloaded`, exactly as `verify` would.
+    func verifyNothing(_ password: String, preferred: Bool = false) async throws {
         let iterations = self.iterations
-        _ = await Self.offload { Crypto.pbkdf2(password: password, salt: [0], iterations: iterations) }
+        _ = try await workers.run(preferred: preferred) { Crypto.pbkdf2(password: password, salt: [0], iterations: iterations) }
     }
 
     /// Synchronous hashing for bulk seeding (callers spread it over threads themselves).
@@ -48,9 +62,5 @@ public struct PasswordHasher: Sendable {
         else { return false }
         let actual = Crypto.pbkdf2(password: password, salt: Array(salt), iterations: iterations, length: expected.count)
         return Crypto.constantTimeEquals(actual, Array(expected))
-    }
-
-    private static func offload<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in queue.async { continuation.resume(returning: work()) } }
     }
 }

@@ -10,21 +10,26 @@ struct APIError: Error, Equatable {
     var status: Int
     var code: String
     var message: String
+    /// Seconds for a `Retry-After` header (503 answers the client should simply retry).
+    var retryAfter: Int?
 
-    init(_ status: Int, _ code: String, _ message: String) {
+    init(_ status: Int, _ code: String, _ message: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     static let unauthenticated = APIError(401, "not_authenticated", "Log in first: send Authorization: Bearer <token>.")
     static let notFound = APIError(404, "not_found", "No such order.")
     static let dispatcherOnly = APIError(403, "forbidden", "Only a dispatcher can do this.")
     static let noCompany = APIError(403, "no_company", "Your account belongs to no company.")
+    static let overloaded = APIError(503, "overloaded", "Too many logins at once; try again in a second.", retryAfter: 1)
     static let `internal` = APIError(500, "internal_error", "Something went wrong on our side.")
 
     /// Whether the error came from the server rather than the client (logged with detail).
-    var isServerFault: Bool { status >= 500 }
+    /// An overload refusal is expected under a flood and not logged line by line.
+    var isServerFault: Bool { status >= 500 && code != "overloaded" }
 
     init(_ error: any Error) {
         switch error {
@@ -40,8 +45,11 @@ struct APIError: Error, Equatable {
             self = Self.map(decoding)
         case StoreError.notFound:
             self = .notFound
-        case StoreError.conflict(let what):
-            self = APIError(409, "conflict", "Already taken: \(what).")
+        case is KeyStretchingPool.Overloaded:
+            self = .overloaded
+        case StoreError.conflict:
+            // The store's text names tables, columns or constraints: never shown to clients.
+            self = APIError(409, "conflict", "That conflicts with an existing record.")
         case StoreError.unavailable:
             self = APIError(503, "store_unavailable", "The store is not available; try again shortly.")
         default:

@@ -47,7 +47,9 @@ struct APIResponder: HTTPResponder {
         if api.isServerFault {
             logger.error("request failed", ["path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)"])
         }
-        return JSONCoding.error(api)
+        var response = JSONCoding.error(api)
+        if let seconds = api.retryAfter { response.headers.set("Retry-After", "\(seconds)") }
+        return response
     }
 
     private static func addCommonHeaders(_ response: inout HTTPResponse) {

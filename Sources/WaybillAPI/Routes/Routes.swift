@@ -9,17 +9,20 @@ struct Routes {
     let authenticator: Authenticator
     let health: HealthChecks
     let staticFiles: StaticFiles
+    /// When set, `/metrics` wants `Authorization: Bearer <it>`.
+    let metricsToken: Secret?
     /// Called after a user's tokens were revoked (closes their live sockets).
     let loggedOut: @Sendable (UserID) -> Void
 
     func router() -> Router {
         var r = Router()
         let orders = self.orders, auth = self.authenticator, health = self.health, files = self.staticFiles
-        let loggedOut = self.loggedOut
+        let loggedOut = self.loggedOut, metricsToken = self.metricsToken
 
         r.on("POST", "/api/auth/login") { request, _ in
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
-            let (token, user) = try await auth.login(email: body.email, password: body.password)
+            let (token, user) = try await auth.login(
+                email: body.email, password: body.password, from: request.remoteAddress)
             return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
         }
         r.on("POST", "/api/auth/logout") { _, context in
@@ -93,7 +96,10 @@ struct Routes {
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
         r.on("GET", "/readyz") { _, _ in try await health.ready() }
-        r.on("GET", "/metrics") { _, _ in await health.metricsText() }
+        r.on("GET", "/metrics") { request, _ in
+            if let metricsToken { try Self.requireBearer(metricsToken, in: request) }
+            return await health.metricsText()
+        }
         r.on("GET", "/") { request, _ in files.response(for: "index.html", request: request) }
         r.on("GET", "/assets/{name}") { request, context in
             files.response(for: context.parameters["name"] ?? "", request: request)
@@ -106,6 +112,17 @@ struct Routes {
         var headers = HTTPHeaders()
         headers.set("ETag", Conditional.etag(order))
         return try JSONCoding.response(OrderDetailJSON(order: order), status: status, headers: headers)
+    }
+
+    /// Checks `Authorization: Bearer <expected>`, comparing hashes in constant time (no early exit
+    /// that would tell an attacker how much of a guess was right). - Throws: 401.
+    private static func requireBearer(_ expected: Secret, in request: HTTPRequest) throws {
+        let header = request.headers["authorization"] ?? ""
+        guard header.count > 7, header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthenticated }
+        let given = Secret(header.dropFirst(7).trimmingCharacters(in: .whitespaces))
+        guard Crypto.constantTimeEquals(given.hash, expected.hash) else {
+            throw APIError(401, "not_authenticated", "The metrics token is wrong.")
+        }
     }
 
     private static func status(_ text: String) throws -> OrderStatus {

@@ -10,9 +10,23 @@ struct StaticFiles: Sendable {
     }
     private let files: [String: File]
 
-    /// Content-Security-Policy for every page: no inline script, no foreign origin.
-    static let contentSecurityPolicy =
-        "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    /// Content-Security-Policy for every page: no inline script, no foreign origin. WebSockets go
+    /// to this host only: CSP 3 browsers match `ws:`/`wss:` to `'self'`, and older ones get the
+    /// exact `ws://host` / `wss://host` (never a bare `ws:` scheme, which allowed any host).
+    static func contentSecurityPolicy(host: String?) -> String {
+        var connect = "'self'"
+        if let host = host.flatMap(Self.safeHost) { connect += " ws://\(host) wss://\(host)" }
+        return "default-src 'self'; connect-src \(connect); img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            + "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    }
+
+    /// `host[:port]` when it is made of host-name characters only (IPv6 in brackets allowed), so a
+    /// forged `Host` header cannot add sources or directives to the policy.
+    static func safeHost(_ host: String) -> String? {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]")
+        guard !host.isEmpty, host.count <= 255, host.allSatisfy(allowed.contains) else { return nil }
+        return host.lowercased()
+    }
 
     /// Loads `index.html` and every file of `assets/` under `directory`.
     init(directory: URL?) {
@@ -44,7 +58,7 @@ struct StaticFiles: Sendable {
         headers.set("Content-Type", file.contentType)
         headers.set("ETag", file.etag)
         headers.set("Cache-Control", "no-cache")
-        headers.set("Content-Security-Policy", Self.contentSecurityPolicy)
+        headers.set("Content-Security-Policy", Self.contentSecurityPolicy(host: request.headers["host"]))
         headers.set("Referrer-Policy", "no-referrer")
         if request.headers["if-none-match"] == file.etag { return HTTPResponse(status: 304, headers: headers) }
         return HTTPResponse(status: 200, headers: headers, body: file.body)

@@ -1,0 +1,42 @@
+import Foundation
+import Synchronization
+
+/// Remembers which client addresses were just told `503 Retry-After`, and refuses their logins
+/// until then — for free: no store write, no password check.
+///
+/// Why: under a flood most logins are refused for overload anyway, but each one that reached the
+/// store cost two writes (reserve, release) on the one writer that live events also need, and a
+/// flood from many fresh addresses looks "clean" to the throttle. Real clients wait the second
+/// they were told; flood tools do not. An address that comes back early is refused again and its
+/// wait starts over, so it stays out for as long as it keeps pushing, and the queue stays free
+/// for everyone else. Node-local on purpose: it only protects this node's CPU.
+final class RetryAfterGate: Sendable {
+    private let entries = Mutex<[String: Date]>([:])
+    let seconds: Int
+    private let capacity: Int
+
+    init(seconds: Int = 1, capacity: Int = 10_000) {
+        self.seconds = seconds
+        self.capacity = capacity
+    }
+
+    /// Whether `address` must still wait; if so its wait starts over from `now`.
+    func mustWait(_ address: String, now: Date) -> Bool {
+        entries.withLock { entries in
+            guard let until = entries[address], until > now else { return false }
+            entries[address] = now.addingTimeInterval(TimeInterval(seconds))
+            return true
+        }
+    }
+
+    /// `address` was just answered 503 with `Retry-After: seconds`.
+    func refused(_ address: String, now: Date) {
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { $0.value > now }  // bounded memory under a wide flood
+                if entries.count >= capacity { entries.removeAll() }
+            }
+            entries[address] = now.addingTimeInterval(TimeInterval(seconds))
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillAPI
+
+/// Hardening item 1: a login flood must not freeze the server nor lock real users out.
+/// Password checks here use real PBKDF2 (50,000 iterations, tens of milliseconds each).
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct LoginFloodTests {
+    static func flooding(_ c: inout ServerConfiguration) {
+        c.passwordIterations = 50_000
+        c.keyStretchingThreads = 1
+        c.keyStretchingQueueLimit = 4
+        c.loginAttemptsPerAddress = 100_000  // these tests are about the pool, not the address limit
+    }
+
+    @Test func aFloodGets503PastTheBoundAndHealthStaysFast() async throws {
+        try await TestServer.withRunning(configure: Self.flooding) { server in
+            let attacker = AddressedClient(port: server.port, source: "127.0.0.1")
+            let flood = Task {
+                try await withThrowingTaskGroup(of: AddressedClient.Answer.self) { group in
+                    for n in 0..<40 { group.addTask { try await attacker.login("nobody\(n)@example.com", "guess") } }
+                    return try await group.reduce(into: [AddressedClient.Answer]()) { $0.append($1) }
+                }
+            }
+            let probe = AddressedClient(port: server.port, source: "127.0.0.9")
+            var times: [Duration] = []
+            for _ in 0..<10 {
+                let health = try await probe.send("GET", "/healthz")
+                #expect(health.status == 200)
+                times.append(health.elapsed)
+            }
+            times.sort()
+            let answers = try await flood.value
+            let refused = answers.filter { $0.status == 503 }
+            #expect(answers.count == 40)
+            #expect(answers.allSatisfy { $0.status == 401 || $0.status == 503 })
+            #expect(answers.contains { $0.status == 401 }, "the pool still works through the flood")
+            #expect(refused.count >= 10, "at most 1 running + 4 waiting at a time: the rest are refused at once")
+            #expect(refused.allSatisfy { $0.retryAfter == "1" && $0.body.contains(#""error":"overloaded""#) })
+            #expect(answers.allSatisfy { $0.elapsed < .seconds(10) })
+            // The median, not the worst: the whole test suite runs in parallel on a small shared
+            // machine. (Before the fix the flood took a thread per login; the tail is measured by
+            // scripts/bench-login-flood.sh.)
+            #expect(times[4] < .milliseconds(500), "healthz took \(times) during the flood")
+        }
+    }
+
+    @Test func aRealUserLogsInDuringAFlood() async throws {
+        try await TestServer.withRunning(configure: Self.flooding) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let attacker = AddressedClient(port: server.port, source: "127.0.0.1")
+            let stats = FloodStats()
+            let flood = Task {
+                await withTaskGroup(of: Void.self) { group in
+                    for worker in 0..<8 {
+                        group.addTask {
+                            var n = 0
+                            while !stats.stopped {
+                                n += 1
+                                let answer = try? await attacker.login("bot\(worker)-\(n)@example.com", "guess")
+                                stats.record(answer?.status ?? 0)
+                            }
+                        }
+                    }
+                }
+            }
+            defer { flood.cancel() }
+            // Wait (bounded) until the pool is saturated: the flood is being refused.
+            #expect(await server.eventually(timeout: .seconds(10)) { stats.count(503) > 0 })
+            let user = AddressedClient(port: server.port, source: "127.0.0.2")
+            let login = try await user.login(seed.dispatcher.email, seed.dispatcher.password)
+            let stillRefused = stats.count(503)
+            stats.stop()
+            await flood.value
+            #expect(login.status == 200, "got \(login.status): \(login.body)")
+            #expect(login.elapsed < .seconds(2), "the login took \(login.elapsed)")
+            #expect(stillRefused > 0)
+        }
+    }
+
+    @Test func anAddressThatRetriesBeforeRetryAfterIsRefusedAtOnce() async throws {
+        try await TestServer.withRunning(configure: Self.flooding) { server in
+            let pushy = AddressedClient(port: server.port, source: "127.0.0.8")
+            let burst = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<20 { group.addTask { try await pushy.login("nobody\(n)@example.com", "guess").status } }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            try #require(burst.contains(503))
+            // The pool is free again (another address is served)…
+            let other = AddressedClient(port: server.port, source: "127.0.0.10")
+            #expect(try await other.login("someone@example.com", "guess").status == 401)
+            // …but the pushy address was told to wait a second: coming back at once is refused
+            // without a password check (fast), and it is served once it waits.
+            let early = try await pushy.login("nobody@example.com", "guess")
+            #expect(early.status == 503 && early.retryAfter == "1")
+            #expect(early.elapsed < .seconds(1))
+            var afterWaiting = 0
+            #expect(await server.eventually(timeout: .seconds(10)) {
+                try? await Task.sleep(for: .milliseconds(1_100))  // what Retry-After asks for
+                afterWaiting = (try? await pushy.login("nobody@example.com", "guess").status) ?? 0
+                return afterWaiting == 401
+            })
+        }
+    }
+
+    @Test func anAttackerAddressCannotLockOutAUserOnAnotherAddress() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let email = seed.dispatcher.email, password = seed.dispatcher.password
+            let attacker = AddressedClient(port: server.port, source: "127.0.0.3")
+            for _ in 0..<10 { #expect(try await attacker.login(email, "wrong").status == 401) }
+            #expect(try await attacker.login(email, "wrong").status == 429)
+            // The email is locked for the attacker, even with the right password…
+            #expect(try await attacker.login(email, password).status == 429)
+            // …but not for its owner, on an address with no failures.
+            let owner = AddressedClient(port: server.port, source: "127.0.0.4")
+            #expect(try await owner.login(email, password).status == 200)
+            #expect(try await owner.login(email, password).status == 200, "a success leaves the address clean")
+            // A fresh address gets exactly one try at a locked email: a wrong guess spends it.
+            let fresh = AddressedClient(port: server.port, source: "127.0.0.5")
+            #expect(try await fresh.login(email, "wrong").status == 401)
+            #expect(try await fresh.login(email, password).status == 429)
+        }
+    }
+
+    @Test func thePerAddressLimitAppliesAcrossEmails() async throws {
+        try await TestServer.withRunning(configure: { $0.loginAttemptsPerAddress = 5 }) { server in
+            let sprayer = AddressedClient(port: server.port, source: "127.0.0.6")
+            for n in 0..<5 { #expect(try await sprayer.login("user\(n)@example.com", "guess").status == 401) }
+            let refused = try await sprayer.login("user5@example.com", "guess")
+            #expect(refused.status == 429)
+            #expect(refused.body.contains(#""error":"rate_limited""#))
+            let other = AddressedClient(port: server.port, source: "127.0.0.7")
+            #expect(try await other.login("user5@example.com", "guess").status == 401)
+        }
+    }
+}
+
+/// Counts a flood's answers by status; `stopped` ends the flood's loops.
+final class FloodStats: Sendable {
+    private let state = Mutex<(counts: [Int: Int], stopped: Bool)>(([:], false))
+    func record(_ status: Int) { state.withLock { $0.counts[status, default: 0] += 1 } }
+    func count(_ status: Int) -> Int { state.withLock { $0.counts[status] ?? 0 } }
+    var stopped: Bool { state.withLock { $0.stopped } }
+    func stop() { state.withLock { $0.stopped = true } }
+}

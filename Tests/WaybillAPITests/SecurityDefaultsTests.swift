@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import WaybillAPI
+import WaybillSQLite
+import WaybillStorage
+import WaybillTesting
+
+/// Hardening item 6 (token expiry, metrics token, CSP) and the error-text part of item 5.
+@Suite(.timeLimit(.minutes(1)))
+struct SecurityDefaultsTests {
+    @Test func tokensExpireAfterTheConfiguredLifetime() async throws {
+        try await TestServer.withRunning(configure: { $0.tokenLifetime = 1.5 }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let login = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
+            let token = try #require(login.object.string("token"))
+            #expect(try await server.request("GET", "/api/me", token: token).status == 200)
+            let expired = try await server.eventually(timeout: .seconds(6)) {
+                try await server.request("GET", "/api/me", token: token).status == 401
+            }
+            #expect(expired)
+        }
+    }
+
+    @Test func theDefaultTokenLifetimeIsThirtyDays() {
+        #expect(ServerConfiguration().tokenLifetime == 30 * 86_400)
+    }
+
+    @Test func metricsNeedTheTokenWhenOneIsSet() async throws {
+        let secret = "metrics-secret-0123456789"
+        try await TestServer.withRunning(configure: { $0.metricsToken = secret }) { server in
+            let open = try await server.request("GET", "/metrics")
+            #expect(open.status == 401)
+            #expect(!open.text.contains("waybill_"))
+            #expect(try await server.request("GET", "/metrics", token: "metrics-secret-0123456780").status == 401)
+            #expect(try await server.request("GET", "/metrics", token: String(secret.dropLast())).status == 401)
+            let allowed = try await server.request("GET", "/metrics", token: secret)
+            #expect(allowed.status == 200)
+            #expect(allowed.text.contains("waybill_"))
+            // The rest of the API does not change.
+            #expect(try await server.request("GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test func thePanelMayOpenWebSocketsToItsOwnHostOnly() async throws {
+        try await TestServer.withRunning { server in
+            let page = try await server.request("GET", "/")
+            let policy = try #require(page.headers.first { $0.key.lowercased() == "content-security-policy" }?.value)
+            let connect = try #require(policy.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+                .first { $0.hasPrefix("connect-src ") })
+            let sources = connect.split(separator: " ").dropFirst().map(String.init)
+            #expect(sources.contains("'self'"))
+            for source in sources where source != "'self'" {
+                let host = "127.0.0.1:\(server.port)"
+                #expect(source == "ws://\(host)" || source == "wss://\(host)", "connect-src allows \(source)")
+            }
+            #expect(!sources.contains("ws:") && !sources.contains("wss:"))
+            // A forged Host header cannot add sources or directives.
+            let port = server.port
+            let forged = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("GET / HTTP/1.1\r\nHost: evil.example; script-src *\r\nConnection: close\r\n\r\n")
+                return try c.readResponse()
+            }
+            let forgedPolicy = try #require(forged.headers.first { $0.name == "content-security-policy" }?.value)
+            #expect(!forgedPolicy.contains("evil") && !forgedPolicy.contains("*"))
+        }
+    }
+
+    @Test func storeConstraintTextNeverReachesClients() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-conflict-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteOrderStore(path: directory.appendingPathComponent("w.sqlite").path)
+        defer { store.close() }
+        _ = try await Seeder(store: store, passwordIterations: 1_000).seed(.init(companyName: "A", drivers: 0, ordersPerDriver: 0))
+        // A second company with the same email domain collides on the unique email: a real SQLite error.
+        var failure: (any Error)?
+        do {
+            _ = try await Seeder(store: store, passwordIterations: 1_000).seed(
+                .init(companyName: "B", drivers: 0, ordersPerDriver: 0, emailDomain: "company1.example.com"))
+        } catch { failure = error }
+        let error = try #require(failure)
+        guard case StoreError.conflict(let raw)? = error as? StoreError else {
+            Issue.record("expected a conflict, got \(error)")
+            return
+        }
+        #expect(raw.contains("UNIQUE"), "the store's own text still says what failed (for logs)")
+        let api = APIError(error)
+        #expect(api.status == 409 && api.code == "conflict")
+        for leak in ["UNIQUE", "constraint", "users", "email", raw] { #expect(!api.message.contains(leak)) }
+    }
+
+    @Test func overloadIsA503WithRetryAfter() {
+        let api = APIError(KeyStretchingPool.Overloaded())
+        #expect(api.status == 503 && api.code == "overloaded" && api.retryAfter == 1)
+        #expect(!api.isServerFault, "a flood must not write an error line per refused login")
+    }
+}
