@@ -54,7 +54,7 @@ struct SQLiteGroupCommit: Sendable {
         do throws(SQLiteError) {
             // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
             // process), so no statement inside can fail later for want of it.
-            try db.execute("BEGIN IMMEDIATE")
+            try SQLiteTransient.retrying { () throws(SQLiteError) in try db.execute("BEGIN IMMEDIATE") }
         } catch {
             for job in jobs { job.fail(error.storeError) }
             return []

@@ -172,6 +172,21 @@ public final class SQLiteOrderStore: OrderStore {
     private static func performRead<T>(
         _ body: (any StoreReader) throws -> T, on db: SQLiteConnection, clock: @escaping @Sendable () -> Date
     ) -> Result<T, any Error> {
+        // A read only looks: running it again after a transient WAL-lock failure is safe.
+        var attempt = 0
+        while true {
+            let result = performReadOnce(body, on: db, clock: clock)
+            guard case .failure(let error) = result, SQLiteTransient.isTransient(error),
+                attempt < SQLiteTransient.attempts
+            else { return result }
+            attempt += 1
+            SQLiteTransient.pause(attempt)
+        }
+    }
+
+    private static func performReadOnce<T>(
+        _ body: (any StoreReader) throws -> T, on db: SQLiteConnection, clock: @escaping @Sendable () -> Date
+    ) -> Result<T, any Error> {
         do throws(SQLiteError) {
             try db.execute("BEGIN")
         } catch {
