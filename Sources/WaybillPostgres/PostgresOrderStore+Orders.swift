@@ -8,22 +8,42 @@ extension PostgresOrderStore.Transaction {
 
     // MARK: Reading
 
-    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
-        // One SQL text per filter combination (each a prepared statement of its own) rather than
-        // `$2 IS NULL OR …`, so each plan can use the (company_id, id) or (company_id, driver_id, id) index.
+    func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
+        if query.matchesNothing { return .empty }
+        // The SQL text depends only on which filters are present (at most 64 prepared statements);
+        // lists travel as one array parameter. Newest first on an index led by company_id:
+        // (company_id, id), (company_id, status, id) or (company_id, driver_id, id).
         var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1"
         var arguments: [PostgresValue] = [.id(company)]
-        if let driver {
+        if let driver = query.driver {
             arguments.append(.id(driver))
             sql += " AND driver_id = $\(arguments.count)"
         }
-        if let status {
-            arguments.append(.text(status.rawValue))
-            sql += " AND status = $\(arguments.count)"
+        if let statuses = query.allowedStatuses {
+            arguments.append(.text(PostgresArray.literal(statuses.map(\.rawValue))))
+            sql += " AND status = ANY($\(arguments.count)::text[])"
         }
-        sql += " ORDER BY id DESC"
-        return try perform { () throws(PostgresError) in
-            try query(sql, arguments) { row throws(PostgresError) in
+        if let ids = query.ids {
+            arguments.append(.text(PostgresArray.literal(ids.map { String($0.rawValue) })))
+            sql += " AND id = ANY($\(arguments.count)::bigint[])"
+        }
+        if let pattern = query.likePattern {
+            // ILIKE: case-insensitive like SQLite's LIKE (which folds ASCII letters only).
+            arguments.append(.text(pattern))
+            sql += " AND (number ILIKE $\(arguments.count) ESCAPE '\\' OR title ILIKE $\(arguments.count) ESCAPE '\\')"
+        }
+        if let after = query.updatedAfter {
+            arguments.append(.date(after))
+            sql += " AND updated_at > $\(arguments.count)"
+        }
+        if let before = query.before {
+            arguments.append(.id(before))
+            sql += " AND id < $\(arguments.count)"
+        }
+        arguments.append(.int(query.limit + 1))
+        sql += " ORDER BY id DESC LIMIT $\(arguments.count)"
+        let rows = try perform { () throws(PostgresError) in
+            try self.query(sql, arguments) { row throws(PostgresError) in
                 OrderSummary(
                     id: OrderID(try row.int64(0)), number: row.text(1),
                     status: try row.enumValue(2, as: OrderStatus.self),
@@ -31,6 +51,23 @@ extension PostgresOrderStore.Transaction {
                     createdAt: try row.date(5), updatedAt: try row.date(6), version: try row.int(7))
             }
         }
+        return OrderPage(rows: Array(rows.prefix(query.limit)), hasMore: rows.count > query.limit)
+    }
+
+    func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
+        var sql = "SELECT status, count(*) FROM orders WHERE company_id = $1"
+        var arguments: [PostgresValue] = [.id(company)]
+        if let driver {
+            arguments.append(.id(driver))
+            sql += " AND driver_id = $2"
+        }
+        sql += " GROUP BY status"
+        let pairs = try perform { () throws(PostgresError) in
+            try query(sql, arguments) { row throws(PostgresError) in
+                (try row.enumValue(0, as: OrderStatus.self), try row.int(1))
+            }
+        }
+        return Dictionary(pairs, uniquingKeysWith: +)
     }
 
     /// In a write transaction the order row is locked (`FOR UPDATE`) until the transaction ends,

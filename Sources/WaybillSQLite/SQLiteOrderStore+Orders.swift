@@ -9,21 +9,41 @@ extension SQLiteOrderStore.Transaction {
 
     // MARK: Reading
 
-    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
-        // One SQL text per filter combination rather than `? IS NULL OR …`, so each one can use
-        // the (company_id, id) or (company_id, driver_id, id) index.
+    func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
+        if query.matchesNothing { return .empty }
+        // The SQL text depends only on which filters are present (at most 64 texts, each cached
+        // once); lists travel as one JSON parameter. Newest first on an index led by company_id:
+        // (company_id, id), (company_id, status, id) or (company_id, driver_id, id).
         var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?"
         var arguments: [SQLiteValue] = [.id(company)]
-        if let driver {
+        if let driver = query.driver {
             sql += " AND driver_id = ?"
             arguments.append(.id(driver))
         }
-        if let status {
-            sql += " AND status = ?"
-            arguments.append(.text(status.rawValue))
+        if let statuses = query.allowedStatuses {
+            sql += " AND status IN (SELECT value FROM json_each(?))"
+            arguments.append(.text(Self.jsonArray(statuses.map { "\"\($0.rawValue)\"" })))
         }
-        sql += " ORDER BY id DESC"
-        return try perform { () throws(SQLiteError) in
+        if let ids = query.ids {
+            sql += " AND id IN (SELECT value FROM json_each(?))"
+            arguments.append(.text(Self.jsonArray(ids.map { String($0.rawValue) })))
+        }
+        if let pattern = query.likePattern {
+            // SQLite's LIKE ignores case for ASCII letters only; PostgreSQL's ILIKE matches that for ASCII.
+            sql += " AND (number LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')"
+            arguments += [.text(pattern), .text(pattern)]
+        }
+        if let after = query.updatedAfter {
+            sql += " AND updated_at > ?"
+            arguments.append(.date(after))
+        }
+        if let before = query.before {
+            sql += " AND id < ?"
+            arguments.append(.id(before))
+        }
+        sql += " ORDER BY id DESC LIMIT ?"
+        arguments.append(.int(query.limit + 1))
+        let rows = try perform { () throws(SQLiteError) in
             try db.query(sql, arguments) { row throws(SQLiteError) in
                 OrderSummary(
                     id: OrderID(row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
@@ -31,7 +51,26 @@ extension SQLiteOrderStore.Transaction {
                     updatedAt: row.date(6), version: row.int(7))
             }
         }
+        return OrderPage(rows: Array(rows.prefix(query.limit)), hasMore: rows.count > query.limit)
     }
+
+    func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
+        var sql = "SELECT status, count(*) FROM orders WHERE company_id = ?"
+        var arguments: [SQLiteValue] = [.id(company)]
+        if let driver {
+            sql += " AND driver_id = ?"
+            arguments.append(.id(driver))
+        }
+        sql += " GROUP BY status"
+        let pairs = try perform { () throws(SQLiteError) in
+            try db.query(sql, arguments) { row throws(SQLiteError) in
+                (try row.enumValue(0, as: OrderStatus.self), row.int(1))
+            }
+        }
+        return Dictionary(pairs, uniquingKeysWith: +)
+    }
+
+    private static func jsonArray(_ elements: [String]) -> String { "[" + elements.joined(separator: ",") + "]" }
 
     func order(_ id: OrderID, in company: CompanyID) throws -> Order? {
         try perform { () throws(SQLiteError) in try loadOrder(id, in: company) }
