@@ -24,7 +24,11 @@ final class OrderService: Sendable {
     /// it asked for (also through `ids`): isolation does not depend on the route's parsing.
     func list(for actor: Actor, _ query: OrderQuery) async throws -> OrderPage {
         var scoped = query
-        if !actor.isDispatcher { scoped.driver = actor.userID }
+        if !actor.isDispatcher {
+            // Another driver's orders: none visible (not silently this driver's own instead).
+            if let asked = query.driver, asked != actor.userID { return .empty }
+            scoped.driver = actor.userID
+        }
         return try await store.read { [scoped] tx in try tx.orderPage(in: actor.companyID, scoped) }
     }
 
