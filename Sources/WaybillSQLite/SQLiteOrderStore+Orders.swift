@@ -11,38 +11,54 @@ extension SQLiteOrderStore.Transaction {
 
     func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
         if query.matchesNothing { return .empty }
-        // The SQL text depends only on which filters are present (at most 64 texts, each cached
-        // once); lists travel as one JSON parameter. Newest first on an index led by company_id:
-        // (company_id, id), (company_id, status, id) or (company_id, driver_id, id).
-        var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?"
-        var arguments: [SQLiteValue] = [.id(company)]
+        // The SQL text depends only on which filters are present and how many statuses (a bounded
+        // set, each cached once); lists travel as one JSON parameter.
+        var filters = ""
+        var filterArguments: [SQLiteValue] = []
         if let driver = query.driver {
-            sql += " AND driver_id = ?"
-            arguments.append(.id(driver))
-        }
-        if let statuses = query.allowedStatuses {
-            sql += " AND status IN (SELECT value FROM json_each(?))"
-            arguments.append(.text(Self.jsonArray(statuses.map { "\"\($0.rawValue)\"" })))
+            filters += " AND driver_id = ?"
+            filterArguments.append(.id(driver))
         }
         if let ids = query.ids {
-            sql += " AND id IN (SELECT value FROM json_each(?))"
-            arguments.append(.text(Self.jsonArray(ids.map { String($0.rawValue) })))
+            filters += " AND id IN (SELECT value FROM json_each(?))"
+            filterArguments.append(.text("[" + ids.map { String($0.rawValue) }.joined(separator: ",") + "]"))
         }
         if let pattern = query.likePattern {
             // SQLite's LIKE ignores case for ASCII letters only; PostgreSQL's ILIKE matches that for ASCII.
-            sql += " AND (number LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')"
-            arguments += [.text(pattern), .text(pattern)]
+            filters += " AND (number LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')"
+            filterArguments += [.text(pattern), .text(pattern)]
         }
         if let after = query.updatedAfter {
-            sql += " AND updated_at > ?"
-            arguments.append(.date(after))
+            filters += " AND updated_at > ?"
+            filterArguments.append(.date(after))
         }
         if let before = query.before {
-            sql += " AND id < ?"
-            arguments.append(.id(before))
+            filters += " AND id < ?"
+            filterArguments.append(.id(before))
         }
-        sql += " ORDER BY id DESC LIMIT ?"
-        arguments.append(.int(query.limit + 1))
+        let windowEnd = query.likePattern == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        if let windowEnd {
+            filters += " AND id >= ?"
+            filterArguments.append(.id(windowEnd))
+        }
+        let fetch = SQLiteValue.int(query.limit + 1)
+        var sql: String
+        var arguments: [SQLiteValue]
+        if let statuses = query.allowedStatuses {
+            // One newest-first range of (company_id, status, id) per status, merged: SQLite cannot
+            // walk several index ranges in id order at once, and `status IN (…)` would either
+            // sort every row of those statuses or scan the whole company by id.
+            let branch =
+                "SELECT * FROM (SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ? AND status = ?"
+                + filters + " ORDER BY id DESC LIMIT ?)"
+            sql = Array(repeating: branch, count: statuses.count).joined(separator: " UNION ALL ")
+                + " ORDER BY id DESC LIMIT ?"
+            arguments = statuses.flatMap { [.id(company), .text($0.rawValue)] + filterArguments + [fetch] } + [fetch]
+        } else {
+            // (company_id, id), or (company_id, driver_id, id) with a driver.
+            sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?" + filters + " ORDER BY id DESC LIMIT ?"
+            arguments = [.id(company)] + filterArguments + [fetch]
+        }
         let rows = try perform { () throws(SQLiteError) in
             try db.query(sql, arguments) { row throws(SQLiteError) in
                 OrderSummary(
@@ -51,7 +67,19 @@ extension SQLiteOrderStore.Transaction {
                     updatedAt: row.date(6), version: row.int(7))
             }
         }
-        return OrderPage(rows: Array(rows.prefix(query.limit)), hasMore: rows.count > query.limit)
+        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+    }
+
+    /// The last id of a text page's scan window (the `window`-th order below `before`), if the
+    /// company has that many: one covering walk of (company_id, id).
+    private func textWindowEnd(in company: CompanyID, before: OrderID?, window: Int) throws -> OrderID? {
+        let sql =
+            "SELECT id FROM orders WHERE company_id = ?" + (before == nil ? "" : " AND id < ?")
+            + " ORDER BY id DESC LIMIT 1 OFFSET ?"
+        let arguments: [SQLiteValue] = [.id(company)] + (before.map { [.id($0)] } ?? []) + [.int(max(0, window - 1))]
+        return try perform { () throws(SQLiteError) in
+            try db.queryFirst(sql, arguments) { OrderID($0.int64(0)) }
+        }
     }
 
     func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
@@ -69,8 +97,6 @@ extension SQLiteOrderStore.Transaction {
         }
         return Dictionary(pairs, uniquingKeysWith: +)
     }
-
-    private static func jsonArray(_ elements: [String]) -> String { "[" + elements.joined(separator: ",") + "]" }
 
     func order(_ id: OrderID, in company: CompanyID) throws -> Order? {
         try perform { () throws(SQLiteError) in try loadOrder(id, in: company) }

@@ -25,6 +25,8 @@ public struct OrderQuery: Sendable, Equatable {
     public var before: OrderID?
     /// At most this many rows (at least 1).
     public var limit: Int
+    /// With `text`: how many orders one page may read at most (see `textScanWindow`).
+    public var textWindow: Int = OrderQuery.textScanWindow
 
     public init(
         driver: UserID? = nil, statuses: Set<OrderStatus> = [], activeOnly: Bool = false, text: String? = nil,
@@ -64,18 +66,33 @@ public struct OrderQuery: Sendable, Equatable {
 
     /// Statuses that end an order's life.
     public static let finished: Set<OrderStatus> = [.completed, .cancelled]
+
+    /// A `text` query reads at most this many of the company's orders (by id, below `before`) per
+    /// page: a text that matches nothing costs a window, not the whole history. A page may then
+    /// be short and still have a next page (its cursor is the window's end).
+    public static let textScanWindow = 10_000
 }
 
-/// One page of a list: its rows (newest first) and whether older matching rows exist.
+/// One page of a list: its rows (newest first) and the cursor of the next (older) page.
 public struct OrderPage: Sendable, Equatable {
     public var rows: [OrderSummary]
-    /// More rows match below the last one: the next page is `before: rows.last.id`.
-    public var hasMore: Bool
+    /// The next page's `before`, `nil` on the last page. Usually the last row's id; after a text
+    /// page that stopped at the scan window, the window's end (the page may even be empty).
+    public var next: OrderID?
 
-    public init(rows: [OrderSummary], hasMore: Bool) {
+    public init(rows: [OrderSummary], next: OrderID?) {
         self.rows = rows
-        self.hasMore = hasMore
+        self.next = next
     }
 
-    public static let empty = OrderPage(rows: [], hasMore: false)
+    /// The rows fetched with one extra (`limit + 1`): more than `limit` means a next page.
+    public init(fetched: [OrderSummary], limit: Int, windowEnd: OrderID? = nil) {
+        rows = Array(fetched.prefix(limit))
+        next = fetched.count > limit ? rows.last?.id : windowEnd
+    }
+
+    /// Older matching rows may exist.
+    public var hasMore: Bool { next != nil }
+
+    public static let empty = OrderPage(rows: [], next: nil)
 }

@@ -32,8 +32,8 @@ import WaybillStorage
         while pages.count < 1000 {
             let page = try await store.read { [next] tx in try tx.orderPage(in: company, next) }
             pages.append(page.rows)
-            guard page.hasMore, let last = page.rows.last else { break }
-            next.before = last.id
+            guard let cursor = page.next else { break }
+            next.before = cursor
             try await between(pages.count)
         }
         return pages
@@ -106,6 +106,22 @@ import WaybillStorage
             #expect(
                 try await page(OrderQuery(driver: fixture.bob.id, activeOnly: true, before: firstBob.rows[1].id))
                     == Array(bobActive.dropFirst(2)))
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aTextPageReadsAtMostItsWindowAndPointsPastIt(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let rows = try await Self.insert(
+                12, in: fixture.acme.id, prefix: "W", title: { $0 % 4 == 0 ? "Match \($0)" : "Other \($0)" }, into: store)
+            var query = OrderQuery(text: "match", limit: 10)
+            query.textWindow = 5
+            let pages = try await Self.allPages(store, in: fixture.acme.id, query)
+            // 12…8, then 7…3, then 2…1: each page read five orders at most; short pages still lead on.
+            #expect(pages.map { $0.map(\.title) } == [["Match 12", "Match 8"], ["Match 4"], []])
+            let first = try await store.read { [query] tx in try tx.orderPage(in: fixture.acme.id, query) }
+            #expect(first.next == rows[7].id)  // the window's last order ("Other 8" is index 7 → id of order 8)
+            #expect(try await Self.allPages(store, in: fixture.acme.id, OrderQuery(text: "match", limit: 1)).flatMap { $0 }.count == 3)
         }
     }
 

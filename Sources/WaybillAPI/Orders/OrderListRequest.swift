@@ -64,9 +64,9 @@ enum OrderListRequest {
 
     /// `<path?same filters&before=last>; rel="next"` when more rows follow, else `nil`.
     static func nextLink(for request: HTTPRequest, page: OrderPage) -> String? {
-        guard page.hasMore, let last = page.rows.last else { return nil }
+        guard let next = page.next else { return nil }
         var items = request.query.filter { $0.name != "before" }.map { "\(encode($0.name))=\(encode($0.value))" }
-        items.append("before=\(last.id.rawValue)")
+        items.append("before=\(next.rawValue)")
         return "<\(request.path)?\(items.joined(separator: "&"))>; rel=\"next\""
     }
 

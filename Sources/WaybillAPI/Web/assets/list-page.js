@@ -41,15 +41,16 @@ export function matchesFilters(order, { status = '', driver = '', q = '' }) {
 }
 
 /**
- * Whether an order with this id belongs between the page's bounds `{ before, rows, hasMore }`:
+ * Whether an order with this id belongs between the page's bounds `{ before, next, rows, hasMore }`:
  * below `before` (the page's cursor; null = the first page) and, unless this is the last page,
- * above its last row. Ids only grow, so a new order can only ever join the first page.
+ * at or above the next page's cursor (`next`: the last row, or where a text page's scan window
+ * ended). Ids only grow, so a new order can only ever join the first page.
  */
 export function withinPage(id, page) {
   if (page.before !== null && page.before !== undefined && id >= page.before) return false;
   if (!page.hasMore) return true;
-  const last = page.rows[page.rows.length - 1];
-  return last === undefined || id > last.id;
+  const floor = page.next ?? page.rows[page.rows.length - 1]?.id;
+  return floor === undefined || id >= floor;
 }
 
 /**
