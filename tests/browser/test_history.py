@@ -13,8 +13,11 @@ class ListRequests:
 
     def __init__(self, page):
         self.urls = []
+        self.counts = []
         page.on("request", lambda request: request.method == "GET" and "/api/orders/?" in request.url
                 and self.urls.append(request.url))
+        page.on("request", lambda request: request.method == "GET" and request.url.endswith("/api/orders/counts")
+                and self.counts.append(request.url))
 
     @property
     def pages(self):
@@ -89,6 +92,14 @@ def test_an_event_for_a_visible_row_fetches_that_row_not_the_page(page, server, 
     api.ok("POST", f"/api/orders/{order['id']}/status", {"status": "accepted"})
     expect(row(page, order["id"]).locator("td").nth(1)).to_have_text("Accepted", timeout=LIVE_TIMEOUT_MS)
     assert any(re.search(rf"ids=(\d+,)*{order['id']}(,|$)", url) for url in requests.by_ids), requests.urls
+    assert requests.pages == [], requests.urls
+
+    # An edit moves no order between statuses: the row is refetched, the counts are not.
+    counts_before = len(requests.counts)
+    api.ok("PATCH", f"/api/orders/{order['id']}/", {"title": "Row level (renamed)"})
+    expect(row(page, order["id"]).locator("td").nth(0)).to_have_text("Row level (renamed)", timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(300)
+    assert len(requests.counts) == counts_before, requests.urls
     assert requests.pages == [], requests.urls
 
     # Completing it moves it out of the active view: now the page itself is refetched.

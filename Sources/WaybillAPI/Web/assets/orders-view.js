@@ -132,13 +132,15 @@ export class OrdersView {
   }
 
   /**
-   * Called (coalesced) by the live feed: `{all, orderIds, deletedIds, createdIds}`. Counts are
-   * refetched every time (a few bytes, or a 304); rows by the rule of `planRefresh`.
+   * Called (coalesced) by the live feed: `{all, orderIds, deletedIds, createdIds, countsChanged}`.
+   * Counts are refetched when an event may have moved an order between statuses (they cost the
+   * server a count over the company's history); rows by the rule of `planRefresh`.
    */
   async refresh(signal) {
     // Drivers first: the table and the detail show their names.
     if (signal.all || this.drivers.size === 0) await this.loadDrivers();
-    const tasks = [this.loadCounts(), this.refreshList(signal)];
+    const tasks = [this.refreshList(signal)];
+    if (signal.all || signal.countsChanged || this.counts.childElementCount === 0) tasks.push(this.loadCounts());
     if (this.detail.orderId !== null) tasks.push(this.detail.refresh(signal));
     await Promise.all(tasks);
   }
