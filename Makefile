@@ -7,7 +7,7 @@ SWIFT ?= swift
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench clean
+.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench bench-history clean
 
 run: deps build-release
 	$(RELEASE_BIN)/waybill demo
@@ -49,6 +49,10 @@ browser-test:
 
 bench: build-release
 	scripts/bench.sh
+
+# 100 200 orders (docs/HISTORY-BENCH.md); needs .venv-browser, which `make browser-test` makes.
+bench-history: build-release
+	scripts/bench-history.sh
 
 clean:
 	rm -rf .build

@@ -16,10 +16,13 @@ public struct Seeder: Sendable {
         public var emailDomain: String?
         public var dispatcherPassword: String?
         public var driverPassword: String?
+        /// Completed and cancelled orders per driver, spread over the past months (see `Seeder+History`).
+        public var finishedPerDriver: Int
         public init(
             companyName: String, drivers: Int, ordersPerDriver: Int, emailDomain: String? = nil,
-            dispatcherPassword: String? = nil, driverPassword: String? = nil
+            dispatcherPassword: String? = nil, driverPassword: String? = nil, finishedPerDriver: Int = 0
         ) {
+            self.finishedPerDriver = finishedPerDriver
             self.companyName = companyName
             self.drivers = drivers
             self.ordersPerDriver = ordersPerDriver
@@ -54,7 +57,7 @@ public struct Seeder: Sendable {
         }
     }
 
-    private let store: any OrderStore
+    let store: any OrderStore
     private let hasher: PasswordHasher
     private let clock: any WallClock
 
@@ -85,6 +88,10 @@ public struct Seeder: Sendable {
                 return Result.Account(id: user.id.rawValue, email: user.email, password: secret.0, token: token.value)
             }
         }
+        // History first, so ids keep following creation time (the list is newest first by id).
+        try await seedHistory(
+            perDriver: plan.finishedPerDriver, drivers: accounts.dropFirst().map { UserID($0.id) }, company: company.id,
+            now: now)
         let dispatcher = Actor(userID: UserID(accounts[0].id), companyID: company.id, role: .dispatcher)
         let orders = OrderService(store: store, clock: clock) { _ in }
         var drivers = Array(accounts.dropFirst())

@@ -12,12 +12,22 @@ public struct HTTPOrdersAPI: OrdersAPI {
     public let server: URL
     private let token: AccessToken
     private let transport: any HTTPTransport
+    /// How long a finished (completed or cancelled) order stays on the driver's list.
+    public let recentWindow: TimeInterval
+    /// The clock `recentWindow` counts back from (injected by tests).
+    let now: @Sendable () -> Date
 
     /// An API client for `server` that authenticates with `token` (from a login, or stored by the app).
-    public init(server: URL, token: AccessToken, transport: any HTTPTransport = URLSessionHTTPTransport()) {
+    /// - Parameter recentWindow: finished orders updated within this window stay on the list (24 h).
+    public init(
+        server: URL, token: AccessToken, transport: any HTTPTransport = URLSessionHTTPTransport(),
+        recentWindow: TimeInterval = 24 * 3600, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.server = server
         self.token = token
         self.transport = transport
+        self.recentWindow = recentWindow
+        self.now = now
     }
 
     /// `POST /api/auth/login`: returns an API client holding the new token, and the user.
@@ -40,8 +50,9 @@ public struct HTTPOrdersAPI: OrdersAPI {
         return (HTTPOrdersAPI(server: server, token: AccessToken(login.token), transport: transport), login.user)
     }
 
+    /// The driver's list: active orders plus those finished recently (see `HTTPOrdersAPI+DriverList.swift`).
     public func orders(ifNoneMatch: String?) async throws -> Fetched<[OrderSummary]> {
-        try await conditionalGet("api/orders/", ifNoneMatch: ifNoneMatch, as: [OrderSummary].self, what: "order list")
+        try await driverList(ifNoneMatch: ifNoneMatch)
     }
 
     public func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail> {
@@ -102,29 +113,33 @@ public struct HTTPOrdersAPI: OrdersAPI {
         return SavedOrder(order: order, etag: response.header("ETag"))
     }
 
-    private func conditionalGet<T: Decodable & Sendable>(
+    func conditionalGet<T: Decodable & Sendable>(
         _ path: String,
+        query: [URLQueryItem] = [],
         ifNoneMatch: String?,
         as type: T.Type,
         what: String
     ) async throws -> Fetched<T> {
         var headers = ["Accept": "application/json"]
         if let ifNoneMatch { headers["If-None-Match"] = ifNoneMatch }
-        let response = try await send("GET", path, headers: headers, body: nil)
+        let response = try await send("GET", path, query: query, headers: headers, body: nil)
         if response.status == 304 { return .notModified }
         try Self.check(response)
         return .modified(try WireJSON.decode(type, from: response.body, what: what), etag: response.header("ETag"))
     }
 
-    private func send(_ method: String, _ path: String, headers: [String: String] = [:], body: [String: String]?)
-        async throws -> APIResponse
-    {
+    private func send(
+        _ method: String, _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:],
+        body: [String: String]?
+    ) async throws -> APIResponse {
         var headers = headers
         headers["Authorization"] = "Bearer \(token.value)"
         if body != nil { headers["Content-Type"] = "application/json" }
+        var url = server.appending(path: path)
+        if !query.isEmpty { url.append(queryItems: query) }
         let request = APIRequest(
             method: method,
-            url: server.appending(path: path),
+            url: url,
             headers: headers,
             body: body.map(WireJSON.body)
         )

@@ -14,6 +14,7 @@ enum PostgresMigrations {
     static let all: [PostgresMigration] = [
         PostgresMigration(name: "0001_initial_schema", sql: PostgresSchema.initial),
         PostgresMigration(name: "0002_shared_sessions", sql: PostgresSchema.sharedSessions),
+        PostgresMigration(name: "0003_order_list_indexes", sql: PostgresSchema.orderListIndexes),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

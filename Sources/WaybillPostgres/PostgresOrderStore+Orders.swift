@@ -8,22 +8,60 @@ extension PostgresOrderStore.Transaction {
 
     // MARK: Reading
 
-    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
-        // One SQL text per filter combination (each a prepared statement of its own) rather than
-        // `$2 IS NULL OR …`, so each plan can use the (company_id, id) or (company_id, driver_id, id) index.
-        var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1"
+    func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
+        if query.matchesNothing { return .empty }
+        // The SQL text depends only on which filters are present (at most 64 prepared statements
+        // per shape); lists travel as one array parameter.
         var arguments: [PostgresValue] = [.id(company)]
-        if let driver {
+        var filters = ""
+        if let driver = query.driver {
             arguments.append(.id(driver))
-            sql += " AND driver_id = $\(arguments.count)"
+            filters += " AND driver_id = $\(arguments.count)"
         }
-        if let status {
-            arguments.append(.text(status.rawValue))
-            sql += " AND status = $\(arguments.count)"
+        if let ids = query.ids {
+            arguments.append(.text(PostgresArray.literal(ids.map { String($0.rawValue) })))
+            filters += " AND id = ANY($\(arguments.count)::bigint[])"
         }
-        sql += " ORDER BY id DESC"
-        return try perform { () throws(PostgresError) in
-            try query(sql, arguments) { row throws(PostgresError) in
+        if let pattern = query.likePattern {
+            // ILIKE: case-insensitive like SQLite's LIKE (which folds ASCII letters only).
+            arguments.append(.text(pattern))
+            filters += " AND (number ILIKE $\(arguments.count) ESCAPE '\\' OR title ILIKE $\(arguments.count) ESCAPE '\\')"
+        }
+        if let after = query.updatedAfter {
+            arguments.append(.date(after))
+            filters += " AND updated_at > $\(arguments.count)"
+        }
+        if let before = query.before {
+            arguments.append(.id(before))
+            filters += " AND id < $\(arguments.count)"
+        }
+        let windowEnd = query.likePattern == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        if let windowEnd {
+            arguments.append(.id(windowEnd))
+            filters += " AND id >= $\(arguments.count)"
+        }
+        arguments.append(.int(query.limit + 1))
+        let limit = "$\(arguments.count)"
+        let sql: String
+        if let statuses = query.allowedStatuses {
+            // One newest-first range of (company_id, status, id) per status, merged: a plain
+            // `status = ANY(…) ORDER BY id` would sort every row of those statuses, or walk the
+            // company's whole history by id when few rows match.
+            arguments.append(.text(PostgresArray.literal(statuses.map(\.rawValue))))
+            sql = """
+                SELECT o.* FROM unnest($\(arguments.count)::text[]) AS wanted(status)
+                CROSS JOIN LATERAL (
+                    SELECT \(Self.summaryColumns) FROM orders
+                    WHERE company_id = $1 AND orders.status = wanted.status\(filters)
+                    ORDER BY id DESC LIMIT \(limit)
+                ) AS o
+                ORDER BY o.id DESC LIMIT \(limit)
+                """
+        } else {
+            sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1\(filters) ORDER BY id DESC LIMIT \(limit)"
+        }
+        let rows = try perform { () throws(PostgresError) in
+            try self.query(sql, arguments) { row throws(PostgresError) in
                 OrderSummary(
                     id: OrderID(try row.int64(0)), number: row.text(1),
                     status: try row.enumValue(2, as: OrderStatus.self),
@@ -31,6 +69,39 @@ extension PostgresOrderStore.Transaction {
                     createdAt: try row.date(5), updatedAt: try row.date(6), version: try row.int(7))
             }
         }
+        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+    }
+
+    /// The last id of a text page's scan window (the `window`-th order below `before`), if the
+    /// company has that many: one index-only walk of (company_id, id).
+    private func textWindowEnd(in company: CompanyID, before: OrderID?, window: Int) throws -> OrderID? {
+        var arguments: [PostgresValue] = [.id(company)]
+        var sql = "SELECT id FROM orders WHERE company_id = $1"
+        if let before {
+            arguments.append(.id(before))
+            sql += " AND id < $2"
+        }
+        arguments.append(.int(max(0, window - 1)))
+        sql += " ORDER BY id DESC LIMIT 1 OFFSET $\(arguments.count)"
+        return try perform { () throws(PostgresError) in
+            try queryFirst(sql, arguments) { row throws(PostgresError) in OrderID(try row.int64(0)) }
+        }
+    }
+
+    func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
+        var sql = "SELECT status, count(*) FROM orders WHERE company_id = $1"
+        var arguments: [PostgresValue] = [.id(company)]
+        if let driver {
+            arguments.append(.id(driver))
+            sql += " AND driver_id = $2"
+        }
+        sql += " GROUP BY status"
+        let pairs = try perform { () throws(PostgresError) in
+            try query(sql, arguments) { row throws(PostgresError) in
+                (try row.enumValue(0, as: OrderStatus.self), try row.int(1))
+            }
+        }
+        return Dictionary(pairs, uniquingKeysWith: +)
     }
 
     /// In a write transaction the order row is locked (`FOR UPDATE`) until the transaction ends,

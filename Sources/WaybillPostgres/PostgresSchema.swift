@@ -147,4 +147,11 @@ enum PostgresSchema {
         CREATE INDEX login_attempts_by_key ON login_attempts (key, at);
         CREATE INDEX login_attempts_by_time ON login_attempts (at);
         """
+
+    /// Paged, filtered order lists (`OrderQuery`): (company_id, id) and (company_id, driver_id, id)
+    /// exist since 0001; a status filter (`active=true`, `status=`) gets its own keyset range here,
+    /// so a page of one status costs the same however much history the other statuses hold.
+    static let orderListIndexes = """
+        CREATE INDEX orders_by_status ON orders (company_id, status, id);
+        """
 }

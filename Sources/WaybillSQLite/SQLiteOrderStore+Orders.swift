@@ -9,21 +9,57 @@ extension SQLiteOrderStore.Transaction {
 
     // MARK: Reading
 
-    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary] {
-        // One SQL text per filter combination rather than `? IS NULL OR …`, so each one can use
-        // the (company_id, id) or (company_id, driver_id, id) index.
-        var sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?"
-        var arguments: [SQLiteValue] = [.id(company)]
-        if let driver {
-            sql += " AND driver_id = ?"
-            arguments.append(.id(driver))
+    func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
+        if query.matchesNothing { return .empty }
+        // The SQL text depends only on which filters are present and how many statuses (a bounded
+        // set, each cached once); lists travel as one JSON parameter.
+        var filters = ""
+        var filterArguments: [SQLiteValue] = []
+        if let driver = query.driver {
+            filters += " AND driver_id = ?"
+            filterArguments.append(.id(driver))
         }
-        if let status {
-            sql += " AND status = ?"
-            arguments.append(.text(status.rawValue))
+        if let ids = query.ids {
+            filters += " AND id IN (SELECT value FROM json_each(?))"
+            filterArguments.append(.text("[" + ids.map { String($0.rawValue) }.joined(separator: ",") + "]"))
         }
-        sql += " ORDER BY id DESC"
-        return try perform { () throws(SQLiteError) in
+        if let pattern = query.likePattern {
+            // SQLite's LIKE ignores case for ASCII letters only; PostgreSQL's ILIKE matches that for ASCII.
+            filters += " AND (number LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')"
+            filterArguments += [.text(pattern), .text(pattern)]
+        }
+        if let after = query.updatedAfter {
+            filters += " AND updated_at > ?"
+            filterArguments.append(.date(after))
+        }
+        if let before = query.before {
+            filters += " AND id < ?"
+            filterArguments.append(.id(before))
+        }
+        let windowEnd = query.likePattern == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        if let windowEnd {
+            filters += " AND id >= ?"
+            filterArguments.append(.id(windowEnd))
+        }
+        let fetch = SQLiteValue.int(query.limit + 1)
+        var sql: String
+        var arguments: [SQLiteValue]
+        if let statuses = query.allowedStatuses {
+            // One newest-first range of (company_id, status, id) per status, merged: SQLite cannot
+            // walk several index ranges in id order at once, and `status IN (…)` would either
+            // sort every row of those statuses or scan the whole company by id.
+            let branch =
+                "SELECT * FROM (SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ? AND status = ?"
+                + filters + " ORDER BY id DESC LIMIT ?)"
+            sql = Array(repeating: branch, count: statuses.count).joined(separator: " UNION ALL ")
+                + " ORDER BY id DESC LIMIT ?"
+            arguments = statuses.flatMap { [.id(company), .text($0.rawValue)] + filterArguments + [fetch] } + [fetch]
+        } else {
+            // (company_id, id), or (company_id, driver_id, id) with a driver.
+            sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?" + filters + " ORDER BY id DESC LIMIT ?"
+            arguments = [.id(company)] + filterArguments + [fetch]
+        }
+        let rows = try perform { () throws(SQLiteError) in
             try db.query(sql, arguments) { row throws(SQLiteError) in
                 OrderSummary(
                     id: OrderID(row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
@@ -31,6 +67,35 @@ extension SQLiteOrderStore.Transaction {
                     updatedAt: row.date(6), version: row.int(7))
             }
         }
+        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+    }
+
+    /// The last id of a text page's scan window (the `window`-th order below `before`), if the
+    /// company has that many: one covering walk of (company_id, id).
+    private func textWindowEnd(in company: CompanyID, before: OrderID?, window: Int) throws -> OrderID? {
+        let sql =
+            "SELECT id FROM orders WHERE company_id = ?" + (before == nil ? "" : " AND id < ?")
+            + " ORDER BY id DESC LIMIT 1 OFFSET ?"
+        let arguments: [SQLiteValue] = [.id(company)] + (before.map { [.id($0)] } ?? []) + [.int(max(0, window - 1))]
+        return try perform { () throws(SQLiteError) in
+            try db.queryFirst(sql, arguments) { OrderID($0.int64(0)) }
+        }
+    }
+
+    func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
+        var sql = "SELECT status, count(*) FROM orders WHERE company_id = ?"
+        var arguments: [SQLiteValue] = [.id(company)]
+        if let driver {
+            sql += " AND driver_id = ?"
+            arguments.append(.id(driver))
+        }
+        sql += " GROUP BY status"
+        let pairs = try perform { () throws(SQLiteError) in
+            try db.query(sql, arguments) { row throws(SQLiteError) in
+                (try row.enumValue(0, as: OrderStatus.self), row.int(1))
+            }
+        }
+        return Dictionary(pairs, uniquingKeysWith: +)
     }
 
     func order(_ id: OrderID, in company: CompanyID) throws -> Order? {

@@ -61,8 +61,15 @@ public protocol StoreReader {
     func drivers(in company: CompanyID) throws -> [User]
 
     // MARK: Orders
-    /// Summary rows of a company's orders, newest first (`id` descending); only `driver`'s if given.
-    func orderSummaries(in company: CompanyID, driver: UserID?, status: OrderStatus?) throws -> [OrderSummary]
+    /// One page of a company's order summaries matching `query`, newest first (`id` descending).
+    ///
+    /// Each page is one keyset range scan on an index led by `company_id` (see `OrderQuery`); a
+    /// `text` filter walks that range until the page is full, so a rare text may scan the whole
+    /// company's history: bounded by its size, never worse.
+    func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage
+    /// How many of a company's orders have each status (only `driver`'s if given); statuses with
+    /// no order are absent.
+    func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int]
     /// The full order (stages by position, documents by id) if it belongs to `company`.
     func order(_ id: OrderID, in company: CompanyID) throws -> Order?
 

@@ -19,6 +19,9 @@ enum SeedCommand {
           --company NAME             company name (WAYBILL_COMPANY, default "Seeded Transport")
           --drivers N                number of drivers (WAYBILL_DRIVERS, default 3)
           --orders-per-driver K      orders per driver (WAYBILL_ORDERS_PER_DRIVER, default 2)
+          --finished-per-driver H    completed and cancelled orders per driver, spread over the past six
+                                     months, written in batches without events (WAYBILL_FINISHED_PER_DRIVER,
+                                     default 0; 100 drivers × 1000 = a 100 000-order history in seconds)
           --out FILE                 where to write the JSON; - for stdout (WAYBILL_OUT)
           --password-iterations N    PBKDF2 iterations (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --help                     show this text
@@ -26,12 +29,19 @@ enum SeedCommand {
 
     static func run(_ argv: [String]) async throws {
         let args = try Arguments(
-            argv, values: ["data-dir", "database-url", "company", "drivers", "orders-per-driver", "out", "password-iterations"],
+            argv, values: [
+                "data-dir", "database-url", "company", "drivers", "orders-per-driver", "finished-per-driver", "out",
+                "password-iterations",
+            ],
             switches: ["demo"])
         guard let out = args.string("out") else { throw Arguments.Problem(description: "--out FILE is required") }
         let drivers = try args.int("drivers", default: 3), perDriver = try args.int("orders-per-driver", default: 2)
         guard drivers >= 0, perDriver >= 0, drivers <= 10_000, perDriver <= 10_000 else {
             throw Arguments.Problem(description: "--drivers and --orders-per-driver must be 0…10000")
+        }
+        let finished = try args.int("finished-per-driver", default: 0)
+        guard (0...100_000).contains(finished), drivers * finished <= 10_000_000 else {
+            throw Arguments.Problem(description: "--finished-per-driver must be 0…100000 (at most 10 million orders in all)")
         }
         let store = try ServeCommand.openStore(args)
         defer { store.close() }
@@ -39,7 +49,9 @@ enum SeedCommand {
         let plan =
             args.flag("demo")
             ? DemoCommand.plan
-            : .init(companyName: args.string("company", default: "Seeded Transport"), drivers: drivers, ordersPerDriver: perDriver)
+            : .init(
+                companyName: args.string("company", default: "Seeded Transport"), drivers: drivers,
+                ordersPerDriver: perDriver, finishedPerDriver: finished)
         let result = try await seeder.seed(plan)
         let json = try result.json()
         if out == "-" {
@@ -48,7 +60,8 @@ enum SeedCommand {
             try json.write(to: URL(fileURLWithPath: out))
             Console.error(
                 "seeded company \(result.companyID): 1 dispatcher, \(plan.drivers) drivers, "
-                    + "\(plan.drivers * plan.ordersPerDriver) orders → \(out)")
+                    + "\(plan.drivers * plan.ordersPerDriver) orders, "
+                    + "\(plan.drivers * plan.finishedPerDriver) finished orders → \(out)")
         }
     }
 }

@@ -25,7 +25,9 @@ struct CrossNodeSessionTests {
             let started = ContinuousClock.now
             try await other.write { tx in try tx.revokeTokens(of: UserID(driver.id)) }
             #expect(await mine.closed(timeout: .seconds(2)) == 4001)
-            #expect(ContinuousClock.now - started < .seconds(1))
+            // The watcher polls every 250 ms (typically closed in ~0.3 s); the bound leaves room for a
+            // loaded 2-core machine running the whole suite in parallel, and still fails a 5 s cache.
+            #expect(ContinuousClock.now - started < .milliseconds(1500))
             #expect(try await server.request("GET", "/api/me", token: driver.token).status == 401)
             // The watcher acts within 250 ms; the margin above a second is the two round trips
             // themselves on a loaded 2-core machine running the whole suite in parallel.

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillDomain
+import WaybillSQLite
+import WaybillStorage
 
 /// The `waybill` executable itself: `serve` stops gracefully on SIGTERM, `driver --json` follows
 /// and moves orders as a script would drive it.
@@ -25,6 +28,29 @@ struct ExecutableTests {
         #expect(await socket.closed() == 1001)
         #expect(await server.exitStatus() == 0)
         #expect(server.stderr.contains { $0.contains("msg=\"server stopped\"") })
+    }
+
+    @Test func seedWritesFinishedHistoryAndRefusesABadCount() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let seedFile = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--drivers", "2", "--orders-per-driver", "1",
+            "--finished-per-driver", "30", "--out", seedFile, "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus() == 0)
+        #expect(seeding.stderr.contains { $0.contains("60 finished orders") }, "\(seeding.stderr)")
+        let store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        defer { store.close() }
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
+        let counts = try await store.read { tx in try tx.orderCounts(in: CompanyID(seed.companyID), driver: nil) }
+        #expect((counts[.completed] ?? 0) + (counts[.cancelled] ?? 0) == 60 && counts[.assigned] == 2)
+
+        let refused = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--finished-per-driver", "-1", "--out", seedFile,
+        ])
+        #expect(await refused.exitStatus() != 0)
+        #expect(refused.stderr.contains { $0.contains("--finished-per-driver") }, "\(refused.stderr)")
     }
 
     /// A cluster node that cannot reach its database, or was given a bad URL, says so in one line

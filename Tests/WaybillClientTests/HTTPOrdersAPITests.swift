@@ -19,8 +19,8 @@ import Testing
             Issue.record("not modified")
             return
         }
-        #expect(etag == "\"abc\"")
-        #expect(rows.map(\.id) == [42])
+        #expect(etag == "\"abc\"|\"abc\"")  // one tag per half of the driver's list
+        #expect(rows.map(\.id) == [42])  // the same row in both halves is listed once
         #expect(rows.first?.status == .accepted)
         #expect(rows.first?.createdAt != nil)
         #expect(http.requests.first?.headers["Authorization"] == "Bearer secret-token")
@@ -29,8 +29,38 @@ import Testing
 
     @Test func anUnchangedListIsA304() async throws {
         http.route("GET", "/api/orders/", status: 304)
-        #expect(try await api.orders(ifNoneMatch: "\"abc\"") == .notModified)
-        #expect(http.requests.first?.headers["If-None-Match"] == "\"abc\"")
+        #expect(try await api.orders(ifNoneMatch: "\"abc\"|\"def\"") == .notModified)
+        #expect(Set(http.requests.compactMap { $0.headers["If-None-Match"] }) == ["\"abc\"", "\"def\""])
+    }
+
+    @Test func theDriverListAsksForActiveOrdersAndThoseFinishedInTheLastDay() async throws {
+        let now = Date(timeIntervalSince1970: 1_764_590_400)  // 2025-12-01T12:00:00Z
+        let api = HTTPOrdersAPI(
+            server: URL(string: "https://waybill.test")!, token: AccessToken("t"), transport: http, now: { now })
+        http.route("GET", "/api/orders/", headers: ["etag": "\"x\""], json: "[\(row)]")
+        _ = try await api.orders(ifNoneMatch: nil)
+        let queries = Set(http.requests.map { URLComponents(url: $0.url, resolvingAgainstBaseURL: false)?.query ?? "" })
+        #expect(
+            queries == [
+                "active=true&limit=500",
+                "status=completed&status=cancelled&updated_after=2025-11-30T12:00:00.000Z&limit=500",
+            ])
+    }
+
+    @Test func mergingKeepsEachOrderOnceNewestFirstWithItsNewerVersion() throws {
+        func summary(_ id: Int, _ status: String, version: Int) throws -> OrderSummary {
+            try WireJSON.decode(
+                OrderSummary.self,
+                from: Data(#"{"id":\#(id),"number":"n\#(id)","status":"\#(status)","driver_id":7,"title":"t","version":\#(version)}"#.utf8),
+                what: "row")
+        }
+        let active = [try summary(9, "in_progress", version: 3), try summary(4, "accepted", version: 2)]
+        let recent = [try summary(9, "completed", version: 4), try summary(6, "cancelled", version: 5)]
+        let merged = HTTPOrdersAPI.merge(active, recent)
+        #expect(merged.map(\.id) == [9, 6, 4])
+        #expect(merged.first?.status == .completed)
+        #expect(HTTPOrdersAPI.splitTag("\"a\"|") ?? (nil, nil) == ("\"a\"", nil))
+        #expect(HTTPOrdersAPI.splitTag("\"a\"") == nil)
     }
 
     @Test func detailDecodesStagesAndDocuments() async throws {

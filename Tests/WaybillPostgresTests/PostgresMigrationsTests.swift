@@ -19,7 +19,15 @@ import WaybillTesting
             try PostgresServer.shared().psql(
                 "SELECT name FROM schema_migrations ORDER BY name", database: databaseName(url))
         }
-        #expect(recorded.split(separator: "\n") == ["0001_initial_schema", "0002_shared_sessions"])
+        #expect(recorded.split(separator: "\n") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes"])
+        // 0003: each list filter has a keyset index led by company_id.
+        let indexes = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'orders' ORDER BY indexname", database: databaseName(url))
+        }
+        for columns in ["(company_id, id)", "(company_id, status, id)", "(company_id, driver_id, id)"] {
+            #expect(indexes.contains(columns), "no index on orders \(columns)")
+        }
         // Every store works on the one schema.
         let companies = try await withThrowingTaskGroup(of: Company.self) { group in
             for store in stores { group.addTask { try await store.write { tx in try tx.insertCompany(name: "C") } } }
@@ -39,6 +47,6 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "2")
+        #expect(count == "3")
     }
 }

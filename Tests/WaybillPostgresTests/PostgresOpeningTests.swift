@@ -98,7 +98,7 @@ import WaybillTesting
             Issue.record("expected a failure, got \(String(describing: error))")
             return
         }
-        #expect(try await store.read { tx in try tx.orderSummaries(in: company.id, driver: nil, status: nil) } == [])
+        #expect(try await store.read { tx in try tx.orderPage(in: company.id, OrderQuery(limit: 500)).rows } == [])
     }
 
     @Test func aHandleUsedAfterItsClosureIsRefused() async throws {

@@ -95,7 +95,7 @@ private final class Flag: Sendable {
             }
             let stored = try await store.read { tx in
                 (
-                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).map(\.number),
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows.map(\.number),
                     try tx.events(after: .zero, limit: 100).map(\.id)
                 )
             }
@@ -134,7 +134,7 @@ private final class Flag: Sendable {
                 #expect(throws: StoreError.conflict("a referenced record does not exist")) { try result.get() }
             }
             #expect(
-                try await store.read { tx in try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil) }
+                try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows }
                     == [])
             // The writer recovered: the next write commits.
             _ = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }

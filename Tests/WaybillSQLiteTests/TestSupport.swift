@@ -102,8 +102,8 @@ func spin(until condition: () -> Bool) {
 }
 
 /// Rows of `sql` on a separate raw connection: what another process would see.
-func rawQuery(_ path: String, _ sql: String) throws -> [String] {
+func rawQuery(_ path: String, _ sql: String, column: Int32 = 0) throws -> [String] {
     let db = try SQLiteConnection(path: path)
     defer { db.close() }
-    return try db.query(sql) { $0.text(0) }
+    return try db.query(sql) { $0.text(column) }
 }

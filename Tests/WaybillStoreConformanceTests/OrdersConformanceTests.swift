@@ -179,7 +179,7 @@ import WaybillStorage
                 } catch StoreError.conflict {
                     _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "B"))
                 }
-                return try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil).map(\.number)
+                return try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows.map(\.number)
             }
             #expect(numbers == ["B", "A"])
         }
@@ -236,12 +236,12 @@ import WaybillStorage
             }
             let lists = try await store.read { tx in
                 (
-                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: nil),
-                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.alice.id, status: nil),
-                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.alice.id, status: .accepted),
-                    try tx.orderSummaries(in: fixture.acme.id, driver: nil, status: .new),
-                    try tx.orderSummaries(in: fixture.acme.id, driver: fixture.bob.id, status: nil),
-                    try tx.orderSummaries(in: fixture.globex.id, driver: nil, status: nil)
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows,
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, limit: 500)).rows,
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, statuses: [.accepted], limit: 500)).rows,
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(statuses: [.new], limit: 500)).rows,
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.bob.id, limit: 500)).rows,
+                    try tx.orderPage(in: fixture.globex.id, OrderQuery(limit: 500)).rows
                 )
             }
             #expect(lists.0 == [c.summary, b.summary, a.summary])

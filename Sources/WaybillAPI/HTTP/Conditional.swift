@@ -17,13 +17,20 @@ enum Conditional {
     }
 
     /// The JSON response, or 304 when the request's `If-None-Match` already names its tag.
-    static func response<T: Encodable>(_ value: T, for request: HTTPRequest, etag: String? = nil) throws -> HTTPResponse {
+    ///
+    /// `extra` headers (a list page's `Link`) go on both answers and into a computed tag, so a
+    /// cached page is only reused while its next-page link is the same too.
+    static func response<T: Encodable>(
+        _ value: T, for request: HTTPRequest, etag: String? = nil, extra: [(String, String)] = []
+    ) throws -> HTTPResponse {
         var response = try JSONCoding.response(value)
-        let tag = etag ?? Self.etag(bytes: response.body)
+        let tag = etag ?? Self.etag(bytes: response.body + extra.flatMap { Array("\n\($0.0): \($0.1)".utf8) })
         response.headers.set("ETag", tag)
+        for (name, value) in extra { response.headers.set(name, value) }
         if let wanted = request.headers["if-none-match"], matches(wanted, tag) {
             var headers = HTTPHeaders()
             headers.set("ETag", tag)
+            for (name, value) in extra { headers.set(name, value) }
             return HTTPResponse(status: 304, headers: headers)
         }
         return response

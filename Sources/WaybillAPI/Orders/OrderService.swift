@@ -20,9 +20,22 @@ final class OrderService: Sendable {
 
     // MARK: Reads
 
-    func list(for actor: Actor, status: OrderStatus?) async throws -> [OrderSummary] {
+    /// One page of the list. A driver's query is always narrowed to their own orders, whatever
+    /// it asked for (also through `ids`): isolation does not depend on the route's parsing.
+    func list(for actor: Actor, _ query: OrderQuery) async throws -> OrderPage {
+        var scoped = query
+        if !actor.isDispatcher {
+            // Another driver's orders: none visible (not silently this driver's own instead).
+            if let asked = query.driver, asked != actor.userID { return .empty }
+            scoped.driver = actor.userID
+        }
+        return try await store.read { [scoped] tx in try tx.orderPage(in: actor.companyID, scoped) }
+    }
+
+    /// Orders per status, for the panel's counters (a driver's: their own).
+    func counts(for actor: Actor) async throws -> [OrderStatus: Int] {
         try await store.read { tx in
-            try tx.orderSummaries(in: actor.companyID, driver: actor.isDispatcher ? nil : actor.userID, status: status)
+            try tx.orderCounts(in: actor.companyID, driver: actor.isDispatcher ? nil : actor.userID)
         }
     }
 

@@ -42,9 +42,16 @@ struct Routes {
         }
         r.on("GET", "/api/orders") { request, context in
             let actor = try await context.requireActor()
-            let status = try request.queryValue("status").map(Self.status)
-            let rows = try await orders.list(for: actor, status: status)
-            return try Conditional.response(rows.map(OrderSummaryJSON.init), for: request)
+            let query = try OrderListRequest.parse(request)
+            let page = try await orders.list(for: actor, query)
+            let link = OrderListRequest.nextLink(for: request, page: page).map { [("Link", $0)] } ?? []
+            return try Conditional.response(page.rows.map(OrderSummaryJSON.init), for: request, extra: link)
+        }
+        // Before `/api/orders/{id}`: the first pattern that fits a path wins.
+        r.on("GET", "/api/orders/counts") { request, context in
+            let counts = try await orders.counts(for: try await context.requireActor())
+            let body = Dictionary(uniqueKeysWithValues: OrderStatus.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
+            return try Conditional.response(body, for: request)
         }
         r.on("POST", "/api/orders") { request, context in
             let actor = try await context.requireActor()
@@ -123,14 +130,6 @@ struct Routes {
         guard Crypto.constantTimeEquals(given.hash, expected.hash) else {
             throw APIError(401, "not_authenticated", "The metrics token is wrong.")
         }
-    }
-
-    private static func status(_ text: String) throws -> OrderStatus {
-        guard let status = OrderStatus(rawValue: text) else {
-            let all = OrderStatus.allCases.map(\.rawValue).joined(separator: ", ")
-            throw APIError(400, "invalid_field", "status must be one of: \(all).")
-        }
-        return status
     }
 }
 

@@ -56,13 +56,13 @@ export class Api {
    * stale data never silently overwrites someone else's.
    * Resolves `{ data, changed, etag }`.
    */
-  async request(method, path, { body, auth = true, expect401 = false, ifMatch = null } = {}) {
+  async request(method, path, { body, auth = true, expect401 = false, ifMatch = null, cache = true } = {}) {
     const headers = { Accept: 'application/json' };
     if (ifMatch) headers['If-Match'] = ifMatch;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const token = auth ? this.getToken() : null;
     if (token) headers.Authorization = `Bearer ${token}`;
-    const cached = method === 'GET' ? this.etags.get(path) : undefined;
+    const cached = method === 'GET' && cache ? this.etags.get(path) : undefined;
     if (cached) headers['If-None-Match'] = cached.etag;
 
     let response;
@@ -79,7 +79,9 @@ export class Api {
       throw new ApiError(0, 'network_error', fallbackMessage(0));
     }
 
-    if (response.status === 304 && cached) return { data: cached.data, changed: false, etag: cached.etag };
+    if (response.status === 304 && cached) {
+      return { data: cached.data, changed: false, etag: cached.etag, next: cached.next };
+    }
     const data = await readJSON(response);
     if (!response.ok) {
       // A 412's server text names ETags; a person needs to hear what happened in plain words.
@@ -90,8 +92,9 @@ export class Api {
       throw error;
     }
     const etag = response.headers.get('ETag');
-    if (method === 'GET' && etag) this.etags.set(path, { etag, data });
-    return { data, changed: true, etag };
+    const next = nextCursor(response.headers.get('Link'));
+    if (method === 'GET' && cache && etag) this.etags.set(path, { etag, data, next });
+    return { data, changed: true, etag, next };
   }
 
   async get(path) { return this.request('GET', path); }
@@ -105,9 +108,19 @@ export class Api {
   logout() { return this.request('POST', '/api/auth/logout', { body: {}, expect401: true }); }
   me() { return this.get('/api/me'); }
   drivers() { return this.get('/api/drivers/'); }
-  orders(status) {
-    return this.get(status ? `/api/orders/?status=${encodeURIComponent(status)}` : '/api/orders/');
+  /**
+   * One page of the list (`GET /api/orders/?…`). `params`: `{ active, status, driver_id, q,
+   * before, limit, ids }`; empty values are left out. Resolves `{ data, changed, next }` where
+   * `next` is the older page's `before` cursor from the `Link: rel="next"` header (null on the last page).
+   */
+  orders(params = {}) { return this.get(listPath(params)); }
+  /** Just these orders (at most 100): the rows an event named. Missing = deleted or not visible. */
+  // Not cached: each burst names other ids, and the answer is small.
+  ordersByIds(ids) {
+    return this.request('GET', listPath({ ids: [...ids].sort((a, b) => a - b).join(',') }), { cache: false });
   }
+  /** Orders per status: `{ new: 3, assigned: 10, … }`. */
+  orderCounts() { return this.get('/api/orders/counts'); }
   order(id) { return this.get(`/api/orders/${encodeURIComponent(id)}/`); }
   forgetOrder(id) { this.etags.delete(`/api/orders/${encodeURIComponent(id)}/`); }
   createOrder(order) { return this.send('POST', '/api/orders/', order); }
@@ -122,6 +135,29 @@ export class Api {
   unassign(id, etag) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/unassign`, {}, etag); }
   deleteOrder(id, etag) { return this.send('DELETE', `/api/orders/${encodeURIComponent(id)}/`, undefined, etag); }
   wsTicket() { return this.send('POST', '/api/ws-ticket', {}); }
+}
+
+/** `/api/orders/?…` with the non-empty `params`, in a fixed order (one cache key per page). */
+export function listPath(params) {
+  const search = new URLSearchParams();
+  for (const key of ['ids', 'active', 'status', 'driver_id', 'q', 'before', 'limit']) {
+    const value = params[key];
+    if (value !== undefined && value !== null && value !== '' && value !== false) search.set(key, String(value));
+  }
+  const text = search.toString();
+  return text ? `/api/orders/?${text}` : '/api/orders/';
+}
+
+/** The `before` cursor of a `Link: <…>; rel="next"` header (RFC 8288), or null. */
+export function nextCursor(header) {
+  const match = /<([^>]*)>\s*;\s*rel="?next"?/.exec(header ?? '');
+  if (!match) return null;
+  try {
+    const before = new URL(match[1], 'http://origin.invalid').searchParams.get('before');
+    return before && /^\d+$/.test(before) ? Number(before) : null;
+  } catch {
+    return null;
+  }
 }
 
 async function readJSON(response) {

@@ -4,6 +4,7 @@ import { h, replace, setText, flash } from './dom.js';
 import { statusLabel, isActive, driverLabel } from './format.js';
 
 const UNASSIGNED = 'none';
+const MAX_PAGES = 10;
 
 export class FleetView {
   /** The live stream this page listens to. */
@@ -30,13 +31,29 @@ export class FleetView {
 
   async refresh() {
     try {
-      const [drivers, orders] = await Promise.all([this.api.drivers(), this.api.orders()]);
+      const [drivers, orders] = await Promise.all([this.api.drivers(), this.activeOrders()]);
       this.error.textContent = '';
-      this.render(drivers.data, orders.data);
+      this.render(drivers.data, orders);
     } catch (error) {
       if (error.status === 401 || (error.status === 0 && this.rendered)) return; // see OrdersView.loadList
       this.error.textContent = `Could not refresh the fleet: ${error.message}`;
     }
+  }
+
+  /**
+   * The active orders only (finished history never reaches the board), page after page up to
+   * `MAX_PAGES` of 500: a fleet with more current orders than that shows the newest ones.
+   */
+  async activeOrders() {
+    const orders = [];
+    let before = null;
+    for (let page = 0; page < MAX_PAGES; page += 1) {
+      const { data, next } = await this.api.orders({ active: 'true', before, limit: 500 });
+      orders.push(...data);
+      if (next === null) break;
+      before = next;
+    }
+    return orders;
   }
 
   render(drivers, orders) {

@@ -28,7 +28,7 @@ function cursorOf(frame) {
 }
 
 function emptySignal() {
-  return { all: false, orderIds: new Set(), deletedIds: new Set() };
+  return { all: false, orderIds: new Set(), deletedIds: new Set(), createdIds: new Set(), countsChanged: false };
 }
 
 function mergeSignal(into, part) {
@@ -36,6 +36,8 @@ function mergeSignal(into, part) {
   if (part.all) signal.all = true;
   for (const id of part.orderIds ?? []) signal.orderIds.add(id);
   for (const id of part.deletedIds ?? []) signal.deletedIds.add(id);
+  for (const id of part.createdIds ?? []) signal.createdIds.add(id);
+  if (part.countsChanged) signal.countsChanged = true;
   return signal;
 }
 
@@ -43,7 +45,7 @@ function mergeSignal(into, part) {
  * One live feed per page that needs one (`stream` = null for the company stream, 'fleet' for
  * the fleet board).
  *
- * `onSignal({all, orderIds, deletedIds})` is awaited; while it runs new signals accumulate and
+ * `onSignal({all, orderIds, deletedIds, createdIds, countsChanged})` is awaited; while it runs new signals accumulate and
  * are delivered together afterwards, so a burst of 50 events costs one list fetch.
  * `onStatus({state, retryAt})`: state is connecting | live | reconnecting | polling | stopped.
  * `onAuthFailure(code)`: the socket was refused for good (4001/4003 or a 401/403 ticket).
@@ -201,7 +203,13 @@ export class LiveFeed {
         this.lastCursor = cursorOf(frame); // null: the next resume falls back to `since`
       }
       const id = frame.order_id ?? frame.id;
-      this.queue({ orderIds: [id], deletedIds: frame.type === 'order_deleted' ? [id] : [] });
+      this.queue({
+        orderIds: [id],
+        deletedIds: frame.type === 'order_deleted' ? [id] : [],
+        createdIds: frame.type === 'order_created' ? [id] : [],
+        // Every event but an edit (title, notes, stages, documents) moves an order between statuses.
+        countsChanged: frame.type !== 'order_updated',
+      });
     }
     // 'pong' and unknown types: nothing to do beyond noting the link is alive.
   }

@@ -1,11 +1,14 @@
-// Orders page: the live table with filters, the "New order" dialog and, at #/orders/ID, the
-// open order's detail beside (or below) the table.
+// Orders page: one page of the live table (active orders by default; the history, paged and
+// searchable), counts per status, the "New order" dialog and, at #/orders/ID, the open order's
+// detail beside (or below) the table. Events refetch only the rows they name, or the page when
+// its membership may have changed (see list-page.js).
 import { h, options, setOptions, setText, flash, timeElement } from './dom.js';
 import { STATUSES, statusLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
 import { routeHash, navigate } from './router.js';
 import { OrderDetail } from './order-detail.js';
 import { OrderForm } from './order-form.js';
 import { announce } from './feedback.js';
+import { PAGE_SIZE, serverFilters, planRefresh, membershipChanged } from './list-page.js';
 
 export class OrdersView {
   constructor({ api, feed }) {
@@ -16,6 +19,9 @@ export class OrdersView {
     this.orders = [];
     this.rendered = false;
     this.query = {};
+    this.page = { before: null, rows: [], hasMore: false, next: null };
+    this.cursors = []; // the `before` of each newer page, for "Newer"
+    this.generation = 0; // bumps on every page load: an older answer is dropped
   }
 
   /** The live stream this page listens to (company events). */
@@ -23,7 +29,12 @@ export class OrdersView {
 
   mount(main, route) {
     this.statusFilter = h('select', { id: 'filter-status', name: 'status', onchange: () => this.filtersChanged() },
-      options([['', 'All statuses'], ...STATUSES.map((s) => [s, statusLabel(s)])]));
+      options([['', 'Active orders'], ['all', 'All orders (history)'], ...STATUSES.map((s) => [s, statusLabel(s)])]));
+    this.search = h('input', { id: 'filter-q', name: 'q', type: 'search', placeholder: 'Number or title',
+      autocomplete: 'off', oninput: () => this.searchTyped() });
+    this.newer = h('button', { type: 'button', id: 'page-newer', onclick: () => this.showNewer() }, 'Newer');
+    this.older = h('button', { type: 'button', id: 'page-older', onclick: () => this.showOlder() }, 'Older');
+    this.counts = h('ul', { class: 'status-counts', id: 'status-counts', 'aria-label': 'Orders per status' });
     this.driverFilter = h('select', { id: 'filter-driver', name: 'driver', onchange: () => this.filtersChanged() });
     this.tbody = h('tbody');
     this.count = h('p', { class: 'list-count', id: 'orders-count' });
@@ -63,13 +74,16 @@ export class OrdersView {
           h('h1', { id: 'orders-heading' }, 'Orders'),
           h('button', { type: 'button', class: 'primary', id: 'new-order', onclick: () => this.form.open(this.drivers) },
             'New order')),
-        h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter orders', onsubmit: (e) => e.preventDefault() },
-          h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), this.statusFilter),
-          h('div', { class: 'field' }, h('label', { for: 'filter-driver' }, 'Driver'), this.driverFilter)),
+        this.counts,
+        h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter orders',
+          onsubmit: (e) => { e.preventDefault(); this.filtersChanged(); } },
+        h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Show'), this.statusFilter),
+        h('div', { class: 'field' }, h('label', { for: 'filter-driver' }, 'Driver'), this.driverFilter),
+        h('div', { class: 'field' }, h('label', { for: 'filter-q' }, 'Search'), this.search)),
         this.listError,
         h('div', { class: 'table-scroll' }, table),
         this.empty,
-        this.count),
+        h('nav', { class: 'pager', 'aria-label': 'Pages' }, this.newer, this.count, this.older)),
       this.detailRoot);
     main.replaceChildren(this.layout, this.form.element);
     this.update(route);
@@ -81,9 +95,11 @@ export class OrdersView {
 
   /** A new route for this page (filters changed, an order opened or closed). */
   update(route) {
-    const previousStatus = this.query.status ?? '';
-    this.query = { status: route.query.status ?? '', driver: route.query.driver ?? '' };
+    const previous = JSON.stringify(this.query);
+    const driver = /^\d+$/.test(route.query.driver ?? '') ? route.query.driver : '';
+    this.query = { status: route.query.status ?? '', driver, q: route.query.q ?? '' };
     this.statusFilter.value = this.query.status;
+    if (document.activeElement !== this.search) this.search.value = this.query.q;
     this.fillDriverFilter();
     const opened = route.orderId;
     this.layout.classList.toggle('has-detail', opened !== null);
@@ -96,23 +112,35 @@ export class OrdersView {
     if (closing !== null && (focus === document.body || this.detailRoot.contains(focus))) {
       (this.rows.get(closing)?.link ?? document.getElementById('orders-heading')).focus();
     }
-    if (this.rendered && previousStatus !== this.query.status) this.feed.refresh(); // the server filters status
+    if (this.rendered && previous !== JSON.stringify(this.query)) this.firstPage(); // the server filters
     else if (this.rendered) this.render();
     this.markSelected();
   }
 
   filtersChanged() {
-    const query = { status: this.statusFilter.value, driver: this.driverFilter.value };
+    clearTimeout(this.searchTimer);
+    const query = { status: this.statusFilter.value, driver: this.driverFilter.value, q: this.search.value.trim() };
     const path = this.detail.orderId ? `/orders/${this.detail.orderId}` : '/orders';
     history.replaceState(null, '', routeHash(path, query));
     this.update({ orderId: this.detail.orderId, query });
   }
 
-  /** Called (coalesced) by the live feed: `{all, orderIds, deletedIds}`. */
+  /** Search as one types, once typing pauses (Enter searches at once). */
+  searchTyped() {
+    clearTimeout(this.searchTimer);
+    this.searchTimer = setTimeout(() => this.filtersChanged(), 300);
+  }
+
+  /**
+   * Called (coalesced) by the live feed: `{all, orderIds, deletedIds, createdIds, countsChanged}`.
+   * Counts are refetched when an event may have moved an order between statuses (they cost the
+   * server a count over the company's history); rows by the rule of `planRefresh`.
+   */
   async refresh(signal) {
     // Drivers first: the table and the detail show their names.
     if (signal.all || this.drivers.size === 0) await this.loadDrivers();
-    const tasks = [this.loadList()];
+    const tasks = [this.refreshList(signal)];
+    if (signal.all || signal.countsChanged || this.counts.childElementCount === 0) tasks.push(this.loadCounts());
     if (this.detail.orderId !== null) tasks.push(this.detail.refresh(signal));
     await Promise.all(tasks);
   }
@@ -129,30 +157,100 @@ export class OrdersView {
     }
   }
 
-  async loadList() {
+  async refreshList(signal) {
+    const plan = planRefresh(signal, this.page);
+    if (plan.page) return this.loadPage();
+    if (plan.ids.length === 0) return undefined;
+    const generation = this.generation;
     try {
-      const { data } = await this.api.orders(this.query.status);
+      const { data } = await this.api.ordersByIds(plan.ids);
+      if (generation !== this.generation) return undefined; // a page load started meanwhile
+      if (membershipChanged(plan.ids, data, this.page, this.query)) return this.loadPage();
+      const fresh = new Map(data.map((order) => [order.id, order]));
+      this.orders = this.orders.map((order) => fresh.get(order.id) ?? order);
+      this.page.rows = this.orders;
+      this.render();
+    } catch (error) {
+      this.listFailed(error);
+    }
+    return undefined;
+  }
+
+  /** Back to the newest page (the filters changed). */
+  firstPage() {
+    this.cursors = [];
+    this.page = { before: null, rows: [], hasMore: false, next: null };
+    return this.loadPage();
+  }
+
+  showOlder() {
+    if (this.page.next === null) return undefined;
+    this.cursors.push(this.page.before);
+    this.page = { ...this.page, before: this.page.next };
+    return this.loadPage();
+  }
+
+  showNewer() {
+    if (this.cursors.length === 0) return undefined;
+    this.page = { ...this.page, before: this.cursors.pop() };
+    return this.loadPage();
+  }
+
+  /** Fetches the page on screen (its `before` cursor, the filters) and renders it. */
+  async loadPage() {
+    const generation = ++this.generation;
+    const before = this.page.before;
+    try {
+      const { data, next } = await this.api.orders({ ...serverFilters(this.query), before, limit: PAGE_SIZE });
+      if (generation !== this.generation) return;
+      if (data.length === 0 && this.cursors.length > 0) {
+        // Everything on this older page went away: show the one before it.
+        this.page = { ...this.page, before: this.cursors.pop() };
+        await this.loadPage();
+        return;
+      }
+      this.page = { before, rows: data, hasMore: next !== null, next };
       this.orders = data;
       this.listError.textContent = '';
       this.render();
     } catch (error) {
-      // 401 ends the session elsewhere; "unreachable" is what the connection indicator shows.
-      // Either way the table keeps what it had instead of jumping down under a message.
-      if (error.status === 401 || (error.status === 0 && this.rendered)) return;
-      this.listError.textContent = `Could not refresh the orders: ${error.message}`;
+      this.listFailed(error);
     }
   }
 
-  fillDriverFilter() {
-    setOptions(this.driverFilter, driverChoices(this.drivers, ['', 'All drivers'], ['none', 'Unassigned']), this.query.driver);
+  async loadCounts() {
+    try {
+      const { data, changed } = await this.api.orderCounts();
+      if (changed || this.counts.childElementCount === 0) this.renderCounts(data ?? {});
+    } catch (error) {
+      // The list reports the problem; the counters keep their last values.
+    }
   }
 
+  renderCounts(counts) {
+    const active = STATUSES.filter((s) => s !== 'completed' && s !== 'cancelled')
+      .reduce((sum, s) => sum + (Number(counts[s]) || 0), 0);
+    const items = [['active', 'Active', active], ...STATUSES.map((s) => [s, statusLabel(s), Number(counts[s]) || 0])];
+    this.counts.replaceChildren(...items.map(([key, label, value]) =>
+      h('li', { dataset: { status: key } }, h('span', { class: 'count-label' }, label), ' ',
+        h('strong', { class: 'count-value' }, String(value)))));
+  }
+
+  listFailed(error) {
+    // 401 ends the session elsewhere; "unreachable" is what the connection indicator shows.
+    // Either way the table keeps what it had instead of jumping down under a message.
+    if (error.status === 401 || (error.status === 0 && this.rendered)) return;
+    this.listError.textContent = `Could not refresh the orders: ${error.message}`;
+  }
+
+  fillDriverFilter() {
+    // "Unassigned" is the status New (assigning moves an order on, unassigning moves it back).
+    setOptions(this.driverFilter, driverChoices(this.drivers, ['', 'All drivers']), this.query.driver);
+  }
+
+  /** The page as the server sent it: filtered, newest first, at most `PAGE_SIZE` rows. */
   visibleOrders() {
-    const driver = this.query.driver;
-    return this.orders
-      .filter((o) => !this.query.status || o.status === this.query.status)
-      .filter((o) => !driver || (driver === 'none' ? o.driver_id == null : String(o.driver_id) === driver))
-      .sort((a, b) => b.id - a.id);
+    return this.orders;
   }
 
   /**
@@ -183,7 +281,10 @@ export class OrdersView {
     this.highlightId = null;
     this.rendered = true;
     this.empty.hidden = visible.length > 0;
-    setText(this.count, `${visible.length} of ${this.orders.length} order${this.orders.length === 1 ? '' : 's'} shown`);
+    const pageNumber = this.cursors.length + 1;
+    setText(this.count, `Page ${pageNumber}: ${visible.length} order${visible.length === 1 ? '' : 's'}`);
+    this.newer.disabled = this.cursors.length === 0;
+    this.older.disabled = this.page.next === null;
     this.markSelected();
   }
 

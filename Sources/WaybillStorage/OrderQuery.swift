@@ -1,0 +1,98 @@
+public import Foundation
+public import WaybillDomain
+
+/// Which orders of a company a list page holds: filters, a keyset cursor and a page size.
+///
+/// Pages are newest first by id (ids only grow), and the cursor is the last id already seen
+/// (`before`): a page is `id < before`, so orders created while a client pages cannot shift or
+/// repeat rows the way an OFFSET would, and every page costs one index range scan however long
+/// the history is.
+public struct OrderQuery: Sendable, Equatable {
+    /// Only this driver's orders (always set for a driver: isolation is the caller's filter).
+    public var driver: UserID?
+    /// Only these statuses; empty means any.
+    public var statuses: Set<OrderStatus>
+    /// Only orders not completed or cancelled (the panel's default view). Combines with `statuses`
+    /// by intersection.
+    public var activeOnly: Bool
+    /// Number or title contains this text (case-insensitive for ASCII; `%` and `_` are literal).
+    public var text: String?
+    /// Only orders updated strictly after this moment.
+    public var updatedAfter: Date?
+    /// Only these ids (missing ones are deleted or not visible, and simply absent).
+    public var ids: [OrderID]?
+    /// Keyset cursor: only ids below this one (the last id of the previous page).
+    public var before: OrderID?
+    /// At most this many rows (at least 1).
+    public var limit: Int
+    /// With `text`: how many orders one page may read at most (see `textScanWindow`).
+    public var textWindow: Int = OrderQuery.textScanWindow
+
+    public init(
+        driver: UserID? = nil, statuses: Set<OrderStatus> = [], activeOnly: Bool = false, text: String? = nil,
+        updatedAfter: Date? = nil, ids: [OrderID]? = nil, before: OrderID? = nil, limit: Int = 100
+    ) {
+        self.driver = driver
+        self.statuses = statuses
+        self.activeOnly = activeOnly
+        self.text = text
+        self.updatedAfter = updatedAfter
+        self.ids = ids
+        self.before = before
+        self.limit = limit
+    }
+
+    /// The statuses a row may have, sorted by name; `nil` when any status matches. An empty
+    /// array means nothing can match (e.g. `completed` with `activeOnly`).
+    public var allowedStatuses: [OrderStatus]? {
+        var allowed: Set<OrderStatus>? = statuses.isEmpty ? nil : statuses
+        if activeOnly { allowed = (allowed ?? Set(OrderStatus.allCases)).filter { !Self.finished.contains($0) } }
+        return allowed.map { $0.sorted { $0.rawValue < $1.rawValue } }
+    }
+
+    /// Whether the query can match no row at all without asking the store.
+    public var matchesNothing: Bool { allowedStatuses?.isEmpty == true || ids?.isEmpty == true || limit < 1 }
+
+    /// `text` as a LIKE pattern `%…%`, with `\`, `%` and `_` escaped by `\` (use `ESCAPE '\'`).
+    public var likePattern: String? {
+        guard let text, !text.isEmpty else { return nil }
+        var escaped = ""
+        for character in text {
+            if character == "\\" || character == "%" || character == "_" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return "%" + escaped + "%"
+    }
+
+    /// Statuses that end an order's life.
+    public static let finished: Set<OrderStatus> = [.completed, .cancelled]
+
+    /// A `text` query reads at most this many of the company's orders (by id, below `before`) per
+    /// page: a text that matches nothing costs a window, not the whole history. A page may then
+    /// be short and still have a next page (its cursor is the window's end).
+    public static let textScanWindow = 10_000
+}
+
+/// One page of a list: its rows (newest first) and the cursor of the next (older) page.
+public struct OrderPage: Sendable, Equatable {
+    public var rows: [OrderSummary]
+    /// The next page's `before`, `nil` on the last page. Usually the last row's id; after a text
+    /// page that stopped at the scan window, the window's end (the page may even be empty).
+    public var next: OrderID?
+
+    public init(rows: [OrderSummary], next: OrderID?) {
+        self.rows = rows
+        self.next = next
+    }
+
+    /// The rows fetched with one extra (`limit + 1`): more than `limit` means a next page.
+    public init(fetched: [OrderSummary], limit: Int, windowEnd: OrderID? = nil) {
+        rows = Array(fetched.prefix(limit))
+        next = fetched.count > limit ? rows.last?.id : windowEnd
+    }
+
+    /// Older matching rows may exist.
+    public var hasMore: Bool { next != nil }
+
+    public static let empty = OrderPage(rows: [], next: nil)
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+/// `orderPage` and `orderCounts`: keyset paging, every filter, `ids`, counts — alike on every backend.
+@Suite struct OrderListConformanceTests {
+    /// Inserts `count` orders of `company` numbered `prefix-1…`, cycling through `statuses` and `drivers`.
+    private static func insert(
+        _ count: Int, in company: CompanyID, prefix: String, statuses: [OrderStatus] = [.new],
+        drivers: [UserID?] = [nil], title: @Sendable @escaping (Int) -> String = { "Load \($0)" }, updatedAt: @Sendable @escaping (Int) -> Date = { _ in t0 },
+        into store: any OrderStore
+    ) async throws -> [OrderSummary] {
+        try await store.write { tx in
+            try (1...count).map { index in
+                var order = sampleOrder(
+                    in: company, number: "\(prefix)-\(index)", driver: drivers[index % drivers.count],
+                    status: statuses[index % statuses.count], title: title(index))
+                order.updatedAt = updatedAt(index)
+                return try tx.insertOrder(order).summary
+            }
+        }
+    }
+
+    /// Every page of `query`, following `before` until `hasMore` is false.
+    private static func allPages(
+        _ store: any OrderStore, in company: CompanyID, _ query: OrderQuery,
+        between: @Sendable (Int) async throws -> Void = { _ in }
+    ) async throws -> [[OrderSummary]] {
+        var pages: [[OrderSummary]] = []
+        var next = query
+        while pages.count < 1000 {
+            let page = try await store.read { [next] tx in try tx.orderPage(in: company, next) }
+            pages.append(page.rows)
+            guard let cursor = page.next else { break }
+            next.before = cursor
+            try await between(pages.count)
+        }
+        return pages
+    }
+
+    @Test(arguments: Backend.allCases) func pagesAreNewestFirstCompleteAndStableWhileOrdersArrive(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let initial = try await Self.insert(23, in: fixture.acme.id, prefix: "A", into: store)
+            _ = try await Self.insert(3, in: fixture.globex.id, prefix: "G", into: store)
+            let pages = try await Self.allPages(store, in: fixture.acme.id, OrderQuery(limit: 5)) { round in
+                // New orders arrive between pages: they are newer than every cursor, so no row
+                // moves between pages and none repeats.
+                _ = try await Self.insert(2, in: fixture.acme.id, prefix: "late\(round)", into: store)
+            }
+            #expect(pages.map(\.count) == [5, 5, 5, 5, 3])
+            #expect(pages.flatMap { $0 } == initial.reversed())
+            let exact = try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 31)) }
+            let everything = try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)) }
+            #expect(everything.rows.count == 31 && !everything.hasMore)
+            #expect(exact.rows == everything.rows && !exact.hasMore)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func everyFilterNarrowsThePage(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let statuses: [OrderStatus] = [.new, .assigned, .accepted, .inProgress, .completed, .cancelled]
+            let rows = try await Self.insert(
+                24, in: fixture.acme.id, prefix: "N", statuses: statuses, drivers: [fixture.alice.id, fixture.bob.id],
+                title: { $0 == 7 ? "Cheese 100%_off" : $0 == 8 ? "Cheese 1000 off" : "Load \($0)" },
+                updatedAt: { t0 + Double($0) }, into: store)
+            _ = try await Self.insert(4, in: fixture.globex.id, prefix: "N", statuses: statuses, into: store)
+            let newest = Array(rows.reversed())
+            func page(_ query: OrderQuery) async throws -> [OrderSummary] {
+                try await store.read { tx in try tx.orderPage(in: fixture.acme.id, query).rows }
+            }
+
+            #expect(try await page(OrderQuery(statuses: [.completed])) == newest.filter { $0.status == .completed })
+            #expect(
+                try await page(OrderQuery(statuses: [.new, .cancelled]))
+                    == newest.filter { $0.status == .new || $0.status == .cancelled })
+            let active = newest.filter { !OrderQuery.finished.contains($0.status) }
+            #expect(try await page(OrderQuery(activeOnly: true)) == active)
+            #expect(active.count == 16, "\(newest.map(\.status.rawValue))")
+            #expect(try await page(OrderQuery(statuses: [.completed], activeOnly: true)) == [])
+            #expect(
+                try await page(OrderQuery(statuses: [.new, .completed], activeOnly: true))
+                    == newest.filter { $0.status == .new })
+            #expect(try await page(OrderQuery(driver: fixture.alice.id)) == newest.filter { $0.driverID == fixture.alice.id })
+            #expect(
+                try await page(OrderQuery(driver: fixture.bob.id, activeOnly: true))
+                    == active.filter { $0.driverID == fixture.bob.id })
+            #expect(try await page(OrderQuery(updatedAfter: t0 + 20)) == newest.filter { $0.updatedAt > t0 + 20 })
+            // Text: number or title, case-insensitive (ASCII), with LIKE's wildcards taken literally.
+            #expect(try await page(OrderQuery(text: "n-1")).map(\.number) == ["N-19", "N-18", "N-17", "N-16", "N-15", "N-14", "N-13", "N-12", "N-11", "N-10", "N-1"])
+            #expect(try await page(OrderQuery(text: "cheese")).map(\.number) == ["N-8", "N-7"])
+            #expect(try await page(OrderQuery(text: "100%")).map(\.number) == ["N-7"])
+            #expect(try await page(OrderQuery(text: "%_")).map(\.number) == ["N-7"])
+            #expect(try await page(OrderQuery(text: "e_1")) == [])
+            #expect(try await page(OrderQuery(text: "\\")) == [])
+            // Filters and the cursor combine.
+            let bobActive = active.filter { $0.driverID == fixture.bob.id }
+            let firstBob = try await store.read { tx in
+                try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.bob.id, activeOnly: true, limit: 2))
+            }
+            #expect(firstBob.rows == Array(bobActive.prefix(2)) && firstBob.hasMore)
+            #expect(
+                try await page(OrderQuery(driver: fixture.bob.id, activeOnly: true, before: firstBob.rows[1].id))
+                    == Array(bobActive.dropFirst(2)))
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func aTextPageReadsAtMostItsWindowAndPointsPastIt(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let rows = try await Self.insert(
+                12, in: fixture.acme.id, prefix: "W", title: { $0 % 4 == 0 ? "Match \($0)" : "Other \($0)" }, into: store)
+            var query = OrderQuery(text: "match", limit: 10)
+            query.textWindow = 5
+            let pages = try await Self.allPages(store, in: fixture.acme.id, query)
+            // 12…8, then 7…3, then 2…1: each page read five orders at most; short pages still lead on.
+            #expect(pages.map { $0.map(\.title) } == [["Match 12", "Match 8"], ["Match 4"], []])
+            let first = try await store.read { [query] tx in try tx.orderPage(in: fixture.acme.id, query) }
+            #expect(first.next == rows[7].id)  // the window's last order ("Other 8" is index 7 → id of order 8)
+            #expect(try await Self.allPages(store, in: fixture.acme.id, OrderQuery(text: "match", limit: 1)).flatMap { $0 }.count == 3)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func idsReturnOnlyVisibleExistingOrders(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let acme = try await Self.insert(
+                6, in: fixture.acme.id, prefix: "I", drivers: [fixture.alice.id, fixture.bob.id], into: store)
+            let globex = try await Self.insert(2, in: fixture.globex.id, prefix: "I", into: store)
+            try await store.write { tx in try tx.deleteOrder(acme[0].id, in: fixture.acme.id) }
+            let asked = [acme[0].id, acme[1].id, acme[2].id, acme[3].id, globex[0].id, OrderID(999_999)]
+            let (all, alices, none) = try await store.read { tx in
+                (
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(ids: asked)),
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, ids: asked)),
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(ids: []))
+                )
+            }
+            #expect(all.rows == [acme[3], acme[2], acme[1]] && !all.hasMore)
+            #expect(alices.rows == [acme[3], acme[1]].filter { $0.driverID == fixture.alice.id })
+            #expect(alices.rows.allSatisfy { $0.driverID == fixture.alice.id } && !alices.rows.isEmpty)
+            #expect(none == .empty)
+        }
+    }
+
+    @Test(arguments: Backend.allCases) func countsPerStatusPerCompanyAndDriver(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            _ = try await Self.insert(
+                7, in: fixture.acme.id, prefix: "C", statuses: [.new, .completed, .completed],
+                drivers: [fixture.alice.id, nil], into: store)
+            _ = try await Self.insert(5, in: fixture.globex.id, prefix: "C", statuses: [.cancelled], into: store)
+            let (acme, alice, bob) = try await store.read { tx in
+                (
+                    try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                    try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
+                    try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+                )
+            }
+            // index % 3: 1→completed, 2→completed, 0→new; index % 2: 0→alice, 1→nil.
+            #expect(acme == [.new: 2, .completed: 5])
+            #expect(alice == [.new: 1, .completed: 2])
+            #expect(bob == [:])
+        }
+    }
+}
