@@ -18,6 +18,7 @@ public final class WaybillServer: Sendable {
     private let relay: OutboxRelay
     private let store: any OrderStore
     private let pool: KeyStretchingPool
+    private let metrics: Metrics
     /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
@@ -26,9 +27,10 @@ public final class WaybillServer: Sendable {
 
     private init(
         http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore,
-        pool: KeyStretchingPool, logger: Logger
+        pool: KeyStretchingPool, metrics: Metrics, logger: Logger
     ) {
         self.pool = pool
+        self.metrics = metrics
         self.store = store
         self.http = http
         self.hub = hub
@@ -100,15 +102,16 @@ public final class WaybillServer: Sendable {
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
         return WaybillServer(
-            http: http, hub: hub, services: services, relay: relay, store: store, pool: pool, logger: logger)
+            http: http, hub: hub, services: services, relay: relay, store: store, pool: pool, metrics: metrics,
+            logger: logger)
     }
 
     /// The newest event id the hub has fanned out (what a `connected` frame reports now).
+    ///
+    /// Read from the metrics the hub updates on every delivery, not from the service thread: it
+    /// answers at once, also after `shutdown()` (when no work posted to that thread would run).
     public func deliveredThrough() async -> EventID {
-        let hub = self.hub, http = self.http
-        return await withCheckedContinuation { continuation in
-            http.execute { _ in continuation.resume(returning: hub.newestDelivered.id) }
-        }
+        EventID(metrics.deliveredEventID)
     }
 
     /// Waits until the hub has fanned out every event committed so far (tests and tools use it

@@ -65,9 +65,14 @@ public final class Metrics: Sendable {
     /// The newest event id this node's hub has handed to its sockets (compare nodes: a node far
     /// behind the others is not getting events).
     public func delivered(through id: Int64) { state.withLock { $0.deliveredEventID = id } }
+    /// The last value given to `delivered(through:)`: readable from any thread, at any time
+    /// (also after the server stopped, when nothing runs on its service thread any more).
+    public var deliveredEventID: Int64 { state.withLock { $0.deliveredEventID } }
 
-    /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time.
-    public func render(outboxLagSeconds: Double) -> String {
+    /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time, `nil` when
+    /// the store could not be read: then `waybill_store_up` is 0 and the lag `NaN`, never a
+    /// reassuring 0 that would hide the outage.
+    public func render(outboxLagSeconds: Double?) -> String {
         let s = state.withLock { $0 }
         var out = ""
         if let nodeID {
@@ -103,8 +108,10 @@ public final class Metrics: Sendable {
         out += counter("waybill_history_rewinds_total", "Times the store's history went back under live sockets.", s.historyRewinds)
         out += "# HELP waybill_delivered_event_id Newest event id this node's hub has fanned out.\n"
         out += "# TYPE waybill_delivered_event_id gauge\nwaybill_delivered_event_id \(s.deliveredEventID)\n"
-        out += "# HELP waybill_outbox_lag_seconds Age of the oldest event not yet relayed (0 if none).\n"
-        out += "# TYPE waybill_outbox_lag_seconds gauge\nwaybill_outbox_lag_seconds \(outboxLagSeconds)\n"
+        out += "# HELP waybill_store_up Whether the store answered this scrape's query (1) or not (0).\n"
+        out += "# TYPE waybill_store_up gauge\nwaybill_store_up \(outboxLagSeconds == nil ? 0 : 1)\n"
+        out += "# HELP waybill_outbox_lag_seconds Age of the oldest event not yet relayed (0 if none, NaN if unknown).\n"
+        out += "# TYPE waybill_outbox_lag_seconds gauge\nwaybill_outbox_lag_seconds \(outboxLagSeconds.map { "\($0)" } ?? "NaN")\n"
         return out
     }
 

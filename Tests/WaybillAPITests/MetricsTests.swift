@@ -1,10 +1,43 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillDomain
+import WaybillSQLite
 
 /// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
 @Suite(.timeLimit(.minutes(1)))
 struct MetricsTests {
+    /// A store that cannot be read is reported as down, not as "no outbox lag" (which would
+    /// look healthy on a dashboard while nothing is relayed).
+    @Test func aStoreThatFailsShowsAsDownNotAsZeroLag() async throws {
+        try await TestServer.withRunning { server in
+            let healthy = try await server.request("GET", "/metrics").text
+            #expect(healthy.contains("waybill_store_up 1\n"))
+            #expect(healthy.contains("waybill_outbox_lag_seconds 0"))
+            server.store.close()
+            let failing = try await server.request("GET", "/metrics").text
+            #expect(failing.contains("waybill_store_up 0\n"))
+            #expect(failing.contains("waybill_outbox_lag_seconds NaN\n"))
+            #expect(!failing.contains("waybill_outbox_lag_seconds 0"))
+            #expect(try await server.request("GET", "/readyz").status == 503)
+        }
+    }
+
+    /// `deliveredThrough` (tests and tools poll it) answers after the server stopped instead of
+    /// waiting forever for a service thread that is gone.
+    @Test func deliveredThroughAnswersAfterShutdown() async throws {
+        try await TestServer.withRunning { server in
+            _ = try await server.seed(drivers: 1, orders: 1)
+            let before = await server.server.deliveredThrough()
+            #expect(before.rawValue > 0)
+            await server.stopServer()
+            let clock = ContinuousClock(), started = clock.now
+            #expect(await server.server.deliveredThrough() == before)
+            #expect(clock.now - started < .seconds(1))
+            try await server.startServer()
+        }
+    }
+
     @Test func countersFollowWritesSocketsResumesAndResets() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

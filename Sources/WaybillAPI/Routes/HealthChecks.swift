@@ -19,8 +19,14 @@ struct HealthChecks: Sendable {
     }
 
     func metricsText() async -> HTTPResponse {
-        let oldest = try? await store.read { tx in try tx.oldestUnrelayedEventTime() }
-        let lag = (oldest ?? nil).map { max(0, clock.now().timeIntervalSince($0)) } ?? 0
+        // A failed read is reported as such (store down, lag unknown), not as "no lag".
+        let lag: Double?
+        do {
+            let oldest = try await store.read { tx in try tx.oldestUnrelayedEventTime() }
+            lag = oldest.map { max(0, clock.now().timeIntervalSince($0)) } ?? 0
+        } catch {
+            lag = nil
+        }
         var headers = HTTPHeaders()
         headers.set("Content-Type", "text/plain; version=0.0.4")
         return HTTPResponse(status: 200, headers: headers, body: Array(metrics.render(outboxLagSeconds: lag).utf8))
