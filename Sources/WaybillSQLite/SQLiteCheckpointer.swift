@@ -11,10 +11,21 @@ final class SQLiteCheckpointer: Sendable {
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let isStopped = Mutex(false)
+    /// What the thread reports, shared with it (atomics cannot be captured on their own).
+    private final class Status: Sendable {
+        let running = Atomic<Bool>(false)
+        let failures = Atomic<Int>(0)
+    }
+    private let status = Status()
+
+    /// Whether the thread is still running.
+    var isRunning: Bool { status.running.load(ordering: .acquiring) }
+    /// Checkpoints that failed in a row (0 after one that worked).
+    var consecutiveFailures: Int { status.failures.load(ordering: .relaxed) }
 
     /// Starts the thread; it opens its own connection there (connections never cross threads).
     init(path: String, interval: Duration = .milliseconds(250)) throws(SQLiteError) {
-        let stop = self.stop, finished = self.finished
+        let stop = self.stop, finished = self.finished, status = self.status
         let opened = DispatchSemaphore(value: 0)
         let failure = Mutex<SQLiteError?>(nil)
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
@@ -28,11 +39,19 @@ final class SQLiteCheckpointer: Sendable {
                 finished.signal()
                 return
             }
+            status.running.store(true, ordering: .releasing)
             opened.signal()
             while stop.wait(timeout: .now() + seconds) == .timedOut {
-                try? connection.executeScript("PRAGMA wal_checkpoint(PASSIVE)")
+                // Not swallowed: with automatic checkpoints off, a failure here means the WAL grows.
+                do throws(SQLiteError) {
+                    try connection.executeScript("PRAGMA wal_checkpoint(PASSIVE)")
+                    status.failures.store(0, ordering: .relaxed)
+                } catch {
+                    status.failures.add(1, ordering: .relaxed)
+                }
             }
             connection.close()
+            status.running.store(false, ordering: .releasing)
             finished.signal()
         }
         thread.name = "waybill.sqlite.checkpointer"

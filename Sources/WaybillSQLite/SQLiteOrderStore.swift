@@ -161,7 +161,18 @@ public final class SQLiteOrderStore: OrderStore {
         // runs on a store thread: waiting for that thread would deadlock, and it will finish
         // the queue and close its connection by itself once the job returns.
         for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
+        // Its own thread and connection: stopped with the store, or it would keep the file open
+        // and checkpoint a database nobody uses any more.
+        checkpointer.close()
     }
+
+    /// Whether the WAL checkpointer thread still runs (tests).
+    var isCheckpointerRunning: Bool { checkpointer.isRunning }
+
+    /// Checkpoints that failed since the last one that worked: a WAL that cannot be copied back
+    /// grows without bound. Counted, not yet exported (the `OrderStore` protocol has no health
+    /// hook so far; see the hardening issue's item 4).
+    var consecutiveCheckpointFailures: Int { checkpointer.consecutiveFailures }
 
     /// One process per SQLite store: a local lock serves as the cluster-wide lease.
     public func lease(_ name: String) -> any Lease { LocalLease(name: name, registry: leases) }

@@ -6,6 +6,16 @@ import WaybillStorage
 @testable import WaybillSQLite
 
 @Suite struct SQLiteOrderStoreLifecycleTests {
+    /// The WAL checkpointer has its own thread and connection: closing the store stops it too.
+    @Test func closingTheStoreStopsItsCheckpointer() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        #expect(store.isCheckpointerRunning)
+        store.close()
+        #expect(!store.isCheckpointerRunning)
+    }
+
     @Test func aClosedStoreIsUnavailable() async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
