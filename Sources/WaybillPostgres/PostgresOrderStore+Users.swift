@@ -56,7 +56,7 @@ extension PostgresOrderStore.Transaction {
             ) { row throws(PostgresError) in (user: try Self.decodeUser(row), hash: row.bytes(5)) }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.
-            guard let found, constantTimeEqual(found.hash, tokenHash) else { return nil }
+            guard let found, ConstantTime.equals(found.hash, tokenHash) else { return nil }
             return found.user
         }
     }
@@ -178,18 +178,10 @@ extension PostgresOrderStore.Transaction {
             }
             // Tickets nobody used are swept here, so the table stays as small as the live ones.
             _ = try execute("DELETE FROM ws_tickets WHERE expires_at <= $1", [.date(now)])
-            guard let ticket, ticket.expiresAt > now.postgresMilliseconds, constantTimeEqual(ticket.hash, hash) else {
+            guard let ticket, ticket.expiresAt > now.postgresMilliseconds, ConstantTime.equals(ticket.hash, hash) else {
                 return nil
             }
             return ticket.user
         }
     }
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    guard a.count == b.count else { return false }
-    var difference: UInt8 = 0
-    for index in a.indices { difference |= a[index] ^ b[index] }
-    return difference == 0
 }

@@ -39,12 +39,6 @@ enum Crypto {
         return out
     }
 
-    /// Compares without an early exit, so timing does not reveal where two secrets differ.
-    static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 } }
-    }
-
     /// URL-safe base64 without padding: tokens and tickets travel in headers and query strings.
     static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()

@@ -1,4 +1,5 @@
 import Foundation
+import WaybillStorage
 
 /// Salted slow password hashes: `pbkdf2_sha256$<iterations>$<salt b64>$<hash b64>`.
 ///
@@ -61,6 +62,6 @@ public struct PasswordHasher: Sendable {
             let salt = Data(base64Encoded: String(parts[2])), let expected = Data(base64Encoded: String(parts[3]))
         else { return false }
         let actual = Crypto.pbkdf2(password: password, salt: Array(salt), iterations: iterations, length: expected.count)
-        return Crypto.constantTimeEquals(actual, Array(expected))
+        return ConstantTime.equals(actual, Array(expected))
     }
 }

@@ -127,7 +127,7 @@ struct Routes {
         let header = request.headers["authorization"] ?? ""
         guard header.count > 7, header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthenticated }
         let given = Secret(header.dropFirst(7).trimmingCharacters(in: .whitespaces))
-        guard Crypto.constantTimeEquals(given.hash, expected.hash) else {
+        guard ConstantTime.equals(given.hash, expected.hash) else {
             throw APIError(401, "not_authenticated", "The metrics token is wrong.")
         }
     }
