@@ -54,14 +54,17 @@ public struct SocketRequest: Hashable, Sendable, CustomStringConvertible {
         return (path.isEmpty ? "/" : path) + "?" + query
     }
 
-    /// The URL with `ticket` and `token` values replaced by `<redacted>`: safe for logs.
+    /// The URL with credential values (`ticket`, `token`, `access_token`, `password`, any case:
+    /// the server's log redaction uses the same names) replaced by `<redacted>`: safe for logs.
     public var description: String {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
         components.queryItems = components.queryItems?.map { item in
-            ["ticket", "token"].contains(item.name) ? URLQueryItem(name: item.name, value: "<redacted>") : item
+            Self.secretNames.contains(item.name.lowercased()) ? URLQueryItem(name: item.name, value: "<redacted>") : item
         }
         return components.string ?? "<url>"
     }
+
+    static let secretNames: Set<String> = ["ticket", "token", "access_token", "password"]
 
     /// The value of query item `name`, if present.
     public func queryValue(_ name: String) -> String? {

@@ -11,13 +11,16 @@ enum LwsLog {
         lws_set_log_level(LLL_ERR, lwsLogEmit)
     }
 
-    private static let keys: [[UInt8]] = [Array("token=".utf8), Array("ticket=".utf8)]
+    /// The same names as the request log's redaction (`Redaction.secretNames` in
+    /// WaybillObservability, which this module cannot import) and the client's (`EventSocketRequest`).
+    private static let keys: [[UInt8]] = ["token=", "ticket=", "access_token=", "password="].map { Array($0.utf8) }
     /// Bytes that may precede an argument name (so `mytoken=` is left alone).
     private static let separators = Set("?&;, \t\"'(/".utf8)
     /// Bytes that end an argument value.
     private static let terminators = Set("& \t\r\n\"';#,)".utf8)
 
-    /// Replaces the value of every `token=` and `ticket=` argument (any case) with `[redacted]`.
+    /// Replaces the value of every `token=`, `ticket=`, `access_token=` and `password=` argument
+    /// (any case) with `[redacted]`.
     static func redact(_ line: String) -> String {
         let bytes = Array(line.utf8)
         var out: [UInt8] = []

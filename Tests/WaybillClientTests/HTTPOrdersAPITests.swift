@@ -118,6 +118,14 @@ import Testing
         #expect(request.description == "wss://waybill.test/ws/orders/?ticket=%3Credacted%3E&since=1234")
     }
 
+    /// The same credential names as the server's log redaction, in any case.
+    @Test func socketRequestDescriptionsHideEveryCredentialName() throws {
+        let request = SocketRequest(
+            url: try #require(URL(string: "wss://h/ws/orders/?Token=a1&access_token=b2&PASSWORD=c3&since=4")))
+        #expect(request.description.contains("since=4"))
+        for secret in ["a1", "b2", "c3"] { #expect(!request.description.contains(secret), "\(secret) leaked") }
+    }
+
     @Test func socketFallsBackToTheTokenOnlyWhenThereIsNoTicketEndpoint() async throws {
         http.route("POST", "/api/ws-ticket", status: 404, json: #"{"error":"not_found","message":"no"}"#)
         let request = try await api.eventSocketRequest(since: nil)

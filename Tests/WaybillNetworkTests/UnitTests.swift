@@ -36,6 +36,8 @@ struct LogRedactionTests {
         )
         #expect(LwsLog.redact("uri /ws?Ticket=T-1 x") == "uri /ws?Ticket=[redacted] x")
         #expect(LwsLog.redact("mytoken=keep") == "mytoken=keep")
+        // The same names as the request log's redaction.
+        #expect(LwsLog.redact("/x?access_token=s3&password=p4ss&q=1") == "/x?access_token=[redacted]&password=[redacted]&q=1")
     }
 }
 
