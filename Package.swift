@@ -110,13 +110,10 @@ let package = Package(
             dependencies: ["WaybillRealtime", "WaybillTesting", "WaybillDomain", "WaybillStorage", "WaybillSQLite",
                            "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
             swiftSettings: swiftSettings),
+        // The broker conformance suite (in-process and Redis, one body each) and Redis's own failure tests.
         .testTarget(
-            name: "WaybillBrokerConformanceTests",
+            name: "WaybillBrokerTests",
             dependencies: ["WaybillBroker", "WaybillRedis", "WaybillDomain", "WaybillTesting"],
-            swiftSettings: swiftSettings),
-        .testTarget(
-            name: "WaybillRedisTests",
-            dependencies: ["WaybillRedis", "WaybillBroker", "WaybillDomain", "WaybillTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),

@@ -13,7 +13,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
-[ -d "$BENCH" ] || BENCH="$ROOT/../../shared/bench"   # from a worktree under /work/wt
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"
 ORDERS="${WAYBILL_BENCH_ORDERS:-20}"

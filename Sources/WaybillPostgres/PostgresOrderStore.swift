@@ -31,8 +31,8 @@ public final class PostgresOrderStore: OrderStore {
     /// write fails within 5 s when the server hangs.
     static let callBudget: Duration = .milliseconds(4500)
 
-    private let writeQueue = PostgresJobQueue()
-    private let readQueue = PostgresJobQueue()
+    private let writeQueue = JobQueue<PostgresJob>()
+    private let readQueue = JobQueue<PostgresJob>()
     private let workers: [PostgresWorker]
     private let settings: PostgresConnectionSettings
     private let clock: @Sendable () -> Date
@@ -109,7 +109,7 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     private func submit<T: Sendable>(
-        _ kind: PostgresTransactionRunner.Kind, to queue: PostgresJobQueue,
+        _ kind: PostgresTransactionRunner.Kind, to queue: JobQueue<PostgresJob>,
         _ body: @escaping @Sendable (Transaction) throws -> T
     ) async throws -> T {
         let runner = PostgresTransactionRunner(kind: kind, clock: clock)

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WaybillStorage
 
 /// A dedicated thread that owns one `PostgresSession` and runs jobs from a queue on it.
 ///
@@ -11,13 +12,13 @@ final class PostgresWorker: Sendable {
 
     /// Starts the thread; it connects lazily, on its first job.
     init(
-        name: String, queue: PostgresJobQueue, settings: PostgresConnectionSettings, health: PostgresHealth
+        name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth
     ) {
         let finished = self.finished
         let thread = Thread { [self] in
             threadID.withLock { $0 = pthread_self() }
             let session = PostgresSession(settings: settings, health: health)
-            while let job = queue.take() { job.run(session) }
+            while let jobs = queue.take(upTo: 1) { for job in jobs { job.run(session) } }
             session.close()
             finished.signal()
         }

@@ -24,8 +24,8 @@ public final class SQLiteOrderStore: OrderStore {
     /// The most write closures one transaction runs: bounds how long a batch holds the write lock.
     static let groupCommitLimit = 64
 
-    private let writeQueue = SQLiteJobQueue<WriteJob>()
-    private let readQueue = SQLiteJobQueue<ReadJob>()
+    private let writeQueue = JobQueue<WriteJob>()
+    private let readQueue = JobQueue<ReadJob>()
     private let workers: [SQLiteWorker]
     private let checkpointer: SQLiteCheckpointer
     private let clock: @Sendable () -> Date

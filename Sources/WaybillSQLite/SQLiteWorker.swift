@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WaybillStorage
 
 /// A dedicated thread that owns one `SQLiteConnection` and runs jobs from a queue on it.
 ///
@@ -17,7 +18,7 @@ final class SQLiteWorker: Sendable {
     ///   - perform: runs a batch of jobs on the connection (on the new thread).
     /// - Throws: what `open` threw; the thread has then already exited.
     init<Job: Sendable>(
-        name: String, queue: SQLiteJobQueue<Job>, batchLimit: Int,
+        name: String, queue: JobQueue<Job>, batchLimit: Int,
         open: @escaping @Sendable () throws(SQLiteError) -> SQLiteConnection,
         perform: @escaping @Sendable (SQLiteConnection, [Job]) -> Void
     ) throws(SQLiteError) {

@@ -1,16 +1,20 @@
 import Foundation
 
-/// A FIFO of jobs shared by the caller side and one or more `SQLiteWorker` threads.
+/// A FIFO of jobs shared by the callers of a store and the worker threads that own its
+/// connections (`SQLiteWorker`, `PostgresWorker`): blocking C calls run there, never on Swift's
+/// cooperative pool. For the store modules only (`package`).
 ///
 /// `@unchecked Sendable`: `jobs` and `isClosed` are only read or written while holding
 /// `condition`, which is also what idle worker threads wait on.
-final class SQLiteJobQueue<Job: Sendable>: @unchecked Sendable {
+package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [Job] = []
     private var isClosed = false
 
+    package init() {}
+
     /// Adds a job; `false` when the queue is closed (the job will never run).
-    func enqueue(_ job: Job) -> Bool {
+    package func enqueue(_ job: Job) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !isClosed else { return false }
@@ -21,7 +25,7 @@ final class SQLiteJobQueue<Job: Sendable>: @unchecked Sendable {
 
     /// Waits for at least one job and takes up to `limit` of them, oldest first.
     /// Returns `nil` once the queue is closed and drained: the worker should stop.
-    func take(upTo limit: Int) -> [Job]? {
+    package func take(upTo limit: Int) -> [Job]? {
         condition.lock()
         defer { condition.unlock() }
         while jobs.isEmpty && !isClosed { condition.wait() }
@@ -34,7 +38,7 @@ final class SQLiteJobQueue<Job: Sendable>: @unchecked Sendable {
     }
 
     /// Refuses new jobs; workers finish the queued ones, then stop.
-    func close() {
+    package func close() {
         condition.lock()
         isClosed = true
         condition.broadcast()
@@ -42,7 +46,7 @@ final class SQLiteJobQueue<Job: Sendable>: @unchecked Sendable {
     }
 
     /// Jobs waiting to be taken.
-    var count: Int {
+    package var count: Int {
         condition.lock()
         defer { condition.unlock() }
         return jobs.count
