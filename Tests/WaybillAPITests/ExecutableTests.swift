@@ -70,6 +70,22 @@ struct ExecutableTests {
         #expect(errors.count == 1 && errors[0].contains(message), "\(server.stderr)")
     }
 
+    /// `seed --demo` makes the demo company of `waybill demo` (what `make cluster` seeds into PostgreSQL).
+    @Test func seedDemoWritesTheDemoCompanyWithItsKnownLogins() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--demo", "--out", out, "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+        #expect(seed.dispatcher.email == "dispatcher@demo.example.com")
+        #expect(seed.dispatcher.password == "demo-dispatcher")
+        #expect(seed.drivers.map(\.email) == (1...3).map { "driver\($0)@demo.example.com" })
+        #expect(seed.drivers.allSatisfy { $0.password == "demo-driver" && $0.orderIDs?.count == 2 })
+    }
+
     @Test func driverJSONModeFollowsChangesAndTakesCommands() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 2)
