@@ -64,12 +64,17 @@ final class ChildProcess: Sendable {
     func terminate() { if process.isRunning { process.terminate() } }
 
     private static func collect(_ handle: FileHandle, into lines: LineBuffer) {
+        let descriptor = handle.fileDescriptor
         let thread = Thread {
             var pending = Data()
+            var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending += chunk
+                // read(2), not `availableData`: corelibs Foundation traps on EINTR there, and a
+                // signal (another child exiting) can interrupt a read at any time.
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                pending += buffer[0..<count]
                 while let newline = pending.firstIndex(of: 10) {
                     let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                     lines.append(line)
