@@ -62,14 +62,16 @@ public final class WaybillServer: Sendable {
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
-        let orders = OrderService(store: store, clock: clock) { events in
+        let committed: @Sendable ([StoredEvent]) -> Void = { events in
             metrics.eventsCommitted(events.count)
             relay.committed(events)
         }
+        let orders = OrderService(store: store, clock: clock, committed: committed)
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(
-                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2))
+                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2),
+            receipts: .init(now: { clock.now() }, committed: committed))
         let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
@@ -148,7 +150,7 @@ public final class WaybillServer: Sendable {
         n.maxBodyBytes = c.maxBodyBytes
         n.pingIntervalSeconds = c.pingIntervalSeconds
         n.maxQueuedBytesPerSocket = c.maxQueuedBytesPerSocket
-        n.maxMessageBytes = 4096  // clients only send pings
+        n.maxMessageBytes = 4096  // clients send pings and `seen` frames (≤ 100 entries)
         n.shutdownDrainSeconds = c.shutdownDrainSeconds
         return n
     }

@@ -14,7 +14,7 @@ public import WaybillDomain
 ///   picks the date nearest to `ms / 1000` that rounds down to `ms` again: plain `Double(ms) / 1000`
 ///   rounds down to `ms - 1` for about 4 % of millisecond values (measured over 5 million), which would
 ///   change the cursor.
-/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`) are omitted when absent; groups go by
+/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///
 /// Decoding is strict: unknown event types, statuses or groups, non-positive ids, no groups, or a
@@ -67,6 +67,7 @@ public enum BrokerWireFormat {
         text += ",\"new_status\":\"\(event.newStatus.rawValue)\""
         if let driver = event.driverID { text += ",\"driver_id\":\(driver.rawValue)" }
         if let oldDriver = event.oldDriverID { text += ",\"old_driver_id\":\(oldDriver.rawValue)" }
+        if let seenVersion = event.seenVersion { text += ",\"seen_version\":\(seenVersion)" }
         text += ",\"changed_at\":\(milliseconds(of: event.changedAt))"
         text += ",\"committed_at\":\(milliseconds(of: stored.committedAt)),\"groups\":["
         text += event.groups.map { "\"\($0.name)\"" }.joined(separator: ",")
@@ -144,7 +145,7 @@ public enum BrokerWireFormat {
             case id, type, number, groups
             case companyID = "company_id", orderID = "order_id", oldStatus = "old_status", newStatus = "new_status"
             case driverID = "driver_id", oldDriverID = "old_driver_id", changedAt = "changed_at"
-            case committedAt = "committed_at"
+            case committedAt = "committed_at", seenVersion = "seen_version"
         }
 
         init(from decoder: any Decoder) throws {
@@ -174,7 +175,8 @@ public enum BrokerWireFormat {
                 driverID: try optionalPositive(.driverID).map(UserID.init),
                 oldDriverID: try optionalPositive(.oldDriverID).map(UserID.init),
                 changedAt: BrokerWireFormat.date(milliseconds: try c.decode(Int64.self, forKey: .changedAt)),
-                groups: groups)
+                groups: groups,
+                seenVersion: try optionalPositive(.seenVersion).map { Int($0) })
             stored = StoredEvent(
                 id: EventID(try positive(.id)), event: event,
                 committedAt: BrokerWireFormat.date(milliseconds: try c.decode(Int64.self, forKey: .committedAt)))

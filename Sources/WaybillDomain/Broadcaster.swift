@@ -10,6 +10,9 @@ public enum OrderChange: Sendable, Equatable {
     case assigned(before: Order, after: Order)
     case unassigned(before: Order, after: Order)
     case deleted(Order)
+    /// The assigned driver's device reported showing a version: the order as it is now, with its
+    /// new `seen` (not a change of the order itself: its version stays).
+    case seen(OrderSummary, company: CompanyID)
 }
 
 /// The one place that decides which events an order write emits and who receives them (SPEC §3).
@@ -35,7 +38,22 @@ public enum Broadcaster {
             return [unassigned]
         case .deleted(let order):
             return [event(.deleted, order, oldStatus: order.status, to: groups(order, driver: order.driverID), now)]
+        case .seen(let summary, let company):
+            return seenEvents(summary, company)
         }
+    }
+
+    /// `order_seen` goes to the panel and the fleet only (SPEC §3): a driver learns nothing from
+    /// another device's receipt, and its own device already knows what it shows. Its time is the
+    /// receipt's, so the frame and the REST `seen.at` agree.
+    private static func seenEvents(_ summary: OrderSummary, _ company: CompanyID) -> [OrderEvent] {
+        guard let receipt = summary.seen else { return [] }
+        return [
+            OrderEvent(
+                type: .seen, companyID: company, orderID: summary.id, number: summary.number,
+                oldStatus: summary.status, newStatus: summary.status, driverID: receipt.driverID,
+                changedAt: receipt.at, groups: [.company(company), .fleet(company)], seenVersion: receipt.version)
+        ]
     }
 
     /// Reassignment A → B: the panel and the fleet get `order_assigned` naming both drivers; B gets

@@ -13,6 +13,10 @@ public enum EventFrame {
         if e.type == .assigned || e.type == .unassigned {
             s += ",\"old_driver_id\":" + (e.oldDriverID.map { "\($0)" } ?? "null")
         }
+        if e.type == .seen, let version = e.seenVersion, let driver = e.driverID {
+            // The same shape as the REST `seen` field: {"driver_id":7,"version":5,"at":"…Z"}.
+            s += ",\"seen\":{\"driver_id\":\(driver),\"version\":\(version),\"at\":\"\(Timestamp.string(e.changedAt))\"}"
+        }
         s += ",\"changed_at\":\"\(Timestamp.string(e.changedAt))\",\"event_id\":\(stored.id)"
         s += ",\"cursor\":\"\(stored.cursor)\"}"
         return s

@@ -72,11 +72,15 @@ public struct Order: Sendable, Equatable {
     public var updatedAt: Date
     /// +1 on every change; the order's ETag is derived from it.
     public var version: Int
+    /// What the assigned driver's device last reported showing (`nil`: nothing yet, or no driver).
+    /// Only `StoreWriter.recordSeen` changes it: saving an order never writes it, and recording
+    /// it is not a change of the order (no new version).
+    public var seen: OrderReceipt?
 
     public init(
         id: OrderID? = nil, companyID: CompanyID, number: String, status: OrderStatus = .new,
         driverID: UserID? = nil, title: String, notes: String = "", stages: [Stage] = [],
-        documents: [Document] = [], createdAt: Date, updatedAt: Date, version: Int = 1
+        documents: [Document] = [], createdAt: Date, updatedAt: Date, version: Int = 1, seen: OrderReceipt? = nil
     ) {
         self.id = id
         self.companyID = companyID
@@ -90,13 +94,14 @@ public struct Order: Sendable, Equatable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.version = version
+        self.seen = seen
     }
 
     /// The summary row used in lists (no stages, no documents).
     public var summary: OrderSummary {
         OrderSummary(
             id: id ?? OrderID(0), number: number, status: status, driverID: driverID, title: title,
-            createdAt: createdAt, updatedAt: updatedAt, version: version)
+            createdAt: createdAt, updatedAt: updatedAt, version: version, seen: seen)
     }
 }
 
@@ -110,10 +115,12 @@ public struct OrderSummary: Sendable, Equatable {
     public var createdAt: Date
     public var updatedAt: Date
     public var version: Int
+    /// The assigned driver's receipt (see `Order.seen`).
+    public var seen: OrderReceipt?
 
     public init(
         id: OrderID, number: String, status: OrderStatus, driverID: UserID?, title: String, createdAt: Date,
-        updatedAt: Date, version: Int
+        updatedAt: Date, version: Int, seen: OrderReceipt? = nil
     ) {
         self.id = id
         self.number = number
@@ -123,5 +130,6 @@ public struct OrderSummary: Sendable, Equatable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.version = version
+        self.seen = seen
     }
 }

@@ -8,6 +8,9 @@ public enum OrderEventType: String, Sendable, Codable, CaseIterable {
     case assigned = "order_assigned"
     case unassigned = "order_unassigned"
     case deleted = "order_deleted"
+    /// The assigned driver's device reported showing a version (SPEC §3): to `company_` and
+    /// `fleet_` only, never to a driver group. Not a change of the order: no new version.
+    case seen = "order_seen"
 }
 
 /// One event as the broadcaster decides it, before the outbox gives it an id.
@@ -24,10 +27,14 @@ public struct OrderEvent: Sendable, Equatable {
     public var changedAt: Date
     /// Who receives it. Never empty.
     public var groups: [Group]
+    /// `order_seen` only: the order version the driver's device reported showing (`changedAt`
+    /// is when it was recorded, `driverID` the driver).
+    public var seenVersion: Int?
 
     public init(
         type: OrderEventType, companyID: CompanyID, orderID: OrderID, number: String, oldStatus: OrderStatus?,
-        newStatus: OrderStatus, driverID: UserID?, oldDriverID: UserID? = nil, changedAt: Date, groups: [Group]
+        newStatus: OrderStatus, driverID: UserID?, oldDriverID: UserID? = nil, changedAt: Date, groups: [Group],
+        seenVersion: Int? = nil
     ) {
         self.type = type
         self.companyID = companyID
@@ -39,6 +46,7 @@ public struct OrderEvent: Sendable, Equatable {
         self.oldDriverID = oldDriverID
         self.changedAt = changedAt
         self.groups = groups
+        self.seenVersion = seenVersion
     }
 }
 

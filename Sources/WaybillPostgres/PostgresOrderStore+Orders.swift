@@ -4,7 +4,20 @@ import WaybillStorage
 
 /// Orders with their stages and documents, and the per-company order number sequences.
 extension PostgresOrderStore.Transaction {
-    private static let summaryColumns = "id, number, status, driver_id, title, created_at, updated_at, version"
+    static let summaryColumns =
+        "id, number, status, driver_id, title, created_at, updated_at, version, seen_driver_id, seen_version, seen_at"
+
+    /// A row of `summaryColumns`.
+    static func summary(_ row: PostgresRow) throws(PostgresError) -> OrderSummary {
+        let driver = try row.optionalInt64(3).map(UserID.init)
+        return OrderSummary(
+            id: OrderID(try row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
+            driverID: driver, title: row.text(4), createdAt: try row.date(5), updatedAt: try row.date(6),
+            version: try row.int(7),
+            seen: OrderReceipt.stored(
+                driverID: try row.optionalInt64(8), version: try row.optionalInt64(9).map(Int.init),
+                at: try row.optionalDate(10), assignedTo: driver))
+    }
 
     // MARK: Reading
 
@@ -61,13 +74,7 @@ extension PostgresOrderStore.Transaction {
             sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1\(filters) ORDER BY id DESC LIMIT \(limit)"
         }
         let rows = try perform { () throws(PostgresError) in
-            try self.query(sql, arguments) { row throws(PostgresError) in
-                OrderSummary(
-                    id: OrderID(try row.int64(0)), number: row.text(1),
-                    status: try row.enumValue(2, as: OrderStatus.self),
-                    driverID: try row.optionalInt64(3).map(UserID.init), title: row.text(4),
-                    createdAt: try row.date(5), updatedAt: try row.date(6), version: try row.int(7))
-            }
+            try self.query(sql, arguments, Self.summary)
         }
         return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
     }
@@ -114,16 +121,20 @@ extension PostgresOrderStore.Transaction {
     private func loadOrder(_ id: OrderID, in company: CompanyID, lock: Bool) throws(PostgresError) -> Order? {
         let found = try queryFirst(
             """
-            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version
+            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
+                seen_driver_id, seen_version, seen_at
             FROM orders WHERE id = $1 AND company_id = $2\(lock ? " FOR UPDATE" : "")
             """,
             [.id(id), .id(company)]
         ) { row throws(PostgresError) in
-            Order(
+            let driver = try row.optionalInt64(4).map(UserID.init)
+            return Order(
                 id: OrderID(try row.int64(0)), companyID: CompanyID(try row.int64(1)), number: row.text(2),
-                status: try row.enumValue(3, as: OrderStatus.self),
-                driverID: try row.optionalInt64(4).map(UserID.init), title: row.text(5), notes: row.text(6),
-                createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9))
+                status: try row.enumValue(3, as: OrderStatus.self), driverID: driver, title: row.text(5),
+                notes: row.text(6), createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9),
+                seen: OrderReceipt.stored(
+                    driverID: try row.optionalInt64(10), version: try row.optionalInt64(11).map(Int.init),
+                    at: try row.optionalDate(12), assignedTo: driver))
         }
         guard var order = found else { return nil }
         order.stages = try query(

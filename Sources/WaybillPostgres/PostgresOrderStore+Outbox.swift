@@ -7,7 +7,7 @@ import WaybillStorage
 extension PostgresOrderStore.Transaction {
     private static let eventColumns = """
         e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
-        e.old_driver_id, e.groups, e.changed_at, e.committed_at
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version
         """
 
     private static func decodeEvent(_ row: PostgresRow) throws(PostgresError) -> StoredEvent {
@@ -19,7 +19,8 @@ extension PostgresOrderStore.Transaction {
             orderID: OrderID(try row.int64(3)), number: row.text(4), oldStatus: oldStatus,
             newStatus: try row.enumValue(6, as: OrderStatus.self), driverID: try row.optionalInt64(7).map(UserID.init),
             oldDriverID: try row.optionalInt64(8).map(UserID.init), changedAt: try row.date(10),
-            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) })
+            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) },
+            seenVersion: try row.optionalInt64(12).map(Int.init))
         return StoredEvent(id: EventID(try row.int64(0)), event: event, committedAt: try row.date(11))
     }
 
@@ -117,13 +118,14 @@ extension PostgresOrderStore.Transaction {
                         UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
                     ), new_events AS (
                         INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status,
-                            driver_id, old_driver_id, groups, changed_at, committed_at)
+                            driver_id, old_driver_id, groups, changed_at, committed_at, seen_version)
                         SELECT (SELECT last_id FROM counter) - $1 + e.n, e.company_id, e.type, e.order_id, e.number,
-                            e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12
+                            e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12,
+                            e.seen_version
                         FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-                            $8::bigint[], $9::bigint[], $10::text[], $11::bigint[])
+                            $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[])
                             WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
-                                old_driver_id, groups, changed_at, n)
+                                old_driver_id, groups, changed_at, seen_version, n)
                         RETURNING event_id, groups
                     ), new_groups AS (
                         -- DISTINCT: a group listed twice is still one delivery.
@@ -147,6 +149,7 @@ extension PostgresOrderStore.Transaction {
                         .text(PostgresArray.literal(events.map { $0.groups.map(\.name).joined(separator: " ") })),
                         .text(PostgresArray.literal(events.map { "\($0.changedAt.postgresMilliseconds)" })),
                         .date(committedAt),
+                        .text(PostgresArray.literal(events.map { $0.seenVersion.map { "\($0)" } })),
                     ]
                 ) { row throws(PostgresError) in try row.int64(0) }, "event_counter")
             var stored: [StoredEvent] = []

@@ -154,4 +154,13 @@ enum PostgresSchema {
     static let orderListIndexes = """
         CREATE INDEX orders_by_status ON orders (company_id, status, id);
         """
+
+    /// Read receipts (SPEC §2), as on SQLite: on the order row with the driver they came from,
+    /// and the version an `order_seen` event reports. Nullable columns without a default: a
+    /// catalog-only change, no table rewrite.
+    static let receipts = """
+        ALTER TABLE orders ADD COLUMN seen_driver_id BIGINT, ADD COLUMN seen_version BIGINT,
+            ADD COLUMN seen_at BIGINT;
+        ALTER TABLE events ADD COLUMN seen_version BIGINT;
+        """
 }

@@ -24,14 +24,3 @@ struct Handshake: Sendable {
         }
     }
 }
-
-/// Client → server frames: only `{"type":"ping"}` means anything.
-enum ClientFrame {
-    static func isPing(_ text: String) -> Bool {
-        if text == #"{"type":"ping"}"# { return true }
-        guard text.utf8.count <= 1024, let data = text.data(using: .utf8),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return false }
-        return object["type"] as? String == "ping"
-    }
-}

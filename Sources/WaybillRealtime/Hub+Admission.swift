@@ -46,6 +46,7 @@ extension Hub {
                 user: user.id, group: group, resume: resume, newest: newestDelivered)
         else { return }
         join(socket, group)
+        if case .driver = group, let company = user.companyID { acceptReceipts(on: socket, company: company) }
         metrics.socketClosed(kind: "pending")
         metrics.socketOpened(kind: group.kind)
         perform(actions, on: socket, io: io)

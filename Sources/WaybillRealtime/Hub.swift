@@ -32,6 +32,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     struct Entry {
         let target: String
         var machine = Connection()
+        /// A driver socket's company and its receipts on their way to the store (Hub+Receipts).
+        var company: CompanyID?
+        var receipts: ReceiptCoalescer?
     }
 
     let authenticator: any SocketAuthenticating
@@ -39,6 +42,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let metrics: Metrics
     let logger: Logger
     let configuration: Configuration
+    let receipts: Receipts
+    /// Time since the hub was made, on `receipts.clock` (an existential clock's instants cannot be subtracted).
+    let elapsed: @Sendable () -> Duration
     var connections: [SocketID: Entry] = [:]
     private var members: [Group: Set<SocketID>] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
@@ -52,7 +58,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// - Parameter lastDelivered: where live delivery starts (the feed's start: the store's newest cursor).
     public init(
         authenticator: any SocketAuthenticating, store: any OrderStore, metrics: Metrics, logger: Logger,
-        startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration()
+        startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration(),
+        receipts: Receipts = Receipts()
     ) {
         self.authenticator = authenticator
         self.store = store
@@ -60,7 +67,14 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         self.logger = logger
         self.lastDelivered = lastDelivered
         self.configuration = configuration
+        self.receipts = receipts
+        self.elapsed = Self.stopwatch(receipts.clock)
         metrics.delivered(through: lastDelivered.id.rawValue)
+    }
+
+    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
     }
 
     // MARK: Fan-out
@@ -122,8 +136,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
         guard connections[socket]?.machine.answersPings == true else { return }
-        if ClientFrame.isPing(text) { io.send(Self.pongFrame, to: socket) }
-        // Anything else a client sends is ignored (SPEC §4).
+        switch ClientFrame.parse(text) {
+        case .ping: io.send(Self.pongFrame, to: socket)
+        case .seen(let reports): received(reports, on: socket)  // Hub+Receipts
+        case .ignored: break  // anything else a client sends is ignored (SPEC §4)
+        }
     }
 
     public func socketReceived(_ socket: SocketID, binary: [UInt8], io: any SocketIO) {
@@ -132,6 +149,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
         guard let entry = connections.removeValue(forKey: socket) else { return }
+        receiptsClosed(entry)
         if let group = entry.machine.group {
             members[group]?.remove(socket)
             if members[group]?.isEmpty == true { members[group] = nil }

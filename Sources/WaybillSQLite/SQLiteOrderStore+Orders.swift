@@ -5,7 +5,19 @@ import WaybillStorage
 
 /// Orders with their stages and documents, and the per-company order number sequences.
 extension SQLiteOrderStore.Transaction {
-    private static let summaryColumns = "id, number, status, driver_id, title, created_at, updated_at, version"
+    static let summaryColumns =
+        "id, number, status, driver_id, title, created_at, updated_at, version, seen_driver_id, seen_version, seen_at"
+
+    /// A row of `summaryColumns`.
+    static func summary(_ row: SQLiteRow) throws(SQLiteError) -> OrderSummary {
+        let driver = row.optionalInt64(3).map(UserID.init)
+        return OrderSummary(
+            id: OrderID(row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
+            driverID: driver, title: row.text(4), createdAt: row.date(5), updatedAt: row.date(6), version: row.int(7),
+            seen: OrderReceipt.stored(
+                driverID: row.optionalInt64(8), version: row.optionalInt64(9).map(Int.init), at: row.optionalDate(10),
+                assignedTo: driver))
+    }
 
     // MARK: Reading
 
@@ -60,12 +72,7 @@ extension SQLiteOrderStore.Transaction {
             arguments = [.id(company)] + filterArguments + [fetch]
         }
         let rows = try perform { () throws(SQLiteError) in
-            try db.query(sql, arguments) { row throws(SQLiteError) in
-                OrderSummary(
-                    id: OrderID(row.int64(0)), number: row.text(1), status: try row.enumValue(2, as: OrderStatus.self),
-                    driverID: row.optionalInt64(3).map(UserID.init), title: row.text(4), createdAt: row.date(5),
-                    updatedAt: row.date(6), version: row.int(7))
-            }
+            try db.query(sql, arguments, Self.summary)
         }
         return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
     }
@@ -105,16 +112,21 @@ extension SQLiteOrderStore.Transaction {
     private func loadOrder(_ id: OrderID, in company: CompanyID) throws(SQLiteError) -> Order? {
         let found = try db.queryFirst(
             """
-            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version
+            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
+                seen_driver_id, seen_version, seen_at
             FROM orders WHERE id = ? AND company_id = ?
             """,
             [.id(id), .id(company)]
         ) { row throws(SQLiteError) in
-            Order(
+            let driver = row.optionalInt64(4).map(UserID.init)
+            return Order(
                 id: OrderID(row.int64(0)), companyID: CompanyID(row.int64(1)), number: row.text(2),
-                status: try row.enumValue(3, as: OrderStatus.self), driverID: row.optionalInt64(4).map(UserID.init),
+                status: try row.enumValue(3, as: OrderStatus.self), driverID: driver,
                 title: row.text(5), notes: row.text(6), createdAt: row.date(7), updatedAt: row.date(8),
-                version: row.int(9))
+                version: row.int(9),
+                seen: OrderReceipt.stored(
+                    driverID: row.optionalInt64(10), version: row.optionalInt64(11).map(Int.init),
+                    at: row.optionalDate(12), assignedTo: driver))
         }
         guard var order = found else { return nil }
         order.stages = try db.query(

@@ -7,7 +7,7 @@ import WaybillStorage
 extension SQLiteOrderStore.Transaction {
     private static let eventColumns = """
         e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
-        e.old_driver_id, e.groups, e.changed_at, e.committed_at
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version
         """
 
     private static func decodeEvent(_ row: SQLiteRow) throws(SQLiteError) -> StoredEvent {
@@ -19,7 +19,8 @@ extension SQLiteOrderStore.Transaction {
             orderID: OrderID(row.int64(3)), number: row.text(4), oldStatus: oldStatus,
             newStatus: try row.enumValue(6, as: OrderStatus.self), driverID: row.optionalInt64(7).map(UserID.init),
             oldDriverID: row.optionalInt64(8).map(UserID.init), changedAt: row.date(10),
-            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) })
+            groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) },
+            seenVersion: row.optionalInt64(12).map(Int.init))
         return StoredEvent(id: EventID(row.int64(0)), event: event, committedAt: row.date(11))
     }
 
@@ -127,14 +128,14 @@ extension SQLiteOrderStore.Transaction {
         try db.execute(
             """
             INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
-                old_driver_id, groups, changed_at, committed_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                old_driver_id, groups, changed_at, committed_at, seen_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
                 .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
                 .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
-                .date(event.changedAt), .date(committedAt),
+                .date(event.changedAt), .date(committedAt), event.seenVersion.map(SQLiteValue.int) ?? .null,
             ])
         for group in event.groups {
             // OR IGNORE: a group listed twice is still one delivery.

@@ -145,4 +145,14 @@ enum SQLiteSchema {
     static let orderListIndexes = """
         CREATE INDEX orders_by_status ON orders (company_id, status, id);
         """
+
+    /// Read receipts (SPEC §2): on the order row, with the driver they came from (a receipt counts
+    /// only while that driver is assigned; see `OrderReceipt`), and the version an `order_seen`
+    /// event reports, so a replay rebuilds the same frame.
+    static let receipts = """
+        ALTER TABLE orders ADD COLUMN seen_driver_id INTEGER;
+        ALTER TABLE orders ADD COLUMN seen_version INTEGER;
+        ALTER TABLE orders ADD COLUMN seen_at INTEGER;
+        ALTER TABLE events ADD COLUMN seen_version INTEGER;
+        """
 }

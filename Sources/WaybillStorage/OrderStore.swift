@@ -135,6 +135,14 @@ public protocol StoreWriter: StoreReader {
     func updateOrder(_ order: Order) throws -> Order
     /// Deletes the order with its stages and documents.
     func deleteOrder(_ id: OrderID, in company: CompanyID) throws
+    /// Records that `driver`'s device showed `version` of order `id` (SPEC §2, "Receipts"), at `at`.
+    ///
+    /// Applies only when the order belongs to `company`, is assigned to `driver`, `version` is at
+    /// most its current version and newer than the receipt it holds from that driver (a receipt
+    /// from a previous driver never counts). One conditional `UPDATE`: no read-modify-write race.
+    /// Does not touch `version` or `updatedAt`.
+    /// - Returns: the order's summary with its new `seen` if the receipt changed, else `nil`.
+    func recordSeen(_ id: OrderID, version: Int, by driver: UserID, in company: CompanyID, at: Date) throws -> OrderSummary?
 
     // MARK: Outbox
     /// Appends events in this transaction, giving each the next event id.

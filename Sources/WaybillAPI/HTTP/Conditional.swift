@@ -3,8 +3,33 @@ import WaybillNetwork
 
 /// `ETag` / `If-None-Match`: an unchanged list or order costs a 304 with no body.
 enum Conditional {
-    /// An order's tag changes with every write, because every write bumps `version`.
-    static func etag(_ order: Order) -> String { "\"o\(order.id ?? OrderID(0))-v\(order.version)\"" }
+    /// An order's tag: `"o42-v7"`, the order's version (SPEC §2), which every write bumps; with
+    /// `-s<version>` added while the assigned driver's receipt counts (`"o42-v7-s7"`).
+    ///
+    /// A receipt is not a write (the version stays), yet it changes the detail's body: with the
+    /// version alone, `If-None-Match` would answer 304 and a panel would keep showing "not seen"
+    /// after `order_seen`. The receipt's version is enough: for one order version and driver a
+    /// receipt is recorded once (it only moves forward), so it names the whole `seen` object.
+    /// `If-Match` compares the version part only (`versionTag`): a receipt never makes a
+    /// dispatcher's write fail, and a client that builds `"o42-v7"` itself still matches.
+    static func etag(_ order: Order) -> String {
+        let version = "o\(order.id ?? OrderID(0))-v\(order.version)"
+        guard let seen = order.seen else { return "\"" + version + "\"" }
+        return "\"" + version + "-s\(seen.version)\""
+    }
+
+    /// The version part of an order's tag, `"o42-v7"`, whatever receipt it carried: what `If-Match` compares.
+    static func versionTag(_ order: Order) -> String { "\"o\(order.id ?? OrderID(0))-v\(order.version)\"" }
+
+    /// `"o42-v7-s5"` → `"o42-v7"`; any other tag unchanged.
+    static func versionPart(of tag: String) -> String {
+        guard tag.hasPrefix("\"o"), tag.hasSuffix("\""), let dash = tag.range(of: "-s", options: .backwards),
+            tag[dash.upperBound..<tag.index(before: tag.endIndex)].allSatisfy(\.isASCII),
+            tag[dash.upperBound..<tag.index(before: tag.endIndex)].allSatisfy(\.isNumber),
+            dash.upperBound < tag.index(before: tag.endIndex)
+        else { return tag }
+        return tag[..<dash.lowerBound] + "\""
+    }
 
     /// A tag over the exact response bytes (FNV-1a 64): lists have no single version.
     static func etag(bytes: [UInt8]) -> String {

@@ -6,7 +6,7 @@ struct OrderSummaryJSON: Encodable {
     let summary: OrderSummary
 
     enum CodingKeys: String, CodingKey {
-        case id, number, status, title, version
+        case id, number, status, title, version, seen
         case driverID = "driver_id", createdAt = "created_at", updatedAt = "updated_at"
     }
 
@@ -20,6 +20,19 @@ struct OrderSummaryJSON: Encodable {
         try c.encode(summary.createdAt, forKey: .createdAt)
         try c.encode(summary.updatedAt, forKey: .updatedAt)
         try c.encode(summary.version, forKey: .version)
+        try c.encode(summary.seen.map(ReceiptJSON.init), forKey: .seen)  // explicit null: nothing seen yet
+    }
+}
+
+/// `seen` of an order (SPEC §2, "Receipts"): `{"driver_id":7,"version":5,"at":"…Z"}`.
+struct ReceiptJSON: Encodable {
+    let receipt: OrderReceipt
+    enum CodingKeys: String, CodingKey { case version, at, driverID = "driver_id" }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(receipt.driverID, forKey: .driverID)
+        try c.encode(receipt.version, forKey: .version)
+        try c.encode(receipt.at, forKey: .at)
     }
 }
 

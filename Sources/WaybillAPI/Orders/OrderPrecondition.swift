@@ -12,7 +12,8 @@ enum OrderPrecondition: Sendable, Equatable {
     case none
     /// `If-Match: *`: any existing order.
     case anyExisting
-    /// `If-Match: "o42-v7", …`: the order's current ETag must be one of these (strong comparison).
+    /// `If-Match: "o42-v7", …`: the order's current ETag must be one of these (strong comparison
+    /// of the version part: `"o42-v7-s5"` matches version 7 whatever its receipt is now).
     case oneOf([String])
 
     /// - Throws: `PreconditionFailed` when `order` is not what the client expected.
@@ -21,8 +22,11 @@ enum OrderPrecondition: Sendable, Equatable {
         case .none, .anyExisting:
             return
         case .oneOf(let tags):
-            let current = Conditional.etag(order)
-            guard tags.contains(current) else { throw PreconditionFailed(currentETag: current) }
+            // The version names what the client saw; a newer receipt is no conflict (Conditional.etag).
+            let current = Conditional.versionTag(order)
+            guard tags.contains(where: { Conditional.versionPart(of: $0) == current }) else {
+                throw PreconditionFailed(currentETag: Conditional.etag(order))
+            }
         }
     }
 }

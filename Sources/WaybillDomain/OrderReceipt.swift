@@ -1,0 +1,40 @@
+public import Foundation
+
+/// A read receipt (SPEC §2, "Receipts"): the newest version of an order that its assigned
+/// driver's device reported showing, and when the server recorded it.
+///
+/// Stored on the order row with the driver it came from. A receipt counts only while that driver
+/// is still the order's driver: after a reassignment the new driver has seen nothing yet, so the
+/// old driver's receipt reads as `nil` (it is kept, not cleared, so reassigning back to the same
+/// driver shows what that driver really saw — an older version, so "not seen yet").
+public struct OrderReceipt: Sendable, Equatable {
+    public var driverID: UserID
+    /// The order version the device showed (never above the order's version at the time).
+    public var version: Int
+    /// When the server recorded it (not the device's clock).
+    public var at: Date
+
+    public init(driverID: UserID, version: Int, at: Date) {
+        self.driverID = driverID
+        self.version = version
+        self.at = at
+    }
+
+    /// The receipt as stored columns give it, if it counts for an order whose driver is
+    /// `assignedTo`: `nil` when none was stored or it came from another driver.
+    public static func stored(driverID: Int64?, version: Int?, at: Date?, assignedTo: UserID?) -> OrderReceipt? {
+        guard let driverID, let version, let at, let assignedTo, assignedTo.rawValue == driverID else { return nil }
+        return OrderReceipt(driverID: assignedTo, version: version, at: at)
+    }
+}
+
+/// One entry of a driver's `seen` frame: "my device shows version `version` of order `orderID`".
+public struct SeenReport: Sendable, Hashable {
+    public var orderID: OrderID
+    public var version: Int
+
+    public init(orderID: OrderID, version: Int) {
+        self.orderID = orderID
+        self.version = version
+    }
+}
