@@ -11,6 +11,16 @@ struct BrokerWireFormatTests {
         #expect(decoded.map(\.cursor) == batch.map(\.cursor))
     }
 
+    /// An `order_seen` event keeps the version seen across the broker (the frame is rebuilt from it).
+    @Test func seenVersionSurvives() throws {
+        var stored = sampleEvents(1...1)[0]
+        stored.event.type = .seen
+        stored.event.seenVersion = 5
+        let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode([stored]))
+        #expect(decoded == [stored])
+        #expect(decoded.first?.event.seenVersion == 5)
+    }
+
     @Test func awkwardOrderNumbersSurvive() throws {
         let numbers = ["\"", "\\", "\n\r\t", "\u{0}", "\u{1}\u{1f}\u{7f}", "日本語", "👩‍👩‍👧", "</script>", "{\"v\":2}"]
         for number in numbers {

@@ -19,7 +19,7 @@ import WaybillStorage
         ] {
             #expect(tables.contains(table), "missing table \(table)")
         }
-        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes"])
+        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts"])
         // 0003: a status page of the list is a keyset range of its own index, not a scan and sort.
         let plan = try rawQuery(
             database.path,
@@ -36,7 +36,7 @@ import WaybillStorage
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["3"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["4"])
         #expect(try rawQuery(database.path, "SELECT last_id FROM event_counter") == ["0"])
     }
 

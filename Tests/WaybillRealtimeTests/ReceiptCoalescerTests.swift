@@ -1,0 +1,87 @@
+import Testing
+import WaybillDomain
+import WaybillRealtime
+
+/// A driver socket's receipts on plain values and made-up times: at most one write per second.
+struct ReceiptCoalescerTests {
+    static func seen(_ pairs: (Int64, Int)...) -> [SeenReport] {
+        pairs.map { SeenReport(orderID: OrderID($0.0), version: $0.1) }
+    }
+
+    @Test func theFirstReceiptIsWrittenAtOnce() {
+        var coalescer = ReceiptCoalescer()
+        #expect(coalescer.received(Self.seen((42, 5)), at: .seconds(10)) == .write(Self.seen((42, 5))))
+        #expect(coalescer.pending.isEmpty)
+    }
+
+    @Test func receiptsWithinASecondWaitAndGoOutInOneWrite() {
+        var coalescer = ReceiptCoalescer()
+        #expect(coalescer.received(Self.seen((1, 1)), at: .seconds(10)) == .write(Self.seen((1, 1))))
+        #expect(coalescer.written(at: .milliseconds(10_050)) == .none)
+        // 200 ms after the first write began: wait the remaining 800 ms, once.
+        #expect(coalescer.received(Self.seen((2, 3)), at: .milliseconds(10_200)) == .wake(after: .milliseconds(800)))
+        #expect(coalescer.received(Self.seen((3, 1), (2, 4)), at: .milliseconds(10_500)) == .none)
+        #expect(coalescer.received(Self.seen((2, 2)), at: .milliseconds(10_600)) == .none, "an older version never wins")
+        #expect(coalescer.woke(at: .milliseconds(11_000)) == .write(Self.seen((2, 4), (3, 1))))
+    }
+
+    @Test func writesNeverOverlap() {
+        var coalescer = ReceiptCoalescer()
+        _ = coalescer.received(Self.seen((1, 1)), at: .seconds(0))
+        // The first write is slow: more than a second later it has not finished yet.
+        #expect(coalescer.received(Self.seen((1, 2)), at: .seconds(2)) == .none)
+        #expect(coalescer.written(at: .milliseconds(2_500)) == .write(Self.seen((1, 2))))
+    }
+
+    @Test func aWriteIsNeverLessThanASecondAfterThePreviousOne() {
+        var coalescer = ReceiptCoalescer(interval: .seconds(1))
+        var writes: [Duration] = []
+        var wake: Duration?
+        // Receipts every 100 ms for 5 s: the hub performs wakes when they are due.
+        for tick in 0..<50 {
+            let now = Duration.milliseconds(100 * tick)
+            if let due = wake, due <= now {
+                wake = nil
+                if case .write = coalescer.woke(at: now) {
+                    writes.append(now)
+                    _ = coalescer.written(at: now)
+                }
+            }
+            switch coalescer.received(Self.seen((7, tick + 1)), at: now) {
+            case .write:
+                writes.append(now)
+                _ = coalescer.written(at: now)
+            case .wake(let after): wake = now + after
+            case .none: break
+            }
+        }
+        #expect(writes.count == 5)
+        #expect(zip(writes, writes.dropFirst()).allSatisfy { $1 - $0 >= .seconds(1) })
+    }
+
+    @Test func pendingOrdersAreBounded() {
+        var coalescer = ReceiptCoalescer(interval: .seconds(1), maxPending: 3)
+        _ = coalescer.received(Self.seen((1, 1)), at: .zero)
+        _ = coalescer.received(Self.seen((2, 1), (3, 1), (4, 1), (5, 1)), at: .milliseconds(10))
+        #expect(coalescer.pending.count == 3)
+        _ = coalescer.received(Self.seen((2, 9)), at: .milliseconds(20))
+        #expect(coalescer.pending[OrderID(2)] == 9, "a waiting order still takes a newer version")
+    }
+
+    @Test func whatWaitsAtCloseIsWrittenASecondAfterThePreviousWrite() {
+        var coalescer = ReceiptCoalescer()
+        #expect(coalescer.closed(at: .zero) == nil)
+        _ = coalescer.received(Self.seen((1, 1)), at: .seconds(5))
+        _ = coalescer.written(at: .milliseconds(5_010))
+        _ = coalescer.received(Self.seen((2, 1)), at: .milliseconds(5_300))
+        let left = coalescer.closed(at: .milliseconds(5_400))
+        #expect(left?.reports == Self.seen((2, 1)))
+        #expect(left?.after == .milliseconds(600))
+        #expect(coalescer.pending.isEmpty)
+    }
+
+    @Test func nonPositiveVersionsAreIgnored() {
+        var coalescer = ReceiptCoalescer()
+        #expect(coalescer.received(Self.seen((1, 0), (2, -3)), at: .zero) == .none)
+    }
+}
