@@ -1,7 +1,7 @@
 // Fleet board (stream=fleet): one card per driver with their current orders, plus a card for
 // orders nobody has yet. Cards are keyed by driver and rebuilt only when their content changed.
 import { h, replace, setText, flash } from './dom.js';
-import { statusLabel, isActive, driverLabel } from './format.js';
+import { statusLabel, isActive, driverLabel, receiptOf, receiptKey } from './format.js';
 
 const UNASSIGNED = 'none';
 const MAX_PAGES = 10;
@@ -79,7 +79,7 @@ export class FleetView {
         this.cards.set(key, card);
       }
       const list = byDriver.get(key);
-      const signature = JSON.stringify(list.map((o) => [o.id, o.version]));
+      const signature = JSON.stringify(list.map((o) => [o.id, o.version, receiptKey(o)]));
       if (card.signature !== signature) {
         this.fillCard(card, list);
         if (this.rendered && card.signature !== null) flash(card.article);
@@ -94,21 +94,32 @@ export class FleetView {
     const headingId = `fleet-driver-${key}`;
     const title = key === UNASSIGNED ? 'Not assigned' : (driver ? driverLabel(driver) : `Driver #${key}`);
     const count = h('p', { class: 'card-count' });
+    // Whether the driver's device shows everything assigned to them (SPEC §2, "Receipts").
+    const seen = h('p', { class: 'card-seen', hidden: key === UNASSIGNED });
     const list = h('ul', { class: 'card-orders' });
     const article = h('article', { class: key === UNASSIGNED ? 'driver-card unassigned' : 'driver-card',
       'aria-labelledby': headingId, dataset: { driverId: key } },
     h('h2', { id: headingId }, title),
     driver?.email && driver.name ? h('p', { class: 'muted card-email' }, driver.email) : null,
-    count, list);
-    return { article, list, count, signature: null };
+    count, seen, list);
+    return { article, list, count, seen, signature: null };
   }
 
   fillCard(card, orders) {
     setText(card.count, orders.length === 0 ? 'No current orders' : `${orders.length} current order${orders.length === 1 ? '' : 's'}`);
-    replace(card.list, orders.map((order) =>
-      h('li', { dataset: { orderId: String(order.id) } },
+    const receipts = orders.map(receiptOf).filter((r) => r !== null);
+    const unseen = receipts.filter((r) => !r.seen).length;
+    card.seen.dataset.seen = receipts.length === 0 ? 'none' : unseen === 0 ? 'all' : 'some';
+    setText(card.seen, receipts.length === 0 ? '' : unseen === 0 ? 'All seen on the driver’s device'
+      : `${unseen} not seen yet`);
+    replace(card.list, orders.map((order) => {
+      const receipt = receiptOf(order);
+      return h('li', { dataset: { orderId: String(order.id), seen: receipt === null ? 'none' : String(receipt.seen) } },
         h('a', { href: `#/orders/${order.id}` }, order.number), ' ',
         h('span', { class: 'card-title' }, order.title), ' ',
-        h('span', { class: `badge status-${order.status}` }, statusLabel(order.status)))));
+        h('span', { class: `badge status-${order.status}` }, statusLabel(order.status)),
+        receipt ? h('span', { class: receipt.seen ? 'seen-mark seen' : 'seen-mark unseen', title: receipt.title },
+          ' ', receipt.text) : null);
+    }));
   }
 }

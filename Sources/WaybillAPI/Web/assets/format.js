@@ -65,3 +65,35 @@ export function driverName(drivers, driverId) {
 export function driverChoices(drivers, ...leading) {
   return [...leading, ...[...drivers.values()].map((d) => [String(d.id), driverLabel(d)])];
 }
+
+const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+
+/** Local wall-clock time with seconds, e.g. "10:15:03"; empty for missing or unparsable input. */
+export function clockTime(iso) {
+  const date = iso ? new Date(iso) : null;
+  return date && !Number.isNaN(date.getTime()) ? clock.format(date) : '';
+}
+
+/**
+ * What the assigned driver's device shows of `order` (SPEC §2, "Receipts"): null without a
+ * driver; `{ seen: true, text: "Seen 10:15:03", iso }` when it reported the current version;
+ * otherwise `{ seen: false, text: "Not seen yet — changed 10:14:50", iso }` (since when the
+ * current version waits to be seen). A receipt of another driver never counts.
+ */
+export function receiptOf(order) {
+  if (order.driver_id === null || order.driver_id === undefined) return null;
+  const seen = order.seen;
+  if (seen && seen.version === order.version && seen.driver_id === order.driver_id) {
+    return { seen: true, text: `Seen ${clockTime(seen.at)}`, iso: seen.at, title: longTime(seen.at) };
+  }
+  return {
+    seen: false, text: `Not seen yet — changed ${clockTime(order.updated_at)}`, iso: order.updated_at,
+    title: longTime(order.updated_at),
+  };
+}
+
+/** A key that changes whenever what `receiptOf` shows changes. */
+export function receiptKey(order) {
+  const receipt = receiptOf(order);
+  return receipt ? `${receipt.seen}|${receipt.iso}` : '';
+}

@@ -207,8 +207,9 @@ export class LiveFeed {
         orderIds: [id],
         deletedIds: frame.type === 'order_deleted' ? [id] : [],
         createdIds: frame.type === 'order_created' ? [id] : [],
-        // Every event but an edit (title, notes, stages, documents) moves an order between statuses.
-        countsChanged: frame.type !== 'order_updated',
+        // Every event but an edit (title, notes, stages, documents) or a receipt (order_seen: the
+        // driver's device showed a version) moves an order between statuses.
+        countsChanged: frame.type !== 'order_updated' && frame.type !== 'order_seen',
       });
     }
     // 'pong' and unknown types: nothing to do beyond noting the link is alive.

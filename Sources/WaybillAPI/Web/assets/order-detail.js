@@ -2,7 +2,7 @@
 // unassign, the status moves of SPEC §1, cancel, delete). Refetched on every signal that names
 // it; never patched from event payloads.
 import { h, replace, setOptions, setText, flash, timeElement } from './dom.js';
-import { statusLabel, stageKindLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
+import { statusLabel, stageKindLabel, shortTime, longTime, driverName, driverChoices, receiptOf } from './format.js';
 import { confirmAction, announce } from './feedback.js';
 import { OrderEditor } from './order-edit.js';
 
@@ -48,13 +48,15 @@ export class OrderDetail {
       version: h('dd'),
       created: h('dd', {}, timeElement('', '')),
       updated: h('dd', {}, timeElement('', '')),
+      seen: h('dd', { id: 'detail-seen' }, timeElement('', '')),
     };
     this.factList = h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, this.facts.status),
       h('dt', {}, 'Driver'), this.facts.driver,
       h('dt', {}, 'Version'), this.facts.version,
       h('dt', {}, 'Created'), this.facts.created,
-      h('dt', {}, 'Updated'), this.facts.updated);
+      h('dt', {}, 'Updated'), this.facts.updated,
+      h('dt', {}, 'Driver’s device'), this.facts.seen);
 
     this.driverSelect = h('select', {
       id: 'assign-driver', name: 'driver_id', required: true,
@@ -175,11 +177,22 @@ export class OrderDetail {
     setText(this.facts.version, order.version);
     this.setTime(this.facts.created.firstChild, order.created_at);
     this.setTime(this.facts.updated.firstChild, order.updated_at);
+    this.renderReceipt(order);
     setText(this.notes, order.notes || '—');
     this.renderStages(order.stages ?? []);
     this.renderDocuments(order.documents ?? []);
     this.renderActions(order, previous);
     if (previous && previous.id === order.id && previous.version !== order.version) flash(this.factList);
+  }
+
+  /** "Seen 10:15:03" or "Not seen yet — changed 10:14:50" (SPEC §2, "Receipts"); "—" without a driver. */
+  renderReceipt(order) {
+    const receipt = receiptOf(order);
+    const time = this.facts.seen.firstChild;
+    time.setAttribute('datetime', receipt?.iso ?? '');
+    time.title = receipt?.title ?? '';
+    setText(time, receipt?.text ?? '—');
+    this.facts.seen.dataset.seen = receipt === null ? 'none' : String(receipt.seen);
   }
 
   setTime(time, iso) {

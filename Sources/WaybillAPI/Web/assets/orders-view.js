@@ -3,7 +3,7 @@
 // detail beside (or below) the table. Events refetch only the rows they name, or the page when
 // its membership may have changed (see list-page.js).
 import { h, options, setOptions, setText, flash, timeElement } from './dom.js';
-import { STATUSES, statusLabel, shortTime, longTime, driverName, driverChoices } from './format.js';
+import { STATUSES, statusLabel, shortTime, longTime, driverName, driverChoices, receiptOf, receiptKey } from './format.js';
 import { routeHash, navigate } from './router.js';
 import { OrderDetail } from './order-detail.js';
 import { OrderForm } from './order-form.js';
@@ -62,10 +62,10 @@ export class OrdersView {
       h('caption', {}, 'Orders', h('span', { class: 'visually-hidden' }, ', newest first; updated live')),
       h('colgroup', {},
         h('col', { class: 'col-number' }), h('col', { class: 'col-title' }), h('col', { class: 'col-status' }),
-        h('col', { class: 'col-driver' }), h('col', { class: 'col-updated' })),
+        h('col', { class: 'col-driver' }), h('col', { class: 'col-updated' }), h('col', { class: 'col-seen' })),
       h('thead', {}, h('tr', {},
         h('th', { scope: 'col' }, 'Number'), h('th', { scope: 'col' }, 'Title'), h('th', { scope: 'col' }, 'Status'),
-        h('th', { scope: 'col' }, 'Driver'), h('th', { scope: 'col' }, 'Updated'))),
+        h('th', { scope: 'col' }, 'Driver'), h('th', { scope: 'col' }, 'Updated'), h('th', { scope: 'col' }, 'Driver’s device'))),
       this.tbody);
 
     this.layout = h('div', { class: 'orders-page' },
@@ -275,6 +275,8 @@ export class OrdersView {
       }
       const changed = isNew || row.version !== order.version || row.driverLabel !== driverName(this.drivers, order.driver_id);
       if (changed) this.fillRow(row, order);
+      // A receipt is not a change of the order: the cell updates without the row flashing.
+      if (changed || row.receipt !== receiptKey(order)) this.fillReceipt(row, order);
       if (this.tbody.children[index] !== row.tr) this.tbody.insertBefore(row.tr, this.tbody.children[index] ?? null);
       if ((changed && this.rendered) || this.highlightId === order.id) flash(row.tr);
     });
@@ -296,9 +298,10 @@ export class OrdersView {
       status: h('td', {}, h('span', { class: 'badge' })),
       driver: h('td'),
       updated: h('td', {}, timeElement('', '')),
+      seen: h('td', { class: 'cell-seen' }, timeElement('', '')),
     };
     const tr = h('tr', { dataset: { orderId: String(order.id) } },
-      cells.number, cells.title, cells.status, cells.driver, cells.updated);
+      cells.number, cells.title, cells.status, cells.driver, cells.updated, cells.seen);
     // The number is the keyboard way in; a click anywhere on the row is the mouse shortcut.
     tr.addEventListener('click', (event) => {
       if (event.target.closest('a')) return;
@@ -323,6 +326,17 @@ export class OrdersView {
     time.title = longTime(order.updated_at);
     setText(time, shortTime(order.updated_at));
     row.tr.dataset.status = order.status;
+  }
+
+  /** "Seen 10:15:03" or "Not seen yet — changed 10:14:50" (nothing without a driver). */
+  fillReceipt(row, order) {
+    const receipt = receiptOf(order);
+    row.receipt = receiptKey(order);
+    const time = row.cells.seen.firstChild;
+    time.setAttribute('datetime', receipt?.iso ?? '');
+    time.title = receipt?.title ?? '';
+    setText(time, receipt?.text ?? '');
+    row.cells.seen.dataset.seen = receipt === null ? 'none' : String(receipt.seen);
   }
 
   markSelected() {
