@@ -118,8 +118,9 @@ export class FleetView {
         h('a', { href: `#/orders/${order.id}` }, order.number), ' ',
         h('span', { class: 'card-title' }, order.title), ' ',
         h('span', { class: `badge status-${order.status}` }, statusLabel(order.status)),
+        receipt ? ' ' : null,
         receipt ? h('span', { class: receipt.seen ? 'seen-mark seen' : 'seen-mark unseen', title: receipt.title },
-          ' ', receipt.text) : null);
+          receipt.text) : null);
     }));
   }
 }
