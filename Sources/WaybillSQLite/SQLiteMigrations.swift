@@ -13,6 +13,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0001_initial_schema", sql: SQLiteSchema.initial),
         SQLiteMigration(name: "0002_shared_sessions", sql: SQLiteSchema.sharedSessions),
         SQLiteMigration(name: "0003_order_list_indexes", sql: SQLiteSchema.orderListIndexes),
+        SQLiteMigration(name: "0005_idempotency_keys", sql: SQLiteSchema.idempotencyKeys),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -19,7 +19,10 @@ import WaybillTesting
             try PostgresServer.shared().psql(
                 "SELECT name FROM schema_migrations ORDER BY name", database: databaseName(url))
         }
-        #expect(recorded.split(separator: "\n") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes"])
+        #expect(
+            recorded.split(separator: "\n") == [
+                "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0005_idempotency_keys",
+            ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
             try PostgresServer.shared().psql(
@@ -47,6 +50,6 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "3")
+        #expect(count == "4")
     }
 }
