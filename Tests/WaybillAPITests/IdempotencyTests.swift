@@ -119,6 +119,10 @@ struct IdempotencyTests {
                 #expect((reused.object["message"] as? String)?.isEmpty == false)
             }
             #expect(try await Self.newestEvent(server) == events)
+            // Trailing slashes are optional in paths, for keys too: this is the same request.
+            let same = try await Self.send(server, "PATCH", "/api/orders/\(id)", token: boss, body: #"{"notes":"one"}"#, key: "k")
+            #expect(same.status == 200)
+            #expect(same.headers["idempotent-replayed"] == "true")
             let order = try await server.request("GET", "/api/orders/\(id)/", token: boss, headers: ["Idempotency-Key": "k"])
             #expect(order.status == 200, "reads ignore the header")
             #expect(order.object.string("notes") == "one")
@@ -245,7 +249,7 @@ struct IdempotencyTests {
             let user = UserID(seed.dispatcher.id), body = #"{"title":"Taken over"}"#
             let request = HTTPRequestFingerprint.of("POST", "/api/orders/", body)
             for (key, age) in [("running", 0.0), ("stale", 3600.0)] {
-                let claim = IdempotentRequest(userID: user, key: key, method: "POST", path: "/api/orders/", fingerprint: request)
+                let claim = IdempotentRequest(userID: user, key: key, method: "POST", path: "/api/orders", fingerprint: request)
                 let planted = try await server.store.write { tx in
                     try tx.claimIdempotencyKey(claim, token: "other-node", at: Date() - age, staleAfter: 30)
                 }

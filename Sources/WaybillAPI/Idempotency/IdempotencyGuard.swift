@@ -37,7 +37,7 @@ struct IdempotencyGuard: Sendable {
         guard let key = try IdempotencyKey.parse(request) else { return try await handler(request, context) }
         let user = try await context.requireUser().id  // keys are scoped to the user: 401 first
         let incoming = IdempotentRequest(
-            userID: user, key: key.value, method: request.method, path: request.path,
+            userID: user, key: key.value, method: request.method, path: Self.path(of: request),
             fingerprint: Self.fingerprint(request))
         let claim = IdempotentWrite(userID: user, key: key.value, token: Crypto.base64URL(Crypto.randomBytes(16)))
         let now = clock.now(), timeout = claimTimeout
@@ -75,7 +75,15 @@ struct IdempotencyGuard: Sendable {
 
     /// SHA-256 of method, path and body, NUL-separated (neither method nor path holds a NUL).
     static func fingerprint(_ request: HTTPRequest) -> [UInt8] {
-        Crypto.sha256(Array(request.method.utf8) + [0] + Array(request.path.utf8) + [0] + request.body)
+        Crypto.sha256(Array(request.method.utf8) + [0] + Array(path(of: request).utf8) + [0] + request.body)
+    }
+
+    /// The path as the router sees it: trailing slashes are optional, so `/api/orders/7/` and
+    /// `/api/orders/7` are one path for a key too. The query is not part of it (no write reads one).
+    static func path(of request: HTTPRequest) -> String {
+        var path = Substring(request.path)
+        while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }
+        return String(path)
     }
 
     /// The stored answer again, marked as a replay.
