@@ -10,7 +10,8 @@ import WaybillStorage
 /// winner's committed row `FOR UPDATE` (waiting, if the winner is completing it right now) and
 /// applies the same verdict as SQLite.
 extension PostgresOrderStore.Transaction {
-    private static let recordColumns = "user_id, key, method, path, fingerprint, token, updated_at, status, headers, body"
+    private static let recordColumns =
+        "user_id, key, method, path, fingerprint, token, updated_at, status, headers, body"
 
     private static func decodeRecord(_ row: PostgresRow) throws(PostgresError) -> IdempotencyRecord {
         let request = IdempotentRequest(

@@ -5,7 +5,8 @@ import WaybillStorage
 /// `Idempotency-Key` records (see `IdempotencyRecords`). The single writer serializes every
 /// claim, so checking and then inserting or taking over in one closure cannot race.
 extension SQLiteOrderStore.Transaction {
-    private static let recordColumns = "user_id, key, method, path, fingerprint, token, updated_at, status, headers, body"
+    private static let recordColumns =
+        "user_id, key, method, path, fingerprint, token, updated_at, status, headers, body"
 
     private static func decodeRecord(_ row: SQLiteRow) -> IdempotencyRecord {
         let request = IdempotentRequest(

@@ -24,7 +24,8 @@ struct IdempotencyGuardTests {
         let company: CompanyID
 
         init() async throws {
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-guard-\(UUID().uuidString)")
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "waybill-guard-\(UUID().uuidString)")
             store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
             let seed = try await Seeder(store: store, passwordIterations: 1_000).seed(
                 .init(companyName: "Acme", drivers: 0, ordersPerDriver: 0))

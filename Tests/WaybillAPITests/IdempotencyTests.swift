@@ -38,7 +38,8 @@ struct IdempotencyTests {
             #expect(first.status == 201)
             #expect(first.headers["idempotent-replayed"] == nil)
             for _ in 0..<2 {
-                let again = try await Self.send(server, "POST", "/api/orders/", token: boss, body: body, key: "create-1")
+                let again = try await Self.send(
+                    server, "POST", "/api/orders/", token: boss, body: body, key: "create-1")
                 #expect(again.status == 201)
                 #expect(again.body == first.body)
                 #expect(again.headers["etag"] == first.headers["etag"])
@@ -59,7 +60,8 @@ struct IdempotencyTests {
             let seed = try await server.seed(drivers: 1, orders: 1)
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let path = "/api/orders/\(id)/status", accept = #"{"status":"accepted"}"#
-            let first = try await Self.send(server, "POST", path, token: driver.token, body: accept, key: "accept-\(id)")
+            let first = try await Self.send(
+                server, "POST", path, token: driver.token, body: accept, key: "accept-\(id)")
             #expect(first.status == 200)
             let version = try #require(first.object.int("version"))
             let patched = try await Self.send(
@@ -67,7 +69,8 @@ struct IdempotencyTests {
             #expect(patched.object.int("version") == version + 1)
             let events = try await Self.newestEvent(server)
 
-            let again = try await Self.send(server, "POST", path, token: driver.token, body: accept, key: "accept-\(id)")
+            let again = try await Self.send(
+                server, "POST", path, token: driver.token, body: accept, key: "accept-\(id)")
             #expect(again.status == 200, "without the key this would be 409 invalid_transition: \(again.text)")
             #expect(again.body == first.body)
             #expect(again.headers["etag"] == "\"o\(id)-v\(version)\"")
@@ -88,7 +91,8 @@ struct IdempotencyTests {
             let refused = try await Self.send(server, "POST", path, token: driver.token, body: start, key: "start")
             #expect(refused.status == 409)
             #expect(refused.errorCode == "invalid_transition")
-            let accepted = try await Self.send(server, "POST", path, token: driver.token, body: #"{"status":"accepted"}"#)
+            let accepted = try await Self.send(
+                server, "POST", path, token: driver.token, body: #"{"status":"accepted"}"#)
             #expect(accepted.status == 200)
             let again = try await Self.send(server, "POST", path, token: driver.token, body: start, key: "start")
             #expect(again.status == 409)
@@ -120,10 +124,12 @@ struct IdempotencyTests {
             }
             #expect(try await Self.newestEvent(server) == events)
             // Trailing slashes are optional in paths, for keys too: this is the same request.
-            let same = try await Self.send(server, "PATCH", "/api/orders/\(id)", token: boss, body: #"{"notes":"one"}"#, key: "k")
+            let same = try await Self.send(
+                server, "PATCH", "/api/orders/\(id)", token: boss, body: #"{"notes":"one"}"#, key: "k")
             #expect(same.status == 200)
             #expect(same.headers["idempotent-replayed"] == "true")
-            let order = try await server.request("GET", "/api/orders/\(id)/", token: boss, headers: ["Idempotency-Key": "k"])
+            let order = try await server.request(
+                "GET", "/api/orders/\(id)/", token: boss, headers: ["Idempotency-Key": "k"])
             #expect(order.status == 200, "reads ignore the header")
             #expect(order.object.string("notes") == "one")
         }
@@ -154,7 +160,8 @@ struct IdempotencyTests {
             let acme = try await server.seed(drivers: 1, orders: 0)
             let globex = try await server.seed(drivers: 1, orders: 0, company: "Globex")
             let body = #"{"title":"Same key"}"#
-            let ours = try await Self.send(server, "POST", "/api/orders/", token: acme.dispatcherToken, body: body, key: "shared")
+            let ours = try await Self.send(
+                server, "POST", "/api/orders/", token: acme.dispatcherToken, body: body, key: "shared")
             let theirs = try await Self.send(
                 server, "POST", "/api/orders/", token: globex.dispatcherToken, body: body, key: "shared")
             #expect(ours.status == 201)
@@ -168,7 +175,8 @@ struct IdempotencyTests {
                 body: #"{"driver_id":\#(acme.drivers[0].id)}"#)
             #expect(assigned.status == 200)
             let accepted = try await Self.send(
-                server, "POST", "/api/orders/\(id)/status", token: acme.drivers[0].token, body: #"{"status":"accepted"}"#,
+                server, "POST", "/api/orders/\(id)/status", token: acme.drivers[0].token,
+                body: #"{"status":"accepted"}"#,
                 key: "shared")
             #expect(accepted.status == 200)
             #expect(accepted.object.string("status") == "accepted")
@@ -182,9 +190,12 @@ struct IdempotencyTests {
             let anonymous = try await server.request(
                 "POST", "/api/orders/", body: Data(body.utf8), headers: ["Idempotency-Key": "anon"])
             #expect(anonymous.status == 401)
-            let records = try await server.store.write { tx in try tx.idempotencyRecord("anon", of: UserID(seed.dispatcher.id)) }
+            let records = try await server.store.write { tx in
+                try tx.idempotencyRecord("anon", of: UserID(seed.dispatcher.id))
+            }
             #expect(records == nil)
-            let real = try await Self.send(server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "anon")
+            let real = try await Self.send(
+                server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "anon")
             #expect(real.status == 201)
             #expect(real.headers["idempotent-replayed"] == nil)
         }
@@ -249,19 +260,23 @@ struct IdempotencyTests {
             let user = UserID(seed.dispatcher.id), body = #"{"title":"Taken over"}"#
             let request = HTTPRequestFingerprint.of("POST", "/api/orders/", body)
             for (key, age) in [("running", 0.0), ("stale", 3600.0)] {
-                let claim = IdempotentRequest(userID: user, key: key, method: "POST", path: "/api/orders", fingerprint: request)
+                let claim = IdempotentRequest(
+                    userID: user, key: key, method: "POST", path: "/api/orders", fingerprint: request)
                 let planted = try await server.store.write { tx in
                     try tx.claimIdempotencyKey(claim, token: "other-node", at: Date() - age, staleAfter: 30)
                 }
                 #expect(planted == .claimed)
             }
             let events = try await Self.newestEvent(server)
-            let busy = try await Self.send(server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "running")
+            let busy = try await Self.send(
+                server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "running")
             #expect(busy.status == 409)
             #expect(busy.errorCode == "idempotency_key_in_use")
+            #expect(busy.headers["retry-after"] == "1")
             #expect(try await Self.newestEvent(server) == events)
 
-            let taken = try await Self.send(server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "stale")
+            let taken = try await Self.send(
+                server, "POST", "/api/orders/", token: seed.dispatcherToken, body: body, key: "stale")
             #expect(taken.status == 201)
             #expect(taken.headers["idempotent-replayed"] == nil)
             let record = try await server.store.write { tx in try tx.idempotencyRecord("stale", of: user) }
@@ -270,7 +285,8 @@ struct IdempotencyTests {
             // The dead node's token can no longer store anything under the key.
             let late = try await server.store.write { tx in
                 try tx.completeIdempotencyKey(
-                    "stale", of: user, token: "other-node", response: StoredResponse(status: 500, headers: [], body: []),
+                    "stale", of: user, token: "other-node",
+                    response: StoredResponse(status: 500, headers: [], body: []),
                     at: Date())
             }
             #expect(!late)

@@ -26,7 +26,9 @@ import WaybillStorage
         _ store: any OrderStore, _ request: IdempotentRequest = request(), token: String, at date: Date = t0,
         staleAfter: TimeInterval = 30
     ) async throws -> IdempotencyClaim {
-        try await store.write { tx in try tx.claimIdempotencyKey(request, token: token, at: date, staleAfter: staleAfter) }
+        try await store.write { tx in
+            try tx.claimIdempotencyKey(request, token: token, at: date, staleAfter: staleAfter)
+        }
     }
 
     static func complete(

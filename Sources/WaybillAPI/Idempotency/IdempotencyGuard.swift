@@ -95,7 +95,8 @@ struct IdempotencyGuard: Sendable {
 
     /// A repeat took this request's stale claim over while it ran; this request's write was
     /// rolled back. The repeat's stored answer if it has one, else 409 as for any repeat.
-    private func answerAfterLosing(_ claim: IdempotentWrite, _ incoming: IdempotentRequest) async throws -> HTTPResponse {
+    private func answerAfterLosing(_ claim: IdempotentWrite, _ incoming: IdempotentRequest) async throws -> HTTPResponse
+    {
         let record = try await store.write { tx in try tx.idempotencyRecord(claim.key, of: claim.userID) }
         if let record, record.request.fingerprint == incoming.fingerprint, let response = record.response {
             return Self.replay(response)
@@ -118,7 +119,8 @@ struct IdempotencyGuard: Sendable {
 
     private func release(_ claim: IdempotentWrite) async {
         do {
-            try await store.write { tx in try tx.releaseIdempotencyKey(claim.key, of: claim.userID, token: claim.token) }
+            try await store.write { tx in try tx.releaseIdempotencyKey(claim.key, of: claim.userID, token: claim.token)
+            }
         } catch {
             logger.warning("idempotency claim not released", ["error": "\(error)"])
         }

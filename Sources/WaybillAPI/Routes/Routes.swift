@@ -81,7 +81,9 @@ struct Routes {
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(StatusRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try await Self.written { try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch) }
+            return try await Self.written {
+                try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/assign") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
@@ -99,13 +101,17 @@ struct Routes {
         r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
             let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
             let id: OrderID = try context.id("id"), stage: StageID = try context.id("sid")
-            return try await Self.written { try await orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch) }
+            return try await Self.written {
+                try await orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/documents") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(DocumentRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try await Self.written(status: 201) { try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch) }
+            return try await Self.written(status: 201) {
+                try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
         r.on("GET", "/readyz") { _, _ in try await health.ready() }
