@@ -31,6 +31,8 @@ struct IdempotencyGuard: Sendable {
         { request, context in try await self.respond(to: request, context, handler) }
     }
 
+    /// Answers `request` through `handler`, at most once per user and key (the steps above);
+    /// without the header, just `handler`. - Throws: 400, 401, 409 and 422 of its own, or the handler's 5xx.
     func respond(
         to request: HTTPRequest, _ context: RequestContext, _ handler: Router.Handler
     ) async throws -> HTTPResponse {
