@@ -1,5 +1,3 @@
-internal import Foundation
-
 /// The offline queue (SPEC §5 rule 8): the driver's actions are kept on the device and sent in order.
 extension DriverSession {
     /// Queues a driver action and sends it as soon as the server is reachable (at once when it is).
@@ -13,8 +11,9 @@ extension DriverSession {
     /// - Throws: an error of the storage when the action cannot be kept; it is then not queued.
     @discardableResult
     public func queue(_ action: DriverAction, expecting: ExpectedVersion = .shownDetail) throws -> QueuedAction {
+        let id = ActionID.random(using: &random)
         let queued = QueuedAction(
-            id: .random(using: &random),
+            id: id,
             action: action,
             ifMatch: expecting.ifMatch(for: action.orderID, cachedETag: details[action.orderID]?.etag),
             queuedAt: wallClock()
@@ -74,7 +73,8 @@ extension DriverSession {
         }
         guard !Task.isCancelled, isRunning else { return }  // `stop()` put it back to waiting
         actionTask = nil
-        switch actionQueue.finished(outcome, random: &random) {
+        let finish = actionQueue.finished(outcome, random: &random)
+        switch finish {
         case .applied(let action, let saved):
             persistActions()
             publish(.action(action))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillAPI
 import WaybillDomain
+import WaybillSQLite
 import WaybillStorage
 
 /// SPEC §5 rule 8 end to end: `waybill driver` queues actions while the server is down and, once it is

@@ -25,8 +25,10 @@ struct ActionQueueTests {
         queue.add(action("b", .completeStage(5, of: 1)))
         guard case .send(let first) = queue.next(now: start) else { Issue.record("nothing to send"); return }
         #expect(first.id.rawValue == "a" && first.state == .sending)
-        #expect(queue.next(now: start) == .idle, "the second waits for the first")
-        #expect(queue.finished(.applied(saved(1, version: 2)), random: &random) != .none)
+        let blocked = queue.next(now: start)
+        #expect(blocked == .idle, "the second waits for the first")
+        let finish = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(finish != .none)
         guard case .send(let second) = queue.next(now: start) else { Issue.record("second not sent"); return }
         #expect(second.id.rawValue == "b")
     }
@@ -83,7 +85,8 @@ struct ActionQueueTests {
                 return
             }
             #expect(kept.state == .waiting && kept.id.rawValue == "a")
-            #expect(queue.next(now: start) == .idle, "backing off")
+            let waiting = queue.next(now: start)
+            #expect(waiting == .idle, "backing off")
             queue.backoffElapsed()
             delays.append(delay)
         }
@@ -128,11 +131,14 @@ struct ActionQueueTests {
         queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
         _ = queue.next(now: start)
         _ = queue.finished(.retry(countsAsServerFailure: false), random: &random)
-        #expect(queue.wake())
-        #expect(queue.next(now: start) != .idle)
+        let cutShort = queue.wake()
+        #expect(cutShort)
+        let step = queue.next(now: start)
+        #expect(step != .idle)
         queue.interrupted()
         #expect(queue.actions.first?.state == .waiting)
-        #expect(queue.finished(.applied(saved(1, version: 2)), random: &random) == .none, "a late answer is ignored")
+        let late = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(late == .none, "a late answer is ignored")
     }
 
     @Test func theStoredQueueRoundTripsAndComesBackWaiting() throws {
