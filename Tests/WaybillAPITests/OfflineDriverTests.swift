@@ -36,7 +36,11 @@ struct OfflineDriverTests {
             #expect(queued.object["state"] as? String == "waiting")
             // The queue is on disk before anything reached the server.
             let files = try FileManager.default.contentsOfDirectory(atPath: stateDir.path)
-            #expect(files.count == 1 && files[0].hasPrefix("actions-"), "\(files)")
+                .filter { $0.hasPrefix("actions-") && $0.hasSuffix(".json") }  // not an atomic write's temporary file
+            #expect(files.count == 1, "\(files)")
+            let stored = try files.first.map { try Data(contentsOf: stateDir.appendingPathComponent($0)) }
+            let queue = stored.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+            #expect((queue?["actions"] as? [Any])?.count == 2)
 
             try await server.startServer()
             let accepted = try #require(
