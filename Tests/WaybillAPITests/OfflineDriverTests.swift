@@ -29,6 +29,11 @@ struct OfflineDriverTests {
             await server.stopServer()
             let down = try #require(
                 await app.line(after: live.index) { $0["kind"] as? String == "connection" && $0["state"] as? String != "live" })
+            app.type(#"{"action":"teleport","order":\#(id)}"#)
+            let complaint = await app.line(after: down.index) {
+                $0["kind"] as? String == "error" && ($0["message"] as? String)?.contains("teleport") == true
+            }
+            #expect(complaint != nil, "a bad command says so")
             app.type(#"{"action":"status","order":\#(id),"status":"accepted"}"#)
             app.type("stage \(id) \(stage)")
             let queued = try #require(
