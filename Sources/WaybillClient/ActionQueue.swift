@@ -48,7 +48,9 @@ struct ActionQueue: Sendable {
 
     init(policy: ActionQueuePolicy, actions: [QueuedAction] = []) {
         self.policy = policy
-        self.actions = actions.map { var action = $0; action.state = .waiting; return action }
+        self.actions = actions.map {
+            var action = $0; action.state = .waiting; return action
+        }
     }
 
     /// Whether an action is being sent.

@@ -56,7 +56,9 @@ final class JSONLinesView: DriverView {
     func error(_ message: String) { emit(["kind": "error", "message": message]) }
 
     private func emit(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return }
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
@@ -105,7 +107,8 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
         screen += "Waybill driver — \(email) — \(connection)\(waiting)\n\n"
         screen += "  ID  NUMBER         STATUS       TITLE\n"
         for order in orders {
-            screen += "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title
+            screen +=
+                "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title
             if let overlay = pending.overlay(for: order.id) { screen += "   → \(overlay)" }
             screen += "\n"
         }

@@ -23,12 +23,15 @@ struct OfflineDriverTests {
                 "--state-dir", stateDir.path,
             ])
             defer { app.terminate() }
-            let live = try #require(await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+            let live = try #require(
+                await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
 
             let newest = try await server.store.read { tx in try tx.newestEventID() }
             await server.stopServer()
             let down = try #require(
-                await app.line(after: live.index) { $0["kind"] as? String == "connection" && $0["state"] as? String != "live" })
+                await app.line(after: live.index) {
+                    $0["kind"] as? String == "connection" && $0["state"] as? String != "live"
+                })
             app.type(#"{"action":"teleport","order":\#(id)}"#)
             let complaint = await app.line(after: down.index) {
                 $0["kind"] as? String == "error" && ($0["message"] as? String)?.contains("teleport") == true
@@ -50,7 +53,8 @@ struct OfflineDriverTests {
             try await server.startServer()
             let accepted = try #require(
                 await app.line(after: queued.index, timeout: .seconds(60)) {
-                    $0["kind"] as? String == "action" && $0["state"] as? String == "applied" && $0["action"] as? String == "status"
+                    $0["kind"] as? String == "action" && $0["state"] as? String == "applied"
+                        && $0["action"] as? String == "status"
                 })
             let staged = try #require(
                 await app.line(after: queued.index, timeout: .seconds(60)) {

@@ -8,7 +8,9 @@ import WaybillTesting
 struct ActionQueueTests {
     let start = Date(timeIntervalSince1970: 1_800_000_000)
 
-    func action(_ key: String, _ action: DriverAction, ifMatch: String? = nil, at offset: TimeInterval = 0) -> QueuedAction {
+    func action(
+        _ key: String, _ action: DriverAction, ifMatch: String? = nil, at offset: TimeInterval = 0
+    ) -> QueuedAction {
         QueuedAction(id: ActionID(rawValue: key), action: action, ifMatch: ifMatch, queuedAt: start + offset)
     }
 
@@ -48,7 +50,10 @@ struct ActionQueueTests {
     @Test(arguments: [
         (WaybillClientError.http(status: 409, code: "invalid_transition", message: "cancelled"), "invalid_transition"),
         (WaybillClientError.http(status: 412, code: "precondition_failed", message: "changed"), "precondition_failed"),
-        (WaybillClientError.http(status: 422, code: "idempotency_key_reused", message: "other body"), "idempotency_key_reused"),
+        (
+            WaybillClientError.http(status: 422, code: "idempotency_key_reused", message: "other body"),
+            "idempotency_key_reused"
+        ),
         (WaybillClientError.http(status: 404, code: "not_found", message: "gone"), "not_found"),
     ])
     func refusalsLeaveTheQueueWithTheServersReason(error: WaybillClientError, code: String) {
@@ -80,7 +85,8 @@ struct ActionQueueTests {
         var delays: [Duration] = []
         for _ in 0..<3 {
             _ = queue.next(now: start)
-            guard case .retry(let kept, let delay) = queue.finished(ActionQueue.outcome(for: error), random: &random) else {
+            guard case .retry(let kept, let delay) = queue.finished(ActionQueue.outcome(for: error), random: &random)
+            else {
                 Issue.record("not retried")
                 return
             }
@@ -142,7 +148,8 @@ struct ActionQueueTests {
     }
 
     @Test func theStoredQueueRoundTripsAndComesBackWaiting() throws {
-        var sending = action("a", .attachDocument(name: "POD.pdf", kind: "proof_of_delivery", to: 3), ifMatch: "\"o3-v2\"")
+        var sending = action(
+            "a", .attachDocument(name: "POD.pdf", kind: "proof_of_delivery", to: 3), ifMatch: "\"o3-v2\"")
         sending.state = .sending
         let data = try StoredActionQueue.encode([sending, action("b", .completeStage(4, of: 3), at: 5)])
         let text = String(decoding: data, as: UTF8.self)
@@ -156,9 +163,11 @@ struct ActionQueueTests {
 
     @Test func driverActionsDecodeFromTheCommandSyntaxAndRejectUnknownOnes() throws {
         let decoder = JSONDecoder()
-        let status = try decoder.decode(DriverAction.self, from: Data(#"{"action":"status","order":42,"status":"accepted"}"#.utf8))
+        let status = try decoder.decode(
+            DriverAction.self, from: Data(#"{"action":"status","order":42,"status":"accepted"}"#.utf8))
         #expect(status == .changeStatus(of: 42, to: .accepted))
-        let stage = try decoder.decode(DriverAction.self, from: Data(#"{"action":"complete_stage","order":42,"stage":3}"#.utf8))
+        let stage = try decoder.decode(
+            DriverAction.self, from: Data(#"{"action":"complete_stage","order":42,"stage":3}"#.utf8))
         #expect(stage == .completeStage(3, of: 42))
         #expect(throws: DecodingError.self) {
             try decoder.decode(DriverAction.self, from: Data(#"{"action":"teleport","order":42}"#.utf8))

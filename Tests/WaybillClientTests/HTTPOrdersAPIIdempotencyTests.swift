@@ -10,10 +10,13 @@ struct HTTPOrdersAPIIdempotencyTests {
         HTTPOrdersAPI(server: URL(string: "https://waybill.test")!, token: AccessToken("t"), transport: http)
     }
 
-    private let order = #"{"id":42,"number":"2026/11/0042","status":"accepted","driver_id":7,"title":"Pallets","version":8}"#
+    private let order =
+        #"{"id":42,"number":"2026/11/0042","status":"accepted","driver_id":7,"title":"Pallets","version":8}"#
 
     @Test func everyWriteSendsItsKeyAndReadsTheReplayHeader() async throws {
-        http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8""#, "idempotent-replayed": "true"], json: order)
+        http.route(
+            "POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8""#, "idempotent-replayed": "true"], json: order
+        )
         http.route("POST", "/api/orders/42/stages/3/complete", headers: ["ETag": #""o42-v8""#], json: order)
         http.route("POST", "/api/orders/42/documents", headers: ["ETag": #""o42-v8""#], json: order)
         let replayed = try await api.changeStatus(of: 42, to: .accepted, ifMatch: #""o42-v7""#, idempotencyKey: "k1")

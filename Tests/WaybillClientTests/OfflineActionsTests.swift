@@ -143,7 +143,8 @@ struct OfflineActionsTests {
     @Test func aSocketThatGoesLiveSendsAWaitingActionWithoutWaitingForItsBackoff() async throws {
         let slow = DriverSession.Configuration(
             reconnectPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(1), jitter: .none),
-            actionPolicy: ActionQueuePolicy(retry: ReconnectPolicy(base: .seconds(300), cap: .seconds(300), jitter: .none)))
+            actionPolicy: ActionQueuePolicy(
+                retry: ReconnectPolicy(base: .seconds(300), cap: .seconds(300), jitter: .none)))
         let h = await Harness.live(configuration: slow)
         h.api.failWrites([.unreachable("offline")])
         let accept = try await h.session.queue(.changeStatus(of: 3, to: .accepted))
@@ -190,7 +191,8 @@ struct OfflineActionsTests {
     }
 
     @Test func theFileStorageKeepsTheQueueAcrossSessions() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = FileActionStorage(url: directory.appendingPathComponent("state/actions.json"))
         let clock = TestClock()

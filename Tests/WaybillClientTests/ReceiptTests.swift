@@ -15,7 +15,9 @@ struct ReceiptTests {
             else { return nil }
             var versions: [Int64: Int64] = [:]
             for entry in orders {
-                if let id = (entry["id"] as? NSNumber)?.int64Value, let version = (entry["version"] as? NSNumber)?.int64Value {
+                if let id = (entry["id"] as? NSNumber)?.int64Value,
+                    let version = (entry["version"] as? NSNumber)?.int64Value
+                {
                     versions[id] = version
                 }
             }
@@ -59,7 +61,8 @@ struct ReceiptTests {
     }
 
     @Test func nothingIsSentWhileOfflineAndAReconnectReportsEverythingShownAgain() async throws {
-        let h = await Harness.live(configuration: .init(reconnectPolicy: .init(base: .seconds(1), cap: .seconds(1), jitter: .none)))
+        let h = await Harness.live(
+            configuration: .init(reconnectPolicy: .init(base: .seconds(1), cap: .seconds(1), jitter: .none)))
         await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
         let first = h.transport.current
         first?.drop(code: 1006)
@@ -81,7 +84,8 @@ struct ReceiptTests {
     @Test func theFrameListsOrdersByIDInTheWireShape() {
         var tracker = ReceiptTracker()
         let receipts = tracker.unreported([3: 2, 1: 5])
-        #expect(ReceiptTracker.frame(receipts) == #"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#)
+        #expect(
+            ReceiptTracker.frame(receipts) == #"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#)
         #expect(tracker.unreported([3: 2, 1: 5]).isEmpty)
         #expect(tracker.unreported([3: 3, 1: 5]) == [.init(order: 3, version: 3)])
         tracker.connectionOpened()
