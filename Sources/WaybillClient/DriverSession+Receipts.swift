@@ -17,11 +17,11 @@ extension DriverSession {
         guard machine.state == .live, let connection else { return }
         let receipts = self.receipts.unreported(shownVersions)
         guard !receipts.isEmpty else { return }
-        let frame = ReceiptTracker.frame(receipts)
+        let frames = ReceiptTracker.frames(receipts)
         let previous = receiptSends
         receiptSends = Task {
             await previous?.value
-            await connection.send(frame)
+            for frame in frames { await connection.send(frame) }
         }
     }
 }

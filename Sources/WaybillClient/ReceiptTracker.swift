@@ -28,9 +28,17 @@ struct ReceiptTracker: Sendable {
         return receipts.sorted()
     }
 
-    /// The `{"type":"seen","orders":[…]}` frame for `receipts`.
-    static func frame(_ receipts: [Receipt]) -> String {
-        let entries = receipts.map { #"{"id":\#($0.order.rawValue),"version":\#($0.version)}"# }
-        return #"{"type":"seen","orders":["# + entries.joined(separator: ",") + "]}"
+    /// Entries per `seen` frame. Servers refuse client frames over 4 KiB (1009: they only expect pings
+    /// and receipts); 64 entries of the longest possible ids and versions stay under 3.8 KiB. Without a
+    /// bound, a long list would close the socket, and the reconnect would send the same frame again.
+    static let maxEntriesPerFrame = 64
+
+    /// The `{"type":"seen","orders":[…]}` frames for `receipts`, at most ``maxEntriesPerFrame`` entries each.
+    static func frames(_ receipts: [Receipt]) -> [String] {
+        stride(from: 0, to: receipts.count, by: maxEntriesPerFrame).map { start in
+            let chunk = receipts[start..<min(start + maxEntriesPerFrame, receipts.count)]
+            let entries = chunk.map { #"{"id":\#($0.order.rawValue),"version":\#($0.version)}"# }
+            return #"{"type":"seen","orders":["# + entries.joined(separator: ",") + "]}"
+        }
     }
 }

@@ -85,10 +85,23 @@ struct ReceiptTests {
         var tracker = ReceiptTracker()
         let receipts = tracker.unreported([3: 2, 1: 5])
         #expect(
-            ReceiptTracker.frame(receipts) == #"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#)
+            ReceiptTracker.frames(receipts) == [#"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#])
         #expect(tracker.unreported([3: 2, 1: 5]).isEmpty)
         #expect(tracker.unreported([3: 3, 1: 5]) == [.init(order: 3, version: 3)])
         tracker.connectionOpened()
         #expect(tracker.unreported([3: 3]).count == 1)
+    }
+
+    /// The server closes a socket that sends more than 4 KiB at once (1009); a long list goes in pieces.
+    @Test func manyReceiptsAreSplitIntoFramesTheServerAccepts() {
+        let huge = (1...200).map { ReceiptTracker.Receipt(order: OrderID(Int64.max - $0), version: Int64.max - 1) }
+        let frames = ReceiptTracker.frames(huge)
+        #expect(frames.count == 4)
+        #expect(frames.allSatisfy { $0.utf8.count <= 4096 })
+        let ids = frames.flatMap { frame -> [Int64] in
+            let object = try? JSONSerialization.jsonObject(with: Data(frame.utf8)) as? [String: Any]
+            return (object?["orders"] as? [[String: Any]] ?? []).compactMap { ($0["id"] as? NSNumber)?.int64Value }
+        }
+        #expect(ids == huge.map(\.order.rawValue))
     }
 }
