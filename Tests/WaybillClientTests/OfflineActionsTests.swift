@@ -74,6 +74,26 @@ struct OfflineActionsTests {
         #expect(await third.session.pendingActions.isEmpty)
     }
 
+    /// The app is killed while a request is on its way: the next launch sends it again with the same key,
+    /// and the server, which got the first one after all, applies it once.
+    @Test func aSendCutShortByAnExitIsResentWithItsKeyAndAppliedOnce() async throws {
+        let first = await Harness.live(configuration: Self.configuration)
+        first.api.holdWrites(true)
+        let accept = try await first.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("request on its way") { first.api.heldWriteCount == 1 }
+        await first.session.stop()
+        first.api.holdWrites(false)
+        first.api.releaseWrites()  // the first request reaches the server after all
+        await eventually("first applied") { first.api.appliedWrites.count == 1 }
+
+        let restarted = await Harness.live(
+            configuration: Self.configuration, api: first.api, storage: first.storage, clock: first.clock, seed: 5)
+        await advanceUntilSent(restarted)
+        #expect(restarted.api.writeKeys == [accept.id.rawValue, accept.id.rawValue])
+        #expect(restarted.api.appliedWrites == ["status 1 accepted"])
+        #expect(await restarted.session.refusedActions.isEmpty)
+    }
+
     @Test func aRefusedActionIsDroppedReportedAndTheNextOneStillGoes() async throws {
         let h = await Harness.live(configuration: Self.configuration)
         let updates = await h.session.updates()

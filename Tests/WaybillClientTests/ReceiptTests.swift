@@ -85,7 +85,9 @@ struct ReceiptTests {
         var tracker = ReceiptTracker()
         let receipts = tracker.unreported([3: 2, 1: 5])
         #expect(
-            ReceiptTracker.frames(receipts) == [#"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#])
+            ReceiptTracker.frames(receipts) == [
+                #"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#
+            ])
         #expect(tracker.unreported([3: 2, 1: 5]).isEmpty)
         #expect(tracker.unreported([3: 3, 1: 5]) == [.init(order: 3, version: 3)])
         tracker.connectionOpened()

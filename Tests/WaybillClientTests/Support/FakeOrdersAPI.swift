@@ -35,6 +35,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var responsesToLose = 0
         /// Orders whose writes the "server" refuses with 409 (e.g. cancelled by the dispatcher).
         var refusing: Set<OrderID> = []
+        var holdWrites = false
+        var heldWrites: [CheckedContinuation<Void, Never>] = []
     }
 
     let state = Mutex(State())
@@ -167,10 +169,25 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     /// Writes to order `id` are refused with 409 `invalid_transition` (as after a dispatcher cancelled it).
     func refuseWrites(to id: OrderID) { state.withLock { _ = $0.refusing.insert(id) } }
 
+    /// Holds every write until ``releaseWrites()`` (a request still on its way when the app is killed).
+    func holdWrites(_ hold: Bool) { state.withLock { $0.holdWrites = hold } }
+    var heldWriteCount: Int { state.withLock { $0.heldWrites.count } }
+
+    func releaseWrites() {
+        let held = state.withLock { state in
+            defer { state.heldWrites = [] }
+            return state.heldWrites
+        }
+        for continuation in held { continuation.resume() }
+    }
+
     func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "status \(order) \(status)", status: status) {
+        if state.withLock({ $0.holdWrites }) {
+            await withCheckedContinuation { continuation in state.withLock { $0.heldWrites.append(continuation) } }
+        }
+        return try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "status \(order) \(status)", status: status) {
             $0.statusChanges.append((order, status))
         }
     }
