@@ -30,6 +30,12 @@ public struct ServerConfiguration: Sendable {
     /// How long delivered events stay replayable.
     public var outboxRetention: TimeInterval = 7 * 24 * 3600
     public var pruneInterval: Duration = .seconds(3600)
+    /// How long an `Idempotency-Key` record (and its stored response) is kept after it was last
+    /// written; SPEC §2 asks for at least 24 h.
+    public var idempotencyRetention: TimeInterval = 86_400
+    /// An `Idempotency-Key` claimed this long ago with no response yet is taken over by a repeat
+    /// (the node that claimed it most likely died); until then repeats get 409.
+    public var idempotencyClaimTimeout: TimeInterval = 30
     /// Lifetime of a WebSocket ticket, at most 60 s.
     public var ticketLifetime: TimeInterval = 30
     /// A broker publish slower than this is abandoned and retried.

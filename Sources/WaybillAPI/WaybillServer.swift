@@ -76,7 +76,9 @@ public final class WaybillServer: Sendable {
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
-            metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets)
+            metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets,
+            idempotency: IdempotencyGuard(
+                store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in http.execute(body) }
@@ -87,7 +89,8 @@ public final class WaybillServer: Sendable {
 
         let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
         let pruner = OutboxPruner(
-            store: store, retention: configuration.outboxRetention, interval: configuration.pruneInterval,
+            store: store, retention: configuration.outboxRetention,
+            idempotencyRetention: configuration.idempotencyRetention, interval: configuration.pruneInterval,
             now: { clock.now() }, logger: logger)
         // Logouts made on any node: close the user's sockets here and drop their cached tokens.
         let sessions = SessionWatcher(store: store, now: { clock.now() }, logger: logger) { user in

@@ -18,7 +18,11 @@ extension DriverSession {
         case .orderChanged(let event):
             enqueue(SyncRules.work(for: event, cached: openDetails))
         case .refreshList:
+            // A socket went live: the server is reachable, and nothing is reported on this socket yet.
             enqueue(.list)
+            receipts.connectionOpened()
+            reportShown()
+            serverLooksReachable()
         case .refreshEverything:
             enqueue(.everything)
         case .none:

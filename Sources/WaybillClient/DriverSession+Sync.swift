@@ -59,10 +59,12 @@ extension DriverSession {
                 hasLoadedOrders = true
                 publish(.orders(rows))
                 checkOpenDetails(against: rows)
+                reportShown()
                 outcome = .modified(etag: newTag)
             case .notModified:
                 outcome = .notModified
             }
+            serverLooksReachable()
         } catch {
             guard !Task.isCancelled else { return }
             publish(.failure(WaybillClientError(error)))
@@ -102,6 +104,7 @@ extension DriverSession {
                 if openDetails.contains(id) && !Task.isCancelled {
                     details[id] = CachedDetail(detail: detail, etag: etag)
                     publish(.detail(detail))
+                    reportShown()
                 }
                 result = .success(detail)
             case .notModified:
@@ -216,14 +219,19 @@ extension DriverSession {
             if failure == .conflict { enqueueRefresh(of: id) }
             throw failure
         }
-        if openDetails.contains(id), saved.order.version > (details[id]?.detail.version ?? 0) {
-            details[id] = CachedDetail(detail: saved.order, etag: saved.etag)
-            publish(.detail(saved.order))
-        }
+        show(saved, of: id)
         enqueueRefresh(of: id)
     }
 
-    private func enqueueRefresh(of id: OrderID) {
+    /// An opened detail takes the order a write answered, unless it already shows a newer version.
+    func show(_ saved: SavedOrder, of id: OrderID) {
+        guard openDetails.contains(id), saved.order.version > (details[id]?.detail.version ?? 0) else { return }
+        details[id] = CachedDetail(detail: saved.order, etag: saved.etag)
+        publish(.detail(saved.order))
+        reportShown()
+    }
+
+    func enqueueRefresh(of id: OrderID) {
         guard isRunning else { return }
         var work = SyncWork.list
         if openDetails.contains(id) { work.details.insert(id) }
@@ -245,4 +253,7 @@ extension WaybillClientError {
 extension DriverSession {
     /// Whether no fetch runs or is queued and no coalescing window is open (tests wait for this).
     var isIdle: Bool { listTask == nil && coalescingTask == nil && detailTasks.isEmpty }
+
+    /// Whether no action is being sent (tests wait for this).
+    var isSendingAction: Bool { actionTask != nil }
 }

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A driver's live view of their orders: the list, the details they opened, and the connection behind them.
 ///
 /// The session follows SPEC §5: an event is only a signal, state always comes from the REST API. It keeps
@@ -17,8 +19,9 @@
 /// ## Topics
 /// - Lifecycle: ``start()``, ``stop()``, ``appDidBecomeActive()``, ``networkDidBecomeAvailable()``
 /// - State: ``orders``, ``connectionState``, ``detail(_:)``, ``cachedDetail(_:)``, ``closeDetail(_:)``, ``updates()``
-/// - Actions: ``changeStatus(of:to:expecting:)``, ``completeStage(_:of:expecting:)``,
-///   ``attachDocument(named:kind:to:expecting:)``, ``refresh()``
+/// - Actions: ``queue(_:expecting:)`` (offline-safe), ``pendingActions(for:)``, ``refusedActions``,
+///   ``changeStatus(of:to:expecting:)``, ``completeStage(_:of:expecting:)``,
+///   ``attachDocument(named:kind:to:expecting:)`` (online only: they throw), ``refresh()``
 public actor DriverSession {
     /// Timing of a session. Every field has the production default.
     public struct Configuration: Sendable {
@@ -31,18 +34,22 @@ public actor DriverSession {
         /// How often a socket is pinged; one silent interval after a ping and it counts as dropped.
         /// Default 30 s; `nil` turns the heartbeat off (the transport must then notice dead sockets).
         public var heartbeatInterval: Duration?
+        /// When queued actions are retried and when the queue gives up on one (``ActionQueuePolicy``).
+        public var actionPolicy: ActionQueuePolicy
 
         /// A configuration with the given fields.
         public init(
             reconnectPolicy: ReconnectPolicy = .standard,
             pollInterval: Duration = .seconds(120),
             coalescingWindow: Duration = .milliseconds(250),
-            heartbeatInterval: Duration? = .seconds(30)
+            heartbeatInterval: Duration? = .seconds(30),
+            actionPolicy: ActionQueuePolicy = ActionQueuePolicy()
         ) {
             self.reconnectPolicy = reconnectPolicy
             self.pollInterval = pollInterval
             self.coalescingWindow = coalescingWindow
             self.heartbeatInterval = heartbeatInterval
+            self.actionPolicy = actionPolicy
         }
     }
 
@@ -55,6 +62,9 @@ public actor DriverSession {
     /// fires at the right instant however late its task gets scheduled, and periodic ticks never drift.
     let startTimer: @Sendable (Duration) -> @Sendable (Int) async throws -> Void
     var random: any RandomNumberGenerator & Sendable
+    /// Wall-clock time, only for the age of queued actions (which must survive a restart, unlike an instant).
+    let wallClock: @Sendable () -> Date
+    let actionStorage: any ActionStorage
 
     var machine: StateMachine
     var coalescer: Coalescer
@@ -83,6 +93,14 @@ public actor DriverSession {
     var pollTask: Task<Void, Never>?
     var heartbeatTask: Task<Void, Never>?
     var listTask: Task<Void, Never>?
+    var actionTask: Task<Void, Never>?
+    var actionBackoffTask: Task<Void, Never>?
+
+    // The offline queue and receipts.
+    var actionQueue: ActionQueue
+    var refused: [QueuedAction] = []
+    var receipts = ReceiptTracker()
+    var receiptSends: Task<Void, Never>?
 
     var subscribers: [Int: AsyncStream<SessionUpdate>.Continuation] = [:]
     var nextSubscriberID = 0
@@ -101,13 +119,18 @@ public actor DriverSession {
     ///     libwebsockets client of WaybillNetwork on Linux).
     ///   - clock: drives backoff, polling and coalescing; tests pass a virtual clock.
     ///   - configuration: timing; the defaults are the production values.
-    ///   - random: the source of reconnect jitter; tests pass a seeded generator.
+    ///   - random: the source of reconnect jitter and of idempotency keys; tests pass a seeded generator.
+    ///   - actionStorage: where the offline queue is kept; a queue left there by an earlier session (an app
+    ///     restart) is resumed. Default: memory only (nothing survives the process).
+    ///   - wallClock: the time stamped on queued actions, to give up on old ones; tests pass a fixed one.
     public init(
         api: any OrdersAPI,
         transport: any EventTransport,
         clock: some Clock<Duration> = ContinuousClock(),
         configuration: Configuration = Configuration(),
-        random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+        random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+        actionStorage: any ActionStorage = InMemoryActionStorage(),
+        wallClock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.api = api
         self.transport = transport
@@ -121,7 +144,15 @@ public actor DriverSession {
         list = ListLoader(pollInterval: configuration.pollInterval)
         heartbeatInterval = configuration.heartbeatInterval
         publishedState = machine.state
+        self.actionStorage = actionStorage
+        self.wallClock = wallClock
+        let stored = Self.loadActions(from: actionStorage)
+        actionQueue = ActionQueue(policy: configuration.actionPolicy, actions: stored.actions)
+        actionStorageUnreadable = stored.problem
     }
+
+    /// Whether the storage held a queue this version cannot read (it is left as it is until a new action).
+    public private(set) var actionStorageUnreadable: Bool
 
     /// The socket's state, for a status line in the app.
     public var connectionState: ConnectionState { machine.state }
@@ -147,6 +178,7 @@ public actor DriverSession {
         isRunning = true
         perform(machine.start())
         perform(list.start())
+        sendNextAction()
     }
 
     /// Closes the socket and stops polling; cached data stays readable. ``start()`` starts again.
@@ -169,6 +201,7 @@ public actor DriverSession {
             detailFetches.forget(id)
         }
         detailTasks = [:]
+        stopSendingActions()
     }
 
     /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.
@@ -191,6 +224,7 @@ public actor DriverSession {
     private func wakeUp() {
         guard isRunning else { return }
         perform(machine.wakeUp())
+        serverLooksReachable()
     }
 
     /// Marks the list stale and refetches it and every opened detail now (pull to refresh).

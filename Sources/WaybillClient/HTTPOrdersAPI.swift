@@ -59,18 +59,24 @@ public struct HTTPOrdersAPI: OrdersAPI {
         try await conditionalGet("api/orders/\(id)/", ifNoneMatch: ifNoneMatch, as: OrderDetail.self, what: "order")
     }
 
-    public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
-        try await write("api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch)
-    }
-
-    public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder {
-        try await write("api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch)
-    }
-
-    public func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?)
+    public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        try await write("api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch)
+        try await write(
+            "api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch, key: idempotencyKey)
+    }
+
+    public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    {
+        try await write("api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch, key: idempotencyKey)
+    }
+
+    public func attachDocument(
+        named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?
+    ) async throws -> SavedOrder {
+        try await write(
+            "api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch, key: idempotencyKey)
     }
 
     /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&cursor=C&since=N`.
@@ -103,14 +109,19 @@ public struct HTTPOrdersAPI: OrdersAPI {
 
     // MARK: - Plumbing
 
-    /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on.
-    private func write(_ path: String, body: [String: String]?, ifMatch: String?) async throws -> SavedOrder {
+    /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on
+    /// and with `Idempotency-Key` when the caller may retry it.
+    private func write(_ path: String, body: [String: String]?, ifMatch: String?, key: String?) async throws
+        -> SavedOrder
+    {
         var headers = ["Accept": "application/json"]
         if let ifMatch { headers["If-Match"] = ifMatch }
+        if let key { headers["Idempotency-Key"] = key }
         let response = try await send("POST", path, headers: headers, body: body)
         try Self.check(response)
         let order = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
-        return SavedOrder(order: order, etag: response.header("ETag"))
+        let replayed = response.header("Idempotent-Replayed")?.lowercased() == "true"
+        return SavedOrder(order: order, etag: response.header("ETag"), isReplay: replayed)
     }
 
     func conditionalGet<T: Decodable & Sendable>(

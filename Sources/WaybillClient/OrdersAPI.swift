@@ -3,17 +3,22 @@
 /// Every method throws ``WaybillClientError``. Writes take `ifMatch`: the `ETag` of the order as the caller
 /// last saw it (`"o42-v7"`), or `nil` to write whatever the current version is. When the order has changed
 /// since, the server refuses with 412 and the write throws ``WaybillClientError/conflict`` with `status` 412.
+/// Writes also take `idempotencyKey` (sent as `Idempotency-Key`): a retry with the same key is applied at
+/// most once, and its answer is the stored one (``SavedOrder/isReplay``). The forms without a key remain
+/// as extension methods, so callers of earlier versions keep compiling.
 public protocol OrdersAPI: Sendable {
     /// `GET /api/orders/` with `If-None-Match: ifNoneMatch`: the driver's orders, or `.notModified`.
     func orders(ifNoneMatch: String?) async throws -> Fetched<[OrderSummary]>
     /// `GET /api/orders/{id}/` with `If-None-Match: ifNoneMatch`: one whole order, or `.notModified`.
     func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail>
-    /// `POST /api/orders/{id}/status` with `If-Match: ifMatch`: the order as saved.
-    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder
-    /// `POST /api/orders/{id}/stages/{sid}/complete` with `If-Match: ifMatch`: the order as saved.
-    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder
-    /// `POST /api/orders/{id}/documents` `{"name","kind"}` with `If-Match: ifMatch`: the order as saved.
-    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?)
+    /// `POST /api/orders/{id}/status` with `If-Match` and `Idempotency-Key` (each when given): the order as saved.
+    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    /// `POST /api/orders/{id}/stages/{sid}/complete` with `If-Match` and `Idempotency-Key`: the order as saved.
+    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    /// `POST /api/orders/{id}/documents` `{"name","kind"}` with `If-Match` and `Idempotency-Key`: the order as saved.
+    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     /// The request that opens the event socket, authenticated and resuming after `since` / at `cursor`.
     ///
@@ -23,6 +28,23 @@ public protocol OrdersAPI: Sendable {
 }
 
 extension OrdersAPI {
+    /// `POST /api/orders/{id}/status` with `If-Match: ifMatch`, without an idempotency key.
+    public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
+        try await changeStatus(of: order, to: status, ifMatch: ifMatch, idempotencyKey: nil)
+    }
+
+    /// `POST /api/orders/{id}/stages/{sid}/complete` with `If-Match: ifMatch`, without an idempotency key.
+    public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder {
+        try await completeStage(stage, of: order, ifMatch: ifMatch, idempotencyKey: nil)
+    }
+
+    /// `POST /api/orders/{id}/documents` with `If-Match: ifMatch`, without an idempotency key.
+    public func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?)
+        async throws -> SavedOrder
+    {
+        try await attachDocument(named: name, kind: kind, to: order, ifMatch: ifMatch, idempotencyKey: nil)
+    }
+
     /// `POST /api/orders/{id}/status` without a precondition.
     public func changeStatus(of order: OrderID, to status: OrderStatus) async throws {
         _ = try await changeStatus(of: order, to: status, ifMatch: nil)
@@ -45,11 +67,15 @@ public struct SavedOrder: Hashable, Sendable {
     public var order: OrderDetail
     /// Its `ETag`, if the server sent one.
     public var etag: String?
+    /// Whether this is the stored answer to an earlier request with the same `Idempotency-Key`
+    /// (`Idempotent-Replayed: true`): the write was applied then, not now.
+    public var isReplay: Bool
 
     /// A saved order with the given fields.
-    public init(order: OrderDetail, etag: String?) {
+    public init(order: OrderDetail, etag: String?, isReplay: Bool = false) {
         self.order = order
         self.etag = etag
+        self.isReplay = isReplay
     }
 }
 

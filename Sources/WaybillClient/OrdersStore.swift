@@ -20,7 +20,15 @@
         public private(set) var connectionState: ConnectionState = .stopped(.notStarted)
         /// The last background failure, cleared by the next successful list update.
         public private(set) var lastFailure: WaybillClientError?
+        /// Queued driver actions not yet applied, oldest first: overlay them on rows and details
+        /// ("accepted — waiting for coverage"); ``pendingActions(for:)`` filters one order's.
+        public private(set) var pendingActions: [QueuedAction] = []
+        /// Actions the server refused (or the queue gave up on), to show the driver once.
+        public private(set) var refusedActions: [QueuedAction] = []
         private var details: [OrderID: OrderDetail] = [:]
+
+        /// The pending actions of order `id`.
+        public func pendingActions(for id: OrderID) -> [QueuedAction] { pendingActions.filter { $0.orderID == id } }
 
         /// The session this store mirrors; call its actions
         /// (``DriverSession/changeStatus(of:to:expecting:)``…) directly.
@@ -63,6 +71,15 @@
             case .detailRemoved(let id): details[id] = nil
             case .connection(let state): connectionState = state
             case .failure(let error): lastFailure = error
+            case .action(let action):
+                if let index = pendingActions.firstIndex(where: { $0.id == action.id }) {
+                    if action.state.isPending { pendingActions[index] = action } else { pendingActions.remove(at: index) }
+                } else if action.state.isPending {
+                    pendingActions.append(action)
+                }
+                if case .refused = action.state, !refusedActions.contains(where: { $0.id == action.id }) {
+                    refusedActions.append(action)
+                }
             }
         }
     }

@@ -15,6 +15,8 @@ public enum SessionUpdate: Hashable, Sendable, Encodable {
     case connection(ConnectionState)
     /// A background fetch failed; the data shown is kept and retried by the next poll or event.
     case failure(WaybillClientError)
+    /// A queued driver action was queued, is being sent, was applied or was refused (see ``QueuedAction/state``).
+    case action(QueuedAction)
 
     private enum CodingKeys: String, CodingKey {
         case type, orders, order, id, state, attempt, reason, error, status, message
@@ -56,6 +58,22 @@ public enum SessionUpdate: Hashable, Sendable, Encodable {
             try c.encodeIfPresent(error.status, forKey: .status)
             try c.encodeIfPresent(error.code, forKey: .error)
             try c.encode(error.description, forKey: .message)
+        case .action(let queued):
+            // `{"type":"action","id":…,"state":…}` plus the action's own fields (`action`, `order`, …).
+            try queued.action.encode(to: encoder)
+            try c.encode("action", forKey: .type)
+            try c.encode(queued.id, forKey: .id)
+            switch queued.state {
+            case .waiting: try c.encode("waiting", forKey: .state)
+            case .sending: try c.encode("sending", forKey: .state)
+            case .applied: try c.encode("applied", forKey: .state)
+            case .refused(let refusal):
+                try c.encode("refused", forKey: .state)
+                var reason = c.nestedContainer(keyedBy: CodingKeys.self, forKey: .reason)
+                try reason.encodeIfPresent(refusal.status, forKey: .status)
+                try reason.encode(refusal.code, forKey: .error)
+                try reason.encode(refusal.message, forKey: .message)
+            }
         }
     }
 
@@ -80,6 +98,7 @@ extension DriverSession {
         continuation.yield(.connection(machine.state))
         if hasLoadedOrders { continuation.yield(.orders(orders)) }
         for id in details.keys.sorted() { if let cached = details[id] { continuation.yield(.detail(cached.detail)) } }
+        for action in refused + actionQueue.actions { continuation.yield(.action(action)) }
         continuation.onTermination = { [weak self] _ in
             Task { await self?.unsubscribe(id) }
         }

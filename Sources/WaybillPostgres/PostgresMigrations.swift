@@ -16,6 +16,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0002_shared_sessions", sql: PostgresSchema.sharedSessions),
         PostgresMigration(name: "0003_order_list_indexes", sql: PostgresSchema.orderListIndexes),
         PostgresMigration(name: "0004_order_receipts", sql: PostgresSchema.receipts),
+        PostgresMigration(name: "0005_idempotency_keys", sql: PostgresSchema.idempotencyKeys),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -2,8 +2,9 @@ public import Foundation
 public import WaybillObservability
 public import WaybillStorage
 
-/// Deletes relayed outbox events older than the retention (default 7 days), and session records
-/// (login attempts, logouts) past their use, in the background.
+/// Deletes relayed outbox events older than the retention (default 7 days), session records
+/// (login attempts, logouts) past their use, and `Idempotency-Key` records older than a day, in
+/// the background.
 ///
 /// One node prunes at a time: it runs only while it holds the store's `"outbox-pruner"` lease
 /// (pruning twice would be harmless, but it is wasted work on the shared store). A resume from
@@ -15,6 +16,7 @@ public final class OutboxPruner: Sendable {
     private let store: any OrderStore
     private let retention: TimeInterval
     private let sessionRetention: TimeInterval
+    private let idempotencyRetention: TimeInterval
     private let interval: Duration
     private let now: @Sendable () -> Date
     private let clock: any Clock<Duration>
@@ -25,15 +27,19 @@ public final class OutboxPruner: Sendable {
     ///   - retention: how long events stay replayable.
     ///   - sessionRetention: how long login attempts and logouts are kept; longer than the login
     ///     throttle's window (5 min) and the session watchers' overlap (seconds).
+    ///   - idempotencyRetention: how long an `Idempotency-Key` record is kept after it was last
+    ///     written (SPEC §2: at least 24 h).
     ///   - now: the wall clock the cutoffs are computed from.
     ///   - clock: what the pruner sleeps on between runs.
     public init(
-        store: any OrderStore, retention: TimeInterval, sessionRetention: TimeInterval = 3600, interval: Duration,
+        store: any OrderStore, retention: TimeInterval, sessionRetention: TimeInterval = 3600,
+        idempotencyRetention: TimeInterval = 86_400, interval: Duration,
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger
     ) {
         self.store = store
         self.retention = retention
         self.sessionRetention = sessionRetention
+        self.idempotencyRetention = idempotencyRetention
         self.interval = interval
         self.now = now
         self.clock = clock
@@ -55,12 +61,18 @@ public final class OutboxPruner: Sendable {
 
     public func pruneOnce() async {
         let now = self.now(), cutoff = now.addingTimeInterval(-retention), sessions = now.addingTimeInterval(-sessionRetention)
+        let keys = now.addingTimeInterval(-idempotencyRetention)
         do {
-            let (events, records) = try await store.write { tx in
-                (try tx.pruneEvents(committedBefore: cutoff), try tx.pruneSessionRecords(before: sessions))
+            let (events, records, idempotency) = try await store.write { tx in
+                (
+                    try tx.pruneEvents(committedBefore: cutoff), try tx.pruneSessionRecords(before: sessions),
+                    try tx.pruneIdempotencyKeys(before: keys)
+                )
             }
-            if events > 0 || records > 0 {
-                logger.info("outbox pruned", ["events": "\(events)", "session_records": "\(records)"])
+            if events > 0 || records > 0 || idempotency > 0 {
+                logger.info(
+                    "outbox pruned",
+                    ["events": "\(events)", "session_records": "\(records)", "idempotency_keys": "\(idempotency)"])
             }
         } catch {
             logger.warning("outbox prune failed", ["error": "\(error)"])

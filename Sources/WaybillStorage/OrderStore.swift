@@ -95,8 +95,8 @@ public protocol StoreReader {
     func logouts(since: Date) throws -> [Logout]
 }
 
-/// What a write transaction can do, on top of reading.
-public protocol StoreWriter: StoreReader {
+/// What a write transaction can do, on top of reading (`IdempotencyRecords`: `Idempotency-Key` records).
+public protocol StoreWriter: StoreReader, IdempotencyRecords {
     // MARK: Companies and users
     func insertCompany(name: String) throws -> Company
     /// - Throws: `StoreError.conflict` when the email is taken.

@@ -10,16 +10,20 @@ import WaybillNetwork
 /// from stdin, one per line, so a person or a script can drive it.
 enum DriverCommand {
     static let help = """
-        Usage: waybill driver --server URL --email E --password P [--json]
+        Usage: waybill driver --server URL --email E --password P [--json] [--state-dir DIR]
 
         The driver's app in a terminal: logs in, shows the driver's orders live (WebSocket with
         single-use tickets, resume after reconnects, 120 s polling as a safety net) and moves them.
+        Actions are queued on disk and sent in order when the server is reachable (each with its own
+        Idempotency-Key, so a retry is applied once); the status line shows how many are waiting.
 
         Options (each also read from the environment variable shown):
           --server URL       the Waybill server, e.g. http://127.0.0.1:8080 (WAYBILL_SERVER)
           --email E          login email (WAYBILL_EMAIL)
           --password P       password (WAYBILL_PASSWORD)
           --json             one JSON line per change instead of the screen (also when stdout is not a terminal)
+          --state-dir DIR    where the offline action queue is kept, one file per login and server
+                             (WAYBILL_STATE_DIR; default $XDG_STATE_HOME/waybill, else ~/.local/state/waybill)
           --help             show this text
 
         Commands (type them, one per line):
@@ -27,18 +31,25 @@ enum DriverCommand {
           close ID           stop showing it
           accept ID | start ID | complete ID     move the order (accepted, in_progress, completed)
           stage ID SID       mark stage SID of order ID done
-                             (on an opened order these name the version shown: if it changed meanwhile,
-                             nothing is done, the order is reloaded and a "changed meanwhile" error shows)
+          document ID KIND NAME…                 attach a document (e.g. document 42 proof_of_delivery POD.pdf)
+                             (these are queued: sent now when online, later when not; on an opened order
+                             they name the version shown: if it changed meanwhile, the server refuses the
+                             action and the order is reloaded)
+          {"action":"status","order":ID,"status":"accepted"}      the same actions as JSON lines
+          {"action":"complete_stage","order":ID,"stage":SID}
+          {"action":"document","order":ID,"name":"POD.pdf","kind":"proof_of_delivery"}
           refresh            refetch the list now
           quit               leave
 
         JSON lines: {"kind":"list","orders":[…]}, {"kind":"detail","order":{…}},
         {"kind":"connection","state":"live"|"connecting"|"backing_off"|"polling_only"|"stopped",…},
-        {"kind":"error","message":…}. Exit status 3 when the server refuses the login or the token.
+        {"kind":"action","id":KEY,"action":…,"order":ID,…,"state":"waiting"|"sending"|"applied"|"refused",
+        "reason":{…} (refused only),"waiting":N}, {"kind":"error","message":…}.
+        Exit status 3 when the server refuses the login or the token.
         """
 
     static func run(_ argv: [String]) async throws {
-        let args = try Arguments(argv, values: ["server", "email", "password"], switches: ["json"])
+        let args = try Arguments(argv, values: ["server", "email", "password", "state-dir"], switches: ["json"])
         guard let serverText = args.string("server"), let server = URL(string: serverText), server.host != nil else {
             throw Arguments.Problem(description: "--server URL is required (e.g. http://127.0.0.1:8080)")
         }
@@ -53,12 +64,34 @@ enum DriverCommand {
             view.error("login failed: \(error)")
             exit(3)
         }
+        let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
         let loop = try WebSocketClientLoop()
-        let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop))
+        let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
+        if await session.actionStorageUnreadable {
+            view.error("cannot read the action queue in \(storage.url.path); it is left as it is until a new action")
+        }
         await session.start()
         await DriverApp(session: session, view: view).run()
         await session.stop()
         loop.shutdown()
+    }
+}
+
+extension DriverCommand {
+    /// `--state-dir`, else `$XDG_STATE_HOME/waybill`, else `~/.local/state/waybill`.
+    static func stateDirectory(_ args: Arguments) -> URL {
+        if let dir = args.string("state-dir") { return URL(fileURLWithPath: dir) }
+        if let xdg = ProcessInfo.processInfo.environment["XDG_STATE_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("waybill")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state/waybill")
+    }
+
+    /// One queue per login and server (keys are scoped to the user): `actions-<email>@<host>_<port>.json`.
+    static func queueFile(in directory: URL, server: URL, email: String) -> URL {
+        let name = "\(email)@\(server.host ?? "server")_\(server.port.map(String.init) ?? "default")"
+        let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
+        return directory.appendingPathComponent("actions-\(safe).json")
     }
 }
 
@@ -96,28 +129,21 @@ struct DriverApp {
 
     /// Runs one command line; `false` means quit.
     static func perform(_ line: String, on session: DriverSession, view: any DriverView) async -> Bool {
-        let words = line.split(separator: " ").map(String.init)
-        guard let verb = words.first?.lowercased() else { return true }
-        let numbers = words.dropFirst().compactMap { Int64($0) }
         do {
-            switch (verb, numbers.count) {
-            case ("quit", _), ("exit", _): return false
-            case ("refresh", _): await session.refresh()
-            case ("open", 1): _ = try await session.detail(OrderID(numbers[0]))
-            case ("close", 1): await session.closeDetail(OrderID(numbers[0]))
-            case ("accept", 1): try await session.changeStatus(of: OrderID(numbers[0]), to: .accepted)
-            case ("start", 1): try await session.changeStatus(of: OrderID(numbers[0]), to: .inProgress)
-            case ("complete", 1): try await session.changeStatus(of: OrderID(numbers[0]), to: .completed)
-            case ("stage", 2): try await session.completeStage(StageID(numbers[1]), of: OrderID(numbers[0]))
-            default: view.error("unknown command '\(line)' — try: open ID, accept ID, start ID, complete ID, stage ID SID, quit")
+            switch try DriverCommandLine(line) {
+            case .none: break
+            case .quit: return false
+            case .refresh: await session.refresh()
+            case .open(let id): _ = try await session.detail(id)
+            case .close(let id): await session.closeDetail(id)
+            case .action(let action):
+                // Queued (and on disk) before this returns; the view reports each step as an action line.
+                try await session.queue(action)
             }
-        } catch let error as WaybillClientError where error.isStaleVersion {
-            // The action named the version on screen and the order has moved on: say so plainly. The
-            // session has already reloaded it, so the fresh state is on screen for the driver to decide again.
-            let order = numbers.first.map(String.init) ?? "?"
-            view.error("\(verb) not done: order \(order) was changed meanwhile and has been reloaded; check it, try again")
+        } catch let problem as DriverCommandLine.Problem {
+            view.error(problem.description)
         } catch {
-            view.error("\(verb) failed: \(error)")
+            view.error("\(line) failed: \(error)")
         }
         return true
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WaybillClient
 
 /// How `waybill driver` shows what changed.
@@ -7,21 +8,57 @@ protocol DriverView: Sendable {
     func error(_ message: String)
 }
 
-/// One JSON object per line: `{"kind":"list"|"detail"|"detail_removed"|"connection"|"error", …}`.
-struct JSONLinesView: DriverView {
+/// The queued actions the view has been told about: which are still pending, per order.
+struct PendingActions {
+    private(set) var pending: [ActionID: QueuedAction] = [:]
+
+    mutating func take(_ action: QueuedAction) {
+        if action.state.isPending { pending[action.id] = action } else { pending[action.id] = nil }
+    }
+
+    var count: Int { pending.count }
+
+    /// What an order's row shows on top of the server's status: `accepted — waiting for coverage`.
+    func overlay(for id: OrderID) -> String? {
+        let mine = pending.values.filter { $0.orderID == id }.sorted { $0.queuedAt < $1.queuedAt }
+        guard let last = mine.last else { return nil }
+        let what: String =
+            switch last.action {
+            case .changeStatus(_, let status): status.rawValue
+            case .completeStage(let stage, _): "stage \(stage) done"
+            case .attachDocument(let name, _, _): "document \(name)"
+            }
+        let extra = mine.count > 1 ? " (+\(mine.count - 1))" : ""
+        return "\(what)\(extra) — \(last.state == .sending ? "sending" : "waiting for coverage")"
+    }
+}
+
+/// One JSON object per line: `{"kind":"list"|"detail"|"detail_removed"|"connection"|"action"|"error", …}`.
+/// Action lines also carry `"waiting"`: how many actions are still queued after this one's step.
+final class JSONLinesView: DriverView {
+    private let pending = Mutex(PendingActions())
+
     func show(_ update: SessionUpdate) {
         guard var object = (try? JSONSerialization.jsonObject(with: Data(update.jsonLine.utf8))) as? [String: Any],
             let type = object.removeValue(forKey: "type") as? String
         else { return }
         let kinds = ["orders": "list", "failure": "error"]
         object["kind"] = kinds[type] ?? type
+        if case .action(let action) = update {
+            object["waiting"] = pending.withLock { pending in
+                pending.take(action)
+                return pending.count
+            }
+        }
         emit(object)
     }
 
     func error(_ message: String) { emit(["kind": "error", "message": message]) }
 
     private func emit(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return }
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
@@ -35,6 +72,7 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
     private var details: [OrderID: OrderDetail] = [:]
     private var connection = "connecting…"
     private var message = ""
+    private var pending = PendingActions()
 
     init(email: String) { self.email = email }
 
@@ -46,6 +84,11 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
             case .detailRemoved(let id): details[id] = nil
             case .connection(let state): connection = Self.describe(state)
             case .failure(let error): message = "⚠ \(error)"
+            case .action(let action):
+                pending.take(action)
+                if case .refused(let reason) = action.state {
+                    message = "⚠ not done: \(action.action) — \(reason)"
+                }
             }
             redraw()
         }
@@ -60,20 +103,27 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
 
     private func redraw() {
         var screen = "\u{1B}[2J\u{1B}[H"
-        screen += "Waybill driver — \(email) — \(connection)\n\n"
+        let waiting = pending.count == 0 ? "" : " — \(pending.count) action\(pending.count == 1 ? "" : "s") waiting"
+        screen += "Waybill driver — \(email) — \(connection)\(waiting)\n\n"
         screen += "  ID  NUMBER         STATUS       TITLE\n"
         for order in orders {
-            screen += "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title + "\n"
+            screen +=
+                "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title
+            if let overlay = pending.overlay(for: order.id) { screen += "   → \(overlay)" }
+            screen += "\n"
         }
         if orders.isEmpty { screen += "  (no orders)\n" }
         for detail in details.values.sorted(by: { $0.id < $1.id }) {
-            screen += "\nOrder \(detail.id) \(detail.number) — \(detail.title) [\(detail.status.rawValue)]\n"
+            screen += "\nOrder \(detail.id) \(detail.number) — \(detail.title) [\(detail.status.rawValue)]"
+            if let overlay = pending.overlay(for: detail.id) { screen += " → \(overlay)" }
+            screen += "\n"
             if !detail.notes.isEmpty { screen += "  \(detail.notes)\n" }
             for stage in detail.stages {
                 screen += "  stage \(stage.id): \(stage.kind) \(stage.address) \(stage.isCompleted ? "✓ done" : "")\n"
             }
         }
-        screen += "\n\(message)\nopen ID | close ID | accept ID | start ID | complete ID | stage ID SID | refresh | quit\n> "
+        screen += "\n\(message)\nopen ID | close ID | accept ID | start ID | complete ID | stage ID SID | "
+        screen += "document ID KIND NAME | refresh | quit\n> "
         FileHandle.standardOutput.write(Data(screen.utf8))
     }
 

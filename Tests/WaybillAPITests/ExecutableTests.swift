@@ -92,6 +92,7 @@ struct ExecutableTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let app = try ChildProcess([
                 "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+                "--state-dir", server.directory.appendingPathComponent("driver-state").path,
             ])
             defer { app.terminate() }
             let list = try #require(await app.line { $0["kind"] as? String == "list" && ($0["orders"] as? [Any])?.count == 2 })

@@ -19,7 +19,11 @@ import WaybillTesting
             try PostgresServer.shared().psql(
                 "SELECT name FROM schema_migrations ORDER BY name", database: databaseName(url))
         }
-        #expect(recorded.split(separator: "\n") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts"])
+        #expect(
+            recorded.split(separator: "\n") == [
+                "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
+                "0005_idempotency_keys",
+            ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
             try PostgresServer.shared().psql(
@@ -47,6 +51,6 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "4")
+        #expect(count == "5")
     }
 }

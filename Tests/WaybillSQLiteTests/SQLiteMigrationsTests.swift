@@ -16,10 +16,15 @@ import WaybillStorage
         for table in [
             "schema_migrations", "companies", "users", "api_tokens", "ws_tickets", "order_sequences", "orders",
             "stages", "documents", "events", "event_groups", "event_counter", "outbox_state", "logouts", "login_attempts",
+            "idempotency_keys",
         ] {
             #expect(tables.contains(table), "missing table \(table)")
         }
-        #expect(try rawQuery(database.path, "SELECT name FROM schema_migrations") == ["0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts"])
+        #expect(
+            try rawQuery(database.path, "SELECT name FROM schema_migrations") == [
+                "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
+                "0005_idempotency_keys",
+            ])
         // 0003: a status page of the list is a keyset range of its own index, not a scan and sort.
         let plan = try rawQuery(
             database.path,
@@ -36,7 +41,7 @@ import WaybillStorage
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["4"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["5"])
         #expect(try rawQuery(database.path, "SELECT last_id FROM event_counter") == ["0"])
     }
 

@@ -26,6 +26,16 @@ struct Router: Sendable {
         routes.append(Route(method: method, pattern: pattern, segments: Self.split(pattern), handler: handler))
     }
 
+    /// Replaces the handler of every route for which `applies(method, pattern)` holds with
+    /// `wrap(handler)` (e.g. `IdempotencyGuard` around the order writes).
+    mutating func wrapHandlers(
+        where applies: (_ method: String, _ pattern: String) -> Bool, _ wrap: (@escaping Handler) -> Handler
+    ) {
+        for index in routes.indices where applies(routes[index].method, routes[index].pattern) {
+            routes[index].handler = wrap(routes[index].handler)
+        }
+    }
+
     func match(method: String, path: String) -> Match {
         let parts = Self.split(path)
         var allowed: [String] = []

@@ -127,9 +127,11 @@ final class OrderService: Sendable {
         }
     }
 
-    func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws {
+    /// - Returns: the order as it was before it was deleted.
+    @discardableResult
+    func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        _ = try await commit { tx, _ in
+        return try await commit { tx, _ in
             let order = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(order)
             try order.checkDeletable(by: actor)
@@ -139,6 +141,13 @@ final class OrderService: Sendable {
     }
 
     // MARK: The one write path
+
+    /// Work the current task adds to each of its order writes' transactions, after the change and
+    /// before its events: `IdempotentWrite` stores the request's response there, so the change and
+    /// the response commit together. A task-local, read before the write starts, because the
+    /// transaction runs on the store's thread. Must have no effect outside the store (PostgreSQL
+    /// may run a transaction twice).
+    @TaskLocal static var inTransaction: (@Sendable (Order, any StoreWriter, Date) throws -> Void)?
 
     typealias Rule = @Sendable (Order, any StoreWriter, Date) throws -> (Order?, @Sendable (Order, Order) -> OrderChange)
 
@@ -166,9 +175,10 @@ final class OrderService: Sendable {
     private func commit(
         _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
     ) async throws -> Order {
-        let now = clock.now()
+        let now = clock.now(), hook = Self.inTransaction
         let (order, events) = try await store.write { tx in
             let (order, change) = try body(tx, now)
+            try hook?(order, tx, now)
             guard let change else { return (order, [StoredEvent]()) }
             // Last step before commit: ids are taken in commit order (docs/ARCHITECTURE.md, "Event ids").
             return (order, try tx.appendEvents(Broadcaster.events(for: change, at: now)))

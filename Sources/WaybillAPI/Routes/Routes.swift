@@ -13,6 +13,8 @@ struct Routes {
     let metricsToken: Secret?
     /// Called after a user's tokens were revoked (closes their live sockets).
     let loggedOut: @Sendable (UserID) -> Void
+    /// Guards the order writes that carry `Idempotency-Key` (`nil`: the header is ignored).
+    var idempotency: IdempotencyGuard? = nil
 
     func router() -> Router {
         var r = Router()
@@ -56,7 +58,7 @@ struct Routes {
         r.on("POST", "/api/orders") { request, context in
             let actor = try await context.requireActor()
             let body = try JSONCoding.decode(CreateOrderRequest.self, from: request)
-            return try Self.detail(try await orders.create(body, by: actor), status: 201)
+            return try await Self.written(status: 201) { try await orders.create(body, by: actor) }
         }
         r.on("GET", "/api/orders/{id}") { request, context in
             let order = try await orders.detail(try context.id("id"), for: try await context.requireActor())
@@ -66,40 +68,50 @@ struct Routes {
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try Self.detail(try await orders.patch(id, body, by: actor, ifMatch: ifMatch))
+            return try await Self.written { try await orders.patch(id, body, by: actor, ifMatch: ifMatch) }
         }
         r.on("DELETE", "/api/orders/{id}") { request, context in
             let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
-            try await orders.delete(try context.id("id"), by: actor, ifMatch: ifMatch)
-            return HTTPResponse(status: 204)
+            let id: OrderID = try context.id("id")
+            return try await IdempotentWrite.answer({ _ in HTTPResponse(status: 204) }) {
+                try await orders.delete(id, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/status") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(StatusRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try Self.detail(try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch))
+            return try await Self.written {
+                try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/assign") { request, context in
             let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(AssignRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try Self.detail(try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch))
+            return try await Self.written {
+                try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/unassign") { request, context in
             let actor = try await context.requireDispatcher(), ifMatch = try Conditional.ifMatch(request)
-            return try Self.detail(try await orders.unassign(try context.id("id"), by: actor, ifMatch: ifMatch))
+            let id: OrderID = try context.id("id")
+            return try await Self.written { try await orders.unassign(id, by: actor, ifMatch: ifMatch) }
         }
         r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
             let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
-            let order = try await orders.completeStage(
-                try context.id("id"), stage: try context.id("sid"), by: actor, ifMatch: ifMatch)
-            return try Self.detail(order)
+            let id: OrderID = try context.id("id"), stage: StageID = try context.id("sid")
+            return try await Self.written {
+                try await orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("POST", "/api/orders/{id}/documents") { request, context in
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(DocumentRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try Self.detail(try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch), status: 201)
+            return try await Self.written(status: 201) {
+                try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch)
+            }
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
         r.on("GET", "/readyz") { _, _ in try await health.ready() }
@@ -111,7 +123,14 @@ struct Routes {
         r.on("GET", "/assets/{name}") { request, context in
             files.response(for: context.parameters["name"] ?? "", request: request)
         }
+        if let idempotency { r.wrapHandlers(where: IdempotencyGuard.covers, idempotency.wrap) }
         return r
+    }
+
+    /// An order write answered with the order's detail; under an `Idempotency-Key` that answer is
+    /// stored in the write's own transaction (`IdempotentWrite.answer`).
+    private static func written(status: Int = 200, _ write: () async throws -> Order) async throws -> HTTPResponse {
+        try await IdempotentWrite.answer({ try detail($0, status: status) }, write)
     }
 
     /// An order as a write's answer, with its `ETag`: the client's next `If-Match` (SPEC §2).

@@ -23,6 +23,20 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var heldDetails: [CheckedContinuation<Void, Never>] = []
         var holdLists = false
         var heldLists: [CheckedContinuation<Void, Never>] = []
+        /// Writes as the "server" applied them, in order: `(key, what)`.
+        var appliedWrites: [(key: String?, what: String)] = []
+        /// Every write attempt's `Idempotency-Key`, applied or not.
+        var writeKeys: [String?] = []
+        /// Stored answers per idempotency key, as the server keeps them: the request and its saved order.
+        var idempotent: [String: (request: String, saved: SavedOrder)] = [:]
+        /// Errors the next write attempts throw before reaching the "server" (unreachable, 503, …).
+        var writeFailures: [WaybillClientError] = []
+        /// How many of the next applied writes lose their answer on the way back (applied, then "offline").
+        var responsesToLose = 0
+        /// Orders whose writes the "server" refuses with 409 (e.g. cancelled by the dispatcher).
+        var refusing: Set<OrderID> = []
+        var holdWrites = false
+        var heldWrites: [CheckedContinuation<Void, Never>] = []
     }
 
     let state = Mutex(State())
@@ -144,35 +158,98 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         }
     }
 
-    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
-        try write(order, ifMatch: ifMatch, status: status) { $0.statusChanges.append((order, status)) }
+    var appliedWrites: [String] { state.withLock { $0.appliedWrites.map(\.what) } }
+    var appliedWriteKeys: [String?] { state.withLock { $0.appliedWrites.map(\.key) } }
+    var writeKeys: [String?] { state.withLock { $0.writeKeys } }
+
+    /// The next writes fail with these errors, in order, before reaching the "server".
+    func failWrites(_ errors: [WaybillClientError]) { state.withLock { $0.writeFailures += errors } }
+    /// The next `count` applied writes lose their answer: the server applied them, the client sees "unreachable".
+    func loseResponses(_ count: Int) { state.withLock { $0.responsesToLose += count } }
+    /// Writes to order `id` are refused with 409 `invalid_transition` (as after a dispatcher cancelled it).
+    func refuseWrites(to id: OrderID) { state.withLock { _ = $0.refusing.insert(id) } }
+
+    /// Holds every write until ``releaseWrites()`` (a request still on its way when the app is killed).
+    func holdWrites(_ hold: Bool) { state.withLock { $0.holdWrites = hold } }
+    var heldWriteCount: Int { state.withLock { $0.heldWrites.count } }
+
+    func releaseWrites() {
+        let held = state.withLock { state in
+            defer { state.heldWrites = [] }
+            return state.heldWrites
+        }
+        for continuation in held { continuation.resume() }
     }
 
-    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?) async throws -> SavedOrder {
-        try write(order, ifMatch: ifMatch, status: nil) { _ in }
-    }
-
-    func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?) async throws -> SavedOrder {
-        try write(order, ifMatch: ifMatch, status: nil) { _ in }
-    }
-
-    /// A write as the server does it: 404, then 412 unless `ifMatch` names the current version, then a new version.
-    private func write(_ id: OrderID, ifMatch: String?, status: OrderStatus?, _ record: (inout State) -> Void)
-        throws -> SavedOrder
+    func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?, idempotencyKey: String?)
+        async throws -> SavedOrder
     {
-        try state.withLock { state in
+        if state.withLock({ $0.holdWrites }) {
+            await withCheckedContinuation { continuation in state.withLock { $0.heldWrites.append(continuation) } }
+        }
+        return try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "status \(order) \(status)", status: status) {
+            $0.statusChanges.append((order, status))
+        }
+    }
+
+    func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    {
+        try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "stage \(order) \(stage)", status: nil) { _ in }
+    }
+
+    func attachDocument(
+        named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?
+    ) async throws -> SavedOrder {
+        try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "document \(order) \(name)", status: nil) { _ in }
+    }
+
+    /// A write as the server does it: a stored answer for a known idempotency key; 404, 409 for refused
+    /// orders, then 412 unless `ifMatch` names the current version, then a new version.
+    private func write(
+        _ id: OrderID, ifMatch: String?, key: String?, what: String, status: OrderStatus?,
+        _ record: (inout State) -> Void
+    ) throws -> SavedOrder {
+        let result: Result<SavedOrder, WaybillClientError> = state.withLock { state in
             state.writeIfMatches.append(ifMatch)
-            guard let current = state.details[id] else { throw WaybillClientError.http(status: 404, code: "not_found", message: nil) }
+            state.writeKeys.append(key)
+            if !state.writeFailures.isEmpty { return .failure(state.writeFailures.removeFirst()) }
+            if let key, let stored = state.idempotent[key] {
+                guard stored.request == what else {
+                    return .failure(.http(status: 422, code: "idempotency_key_reused", message: "other request"))
+                }
+                var replay = stored.saved
+                replay.isReplay = true
+                return .success(replay)
+            }
+            guard var current = state.details[id] else {
+                return .failure(.http(status: 404, code: "not_found", message: nil))
+            }
+            if state.refusing.contains(id) {
+                return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
+            }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version) {
-                throw WaybillClientError.http(status: 412, code: "precondition_failed", message: "changed meanwhile")
+                return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
             }
             record(&state)
+            state.dataRevision += 1
+            current.version += 1
+            if let status { current.status = status }
+            state.details[id] = current
+            if let index = state.rows.firstIndex(where: { $0.id == id }) {
+                state.rows[index].status = current.status
+                state.rows[index].version = current.version
+            }
+            let saved = SavedOrder(order: current, etag: Self.etag(id, version: current.version))
+            state.appliedWrites.append((key, what))
+            if let key { state.idempotent[key] = (what, saved) }
+            if state.responsesToLose > 0 {
+                state.responsesToLose -= 1
+                return .failure(.unreachable("answer lost"))
+            }
+            return .success(saved)
         }
-        touch(id, status: status ?? state.withLock { $0.details[id]?.status } ?? .accepted)
-        guard let saved = state.withLock({ $0.details[id] }) else {
-            throw WaybillClientError.http(status: 404, code: "not_found", message: nil)
-        }
-        return SavedOrder(order: saved, etag: Self.etag(id, version: saved.version))
+        return try result.get()
     }
 
     func eventSocketRequest(since: EventID?, cursor: ResumeCursor?) async throws -> SocketRequest {

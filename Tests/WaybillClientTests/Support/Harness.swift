@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import WaybillTesting
 
@@ -25,31 +26,51 @@ func eventually(
 
 /// A session on a virtual clock with a fake API and a fake socket, and shortcuts to drive them.
 struct Harness {
-    let clock = TestClock()
+    let clock: TestClock
     let api: FakeOrdersAPI
     let transport = FakeEventTransport()
+    let storage: InMemoryActionStorage
     let session: DriverSession
+
+    /// The wall-clock time the session stamps on actions: a fixed date plus the virtual clock's time.
+    static func wallClock(_ clock: TestClock) -> @Sendable () -> Date {
+        { Date(timeIntervalSince1970: 1_800_000_000 + clock.now.offset.seconds) }
+    }
 
     /// - Parameter heartbeat: whether the session pings. Off unless a test is about it: a virtual minute
     ///   passes in no real time, faster than a loaded machine may deliver the pongs.
-    init(configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]) {
+    /// - Parameters: `api`, `storage`, `clock`: pass those of an earlier harness to play an app restart
+    ///   (same server, same device storage, time goes on); `seed` then differs, as a new process's would.
+    init(
+        configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3],
+        api: FakeOrdersAPI? = nil, storage: InMemoryActionStorage = InMemoryActionStorage(), clock: TestClock = TestClock(),
+        seed: UInt64 = 42
+    ) {
         var configuration = configuration
         if !heartbeat { configuration.heartbeatInterval = nil }
-        api = FakeOrdersAPI(orders: orders)
+        self.api = api ?? FakeOrdersAPI(orders: orders)
+        self.storage = storage
+        self.clock = clock
         session = DriverSession(
-            api: api,
+            api: self.api,
             transport: transport,
             clock: clock,
             configuration: configuration,
-            random: SeededGenerator(seed: 42)
+            random: SeededGenerator(seed: seed),
+            actionStorage: storage,
+            wallClock: Self.wallClock(clock)
         )
     }
 
     /// Starts the session, lets its socket connect and go live, and waits until the start-up fetches are done.
     static func live(
-        configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3]
+        configuration: DriverSession.Configuration = .init(), heartbeat: Bool = false, orders: [OrderID] = [1, 2, 3],
+        api: FakeOrdersAPI? = nil, storage: InMemoryActionStorage = InMemoryActionStorage(), clock: TestClock = TestClock(),
+        seed: UInt64 = 42
     ) async -> Harness {
-        let harness = Harness(configuration: configuration, heartbeat: heartbeat, orders: orders)
+        let harness = Harness(
+            configuration: configuration, heartbeat: heartbeat, orders: orders, api: api, storage: storage, clock: clock,
+            seed: seed)
         await harness.session.start()
         await harness.waitForConnections(1)
         harness.transport.current?.receiveConnected()

@@ -1,0 +1,181 @@
+public import Foundation
+
+/// The offline queue's rules as a value (SPEC §5 rule 8): which action goes next, and what an answer means.
+///
+/// Actions go out in the order the driver made them, one at a time: a status change and then a stage of
+/// the same order must not overtake each other. It never sleeps or does I/O; the session persists
+/// ``actions`` after every change and runs the timers the returned steps ask for.
+struct ActionQueue: Sendable {
+    /// What the session must do next.
+    enum Step: Hashable, Sendable {
+        /// Send this action (it is now ``ActionState/sending``), then call ``finished(_:random:)``.
+        case send(QueuedAction)
+        /// The head was too old to send: it left the queue, refused. Report it and ask ``next(now:)`` again.
+        case expired(QueuedAction)
+        /// Nothing to send now (empty, a send in flight, or backing off).
+        case idle
+    }
+
+    /// How a send ended, in the queue's terms.
+    enum Outcome: Hashable, Sendable {
+        /// 2xx, or the stored answer of an earlier attempt (`Idempotent-Replayed: true`).
+        case applied(SavedOrder)
+        /// The server will never accept it: drop it and tell the driver.
+        case refused(ActionRefusal)
+        /// Try again later; `countsAsServerFailure` when the server answered (5xx) rather than being unreachable.
+        case retry(countsAsServerFailure: Bool)
+    }
+
+    /// What became of the action that was sending.
+    enum Finish: Hashable, Sendable {
+        /// It left the queue, applied; later actions may now name `saved`'s version.
+        case applied(QueuedAction, SavedOrder)
+        /// It left the queue, refused.
+        case refused(QueuedAction)
+        /// It waits again; call ``backoffElapsed()`` after `after`.
+        case retry(QueuedAction, after: Duration)
+        /// The session was stopped meanwhile (nothing was sending).
+        case none
+    }
+
+    /// How the queue retries and when it gives up.
+    let policy: ActionQueuePolicy
+    /// Pending actions, oldest first; the first is the only one ever sending.
+    private(set) var actions: [QueuedAction]
+    /// Failed attempts in a row (any action), for the backoff delay; reset by a success or ``wake()``.
+    private var failures = 0
+    private(set) var isBackingOff = false
+
+    init(policy: ActionQueuePolicy, actions: [QueuedAction] = []) {
+        self.policy = policy
+        self.actions = actions.map {
+            var action = $0; action.state = .waiting; return action
+        }
+    }
+
+    /// Whether an action is being sent.
+    var isSending: Bool { actions.first?.state == .sending }
+
+    /// The driver acted: the action waits behind every earlier one.
+    mutating func add(_ action: QueuedAction) { actions.append(action) }
+
+    /// The next step: send the head, expire it, or nothing.
+    mutating func next(now: Date) -> Step {
+        guard !isBackingOff, let head = actions.first, head.state == .waiting else { return .idle }
+        if now.timeIntervalSince(head.queuedAt) > policy.maxAge.seconds {
+            // The server keeps an idempotency key only so long: past it, a retry could apply twice.
+            var expired = actions.removeFirst()
+            expired.state = .refused(
+                ActionRefusal(status: nil, code: "expired", message: "not sent within \(Int(policy.maxAge.seconds)) s"))
+            return .expired(expired)
+        }
+        actions[0].state = .sending
+        return .send(actions[0])
+    }
+
+    /// The send of the head ended with `outcome`.
+    mutating func finished(_ outcome: Outcome, random: inout some RandomNumberGenerator) -> Finish {
+        guard isSending else { return .none }
+        switch outcome {
+        case .applied(let saved):
+            failures = 0
+            var applied = actions.removeFirst()
+            applied.state = .applied
+            if let expected = applied.ifMatch {
+                for index in actions.indices where actions[index].orderID == applied.orderID {
+                    if actions[index].ifMatch == expected { actions[index].ifMatch = saved.etag }
+                }
+            }
+            return .applied(applied, saved)
+        case .refused(let reason):
+            failures = 0
+            var refused = actions.removeFirst()
+            refused.state = .refused(reason)
+            return .refused(refused)
+        case .retry(let countsAsServerFailure):
+            if countsAsServerFailure { actions[0].serverFailures += 1 }
+            let attempt = failures
+            failures += 1
+            guard actions[0].serverFailures < policy.maxServerFailures,
+                let delay = policy.retry.delay(forAttempt: attempt, random: &random)
+            else {
+                var refused = actions.removeFirst()
+                refused.state = .refused(
+                    ActionRefusal(status: nil, code: "gave_up", message: "the server kept failing; not retried again"))
+                return .refused(refused)
+            }
+            actions[0].state = .waiting
+            isBackingOff = true
+            return .retry(actions[0], after: delay)
+        }
+    }
+
+    /// The delay of the last ``Finish/retry(_:after:)`` has passed.
+    mutating func backoffElapsed() { isBackingOff = false }
+
+    /// The server looks reachable again (socket live, a fetch succeeded, the network came back): send now.
+    /// Returns whether a backoff was cut short (its timer must be cancelled).
+    mutating func wake() -> Bool {
+        failures = 0
+        defer { isBackingOff = false }
+        return isBackingOff
+    }
+
+    /// The session stopped while the head was sending: it waits again (and is resent with the same key).
+    mutating func interrupted() {
+        if isSending { actions[0].state = .waiting }
+        isBackingOff = false
+    }
+
+    /// What a failed send means: retried (offline, 5xx, 401, 429, a key still in use) or refused for good.
+    static func outcome(for error: WaybillClientError) -> Outcome {
+        guard let status = error.status else {
+            // No answer (offline, timeout, a lost response) or an unreadable one: same key, later.
+            return .retry(countsAsServerFailure: error == .badResponse)
+        }
+        switch status {
+        case 500...:
+            return .retry(countsAsServerFailure: true)
+        case 401, 408, 429:
+            // 401: the app logs in again and a new session resumes the queue; the age limit bounds it.
+            return .retry(countsAsServerFailure: false)
+        case 409 where error.code == "idempotency_key_in_use":
+            // The first attempt (whose answer we lost) is still running on the server: ask again later.
+            return .retry(countsAsServerFailure: false)
+        default:
+            return .refused(ActionRefusal(status: status, code: error.code ?? "http_\(status)", message: error.message))
+        }
+    }
+}
+
+/// When the offline queue retries and when it gives up (part of ``DriverSession/Configuration``).
+public struct ActionQueuePolicy: Hashable, Sendable {
+    /// Delays between attempts (exponential, with jitter). Default: 1 s doubling to 60 s, never giving up
+    /// by count (the age and server-failure limits bound it instead).
+    public var retry: ReconnectPolicy
+    /// An action not sent successfully within this time after the driver made it is dropped as `expired`.
+    /// Default 24 h: the time the server is required to keep idempotency keys, so no retry can apply twice.
+    public var maxAge: Duration
+    /// An action the server answered with a failure (5xx, unreadable) this many times is dropped as
+    /// `gave_up`. Default 10. Attempts that found the server unreachable do not count.
+    public var maxServerFailures: Int
+
+    /// A policy with the given fields; the defaults are the production values.
+    public init(
+        retry: ReconnectPolicy = ReconnectPolicy(base: .seconds(1), cap: .seconds(60), maxAttempts: nil, jitter: .full),
+        maxAge: Duration = .seconds(24 * 3600),
+        maxServerFailures: Int = 10
+    ) {
+        self.retry = retry
+        self.maxAge = maxAge
+        self.maxServerFailures = maxServerFailures
+    }
+}
+
+extension Duration {
+    /// The duration in (fractional) seconds.
+    var seconds: Double {
+        let (whole, attoseconds) = components
+        return Double(whole) + Double(attoseconds) / 1e18
+    }
+}

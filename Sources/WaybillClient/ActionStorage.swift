@@ -1,0 +1,71 @@
+public import Foundation
+import Synchronization
+
+/// Where the offline queue lives between app launches (SPEC §5 rule 8: it survives a restart).
+///
+/// The session writes the whole queue after every change (it is a handful of actions) and reads it once,
+/// when it is created; a new session over the same storage resumes the queue. ``FileActionStorage`` is
+/// the real one (Linux and iOS); ``InMemoryActionStorage`` serves tests and previews.
+public protocol ActionStorage: Sendable {
+    /// The bytes last written, or `nil` if nothing was ever written.
+    func load() throws -> Data?
+    /// Replaces what is stored with `data`, all or nothing: a crash mid-write leaves the old queue.
+    func save(_ data: Data) throws
+}
+
+/// The queue in one file, replaced atomically on every change (written to a temporary file, then renamed).
+///
+/// Put it where the app keeps data that must survive (the app's Application Support directory on iOS,
+/// `--state-dir` for `waybill driver`). Only one session may use a file at a time.
+public struct FileActionStorage: ActionStorage {
+    /// The queue file.
+    public let url: URL
+
+    /// Storage in the file at `url`; its directory is created on the first save.
+    public init(url: URL) { self.url = url }
+
+    public func load() throws -> Data? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        return try Data(contentsOf: url)
+    }
+
+    public func save(_ data: Data) throws {
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url, options: .atomic)
+    }
+}
+
+/// The queue in memory: survives a new session on the same value, not a process exit. For tests.
+public final class InMemoryActionStorage: ActionStorage {
+    private let stored = Mutex<Data?>(nil)
+    private let failing = Mutex(false)
+
+    /// Empty storage.
+    public init() {}
+
+    public func load() throws -> Data? { stored.withLock { $0 } }
+
+    public func save(_ data: Data) throws {
+        if failing.withLock({ $0 }) { throw CocoaError(.fileWriteOutOfSpace) }
+        stored.withLock { $0 = data }
+    }
+
+    /// Makes every ``save(_:)`` fail (a full disk), to test that an action that cannot be kept is not accepted.
+    public func failSaves(_ fail: Bool) { failing.withLock { $0 = fail } }
+}
+
+/// The stored form: `{"format":1,"actions":[…]}`, so a later app version can read (or migrate) it.
+struct StoredActionQueue: Codable {
+    var format = 1
+    var actions: [QueuedAction]
+
+    static func decode(_ data: Data) throws -> [QueuedAction] {
+        let stored = try WireJSON.decoder().decode(StoredActionQueue.self, from: data)
+        guard stored.format == 1 else { throw WaybillClientError.badResponse("queue format \(stored.format)") }
+        return stored.actions
+    }
+
+    static func encode(_ actions: [QueuedAction]) throws -> Data {
+        try WireJSON.encoder().encode(StoredActionQueue(actions: actions))
+    }
+}

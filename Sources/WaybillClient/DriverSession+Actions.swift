@@ -1,0 +1,153 @@
+/// The offline queue (SPEC §5 rule 8): the driver's actions are kept on the device and sent in order.
+extension DriverSession {
+    /// Queues a driver action and sends it as soon as the server is reachable (at once when it is).
+    ///
+    /// The action is stored through the session's ``ActionStorage`` before this returns, so it survives an
+    /// app restart; a new session over the same storage resumes the queue. It is sent with its own
+    /// `Idempotency-Key` (the returned ``QueuedAction/id``) and `If-Match` for the version `expecting` names
+    /// (by default the opened detail's). Show it at once as pending (``pendingActions(for:)``): the list and
+    /// detail stay the server's state until the server has applied it. ``SessionUpdate/action(_:)`` reports
+    /// every step: waiting, sending, applied, or refused with the server's reason (409, 412, 422, …).
+    /// - Throws: an error of the storage when the action cannot be kept; it is then not queued.
+    @discardableResult
+    public func queue(_ action: DriverAction, expecting: ExpectedVersion = .shownDetail) throws -> QueuedAction {
+        let id = ActionID.random(using: &random)
+        let queued = QueuedAction(
+            id: id,
+            action: action,
+            ifMatch: expecting.ifMatch(for: action.orderID, cachedETag: details[action.orderID]?.etag),
+            queuedAt: wallClock()
+        )
+        var candidate = actionQueue
+        candidate.add(queued)
+        try actionStorage.save(StoredActionQueue.encode(candidate.actions))
+        actionQueue = candidate
+        publish(.action(queued))
+        sendNextAction()
+        return queued
+    }
+
+    /// Actions waiting or being sent, oldest first.
+    public var pendingActions: [QueuedAction] { actionQueue.actions }
+
+    /// The pending actions of order `id`, oldest first: what a row or detail screen overlays on the
+    /// server's state ("accepted — waiting for coverage").
+    public func pendingActions(for id: OrderID) -> [QueuedAction] { actionQueue.actions.filter { $0.orderID == id } }
+
+    /// Actions dropped from the queue since the session was created (refused by the server, or given up),
+    /// oldest first, until ``dismissRefusal(_:)``: so a screen opened later still shows them.
+    public var refusedActions: [QueuedAction] { refused }
+
+    /// The driver has seen refusal `id`: forget it.
+    public func dismissRefusal(_ id: ActionID) { refused.removeAll { $0.id == id } }
+
+    // MARK: - Sending
+
+    /// Sends the head of the queue if nothing is in flight and no backoff runs; drops expired heads.
+    func sendNextAction() {
+        guard isRunning else { return }
+        while true {
+            switch actionQueue.next(now: wallClock()) {
+            case .send(let action):
+                publish(.action(action))
+                actionTask = Task { await self.send(action) }
+                return
+            case .expired(let action):
+                persistActions()
+                refused.append(action)
+                publish(.action(action))
+            case .idle:
+                return
+            }
+        }
+    }
+
+    private func send(_ queued: QueuedAction) async {
+        let outcome: ActionQueue.Outcome
+        do {
+            let saved = try await queued.action.send(
+                via: api, ifMatch: queued.ifMatch, idempotencyKey: queued.id.rawValue)
+            outcome = .applied(saved)
+        } catch {
+            outcome = ActionQueue.outcome(for: WaybillClientError(error))
+        }
+        guard !Task.isCancelled, isRunning else { return }  // `stop()` put it back to waiting
+        actionTask = nil
+        let finish = actionQueue.finished(outcome, random: &random)
+        switch finish {
+        case .applied(let action, let saved):
+            persistActions()
+            publish(.action(action))
+            show(saved, of: action.orderID)
+            enqueueRefresh(of: action.orderID)
+        case .refused(let action):
+            persistActions()
+            refused.append(action)
+            publish(.action(action))
+            enqueueRefresh(of: action.orderID)  // what is shown is probably stale: that is why it was refused
+        case .retry(let action, let delay):
+            persistActions()  // its server-failure count
+            publish(.action(action))
+            let timer = startTimer(delay)
+            actionBackoffTask = Task {
+                do { try await timer(1) } catch { return }
+                self.actionBackoffElapsed()
+            }
+        case .none:
+            break
+        }
+        sendNextAction()
+    }
+
+    private func actionBackoffElapsed() {
+        actionBackoffTask = nil
+        actionQueue.backoffElapsed()
+        sendNextAction()
+    }
+
+    /// Something showed the server is reachable (socket live, a fetch answered, the network is back):
+    /// a waiting action goes now instead of after its backoff.
+    func serverLooksReachable() {
+        guard isRunning, !actionQueue.actions.isEmpty else { return }
+        if actionQueue.wake() {
+            actionBackoffTask?.cancel()
+            actionBackoffTask = nil
+        }
+        sendNextAction()
+    }
+
+    /// The session stops: a send in flight is abandoned (it is resent, with the same key, after `start()`).
+    func stopSendingActions() {
+        actionTask?.cancel()
+        actionTask = nil
+        actionBackoffTask?.cancel()
+        actionBackoffTask = nil
+        if actionQueue.isSending {
+            actionQueue.interrupted()
+            if let head = actionQueue.actions.first { publish(.action(head)) }
+        } else {
+            actionQueue.interrupted()
+        }
+    }
+
+    /// Writes the queue through the storage. A failure here is reported, not fatal: the queue in memory
+    /// is still right, and the next change writes it all again.
+    func persistActions() {
+        do {
+            try actionStorage.save(StoredActionQueue.encode(actionQueue.actions))
+        } catch {
+            publish(.failure(.badResponse("cannot save the action queue")))
+        }
+    }
+
+    /// Reads the queue a previous session left in `storage`; an unreadable one is reported and kept
+    /// untouched until the first new action overwrites it.
+    static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: Bool) {
+        do {
+            guard let data = try storage.load() else { return ([], false) }
+            return (try StoredActionQueue.decode(data), false)
+        } catch {
+            return ([], true)
+        }
+    }
+}

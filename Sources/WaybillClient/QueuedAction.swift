@@ -1,0 +1,125 @@
+public import Foundation
+
+/// One driver action in the offline queue, with everything needed to send it again after a restart.
+///
+/// Its ``id`` is also its `Idempotency-Key`: chosen at random when the driver acts and never changed, so
+/// every retry (after a lost response, a 503, an app restart) names the same request and the server
+/// applies it at most once.
+public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
+    /// The action's identity and its `Idempotency-Key` (32 hex digits).
+    public let id: ActionID
+    /// What the driver did.
+    public let action: DriverAction
+    /// The `If-Match` sent with it: the version the driver saw when acting (`nil`: no precondition).
+    ///
+    /// When an earlier queued action on the same order is applied, actions that expected the same version
+    /// move on to the version that action created: the driver's own change must not refuse their next one.
+    public internal(set) var ifMatch: String?
+    /// When the driver acted (wall clock); the queue gives up on an action older than its maximum age.
+    public let queuedAt: Date
+    /// Where the action stands now.
+    public internal(set) var state: ActionState
+    /// Attempts the server answered with a failure (5xx, unreadable answer); bounded by the queue's policy.
+    public internal(set) var serverFailures: Int
+
+    /// The order the action changes.
+    public var orderID: OrderID { action.orderID }
+
+    init(id: ActionID, action: DriverAction, ifMatch: String?, queuedAt: Date) {
+        self.id = id
+        self.action = action
+        self.ifMatch = ifMatch
+        self.queuedAt = queuedAt
+        self.state = .waiting
+        self.serverFailures = 0
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
+    }
+
+    /// Decodes a stored action; it is waiting again (a send cut short by a restart is retried with its key).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(ActionID.self, forKey: .id)
+        action = try c.decode(DriverAction.self, forKey: .action)
+        ifMatch = try c.decodeIfPresent(String.self, forKey: .ifMatch)
+        queuedAt = try c.decode(Date.self, forKey: .queuedAt)
+        serverFailures = try c.decodeIfPresent(Int.self, forKey: .serverFailures) ?? 0
+        state = .waiting
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(action, forKey: .action)
+        try c.encodeIfPresent(ifMatch, forKey: .ifMatch)
+        try c.encode(queuedAt, forKey: .queuedAt)
+        try c.encode(serverFailures, forKey: .serverFailures)
+    }
+}
+
+/// The identity of a queued action, which is also the `Idempotency-Key` it is sent with.
+public struct ActionID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The key as sent (printable ASCII).
+    public var rawValue: String
+    /// Wraps a key.
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+    public var description: String { rawValue }
+
+    /// 128 random bits as 32 lowercase hex digits, from the injected generator (seeded in tests).
+    static func random(using generator: inout some RandomNumberGenerator) -> ActionID {
+        let high = UInt64.random(in: .min ... .max, using: &generator)
+        let low = UInt64.random(in: .min ... .max, using: &generator)
+        func hex(_ value: UInt64) -> String {
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return ActionID(rawValue: hex(high) + hex(low))
+    }
+}
+
+/// Where a queued action stands, as the app shows it.
+public enum ActionState: Hashable, Sendable {
+    /// Accepted on the device, waiting to be sent ("accepted — waiting for coverage").
+    case waiting
+    /// Being sent right now.
+    case sending
+    /// The server applied it (or had already applied it: a replay of the stored answer). It left the queue.
+    case applied
+    /// The server refused it, or the queue gave up on it; it left the queue. Show `reason` to the driver.
+    case refused(ActionRefusal)
+
+    /// Whether the action is still in the queue (waiting or sending).
+    public var isPending: Bool {
+        switch self {
+        case .waiting, .sending: true
+        case .applied, .refused: false
+        }
+    }
+}
+
+/// Why an action was dropped from the queue.
+public struct ActionRefusal: Hashable, Sendable, CustomStringConvertible {
+    /// The HTTP status, when the server refused it (409, 412, 422, 404, 403, …); `nil` when the queue gave up.
+    public var status: Int?
+    /// The server's error code (`invalid_transition`, `precondition_failed`, …), or the queue's own:
+    /// `expired` (older than the maximum age) or `gave_up` (too many server failures or retries).
+    public var code: String
+    /// Human-readable text.
+    public var message: String
+
+    /// A refusal with the given fields.
+    public init(status: Int?, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { status.map { "\($0) \(code): \(message)" } ?? "\(code): \(message)" }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillNetwork
+import WaybillObservability
+import WaybillSQLite
+import WaybillStorage
+
+@testable import WaybillAPI
+
+/// `IdempotencyGuard` around handlers that fail in ways the real routes cannot be made to on
+/// demand (a 5xx after the claim, a claim taken over mid-request), on a real SQLite store.
+@Suite(.timeLimit(.minutes(1)))
+struct IdempotencyGuardTests {
+    final class Setup: Sendable {
+        let directory: URL
+        let store: SQLiteOrderStore
+        let pool = KeyStretchingPool(threads: 1)
+        let authenticator: Authenticator
+        let idempotency: IdempotencyGuard
+        let token: String
+        let user: UserID
+        let company: CompanyID
+
+        init() async throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "waybill-guard-\(UUID().uuidString)")
+            store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+            let seed = try await Seeder(store: store, passwordIterations: 1_000).seed(
+                .init(companyName: "Acme", drivers: 0, ordersPerDriver: 0))
+            token = seed.dispatcherToken
+            user = UserID(seed.dispatcher.id)
+            company = CompanyID(seed.companyID)
+            let clock = SystemWallClock()
+            authenticator = Authenticator(
+                store: store, clock: clock, hasher: PasswordHasher(iterations: 1_000, pool: pool), pool: pool,
+                throttle: LoginThrottle(store: store, clock: clock))
+            idempotency = IdempotencyGuard(store: store, clock: clock, claimTimeout: 30, logger: Logger(sink: { _ in }))
+        }
+
+        func close() {
+            pool.stop()
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+
+        /// One `POST /api/orders/` with the key, through the guard into `handler`.
+        func send(key: String, _ handler: Router.Handler) async throws -> HTTPResponse {
+            let request = HTTPRequest(
+                method: "POST", path: "/api/orders/",
+                headers: HTTPHeaders([("Authorization", "Bearer \(token)"), ("Idempotency-Key", key)]),
+                body: Array(#"{"title":"x"}"#.utf8))
+            let context = RequestContext(parameters: [:], request: request, authenticator: authenticator)
+            do {
+                return try await idempotency.respond(to: request, context, handler)
+            } catch {
+                return JSONCoding.error(APIError(error))
+            }
+        }
+
+        func record(_ key: String) async throws -> IdempotencyRecord? {
+            try await store.write { [user] tx in try tx.idempotencyRecord(key, of: user) }
+        }
+    }
+
+    static func withSetup(_ body: (Setup) async throws -> Void) async throws {
+        let setup = try await Setup()
+        do {
+            try await body(setup)
+        } catch {
+            setup.close()
+            throw error
+        }
+        setup.close()
+    }
+
+    @Test func aServerErrorReleasesTheKeySoTheRetryRunsAgain() async throws {
+        try await Self.withSetup { setup in
+            let runs = Atomic<Int>(0)
+            let failing: Router.Handler = { _, _ in
+                runs.add(1, ordering: .relaxed)
+                throw StoreError.unavailable("the database is down")
+            }
+            #expect(try await setup.send(key: "k", failing).status == 503)
+            #expect(try await setup.record("k") == nil, "released")
+            let working: Router.Handler = { _, _ in
+                runs.add(1, ordering: .relaxed)
+                return HTTPResponse(status: 202, headers: HTTPHeaders([("Location", "/somewhere")]), body: [1, 2, 3])
+            }
+            let first = try await setup.send(key: "k", working)
+            #expect(first.status == 202)
+            #expect(runs.load(ordering: .relaxed) == 2)
+            // Stored after the handler (it made no order write of its own): replayed, not rerun.
+            let again = try await setup.send(key: "k", working)
+            #expect(runs.load(ordering: .relaxed) == 2)
+            #expect(again.status == 202)
+            #expect(again.body == [1, 2, 3])
+            #expect(again.headers["location"] == "/somewhere")
+            #expect(again.headers["idempotent-replayed"] == "true")
+        }
+    }
+
+    /// A request that outlived its claim (a retry took it over as stale) cannot commit: its order
+    /// write rolls back with the response it tried to store, and the retry's answer stands.
+    @Test func aWriteWhoseClaimWasTakenOverRollsBack() async throws {
+        try await Self.withSetup { setup in
+            let store = setup.store, user = setup.user, company = setup.company
+            let fingerprint = HTTPRequestFingerprint.of("POST", "/api/orders/", #"{"title":"x"}"#)
+            let slow: Router.Handler = { _, _ in
+                // Meanwhile a retry on another node found the claim stale and took it over.
+                let retry = IdempotentRequest(
+                    userID: user, key: "k", method: "POST", path: "/api/orders/", fingerprint: fingerprint)
+                let claimed = try await store.write { tx in
+                    try tx.claimIdempotencyKey(retry, token: "retry", at: Date() + 60, staleAfter: 30)
+                }
+                #expect(claimed == .claimed)
+                return try await IdempotentWrite.answer({ _ in HTTPResponse(status: 201) }) {
+                    try await OrderService(store: store, clock: SystemWallClock(), committed: { _ in }).create(
+                        CreateOrderRequest(title: "Twice?", notes: nil, driverID: nil, stages: nil),
+                        by: Actor(userID: user, companyID: company, role: .dispatcher))
+                }
+            }
+            let lost = try await setup.send(key: "k", slow)
+            #expect(lost.status == 409)
+            let orders = try await store.read { tx in try tx.orderPage(in: company, OrderQuery()) }
+            #expect(orders.rows.isEmpty, "the order write rolled back")
+            #expect(try await setup.record("k")?.token == "retry")
+            #expect(try await setup.record("k")?.response == nil)
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// The offline queue's rules on plain values: order, outcomes, retries, limits.
+struct ActionQueueTests {
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func action(
+        _ key: String, _ action: DriverAction, ifMatch: String? = nil, at offset: TimeInterval = 0
+    ) -> QueuedAction {
+        QueuedAction(id: ActionID(rawValue: key), action: action, ifMatch: ifMatch, queuedAt: start + offset)
+    }
+
+    func saved(_ id: OrderID, version: Int64) -> SavedOrder {
+        SavedOrder(
+            order: OrderDetail(id: id, number: "n", status: .accepted, driverID: 7, title: "t", version: version),
+            etag: FakeOrdersAPI.etag(id, version: version))
+    }
+
+    @Test func sendsOneAtATimeInTheOrderTheDriverActed() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        queue.add(action("b", .completeStage(5, of: 1)))
+        guard case .send(let first) = queue.next(now: start) else { Issue.record("nothing to send"); return }
+        #expect(first.id.rawValue == "a" && first.state == .sending)
+        let blocked = queue.next(now: start)
+        #expect(blocked == .idle, "the second waits for the first")
+        let finish = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(finish != .none)
+        guard case .send(let second) = queue.next(now: start) else { Issue.record("second not sent"); return }
+        #expect(second.id.rawValue == "b")
+    }
+
+    @Test func anAppliedActionMovesLaterActionsOnTheSameVersionToTheNewOne() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        let shown = FakeOrdersAPI.etag(1, version: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: shown))
+        queue.add(action("b", .completeStage(5, of: 1), ifMatch: shown))
+        queue.add(action("c", .changeStatus(of: 2, to: .accepted), ifMatch: FakeOrdersAPI.etag(2, version: 1)))
+        _ = queue.next(now: start)
+        _ = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), FakeOrdersAPI.etag(2, version: 1)])
+    }
+
+    @Test(arguments: [
+        (WaybillClientError.http(status: 409, code: "invalid_transition", message: "cancelled"), "invalid_transition"),
+        (WaybillClientError.http(status: 412, code: "precondition_failed", message: "changed"), "precondition_failed"),
+        (
+            WaybillClientError.http(status: 422, code: "idempotency_key_reused", message: "other body"),
+            "idempotency_key_reused"
+        ),
+        (WaybillClientError.http(status: 404, code: "not_found", message: "gone"), "not_found"),
+    ])
+    func refusalsLeaveTheQueueWithTheServersReason(error: WaybillClientError, code: String) {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        _ = queue.next(now: start)
+        guard case .refused(let refused) = queue.finished(ActionQueue.outcome(for: error), random: &random) else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(refused.state == .refused(ActionRefusal(status: error.status, code: code, message: error.message)))
+        #expect(queue.actions.isEmpty)
+    }
+
+    @Test(arguments: [
+        WaybillClientError.unreachable("offline"),
+        WaybillClientError.http(status: 503, code: "store_unavailable", message: "down"),
+        WaybillClientError.http(status: 500, code: nil, message: nil),
+        WaybillClientError.http(status: 409, code: "idempotency_key_in_use", message: "still running"),
+        WaybillClientError.http(status: 429, code: "rate_limited", message: "slow down"),
+        WaybillClientError.http(status: 401, code: "unauthorized", message: "log in"),
+    ])
+    func transientFailuresKeepTheActionAndBackOff(error: WaybillClientError) {
+        let policy = ActionQueuePolicy(retry: ReconnectPolicy(base: .seconds(1), cap: .seconds(8), jitter: .none))
+        var queue = ActionQueue(policy: policy)
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        var delays: [Duration] = []
+        for _ in 0..<3 {
+            _ = queue.next(now: start)
+            guard case .retry(let kept, let delay) = queue.finished(ActionQueue.outcome(for: error), random: &random)
+            else {
+                Issue.record("not retried")
+                return
+            }
+            #expect(kept.state == .waiting && kept.id.rawValue == "a")
+            let waiting = queue.next(now: start)
+            #expect(waiting == .idle, "backing off")
+            queue.backoffElapsed()
+            delays.append(delay)
+        }
+        #expect(delays == [.seconds(1), .seconds(2), .seconds(4)])
+    }
+
+    @Test func givesUpAfterTooManyServerFailuresButNotForBeingOffline() {
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxServerFailures: 2))
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        let outcomes: [ActionQueue.Outcome] = [
+            .retry(countsAsServerFailure: false), .retry(countsAsServerFailure: false),
+            .retry(countsAsServerFailure: false), .retry(countsAsServerFailure: true),
+        ]
+        for outcome in outcomes {
+            _ = queue.next(now: start)
+            guard case .retry = queue.finished(outcome, random: &random) else { Issue.record("gave up early"); return }
+            queue.backoffElapsed()
+        }
+        _ = queue.next(now: start)
+        guard case .refused(let dropped) = queue.finished(.retry(countsAsServerFailure: true), random: &random) else {
+            Issue.record("retried a third server failure")
+            return
+        }
+        guard case .refused(let reason) = dropped.state else { Issue.record("not refused"); return }
+        #expect(reason.code == "gave_up" && queue.actions.isEmpty)
+    }
+
+    @Test func anActionOlderThanTheMaximumAgeExpiresInsteadOfBeingSent() {
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)))
+        queue.add(action("old", .changeStatus(of: 1, to: .accepted)))
+        queue.add(action("new", .completeStage(5, of: 1), at: 1800))
+        guard case .expired(let old) = queue.next(now: start + 3601) else { Issue.record("not expired"); return }
+        #expect(old.id.rawValue == "old")
+        guard case .send(let next) = queue.next(now: start + 3601) else { Issue.record("younger one not sent"); return }
+        #expect(next.id.rawValue == "new")
+    }
+
+    @Test func wakingCutsABackoffShortAndAnInterruptedSendWaitsAgain() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        _ = queue.next(now: start)
+        _ = queue.finished(.retry(countsAsServerFailure: false), random: &random)
+        let cutShort = queue.wake()
+        #expect(cutShort)
+        let step = queue.next(now: start)
+        #expect(step != .idle)
+        queue.interrupted()
+        #expect(queue.actions.first?.state == .waiting)
+        let late = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(late == .none, "a late answer is ignored")
+    }
+
+    @Test func theStoredQueueRoundTripsAndComesBackWaiting() throws {
+        var sending = action(
+            "a", .attachDocument(name: "POD.pdf", kind: "proof_of_delivery", to: 3), ifMatch: "\"o3-v2\"")
+        sending.state = .sending
+        let data = try StoredActionQueue.encode([sending, action("b", .completeStage(4, of: 3), at: 5)])
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(text.contains(#""action":"document""#) && text.contains(#""format":1"#))
+        let loaded = try StoredActionQueue.decode(data)
+        #expect(loaded.map(\.id.rawValue) == ["a", "b"])
+        #expect(loaded[0].action == .attachDocument(name: "POD.pdf", kind: "proof_of_delivery", to: 3))
+        #expect(loaded[0].ifMatch == "\"o3-v2\"" && loaded[0].state == .waiting)
+        #expect(loaded[1].queuedAt == start + 5)
+    }
+
+    @Test func driverActionsDecodeFromTheCommandSyntaxAndRejectUnknownOnes() throws {
+        let decoder = JSONDecoder()
+        let status = try decoder.decode(
+            DriverAction.self, from: Data(#"{"action":"status","order":42,"status":"accepted"}"#.utf8))
+        #expect(status == .changeStatus(of: 42, to: .accepted))
+        let stage = try decoder.decode(
+            DriverAction.self, from: Data(#"{"action":"complete_stage","order":42,"stage":3}"#.utf8))
+        #expect(stage == .completeStage(3, of: 42))
+        #expect(throws: DecodingError.self) {
+            try decoder.decode(DriverAction.self, from: Data(#"{"action":"teleport","order":42}"#.utf8))
+        }
+    }
+
+    @Test func keysAreRandomPrintableAndDistinct() {
+        var random = SeededGenerator(seed: 9)
+        let keys = (0..<100).map { _ in ActionID.random(using: &random).rawValue }
+        #expect(Set(keys).count == 100)
+        #expect(keys.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) })
+    }
+}

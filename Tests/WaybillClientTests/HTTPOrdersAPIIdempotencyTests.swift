@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+@testable import WaybillClient
+
+/// Writes carry `Idempotency-Key` when given one, and say when the answer was a stored replay.
+struct HTTPOrdersAPIIdempotencyTests {
+    let http = FakeHTTPTransport()
+    var api: HTTPOrdersAPI {
+        HTTPOrdersAPI(server: URL(string: "https://waybill.test")!, token: AccessToken("t"), transport: http)
+    }
+
+    private let order =
+        #"{"id":42,"number":"2026/11/0042","status":"accepted","driver_id":7,"title":"Pallets","version":8}"#
+
+    @Test func everyWriteSendsItsKeyAndReadsTheReplayHeader() async throws {
+        http.route(
+            "POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8""#, "idempotent-replayed": "true"], json: order
+        )
+        http.route("POST", "/api/orders/42/stages/3/complete", headers: ["ETag": #""o42-v8""#], json: order)
+        http.route("POST", "/api/orders/42/documents", headers: ["ETag": #""o42-v8""#], json: order)
+        let replayed = try await api.changeStatus(of: 42, to: .accepted, ifMatch: #""o42-v7""#, idempotencyKey: "k1")
+        let fresh = try await api.completeStage(3, of: 42, ifMatch: nil, idempotencyKey: "k2")
+        _ = try await api.attachDocument(named: "POD.pdf", kind: "pod", to: 42, ifMatch: nil, idempotencyKey: "k3")
+        #expect(replayed.isReplay && !fresh.isReplay)
+        #expect(http.requests.map { $0.headers["Idempotency-Key"] } == ["k1", "k2", "k3"])
+        #expect(http.requests.first?.headers["If-Match"] == #""o42-v7""#)
+    }
+
+    @Test func writesWithoutAKeySendNoHeader() async throws {
+        http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8""#], json: order)
+        _ = try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil)
+        try await api.changeStatus(of: 42, to: .accepted)
+        #expect(http.requests.allSatisfy { $0.headers["Idempotency-Key"] == nil })
+    }
+
+    @Test func anActionUpdateIsOneFlatJSONLine() throws {
+        var action = QueuedAction(
+            id: ActionID(rawValue: "ab12"), action: .changeStatus(of: 42, to: .accepted), ifMatch: nil,
+            queuedAt: Date(timeIntervalSince1970: 0))
+        action.state = .refused(ActionRefusal(status: 409, code: "invalid_transition", message: "cancelled"))
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(SessionUpdate.action(action).jsonLine.utf8)) as? [String: Any])
+        #expect(object["type"] as? String == "action" && object["action"] as? String == "status")
+        #expect(object["order"] as? Int == 42 && object["status"] as? String == "accepted")
+        #expect(object["id"] as? String == "ab12" && object["state"] as? String == "refused")
+        let reason = try #require(object["reason"] as? [String: Any])
+        #expect(reason["status"] as? Int == 409 && reason["error"] as? String == "invalid_transition")
+    }
+}

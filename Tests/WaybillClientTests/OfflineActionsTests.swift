@@ -1,0 +1,243 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// SPEC §5 rule 8 through a session on a virtual clock: queued, persisted, sent in order, applied once.
+@Suite(.timeLimit(.minutes(1)))
+struct OfflineActionsTests {
+    /// A policy without jitter, so the test knows each delay: 1 s, 2 s, 4 s, … capped at 8 s.
+    static let configuration = DriverSession.Configuration(
+        actionPolicy: ActionQueuePolicy(
+            retry: ReconnectPolicy(base: .seconds(1), cap: .seconds(8), jitter: .none), maxAge: .seconds(10_000_000)))
+
+    /// Moves virtual time on, a second at a time, until the queue is empty.
+    func advanceUntilSent(_ h: Harness, sourceLocation: SourceLocation = #_sourceLocation) async {
+        for _ in 0..<120 {
+            await eventually("no send in flight", sourceLocation: sourceLocation) { await !h.session.isSendingAction }
+            if await h.session.pendingActions.isEmpty { return }
+            await h.clock.advance(by: .seconds(1))
+        }
+        Issue.record("queue not sent", sourceLocation: sourceLocation)
+    }
+
+    /// Waits until `count` write attempts reached the fake API and the session has taken the last answer.
+    func waitForAttempts(_ h: Harness, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) write attempts", sourceLocation: sourceLocation) {
+            let sending = await h.session.isSendingAction
+            return h.api.writeKeys.count >= count && !sending
+        }
+    }
+
+    @Test func actionsMadeOfflineWaitThenGoOutInOrderEachAppliedOnce() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        h.api.failWrites([.unreachable("offline")])
+        let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        let stage = try await h.session.queue(.completeStage(5, of: 1))
+        let document = try await h.session.queue(.attachDocument(name: "POD.pdf", kind: "proof_of_delivery", to: 2))
+        await waitForAttempts(h, 1)
+        // Shown at once as pending, per order; the list itself is still the server's.
+        #expect(await h.session.pendingActions.map(\.id) == [accept.id, stage.id, document.id])
+        #expect(await h.session.pendingActions(for: 1).map(\.action) == [accept.action, stage.action])
+        #expect(await h.session.pendingActions.allSatisfy { $0.state == .waiting })
+        #expect(await h.session.orders.first { $0.id == 1 }?.status == .assigned)
+        #expect(h.api.appliedWrites.isEmpty)
+
+        await h.clock.advance(by: .seconds(1))  // the first retry
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5", "document 2 POD.pdf"])
+        #expect(h.api.appliedWriteKeys == [accept.id.rawValue, stage.id.rawValue, document.id.rawValue])
+        #expect(Set([accept.id, stage.id, document.id]).count == 3, "each action has its own key")
+        #expect(h.api.writeKeys == [accept.id.rawValue] + h.api.appliedWriteKeys, "the failed attempt's key is reused")
+    }
+
+    @Test func aNewSessionOnTheSameStorageResumesTheQueue() async throws {
+        let first = await Harness.live(configuration: Self.configuration)
+        first.api.failWrites(Array(repeating: .unreachable("offline"), count: 3))
+        let accept = try await first.session.queue(.changeStatus(of: 2, to: .accepted))
+        let stage = try await first.session.queue(.completeStage(7, of: 2))
+        await waitForAttempts(first, 1)
+        await first.session.stop()  // the app is killed while offline
+
+        let restarted = Harness(
+            configuration: Self.configuration, api: first.api, storage: first.storage, clock: first.clock, seed: 99)
+        #expect(await restarted.session.pendingActions.map(\.id) == [accept.id, stage.id])
+        #expect(await restarted.session.pendingActions.map(\.action) == [accept.action, stage.action])
+        await restarted.session.start()
+        await advanceUntilSent(restarted)  // two more failures, then both go through
+        #expect(restarted.api.appliedWrites == ["status 2 accepted", "stage 2 7"])
+        #expect(restarted.api.appliedWriteKeys == [accept.id.rawValue, stage.id.rawValue])
+        // What is stored follows: nothing left for a third launch.
+        let third = Harness(api: first.api, storage: first.storage, clock: first.clock, seed: 7)
+        #expect(await third.session.pendingActions.isEmpty)
+    }
+
+    /// The app is killed while a request is on its way: the next launch sends it again with the same key,
+    /// and the server, which got the first one after all, applies it once.
+    @Test func aSendCutShortByAnExitIsResentWithItsKeyAndAppliedOnce() async throws {
+        let first = await Harness.live(configuration: Self.configuration)
+        first.api.holdWrites(true)
+        let accept = try await first.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("request on its way") { first.api.heldWriteCount == 1 }
+        await first.session.stop()
+        first.api.holdWrites(false)
+        first.api.releaseWrites()  // the first request reaches the server after all
+        await eventually("first applied") { first.api.appliedWrites.count == 1 }
+
+        let restarted = await Harness.live(
+            configuration: Self.configuration, api: first.api, storage: first.storage, clock: first.clock, seed: 5)
+        await advanceUntilSent(restarted)
+        #expect(restarted.api.writeKeys == [accept.id.rawValue, accept.id.rawValue])
+        #expect(restarted.api.appliedWrites == ["status 1 accepted"])
+        #expect(await restarted.session.refusedActions.isEmpty)
+    }
+
+    @Test func aRefusedActionIsDroppedReportedAndTheNextOneStillGoes() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        let updates = await h.session.updates()
+        h.api.refuseWrites(to: 2)
+        let refused = try await h.session.queue(.changeStatus(of: 2, to: .accepted))
+        let next = try await h.session.queue(.changeStatus(of: 3, to: .accepted))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 3 accepted"])
+        let dropped = await h.session.refusedActions
+        #expect(dropped.map(\.id) == [refused.id])
+        #expect(
+            dropped.first?.state
+                == .refused(ActionRefusal(status: 409, code: "invalid_transition", message: "order is cancelled")))
+        var states: [ActionID: [String]] = [:]
+        for await update in updates {
+            guard case .action(let action) = update else { continue }
+            states[action.id, default: []].append(Self.name(action.state))
+            if states[next.id]?.last == "applied" { break }
+        }
+        #expect(states[refused.id] == ["waiting", "sending", "refused"])
+        #expect(states[next.id] == ["waiting", "sending", "applied"])
+        await h.session.dismissRefusal(refused.id)
+        #expect(await h.session.refusedActions.isEmpty)
+    }
+
+    @Test func anActionForAVersionThatChangedMeanwhileIsRefusedWith412() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        try await h.open(1)
+        h.api.touch(1, status: .assigned)  // the dispatcher edits it before the driver's action gets through
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("refused") { await !h.session.refusedActions.isEmpty }
+        #expect(await h.session.refusedActions.first.map { Self.name($0.state) } == "refused")
+        #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 1)])
+        #expect(h.api.appliedWrites.isEmpty)
+    }
+
+    /// The server applied the write but its answer never arrived: the retry carries the same key, the
+    /// server answers with the stored response, and the order changed once.
+    @Test func aRetryAfterALostResponseUsesTheSameKeyAndAppliesOnce() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        h.api.loseResponses(1)
+        let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await waitForAttempts(h, 1)
+        #expect(await h.session.pendingActions.map(\.id) == [accept.id], "the client cannot know it was applied")
+        await h.clock.advance(by: .seconds(1))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.writeKeys == [accept.id.rawValue, accept.id.rawValue])
+        #expect(h.api.appliedWrites == ["status 1 accepted"])
+        #expect(h.api.state.withLock { $0.details[1]?.version } == 2)
+        #expect(await h.session.refusedActions.isEmpty)
+    }
+
+    @Test func anOpenedOrdersQueuedActionsFollowEachOthersVersions() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        try await h.open(1)
+        h.api.failWrites([.http(status: 503, code: "store_unavailable", message: "down")])
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        try await h.session.queue(.completeStage(5, of: 1))
+        await waitForAttempts(h, 1)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5"])
+        let v1 = FakeOrdersAPI.etag(1, version: 1), v2 = FakeOrdersAPI.etag(1, version: 2)
+        #expect(h.api.writeIfMatches == [v1, v1, v2], "the stage names the version the accept created")
+    }
+
+    @Test func aSocketThatGoesLiveSendsAWaitingActionWithoutWaitingForItsBackoff() async throws {
+        let slow = DriverSession.Configuration(
+            reconnectPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(1), jitter: .none),
+            actionPolicy: ActionQueuePolicy(
+                retry: ReconnectPolicy(base: .seconds(300), cap: .seconds(300), jitter: .none)))
+        let h = await Harness.live(configuration: slow)
+        h.api.failWrites([.unreachable("offline")])
+        let accept = try await h.session.queue(.changeStatus(of: 3, to: .accepted))
+        await waitForAttempts(h, 1)
+        h.transport.current?.drop(code: 1006)
+        await eventually("backing off") {
+            if case .backingOff = await h.session.connectionState { return true } else { return false }
+        }
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        h.transport.current?.receiveConnected()
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWriteKeys == [accept.id.rawValue])
+        #expect(h.clock.now.offset < .seconds(300))
+    }
+
+    @Test func anActionNotSentWithinTheMaximumAgeExpires() async throws {
+        let config = DriverSession.Configuration(
+            actionPolicy: ActionQueuePolicy(
+                retry: ReconnectPolicy(base: .seconds(60), cap: .seconds(60), jitter: .none), maxAge: .seconds(90)))
+        let h = await Harness.live(configuration: config)
+        h.api.failWrites(Array(repeating: .unreachable("offline"), count: 5))
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await waitForAttempts(h, 1)
+        await h.clock.advance(by: .seconds(60))
+        await waitForAttempts(h, 2)
+        await h.clock.advance(by: .seconds(60))
+        await eventually("expired") { await !h.session.refusedActions.isEmpty }
+        guard case .refused(let reason) = await h.session.refusedActions.first?.state else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(reason.code == "expired")
+        #expect(h.api.writeKeys.count == 2, "not sent a third time")
+        #expect(await h.session.pendingActions.isEmpty)
+    }
+
+    @Test func anActionThatCannotBeStoredIsNotAccepted() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        h.storage.failSaves(true)
+        await #expect(throws: (any Error).self) { try await h.session.queue(.changeStatus(of: 1, to: .accepted)) }
+        #expect(await h.session.pendingActions.isEmpty)
+        #expect(h.api.writeKeys.isEmpty)
+    }
+
+    @Test func theFileStorageKeepsTheQueueAcrossSessions() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = FileActionStorage(url: directory.appendingPathComponent("state/actions.json"))
+        let clock = TestClock()
+        let api = FakeOrdersAPI()
+        let first = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, random: SeededGenerator(seed: 1),
+            actionStorage: storage, wallClock: Harness.wallClock(clock))
+        let queued = try await first.queue(.attachDocument(name: "CMR scan", kind: "cmr", to: 2))  // not started
+        let second = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, random: SeededGenerator(seed: 2),
+            actionStorage: storage, wallClock: Harness.wallClock(clock))
+        #expect(await second.pendingActions == [queued])
+        #expect(await second.actionStorageUnreadable == false)
+        try Data("not json".utf8).write(to: storage.url)
+        let third = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: storage)
+        #expect(await third.actionStorageUnreadable)
+        #expect(await third.pendingActions.isEmpty)
+    }
+
+    static func name(_ state: ActionState) -> String {
+        switch state {
+        case .waiting: "waiting"
+        case .sending: "sending"
+        case .applied: "applied"
+        case .refused: "refused"
+        }
+    }
+}

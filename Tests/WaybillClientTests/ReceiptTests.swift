@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// SPEC §5 rule 7: after a fetch changed what is shown, the device reports the versions it now shows.
+@Suite(.timeLimit(.minutes(1)))
+struct ReceiptTests {
+    /// The `seen` frames a socket carried, as `[[order: version]]`.
+    func receipts(on connection: FakeConnection?) -> [[Int64: Int64]] {
+        (connection?.sent ?? []).compactMap { text in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                object["type"] as? String == "seen", let orders = object["orders"] as? [[String: Any]]
+            else { return nil }
+            var versions: [Int64: Int64] = [:]
+            for entry in orders {
+                if let id = (entry["id"] as? NSNumber)?.int64Value,
+                    let version = (entry["version"] as? NSNumber)?.int64Value
+                {
+                    versions[id] = version
+                }
+            }
+            return versions
+        }
+    }
+
+    @Test func whatIsShownIsReportedOnceWhenTheSocketGoesLive() async throws {
+        let h = await Harness.live()
+        await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
+        #expect(receipts(on: h.transport.current) == [[1: 1, 2: 1, 3: 1]])
+    }
+
+    @Test func aChangingFetchReportsOnlyTheNewVersionsAndA304ReportsNothing() async throws {
+        let h = await Harness.live()
+        await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
+        h.api.touch(2)
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await h.waitUntilIdle()
+        await eventually("second receipt") { receipts(on: h.transport.current).count == 2 }
+        #expect(receipts(on: h.transport.current).last == [2: 2])
+
+        // An event whose refetch answers 304 changed nothing on screen: no receipt.
+        let fetches = h.api.listFetches
+        await h.receiveEvents([(order: 3, eventID: 12)])
+        await h.clock.advance(by: .milliseconds(250))
+        await h.waitUntilIdle()
+        #expect(h.api.listFetches == fetches + 1)
+        await h.settle()
+        #expect(receipts(on: h.transport.current).count == 2)
+    }
+
+    @Test func anOpenedDetailNewerThanItsRowIsReported() async throws {
+        let h = await Harness.live()
+        await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
+        h.api.touch(3)
+        try await h.open(3)  // the detail shows v2 before the list does
+        await eventually("detail receipt") { receipts(on: h.transport.current).count == 2 }
+        #expect(receipts(on: h.transport.current).last == [3: 2])
+    }
+
+    @Test func nothingIsSentWhileOfflineAndAReconnectReportsEverythingShownAgain() async throws {
+        let h = await Harness.live(
+            configuration: .init(reconnectPolicy: .init(base: .seconds(1), cap: .seconds(1), jitter: .none)))
+        await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
+        let first = h.transport.current
+        first?.drop(code: 1006)
+        await eventually("backing off") {
+            if case .backingOff = await h.session.connectionState { return true } else { return false }
+        }
+        h.api.touch(1)
+        await h.session.refresh()  // fetched while offline: shown, but not reported (no socket)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("list shows v2") { await h.session.orders.first { $0.id == 1 }?.version == 2 }
+        #expect(receipts(on: first).count == 1)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        h.transport.current?.receiveConnected()
+        await eventually("receipt on the new socket") { receipts(on: h.transport.current).count == 1 }
+        #expect(receipts(on: h.transport.current) == [[1: 2, 2: 1, 3: 1]])
+    }
+
+    @Test func theFrameListsOrdersByIDInTheWireShape() {
+        var tracker = ReceiptTracker()
+        let receipts = tracker.unreported([3: 2, 1: 5])
+        #expect(
+            ReceiptTracker.frames(receipts) == [
+                #"{"type":"seen","orders":[{"id":1,"version":5},{"id":3,"version":2}]}"#
+            ])
+        #expect(tracker.unreported([3: 2, 1: 5]).isEmpty)
+        #expect(tracker.unreported([3: 3, 1: 5]) == [.init(order: 3, version: 3)])
+        tracker.connectionOpened()
+        #expect(tracker.unreported([3: 3]).count == 1)
+    }
+
+    /// The server closes a socket that sends more than 4 KiB at once (1009); a long list goes in pieces.
+    @Test func manyReceiptsAreSplitIntoFramesTheServerAccepts() {
+        let huge = (1...200).map { ReceiptTracker.Receipt(order: OrderID(Int64.max - $0), version: Int64.max - 1) }
+        let frames = ReceiptTracker.frames(huge)
+        #expect(frames.count == 4)
+        #expect(frames.allSatisfy { $0.utf8.count <= 4096 })
+        let ids = frames.flatMap { frame -> [Int64] in
+            let object = try? JSONSerialization.jsonObject(with: Data(frame.utf8)) as? [String: Any]
+            return (object?["orders"] as? [[String: Any]] ?? []).compactMap { ($0["id"] as? NSNumber)?.int64Value }
+        }
+        #expect(ids == huge.map(\.order.rawValue))
+    }
+}
