@@ -37,7 +37,8 @@ extension Hub {
     /// A `seen` frame. Only driver sockets' count (a dispatcher's are ignored); the store keeps
     /// only receipts for the driver's own orders, at or below their current version.
     func received(_ reports: [SeenReport], on socket: SocketID) {
-        guard connections[socket]?.receipts != nil, let action = connections[socket]?.receipts?.received(reports, at: elapsed())
+        guard connections[socket]?.receipts != nil,
+            let action = connections[socket]?.receipts?.received(reports, at: elapsed())
         else { return }
         perform(action, on: socket)
     }
@@ -69,7 +70,9 @@ extension Hub {
                 }
             }
         case .write(let reports):
-            guard let driver = connections[socket]?.machine.userID, let company = connections[socket]?.company else { return }
+            guard let driver = connections[socket]?.machine.userID, let company = connections[socket]?.company else {
+                return
+            }
             Task {
                 await self.write(reports, driver: driver, company: company)
                 self.execute { _ in
@@ -101,7 +104,9 @@ extension Hub {
     ) throws -> [StoredEvent] {
         var events: [OrderEvent] = []
         for report in reports {
-            guard let summary = try tx.recordSeen(report.orderID, version: report.version, by: driver, in: company, at: now)
+            guard
+                let summary = try tx.recordSeen(
+                    report.orderID, version: report.version, by: driver, in: company, at: now)
             else { continue }
             events += Broadcaster.events(for: .seen(summary, company: company), at: now)
         }

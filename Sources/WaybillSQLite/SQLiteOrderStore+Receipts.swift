@@ -4,7 +4,9 @@ import WaybillStorage
 
 /// Read receipts (SPEC §2, "Receipts"): the newest version the assigned driver's device showed.
 extension SQLiteOrderStore.Transaction {
-    func recordSeen(_ id: OrderID, version: Int, by driver: UserID, in company: CompanyID, at: Date) throws -> OrderSummary? {
+    func recordSeen(
+        _ id: OrderID, version: Int, by driver: UserID, in company: CompanyID, at: Date
+    ) throws -> OrderSummary? {
         guard version > 0 else { return nil }
         return try perform { () throws(SQLiteError) in
             // Every rule in the WHERE clause, so the check and the write are one statement: the

@@ -10,7 +10,8 @@ import WaybillStorage
 @Suite(.timeLimit(.minutes(1)))
 struct ReceiptsTests {
     static func seen(_ entries: [(Int64, Int64)]) -> String {
-        "{\"type\":\"seen\",\"orders\":[" + entries.map { "{\"id\":\($0.0),\"version\":\($0.1)}" }.joined(separator: ",") + "]}"
+        "{\"type\":\"seen\",\"orders\":["
+            + entries.map { "{\"id\":\($0.0),\"version\":\($0.1)}" }.joined(separator: ",") + "]}"
     }
 
     /// The next `order_seen` frame (other events are skipped), or nil after `timeout`.
@@ -91,7 +92,8 @@ struct ReceiptsTests {
             let alicesOther = try #require(alice.orderIDs?.last)
             let bobsOrder = try #require(bob.orderIDs?.first)
             let version = try #require(
-                try await server.request("GET", "/api/orders/\(alicesOrder)/", token: seed.dispatcherToken).object.int("version"))
+                try await server.request("GET", "/api/orders/\(alicesOrder)/", token: seed.dispatcherToken).object.int(
+                    "version"))
             let (panel, _) = try await server.connectedSocket(token: seed.dispatcherToken)
             let (alicePhone, _) = try await server.connectedSocket(token: alice.token)
 

@@ -45,7 +45,9 @@ struct SeenEventTests {
     }
 
     @Test func receiptsCountOnlyForTheAssignedDriver() {
-        #expect(OrderReceipt.stored(driverID: 7, version: 3, at: at, assignedTo: 7) == OrderReceipt(driverID: 7, version: 3, at: at))
+        #expect(
+            OrderReceipt.stored(driverID: 7, version: 3, at: at, assignedTo: 7)
+                == OrderReceipt(driverID: 7, version: 3, at: at))
         #expect(OrderReceipt.stored(driverID: 7, version: 3, at: at, assignedTo: 8) == nil)
         #expect(OrderReceipt.stored(driverID: 7, version: 3, at: at, assignedTo: nil) == nil)
         #expect(OrderReceipt.stored(driverID: nil, version: nil, at: nil, assignedTo: 7) == nil)

@@ -21,7 +21,8 @@ struct ReceiptCoalescerTests {
         // 200 ms after the first write began: wait the remaining 800 ms, once.
         #expect(coalescer.received(Self.seen((2, 3)), at: .milliseconds(10_200)) == .wake(after: .milliseconds(800)))
         #expect(coalescer.received(Self.seen((3, 1), (2, 4)), at: .milliseconds(10_500)) == .none)
-        #expect(coalescer.received(Self.seen((2, 2)), at: .milliseconds(10_600)) == .none, "an older version never wins")
+        #expect(
+            coalescer.received(Self.seen((2, 2)), at: .milliseconds(10_600)) == .none, "an older version never wins")
         #expect(coalescer.woke(at: .milliseconds(11_000)) == .write(Self.seen((2, 4), (3, 1))))
     }
 

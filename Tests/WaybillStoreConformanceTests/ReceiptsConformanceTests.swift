@@ -15,12 +15,15 @@ import WaybillStorage
     }
 
     private func record(
-        _ store: any OrderStore, _ id: OrderID, version: Int, by driver: UserID, in company: CompanyID, at: Date = t0 + 10
+        _ store: any OrderStore, _ id: OrderID, version: Int, by driver: UserID, in company: CompanyID,
+        at: Date = t0 + 10
     ) async throws -> OrderSummary? {
         try await store.write { tx in try tx.recordSeen(id, version: version, by: driver, in: company, at: at) }
     }
 
-    @Test(arguments: Backend.allCases) func theAssignedDriversReceiptShowsOnDetailAndSummary(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func theAssignedDriversReceiptShowsOnDetailAndSummary(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let order = try await assignedOrder(store, fixture)
@@ -37,12 +40,16 @@ import WaybillStorage
             #expect(detail?.updatedAt == order.updatedAt)
             let page = try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(ids: [id])) }
             #expect(page.rows.map(\.seen) == [receipt])
-            let active = try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(activeOnly: true)) }
+            let active = try await store.read { tx in
+                try tx.orderPage(in: fixture.acme.id, OrderQuery(activeOnly: true))
+            }
             #expect(active.rows.first { $0.id == id }?.seen == receipt)
         }
     }
 
-    @Test(arguments: Backend.allCases) func onlyNewerVersionsUpToTheCurrentOneAreRecorded(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func onlyNewerVersionsUpToTheCurrentOneAreRecorded(
+        _ backend: Backend
+    ) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let id = try #require(try await assignedOrder(store, fixture, version: 5).id)
@@ -50,7 +57,9 @@ import WaybillStorage
             #expect(try await record(store, id, version: 6, by: alice, in: acme) == nil, "above the current version")
             #expect(try await record(store, id, version: 0, by: alice, in: acme) == nil)
             #expect(try await record(store, id, version: 4, by: alice, in: acme, at: t0 + 1)?.seen?.version == 4)
-            #expect(try await record(store, id, version: 4, by: alice, in: acme, at: t0 + 2) == nil, "the same version again")
+            #expect(
+                try await record(store, id, version: 4, by: alice, in: acme, at: t0 + 2) == nil,
+                "the same version again")
             #expect(try await record(store, id, version: 3, by: alice, in: acme, at: t0 + 3) == nil, "an older version")
             #expect(try await record(store, id, version: 5, by: alice, in: acme, at: t0 + 4)?.seen?.version == 5)
             let seen = try await store.read { tx in try tx.order(id, in: acme)?.seen }
@@ -65,7 +74,8 @@ import WaybillStorage
             #expect(try await record(store, id, version: 3, by: fixture.bob.id, in: fixture.acme.id) == nil)
             #expect(try await record(store, id, version: 3, by: fixture.globexDriver.id, in: fixture.globex.id) == nil)
             #expect(try await record(store, id, version: 3, by: fixture.alice.id, in: fixture.globex.id) == nil)
-            #expect(try await record(store, OrderID(999_999), version: 1, by: fixture.alice.id, in: fixture.acme.id) == nil)
+            #expect(
+                try await record(store, OrderID(999_999), version: 1, by: fixture.alice.id, in: fixture.acme.id) == nil)
             #expect(try await store.read { tx in try tx.order(id, in: fixture.acme.id)?.seen } == nil)
         }
     }
@@ -86,7 +96,9 @@ import WaybillStorage
                 return try tx.updateOrder(next)
             }
             #expect(reassigned.seen == nil, "Alice's receipt is not Bob's")
-            #expect(try await store.read { tx in try tx.orderPage(in: acme, OrderQuery(ids: [id])) }.rows.first?.seen == nil)
+            #expect(
+                try await store.read { tx in try tx.orderPage(in: acme, OrderQuery(ids: [id])) }.rows.first?.seen == nil
+            )
             #expect(try await record(store, id, version: 4, by: alice, in: acme) == nil, "Alice no longer has it")
             let bobs = try await record(store, id, version: 2, by: bob, in: acme, at: t0 + 20)
             #expect(bobs?.seen == OrderReceipt(driverID: bob, version: 2, at: t0 + 20))
@@ -116,16 +128,22 @@ import WaybillStorage
             let fixture = try await Fixture.seed(store)
             let id = try #require(try await assignedOrder(store, fixture).id)
             let stored = try await store.write { tx in
-                let summary = try #require(try tx.recordSeen(id, version: 2, by: fixture.alice.id, in: fixture.acme.id, at: t0 + 10))
-                return try tx.appendEvents(Broadcaster.events(for: .seen(summary, company: fixture.acme.id), at: t0 + 10))
+                let summary = try #require(
+                    try tx.recordSeen(id, version: 2, by: fixture.alice.id, in: fixture.acme.id, at: t0 + 10))
+                return try tx.appendEvents(
+                    Broadcaster.events(for: .seen(summary, company: fixture.acme.id), at: t0 + 10))
             }
             #expect(stored.count == 1)
-            let read = try await store.read { tx in try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10) }
+            let read = try await store.read { tx in
+                try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10)
+            }
             #expect(read == stored)
             #expect(read.first?.event.type == .seen)
             #expect(read.first?.event.seenVersion == 2)
             #expect(read.first?.event.driverID == fixture.alice.id)
-            let toDriver = try await store.read { tx in try tx.events(of: .driver(fixture.alice.id), after: .zero, limit: 10) }
+            let toDriver = try await store.read { tx in
+                try tx.events(of: .driver(fixture.alice.id), after: .zero, limit: 10)
+            }
             #expect(toDriver.isEmpty)
         }
     }
