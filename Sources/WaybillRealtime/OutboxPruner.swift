@@ -1,4 +1,5 @@
 public import Foundation
+import WaybillDomain
 public import WaybillObservability
 public import WaybillStorage
 
@@ -13,8 +14,8 @@ public final class OutboxPruner: Sendable {
     public static let leaseName = "outbox-pruner"
 
     private let store: any OrderStore
-    private let retention: TimeInterval
-    private let sessionRetention: TimeInterval
+    private let retention: Duration
+    private let sessionRetention: Duration
     private let interval: Duration
     private let now: @Sendable () -> Date
     private let clock: any Clock<Duration>
@@ -28,7 +29,7 @@ public final class OutboxPruner: Sendable {
     ///   - now: the wall clock the cutoffs are computed from.
     ///   - clock: what the pruner sleeps on between runs.
     public init(
-        store: any OrderStore, retention: TimeInterval, sessionRetention: TimeInterval = 3600, interval: Duration,
+        store: any OrderStore, retention: Duration, sessionRetention: Duration = .seconds(3600), interval: Duration,
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger
     ) {
         self.store = store
@@ -54,7 +55,7 @@ public final class OutboxPruner: Sendable {
     }
 
     public func pruneOnce() async {
-        let now = self.now(), cutoff = now.addingTimeInterval(-retention), sessions = now.addingTimeInterval(-sessionRetention)
+        let now = self.now(), cutoff = now.adding(.zero - retention), sessions = now.adding(.zero - sessionRetention)
         do {
             let (events, records) = try await store.write { tx in
                 (try tx.pruneEvents(committedBefore: cutoff), try tx.pruneSessionRecords(before: sessions))
