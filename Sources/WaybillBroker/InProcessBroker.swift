@@ -28,7 +28,8 @@ public final class InProcessBroker: Broker {
         guard !events.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }
         for continuation in targets {
-            if case .dropped = continuation.yield(.events(events)) { dropped.add(1, ordering: .relaxed) }
+            // What is pushed out may be the first `.subscribed`; only batches count.
+            if case .dropped(.events) = continuation.yield(.events(events)) { dropped.add(1, ordering: .relaxed) }
         }
     }
 

@@ -43,6 +43,8 @@ struct HubFeedBoundTests {
             let running = Task { await feed.run(first: subscription, startingAfter: start) }
             defer { running.cancel() }
 
+            // The read after the first `.subscribed` (nothing to deliver yet) is over.
+            #expect(await eventually { metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n") })
             let events = try await store.append(21)
             broker.send(.events([events[0]]))
             #expect(await eventually { target.entered })
