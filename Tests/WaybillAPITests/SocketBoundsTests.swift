@@ -26,13 +26,14 @@ struct SocketBoundsTests {
                 _ = release.wait(timeout: .now() + 20)
             }
         }
-        defer {
-            release.signal()
-            holding.cancel()
-        }
         let deadline = ContinuousClock.now + .seconds(5)
         while began.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        try await body()
+        var failure: (any Error)?
+        do { try await body() } catch { failure = error }
+        // Every holder (the readers are several) is let go, then waited for; spare signals are harmless.
+        for _ in 0..<16 { release.signal() }
+        try? await holding.value
+        if let failure { throw failure }
     }
 
     static func closeLogged(_ server: TestServer, code: Int) -> Bool {
