@@ -45,7 +45,8 @@ public final class Metrics: Sendable {
         return String(scalars)
     }
 
-    public func recordRequest(route: String, status: Int, seconds: Double) {
+    public func recordRequest(route: String, status: Int, duration: Duration) {
+        let seconds = duration / .seconds(1)  // Prometheus counts seconds
         state.withLock { s in
             s.requests["\(route)|\(status)", default: 0] += 1
             for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }

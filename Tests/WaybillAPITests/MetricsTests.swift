@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillAPI
 import WaybillDomain
+import WaybillObservability
 import WaybillSQLite
 
 /// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
@@ -65,5 +66,17 @@ struct MetricsTests {
             #expect((relayed.flatMap { Int($0.split(separator: " ")[1]) } ?? 0) >= 2)  // the seeded order_created and the PATCH
             for secret in [driver.token, seed.dispatcherToken, driver.email] { #expect(!text.contains(secret)) }
         }
+    }
+}
+
+/// Request durations reach the histogram whole: seconds and their fraction.
+struct RequestDurationMetricsTests {
+    @Test func aRequestOfOneAndAHalfSecondsIsRecordedAsOneAndAHalf() {
+        let metrics = Metrics()
+        metrics.recordRequest(route: "/api/orders/", status: 200, duration: .milliseconds(1500))
+        let text = metrics.render(outboxLagSeconds: 0)
+        #expect(text.contains("waybill_http_request_duration_seconds_sum 1.5\n"))
+        #expect(text.contains("waybill_http_request_duration_seconds_bucket{le=\"1.0\"} 0\n"))
+        #expect(text.contains("waybill_http_request_duration_seconds_bucket{le=\"2.5\"} 1\n"))
     }
 }
