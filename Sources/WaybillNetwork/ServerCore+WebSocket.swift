@@ -20,7 +20,8 @@ extension ServerCore {
         request.method = "GET"
         if let path = LwsRequestReader.getPath(wsi) { request.path = path }
         let connection = WebSocketConnection(
-            id: SocketID(makeID()), wsi: wsi, request: request, counter: counter, maxMessageBytes: configuration.maxMessageBytes)
+            id: SocketID(makeID()), wsi: wsi, request: request, counter: counter,
+            maxMessageBytes: configuration.maxMessageBytes)
         attach(connection, to: user)
         return 0
     }

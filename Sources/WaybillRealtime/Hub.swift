@@ -128,7 +128,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
-        connections[socket] = Entry(target: target, machine: Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents))
+        let machine = Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents)
+        connections[socket] = Entry(target: target, machine: machine)
         metrics.socketOpened(kind: "pending")
         logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
         startAuthentication(socket, Handshake(request), io: io)

@@ -36,7 +36,8 @@ final class SQLiteCheckpointer: Sendable {
 
     /// Starts the thread; it opens its own connection there (connections never cross threads).
     init(
-        path: String, interval: Duration = .milliseconds(250), checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive
+        path: String, interval: Duration = .milliseconds(250),
+        checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive
     ) throws(SQLiteError) {
         let stop = self.stop, finished = self.finished, status = self.status
         let opened = DispatchSemaphore(value: 0)

@@ -49,7 +49,9 @@ public final class SQLiteOrderStore: OrderStore {
         path: String, readerCount: Int = 4, busyTimeout: Duration = .seconds(5),
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        try self.init(path: path, readerCount: readerCount, busyTimeout: busyTimeout, clock: clock, checkpoint: SQLiteCheckpointer.passive)
+        try self.init(
+            path: path, readerCount: readerCount, busyTimeout: busyTimeout, clock: clock,
+            checkpoint: SQLiteCheckpointer.passive)
     }
 
     /// The same, with the checkpoint step replaced (tests make it fail).

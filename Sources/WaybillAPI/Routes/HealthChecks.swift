@@ -19,7 +19,8 @@ struct HealthChecks: Sendable {
         // A store that answers but knows it is in trouble (its WAL grows without bound) is not ready.
         let health = store.health
         guard health.isHealthy else {
-            return try JSONCoding.response(["status": "unavailable", "reason": health.problems.joined(separator: ",")], status: 503)
+            let reason = health.problems.joined(separator: ",")
+            return try JSONCoding.response(["status": "unavailable", "reason": reason], status: 503)
         }
         return try JSONCoding.response(["status": "ok"])
     }
