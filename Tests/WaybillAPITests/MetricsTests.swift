@@ -80,3 +80,22 @@ struct RequestDurationMetricsTests {
         #expect(text.contains("waybill_http_request_duration_seconds_bucket{le=\"2.5\"} 1\n"))
     }
 }
+
+/// Every bound is exported from the start (at 0), with counts kept here or read at scrape time.
+struct BoundOverflowMetricsTests {
+    @Test func everyBoundIsExportedAndScrapeTimeCountsAreAdded() {
+        let metrics = Metrics()
+        let before = metrics.render(outboxLagSeconds: 0)
+        for bound in Metrics.Bound.allCases {
+            #expect(before.contains("waybill_bound_overflows_total{bound=\"\(bound.rawValue)\"} 0\n"))
+        }
+        metrics.overflowed(.replayBuffer)
+        metrics.overflowed(.replayBuffer)
+        metrics.readAtScrape(.brokerBuffer) { 5 }
+        metrics.storeCheckpointFailures(3)
+        let after = metrics.render(outboxLagSeconds: 0)
+        #expect(after.contains("waybill_bound_overflows_total{bound=\"replay_buffer\"} 2\n"))
+        #expect(after.contains("waybill_bound_overflows_total{bound=\"broker_buffer\"} 5\n"))
+        #expect(after.contains("waybill_store_checkpoint_failures_total 3\n"))
+    }
+}
