@@ -58,7 +58,7 @@ public final class WaybillServer: Sendable {
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations, pool: pool),
             pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
-            tokenLifetime: configuration.tokenLifetime)
+            tokenLifetime: configuration.tokenLifetime, metrics: metrics)
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
@@ -66,10 +66,16 @@ public final class WaybillServer: Sendable {
             metrics.eventsCommitted(events.count)
             relay.committed(events)
         }
+        var limits = Hub.Limits()
+        limits.maxConcurrentAuthentications = configuration.maxConcurrentSocketAuthentications
+        limits.authenticationTimeout = configuration.socketAuthenticationTimeout
+        limits.maxConcurrentReplays = configuration.maxConcurrentReplays
+        limits.maxReplayBufferEvents = configuration.maxReplayEvents
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(
-                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2))
+                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2,
+                limits: limits))
         let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
@@ -79,7 +85,9 @@ public final class WaybillServer: Sendable {
                 store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
-        hub.execute = { body in http.execute(body) }
+        hub.execute = { body in _ = http.execute(body) }
+        metrics.readAtScrape(.serviceQueue) { http.refusedWork }
+        metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {
             pool.stop()
             throw error
@@ -95,12 +103,14 @@ public final class WaybillServer: Sendable {
             auth.forget(user: user)
             closeSockets(user)
         }
+        let healthWatcher = StoreHealthWatcher(store: store, logger: logger, clock: ContinuousClock())
         let services = Task {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await feed.run(first: subscription, startingAfter: newest) }
                 group.addTask { await relay.run() }
                 group.addTask { await pruner.run() }
                 group.addTask { await sessions.run() }
+                group.addTask { await healthWatcher.run() }
             }
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
@@ -149,10 +159,11 @@ public final class WaybillServer: Sendable {
         n.host = c.host
         n.port = c.port
         n.maxBodyBytes = c.maxBodyBytes
-        n.pingIntervalSeconds = c.pingIntervalSeconds
+        n.pingInterval = c.pingInterval
         n.maxQueuedBytesPerSocket = c.maxQueuedBytesPerSocket
         n.maxMessageBytes = 4096  // clients only send pings
-        n.shutdownDrainSeconds = c.shutdownDrainSeconds
+        n.shutdownDrain = c.shutdownDrain
+        n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }
 }
