@@ -173,7 +173,7 @@ struct WebSocketTests {
         try server.start()
         let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
             for _ in 0..<3 {
-                group.addTask { [loop] in
+                group.addTask {
                     try await connect(to: server, path: "/ws/orders/")
                 }
             }
