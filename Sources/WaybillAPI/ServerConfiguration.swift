@@ -8,13 +8,13 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     public var maxBodyBytes = 1 << 20
     /// Protocol ping interval for WebSockets; two missed pongs close the socket.
-    public var pingIntervalSeconds = 25
+    public var pingInterval: Duration = .seconds(25)
     /// Outbound bytes a socket may have queued before it is closed with 4008.
     public var maxQueuedBytesPerSocket = 1 << 20
     /// PBKDF2 iterations for new password hashes (≥ 210,000 in production; tests lower it).
     public var passwordIterations = 210_000
     /// How long an API token works after login (`--token-days`, default 30 days); then 401.
-    public var tokenLifetime: TimeInterval = 30 * 86_400
+    public var tokenLifetime: Duration = .seconds(30 * 86_400)
     /// When set, `GET /metrics` requires `Authorization: Bearer <metricsToken>` (`--metrics-token`);
     /// otherwise it is open to anyone who can reach the port.
     public var metricsToken: String?
@@ -26,18 +26,18 @@ public struct ServerConfiguration: Sendable {
     /// Failed logins allowed per email, and per client address (the socket's peer), in `loginWindow`.
     public var loginAttemptsPerEmail = 10
     public var loginAttemptsPerAddress = 50
-    public var loginWindow: TimeInterval = 300
+    public var loginWindow: Duration = .seconds(300)
     /// How long delivered events stay replayable.
-    public var outboxRetention: TimeInterval = 7 * 24 * 3600
+    public var outboxRetention: Duration = .seconds(7 * 86_400)
     public var pruneInterval: Duration = .seconds(3600)
     /// How long an `Idempotency-Key` record (and its stored response) is kept after it was last
     /// written; SPEC §2 asks for at least 24 h.
-    public var idempotencyRetention: TimeInterval = 86_400
+    public var idempotencyRetention: Duration = .seconds(86_400)
     /// An `Idempotency-Key` claimed this long ago with no response yet is taken over by a repeat
     /// (the node that claimed it most likely died); until then repeats get 409.
-    public var idempotencyClaimTimeout: TimeInterval = 30
+    public var idempotencyClaimTimeout: Duration = .seconds(30)
     /// Lifetime of a WebSocket ticket, at most 60 s.
-    public var ticketLifetime: TimeInterval = 30
+    public var ticketLifetime: Duration = .seconds(30)
     /// A broker publish slower than this is abandoned and retried.
     public var publishTimeout: Duration = .seconds(2)
     /// How often the relay leader polls the outbox for events committed by other processes. 1 s
@@ -49,7 +49,15 @@ public struct ServerConfiguration: Sendable {
     public var nodeID: String?
     /// A resume that would replay more events than this gets `reset` instead.
     public var maxReplayEvents = 10_000
-    public var shutdownDrainSeconds = 3
+    /// Bounds on memory and tasks (docs/HARDENING.md, item 3): WebSockets authenticating at once
+    /// (more are closed with 1013), how long one may take (then 1013), replay queries at once
+    /// (more: 1013), and work waiting for the network thread (past it every WebSocket gets 1013).
+    public var maxConcurrentSocketAuthentications = 1024
+    public var socketAuthenticationTimeout: Duration = .seconds(10)
+    public var maxConcurrentReplays = 64
+    public var maxQueuedServiceWork = 100_000
+    /// How long shutdown waits for sockets to flush and close.
+    public var shutdownDrain: Duration = .seconds(3)
     /// The web panel's files; `nil` = the copy bundled with the module.
     public var webDirectory: URL?
 

@@ -58,7 +58,7 @@ public final class WaybillServer: Sendable {
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations, pool: pool),
             pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
-            tokenLifetime: configuration.tokenLifetime)
+            tokenLifetime: configuration.tokenLifetime, metrics: metrics)
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
@@ -67,10 +67,16 @@ public final class WaybillServer: Sendable {
             relay.committed(events)
         }
         let orders = OrderService(store: store, clock: clock, committed: committed)
+        var limits = Hub.Limits()
+        limits.maxConcurrentAuthentications = configuration.maxConcurrentSocketAuthentications
+        limits.authenticationTimeout = configuration.socketAuthenticationTimeout
+        limits.maxConcurrentReplays = configuration.maxConcurrentReplays
+        limits.maxReplayBufferEvents = configuration.maxReplayEvents
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(
-                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2),
+                maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2,
+                limits: limits),
             receipts: .init(now: { clock.now() }, committed: committed))
         let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
         let routes = Routes(
@@ -81,7 +87,9 @@ public final class WaybillServer: Sendable {
                 store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
         let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
-        hub.execute = { body in http.execute(body) }
+        hub.execute = { body in _ = http.execute(body) }
+        metrics.readAtScrape(.serviceQueue) { http.refusedWork }
+        metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {
             pool.stop()
             throw error
@@ -97,12 +105,14 @@ public final class WaybillServer: Sendable {
             auth.forget(user: user)
             closeSockets(user)
         }
+        let healthWatcher = StoreHealthWatcher(store: store, logger: logger, clock: ContinuousClock())
         let services = Task {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await feed.run(first: subscription, startingAfter: newest) }
                 group.addTask { await relay.run() }
                 group.addTask { await pruner.run() }
                 group.addTask { await sessions.run() }
+                group.addTask { await healthWatcher.run() }
             }
         }
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
@@ -151,10 +161,11 @@ public final class WaybillServer: Sendable {
         n.host = c.host
         n.port = c.port
         n.maxBodyBytes = c.maxBodyBytes
-        n.pingIntervalSeconds = c.pingIntervalSeconds
+        n.pingInterval = c.pingInterval
         n.maxQueuedBytesPerSocket = c.maxQueuedBytesPerSocket
         n.maxMessageBytes = 4096  // clients send pings and `seen` frames (≤ 100 entries)
-        n.shutdownDrainSeconds = c.shutdownDrainSeconds
+        n.shutdownDrain = c.shutdownDrain
+        n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }
 }

@@ -19,6 +19,15 @@ public protocol Broker: Sendable {
     /// and `.subscribed` are never delivered: the consumer reads them from the outbox (event ids
     /// are dense, so a jump in ids also shows a batch that went missing).
     func subscribe() -> AsyncStream<BrokerDelivery>
+
+    /// Batches this process's subscriptions dropped because their consumer fell behind their
+    /// buffer bound (a metric; the consumer fills such gaps from the outbox).
+    var droppedBatches: Int { get }
+}
+
+extension Broker {
+    /// No bounded buffer of its own: nothing dropped.
+    public var droppedBatches: Int { 0 }
 }
 
 /// What a broker subscription yields.

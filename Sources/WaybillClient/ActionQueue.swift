@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// The offline queue's rules as a value (SPEC §5 rule 8): which action goes next, and what an answer means.
 ///

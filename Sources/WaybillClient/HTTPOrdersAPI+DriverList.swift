@@ -29,7 +29,7 @@ extension HTTPOrdersAPI {
     /// The two halves' query items: `active` and `recent` (finished within `recentWindow`).
     func driverListQueries() -> (active: [URLQueryItem], recent: [URLQueryItem]) {
         let limit = URLQueryItem(name: "limit", value: String(Self.driverListLimit))
-        let since = now().addingTimeInterval(-recentWindow)
+        let since = now().addingTimeInterval(-(recentWindow / .seconds(1)))
         return (
             [URLQueryItem(name: "active", value: "true"), limit],
             [

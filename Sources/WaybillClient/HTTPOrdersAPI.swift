@@ -13,7 +13,7 @@ public struct HTTPOrdersAPI: OrdersAPI {
     private let token: AccessToken
     private let transport: any HTTPTransport
     /// How long a finished (completed or cancelled) order stays on the driver's list.
-    public let recentWindow: TimeInterval
+    public let recentWindow: Duration
     /// The clock `recentWindow` counts back from (injected by tests).
     let now: @Sendable () -> Date
 
@@ -21,7 +21,7 @@ public struct HTTPOrdersAPI: OrdersAPI {
     /// - Parameter recentWindow: finished orders updated within this window stay on the list (24 h).
     public init(
         server: URL, token: AccessToken, transport: any HTTPTransport = URLSessionHTTPTransport(),
-        recentWindow: TimeInterval = 24 * 3600, now: @escaping @Sendable () -> Date = { Date() }
+        recentWindow: Duration = .seconds(24 * 3600), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.server = server
         self.token = token

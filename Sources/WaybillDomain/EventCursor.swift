@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A resume position that notices when history was rewritten (SPEC §4, "History can rewind").
 ///

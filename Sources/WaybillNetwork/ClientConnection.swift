@@ -25,9 +25,7 @@ final class ClientConnection: @unchecked Sendable {  // safe: mutable state only
     var closeSent = false
 
     // Inbound.
-    var message: [UInt8] = []
-    var messageIsBinary = false
-    var isInMessage = false
+    var inbound: MessageReassembler
 
     // How it ended.
     var closeCode: Int?
@@ -39,8 +37,10 @@ final class ClientConnection: @unchecked Sendable {  // safe: mutable state only
         path: String,
         hostHeader: String,
         headers: [(String, String)],
-        events: AsyncStream<WebSocketClientEvent>.Continuation
+        events: AsyncStream<WebSocketClientEvent>.Continuation,
+        maxMessageBytes: Int
     ) {
+        inbound = MessageReassembler(maxBytes: maxMessageBytes)
         self.address = address
         self.port = port
         self.path = path
@@ -62,7 +62,7 @@ final class ClientConnection: @unchecked Sendable {  // safe: mutable state only
         let wasOpen = state == .open
         state = .closed
         queue = []
-        message = []
+        inbound.reset()
         resumeConnect(.failure(error))
         if wasOpen { events.yield(.closed(code: closeCode, reason: closeReason)) }
         events.finish()

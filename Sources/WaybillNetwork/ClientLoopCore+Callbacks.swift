@@ -22,7 +22,7 @@ extension ClientLoopCore {
             connection.resumeConnect(.success(()))
             if !connection.queue.isEmpty || connection.pendingClose != nil { lws_callback_on_writable(wsi) }
         case LWS_CALLBACK_CLIENT_RECEIVE:
-            received(connection, wsi, input, length)
+            return received(connection, wsi, input, length)
         case LWS_CALLBACK_CLIENT_WRITEABLE:
             return writeable(connection, wsi)
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
@@ -77,21 +77,29 @@ extension ClientLoopCore {
         _ wsi: OpaquePointer,
         _ input: UnsafeMutableRawPointer?,
         _ length: Int
-    ) {
-        if !connection.isInMessage {
-            connection.isInMessage = true
-            connection.messageIsBinary = lws_frame_is_binary(wsi) != 0
+    ) -> Int32 {
+        let piece = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
+        let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        switch connection.inbound.receive(piece, isBinary: lws_frame_is_binary(wsi) != 0, isLast: isLast) {
+        case .partial:
+            break
+        case .tooBig:
+            // The server sent more than this client takes in one message: close with 1009.
+            connection.queue = []
+            connection.closeSent = true
+            connection.closeCode = 1009
+            connection.closeReason = "message too big"
+            var reason = Array("message too big".utf8)
+            reason.withUnsafeMutableBufferPointer { b in
+                lws_close_reason(wsi, lws_close_status(rawValue: 1009), b.baseAddress, b.count)
+            }
+            return -1
+        case .complete(.binary(let message)):
+            connection.events.yield(.binary(message))
+        case .complete(.text(let message)):
+            connection.events.yield(.text(message))
         }
-        if let input, length > 0 {
-            connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
-        }
-        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return }
-        let message = connection.message
-        connection.message = []
-        connection.isInMessage = false
-        connection.events.yield(
-            connection.messageIsBinary ? .binary(message) : .text(String(decoding: message, as: UTF8.self))
-        )
+        return 0
     }
 
     private func writeable(_ connection: ClientConnection, _ wsi: OpaquePointer) -> Int32 {

@@ -12,8 +12,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxBodyBytes = 1 << 20
     /// Largest request header block; bigger ones are refused (431 or a close).
     public var maxHeaderBytes = 16 << 10
-    /// Idle keep-alive connections are closed after this many seconds.
-    public var keepAliveTimeoutSeconds = 5
+    /// Idle keep-alive connections are closed after this long (whole seconds: lws counts seconds).
+    public var keepAliveTimeout: Duration = .seconds(5)
     /// Paths that accept a WebSocket upgrade; other upgrade requests are refused.
     public var webSocketPaths: Set<String> = ["/ws/orders/", "/ws/orders"]
     /// Largest incoming WebSocket message; bigger ones close the socket with 1009.
@@ -24,14 +24,18 @@ public struct HTTPServerConfiguration: Sendable {
     public var slowConsumerCloseCode = 4008
     /// Protocol ping interval; a socket that has not answered a ping by the next one is dropped
     /// (without a close frame, within about two intervals). Pings carry a 2-byte payload.
-    public var pingIntervalSeconds = 25
+    public var pingInterval: Duration = .seconds(25)
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
-    public var shutdownDrainSeconds = 3
+    public var shutdownDrain: Duration = .seconds(3)
+    /// Work items `HTTPServer.execute` may have waiting for the service thread. Past it `execute`
+    /// refuses work and every WebSocket is closed with 1013 (try again later), so clients resume
+    /// from their cursor instead of the server queueing without limit (docs/HARDENING.md).
+    public var maxQueuedWork = 100_000
     /// The service thread's event loop; `nil` reads `WAYBILL_EVENT_LOOP` (`poll` or `libev`) at `start`,
     /// defaulting to `libev`, which scales to tens of thousands of sockets (see `EventLoopKind`).
     public var eventLoop: EventLoopKind?
     /// lws's per-step timeout (reading a request or body piece); tests shorten it.
-    var lwsTimeoutSeconds: UInt32 = 10
+    var lwsTimeout: Duration = .seconds(10)
     /// The defaults above.
     public init() {}
 }
@@ -72,6 +76,7 @@ public final class HTTPServer: Sendable {
         try kind.checkAvailable()
         core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
         core.loop.shouldStop = { core.isDrained }
+        core.loop.onOverflow = { core.closeAllWebSockets(code: 1013, reason: "server overloaded; reconnect") }
         core.loop.willDestroy = {
             core.cancelDrainCheck()
             core.cancelHeartbeat()
@@ -87,14 +92,22 @@ public final class HTTPServer: Sendable {
     public var port: Int { core.boundPort.load(ordering: .sequentiallyConsistent) }
 
     /// Runs `body` on the service thread with socket access. Any thread; dropped after shutdown.
-    public func execute(_ body: @escaping @Sendable (any SocketIO) -> Void) {
+    ///
+    /// - Returns: `false` if `body` was dropped: after shutdown, or because `maxQueuedWork` items
+    ///   already wait (then every WebSocket is closed with 1013 once the thread catches up, so
+    ///   no socket is left missing what `body` would have done).
+    @discardableResult
+    public func execute(_ body: @escaping @Sendable (any SocketIO) -> Void) -> Bool {
         let core = self.core
-        core.loop.post { body(core.io) }
+        return core.loop.post({ body(core.io) }, bounded: true)
     }
+
+    /// Work `execute` refused because `maxQueuedWork` items were waiting (a metric).
+    public var refusedWork: Int { core.loop.overflows }
 
     /// Graceful stop: refuse new work (new HTTP requests get 503 and a close, upgrades are
     /// refused), finish in-flight HTTP, close every socket with 1001 after flushing its queue, wait
-    /// up to `shutdownDrainSeconds`, then destroy the context. Returns when the thread has ended.
+    /// up to `shutdownDrain`, then destroy the context. Returns when the thread has ended.
     /// Safe to call more than once, and before `start` (then it returns at once).
     public func shutdown() async {
         let core = self.core

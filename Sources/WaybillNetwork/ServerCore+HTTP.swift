@@ -156,7 +156,7 @@ extension ServerCore {
         session.pauseReading()
         // lws's own request timeout (`timeout_secs`) would cut off a slow handler after 10 s;
         // allow a generous bound instead, so a hung handler still cannot hold a socket forever.
-        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
+        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Int32(clamping: Self.wholeSeconds(Self.handlerDeadline)))
         let request = session.request
         let id = session.id
         let box = session.responseBox
@@ -190,7 +190,7 @@ extension ServerCore {
     }
 
     /// How long a responder may take before the connection is dropped.
-    static let handlerDeadlineSeconds: Int32 = 300
+    static let handlerDeadline: Duration = .seconds(300)
 
     static func tooLarge(_ limit: Int) -> HTTPResponse {
         .jsonError(status: 413, code: "payload_too_large", message: "The body is larger than \(limit) bytes.")

@@ -6,6 +6,16 @@ extension ServerCore {
     /// Wheel ticks per second.
     static let heartbeatTicksPerSecond = 10
 
+    /// The ping interval in heartbeat ticks (at least one).
+    static func heartbeatTicks(_ interval: Duration) -> Int {
+        max(1, Int((interval / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded()))
+    }
+
+    /// lws takes whole seconds: rounded up, at least 1 (0 would turn the timer off).
+    static func wholeSeconds(_ duration: Duration) -> Int64 {
+        max(1, Int64((duration / .seconds(1)).rounded(.up)))
+    }
+
     /// Starts the tick. Service thread, right after the context exists.
     func scheduleHeartbeat(_ context: OpaquePointer) {
         heartbeatTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()

@@ -6,11 +6,19 @@ extension ServerCore {
     func beginShutdown() {
         guard !isShuttingDown else { return }
         isShuttingDown = true
-        drainDeadline = .now + .seconds(configuration.shutdownDrainSeconds)
+        drainDeadline = .now + configuration.shutdownDrain
         for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             close(id, code: 1001, reason: "server shutdown")
         }
         scheduleDrainCheck()
+    }
+
+    /// Closes every open WebSocket with `code` after its queue (work for them was refused: they
+    /// resume from their cursor and miss nothing). Service thread.
+    func closeAllWebSockets(code: Int, reason: String) {
+        for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            close(id, code: code, reason: reason)
+        }
     }
 
     /// Service thread: whether the loop may end now.

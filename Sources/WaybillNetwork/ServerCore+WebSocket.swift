@@ -19,7 +19,9 @@ extension ServerCore {
         var request = LwsRequestReader.request(wsi)
         request.method = "GET"
         if let path = LwsRequestReader.getPath(wsi) { request.path = path }
-        let connection = WebSocketConnection(id: SocketID(makeID()), wsi: wsi, request: request, counter: counter)
+        let connection = WebSocketConnection(
+            id: SocketID(makeID()), wsi: wsi, request: request, counter: counter,
+            maxMessageBytes: configuration.maxMessageBytes)
         attach(connection, to: user)
         return 0
     }
@@ -45,43 +47,21 @@ extension ServerCore {
     ) -> Int32 {
         // Once the server has decided to close, the peer's further messages are not delivered.
         guard let connection = slotObject(user) as? WebSocketConnection, connection.isOpen else { return 0 }
-        let isComplete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-        if !connection.isInMessage && isComplete && length <= configuration.maxMessageBytes {
-            // The common case (a whole small message in one chunk): decode straight from lws's buffer,
-            // without the reassembly array (a `{"type":"ping"}` then costs no heap allocation at all).
-            let bytes = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
-            if lws_frame_is_binary(wsi) != 0 {
-                delegate?.socketReceived(connection.id, binary: Array(bytes), io: io)
-            } else {
-                delegate?.socketReceived(connection.id, text: String(decoding: bytes, as: UTF8.self), io: io)
-            }
+        let piece = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
+        let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        switch connection.inbound.receive(piece, isBinary: lws_frame_is_binary(wsi) != 0, isLast: isLast) {
+        case .partial:
             return 0
-        }
-        if !connection.isInMessage {
-            connection.isInMessage = true
-            connection.messageIsBinary = lws_frame_is_binary(wsi) != 0
-        }
-        if connection.message.count + length > configuration.maxMessageBytes {
-            connection.message = []
+        case .tooBig:
             connection.dropQueue()
             connection.requestClose(code: 1009, reason: "message too big")
             connection.closeSent = true
             closeNow(wsi, code: 1009, reason: "message too big")
             return -1
-        }
-        if let input, length > 0 {
-            connection.message.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
-        }
-        guard isComplete else { return 0 }
-        let message = connection.message
-        let isBinary = connection.messageIsBinary
-        connection.message = []
-        connection.isInMessage = false
-        if isBinary {
+        case .complete(.binary(let message)):
             delegate?.socketReceived(connection.id, binary: message, io: io)
-        } else {
-            // lws has validated UTF-8 (LWS_SERVER_OPTION_VALIDATE_UTF8).
-            delegate?.socketReceived(connection.id, text: String(decoding: message, as: UTF8.self), io: io)
+        case .complete(.text(let message)):
+            delegate?.socketReceived(connection.id, text: message, io: io)
         }
         return 0
     }
@@ -112,7 +92,7 @@ extension ServerCore {
         guard !connection.isFinished else { return }
         connection.isFinished = true
         connection.dropQueue()
-        connection.message = []
+        connection.inbound.reset()
         guard connection.wasOpened else { return }
         sockets[connection.id] = nil
         heartbeat.remove(connection.id)

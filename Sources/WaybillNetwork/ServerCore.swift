@@ -8,7 +8,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     let configuration: HTTPServerConfiguration
     let responder: any HTTPResponder
     let delegate: (any WebSocketDelegate)?
-    let loop = ServiceLoop(name: "waybill-lws")
+    let loop: ServiceLoop
     let counter = LiveObjectCounter()
     let boundPort = Atomic<Int>(0)
 
@@ -46,6 +46,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         self.configuration = configuration
         self.responder = responder
         self.delegate = delegate
+        loop = ServiceLoop(name: "waybill-lws", maxQueuedWork: configuration.maxQueuedWork)
         // lws takes an interface name or address literal: nil binds all; "localhost" is not a name it knows.
         switch configuration.host {
         case "", "0.0.0.0", "*": iface = nil
@@ -67,7 +68,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         // policy lws would use its default of 300/310 s. `HeartbeatWheel` pings instead.
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
-        heartbeat = HeartbeatWheel(interval: max(1, configuration.pingIntervalSeconds) * Self.heartbeatTicksPerSecond)
+        heartbeat = HeartbeatWheel(interval: Self.heartbeatTicks(configuration.pingInterval))
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())
         heartbeatTimer = .allocate(capacity: 1)
@@ -98,8 +99,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         info.options =
             UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
         info.user = Unmanaged.passUnretained(self).toOpaque()
-        info.keepalive_timeout = Int32(configuration.keepAliveTimeoutSeconds)
-        info.timeout_secs = configuration.lwsTimeoutSeconds
+        info.keepalive_timeout = Int32(clamping: Self.wholeSeconds(configuration.keepAliveTimeout))
+        info.timeout_secs = UInt32(clamping: Self.wholeSeconds(configuration.lwsTimeout))
         info.max_http_header_data = UInt16(clamping: configuration.maxHeaderBytes)
         info.pt_serv_buf_size = UInt32(HTTPSession.writeChunk)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)

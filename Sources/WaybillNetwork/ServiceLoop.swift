@@ -25,10 +25,19 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
         var threadID: UInt = 0
         var hasEnded = false
         var endWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Bounded work was refused since the last drain: `onOverflow` runs after it.
+        var overflowed = false
+        /// Bounded posts refused since start.
+        var overflows = 0
     }
 
     private let shared = Mutex(Shared())
     private let name: String
+    /// How many items the inbox may hold when a bounded post arrives (see `post(_:bounded:)`).
+    let maxQueuedWork: Int
+    /// Runs on the service thread after a drain that followed refused bounded work: the owner
+    /// makes up for the lost work (the server closes every WebSocket so clients resume).
+    var onOverflow: () -> Void = {}
     /// The context; service thread only (nil before start and after destroy).
     private(set) var context: OpaquePointer?
     /// Asked after every service iteration, on the service thread; `true` ends the loop.
@@ -47,8 +56,9 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     private let heartbeat = UnsafeMutablePointer<lwsx_timer>.allocate(capacity: 1)
     static let heartbeatMicroseconds: lws_usec_t = 50_000
 
-    init(name: String) {
+    init(name: String, maxQueuedWork: Int = .max) {
         self.name = name
+        self.maxQueuedWork = max(1, maxQueuedWork)
         foreignLoops.initialize(to: nil)
         heartbeat.initialize(to: lwsx_timer())
     }
@@ -164,10 +174,20 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// Only the post that makes the inbox non-empty wakes the thread: the thread empties the whole
     /// inbox at once, so later posts before that are picked up by the same wake-up (a burst of fan-out
     /// posts costs one `eventfd` write, not one each).
+    ///
+    /// A `bounded` post is refused (returns `false`) while the inbox already holds `maxQueuedWork`
+    /// items: the service thread is that far behind, and queueing more would only grow memory.
+    /// The refusal is counted and `onOverflow` runs after the next drain. Unbounded posts (HTTP
+    /// response wake-ups, shutdown) are one per request or per call and always queue.
     @discardableResult
-    func post(_ work: @escaping Work) -> Bool {
+    func post(_ work: @escaping Work, bounded: Bool = false) -> Bool {
         shared.withLock { s in
             guard !s.hasEnded else { return false }
+            if bounded && s.inbox.count >= maxQueuedWork {
+                s.overflows += 1
+                s.overflowed = true  // the inbox is not empty: a drain is already on its way
+                return false
+            }
             let needsWake = s.inbox.isEmpty
             s.inbox.append(work)
             if needsWake, let ctx = OpaquePointer(bitPattern: s.contextBits) { lws_cancel_service(ctx) }
@@ -184,13 +204,20 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
 
     /// Runs everything posted so far. Service thread only, from `EVENT_WAIT_CANCELLED`.
     func drainInbox() {
-        let work = shared.withLock { s -> [Work] in
-            defer { s.inbox = [] }
-            return s.inbox
+        let (work, overflowed) = shared.withLock { s -> ([Work], Bool) in
+            defer {
+                s.inbox = []
+                s.overflowed = false
+            }
+            return (s.inbox, s.overflowed)
         }
         for item in work { item() }
+        if overflowed { onOverflow() }
         stopIfAsked()
     }
+
+    /// Bounded posts refused so far. Any thread.
+    var overflows: Int { shared.withLock { $0.overflows } }
 
     /// Whether `start` has been called (the loop may have ended since). Any thread.
     var hasStarted: Bool { shared.withLock { $0.hasStarted } }

@@ -36,6 +36,8 @@ public final class WebSocketClient: Sendable {
     /// - Parameters:
     ///   - path: the request target, including any query (`/ws/orders/?token=…`).
     ///   - headers: extra handshake headers, e.g. `("Authorization", "Bearer …")`.
+    ///   - maxMessageBytes: the largest message taken from the server (16 MiB); a bigger one closes
+    ///     the socket with 1009 instead of growing memory.
     /// - Throws: `WebSocketClientError` when the connection fails, the server refuses the
     ///   handshake, or `timeout` passes first.
     public static func connect(
@@ -44,7 +46,8 @@ public final class WebSocketClient: Sendable {
         path: String,
         headers: [(String, String)] = [],
         on loop: WebSocketClientLoop,
-        timeout: Duration = .seconds(5)
+        timeout: Duration = .seconds(5),
+        maxMessageBytes: Int = 16 << 20
     ) async throws -> WebSocketClient {
         let address = try await HostResolver.resolve(host)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
@@ -54,7 +57,8 @@ public final class WebSocketClient: Sendable {
             path: path.isEmpty ? "/" : path,
             hostHeader: host,
             headers: headers,
-            events: continuation
+            events: continuation,
+            maxMessageBytes: maxMessageBytes
         )
         let core = loop.core
         let timer = Task {

@@ -21,9 +21,7 @@ final class WebSocketConnection {
     private(set) var queuedBytes = 0
 
     // Inbound message reassembly.
-    var message: [UInt8] = []
-    var messageIsBinary = false
-    var isInMessage = false
+    var inbound: MessageReassembler
 
     // Closing.
     /// The server decided to close with this code once the queue is flushed.
@@ -44,8 +42,9 @@ final class WebSocketConnection {
 
     private let counter: LiveObjectCounter
 
-    init(id: SocketID, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter) {
+    init(id: SocketID, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter, maxMessageBytes: Int) {
         self.id = id
+        inbound = MessageReassembler(maxBytes: maxMessageBytes)
         self.wsi = wsi
         self.request = request
         self.counter = counter

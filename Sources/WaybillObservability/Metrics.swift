@@ -22,10 +22,14 @@ public final class Metrics: Sendable {
         var feedStoreReads = 0
         var historyRewinds = 0
         var deliveredEventID: Int64 = 0
+        var overflows: [Bound: Int] = [:]
+        var storeCheckpointFailures = 0
     }
 
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
     private let state = Mutex(State())
+    /// Counts kept elsewhere (e.g. by a broker the server was handed), read at scrape time.
+    private let scrapeReaders = Mutex<[Bound: @Sendable () -> Int]>([:])
     /// This node's name (`ServerConfiguration.nodeID`), exported as `waybill_node_info{node="…"} 1`.
     private let nodeID: String?
 
@@ -41,7 +45,8 @@ public final class Metrics: Sendable {
         return String(scalars)
     }
 
-    public func recordRequest(route: String, status: Int, seconds: Double) {
+    public func recordRequest(route: String, status: Int, duration: Duration) {
+        let seconds = duration / .seconds(1)  // Prometheus counts seconds
         state.withLock { s in
             s.requests["\(route)|\(status)", default: 0] += 1
             for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }
@@ -68,6 +73,21 @@ public final class Metrics: Sendable {
     /// The last value given to `delivered(through:)`: readable from any thread, at any time
     /// (also after the server stopped, when nothing runs on its service thread any more).
     public var deliveredEventID: Int64 { state.withLock { $0.deliveredEventID } }
+
+    /// A bound on memory or work was hit and its overflow behaviour ran (docs/HARDENING.md, item 3).
+    public func overflowed(_ bound: Bound) { state.withLock { $0.overflows[bound, default: 0] += 1 } }
+    /// Adds `read()` to the overflow count of `bound` at every scrape (for counts kept by a part the
+    /// server does not build, such as the broker it is handed).
+    public func readAtScrape(_ bound: Bound, _ read: @escaping @Sendable () -> Int) {
+        scrapeReaders.withLock { $0[bound] = read }
+    }
+    /// Overflows of `bound` so far (tests, logs).
+    public func overflows(of bound: Bound) -> Int {
+        let reader = scrapeReaders.withLock { $0[bound] }
+        return state.withLock { $0.overflows[bound] ?? 0 } + (reader?() ?? 0)
+    }
+    /// The store's failed WAL checkpoints since it opened (`StoreHealth.checkpointFailures`), set at scrape time.
+    public func storeCheckpointFailures(_ total: Int) { state.withLock { $0.storeCheckpointFailures = total } }
 
     /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time, `nil` when
     /// the store could not be read: then `waybill_store_up` is 0 and the lag `NaN`, never a
@@ -106,6 +126,14 @@ public final class Metrics: Sendable {
         out += counter("waybill_resets_total", "Resumes answered with reset.", s.resets)
         out += counter("waybill_feed_store_reads_total", "Store reads by the hub feed (gaps, broker down).", s.feedStoreReads)
         out += counter("waybill_history_rewinds_total", "Times the store's history went back under live sockets.", s.historyRewinds)
+        out += "# HELP waybill_bound_overflows_total Times a memory or work bound was hit (docs/HARDENING.md).\n"
+        out += "# TYPE waybill_bound_overflows_total counter\n"
+        for bound in Bound.allCases {
+            out += "waybill_bound_overflows_total{bound=\"\(bound.rawValue)\"} \(overflows(of: bound))\n"
+        }
+        out += counter(
+            "waybill_store_checkpoint_failures_total", "Failed WAL checkpoints since the store opened (SQLite).",
+            s.storeCheckpointFailures)
         out += "# HELP waybill_delivered_event_id Newest event id this node's hub has fanned out.\n"
         out += "# TYPE waybill_delivered_event_id gauge\nwaybill_delivered_event_id \(s.deliveredEventID)\n"
         out += "# HELP waybill_store_up Whether the store answered this scrape's query (1) or not (0).\n"

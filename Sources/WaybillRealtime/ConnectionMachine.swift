@@ -73,6 +73,8 @@ public struct ConnectionMachine<Frame> {
         case buffered
         /// Already sent, not yet (or no longer) allowed to send.
         case skip
+        /// The replay buffer is full: close the socket (it resumes later, missing nothing).
+        case close(code: Int, reason: String)
     }
 
     /// Why authentication did not admit the socket.
@@ -83,6 +85,10 @@ public struct ConnectionMachine<Frame> {
         case noCompany
         /// The store did not answer: 1011, try again.
         case unavailable
+        /// Too many sockets are authenticating at once: 1013, try again later.
+        case busy
+        /// Authentication did not finish in time: 1013, try again later.
+        case timedOut
     }
 
     public enum Phase: Equatable, Sendable {
@@ -100,8 +106,15 @@ public struct ConnectionMachine<Frame> {
     public private(set) var lastSent: EventID = .zero
     /// Live events that arrived while replaying.
     private var buffer: [(id: EventID, frame: Frame)] = []
+    /// The most live events kept while replaying. Frames are shared with every other socket, so
+    /// an entry costs an id and a reference; the bound is on their number.
+    public let maxBufferedEvents: Int
 
-    public init() {}
+    /// - Parameter maxBufferedEvents: past this many live events during a replay, the socket is
+    ///   closed with 4008 (a replay that slow is better restarted than buffered without limit).
+    public init(maxBufferedEvents: Int = 10_000) {
+        self.maxBufferedEvents = max(1, maxBufferedEvents)
+    }
 
     /// The socket authenticated as `user` and joins `group`; `newest` is the hub's newest delivered cursor.
     public mutating func authenticated(user: UserID, group: Group, resume: Resume, newest: EventCursor) -> [Action] {
@@ -131,6 +144,8 @@ public struct ConnectionMachine<Frame> {
         case .notAuthenticated: return .close(code: 4001, reason: "not authenticated")
         case .noCompany: return .close(code: 4003, reason: "no company")
         case .unavailable: return .close(code: 1011, reason: "try again")
+        case .busy: return .close(code: 1013, reason: "server busy; try again later")
+        case .timedOut: return .close(code: 1013, reason: "authentication timed out; try again later")
         }
     }
 
@@ -142,6 +157,10 @@ public struct ConnectionMachine<Frame> {
             lastSent = id
             return .send(frame)
         case .replaying:
+            guard buffer.count < maxBufferedEvents else {
+                closing()
+                return .close(code: 4008, reason: "too many events during replay; resume again")
+            }
             buffer.append((id, frame))
             return .buffered
         case .authenticating, .closing:

@@ -5,6 +5,35 @@ import WaybillObservability
 import WaybillStorage
 
 extension Hub {
+    /// Starts the socket's authentication task, if fewer than `maxConcurrentAuthentications` run,
+    /// with a deadline of `authenticationTimeout`; otherwise closes the socket with 1013 at once.
+    /// Service thread.
+    func startAuthentication(_ socket: SocketID, _ handshake: Handshake, io: any SocketIO) {
+        guard authentications.tryEnter() else {
+            metrics.overflowed(.socketAuthentications)
+            refuse(socket, .busy, io: io)
+            return
+        }
+        let clock = self.clock, timeout = configuration.limits.authenticationTimeout
+        let deadline = Task {
+            do { try await clock.sleep(for: timeout) } catch { return }  // cancelled: it finished in time
+            self.execute { io in self.authenticationTimedOut(socket, io: io) }
+        }
+        Task {
+            await self.authenticate(socket, handshake)
+            deadline.cancel()
+            self.authentications.leave()
+        }
+    }
+
+    /// The deadline passed: a socket still authenticating is closed (a late answer finds it closing).
+    private func authenticationTimedOut(_ socket: SocketID, io: any SocketIO) {
+        guard connections[socket]?.machine.phase == .authenticating else { return }
+        metrics.overflowed(.socketAuthenticationTime)
+        logger.warning("socket authentication timed out", ["socket": "\(socket)"])
+        refuse(socket, .timedOut, io: io)
+    }
+
     /// Authenticates off the service thread, then admits or closes on it.
     func authenticate(_ socket: SocketID, _ handshake: Handshake) async {
         let user: User?
@@ -34,7 +63,7 @@ extension Hub {
         execute { io in self.admit(socket, user: user, group: group, resume: handshake.resume, io: io) }
     }
 
-    private func refuse(_ socket: SocketID, _ refusal: Connection.Refusal, io: any SocketIO) {
+    func refuse(_ socket: SocketID, _ refusal: Connection.Refusal, io: any SocketIO) {
         guard let action = connections[socket]?.machine.refused(refusal) else { return }
         perform([action], on: socket, io: io)
     }
@@ -69,7 +98,16 @@ extension Hub {
                 metrics.framesSent(sent)
             case .runReplay(let request):
                 metrics.resumed()
-                Task { await self.replay(socket, request) }
+                guard replays.tryEnter() else {
+                    metrics.overflowed(.replayQueries)
+                    connections[socket]?.machine.closing()
+                    io.close(socket, code: 1013, reason: "server busy; try again later")
+                    continue
+                }
+                Task {
+                    await self.replay(socket, request)
+                    self.replays.leave()
+                }
             case .close(let code, let reason):
                 io.close(socket, code: code, reason: reason)
             }
@@ -86,11 +124,7 @@ extension Hub {
             case .reset(let newest):
                 result = .reset(newest: newest)
             case .events(let events):
-                let frames = events.map { (id: $0.id, frame: OutboundFrame(text: EventFrame.json($0))) }
-                // A replay the socket's outbound queue cannot hold would end in 4008, and the
-                // client would come back with the same cursor: answer reset instead.
-                let bytes = frames.reduce(0) { $0 + $1.frame.count }
-                result = bytes > byteLimit ? .reset(newest: events.last?.id ?? request.after) : .events(frames)
+                result = Self.replayFrames(events, byteLimit: byteLimit, after: request.after)
             }
         } catch {
             logger.warning("replay failed", ["socket": "\(socket)", "error": "\(error)"])
@@ -100,6 +134,21 @@ extension Hub {
             guard let actions = self.connections[socket]?.machine.replayLoaded(result) else { return }
             self.perform(actions, on: socket, io: io)
         }
+    }
+
+    /// The replay's frames, or `reset` once they pass `byteLimit`: a replay the socket's outbound
+    /// queue cannot hold would end in 4008, and the client would come back with the same cursor.
+    /// Encoding stops at the limit, so a replay never holds more than `byteLimit` of frames.
+    static func replayFrames(_ events: [StoredEvent], byteLimit: Int, after: EventID) -> Connection.ReplayResult {
+        var frames: [(id: EventID, frame: OutboundFrame)] = []
+        var bytes = 0
+        for event in events {
+            let frame = OutboundFrame(text: EventFrame.json(event))
+            bytes += frame.count
+            if bytes > byteLimit { return .reset(newest: events.last?.id ?? after) }
+            frames.append((event.id, frame))
+        }
+        return .events(frames)
     }
 
     enum ReplayFound: Sendable {

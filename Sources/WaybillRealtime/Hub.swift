@@ -18,10 +18,13 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         public var maxReplayEvents = 10_000
         /// Nor may a replay be bigger than this (half the per-socket outbound limit).
         public var maxReplayBytes = 512 << 10
+        /// Bounds on memory and tasks (docs/HARDENING.md, item 3).
+        public var limits = Limits()
 
-        public init(maxReplayEvents: Int = 10_000, maxReplayBytes: Int = 512 << 10) {
+        public init(maxReplayEvents: Int = 10_000, maxReplayBytes: Int = 512 << 10, limits: Limits = Limits()) {
             self.maxReplayEvents = maxReplayEvents
             self.maxReplayBytes = maxReplayBytes
+            self.limits = limits
         }
     }
 
@@ -45,6 +48,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let receipts: Receipts
     /// Time since the hub was made, on `receipts.clock` (an existential clock's instants cannot be subtracted).
     let elapsed: @Sendable () -> Duration
+    /// Sleeps for the authentication deadline.
+    let clock: any Clock<Duration>
+    /// Authentication tasks and replay queries running now (each bounded by `configuration.limits`).
+    let authentications: ConcurrencyGate
+    let replays: ConcurrencyGate
     var connections: [SocketID: Entry] = [:]
     private var members: [Group: Set<SocketID>] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
@@ -59,8 +67,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     public init(
         authenticator: any SocketAuthenticating, store: any OrderStore, metrics: Metrics, logger: Logger,
         startingAfter lastDelivered: EventCursor, configuration: Configuration = Configuration(),
-        receipts: Receipts = Receipts()
+        receipts: Receipts = Receipts(), clock: any Clock<Duration> = ContinuousClock()
     ) {
+        self.clock = clock
+        authentications = ConcurrencyGate(limit: configuration.limits.maxConcurrentAuthentications)
+        replays = ConcurrencyGate(limit: configuration.limits.maxConcurrentReplays)
         self.authenticator = authenticator
         self.store = store
         self.metrics = metrics
@@ -88,8 +99,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             for group in stored.event.groups {
                 guard let sockets = members[group] else { continue }
                 for socket in sockets {
-                    guard case .send(let frame)? = connections[socket]?.machine.live(stored.id, frame) else { continue }
-                    if io.send(frame, to: socket) { sent += 1 }
+                    switch connections[socket]?.machine.live(stored.id, frame) {
+                    case .send(let frame)?: if io.send(frame, to: socket) { sent += 1 }
+                    case .close(let code, let reason)?: replayBufferOverflowed(socket, code: code, reason: reason, io: io)
+                    default: continue
+                    }
                 }
             }
         }
@@ -127,11 +141,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
-        connections[socket] = Entry(target: target)
+        let machine = Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents)
+        connections[socket] = Entry(target: target, machine: machine)
         metrics.socketOpened(kind: "pending")
         logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
-        let handshake = Handshake(request)
-        Task { await self.authenticate(socket, handshake) }
+        startAuthentication(socket, Handshake(request), io: io)
     }
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {

@@ -17,6 +17,9 @@ public final class HubFeed: Sendable {
         public var historyCheckInterval: Duration = .seconds(5)
         /// Events per store read.
         public var readLimit = 512
+        /// Broker deliveries and ticks waiting for the feed (it falls behind while a store read is
+        /// slow). Past it the oldest is dropped: a dropped batch is a gap the next read fills.
+        public var maxPendingInputs = 4096
         public init() {}
     }
 
@@ -54,13 +57,22 @@ public final class HubFeed: Sendable {
     /// Feeds until cancelled, starting after `start`. `first` is a subscription taken before
     /// `start` was read, so nothing committed after it is missed.
     public func run(first: AsyncStream<BrokerDelivery>, startingAfter start: EventCursor) async {
-        let (inputs, input) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let (inputs, input) = AsyncStream.makeStream(
+            of: Input.self, bufferingPolicy: .bufferingNewest(configuration.maxPendingInputs))
+        let dropped = DroppedInputs()
         let ticks = Int(configuration.historyCheckInterval / configuration.pollInterval)
         var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.subscribe(first: first, into: input) }
-            group.addTask { await self.tick(into: input) }
+            group.addTask { await self.subscribe(first: first, into: input, dropped: dropped) }
+            group.addTask { await self.tick(into: input, dropped: dropped) }
             for await next in inputs {
+                // Inputs were dropped (maybe a batch, `.lost` or `.subscribed`): go by the broker's
+                // state the forwarder saw last, and read the store once to fill whatever is missing.
+                switch dropped.take() {
+                case .subscribed?: sequencer.subscribed()
+                case .lost?: sequencer.lost()
+                case .events?, nil: break
+                }
                 await handle(next, &sequencer)
             }
             group.cancelAll()
@@ -110,17 +122,21 @@ public final class HubFeed: Sendable {
 
     /// Forwards broker deliveries. A subscription that ends (it should reconnect by itself) counts
     /// as lost and is replaced after a backoff, so a broken broker cannot stop live delivery for good.
-    private func subscribe(first: AsyncStream<BrokerDelivery>, into input: AsyncStream<Input>.Continuation) async {
+    private func subscribe(
+        first: AsyncStream<BrokerDelivery>, into input: AsyncStream<Input>.Continuation, dropped: DroppedInputs
+    ) async {
         var subscription = first
         var pause = Duration.milliseconds(100)
         while !Task.isCancelled {
             var received = false
             for await delivery in subscription {
                 received = received || delivery != .lost
-                input.yield(.delivery(delivery))
+                if delivery == .lost || delivery == .subscribed { dropped.brokerIs(delivery) }
+                forward(.delivery(delivery), into: input, dropped: dropped)
             }
             guard !Task.isCancelled else { break }
-            input.yield(.delivery(.lost))
+            dropped.brokerIs(.lost)
+            forward(.delivery(.lost), into: input, dropped: dropped)
             pause = received ? .milliseconds(100) : min(pause * 2, .seconds(5))
             do { try await clock.sleep(for: pause) } catch { break }
             subscription = broker.subscribe()
@@ -128,12 +144,19 @@ public final class HubFeed: Sendable {
         input.finish()
     }
 
-    private func tick(into input: AsyncStream<Input>.Continuation) async {
+    private func tick(into input: AsyncStream<Input>.Continuation, dropped: DroppedInputs) async {
         while !Task.isCancelled {
             do { try await clock.sleep(for: configuration.pollInterval) } catch { break }
-            input.yield(.tick)
+            forward(.tick, into: input, dropped: dropped)
         }
         input.finish()
+    }
+
+    private func forward(_ next: Input, into input: AsyncStream<Input>.Continuation, dropped: DroppedInputs) {
+        if case .dropped = input.yield(next) {
+            metrics.overflowed(.feedInputs)
+            dropped.noteDrop()
+        }
     }
 
     static func newestCursor(_ tx: any StoreReader) throws -> EventCursor {

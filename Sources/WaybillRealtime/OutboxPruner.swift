@@ -1,4 +1,5 @@
 public import Foundation
+import WaybillDomain
 public import WaybillObservability
 public import WaybillStorage
 
@@ -14,9 +15,9 @@ public final class OutboxPruner: Sendable {
     public static let leaseName = "outbox-pruner"
 
     private let store: any OrderStore
-    private let retention: TimeInterval
-    private let sessionRetention: TimeInterval
-    private let idempotencyRetention: TimeInterval
+    private let retention: Duration
+    private let sessionRetention: Duration
+    private let idempotencyRetention: Duration
     private let interval: Duration
     private let now: @Sendable () -> Date
     private let clock: any Clock<Duration>
@@ -32,8 +33,8 @@ public final class OutboxPruner: Sendable {
     ///   - now: the wall clock the cutoffs are computed from.
     ///   - clock: what the pruner sleeps on between runs.
     public init(
-        store: any OrderStore, retention: TimeInterval, sessionRetention: TimeInterval = 3600,
-        idempotencyRetention: TimeInterval = 86_400, interval: Duration,
+        store: any OrderStore, retention: Duration, sessionRetention: Duration = .seconds(3600),
+        idempotencyRetention: Duration = .seconds(86_400), interval: Duration,
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger
     ) {
         self.store = store
@@ -60,8 +61,8 @@ public final class OutboxPruner: Sendable {
     }
 
     public func pruneOnce() async {
-        let now = self.now(), cutoff = now.addingTimeInterval(-retention), sessions = now.addingTimeInterval(-sessionRetention)
-        let keys = now.addingTimeInterval(-idempotencyRetention)
+        let now = self.now(), cutoff = now.adding(.zero - retention), sessions = now.adding(.zero - sessionRetention)
+        let keys = now.adding(.zero - idempotencyRetention)
         do {
             let (events, records, idempotency) = try await store.write { tx in
                 (

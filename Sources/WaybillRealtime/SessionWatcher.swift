@@ -20,13 +20,13 @@ public final class SessionWatcher: Sendable {
     ///   - overlap: how far back each poll looks (see `LogoutWindow`).
     ///   - loggedOut: called once per new logout: close the user's sockets, forget cached tokens.
     public init(
-        store: any OrderStore, interval: Duration = .milliseconds(250), overlap: TimeInterval = 5,
+        store: any OrderStore, interval: Duration = .milliseconds(250), overlap: Duration = .seconds(5),
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger,
         loggedOut: @escaping @Sendable (UserID) -> Void
     ) {
         self.store = store
         self.interval = interval
-        self.overlap = overlap
+        self.overlap = overlap.timeInterval
         self.now = now
         self.clock = clock
         self.logger = logger

@@ -15,6 +15,7 @@ final class SQLiteCheckpointer: Sendable {
     private final class Status: Sendable {
         let running = Atomic<Bool>(false)
         let failures = Atomic<Int>(0)
+        let totalFailures = Atomic<Int>(0)
     }
     private let status = Status()
 
@@ -22,9 +23,22 @@ final class SQLiteCheckpointer: Sendable {
     var isRunning: Bool { status.running.load(ordering: .acquiring) }
     /// Checkpoints that failed in a row (0 after one that worked).
     var consecutiveFailures: Int { status.failures.load(ordering: .relaxed) }
+    /// Checkpoints that failed since the thread started.
+    var totalFailures: Int { status.totalFailures.load(ordering: .relaxed) }
+
+    /// One checkpoint on the checkpointer's connection. Tests replace it (an internal seam) to
+    /// make checkpoints fail: a PASSIVE checkpoint does not fail on a busy database, and the
+    /// conditions that do fail it (I/O errors, a full disk) cannot be set up in a test.
+    typealias Checkpoint = @Sendable (SQLiteConnection) throws(SQLiteError) -> Void
+    static let passive: Checkpoint = { connection throws(SQLiteError) in
+        try connection.executeScript("PRAGMA wal_checkpoint(PASSIVE)")
+    }
 
     /// Starts the thread; it opens its own connection there (connections never cross threads).
-    init(path: String, interval: Duration = .milliseconds(250)) throws(SQLiteError) {
+    init(
+        path: String, interval: Duration = .milliseconds(250),
+        checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive
+    ) throws(SQLiteError) {
         let stop = self.stop, finished = self.finished, status = self.status
         let opened = DispatchSemaphore(value: 0)
         let failure = Mutex<SQLiteError?>(nil)
@@ -44,10 +58,11 @@ final class SQLiteCheckpointer: Sendable {
             while stop.wait(timeout: .now() + seconds) == .timedOut {
                 // Not swallowed: with automatic checkpoints off, a failure here means the WAL grows.
                 do throws(SQLiteError) {
-                    try connection.executeScript("PRAGMA wal_checkpoint(PASSIVE)")
+                    try checkpoint(connection)
                     status.failures.store(0, ordering: .relaxed)
                 } catch {
                     status.failures.add(1, ordering: .relaxed)
+                    status.totalFailures.add(1, ordering: .relaxed)
                 }
             }
             connection.close()

@@ -30,6 +30,14 @@ public protocol OrderStore: Sendable {
     /// Embedded stores serve one process, so theirs is a local lock; PostgreSQL's is an advisory
     /// lock on a dedicated session with a heartbeat. Each call returns a new, unheld lease.
     func lease(_ name: String) -> any Lease
+
+    /// Problems the store knows of while it still answers (see `StoreHealth`). Cheap: no query.
+    var health: StoreHealth { get }
+}
+
+extension OrderStore {
+    /// Nothing to report (stores without background work of their own).
+    public var health: StoreHealth { StoreHealth() }
 }
 
 /// A lock held by at most one process of a cluster at a time (see `OrderStore.lease(_:)`).

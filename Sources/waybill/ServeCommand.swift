@@ -57,14 +57,16 @@ enum ServeCommand {
         c.host = args.string("host", default: c.host)
         c.port = try args.int("port", default: c.port)
         c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes)
-        c.pingIntervalSeconds = try args.int("ping-interval", default: c.pingIntervalSeconds)
+        let pingSeconds = try args.int("ping-interval", default: 25)
+        guard pingSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
+        c.pingInterval = .seconds(pingSeconds)
         c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
         c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
-        c.outboxRetention = TimeInterval(try args.int("retention-days", default: 7)) * 86_400
-        c.ticketLifetime = TimeInterval(min(60, try args.int("ticket-seconds", default: 30)))
+        c.outboxRetention = .seconds(try args.int("retention-days", default: 7) * 86_400)
+        c.ticketLifetime = .seconds(min(60, try args.int("ticket-seconds", default: 30)))
         let tokenDays = try args.int("token-days", default: 30)
         guard (1...3650).contains(tokenDays) else { throw Arguments.Problem(description: "--token-days must be 1…3650") }
-        c.tokenLifetime = TimeInterval(tokenDays) * 86_400
+        c.tokenLifetime = .seconds(tokenDays * 86_400)
         if let token = args.string("metrics-token") {
             // A short token is guessable; an empty one would be a typo that silently opens nothing.
             guard token.count >= 16 else { throw Arguments.Problem(description: "--metrics-token must be at least 16 characters") }
@@ -77,7 +79,6 @@ enum ServeCommand {
         // SQLite every event is handed to the relay at commit; the poll is only a safety net.
         if args.string("database-url") != nil { c.relayPollInterval = .milliseconds(10) }
         guard (0...65_535).contains(c.port) else { throw Arguments.Problem(description: "--port must be 0…65535") }
-        guard c.pingIntervalSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
         return c
     }
 

@@ -110,7 +110,7 @@ struct HostileClientTests {
 
     /// A half-open socket (it never answers protocol pings) is dropped after two missed pings.
     @Test func socketThatIgnoresPingsIsDropped() async throws {
-        try await TestServer.withRunning(configure: { $0.pingIntervalSeconds = 1 }) { server in
+        try await TestServer.withRunning(configure: { $0.pingInterval = .seconds(1) }) { server in
             let seed = try await server.seed(drivers: 1, orders: 0)
             let raw = try await Self.rawSocket(server, token: seed.drivers[0].token)
             let dropped = try await runBlocking { () -> Bool in

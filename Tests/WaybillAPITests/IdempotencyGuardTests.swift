@@ -36,7 +36,7 @@ struct IdempotencyGuardTests {
             authenticator = Authenticator(
                 store: store, clock: clock, hasher: PasswordHasher(iterations: 1_000, pool: pool), pool: pool,
                 throttle: LoginThrottle(store: store, clock: clock))
-            idempotency = IdempotencyGuard(store: store, clock: clock, claimTimeout: 30, logger: Logger(sink: { _ in }))
+            idempotency = IdempotencyGuard(store: store, clock: clock, claimTimeout: .seconds(30), logger: Logger(sink: { _ in }))
         }
 
         func close() {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillAPI
 import WaybillDomain
+import WaybillObservability
 import WaybillSQLite
 
 /// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
@@ -65,5 +66,36 @@ struct MetricsTests {
             #expect((relayed.flatMap { Int($0.split(separator: " ")[1]) } ?? 0) >= 2)  // the seeded order_created and the PATCH
             for secret in [driver.token, seed.dispatcherToken, driver.email] { #expect(!text.contains(secret)) }
         }
+    }
+}
+
+/// Request durations reach the histogram whole: seconds and their fraction.
+struct RequestDurationMetricsTests {
+    @Test func aRequestOfOneAndAHalfSecondsIsRecordedAsOneAndAHalf() {
+        let metrics = Metrics()
+        metrics.recordRequest(route: "/api/orders/", status: 200, duration: .milliseconds(1500))
+        let text = metrics.render(outboxLagSeconds: 0)
+        #expect(text.contains("waybill_http_request_duration_seconds_sum 1.5\n"))
+        #expect(text.contains("waybill_http_request_duration_seconds_bucket{le=\"1.0\"} 0\n"))
+        #expect(text.contains("waybill_http_request_duration_seconds_bucket{le=\"2.5\"} 1\n"))
+    }
+}
+
+/// Every bound is exported from the start (at 0), with counts kept here or read at scrape time.
+struct BoundOverflowMetricsTests {
+    @Test func everyBoundIsExportedAndScrapeTimeCountsAreAdded() {
+        let metrics = Metrics()
+        let before = metrics.render(outboxLagSeconds: 0)
+        for bound in Metrics.Bound.allCases {
+            #expect(before.contains("waybill_bound_overflows_total{bound=\"\(bound.rawValue)\"} 0\n"))
+        }
+        metrics.overflowed(.replayBuffer)
+        metrics.overflowed(.replayBuffer)
+        metrics.readAtScrape(.brokerBuffer) { 5 }
+        metrics.storeCheckpointFailures(3)
+        let after = metrics.render(outboxLagSeconds: 0)
+        #expect(after.contains("waybill_bound_overflows_total{bound=\"replay_buffer\"} 2\n"))
+        #expect(after.contains("waybill_bound_overflows_total{bound=\"broker_buffer\"} 5\n"))
+        #expect(after.contains("waybill_store_checkpoint_failures_total 3\n"))
     }
 }

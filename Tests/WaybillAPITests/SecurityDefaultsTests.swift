@@ -9,7 +9,7 @@ import WaybillTesting
 @Suite(.timeLimit(.minutes(1)))
 struct SecurityDefaultsTests {
     @Test func tokensExpireAfterTheConfiguredLifetime() async throws {
-        try await TestServer.withRunning(configure: { $0.tokenLifetime = 1.5 }) { server in
+        try await TestServer.withRunning(configure: { $0.tokenLifetime = .milliseconds(1500) }) { server in
             let seed = try await server.seed(drivers: 0, orders: 0)
             let login = try await server.request(
                 "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
@@ -23,7 +23,7 @@ struct SecurityDefaultsTests {
     }
 
     @Test func theDefaultTokenLifetimeIsThirtyDays() {
-        #expect(ServerConfiguration().tokenLifetime == 30 * 86_400)
+        #expect(ServerConfiguration().tokenLifetime == .seconds(30 * 86_400))
     }
 
     @Test func metricsNeedTheTokenWhenOneIsSet() async throws {

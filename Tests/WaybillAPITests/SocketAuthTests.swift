@@ -20,7 +20,7 @@ struct SocketAuthTests {
     }
 
     @Test func expiredTicketIs4001() async throws {
-        try await TestServer.withRunning(configure: { $0.ticketLifetime = 1 }) { server in
+        try await TestServer.withRunning(configure: { $0.ticketLifetime = .seconds(1) }) { server in
             let seed = try await server.seed(drivers: 1, orders: 0)
             let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: seed.drivers[0].token).object.string("ticket"))
             try await Task.sleep(for: .milliseconds(1200))

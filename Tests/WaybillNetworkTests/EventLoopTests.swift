@@ -48,7 +48,7 @@ struct EventLoopTests {
     func idleKeepAliveConnectionIsClosedOnTime(kind: EventLoopKind) async throws {
         try await withServer({
             $0.eventLoop = kind
-            $0.keepAliveTimeoutSeconds = 1
+            $0.keepAliveTimeout = .seconds(1)
         }) { server in
             let port = server.port
             let (status, closed, elapsed) = try await runBlocking {
@@ -71,7 +71,7 @@ struct EventLoopTests {
         try await withServer(
             {
                 $0.eventLoop = kind
-                $0.pingIntervalSeconds = 1
+                $0.pingInterval = .seconds(1)
             }, delegate: delegate
         ) { server in
             let port = server.port
@@ -97,7 +97,7 @@ struct EventLoopTests {
         try await withServer(
             {
                 $0.eventLoop = kind
-                $0.pingIntervalSeconds = 1
+                $0.pingInterval = .seconds(1)
             }, delegate: delegate
         ) { server in
             let client = try await WebSocketClient.connect(
@@ -125,7 +125,7 @@ struct EventLoopTests {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configuration.eventLoop = kind
-        configuration.shutdownDrainSeconds = 1
+        configuration.shutdownDrain = .seconds(1)
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
         try server.start()
         let port = server.port

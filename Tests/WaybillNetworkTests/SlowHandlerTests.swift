@@ -7,7 +7,7 @@ import WaybillTesting
 struct SlowHandlerTests {
     /// lws's own request timeout must not cut off a responder that takes longer than it.
     @Test func handlerSlowerThanTheLwsTimeoutStillAnswers() async throws {
-        try await withServer({ $0.lwsTimeoutSeconds = 1 }) { server in
+        try await withServer({ $0.lwsTimeout = .seconds(1) }) { server in
             let port = server.port
             let (first, second) = try await runBlocking {
                 let c = try RawConnection(port: port)

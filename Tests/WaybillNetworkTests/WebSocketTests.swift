@@ -147,7 +147,7 @@ struct WebSocketTests {
 
     @Test func halfOpenSocketIsDroppedAfterMissedPings() async throws {
         let delegate = RecordingDelegate()
-        try await withServer({ $0.pingIntervalSeconds = 1 }, delegate: delegate) { server in
+        try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
             let port = server.port
             let raw = try await runBlocking { () -> RawConnection in
                 let c = try RawConnection(port: port)
@@ -173,7 +173,7 @@ struct WebSocketTests {
         try server.start()
         let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
             for _ in 0..<3 {
-                group.addTask { [loop] in
+                group.addTask {
                     try await connect(to: server, path: "/ws/orders/")
                 }
             }

@@ -140,3 +140,27 @@ struct ConnectionMachineTests {
         #expect(received == expected)
     }
 }
+
+/// The replay buffer is bounded: a socket whose replay is slow while events pour in is closed.
+struct ConnectionMachineBufferBoundTests {
+    typealias Machine = ConnectionMachine<String>
+
+    @Test func liveEventsPastTheBufferBoundDuringAReplayClose4008() {
+        var machine = Machine(maxBufferedEvents: 3)
+        _ = machine.authenticated(user: 7, group: .driver(7), resume: .since(2), newest: EventCursor(id: 5, check: "00000005"))
+        #expect(machine.phase == .replaying)
+        let buffered = (6...8).map { machine.live(EventID(Int64($0)), "e\($0)") }
+        #expect(buffered == [.buffered, .buffered, .buffered])
+        #expect(machine.live(9, "e9") == .close(code: 4008, reason: "too many events during replay; resume again"))
+        #expect(machine.phase == .closing)
+        // Nothing goes out after that: neither the replay's answer nor later events.
+        #expect(machine.replayLoaded(.events([(3, "e3")])).isEmpty)
+        #expect(machine.live(10, "e10") == .skip)
+    }
+
+    @Test func refusalsForLoadAre1013() {
+        var busy = Machine(), late = Machine()
+        #expect(busy.refused(.busy) == .close(code: 1013, reason: "server busy; try again later"))
+        #expect(late.refused(.timedOut) == .close(code: 1013, reason: "authentication timed out; try again later"))
+    }
+}

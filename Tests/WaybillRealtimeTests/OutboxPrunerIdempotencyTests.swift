@@ -20,7 +20,7 @@ struct OutboxPrunerIdempotencyTests {
                 }
             }
             let pruner = OutboxPruner(
-                store: store, retention: 7 * 86_400, interval: .seconds(3600), now: { now }, logger: Fixtures.logger)
+                store: store, retention: .seconds(7 * 86_400), interval: .seconds(3600), now: { now }, logger: Fixtures.logger)
             await pruner.pruneOnce()
             let left = try await store.write { tx in
                 (try tx.idempotencyRecord("old", of: UserID(1)), try tx.idempotencyRecord("young", of: UserID(1)))

@@ -31,7 +31,7 @@ struct OutboxPrunerTests {
             let clock = TestClock()
             let later = Date().addingTimeInterval(30 * 24 * 3600)  // past every retention
             let pruner = OutboxPruner(
-                store: store, retention: 7 * 24 * 3600, interval: .seconds(3600), now: { later }, clock: clock,
+                store: store, retention: .seconds(7 * 24 * 3600), interval: .seconds(3600), now: { later }, clock: clock,
                 logger: Fixtures.logger)
             let running = Task { await pruner.run() }
             defer { running.cancel() }

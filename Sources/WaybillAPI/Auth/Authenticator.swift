@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import WaybillDomain
+import WaybillObservability
 import WaybillRealtime
 import WaybillStorage
 
@@ -17,26 +18,30 @@ final class Authenticator: SocketAuthenticating {
     private let cache = Mutex<[[UInt8]: (user: User, until: Date)]>([:])
     /// Bumped by every revocation: a lookup that started before it must not refill the cache.
     private let revocations = Atomic<Int>(0)
-    private let cacheLifetime: TimeInterval = 1
+    private let cacheLifetime: Duration = .seconds(1)
     /// Tickets are short-lived: SPEC §2 allows at most 60 s.
-    let ticketLifetime: TimeInterval
+    let ticketLifetime: Duration
 
     /// How long an API token works after login (SPEC: tokens are not forever; `--token-days`).
-    let tokenLifetime: TimeInterval
+    let tokenLifetime: Duration
     /// Runs the slow password checks; refuses work past its queue (503 `overloaded`).
     private let pool: KeyStretchingPool
     /// Addresses told to retry later, refused until then without any work.
     private let retryGate = RetryAfterGate(seconds: APIError.overloaded.retryAfter ?? 1)
+    /// Counts tickets refused for their shape (`malformed_ticket`).
+    private let metrics: Metrics?
 
     init(
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
-        throttle: LoginThrottle, ticketLifetime: TimeInterval = 30, tokenLifetime: TimeInterval = 30 * 86_400
+        throttle: LoginThrottle, ticketLifetime: Duration = .seconds(30), tokenLifetime: Duration = .seconds(30 * 86_400),
+        metrics: Metrics? = nil
     ) {
+        self.metrics = metrics
         self.store = store
         self.clock = clock
         self.hasher = hasher
         self.pool = pool
-        self.ticketLifetime = min(ticketLifetime, 60)
+        self.ticketLifetime = min(ticketLifetime, .seconds(60))
         self.tokenLifetime = tokenLifetime
         self.throttle = throttle
     }
@@ -78,7 +83,7 @@ final class Authenticator: SocketAuthenticating {
             throw overloaded
         }
         try await throttle.release(attempt)
-        let token = Secret.generate(), now = clock.now(), expires = now.addingTimeInterval(tokenLifetime)
+        let token = Secret.generate(), now = clock.now(), expires = now.adding(tokenLifetime)
         try await store.write { tx in try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: expires) }
         return (token, user)
     }
@@ -103,7 +108,7 @@ final class Authenticator: SocketAuthenticating {
             cache.withLock { entries in
                 guard revocations.load(ordering: .acquiring) == generation else { return }
                 if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
-                entries[hash] = (user, now.addingTimeInterval(cacheLifetime))
+                entries[hash] = (user, now.adding(cacheLifetime))
             }
         }
         return user
@@ -124,16 +129,22 @@ final class Authenticator: SocketAuthenticating {
         }
     }
 
-    /// A single-use WebSocket ticket for `user`, valid `ticketLifetime` seconds.
+    /// A single-use WebSocket ticket for `user`, valid for `ticketLifetime` (`expiresIn`: whole seconds, as sent).
     func issueTicket(for user: UserID) async throws -> (ticket: Secret, expiresIn: Int) {
-        let ticket = Secret.generate(), expires = clock.now().addingTimeInterval(ticketLifetime)
+        let ticket = Secret.generate(), expires = clock.now().adding(ticketLifetime)
         try await store.write { tx in try tx.insertTicket(hash: ticket.hash, for: user, expiresAt: expires) }
-        return (ticket, Int(ticketLifetime))
+        return (ticket, Int(ticketLifetime.components.seconds))
     }
 
     /// The user of a ticket, consuming it: a second use, or a use after expiry, finds nobody.
+    ///
+    /// Redeeming is a store write, so a ticket that cannot be one (tickets are `Secret.generate()`
+    /// text) is refused without touching the store: a flood of garbage `?ticket=` costs no write.
     func redeemTicket(_ ticket: String) async throws -> User? {
-        guard !ticket.isEmpty, ticket.count <= 256 else { return nil }
+        guard Secret.isWellFormed(ticket) else {
+            metrics?.overflowed(.malformedTicket)
+            return nil
+        }
         let hash = Secret(ticket).hash, now = clock.now()
         return try await store.write { tx in
             guard let id = try tx.consumeTicket(hash: hash, now: now) else { return nil }

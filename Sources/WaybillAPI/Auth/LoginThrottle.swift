@@ -1,4 +1,5 @@
 import Foundation
+import WaybillDomain
 import WaybillStorage
 
 /// Limits failed logins per email *and* per client address inside `window` (429), counted in the
@@ -37,14 +38,18 @@ final class LoginThrottle: Sendable {
     private let clock: any WallClock
     private let emailLimit: Int
     private let addressLimit: Int
+    /// In seconds, as the store counts (it compares stored `Date`s).
     private let window: TimeInterval
 
-    init(store: any OrderStore, clock: any WallClock, emailLimit: Int = 10, addressLimit: Int = 50, window: TimeInterval = 300) {
+    init(
+        store: any OrderStore, clock: any WallClock, emailLimit: Int = 10, addressLimit: Int = 50,
+        window: Duration = .seconds(300)
+    ) {
         self.store = store
         self.clock = clock
         self.emailLimit = emailLimit
         self.addressLimit = max(addressLimit, 1)
-        self.window = window
+        self.window = window.timeInterval
     }
 
     /// Reserves an attempt for `email` (lower-cased by the caller) from `address`.

@@ -9,6 +9,15 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
     /// A new random secret: 32 bytes from the CSPRNG, URL-safe base64 (43 characters).
     public static func generate() -> Secret { Secret(Crypto.base64URL(Crypto.randomBytes(32))) }
 
+    /// Whether `text` could be a secret from `generate()`: 43 URL-safe base64 characters. Anything
+    /// else is refused before it reaches the store (a garbage `?ticket=` costs no write).
+    public static func isWellFormed(_ text: String) -> Bool {
+        text.utf8.count == 43
+            && text.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
+            }
+    }
+
     /// SHA-256 of the text: what the store keeps and looks up.
     public var hash: [UInt8] { Crypto.sha256(value) }
 

@@ -32,9 +32,9 @@ struct APIResponder: HTTPResponder {
         }
         if request.method == "HEAD" { response.body = [] }
         Self.addCommonHeaders(&response)
-        let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
-            + Double((ContinuousClock.now - started).components.seconds)
-        metrics.recordRequest(route: routeLabel, status: response.status, seconds: seconds)
+        let elapsed = ContinuousClock.now - started
+        metrics.recordRequest(route: routeLabel, status: response.status, duration: elapsed)
+        let seconds = elapsed / .seconds(1)
         logger.info("request", [
             "method": request.method, "path": Redaction.redactedTarget(path: request.path, query: request.query),
             "status": "\(response.status)", "duration_ms": String(format: "%.2f", seconds * 1000), "user_id": userID,

@@ -18,7 +18,7 @@ struct IdempotencyGuard: Sendable {
     let store: any OrderStore
     let clock: any WallClock
     /// A claim this old with no response is taken over by a repeat: its node most likely died.
-    let claimTimeout: TimeInterval
+    let claimTimeout: Duration
     let logger: Logger
 
     /// Whether a route takes `Idempotency-Key`: every POST, PATCH and DELETE under `/api/orders`.
@@ -42,7 +42,7 @@ struct IdempotencyGuard: Sendable {
             userID: user, key: key.value, method: request.method, path: Self.path(of: request),
             fingerprint: Self.fingerprint(request))
         let claim = IdempotentWrite(userID: user, key: key.value, token: Crypto.base64URL(Crypto.randomBytes(16)))
-        let now = clock.now(), timeout = claimTimeout
+        let now = clock.now(), timeout = claimTimeout.timeInterval
         let claimed = try await store.write { tx in
             try tx.claimIdempotencyKey(incoming, token: claim.token, at: now, staleAfter: timeout)
         }

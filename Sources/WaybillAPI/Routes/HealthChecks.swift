@@ -3,7 +3,8 @@ import WaybillNetwork
 import WaybillObservability
 import WaybillStorage
 
-/// `/readyz` (the store answers) and `/metrics` (with the outbox lag measured at scrape time).
+/// `/readyz` (the store answers and reports no problem) and `/metrics` (with the outbox lag
+/// measured and the store's health read at scrape time).
 struct HealthChecks: Sendable {
     let store: any OrderStore
     let metrics: Metrics
@@ -12,10 +13,16 @@ struct HealthChecks: Sendable {
     func ready() async throws -> HTTPResponse {
         do {
             _ = try await store.read { tx in try tx.newestEventID() }
-            return try JSONCoding.response(["status": "ok"])
         } catch {
-            return try JSONCoding.response(["status": "unavailable"], status: 503)
+            return try JSONCoding.response(["status": "unavailable", "reason": "store_unreachable"], status: 503)
         }
+        // A store that answers but knows it is in trouble (its WAL grows without bound) is not ready.
+        let health = store.health
+        guard health.isHealthy else {
+            let reason = health.problems.joined(separator: ",")
+            return try JSONCoding.response(["status": "unavailable", "reason": reason], status: 503)
+        }
+        return try JSONCoding.response(["status": "ok"])
     }
 
     func metricsText() async -> HTTPResponse {
@@ -27,6 +34,7 @@ struct HealthChecks: Sendable {
         } catch {
             lag = nil
         }
+        metrics.storeCheckpointFailures(store.health.checkpointFailures)
         var headers = HTTPHeaders()
         headers.set("Content-Type", "text/plain; version=0.0.4")
         return HTTPResponse(status: 200, headers: headers, body: Array(metrics.render(outboxLagSeconds: lag).utf8))

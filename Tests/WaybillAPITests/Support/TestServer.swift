@@ -17,17 +17,23 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     let logs = LogCapture()
     let configuration: ServerConfiguration
     let broker: any Broker
+    /// Opens the SQLite file (tests may open it with a test seam, e.g. failing checkpoints).
+    let openStore: @Sendable (String) throws -> SQLiteOrderStore
     private(set) var store: SQLiteOrderStore
     private(set) var server: WaybillServer
 
     var port: Int { server.port }
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    private init(configuration: ServerConfiguration, broker: any Broker, directory: URL) async throws {
+    private init(
+        configuration: ServerConfiguration, broker: any Broker, directory: URL,
+        openStore: @escaping @Sendable (String) throws -> SQLiteOrderStore
+    ) async throws {
         self.configuration = configuration
         self.broker = broker
         self.directory = directory
-        store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        self.openStore = openStore
+        store = try openStore(directory.appendingPathComponent("waybill.sqlite").path)
         server = try await WaybillServer.start(
             configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
     }
@@ -35,6 +41,7 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     /// Runs `body` against a fresh server, then shuts it down and deletes its data.
     static func withRunning<T>(
         broker: any Broker = InProcessBroker(), configure: (inout ServerConfiguration) -> Void = { _ in },
+        openStore: @escaping @Sendable (String) throws -> SQLiteOrderStore = { try SQLiteOrderStore(path: $0) },
         _ body: (TestServer) async throws -> T
     ) async throws -> T {
         var configuration = ServerConfiguration()
@@ -44,7 +51,8 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         configure(&configuration)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let server = try await TestServer(configuration: configuration, broker: broker, directory: directory)
+        let server = try await TestServer(
+            configuration: configuration, broker: broker, directory: directory, openStore: openStore)
         do {
             let result = try await body(server)
             await server.stop()
@@ -70,7 +78,7 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     /// Starts a server again on the same port, with a freshly opened store on the same file.
     func startServer() async throws {
         store.close()
-        store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        store = try openStore(directory.appendingPathComponent("waybill.sqlite").path)
         var configuration = self.configuration
         configuration.port = stoppedPort ?? server.port
         server = try await WaybillServer.start(

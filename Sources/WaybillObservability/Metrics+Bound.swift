@@ -1,0 +1,24 @@
+extension Metrics {
+    /// The bounds on memory and work that the server enforces, one label value each of
+    /// `waybill_bound_overflows_total` (docs/HARDENING.md lists each bound and what happens past it).
+    public enum Bound: String, CaseIterable, Sendable {
+        /// A broker subscription's buffer was full: its oldest batch was dropped (the feed reads
+        /// the gap from the store).
+        case brokerBuffer = "broker_buffer"
+        /// The hub feed's input queue was full: its oldest input was dropped (same recovery).
+        case feedInputs = "feed_inputs"
+        /// The network service thread's work queue was full: the work was refused and every
+        /// socket closed with 1013.
+        case serviceQueue = "service_queue"
+        /// Live events buffered during a socket's replay passed the bound: the socket was closed with 4008.
+        case replayBuffer = "replay_buffer"
+        /// Too many replay queries at once: the socket was closed with 1013.
+        case replayQueries = "replay_queries"
+        /// Too many WebSocket authentications at once: the socket was closed with 1013.
+        case socketAuthentications = "socket_authentications"
+        /// A WebSocket was not authenticated in time: closed with 1013.
+        case socketAuthenticationTime = "socket_authentication_time"
+        /// A `?ticket=` that cannot be a ticket: refused with 4001 without a store write.
+        case malformedTicket = "malformed_ticket"
+    }
+}

@@ -1,0 +1,26 @@
+import Synchronization
+import WaybillBroker
+
+/// What the hub feed's forwarders tell its loop about inputs dropped from its bounded queue: that
+/// some were, and whether the broker was subscribed or lost at the last word the forwarder saw
+/// (the dropped input may have been that very `.lost` or `.subscribed`).
+final class DroppedInputs: Sendable {
+    private struct State {
+        var broker = BrokerDelivery.subscribed
+        var hasDropped = false
+    }
+    private let state = Mutex(State())
+
+    /// The forwarder saw `.subscribed` or `.lost`.
+    func brokerIs(_ delivery: BrokerDelivery) { state.withLock { $0.broker = delivery } }
+
+    func noteDrop() { state.withLock { $0.hasDropped = true } }
+
+    /// The broker's state if anything was dropped since the last call (then clears), else nil.
+    func take() -> BrokerDelivery? {
+        state.withLock { s in
+            defer { s.hasDropped = false }
+            return s.hasDropped ? s.broker : nil
+        }
+    }
+}

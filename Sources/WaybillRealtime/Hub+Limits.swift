@@ -1,0 +1,28 @@
+import WaybillNetwork
+import WaybillObservability
+
+extension Hub {
+    /// The hub's bounds on memory and tasks; past each, a socket is closed with a code that tells
+    /// the client to come back (docs/HARDENING.md, item 3). Each overflow is counted in
+    /// `waybill_bound_overflows_total`.
+    public struct Limits: Sendable {
+        /// Sockets authenticating at once (each one a task and a store call); more are closed with 1013.
+        public var maxConcurrentAuthentications = 1024
+        /// A socket not authenticated after this long is closed with 1013 (a stalled store must not
+        /// keep unauthenticated sockets, and their tasks, forever).
+        public var authenticationTimeout: Duration = .seconds(10)
+        /// Replay queries at once (each holds up to `maxReplayEvents` events); more are closed with 1013.
+        public var maxConcurrentReplays = 64
+        /// Live events one socket buffers while its replay runs; past it, 4008.
+        public var maxReplayBufferEvents = 10_000
+
+        public init() {}
+    }
+
+    /// A socket's machine gave up buffering during its replay. Service thread.
+    func replayBufferOverflowed(_ socket: SocketID, code: Int, reason: String, io: any SocketIO) {
+        metrics.overflowed(.replayBuffer)
+        logger.warning("replay buffer full; closing socket", ["socket": "\(socket)"])
+        io.close(socket, code: code, reason: reason)
+    }
+}

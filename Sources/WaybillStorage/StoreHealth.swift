@@ -1,0 +1,18 @@
+/// What a store knows is wrong with itself even while it answers queries (`OrderStore.health`).
+///
+/// A store can serve every read and write and still be heading for trouble: SQLite's WAL
+/// checkpoints failing mean the log grows without bound. `/readyz` fails while `problems` is not
+/// empty, `/metrics` exports the counters, and the server logs each new problem at error.
+public struct StoreHealth: Sendable, Equatable {
+    /// Short, fixed descriptions (no paths, no values), e.g. `"wal_checkpoint_failing"`.
+    public var problems: [String]
+    /// WAL checkpoints that failed since the store opened (0 for stores without a WAL checkpointer).
+    public var checkpointFailures: Int
+
+    public init(problems: [String] = [], checkpointFailures: Int = 0) {
+        self.problems = problems
+        self.checkpointFailures = checkpointFailures
+    }
+
+    public var isHealthy: Bool { problems.isEmpty }
+}

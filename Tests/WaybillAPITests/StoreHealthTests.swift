@@ -1,0 +1,72 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillObservability
+import WaybillStorage
+
+@testable import WaybillAPI
+@testable import WaybillSQLite
+
+/// A store that answers but knows it is in trouble (failing WAL checkpoints) makes `/readyz`
+/// fail with a reason, shows in `/metrics`, and is logged at error (docs/HARDENING.md, item 4).
+@Suite(.timeLimit(.minutes(1)))
+struct StoreHealthTests {
+    /// Fails every checkpoint while on (the store's test seam; see SQLiteStoreHealthTests).
+    final class FailSwitch: Sendable {
+        let isOn = Atomic<Bool>(true)
+        func open(_ path: String) throws -> SQLiteOrderStore {
+            try SQLiteOrderStore(
+                path: path, checkpointInterval: .milliseconds(10),
+                checkpoint: { [self] connection throws(SQLiteError) in
+                    if isOn.load(ordering: .relaxed) { throw SQLiteError(code: 10, message: "disk I/O error (test)") }
+                    try SQLiteCheckpointer.passive(connection)
+                })
+        }
+    }
+
+    @Test func failingCheckpointsFailReadyzShowInMetricsAndClearWhenTheyWorkAgain() async throws {
+        let failures = FailSwitch()
+        try await TestServer.withRunning(openStore: { try failures.open($0) }) { server in
+            #expect(try await server.eventually { try await server.request("GET", "/readyz").status == 503 })
+            let ready = try await server.request("GET", "/readyz")
+            #expect(ready.object.string("reason") == "wal_checkpoint_failing")
+            let metrics = try await server.request("GET", "/metrics").text
+            let line = metrics.split(separator: "\n").first { $0.hasPrefix("waybill_store_checkpoint_failures_total ") }
+            let count = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+            #expect(count >= SQLiteOrderStore.checkpointFailureThreshold)
+
+            failures.isOn.store(false, ordering: .relaxed)
+            #expect(try await server.eventually { try await server.request("GET", "/readyz").status == 200 })
+        }
+    }
+
+    @Test func aStoreProblemIsLoggedAtErrorOnceAndItsEndAtInfo() async throws {
+        let failures = FailSwitch(), logs = LogCapture()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-health-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try failures.open(directory.appendingPathComponent("waybill.sqlite").path)
+        defer { store.close() }
+        let watcher = StoreHealthWatcher(store: store, logger: Logger(sink: logs.sink), clock: ContinuousClock())
+
+        var reported: [String] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while reported.isEmpty, ContinuousClock.now < deadline {
+            reported = watcher.check(after: reported)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(reported == ["wal_checkpoint_failing"])
+        reported = watcher.check(after: reported)  // still failing: not logged again
+        let errors = logs.all.filter { $0.contains("level=error") && $0.contains("msg=\"store problem\"") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.contains("problem=wal_checkpoint_failing") == true)
+
+        failures.isOn.store(false, ordering: .relaxed)
+        let over = ContinuousClock.now + .seconds(5)
+        while !reported.isEmpty, ContinuousClock.now < over {
+            reported = watcher.check(after: reported)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(reported.isEmpty)
+        #expect(logs.all.contains { $0.contains("level=info") && $0.contains("store problem over") })
+    }
+}

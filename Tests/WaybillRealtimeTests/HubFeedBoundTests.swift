@@ -1,0 +1,60 @@
+import Dispatch
+import Synchronization
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillObservability
+import WaybillRealtime
+import WaybillStorage
+import WaybillTesting
+
+/// The feed's input queue is bounded: while the feed is stuck, broker batches past the bound are
+/// dropped (and counted), and the gap they leave is read from the store, so every event still
+/// reaches the hub exactly once and in order.
+@Suite(.timeLimit(.minutes(1)))
+struct HubFeedBoundTests {
+    /// Blocks its first delivery until released (a hub whose service thread is stuck).
+    final class StuckTarget: FeedTarget {
+        let release = DispatchSemaphore(value: 0)
+        private let state = Mutex<(ids: [Int64], entered: Bool)>(([], false))
+        func deliver(_ events: [StoredEvent]) {
+            let first = state.withLock { s in
+                defer { s.entered = true }
+                return !s.entered
+            }
+            if first { _ = release.wait(timeout: .now() + 10) }
+            state.withLock { $0.ids += events.map(\.id.rawValue) }
+        }
+        func historyRewound(to newest: EventCursor) {}
+        var entered: Bool { state.withLock { $0.entered } }
+        var ids: [Int64] { state.withLock { $0.ids } }
+    }
+
+    @Test func batchesPastTheBoundAreDroppedAndReadFromTheStore() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
+            var configuration = HubFeed.Configuration()
+            configuration.maxPendingInputs = 4
+            let feed = HubFeed(
+                broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
+                clock: TestClock(), configuration: configuration)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: store)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+
+            // The read after the first `.subscribed` (nothing to deliver yet) is over.
+            #expect(await eventually { metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n") })
+            let events = try await store.append(21)
+            broker.send(.events([events[0]]))
+            #expect(await eventually { target.entered })
+            for event in events.dropFirst() { broker.send(.events([event])) }
+            #expect(await eventually { metrics.overflows(of: .feedInputs) == 16 })
+            target.release.signal()
+            #expect(await eventually { target.ids.count >= 21 })
+            #expect(target.ids == Array(1...21))
+            running.cancel()
+            await running.value
+        }
+    }
+}

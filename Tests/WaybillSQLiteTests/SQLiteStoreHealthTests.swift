@@ -1,0 +1,58 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+/// With automatic checkpoints off, failing WAL checkpoints mean a WAL that grows without bound:
+/// the store reports it through `health` (what `/readyz` and `/metrics` read).
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteStoreHealthTests {
+    /// Makes the checkpoints fail while on (the seam the store exposes to tests: a PASSIVE
+    /// checkpoint does not fail on a busy database, and I/O errors cannot be set up here).
+    final class FailSwitch: Sendable {
+        let isOn = Atomic<Bool>(true)
+        var checkpoint: SQLiteCheckpointer.Checkpoint {
+            { [self] connection throws(SQLiteError) in
+                if isOn.load(ordering: .relaxed) { throw SQLiteError(code: 10, message: "disk I/O error (test)") }
+                try SQLiteCheckpointer.passive(connection)
+            }
+        }
+    }
+
+    @Test func failingCheckpointsMakeTheStoreUnhealthyUntilOneWorks() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let failures = FailSwitch()
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(10), checkpoint: failures.checkpoint)
+        defer { store.close() }
+        #expect(await eventually { store.health.problems == ["wal_checkpoint_failing"] })
+        let counted = store.health.checkpointFailures
+        #expect(counted >= SQLiteOrderStore.checkpointFailureThreshold)
+
+        failures.isOn.store(false, ordering: .relaxed)
+        #expect(await eventually { store.health.isHealthy })
+        // The total stays: it is a counter (a metric), not the current state.
+        #expect(store.health.checkpointFailures >= counted)
+    }
+
+    @Test func aHealthyStoreReportsNothingAndAClosedOneNoStoppedCheckpointer() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        #expect(store.health == StoreHealth())
+        store.close()
+        #expect(store.health.isHealthy)
+    }
+
+    func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+}
