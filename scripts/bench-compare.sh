@@ -56,7 +56,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-(cd "$ROOT" && swift build -c release --product waybill 2>&1 | grep -E "error|Compiling|Build complete" >&2) || true
+if [ -z "${WAYBILL_BENCH_BIN:-}" ]; then
+    (cd "$ROOT" && swift build -c release --product waybill 2>&1 | grep -E "error|Build complete" >&2) || true
+fi
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || { log "no release build at $BIN"; exit 1; }
 

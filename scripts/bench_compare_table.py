@@ -53,16 +53,23 @@ def idle(runs, system):
             "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}'}
 
 
+def latency_or_none(stats, key):
+    """wsdrain reports -1 when no frame carried a timestamp."""
+    value = stats.get(key)
+    return None if value is None or value < 0 else value
+
+
 def fanout(runs, system):
     (d,) = runs.get((system, "fanout"), [None])[:1] or [None]
     if not d:
         return None
     if system == "nchan":
-        return {"frames": d["deliveries_per_s"], "p50": d["latency_ms"]["p50"], "p99": d["latency_ms"]["p99"],
-                "lost": d["lost"], "cpu": d["cpu"]["nginx"], "writes": d["publishes_per_s"]}
+        return {"frames": d["deliveries_per_s"], "p50": latency_or_none(d["latency_ms"], "p50"),
+                "p99": latency_or_none(d["latency_ms"], "p99"), "lost": d["lost"], "cpu": d["cpu"]["nginx"],
+                "writes": d["publishes_per_s"]}
     w = d["wsdrain"]
-    return {"frames": d["event_frames_per_s_write_window"], "p50": w["latency_ms"]["p50"],
-            "p99": w["latency_ms"]["p99"], "lost": d.get("lost"), "cpu": d["cpu"]["server"],
+    return {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
+            "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
             "writes": d.get("patch_per_s")}
 
 
@@ -80,7 +87,8 @@ def latency(runs, system):
     if not d:
         return None
     if system == "nchan":
-        return {"p50": d["latency_ms"]["p50"], "p99": d["latency_ms"]["p99"], "lost": d["lost"], "cpu": d["cpu"]["nginx"],
+        return {"p50": latency_or_none(d["latency_ms"], "p50"), "p99": latency_or_none(d["latency_ms"], "p99"),
+                "lost": d["lost"], "cpu": d["cpu"]["nginx"],
                 "note": "wsdrain, ms resolution"}
     return harness_fanout(d)
 

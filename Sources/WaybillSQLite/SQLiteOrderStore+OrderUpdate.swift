@@ -19,8 +19,9 @@ extension SQLiteOrderStore.Transaction {
         guard let id = order.id else { throw StoreError.notFound }
         let stored = try perform { () throws(SQLiteError) -> Order? in
             // The closure read the order before changing it (OrderService does): no second read.
-            guard let before = try loaded[id] ?? loadOrder(id, in: order.companyID), before.companyID == order.companyID
-            else { return nil }
+            var found = loaded[id]
+            if found == nil { found = try loadOrder(id, in: order.companyID) }
+            guard let before = found, before.companyID == order.companyID else { return nil }
             let new: [SQLiteValue] = [
                 .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
                 .text(order.notes), .date(order.createdAt),
