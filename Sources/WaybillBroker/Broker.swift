@@ -19,6 +19,14 @@ public protocol Broker: Sendable {
     /// and `.subscribed` are never delivered: the consumer reads them from the outbox (event ids
     /// are dense, so a jump in ids also shows a batch that went missing).
     func subscribe() -> AsyncStream<BrokerDelivery>
+
+    /// Whether `publish` returns at once whatever happens (it only hands the batch to memory), so a
+    /// caller needs no timeout around it. `false` unless a broker says otherwise.
+    var publishNeverStalls: Bool { get }
+}
+
+extension Broker {
+    public var publishNeverStalls: Bool { false }
 }
 
 /// What a broker subscription yields.

@@ -11,6 +11,9 @@ public final class InProcessBroker: Broker {
 
     public init() {}
 
+    /// `publish` only yields to unbounded in-memory streams: it cannot stall.
+    public var publishNeverStalls: Bool { true }
+
     public func publish(_ events: [StoredEvent]) async throws {
         guard !events.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }
