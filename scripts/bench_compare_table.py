@@ -29,10 +29,31 @@ def fmt(x, nd=1):
     return f"{x:.{nd}f}"
 
 
-def ratio(a, b, better="higher"):
+def ratio(a, b):
     if a is None or b is None or b == 0:
         return "—"
-    return f"{a / b:.2f}×"
+    r = a / b
+    return f"{r:.2f}×" if r >= 0.1 else f"{r:.2g}×"
+
+
+def machine_busy(d):
+    """Share of both cores busy during the measured window (other processes included), if recorded."""
+    if not d:
+        return None
+    if "cpu_during_hold" in d:
+        return d["cpu_during_hold"]["machine"]["busy_util"]
+    if "cpu_hold" in d:
+        return d["cpu_hold"].get("machine")
+    cpu = d.get("cpu") or {}
+    if "machine_busy" in cpu:
+        return cpu["machine_busy"]
+    m = cpu.get("machine")
+    return m.get("busy_util") if isinstance(m, dict) else m
+
+
+def busy_note(d):
+    b = machine_busy(d)
+    return f"; machine {round(b * 100)} % busy" if b is not None else ""
 
 
 def idle(runs, system):
@@ -42,7 +63,7 @@ def idle(runs, system):
     if system == "nchan":
         cpu = d["cpu_hold"].get("nginx")
         return {"sockets": d["connected"], "cpu": cpu, "us_per_msg": None, "rtt_p99": None,
-                "rss": d.get("rss_per_socket_kb"), "note": "no app pings (Nchan has none)"}
+                "rss": d.get("rss_per_socket_kb"), "note": "no app pings: Nchan has none", "busy": busy_note(d)}
     hold = d["cpu_during_hold"]
     # app pings during the hold window: every socket pings once per interval
     msgs = d["connected"] * hold["wall_s"] / d["ping_interval_s"]
@@ -50,7 +71,7 @@ def idle(runs, system):
     return {"sockets": d["connected"], "cpu": cpu,
             "us_per_msg": round(hold["server"]["cpu_s"] * 1e6 / msgs) if msgs else None,
             "rtt_p99": d["pong_rtt_ms"]["p99"], "rss": d["rss_kb_per_connection"]["server"],
-            "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}'}
+            "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}', "busy": busy_note(d)}
 
 
 def latency_or_none(stats, key):
@@ -66,11 +87,11 @@ def fanout(runs, system):
     if system == "nchan":
         return {"frames": d["deliveries_per_s"], "p50": latency_or_none(d["latency_ms"], "p50"),
                 "p99": latency_or_none(d["latency_ms"], "p99"), "lost": d["lost"], "cpu": d["cpu"]["nginx"],
-                "writes": d["publishes_per_s"]}
+                "writes": d["publishes_per_s"], "busy": busy_note(d)}
     w = d["wsdrain"]
     return {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
             "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
-            "writes": d.get("patch_per_s")}
+            "writes": d.get("patch_per_s"), "busy": busy_note(d)}
 
 
 def harness_fanout(d):
@@ -79,7 +100,8 @@ def harness_fanout(d):
             "p50": d["delivery_latency_ms"]["p50"], "p99": d["delivery_latency_ms"]["p99"],
             "lost": d["events_lost"] + d["events_late"], "dup": d["events_duplicate"],
             "not_increasing": d.get("event_id_not_increasing"), "leaked": d["events_leaked"],
-            "cpu": cpu["cpu_util"], "us_per_write": round(cpu["cpu_s"] * 1e6 / d["writes_ok"]) if d["writes_ok"] else None}
+            "cpu": cpu["cpu_util"], "us_per_write": round(cpu["cpu_s"] * 1e6 / d["writes_ok"]) if d["writes_ok"] else None,
+            "busy": busy_note(d)}
 
 
 def latency(runs, system):
@@ -89,7 +111,7 @@ def latency(runs, system):
     if system == "nchan":
         return {"p50": latency_or_none(d["latency_ms"], "p50"), "p99": latency_or_none(d["latency_ms"], "p99"),
                 "lost": d["lost"], "cpu": d["cpu"]["nginx"],
-                "note": "wsdrain, ms resolution"}
+                "note": "wsdrain, ms resolution", "busy": busy_note(d)}
     return harness_fanout(d)
 
 
@@ -121,7 +143,7 @@ def main():
             s += f', {fmt(x["us_per_msg"], 0)} µs/ping, pong p99 {fmt(x["rtt_p99"], 2)} ms ({x["pongs"]})'
         if x.get("rss") is not None:
             s += f', RSS {fmt(x["rss"])} KiB/socket'
-        return s + (f' ({x["note"]})' if x.get("note") else "")
+        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
     r_idle = "—"
     if iw and i_n:
         r_idle = f'CPU {fmt(iw["cpu"] * 100)} % vs {fmt(i_n["cpu"] * 100)} % (anchor: Nchan, no pings)'
@@ -132,7 +154,7 @@ def main():
         if not x:
             return "no result"
         return (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
-                f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
+                f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %' + x.get("busy", ""))
     r_fan = "—"
     if fw and fn:
         r_fan = f'frames/s **{ratio(fw["frames"], fn["frames"])}** (target ≥ 0.90×), p99 **{ratio(fw["p99"], fn["p99"])}** (target ≤ 2×)'
@@ -147,7 +169,7 @@ def main():
             s += f', dup {x["dup"]}, CPU {fmt(x["cpu"] * 100)} % ({fmt(x["us_per_write"], 0)} µs/write)'
         else:
             s += f', CPU {fmt(x["cpu"] * 100)} %'
-        return s + (f' ({x["note"]})' if x.get("note") else "")
+        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
     r_lat = "—"
     if lw and lp:
         r_lat = f'p99 {ratio(lw["p99"], lp["p99"])} of the peer\'s (target p99 ≤ 2 ms)'
@@ -161,10 +183,12 @@ def main():
         if not rows:
             return "no result"
         parts = [f'{fmt(r["rate"], 0)}/s offered: {fmt(r["achieved"])}/s achieved, lost {r["lost"]}, p99 {fmt(r["p99"], 1)} ms, '
-                 f'CPU {fmt(r["cpu"] * 100)} % = **{fmt(r["us_per_write"], 0)} µs/write**' for r in rows]
-        return "; ".join(parts)
+                 f'CPU {fmt(r["cpu"] * 100)} % = **{fmt(r["us_per_write"], 0)} µs/write**{r["busy"]}' for r in rows]
+        return "<br>".join(parts)
     bw, bp = best(ww), best(wp)
     r_w = "—"
+    if bw and wp and not bp:
+        r_w = f'highest rate with 0 lost: {fmt(bw["achieved"])}/s; the peer lost events in every run'
     if bw and bp:
         r_w = f'highest rate with 0 lost: {fmt(bw["achieved"])} vs {fmt(bp["achieved"])}/s = **{ratio(bw["achieved"], bp["achieved"])}**'
     out.append(f"| writes/s with 0 lost (open loop, 50 driver sockets) | {writes_cell(ww)} | {writes_cell(wp)} | — (no writes) | {r_w} |")
@@ -176,7 +200,10 @@ def main():
             checks.append(f'{system}: {len(rows)} harness runs, lost {sum(r["lost"] for r in rows)}, duplicate '
                           f'{sum(r["dup"] for r in rows)}, leaked {sum(r["leaked"] for r in rows)}, ids not increasing '
                           f'{sum(r["not_increasing"] or 0 for r in rows)}')
-    out += ["", "Correctness: " + "; ".join(checks) + "."]
+    out += ["", "Correctness: " + "; ".join(checks) + ".",
+            "", "CPU is a share of one core (server process; Nchan: master + worker). \"machine … busy\" is the share of "
+            "both cores busy during the window, other processes included: near 100 % the systems competed for CPU "
+            "(with each other's clients and with anything else running), and their latencies and rates show it."]
     print("\n".join(out))
 
 
