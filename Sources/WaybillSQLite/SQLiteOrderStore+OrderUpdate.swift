@@ -22,6 +22,9 @@ extension SQLiteOrderStore.Transaction {
             var found = loaded[id]
             if found == nil { found = try loadOrder(id, in: order.companyID) }
             guard let before = found, before.companyID == order.companyID else { return nil }
+            // Forgotten until the final read: if a statement below fails and the closure catches the
+            // error and goes on, the next update must compare with the row as stored, not with `before`.
+            loaded[id] = nil
             let new: [SQLiteValue] = [
                 .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
                 .text(order.notes), .date(order.createdAt),
