@@ -8,16 +8,21 @@
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
 #   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
 #                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
-# Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored).
+#   scripts/bench.sh compare [--quick]    Waybill, the Django Channels peer and Nchan on the issue-10
+#                                         scenarios, one markdown table (scripts/bench-compare.sh)
+# Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored), or to
+# $WAYBILL_BENCH_OUT.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
+if [ "${1:-}" = compare ]; then shift; exec "$ROOT/scripts/bench-compare.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"
 ORDERS="${WAYBILL_BENCH_ORDERS:-20}"
 OUT="$ROOT/bench-results"
 mkdir -p "$OUT"
+RESULTS="${WAYBILL_BENCH_OUT:-$OUT/results.jsonl}"
 DATA="$(mktemp -d /tmp/waybill-bench.XXXXXX)"
 # WAYBILL_BENCH_BIN runs another build (e.g. a saved copy, for A/B runs); WAYBILL_EVENT_LOOP=poll|libev
 # reaches the server through the environment.
@@ -29,6 +34,7 @@ cleanup() {
     rm -rf "$DATA"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # a timeout's TERM still runs cleanup (stops the server)
 
 start_server() {
     "$BIN" serve --port "$PORT" --data-dir "$DATA" --max-socket-queue-bytes 4194304 2>"$DATA/server.log" &
@@ -55,6 +61,11 @@ PY
     sleep 0.5
 }
 
+# The server's committed-events counter (from /metrics).
+committed_events() {
+    curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^waybill_events_committed_total /{print $2}' || echo 0
+}
+
 # "wall_s server_ticks drain_ticks machine_total_ticks machine_idle_ticks" (utime+stime from /proc).
 cpu_sample() {
     local t s d
@@ -69,10 +80,10 @@ run() {
     case "$kind" in
         fanout)
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario fanout --rate "${1:-100}" \
-                --duration "${2:-20}" --label "waybill-fanout-${1:-100}" --out "$OUT/results.jsonl" ;;
+                --duration "${2:-20}" --label "waybill-fanout-${1:-100}" --out "$RESULTS" ;;
         connections)
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario connections --connections "${1:-2000}" \
-                --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$OUT/results.jsonl" ;;
+                --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$RESULTS" ;;
         saturate)
             # $1 duration, $2 sink sockets (default 2000), $3 who: all (drivers + dispatcher, round-robin),
             # dispatcher (every socket gets every event, like Nchan's one channel) or drivers.
@@ -81,15 +92,17 @@ run() {
                 >"$DATA/drain.json" 2>"$DATA/drain.err" &
             local drain=$!
             sleep 2
-            local before after
+            local before after c0 c1
+            c0="$(committed_events)"
             before="$(cpu_sample "$drain")"
             "$BENCH/patchload.sh" --fixtures "$DATA/fixtures.json" --duration "$dur" | tee "$DATA/wrk.txt" | tee -a "$OUT/patchload.txt"
             after="$(cpu_sample "$drain")"
             wait "$drain" || true
+            c1="$(committed_events)"
             cat "$DATA/drain.err" >&2
             # One JSON line: wsdrain's own line plus the write count, frames per second of the write
             # window (wsdrain's frames_per_s divides by its whole window, which is 4 s longer) and CPU.
-            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" <<'PY' | tee -a "$OUT/results.jsonl"
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$RESULTS"
 import json, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
@@ -98,11 +111,17 @@ dur, conns, who = float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 m = re.search(r"(\d+) requests in ([\d.]+)s", wrk); n2 = re.search(r"non-2xx: (\d+)", wrk)
 wall = a[0] - b[0]; tck = float(sys.argv[8])
 events = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames (not `connected`)
+# Events the server committed in the window (its own counter; every PATCH commits one). In the
+# dispatcher shape every socket must get every one of them: lost = committed x connected - frames.
+committed = int(float(sys.argv[10])) - int(float(sys.argv[9]))
+lost = committed * drain["connected"] - events if who == "dispatcher" else None
 print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{conns}", "who": who, "sockets": conns,
     "duration_s": dur, "patch_requests": int(m.group(1)) if m else None,
     "patch_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
     "patch_non_2xx": int(n2.group(1)) if n2 else None,
     "event_frames": events, "event_frames_per_s_write_window": round(events / dur),
+    "events_committed": committed, "lost": lost,
+    "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
     "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
             "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
             "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None},

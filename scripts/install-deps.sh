@@ -3,6 +3,10 @@
 #   scripts/install-deps.sh            build + run (C libraries, pkg-config)
 #   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, nginx, Chromium, a Python venv
 #   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx
+#   scripts/install-deps.sh --bench    also what `scripts/bench.sh compare` runs: wrk, a C compiler (the
+#                                      shared sink and publisher), Nchan (nginx + libnginx-mod-nchan), Redis
+#                                      and a Python venv (the harness and the Django peer install their
+#                                      own Python packages into it); curl
 # On Debian/Ubuntu as root it runs apt-get; otherwise it prints what to install.
 set -euo pipefail
 
@@ -29,8 +33,9 @@ services=(postgresql redis-server nginx)
 case "$mode" in
     --test) packages+=("${services[@]}" chromium python3-venv python3-pip) ;;
     --cluster) packages+=("${services[@]}") ;;
+    --bench) packages+=(wrk gcc libc6-dev curl nginx libnginx-mod-nchan redis-server python3-venv python3-pip) ;;
     "") ;;
-    *) echo "usage: scripts/install-deps.sh [--test|--cluster]" >&2; exit 2 ;;
+    *) echo "usage: scripts/install-deps.sh [--test|--cluster|--bench]" >&2; exit 2 ;;
 esac
 
 missing=()

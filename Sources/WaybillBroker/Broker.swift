@@ -23,11 +23,16 @@ public protocol Broker: Sendable {
     /// Batches this process's subscriptions dropped because their consumer fell behind their
     /// buffer bound (a metric; the consumer fills such gaps from the outbox).
     var droppedBatches: Int { get }
+
+    /// Whether `publish` returns at once whatever happens (it only hands the batch to memory), so a
+    /// caller needs no timeout around it. `false` unless a broker says otherwise.
+    var publishNeverStalls: Bool { get }
 }
 
 extension Broker {
     /// No bounded buffer of its own: nothing dropped.
     public var droppedBatches: Int { 0 }
+    public var publishNeverStalls: Bool { false }
 }
 
 /// What a broker subscription yields.

@@ -24,6 +24,9 @@ public final class InProcessBroker: Broker {
     /// Batches dropped so far because a subscriber's buffer was full.
     public var droppedBatches: Int { dropped.load(ordering: .relaxed) }
 
+    /// `publish` only yields to unbounded in-memory streams: it cannot stall.
+    public var publishNeverStalls: Bool { true }
+
     public func publish(_ events: [StoredEvent]) async throws {
         guard !events.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }

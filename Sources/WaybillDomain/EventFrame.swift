@@ -59,6 +59,17 @@ public enum EventFrame {
 /// ISO 8601 timestamps in UTC with milliseconds: `2026-11-30T10:15:00.123Z`.
 public enum Timestamp {
     public static func string(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `2026-11-30T10:15:00.123Z` to `bytes`.
+    ///
+    /// Digits are written by hand: `String(format:)` went through CoreFoundation's formatter and was
+    /// about 5 % of the server's CPU at 1 000 writes/s (several timestamps per answer and per event).
+    public static func append(_ date: Date, to bytes: inout [UInt8]) {
         let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         // Floor division: a time before 1970 has a negative remainder with `/` and `%`.
         let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
@@ -66,9 +77,31 @@ public enum Timestamp {
         var t = time_t(seconds)
         var parts = tm()
         gmtime_r(&t, &parts)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
-            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), ms)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            for _ in 0..<count {
+                bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: (rest / divisor) % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        let year = Int(parts.tm_year) + 1900
+        if (0...9999).contains(year) { digits(year, 4) } else { bytes.append(contentsOf: String(year).utf8) }
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(ms, 3)
+        bytes.append(UInt8(ascii: "Z"))
     }
 
     /// Parses ISO 8601 with or without fractional seconds; `nil` if it is not a timestamp.

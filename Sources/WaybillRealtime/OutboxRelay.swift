@@ -163,8 +163,16 @@ public final class OutboxRelay: Sendable {
 
     /// `broker.publish`, abandoned after `publishTimeout` so a stalled broker cannot hold the relay.
     /// A publish that finishes after its timeout may deliver twice; the feeds drop ids they already have.
+    ///
+    /// A broker whose publish cannot stall (in-process) is called directly: the two tasks and the
+    /// timer of the bounded path cost more than the publish itself, once per relayed batch
+    /// (docs/BENCHMARKS.md, "Fewer wake-ups per write").
     private func publishBounded(_ events: [StoredEvent]) async throws {
         let broker = self.broker, timeout = configuration.publishTimeout, clock = self.clock
+        if broker.publishNeverStalls {
+            try await broker.publish(events)
+            return
+        }
         let outcome = Mutex<CheckedContinuation<Void, any Error>?>(nil)
         let timer = Mutex<Task<Void, Never>?>(nil)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

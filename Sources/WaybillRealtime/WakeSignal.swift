@@ -27,6 +27,13 @@ final class WakeSignal: Sendable {
     /// Returns at the next signal (at once if one is pending), after `timeout`, or when the task is
     /// cancelled, whichever is first. One waiter at a time.
     func wait(timeout: Duration, clock: any Clock<Duration>) async {
+        // A signal already pending (commits arrived while the relay was busy, the common case under
+        // load): return without arming a timer task, which would cost a task, a timer and a cancel.
+        let wasPending = state.withLock { s -> Bool in
+            defer { s.pending = false }
+            return s.pending
+        }
+        if wasPending { return }
         let timer = Task { [weak self] in
             try? await clock.sleep(for: timeout)
             if !Task.isCancelled { self?.signal() }

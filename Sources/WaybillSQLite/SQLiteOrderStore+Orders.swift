@@ -109,7 +109,7 @@ extension SQLiteOrderStore.Transaction {
         try perform { () throws(SQLiteError) in try loadOrder(id, in: company) }
     }
 
-    private func loadOrder(_ id: OrderID, in company: CompanyID) throws(SQLiteError) -> Order? {
+    func loadOrder(_ id: OrderID, in company: CompanyID) throws(SQLiteError) -> Order? {
         let found = try db.queryFirst(
             """
             SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
@@ -143,6 +143,7 @@ extension SQLiteOrderStore.Transaction {
         order.documents = try db.query(
             "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
         ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
+        loaded[id] = order
         return order
     }
 
@@ -192,32 +193,10 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func updateOrder(_ order: Order) throws -> Order {
-        guard let id = order.id else { throw StoreError.notFound }
-        let stored = try perform { () throws(SQLiteError) -> Order? in
-            try db.execute(
-                """
-                UPDATE orders SET number = ?, status = ?, driver_id = ?, title = ?, notes = ?, created_at = ?,
-                    updated_at = ?, version = ?
-                WHERE id = ? AND company_id = ?
-                """,
-                [
-                    .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
-                    .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
-                    .id(order.companyID),
-                ])
-            guard db.changes > 0 else { return nil }
-            try syncStages(order.stages, of: id)
-            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
-            return try loadOrder(id, in: order.companyID)
-        }
-        guard let stored else { throw StoreError.notFound }
-        return stored
-    }
-
     func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
         let deleted = try perform { () throws(SQLiteError) -> Bool in
             // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
+            loaded[id] = nil
             try db.execute("DELETE FROM orders WHERE id = ? AND company_id = ?", [.id(id), .id(company)])
             return db.changes > 0
         }
@@ -226,33 +205,7 @@ extension SQLiteOrderStore.Transaction {
 
     // MARK: Stages and documents
 
-    /// Listed stages with an id of this order are updated, the others inserted; unlisted ones deleted.
-    private func syncStages(_ stages: [Stage], of order: OrderID) throws(SQLiteError) {
-        let existing = Set(try db.query("SELECT id FROM stages WHERE order_id = ?", [.id(order)]) { $0.int64(0) })
-        var kept: Set<Int64> = []
-        for stage in stages {
-            // An id from another order is treated as new: a write never touches another order's rows.
-            if let id = stage.id?.rawValue, existing.contains(id) {
-                try db.execute(
-                    """
-                    UPDATE stages SET position = ?, kind = ?, address = ?, planned_at = ?, completed_at = ?
-                    WHERE id = ? AND order_id = ?
-                    """,
-                    [
-                        .int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
-                        .date(stage.completedAt), .integer(id), .id(order),
-                    ])
-                kept.insert(id)
-            } else {
-                _ = try insertStage(stage, of: order)
-            }
-        }
-        for id in existing.subtracting(kept) {
-            try db.execute("DELETE FROM stages WHERE id = ?", [.integer(id)])
-        }
-    }
-
-    private func insertStage(_ stage: Stage, of order: OrderID) throws(SQLiteError) -> Stage {
+    func insertStage(_ stage: Stage, of order: OrderID) throws(SQLiteError) -> Stage {
         let id = try db.queryFirst(
             """
             INSERT INTO stages (order_id, position, kind, address, planned_at, completed_at)
@@ -270,7 +223,7 @@ extension SQLiteOrderStore.Transaction {
         return stored
     }
 
-    private func insertDocument(_ document: Document, of order: OrderID) throws(SQLiteError) -> Document {
+    func insertDocument(_ document: Document, of order: OrderID) throws(SQLiteError) -> Document {
         let id = try db.queryFirst(
             "INSERT INTO documents (order_id, name, kind, created_at) VALUES (?, ?, ?, ?) RETURNING id",
             [.id(order), .text(document.name), .text(document.kind), .date(document.createdAt)]

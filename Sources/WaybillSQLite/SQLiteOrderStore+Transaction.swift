@@ -1,4 +1,5 @@
 import Foundation
+import WaybillDomain
 import WaybillStorage
 
 extension SQLiteOrderStore {
@@ -15,6 +16,9 @@ extension SQLiteOrderStore {
         /// The time stamped on outbox events as `committed_at`.
         let clock: @Sendable () -> Date
         private var isActive = true
+        /// Orders as this transaction last read or wrote them (`loadOrder`), so `updateOrder` can
+        /// write only what changed without reading the row again.
+        var loaded: [OrderID: Order] = [:]
 
         init(db: SQLiteConnection, clock: @escaping @Sendable () -> Date) {
             self.db = db

@@ -2,7 +2,7 @@ import Foundation
 import WaybillDomain
 
 /// A value bound to a statement parameter: the one place Swift values meet SQLite storage classes.
-enum SQLiteValue {
+enum SQLiteValue: Equatable {
     case null
     case integer(Int64)
     case real(Double)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillRealtime
+import WaybillBroker
 import WaybillDomain
 
 /// The relay's fast path publishes handed-over events only when they continue its cursor exactly.
@@ -23,5 +24,13 @@ struct OutboxRelayTests {
         #expect(!OutboxRelay.continues(EventID(4), Self.events([6, 7])))  // 5 came from another process
         #expect(!OutboxRelay.continues(EventID(4), Self.events([5, 7])))
         #expect(!OutboxRelay.continues(EventID(4), Self.events([4, 5])))
+    }
+}
+
+/// Only a broker that says its publish cannot stall is called without the timeout's tasks and timer.
+struct BrokerStallTests {
+    @Test func onlyTheInProcessBrokerSkipsThePublishTimeout() {
+        #expect(InProcessBroker().publishNeverStalls)
+        #expect(!ScriptedBroker().publishNeverStalls)  // any other broker keeps the bounded publish
     }
 }

@@ -91,8 +91,12 @@ final class Authenticator: SocketAuthenticating {
     /// The user of `Authorization: Bearer <token>`. - Throws: 401.
     func user(forAuthorization header: String?) async throws -> User {
         guard let header, header.count > 7, header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthenticated }
-        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        guard let user = try await user(forToken: token) else {
+        // Trimmed in Swift: `trimmingCharacters(in:)` bridges to NSString on Linux, ~2 % of the server's
+        // CPU at 1 000 writes/s (with the Content-Length trim), for one call per request.
+        var token = header.dropFirst(7)
+        while token.first?.isWhitespace == true { token = token.dropFirst() }
+        while token.last?.isWhitespace == true { token = token.dropLast() }
+        guard let user = try await user(forToken: String(token)) else {
             throw APIError(401, "not_authenticated", "The token is invalid, expired or revoked.")
         }
         return user

@@ -37,7 +37,7 @@ struct APIResponder: HTTPResponder {
         let seconds = elapsed / .seconds(1)
         logger.info("request", [
             "method": request.method, "path": Redaction.redactedTarget(path: request.path, query: request.query),
-            "status": "\(response.status)", "duration_ms": String(format: "%.2f", seconds * 1000), "user_id": userID,
+            "status": "\(response.status)", "duration_ms": Self.milliseconds(seconds), "user_id": userID,
         ])
         return response
     }
@@ -50,6 +50,14 @@ struct APIResponder: HTTPResponder {
         var response = JSONCoding.error(api)
         if let seconds = api.retryAfter { response.headers.set("Retry-After", "\(seconds)") }
         return response
+    }
+
+    /// `seconds` as milliseconds with two decimals (`"1.50"`), without `String(format:)`, which goes
+    /// through CoreFoundation's formatter on every request.
+    static func milliseconds(_ seconds: Double) -> String {
+        let hundredths = Int((max(0, seconds) * 100_000).rounded())
+        let fraction = hundredths % 100
+        return "\(hundredths / 100)." + (fraction < 10 ? "0" : "") + "\(fraction)"
     }
 
     private static func addCommonHeaders(_ response: inout HTTPResponse) {

@@ -23,7 +23,18 @@ enum JSONCoding {
     static func response<T: Encodable>(_ value: T, status: Int = 200, headers: HTTPHeaders = HTTPHeaders()) throws -> HTTPResponse {
         var all = headers
         all.set("Content-Type", "application/json")
-        return HTTPResponse(status: status, headers: all, body: Array(try encoder().encode(value)))
+        return HTTPResponse(status: status, headers: all, body: try bytes(value))
+    }
+
+    /// The JSON bytes of `value`: written directly for `JSONWritable` values (orders and lists of them,
+    /// the hot answers), through `JSONEncoder` otherwise. Both give the same bytes.
+    static func bytes<T: Encodable>(_ value: T) throws -> [UInt8] {
+        if let writable = value as? any JSONWritable {
+            var json = JSONByteWriter()
+            writable.write(to: &json)
+            return json.bytes
+        }
+        return Array(try encoder().encode(value))
     }
 
     static func error(_ error: APIError) -> HTTPResponse {

@@ -1,0 +1,88 @@
+import Foundation
+import WaybillDomain
+import WaybillStorage
+
+/// Updating an order writes only what changed.
+///
+/// Why: every page a transaction dirties is appended to the WAL (two `pwrite`s per 4 KiB page) and
+/// later checkpointed. Setting every column rewrote the entries of every index on `orders` (the
+/// unique `number` index too) and every stage row with its index, changed or not: about 13 pages and
+/// 26 `pwrite`s per write (`strace -c`), and the WAL `pwrite`s were 12 % of the server's CPU at 1 000
+/// writes/s (docs/BENCHMARKS.md). Now an unchanged column is left out of the `UPDATE` and an
+/// unchanged stage is not written at all.
+extension SQLiteOrderStore.Transaction {
+    /// The columns `updateOrder` may set besides `updated_at` and `version` (always set): a write
+    /// always bumps the version. At most 2⁶ statement texts exist, so the statement cache stays bounded.
+    private static let optionalColumns = ["number", "status", "driver_id", "title", "notes", "created_at"]
+
+    func updateOrder(_ order: Order) throws -> Order {
+        guard let id = order.id else { throw StoreError.notFound }
+        let stored = try perform { () throws(SQLiteError) -> Order? in
+            // The closure read the order before changing it (OrderService does): no second read.
+            var found = loaded[id]
+            if found == nil { found = try loadOrder(id, in: order.companyID) }
+            guard let before = found, before.companyID == order.companyID else { return nil }
+            // Forgotten until the final read: if a statement below fails and the closure catches the
+            // error and goes on, the next update must compare with the row as stored, not with `before`.
+            loaded[id] = nil
+            let new: [SQLiteValue] = [
+                .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
+                .text(order.notes), .date(order.createdAt),
+            ]
+            let old: [SQLiteValue] = [
+                .text(before.number), .text(before.status.rawValue), .id(before.driverID), .text(before.title),
+                .text(before.notes), .date(before.createdAt),
+            ]
+            var assignments: [String] = []
+            var arguments: [SQLiteValue] = []
+            for (index, column) in Self.optionalColumns.enumerated() where new[index] != old[index] {
+                assignments.append("\(column) = ?")
+                arguments.append(new[index])
+            }
+            assignments += ["updated_at = ?", "version = ?"]
+            arguments += [.date(order.updatedAt), .int(order.version), .id(id), .id(order.companyID)]
+            try db.execute(
+                "UPDATE orders SET \(assignments.joined(separator: ", ")) WHERE id = ? AND company_id = ?", arguments)
+            guard db.changes > 0 else { return nil }
+            try syncStages(order.stages, of: id, existing: before.stages)
+            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
+            return try loadOrder(id, in: order.companyID)
+        }
+        guard let stored else { throw StoreError.notFound }
+        return stored
+    }
+
+    /// Listed stages with an id of this order are updated (only when they changed), the others
+    /// inserted; unlisted ones deleted. `existing` are the order's stages as stored.
+    private func syncStages(_ stages: [Stage], of order: OrderID, existing: [Stage]) throws(SQLiteError) {
+        var stored: [Int64: Stage] = [:]
+        for stage in existing { if let id = stage.id?.rawValue { stored[id] = stage } }
+        var kept: Set<Int64> = []
+        for stage in stages {
+            // An id from another order is treated as new: a write never touches another order's rows.
+            if let id = stage.id?.rawValue, let current = stored[id] {
+                kept.insert(id)
+                let values: [SQLiteValue] = [
+                    .int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
+                    .date(stage.completedAt),
+                ]
+                let currentValues: [SQLiteValue] = [
+                    .int(current.position), .text(current.kind.rawValue), .text(current.address),
+                    .date(current.plannedAt), .date(current.completedAt),
+                ]
+                guard values != currentValues else { continue }
+                try db.execute(
+                    """
+                    UPDATE stages SET position = ?, kind = ?, address = ?, planned_at = ?, completed_at = ?
+                    WHERE id = ? AND order_id = ?
+                    """,
+                    values + [.integer(id), .id(order)])
+            } else {
+                _ = try insertStage(stage, of: order)
+            }
+        }
+        for id in stored.keys where !kept.contains(id) {
+            try db.execute("DELETE FROM stages WHERE id = ?", [.integer(id)])
+        }
+    }
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Waybill and its two anchors on the scenarios of issue 10, in one go, each run on a freshly started
+# server, then one side-by-side markdown table with Waybill's ratio to the anchor of each row.
+#   scripts/bench.sh compare            the full run (about 12 minutes)
+#   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 6 minutes)
+# Systems:
+#   waybill  release build of this tree (`scripts/bench.sh`, SQLite, in-process broker)
+#   peer     ../shared/peers/django-channels (Django + Channels + channels_redis on uvicorn; its own redis)
+#   nchan    ../shared/peers/nchan (nginx + libnginx-mod-nchan, one worker): fan-out and idle only,
+#            it has no store, no writes and no app-level ping
+# Scenarios (the rows of the issue's table):
+#   idle     N sockets held HOLD s, an app ping every 10 s each (wsbench `connections`; Nchan: wsdrain, no pings)
+#   fanout   1 000 sockets that all get every event, writes as fast as taken for DUR s
+#            (wrk PATCH + wsdrain; Nchan: nchanpub --rate 0 with 4 connections)
+#   latency  100 writes/s for DUR s, 50 driver sockets (wsbench `fanout`; Nchan: 100 publishes/s to 50 sockets)
+#   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
+#            rate achieved with 0 lost, and server CPU per write
+# Output: bench-results/compare-<UTC time>.jsonl (every raw line, tagged) and .md (the table, also on
+# stdout). Every step runs under `timeout`; the peers are stopped at the end whatever happened.
+# Local addresses only (127.0.0.1). Environment: WAYBILL_BENCH_DIR (the shared harness),
+# COMPARE_IDLE_SOCKETS, COMPARE_HOLD, COMPARE_DURATION, COMPARE_PORT (base port, default 18090).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
+PEERS="$(cd "$BENCH/.." && pwd)/peers"
+STATE="${WAYBILL_BENCH_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/waybill-bench}"
+QUICK=0
+[ "${1:-}" = --quick ] && QUICK=1
+IDLE="${COMPARE_IDLE_SOCKETS:-$([ $QUICK = 1 ] && echo 5000 || echo 10000)}"
+HOLD="${COMPARE_HOLD:-$([ $QUICK = 1 ] && echo 15 || echo 30)}"
+DUR="${COMPARE_DURATION:-$([ $QUICK = 1 ] && echo 10 || echo 20)}"
+BASE="${COMPARE_PORT:-18090}"
+WPORT=$BASE NPORT=$((BASE + 1)) PPORT=$((BASE + 2))
+export REDIS_PORT="${COMPARE_REDIS_PORT:-$((BASE + 3))}"  # the peer's own redis, started and stopped by it
+STAMP="$(date -u +%Y%m%d-%H%M%S)"
+OUT="$ROOT/bench-results"
+mkdir -p "$OUT"
+JSONL="$OUT/compare-$STAMP.jsonl"
+MD="$OUT/compare-$STAMP.md"
+TMP="$(mktemp -d /tmp/waybill-compare.XXXXXX)"
+log() { echo "compare: $*" >&2; }
+
+for dir in "$BENCH" "$PEERS/django-channels" "$PEERS/nchan"; do
+    [ -d "$dir" ] || { log "missing $dir (set WAYBILL_BENCH_DIR to the shared bench folder)"; exit 2; }
+done
+for tool in wrk curl cc python3 redis-server nginx; do
+    command -v "$tool" >/dev/null || { log "missing $tool: run scripts/install-deps.sh --bench"; exit 2; }
+done
+[ -f /usr/lib/nginx/modules/ngx_nchan_module.so ] || { log "missing libnginx-mod-nchan: scripts/install-deps.sh --bench"; exit 2; }
+
+cleanup() {
+    "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
+    "$PEERS/nchan/stop.sh" >/dev/null 2>&1 || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+if [ -z "${WAYBILL_BENCH_BIN:-}" ]; then
+    (cd "$ROOT" && swift build -c release --product waybill 2>&1 | grep -E "error|Build complete" >&2) || true
+fi
+BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
+[ -x "$BIN" ] || { log "no release build at $BIN"; exit 1; }
+
+# tag SYSTEM SCENARIO FILE: appends FILE's JSON lines to $JSONL with "system" and "row" fields.
+tag() {
+    python3 - "$1" "$2" "$3" "$JSONL" <<'PY'
+import json, sys
+system, row, src, dst = sys.argv[1:5]
+with open(dst, "a") as out:
+    for line in open(src):
+        line = line.strip()
+        if line.startswith("{"):
+            d = json.loads(line); d["system"] = system; d["row"] = row
+            out.write(json.dumps(d, separators=(",", ":")) + "\n")
+PY
+}
+
+# waybill ROW SECONDS ARGS...: one scripts/bench.sh run (a fresh server, its own data folder).
+waybill() {
+    local row="$1" limit="$2"; shift 2
+    log "waybill $row: scripts/bench.sh $*"
+    : >"$TMP/w.jsonl"
+    WAYBILL_BENCH_BIN="$BIN" WAYBILL_BENCH_PORT="$WPORT" WAYBILL_BENCH_OUT="$TMP/w.jsonl" WAYBILL_BENCH_DIR="$BENCH" \
+        timeout -k 10 "$limit" "$ROOT/scripts/bench.sh" "$@" >/dev/null 2>"$TMP/w.err" || log "waybill $row failed: $(tail -3 "$TMP/w.err")"
+    tag waybill "$row" "$TMP/w.jsonl"
+}
+
+# peer ROW SECONDS KIND ARGS...: a fresh peer (new database, new process, new redis), one run.
+peer() {
+    local row="$1" limit="$2" kind="$3"; shift 3
+    local fx="$STATE/peer-var/fixtures.json"
+    log "peer $row: $kind $*"
+    "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
+    if ! timeout -k 10 600 "$PEERS/django-channels/run.sh" "$PPORT" 50 20 >/dev/null 2>"$TMP/p.err"; then
+        log "peer did not start: $(tail -3 "$TMP/p.err")"; return 0
+    fi
+    local watch=()
+    [ -f "$STATE/peer-var/redis.pid" ] && watch=(--watch "redis=$(cat "$STATE/peer-var/redis.pid")")
+    : >"$TMP/p.jsonl"
+    case "$kind" in
+        harness)
+            timeout -k 10 "$limit" "$BENCH/bench.sh" --fixtures "$fx" "$@" --out "$TMP/p.jsonl" "${watch[@]}" \
+                >/dev/null 2>"$TMP/p.err" || log "peer $row failed: $(tail -3 "$TMP/p.err")" ;;
+        saturate) peer_saturate "$fx" "$limit" "$@" ;;
+    esac
+    tag peer "$row" "$TMP/p.jsonl"
+    "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
+}
+
+# The fan-out shape of `scripts/bench.sh saturate DUR 1000 dispatcher`, against the peer: wsdrain on the
+# dispatcher's token (company group: every event), wrk PATCHes. The peer has no event counter, so
+# lost = wrk's answered PATCHes x sockets - frames (PATCHes still in flight when wrk stops make it
+# slightly pessimistic).
+peer_saturate() {
+    local fx="$1" limit="$2" dur="$3" conns="$4"
+    local pid; pid="$(cat "$STATE/peer-var/server.pid")"
+    timeout -k 10 "$limit" "$BENCH/drain.sh" --fixtures "$fx" --who dispatcher --connections "$conns" \
+        --duration "$((dur + 4))" >"$TMP/drain.json" 2>"$TMP/drain.err" &
+    local drain=$!
+    sleep 2
+    local t0 c0; t0="$(date +%s.%N)"; c0="$(awk '{print $14+$15}' "/proc/$pid/stat")"
+    timeout -k 10 "$limit" "$BENCH/patchload.sh" --fixtures "$fx" --duration "$dur" >"$TMP/wrk.txt" 2>&1 || true
+    local t1 c1; t1="$(date +%s.%N)"; c1="$(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo "$c0")"
+    wait "$drain" || true
+    python3 - "$TMP/drain.json" "$TMP/wrk.txt" "$t0" "$t1" "$c0" "$c1" "$dur" "$conns" "$(getconf CLK_TCK)" >>"$TMP/p.jsonl" <<'PY' || log "peer fanout: no result"
+import json, re, sys
+drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+wrk = open(sys.argv[2]).read()
+t0, t1, c0, c1, dur = map(float, sys.argv[3:8]); conns, tck = int(sys.argv[8]), float(sys.argv[9])
+m = re.search(r"(\d+) requests in ([\d.]+)s", wrk); n2 = re.search(r"non-2xx: (\d+)", wrk)
+reqs = int(m.group(1)) if m else 0
+ok = reqs - (int(n2.group(1)) if n2 else 0)
+events = drain["latency_ms"]["n"]
+print(json.dumps({"scenario": "saturate", "who": "dispatcher", "sockets": conns, "duration_s": dur,
+    "patch_requests": reqs, "patch_per_s": round(reqs / float(m.group(2)), 1) if m else None,
+    "patch_non_2xx": int(n2.group(1)) if n2 else None, "event_frames": events,
+    "event_frames_per_s_write_window": round(events / dur), "events_committed": ok,
+    "lost": ok * drain["connected"] - events,
+    "cpu": {"wall_s": round(t1 - t0, 2), "server": round((c1 - c0) / tck / (t1 - t0), 3)}, "wsdrain": drain},
+    separators=(",", ":")))
+PY
+}
+
+# nchan ROW SECONDS SUITE-ARGS...: ../shared/peers/nchan/suite.py (starts a fresh nchan, stops it).
+nchan() {
+    local row="$1" limit="$2"; shift 2
+    log "nchan $row: suite.py $*"
+    : >"$TMP/n.jsonl"
+    timeout -k 10 "$limit" python3 "$PEERS/nchan/suite.py" --port "$NPORT" --out "$TMP/n.jsonl" "$@" \
+        >/dev/null 2>"$TMP/n.err" || log "nchan $row failed: $(tail -3 "$TMP/n.err")"
+    tag nchan "$row" "$TMP/n.jsonl"
+}
+
+log "results: $JSONL"
+START=$(date +%s)
+# Scenario by scenario, the three systems back to back, so each row's runs see the same machine load.
+waybill idle $((HOLD + 180)) connections "$IDLE" "$HOLD"
+peer idle $((HOLD + 240)) harness --scenario connections --connections "$IDLE" --hold "$HOLD" --ping-interval 10 \
+    --label "peer-connections-$IDLE"
+nchan idle $((HOLD + 180)) idle --sockets "$IDLE" --hold "$HOLD"
+
+waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher
+peer fanout $((DUR + 120)) saturate "$DUR" 1000
+nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
+
+waybill latency $((DUR + 120)) fanout 100 "$DUR"
+peer latency $((DUR + 120)) harness --scenario fanout --rate 100 --duration "$DUR" --label peer-fanout-100
+nchan latency $((DUR + 120)) fanout --sockets 50 --rate 100 --duration "$DUR" --pub-connections 4
+
+waybill writes $((DUR + 120)) fanout 1000 "$DUR"
+waybill writes $((DUR + 120)) fanout 2000 "$DUR"
+peer writes $((DUR + 120)) harness --scenario fanout --rate 200 --duration "$DUR" --label peer-fanout-200
+log "all runs took $(( $(date +%s) - START )) s"
+
+python3 "$ROOT/scripts/bench_compare_table.py" "$JSONL" --commands "scripts/bench.sh compare$([ $QUICK = 1 ] && echo ' --quick')" \
+    --settings "idle $IDLE sockets / ${HOLD} s hold; fan-out and write windows ${DUR} s" | tee "$MD"
+log "table: $MD"

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The side-by-side table of `scripts/bench.sh compare` from its tagged JSON lines.
+
+  scripts/bench_compare_table.py bench-results/compare-<time>.jsonl [--commands TEXT] [--settings TEXT]
+
+Each input line carries "system" (waybill, peer, nchan) and "row" (idle, fanout, latency, writes).
+The anchor of a row is the system the issue compares Waybill with there: Nchan for idle sockets and
+fan-out, the Django Channels peer (the original stack) for delivery latency and write throughput.
+Ratios are Waybill / anchor. Standard library only.
+"""
+import argparse, json, os, time
+
+
+def load(path):
+    runs = {}
+    for line in open(path):
+        d = json.loads(line)
+        runs.setdefault((d["system"], d["row"]), []).append(d)
+    return runs
+
+
+def fmt(x, nd=1):
+    if x is None:
+        return "—"
+    if isinstance(x, float) and nd == 0:
+        x = round(x)
+    if isinstance(x, int) or (isinstance(x, float) and nd == 0):
+        return f"{x:,}".replace(",", " ")
+    return f"{x:.{nd}f}"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "—"
+    r = a / b
+    return f"{r:.2f}×" if r >= 0.1 else f"{r:.2g}×"
+
+
+def machine_busy(d):
+    """Share of both cores busy during the measured window (other processes included), if recorded."""
+    if not d:
+        return None
+    if "cpu_during_hold" in d:
+        return d["cpu_during_hold"]["machine"]["busy_util"]
+    if "cpu_hold" in d:
+        return d["cpu_hold"].get("machine")
+    cpu = d.get("cpu") or {}
+    if "machine_busy" in cpu:
+        return cpu["machine_busy"]
+    m = cpu.get("machine")
+    return m.get("busy_util") if isinstance(m, dict) else m
+
+
+def busy_note(d):
+    b = machine_busy(d)
+    return f"; machine {round(b * 100)} % busy" if b is not None else ""
+
+
+def idle(runs, system):
+    (d,) = runs.get((system, "idle"), [None])[:1] or [None]
+    if not d:
+        return None
+    if system == "nchan":
+        cpu = d["cpu_hold"].get("nginx")
+        return {"sockets": d["connected"], "cpu": cpu, "us_per_msg": None, "rtt_p99": None,
+                "rss": d.get("rss_per_socket_kb"), "note": "no app pings: Nchan has none", "busy": busy_note(d)}
+    hold = d["cpu_during_hold"]
+    # app pings during the hold window: every socket pings once per interval
+    msgs = d["connected"] * hold["wall_s"] / d["ping_interval_s"]
+    cpu = hold["server"]["cpu_util"]
+    return {"sockets": d["connected"], "cpu": cpu,
+            "us_per_msg": round(hold["server"]["cpu_s"] * 1e6 / msgs) if msgs else None,
+            "rtt_p99": d["pong_rtt_ms"]["p99"], "rss": d["rss_kb_per_connection"]["server"],
+            "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}', "busy": busy_note(d)}
+
+
+def latency_or_none(stats, key):
+    """wsdrain reports -1 when no frame carried a timestamp."""
+    value = stats.get(key)
+    return None if value is None or value < 0 else value
+
+
+def fanout(runs, system):
+    (d,) = runs.get((system, "fanout"), [None])[:1] or [None]
+    if not d:
+        return None
+    if system == "nchan":
+        return {"frames": d["deliveries_per_s"], "p50": latency_or_none(d["latency_ms"], "p50"),
+                "p99": latency_or_none(d["latency_ms"], "p99"), "lost": d["lost"], "cpu": d["cpu"]["nginx"],
+                "writes": d["publishes_per_s"], "busy": busy_note(d)}
+    w = d["wsdrain"]
+    return {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
+            "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
+            "writes": d.get("patch_per_s"), "busy": busy_note(d)}
+
+
+def harness_fanout(d):
+    cpu = d["cpu"]["server"]
+    return {"rate": d["target_rate_per_s"], "achieved": d["throughput_writes_per_s"],
+            "p50": d["delivery_latency_ms"]["p50"], "p99": d["delivery_latency_ms"]["p99"],
+            "lost": d["events_lost"] + d["events_late"], "dup": d["events_duplicate"],
+            "not_increasing": d.get("event_id_not_increasing"), "leaked": d["events_leaked"],
+            "cpu": cpu["cpu_util"], "us_per_write": round(cpu["cpu_s"] * 1e6 / d["writes_ok"]) if d["writes_ok"] else None,
+            "busy": busy_note(d)}
+
+
+def latency(runs, system):
+    (d,) = runs.get((system, "latency"), [None])[:1] or [None]
+    if not d:
+        return None
+    if system == "nchan":
+        return {"p50": latency_or_none(d["latency_ms"], "p50"), "p99": latency_or_none(d["latency_ms"], "p99"),
+                "lost": d["lost"], "cpu": d["cpu"]["nginx"],
+                "note": "wsdrain, ms resolution", "busy": busy_note(d)}
+    return harness_fanout(d)
+
+
+def writes(runs, system):
+    rows = [harness_fanout(d) for key in ((system, "latency"), (system, "writes")) for d in runs.get(key, [])
+            if d.get("scenario") == "fanout"]
+    return sorted(rows, key=lambda r: r["rate"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jsonl")
+    ap.add_argument("--commands", default="scripts/bench.sh compare")
+    ap.add_argument("--settings", default="")
+    a = ap.parse_args()
+    runs = load(a.jsonl)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(a.jsonl)))
+    out = [f"### `{a.commands}` — {when}", ""]
+    if a.settings:
+        out += [f"Settings: {a.settings}. Raw lines: `{os.path.basename(a.jsonl)}`.", ""]
+    out += ["| scenario | Waybill | Django Channels peer | Nchan (1 worker) | Waybill ÷ anchor |", "|---|---|---|---|---|"]
+
+    iw, ip, i_n = idle(runs, "waybill"), idle(runs, "peer"), idle(runs, "nchan")
+    def idle_cell(x):
+        if not x:
+            return "no result"
+        s = f'{fmt(x["sockets"], 0)} sockets: CPU {fmt(x["cpu"] * 100)} % of a core'
+        if x.get("us_per_msg") is not None:
+            s += f', {fmt(x["us_per_msg"], 0)} µs/ping, pong p99 {fmt(x["rtt_p99"], 2)} ms ({x["pongs"]})'
+        if x.get("rss") is not None:
+            s += f', RSS {fmt(x["rss"])} KiB/socket'
+        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
+    r_idle = "—"
+    if iw and i_n:
+        r_idle = f'CPU {fmt(iw["cpu"] * 100)} % vs {fmt(i_n["cpu"] * 100)} % (anchor: Nchan, no pings)'
+    out.append(f"| idle sockets, app ping every 10 s | {idle_cell(iw)} | {idle_cell(ip)} | {idle_cell(i_n)} | {r_idle} |")
+
+    fw, fp, fn = fanout(runs, "waybill"), fanout(runs, "peer"), fanout(runs, "nchan")
+    def fan_cell(x):
+        if not x:
+            return "no result"
+        return (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
+                f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %' + x.get("busy", ""))
+    r_fan = "—"
+    if fw and fn:
+        r_fan = f'frames/s **{ratio(fw["frames"], fn["frames"])}** (target ≥ 0.90×), p99 **{ratio(fw["p99"], fn["p99"])}** (target ≤ 2×)'
+    out.append(f"| fan-out, 1 000 sockets get every event, max rate | {fan_cell(fw)} | {fan_cell(fp)} | {fan_cell(fn)} | {r_fan} |")
+
+    lw, lp, ln = latency(runs, "waybill"), latency(runs, "peer"), latency(runs, "nchan")
+    def lat_cell(x):
+        if not x:
+            return "no result"
+        s = f'p50 {fmt(x["p50"], 2)} / **p99 {fmt(x["p99"], 2)} ms**, lost {fmt(x["lost"], 0)}'
+        if "us_per_write" in x:
+            s += f', dup {x["dup"]}, CPU {fmt(x["cpu"] * 100)} % ({fmt(x["us_per_write"], 0)} µs/write)'
+        else:
+            s += f', CPU {fmt(x["cpu"] * 100)} %'
+        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
+    r_lat = "—"
+    if lw and lp:
+        r_lat = f'p99 {ratio(lw["p99"], lp["p99"])} of the peer\'s (target p99 ≤ 2 ms)'
+    out.append(f"| delivery at 100 writes/s, 50 driver sockets | {lat_cell(lw)} | {lat_cell(lp)} | {lat_cell(ln)} | {r_lat} |")
+
+    ww, wp = writes(runs, "waybill"), writes(runs, "peer")
+    def best(rows):
+        ok = [r for r in rows if r["lost"] == 0 and r["dup"] == 0]
+        return max(ok, key=lambda r: r["achieved"]) if ok else None
+    def writes_cell(rows):
+        if not rows:
+            return "no result"
+        parts = [f'{fmt(r["rate"], 0)}/s offered: {fmt(r["achieved"])}/s achieved, lost {r["lost"]}, p99 {fmt(r["p99"], 1)} ms, '
+                 f'CPU {fmt(r["cpu"] * 100)} % = **{fmt(r["us_per_write"], 0)} µs/write**{r["busy"]}' for r in rows]
+        return "<br>".join(parts)
+    bw, bp = best(ww), best(wp)
+    r_w = "—"
+    if bw and wp and not bp:
+        r_w = f'highest rate with 0 lost: {fmt(bw["achieved"])}/s; the peer lost events in every run'
+    if bw and bp:
+        r_w = f'highest rate with 0 lost: {fmt(bw["achieved"])} vs {fmt(bp["achieved"])}/s = **{ratio(bw["achieved"], bp["achieved"])}**'
+    out.append(f"| writes/s with 0 lost (open loop, 50 driver sockets) | {writes_cell(ww)} | {writes_cell(wp)} | — (no writes) | {r_w} |")
+
+    checks = []
+    for system in ("waybill", "peer"):
+        rows = [harness_fanout(d) for (s, _), ds in runs.items() if s == system for d in ds if d.get("scenario") == "fanout"]
+        if rows:
+            checks.append(f'{system}: {len(rows)} harness runs, lost {sum(r["lost"] for r in rows)}, duplicate '
+                          f'{sum(r["dup"] for r in rows)}, leaked {sum(r["leaked"] for r in rows)}, ids not increasing '
+                          f'{sum(r["not_increasing"] or 0 for r in rows)}')
+    out += ["", "Correctness: " + "; ".join(checks) + ".",
+            "", "CPU is a share of one core (server process; Nchan: master + worker). \"machine … busy\" is the share of "
+            "both cores busy during the window, other processes included: near 100 % the systems competed for CPU "
+            "(with each other's clients and with anything else running), and their latencies and rates show it."]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
