@@ -41,6 +41,7 @@ import WaybillDomain
             Stage(id: nil, position: -2, kind: .delivery, address: "", plannedAt: nil, completedAt: nil),
         ]
         full.documents = [Document(id: DocumentID(9), name: "cmr.pdf", kind: awkward, createdAt: base)]
+        full.seen = OrderReceipt(driverID: UserID(1_234_567_890_123), version: 3, at: base + 2.25)  // null in `plain`
         plain.id = nil
         return [plain, full]
     }()

@@ -28,6 +28,8 @@ extension OrderSummaryJSON: JSONWritable {
         }
         json.key("number")
         json.string(summary.number)
+        json.key("seen")
+        if let receipt = summary.seen { ReceiptJSON(receipt: receipt).write(to: &json) } else { json.null() }
         if let detail {
             json.key("stages")
             json.array(detail.stages) { json, stage in StageJSON(stage: stage).write(to: &json) }
@@ -46,6 +48,19 @@ extension OrderSummaryJSON: JSONWritable {
 extension OrderDetailJSON: JSONWritable {
     func write(to json: inout JSONByteWriter) {
         json.object { json in OrderSummaryJSON(summary: order.summary).writeMembers(to: &json, detail: order) }
+    }
+}
+
+extension ReceiptJSON: JSONWritable {
+    func write(to json: inout JSONByteWriter) {
+        json.object { json in
+            json.key("at")
+            json.date(receipt.at)
+            json.key("driver_id")
+            json.int(receipt.driverID.rawValue)
+            json.key("version")
+            json.int(receipt.version)
+        }
     }
 }
 
