@@ -8,10 +8,13 @@
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
 #   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
 #                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
+#   scripts/bench.sh storm [CLIENTS [PROCESSES]]
+#                                         reconnect storm after a restart (scripts/bench-storm.sh)
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
+if [ "${1:-}" = storm ]; then shift; exec "$ROOT/scripts/bench-storm.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"

@@ -1,0 +1,19 @@
+import Dispatch
+
+/// Runs async work to completion from libFuzzer's (synchronous) callback.
+///
+/// libFuzzer calls `LLVMFuzzerTestOneInput` on the main thread; the work runs on the cooperative
+/// pool while the main thread waits, so there is no deadlock.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    final class Box: @unchecked Sendable {  // written once before `signal`, read after `wait`
+        var value: T?
+    }
+    let box = Box()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        box.value = await body()
+        done.signal()
+    }
+    done.wait()
+    return box.value!
+}
