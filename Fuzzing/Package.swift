@@ -18,9 +18,12 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [.package(path: mainPackage.path)],
     targets: [
+        // The entry point SwiftPM's debug link expects (see its source file).
+        .target(name: "CFuzzerEntry"),
         .executableTarget(
             name: "WaybillFuzz",
             dependencies: [
+                "CFuzzerEntry",
                 .product(name: "WaybillFuzzable", package: mainIdentity),
                 .product(name: "WaybillClient", package: mainIdentity),
             ],

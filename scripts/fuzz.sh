@@ -25,6 +25,8 @@ BIN="$BUILD/debug/WaybillFuzz"
 mkdir -p "$BUILD/crashes" "$BUILD/logs"
 # Swift's runtime caches look like leaks to LeakSanitizer; the targets check memory safety, not leaks.
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1"
+# Swift's own crash backtracer fights ASan for the crash and can take minutes: let libFuzzer report it.
+export SWIFT_BACKTRACE="enable=no"
 failed=0
 summary=""
 for target in $TARGETS; do

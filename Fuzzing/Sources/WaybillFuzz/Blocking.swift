@@ -5,10 +5,7 @@ import Dispatch
 /// libFuzzer calls `LLVMFuzzerTestOneInput` on the main thread; the work runs on the cooperative
 /// pool while the main thread waits, so there is no deadlock.
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    final class Box: @unchecked Sendable {  // written once before `signal`, read after `wait`
-        var value: T?
-    }
-    let box = Box()
+    let box = ResultBox<T>()
     let done = DispatchSemaphore(value: 0)
     Task {
         box.value = await body()
@@ -16,4 +13,9 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
     }
     done.wait()
     return box.value!
+}
+
+/// Written once before the semaphore is signalled, read after the wait: no lock needed.
+private final class ResultBox<T>: @unchecked Sendable {
+    var value: T?
 }
