@@ -2,8 +2,9 @@ import Testing
 
 @testable import WaybillNetwork
 
-/// The HTTP client's response parser must refuse a hostile answer, never trap. Both cases were
-/// found by the `http-response` fuzz target (docs/HARDENING.md, "Fuzzing").
+/// The HTTP client's response parser must refuse a hostile answer, never trap. The `http-response`
+/// fuzz target found the signed chunk size ("-2", docs/HARDENING.md, "Fuzzing"); the negative
+/// Content-Length next to it traps the same way.
 struct ResponseParserTests {
     private func parse(_ text: String) throws -> HTTPClient.Response {
         try ResponseParser.parse(Array(text.utf8), forHEAD: false)
