@@ -22,7 +22,7 @@ VENV_PY="${WAYBILL_BENCH_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/waybill-be
 [ -x "$VENV_PY" ] && PY="$VENV_PY"
 
 DATA="$(mktemp -d /tmp/waybill-storm.XXXXXX)"
-trap 'rm -rf "$DATA"' EXIT
+trap 'cp "$DATA/server.log" "$OUT/storm-server.log" 2>/dev/null; rm -rf "$DATA"' EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "seeding $CLIENTS drivers ..." >&2
 "$BIN" seed --data-dir "$DATA" --drivers "$CLIENTS" --orders-per-driver 0 --password-iterations 1000 \

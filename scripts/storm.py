@@ -91,6 +91,8 @@ class Driver:
         self.resets = 0
         self.attempts = 0        # failed connects (ticket or socket)
         self.closes = {}         # close code -> count
+        self.state = "new"       # backoff, ticket, connecting, upgraded (no `connected` yet), live
+        self.errors = {}         # failure kind -> count
 
 
 class Clients:
@@ -112,6 +114,8 @@ class Clients:
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as error:
                 if not d.live:
                     d.attempts += 1
+                    kind = f"{d.state}: {type(error).__name__}"
+                    d.errors[kind] = d.errors.get(kind, 0) + 1
                 if self.args.verbose:
                     log(f"driver {d.id}: {error!r}")
             if d.live:  # the policy counts attempts since the socket was last live
@@ -122,9 +126,11 @@ class Clients:
             # ReconnectPolicy.standard: full jitter over min(cap, base * 2^attempt).
             ceiling = min(60.0, 1.0 * 2 ** min(attempt, 16))
             attempt += 1
+            d.state = "backoff"
             await asyncio.sleep(self.rng.uniform(0, ceiling))
 
     async def session(self, d):
+        d.state = "ticket"
         if self.args.auth == "ticket":
             status, body = await http(self.host, self.port, "POST", "/api/ws-ticket", token=d.token)
             if status != 200:
@@ -134,6 +140,7 @@ class Clients:
             query = "token=" + d.token
         if d.cursor:
             query += "&cursor=" + d.cursor
+        d.state = "connecting"
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
         try:
             key = base64.b64encode(os.urandom(16)).decode()
@@ -143,9 +150,12 @@ class Clients:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             if b" 101 " not in head.split(b"\r\n", 1)[0]:
                 raise ValueError("upgrade refused: " + head.split(b"\r\n", 1)[0].decode(errors="replace"))
+            d.state = "upgraded"
             message = b""
             while True:
-                fin, opcode, payload = await read_frame(reader)
+                # Until `connected`, a silent server is a failed attempt (30 s); then wait for frames.
+                fin, opcode, payload = await (read_frame(reader) if d.live else
+                                              asyncio.wait_for(read_frame(reader), 30))
                 if opcode == 0x9:
                     writer.write(mask(0xA, payload))
                 elif opcode == 0x8:
@@ -165,6 +175,7 @@ class Clients:
         kind = frame.get("type", "")
         if kind == "connected":
             d.live = True
+            d.state = "live"
             d.live_since.append(time.time())
             if d.cursor is None:
                 d.cursor = frame.get("cursor")
@@ -179,8 +190,11 @@ class Clients:
         last = None
         while not self.stopping:
             live = self.live_count()
-            if live != last:
-                print(json.dumps({"live": live, "t": time.time()}), flush=True)
+            states = {}
+            for d in self.drivers:
+                states[d.state] = states.get(d.state, 0) + 1
+            if live != last or int(time.time() * 10) % 50 == 0:
+                print(json.dumps({"live": live, "t": time.time(), "states": states}), flush=True)
                 last = live
             await asyncio.sleep(0.1)
 
@@ -191,7 +205,10 @@ class Clients:
             await asyncio.sleep(1.0 / max(1, len(self.drivers)))
         progress = asyncio.create_task(self.report_progress())
         loop = asyncio.get_running_loop()
-        command = json.loads(await loop.run_in_executor(None, sys.stdin.readline))
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:  # the coordinator is gone
+            os._exit(1)
+        command = json.loads(line)
         expect = {int(k): set(v) for k, v in command["expect"].items()}
         deadline = time.time() + command.get("timeout", 30)
         while time.time() < deadline:  # until every expected event is in (or the deadline)
@@ -214,15 +231,17 @@ class Clients:
             wanted = expect.get(d.id, set())
             lost += len(wanted - set(orders))
             unexpected += len(set(orders) - wanted)
-        closes = {}
+        closes, errors = {}, {}
         for d in self.drivers:
             for code, n in d.closes.items():
                 closes[str(code)] = closes.get(str(code), 0) + n
+            for kind, n in d.errors.items():
+                errors[kind] = errors.get(kind, 0) + n
         return {
             "sockets": len(self.drivers), "received": received, "lost": lost, "duplicates": duplicates,
             "unexpected": unexpected, "resets": sum(d.resets for d in self.drivers),
             "failed_attempts": sum(d.attempts for d in self.drivers),
-            "connects": sum(len(d.live_since) for d in self.drivers), "closes": closes,
+            "connects": sum(len(d.live_since) for d in self.drivers), "closes": closes, "errors": errors,
             "live_since": {str(d.id): d.live_since for d in self.drivers},
         }
 
@@ -323,6 +342,7 @@ class Coordinator:
             message = json.loads(line)
             if "live" in message:
                 self.live[index] = message["live"]
+                self.states[index] = message.get("states", {})
             elif "done" in message:
                 self.results[index] = message["done"]
 
@@ -331,28 +351,39 @@ class Coordinator:
 
     async def wait_until(self, condition, seconds, what):
         deadline = time.time() + seconds
+        next_log = time.time() + 10
         while time.time() < deadline:
             if condition():
                 return True
+            if time.time() >= next_log:
+                next_log += 10
+                states = {}
+                for child in self.states:
+                    for k, v in child.items():
+                        states[k] = states.get(k, 0) + v
+                log(f"storm: waiting for {what}: {sum(self.live)} live, sockets by state {states}")
             await asyncio.sleep(0.05)
         log(f"storm: gave up waiting for {what} after {seconds} s ({sum(self.live)} of {self.args.clients} live)")
         return False
 
     async def main(self):
         a = self.args
+        self.load_at_start = os.getloadavg()[0]
         self.server.start()
         if not await self.server.wait_healthy(time.time() + 30):
             raise SystemExit("storm: the server did not start")
         per = (a.clients + a.processes - 1) // a.processes
         self.results = [None] * a.processes
         self.live = [0] * a.processes
+        self.states = [{} for _ in range(a.processes)]
         readers = []
         for i in range(a.processes):
             first, count = i * per, min(per, a.clients - i * per)
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, __file__, "--role", "clients", "--seed-file", a.seed_file, "--host", a.host,
                 "--port", str(a.port), "--first", str(first), "--count", str(count), "--auth", a.auth,
-                "--seed", str(a.seed + 100 + i), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+                "--seed", str(a.seed + 100 + i), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                limit=1 << 26)  # the final report names every socket's connect times
             self.children.append(proc)
             readers.append(asyncio.create_task(self.read_child(i, proc)))
         log(f"storm: connecting {a.clients} sockets in {a.processes} processes ...")
@@ -408,10 +439,12 @@ class Coordinator:
                 totals[key] = totals.get(key, 0) + (r or {}).get(key, 0)
         back_times = sorted(min((t for t in since if t > t_stop), default=float("inf")) - t_start
                             for r in self.results if r for since in r["live_since"].values())
-        closes = {}
+        closes, errors = {}, {}
         for r in self.results:
             for code, n in (r or {}).get("closes", {}).items():
                 closes[code] = closes.get(code, 0) + n
+            for kind, n in (r or {}).get("errors", {}).items():
+                errors[kind] = errors.get(kind, 0) + n
         # Server CPU and store transactions per second over each sampling interval after the restart
         # (until all were back, plus the --after window).
         cpu, tps = [], []
@@ -439,7 +472,9 @@ class Coordinator:
             "peak_store_tx_per_s": round(max(tps), 1) if tps else None,
             "store_tx_during_storm": (during[-1][3] - during[0][3]) if len(during) > 1 else None,
             "writes_ok": self.writes["ok"], "writes_refused": self.writes["failed"],
-            "closes": closes, **totals,
+            "closes": closes, "failures": errors, **totals,
+            # The machine is shared while developing: say how busy it was (1-minute load average).
+            "load_at_start": self.load_at_start, "load_at_end": os.getloadavg()[0],
         }
         if result["store_tx_during_storm"] is not None and t_back:
             result["store_tx_per_s_during_storm"] = round(result["store_tx_during_storm"] / max(0.5, t_back - t_start), 1)
@@ -447,7 +482,18 @@ class Coordinator:
 
 
 def coordinator_role(args):
-    result = asyncio.run(Coordinator(args).main())
+    coordinator = Coordinator(args)
+    try:
+        result = asyncio.run(coordinator.main())
+    finally:  # whatever happened: no server or client process outlives the run
+        for proc in [coordinator.server.proc] + [c for c in coordinator.children]:
+            if proc is not None and proc.returncode is None:
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
+        if coordinator.server.proc is not None:
+            coordinator.server.proc.wait()
     log(json.dumps(result, indent=1))
     print(json.dumps(result), flush=True)
     ok = result["lost"] == 0 and result["duplicates"] == 0 and result["all_back_s"] is not None
