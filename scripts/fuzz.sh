@@ -18,7 +18,7 @@ TARGETS="${*:-$ALL}"
 
 echo "building the fuzz targets (debug, -sanitize=fuzzer,address) ..."
 swift build --package-path "$ROOT/Fuzzing" --build-path "$BUILD" \
-    -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -E "error|warning: |Compiling|Build complete" | grep -v "^\[.*Compiling" || true
+    -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -E "error|warning: |Build complete" | grep -v "ld.gold: warning" || true
 BIN="$BUILD/debug/WaybillFuzz"
 [ -x "$BIN" ] || { echo "the fuzz build failed" >&2; exit 1; }
 
