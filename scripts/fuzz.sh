@@ -16,11 +16,15 @@ ALL="chunked-body http-response http-wire api-request router order-list-query if
 if [ "${1:-}" = --list ]; then echo "$ALL" | tr ' ' '\n'; exit 0; fi
 TARGETS="${*:-$ALL}"
 
+mkdir -p "$BUILD"
 echo "building the fuzz targets (debug, -sanitize=fuzzer,address) ..."
 swift build --package-path "$ROOT/Fuzzing" --build-path "$BUILD" \
-    -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -E "error|warning: |Build complete" | grep -v "ld.gold: warning" || true
+    -Xswiftc -sanitize=fuzzer,address >"$BUILD/build.log" 2>&1
+built=$?
+grep -E "error|warning: |Build complete" "$BUILD/build.log" | grep -v "ld.gold: warning"
 BIN="$BUILD/debug/WaybillFuzz"
-[ -x "$BIN" ] || { echo "the fuzz build failed" >&2; exit 1; }
+# Never fuzz a stale binary from an earlier build.
+[ "$built" -eq 0 ] && [ -x "$BIN" ] || { echo "the fuzz build failed (see $BUILD/build.log)" >&2; exit 1; }
 
 mkdir -p "$BUILD/crashes" "$BUILD/logs"
 # Swift's runtime caches look like leaks to LeakSanitizer; the targets check memory safety, not leaks.
