@@ -31,4 +31,4 @@ echo "seeding $CLIENTS drivers ..." >&2
 "$PY" "$ROOT/scripts/storm.py" --bin "$BIN" --data-dir "$DATA" --seed-file "$DATA/seed.json" --port "$PORT" \
     --clients "$CLIENTS" --processes "$PROCESSES" --auth "${STORM_AUTH:-ticket}" \
     --write-rate "${STORM_WRITE_RATE:-20}" --before "${STORM_BEFORE:-5}" --after "${STORM_AFTER:-5}" \
-    --down "${STORM_DOWN:-0}" | tee -a "$OUT/results.jsonl"
+    --down "${STORM_DOWN:-0}" --stop-timeout "${STORM_STOP_TIMEOUT:-60}" | tee -a "$OUT/results.jsonl"

@@ -398,14 +398,21 @@ class Coordinator:
         log("storm: SIGTERM to the server")
         t_stop = time.time()
         self.server.proc.send_signal(signal.SIGTERM)
-        while self.server.proc.poll() is None and time.time() - t_stop < 30:
+        while self.server.proc.poll() is None and time.time() - t_stop < a.stop_timeout:
             await asyncio.sleep(0.02)
-        t_exited = time.time()
+        self.stop_timed_out = self.server.proc.poll() is None
+        if self.stop_timed_out:  # it still holds the port: the new server could not bind
+            log(f"storm: the server did not exit within {a.stop_timeout} s of SIGTERM; SIGKILL")
+            self.server.proc.kill()
+            self.server.proc.wait()
+        t_exited = self.t_exited = time.time()
         await self.wait_until(lambda: sum(self.live) == 0, 10, "every socket to notice")
         await asyncio.sleep(a.down)
         t_start = time.time()
         self.server.start()
         await self.server.wait_healthy(time.time() + 30)
+        if self.server.proc.poll() is not None:
+            raise SystemExit("storm: the restarted server exited (see its log)")
         t_healthy = time.time()
         log(f"storm: stopped in {t_exited - t_stop:.2f} s, down {t_start - t_exited:.2f} s, healthy again "
             f"{t_healthy - t_start:.2f} s after start; waiting for {a.clients} sockets ...")
@@ -472,6 +479,7 @@ class Coordinator:
             "peak_store_tx_per_s": round(max(tps), 1) if tps else None,
             "store_tx_during_storm": (during[-1][3] - during[0][3]) if len(during) > 1 else None,
             "writes_ok": self.writes["ok"], "writes_refused": self.writes["failed"],
+            "stop_s": round(self.t_exited - t_stop, 2), "stop_timed_out": self.stop_timed_out,
             "closes": closes, "failures": errors, **totals,
             # The machine is shared while developing: say how busy it was (1-minute load average).
             "load_at_start": self.load_at_start, "load_at_end": os.getloadavg()[0],
@@ -520,6 +528,7 @@ def main():
     p.add_argument("--down", type=float, default=0.0, help="seconds between the old server's exit and the new start")
     p.add_argument("--after", type=float, default=5.0, help="seconds of writing after every socket is back")
     p.add_argument("--recover-timeout", type=float, default=180.0)
+    p.add_argument("--stop-timeout", type=float, default=60.0, help="SIGKILL the server if SIGTERM takes longer")
     # clients
     p.add_argument("--first", type=int, default=0)
     p.add_argument("--count", type=int, default=0)
