@@ -7,7 +7,7 @@ SWIFT ?= swift
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench bench-history clean
+.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench bench-history fuzz clean
 
 run: deps build-release
 	$(RELEASE_BIN)/waybill demo
@@ -53,6 +53,10 @@ bench: build-release
 # 100 200 orders (docs/HISTORY-BENCH.md); needs .venv-browser, which `make browser-test` makes.
 bench-history: build-release
 	scripts/bench-history.sh
+
+# libFuzzer on the network-facing parsers, FUZZ_SECONDS (30) per target; not part of `make test`.
+fuzz:
+	scripts/fuzz.sh
 
 clean:
 	rm -rf .build

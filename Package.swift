@@ -14,6 +14,12 @@ let package = Package(
     products: [
         .library(name: "WaybillClient", targets: ["WaybillClient"]),
         .executable(name: "waybill", targets: ["waybill"]),
+        // Only for the fuzz targets in Fuzzing/ (a separate package, `make fuzz`, docs/HARDENING.md):
+        // a package can use another's modules through products only.
+        .library(
+            name: "WaybillFuzzable",
+            targets: ["WaybillNetwork", "WaybillRealtime", "WaybillAPI", "WaybillSQLite", "WaybillBroker",
+                      "WaybillStorage", "WaybillDomain", "WaybillObservability"]),
     ],
     targets: [
         // C libraries from the system, each imported by exactly one Swift module.

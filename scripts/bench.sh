@@ -10,12 +10,15 @@
 #                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
 #   scripts/bench.sh compare [--quick]    Waybill, the Django Channels peer and Nchan on the issue-10
 #                                         scenarios, one markdown table (scripts/bench-compare.sh)
+#   scripts/bench.sh storm [CLIENTS [PROCESSES]]
+#                                         reconnect storm after a restart (scripts/bench-storm.sh)
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored), or to
 # $WAYBILL_BENCH_OUT.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
 if [ "${1:-}" = compare ]; then shift; exec "$ROOT/scripts/bench-compare.sh" "$@"; fi
+if [ "${1:-}" = storm ]; then shift; exec "$ROOT/scripts/bench-storm.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"

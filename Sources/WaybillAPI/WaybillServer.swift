@@ -46,6 +46,7 @@ public final class WaybillServer: Sendable {
     ) async throws -> WaybillServer {
         let logger = configuration.nodeID.map { logger.adding(["node": $0]) } ?? logger
         let metrics = Metrics(nodeID: configuration.nodeID)
+        let store = MeteredOrderStore(store, metrics: metrics)  // every part's transactions are counted
         // Subscribed before the store's newest cursor is read, so the hub misses nothing after it;
         // sockets that resume from older events get them by replay.
         let subscription = broker.subscribe()

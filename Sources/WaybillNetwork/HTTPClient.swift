@@ -134,8 +134,10 @@ enum ResponseParser {
             body = []
         } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
             body = try dechunk(body)
-        } else if let length = headers["content-length"].flatMap(Int.init), length <= body.count {
-            body = Array(body[0..<length])
+        } else if let length = headers["content-length"].flatMap(Int.init) {
+            // A negative length (which `Int.init` accepts) used to trap on `0..<length`.
+            guard length >= 0 else { throw HTTPClient.Failure(description: "malformed Content-Length") }
+            if length <= body.count { body = Array(body[0..<length]) }
         }
         return HTTPClient.Response(status: status, headers: headers, body: body)
     }
@@ -144,10 +146,15 @@ enum ResponseParser {
         var out: [UInt8] = [], index = 0
         while let lineEnd = data[index...].firstRange(of: [13, 10]) {
             let sizeText = String(decoding: data[index..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else { break }
+            // Hex digits only: `Int(_:radix:)` also takes a sign, and "-5" used to trap on a negative
+            // range; at most 15 digits, so `start + size` cannot overflow.
+            let digits = sizeText.trimmingCharacters(in: .whitespaces)
+            guard (1...15).contains(digits.utf8.count), digits.allSatisfy(\.isHexDigit),
+                let size = Int(digits, radix: 16)
+            else { break }
             if size == 0 { return out }
             let start = lineEnd.upperBound
-            guard start + size <= data.count else { throw HTTPClient.Failure(description: "truncated chunk") }
+            guard size <= data.count - start else { throw HTTPClient.Failure(description: "truncated chunk") }
             out += data[start..<start + size]
             index = start + size + 2
             guard index <= data.count else { break }

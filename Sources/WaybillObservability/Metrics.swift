@@ -21,6 +21,8 @@ public final class Metrics: Sendable {
         var relayFailures = 0
         var feedStoreReads = 0
         var historyRewinds = 0
+        var storeReads = 0
+        var storeWrites = 0
         var deliveredEventID: Int64 = 0
         var overflows: [Bound: Int] = [:]
         var storeCheckpointFailures = 0
@@ -67,6 +69,8 @@ public final class Metrics: Sendable {
     /// The hub feed read events from the store (a gap in what the broker gave, or polling while it is down).
     public func feedReadStore() { state.withLock { $0.feedStoreReads += 1 } }
     public func historyRewound() { state.withLock { $0.historyRewinds += 1 } }
+    /// One store transaction ran (read or write), whoever asked: the load a reconnect storm puts on the store.
+    public func storeTransaction(write: Bool) { state.withLock { write ? ($0.storeWrites += 1) : ($0.storeReads += 1) } }
     /// The newest event id this node's hub has handed to its sockets (compare nodes: a node far
     /// behind the others is not getting events).
     public func delivered(through id: Int64) { state.withLock { $0.deliveredEventID = id } }
@@ -134,6 +138,10 @@ public final class Metrics: Sendable {
         out += counter(
             "waybill_store_checkpoint_failures_total", "Failed WAL checkpoints since the store opened (SQLite).",
             s.storeCheckpointFailures)
+        out += "# HELP waybill_store_transactions_total Store transactions run by this node, by kind.\n"
+        out += "# TYPE waybill_store_transactions_total counter\n"
+        out += "waybill_store_transactions_total{kind=\"read\"} \(s.storeReads)\n"
+        out += "waybill_store_transactions_total{kind=\"write\"} \(s.storeWrites)\n"
         out += "# HELP waybill_delivered_event_id Newest event id this node's hub has fanned out.\n"
         out += "# TYPE waybill_delivered_event_id gauge\nwaybill_delivered_event_id \(s.deliveredEventID)\n"
         out += "# HELP waybill_store_up Whether the store answered this scrape's query (1) or not (0).\n"
