@@ -21,10 +21,19 @@ extension FuzzTarget {
         }
     }
 
-    /// Text frames a client sends to the hub (`ClientFrame`): the whole input is one frame.
+    /// Text frames a client sends to the hub (`ClientFrame`: ping and `seen`): the whole input is one frame.
+    ///
+    /// Checks: the canonical ping is a ping; a `seen` frame never yields more than
+    /// `maxSeenOrders` entries, and only positive ids and versions (what the store may be asked to record).
     static let clientFrame = FuzzTarget(name: "ws-client-frame", summary: "client → hub text frames") { input in
         let text = input.restText()
-        let isPing = ClientFrame.isPing(text)
-        if text == #"{"type":"ping"}"# { FuzzCheck.expect(isPing, "the canonical ping is not a ping") }
+        let frame = ClientFrame.parse(text)
+        if text == #"{"type":"ping"}"# { FuzzCheck.expect(frame == .ping, "the canonical ping is not a ping") }
+        if case .seen(let reports) = frame {
+            FuzzCheck.expect(!reports.isEmpty && reports.count <= ClientFrame.maxSeenOrders, "seen: \(reports.count) entries")
+            for report in reports {
+                FuzzCheck.expect(report.orderID.rawValue > 0 && report.version > 0, "seen: \(report)")
+            }
+        }
     }
 }

@@ -51,7 +51,7 @@ final class ServerFixture: Sendable {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.passwordIterations = 1_000
-        configuration.shutdownDrainSeconds = 0
+        configuration.shutdownDrain = .zero
         server = try await WaybillServer.start(
             configuration: configuration, store: store, broker: InProcessBroker(), logger: logger)
     }
