@@ -139,6 +139,14 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             isDeferringWrites = false
             flushDeferredWrites()
             return 0  // never non-zero: that would close the wake-up pipe
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            // Once shutdown has begun, a new connection is closed as soon as it is accepted: a
+            // reconnect storm against a draining server then costs no descriptor and no handshake
+            // (10 000 clients retrying during a drain once filled the 20 000-file limit). Clients
+            // retry with backoff; open keep-alive connections still get 503 `shutting_down`.
+            // (`lws_context_deprecate` would close the listener, but lws then raises SIGINT in the
+            // process once the context is idle, which an embedding process must not get.)
+            return isShuttingDown ? -1 : 0
         case LWS_CALLBACK_HTTP:
             return httpRequestStarted(wsi, user)
         case LWS_CALLBACK_HTTP_BODY:

@@ -403,12 +403,21 @@ struct HTTPServerTests {
         #expect(server.liveSessionObjects == 0)
     }
 
-    @Test func newRequestsDuringShutdownGet503() async throws {
+    /// During the drain a new connection is closed as soon as it is accepted (no descriptor, no
+    /// handshake spent on it), and a request on a connection opened before gets 503 `shutting_down`.
+    @Test func duringShutdownNewConnectionsAreClosedAndOpenOnesGet503() async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
         let port = server.port
+        let kept = try await runBlocking { () -> RawConnection in
+            let c = try RawConnection(port: port)
+            try c.send(RawConnection.request("GET", "/before"))
+            _ = try c.readResponse()
+            return c
+        }
+        let idle = server.liveSessionObjects
         // An in-flight request keeps the server draining for a while.
         let slow = Task {
             try await runBlocking {
@@ -417,20 +426,31 @@ struct HTTPServerTests {
                 return try c.readResponse().status
             }
         }
-        #expect(await eventually { server.liveSessionObjects == 1 })
+        #expect(await eventually { server.liveSessionObjects == idle + 1 })
         let stopping = Task { await server.shutdown() }
-        let refusal = try await runBlocking { () -> RawHTTPResponse? in
+        let closedUnanswered = try await runBlocking { () -> Bool in
             let deadline = ContinuousClock.now + .seconds(3)
             while ContinuousClock.now < deadline {
-                let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("GET", "/new"))
-                let response = try c.readResponse()
-                if response.status == 503 { return response }
+                let c = try RawConnection(port: port, timeout: .seconds(1))
+                try? c.send(RawConnection.request("GET", "/new"))
+                do {
+                    _ = try c.readResponse()  // answered: shutdown has not begun yet
+                } catch RawConnectionError.closed {
+                    return true
+                } catch {
+                    return false  // a timeout: the connection was held open
+                }
             }
-            return nil
+            return false
         }
-        #expect(refusal?.header("connection") == "close")
-        #expect(refusal?.text.contains("shutting_down") == true)
+        #expect(closedUnanswered)
+        let refusal = try await runBlocking { () -> RawHTTPResponse in
+            try kept.send(RawConnection.request("GET", "/after"))
+            return try kept.readResponse()
+        }
+        #expect(refusal.status == 503)
+        #expect(refusal.header("connection") == "close")
+        #expect(refusal.text.contains("shutting_down"))
         #expect(try await slow.value == 200)
         await stopping.value
     }
