@@ -31,8 +31,10 @@ public struct ServerConfiguration: Sendable {
     public var outboxRetention: Duration = .seconds(7 * 86_400)
     public var pruneInterval: Duration = .seconds(3600)
     /// How long an `Idempotency-Key` record (and its stored response) is kept after it was last
-    /// written; SPEC §2 asks for at least 24 h.
-    public var idempotencyRetention: Duration = .seconds(86_400)
+    /// written. SPEC §2 asks for at least 24 h; 48 h leaves a day of margin over the client's
+    /// 24 h give-up age (`ActionQueuePolicy.maxAge`, measured on the device's clock, which can be
+    /// set back), so a retry never finds its key already forgotten and applies twice.
+    public var idempotencyRetention: Duration = .seconds(2 * 86_400)
     /// An `Idempotency-Key` claimed this long ago with no response yet is taken over by a repeat
     /// (the node that claimed it most likely died); until then repeats get 409.
     public var idempotencyClaimTimeout: Duration = .seconds(30)

@@ -24,7 +24,7 @@ public final class InProcessBroker: Broker {
     /// Batches dropped so far because a subscriber's buffer was full.
     public var droppedBatches: Int { dropped.load(ordering: .relaxed) }
 
-    /// `publish` only yields to unbounded in-memory streams: it cannot stall.
+    /// `publish` only yields to in-memory streams that drop their oldest batch when full: it cannot stall.
     public var publishNeverStalls: Bool { true }
 
     public func publish(_ events: [StoredEvent]) async throws {

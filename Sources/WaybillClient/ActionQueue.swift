@@ -73,6 +73,18 @@ struct ActionQueue: Sendable {
         return .send(actions[0])
     }
 
+    /// The part of an order ETag that names its version: `"o42-v7-s5"` → `"o42-v7"` (the server
+    /// adds `-s<version>` once the driver's device has reported a receipt; SPEC §2, docs/PROTOCOL.md).
+    /// Any other tag is returned unchanged.
+    static func versionTag(_ tag: String) -> String {
+        guard tag.count > 2, tag.hasPrefix("\""), tag.hasSuffix("\"") else { return tag }
+        let parts = tag.dropFirst().dropLast().split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[2].first == "s", parts[2].count > 1,
+            parts[2].dropFirst().allSatisfy({ $0.isASCII && $0.isNumber })
+        else { return tag }
+        return "\"" + parts[0] + "-" + parts[1] + "\""
+    }
+
     /// The send of the head ended with `outcome`.
     mutating func finished(_ outcome: Outcome, random: inout some RandomNumberGenerator) -> Finish {
         guard isSending else { return .none }
@@ -83,7 +95,10 @@ struct ActionQueue: Sendable {
             applied.state = .applied
             if let expected = applied.ifMatch {
                 for index in actions.indices where actions[index].orderID == applied.orderID {
-                    if actions[index].ifMatch == expected { actions[index].ifMatch = saved.etag }
+                    // `"o42-v7"` and `"o42-v7-s7"` (with the driver's receipt) name one version.
+                    if let tag = actions[index].ifMatch, Self.versionTag(tag) == Self.versionTag(expected) {
+                        actions[index].ifMatch = saved.etag
+                    }
                 }
             }
             return .applied(applied, saved)

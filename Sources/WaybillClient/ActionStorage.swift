@@ -11,6 +11,14 @@ public protocol ActionStorage: Sendable {
     func load() throws -> Data?
     /// Replaces what is stored with `data`, all or nothing: a crash mid-write leaves the old queue.
     func save(_ data: Data) throws
+    /// Keeps what is stored somewhere the next ``save(_:)`` does not overwrite: the session found it
+    /// unreadable (a newer app's format, a damaged file), and a driver's actions are not thrown away
+    /// unseen. The default keeps nothing.
+    func setAsideUnreadable()
+}
+
+extension ActionStorage {
+    public func setAsideUnreadable() {}
 }
 
 /// The queue in one file, replaced atomically on every change (written to a temporary file, then renamed).
@@ -32,6 +40,16 @@ public struct FileActionStorage: ActionStorage {
     public func save(_ data: Data) throws {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: url, options: .atomic)
+    }
+
+    /// Where ``setAsideUnreadable()`` moves an unreadable queue file: `<file>.unreadable`.
+    public var unreadableURL: URL { url.appendingPathExtension("unreadable") }
+
+    /// Renames the file to ``unreadableURL`` (replacing an older one), for a person or a later
+    /// version to look at.
+    public func setAsideUnreadable() {
+        try? FileManager.default.removeItem(at: unreadableURL)
+        try? FileManager.default.moveItem(at: url, to: unreadableURL)
     }
 }
 

@@ -140,13 +140,16 @@ extension DriverSession {
         }
     }
 
-    /// Reads the queue a previous session left in `storage`; an unreadable one is reported and kept
-    /// untouched until the first new action overwrites it.
+    /// Reads the queue a previous session left in `storage`; an unreadable one is reported and set
+    /// aside (``ActionStorage/setAsideUnreadable()``) so the first new action does not overwrite it.
     static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: Bool) {
+        // Not readable now (permissions, I/O): reported, and left where it is.
+        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], true) }
+        guard let data = loaded else { return ([], false) }
         do {
-            guard let data = try storage.load() else { return ([], false) }
             return (try StoredActionQueue.decode(data), false)
         } catch {
+            storage.setAsideUnreadable()
             return ([], true)
         }
     }

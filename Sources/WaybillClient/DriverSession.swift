@@ -151,7 +151,8 @@ public actor DriverSession {
         actionStorageUnreadable = stored.problem
     }
 
-    /// Whether the storage held a queue this version cannot read (it is left as it is until a new action).
+    /// Whether the storage held a queue this version cannot read (a file storage has set it aside as
+    /// `<file>.unreadable`).
     public private(set) var actionStorageUnreadable: Bool
 
     /// The socket's state, for a status line in the app.

@@ -29,12 +29,12 @@ public final class OutboxPruner: Sendable {
     ///   - sessionRetention: how long login attempts and logouts are kept; longer than the login
     ///     throttle's window (5 min) and the session watchers' overlap (seconds).
     ///   - idempotencyRetention: how long an `Idempotency-Key` record is kept after it was last
-    ///     written (SPEC §2: at least 24 h).
+    ///     written (SPEC §2: at least 24 h; the server's default is 48 h).
     ///   - now: the wall clock the cutoffs are computed from.
     ///   - clock: what the pruner sleeps on between runs.
     public init(
         store: any OrderStore, retention: Duration, sessionRetention: Duration = .seconds(3600),
-        idempotencyRetention: Duration = .seconds(86_400), interval: Duration,
+        idempotencyRetention: Duration = .seconds(2 * 86_400), interval: Duration,
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger
     ) {
         self.store = store

@@ -47,6 +47,23 @@ struct ActionQueueTests {
         #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), FakeOrdersAPI.etag(2, version: 1)])
     }
 
+    /// The driver queued A with the detail's tag, then refetched it after its own receipt (same
+    /// version, tag `"o1-v1-s1"`) and queued B: B is on the same version and moves on with A.
+    @Test func aTagWithAReceiptSuffixNamesTheSameVersion() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: "\"o1-v1\""))
+        queue.add(action("b", .completeStage(5, of: 1), ifMatch: "\"o1-v1-s1\""))
+        queue.add(action("c", .completeStage(6, of: 1), ifMatch: "\"o1-v0-s0\""))  // an older version stays
+        _ = queue.next(now: start)
+        _ = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), "\"o1-v0-s0\""])
+        #expect(ActionQueue.versionTag("\"o12-v3-s3\"") == "\"o12-v3\"")
+        for tag in ["\"o12-v3\"", "\"x\"", "\"", "*", "\"o1-v2-s\"", "\"o1-v2-sx\"", "W/\"o1-v2-s2\""] {
+            #expect(ActionQueue.versionTag(tag) == tag)
+        }
+    }
+
     @Test(arguments: [
         (WaybillClientError.http(status: 409, code: "invalid_transition", message: "cancelled"), "invalid_transition"),
         (WaybillClientError.http(status: 412, code: "precondition_failed", message: "changed"), "precondition_failed"),

@@ -230,6 +230,10 @@ struct OfflineActionsTests {
         let third = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: storage)
         #expect(await third.actionStorageUnreadable)
         #expect(await third.pendingActions.isEmpty)
+        // The unreadable queue is kept aside: the next action does not overwrite it.
+        try await third.queue(.completeStage(4, of: 2), expecting: .any)
+        #expect(try Data(contentsOf: storage.unreadableURL) == Data("not json".utf8))
+        #expect(try StoredActionQueue.decode(Data(contentsOf: storage.url)).count == 1)
     }
 
     static func name(_ state: ActionState) -> String {

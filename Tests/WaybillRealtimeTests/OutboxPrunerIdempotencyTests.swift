@@ -5,14 +5,14 @@ import WaybillRealtime
 import WaybillSQLite
 import WaybillStorage
 
-/// The pruner forgets `Idempotency-Key` records a day (its `idempotencyRetention`) after they were
+/// The pruner forgets `Idempotency-Key` records two days (its `idempotencyRetention`) after they were
 /// last written, and keeps younger ones.
 @Suite(.timeLimit(.minutes(1)))
 struct OutboxPrunerIdempotencyTests {
     @Test func idempotencyRecordsGoAfterTheirRetentionAndNotBefore() async throws {
         try await withStore { store in
             let now = Date(timeIntervalSince1970: 1_764_500_000)
-            for (key, age) in [("old", 86_400.0 + 1), ("young", 86_400.0 - 60)] {
+            for (key, age) in [("old", 2 * 86_400.0 + 1), ("young", 2 * 86_400.0 - 60)] {
                 let request = IdempotentRequest(
                     userID: UserID(1), key: key, method: "POST", path: "/api/orders", fingerprint: [1])
                 _ = try await store.write { tx in
