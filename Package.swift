@@ -116,6 +116,15 @@ let package = Package(
             dependencies: ["WaybillRealtime", "WaybillTesting", "WaybillDomain", "WaybillStorage", "WaybillSQLite",
                            "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
             swiftSettings: swiftSettings),
+        // The fuzz targets (Fuzzing/, through the `Targets` link) replaying their seed corpus: the
+        // harness is built with every `make test`, and each seed is a regression test.
+        .testTarget(
+            name: "WaybillFuzzSeedTests",
+            dependencies: ["WaybillAPI", "WaybillNetwork", "WaybillRealtime", "WaybillSQLite", "WaybillBroker",
+                           "WaybillStorage", "WaybillDomain", "WaybillObservability", "WaybillClient",
+                           "WaybillTesting"],
+            exclude: ["Targets/Entry.swift"],
+            swiftSettings: swiftSettings),
         // The broker conformance suite (in-process and Redis, one body each) and Redis's own failure tests.
         .testTarget(
             name: "WaybillBrokerTests",

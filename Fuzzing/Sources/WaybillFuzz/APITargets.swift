@@ -1,6 +1,8 @@
 import Foundation
 @testable import WaybillAPI
+import WaybillDomain
 import WaybillNetwork
+import WaybillStorage
 
 extension FuzzTarget {
     /// Whole requests through the API pipeline in-process (router, authentication, JSON bodies,

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import WaybillAPI
 
 extension FuzzTarget {
     /// Raw bytes to the running server over loopback: the HTTP request reader (lws and
