@@ -69,7 +69,24 @@ extension ServerCore {
     // MARK: SocketIO
 
     func send(_ frame: OutboundFrame, to id: SocketID) -> Bool {
-        guard let connection = sockets[id], connection.isOpen else { return false }
+        guard let connection = sockets[id] else { return false }
+        return send(frame, on: connection)
+    }
+
+    /// Several frames for one socket, in order, with one look-up (the hub's fan-out of a batch).
+    /// Stops at the first frame that is refused: the socket is then closing. Returns the frames queued.
+    func send(_ frames: [OutboundFrame], to id: SocketID) -> Int {
+        guard let connection = sockets[id] else { return 0 }
+        var sent = 0
+        for frame in frames {
+            guard send(frame, on: connection) else { break }
+            sent += 1
+        }
+        return sent
+    }
+
+    private func send(_ frame: OutboundFrame, on connection: WebSocketConnection) -> Bool {
+        guard connection.isOpen else { return false }
         if !isDeferringWrites, !connection.hasQueued, !connection.peerIsClosing,
             lws_partial_buffered(connection.wsi) == 0
         {

@@ -9,6 +9,11 @@ struct ServerSocketIO: SocketIO {
         return core.send(frame, to: socket)
     }
 
+    @discardableResult func send(_ frames: [OutboundFrame], to socket: SocketID) -> Int {
+        assert(core.loop.isOnLoop, "SocketIO used off the service thread")
+        return core.send(frames, to: socket)
+    }
+
     func close(_ socket: SocketID, code: Int, reason: String) {
         assert(core.loop.isOnLoop, "SocketIO used off the service thread")
         core.close(socket, code: code, reason: reason)

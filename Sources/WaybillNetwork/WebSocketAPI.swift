@@ -70,10 +70,25 @@ public protocol SocketIO {
     /// Queues `frame` on `socket`. Returns `false` if the socket is unknown or closing, or if the
     /// frame took it over its outbound limit (it is then being closed as a slow consumer).
     @discardableResult func send(_ frame: OutboundFrame, to socket: SocketID) -> Bool
+    /// Queues `frames` on `socket` in order, stopping at the first that `send(_:to:)` would refuse;
+    /// returns how many were queued. The server's version looks the socket up once.
+    @discardableResult func send(_ frames: [OutboundFrame], to socket: SocketID) -> Int
     /// Sends what is queued, then closes with `code` and `reason` (≤ 123 bytes).
     func close(_ socket: SocketID, code: Int, reason: String)
     /// Whether `socket` is open and not closing.
     func isOpen(_ socket: SocketID) -> Bool
     /// Bytes queued on `socket` and not yet written.
     func queuedBytes(_ socket: SocketID) -> Int
+}
+
+extension SocketIO {
+    /// Frame by frame (test doubles).
+    @discardableResult public func send(_ frames: [OutboundFrame], to socket: SocketID) -> Int {
+        var sent = 0
+        for frame in frames {
+            guard send(frame, to: socket) else { break }
+            sent += 1
+        }
+        return sent
+    }
 }

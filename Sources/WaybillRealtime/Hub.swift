@@ -92,18 +92,39 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Hands each event to the machines of its groups' sockets (they send, buffer or skip it).
     /// `frames` are encoded once per event, off the service thread; `batch` is ascending by id.
+    ///
+    /// The batch is first split by group (in id order), then each socket is looked up once for all
+    /// of its group's events, not once per event: with 1 000 sockets, the look-ups (machine, then
+    /// queue) were most of the hub's own cost (docs/BENCHMARKS.md). A socket is in one group, so
+    /// each socket still gets its events in id order.
     public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
-        var sent = 0
+        var byGroup: [Group: [(EventID, OutboundFrame)]] = [:]
         for (stored, frame) in batch {
             if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
-            for group in stored.event.groups {
-                guard let sockets = members[group] else { continue }
-                for socket in sockets {
-                    switch connections[socket]?.machine.live(stored.id, frame) {
-                    case .send(let frame)?: if io.send(frame, to: socket) { sent += 1 }
-                    case .close(let code, let reason)?: replayBufferOverflowed(socket, code: code, reason: reason, io: io)
-                    default: continue
+            for group in stored.event.groups where members[group] != nil {
+                byGroup[group, default: []].append((stored.id, frame))
+            }
+        }
+        var sent = 0
+        var frames: [OutboundFrame] = []
+        for (group, events) in byGroup {
+            guard let sockets = members[group] else { continue }
+            for socket in sockets {
+                guard let index = connections.index(forKey: socket) else { continue }
+                frames.removeAll(keepingCapacity: true)
+                for (id, frame) in events {
+                    switch connections.values[index].machine.live(id, frame) {
+                    case .send(let frame): frames.append(frame)
+                    case .buffered, .skip: continue
+                    case .close(let code, let reason):
+                        // The machine is closing: it skips every later event.
+                        replayBufferOverflowed(socket, code: code, reason: reason, io: io)
                     }
+                }
+                switch frames.count {
+                case 0: continue
+                case 1: if io.send(frames[0], to: socket) { sent += 1 }
+                default: sent += io.send(frames, to: socket)
                 }
             }
         }
