@@ -7,7 +7,7 @@ import WaybillStorage
 
 /// The `waybill` executable itself: `serve` stops gracefully on SIGTERM, `driver --json` follows
 /// and moves orders as a script would drive it.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(1)))
 struct ExecutableTests {
     @Test func serveClosesSocketsWith1001AndExitsCleanlyOnSIGTERM() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")

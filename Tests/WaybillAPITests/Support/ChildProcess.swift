@@ -8,6 +8,8 @@ final class ChildProcess: Sendable {
     private let stdoutLines = LineBuffer()
     private let stderrLines = LineBuffer()
 
+    private static let launching = Mutex(())
+
     /// The built `waybill` next to the test bundle (`swift build --build-tests` builds both).
     static var waybillPath: String {
         let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -22,7 +24,9 @@ final class ChildProcess: Sendable {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        // One launch at a time in the whole test process: corelibs Foundation's `Process.run()`
+        // crashed once (a memmove inside it, SIGSEGV) while test suites launched children in parallel.
+        try Self.launching.withLock { _ in try process.run() }
         Self.collect(out.fileHandleForReading, into: stdoutLines)
         Self.collect(err.fileHandleForReading, into: stderrLines)
     }
