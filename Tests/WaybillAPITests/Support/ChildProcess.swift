@@ -2,13 +2,17 @@ import Foundation
 import Synchronization
 
 /// The `waybill` executable run as a child process, with its output collected line by line.
+///
+/// Started with `posix_spawn`, not Foundation's `Process`: corelibs' `Process.run()` crashed the
+/// test process now and then (SIGSEGV in a memmove inside it, with or without other launches at the
+/// same time), and a crash takes every test of the run with it.
 final class ChildProcess: Sendable {
-    private let process: Process
-    private let input = Pipe()
+    let pid: pid_t
+    private let stdinDescriptor: Int32
     private let stdoutLines = LineBuffer()
     private let stderrLines = LineBuffer()
-
-    private static let launching = Mutex(())
+    /// The exit status once reaped (an exit code, or 128 + the signal), `nil` while running.
+    private let reaped = Mutex<Int32?>(nil)
 
     /// The built `waybill` next to the test bundle (`swift build --build-tests` builds both).
     static var waybillPath: String {
@@ -17,35 +21,83 @@ final class ChildProcess: Sendable {
     }
 
     init(_ arguments: [String]) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.waybillPath)
-        process.arguments = arguments
-        process.standardInput = input
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        // One launch at a time in the whole test process: corelibs Foundation's `Process.run()`
-        // crashed once (a memmove inside it, SIGSEGV) while test suites launched children in parallel.
-        try Self.launching.withLock { _ in try process.run() }
-        Self.collect(out.fileHandleForReading, into: stdoutLines)
-        Self.collect(err.fileHandleForReading, into: stderrLines)
+        var input: [Int32] = [-1, -1], output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
+        guard pipe(&input) == 0, pipe(&output) == 0, pipe(&errors) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        for descriptor in input + output + errors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears close-on-exec on the copies; every other descriptor of the test process
+        // (pipes and sockets of other tests) is close-on-exec or closed here.
+        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        _ = Self.closeFrom?(&actions, 3)
+        let path = Self.waybillPath
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        close(input[0])
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else {
+            close(input[1])
+            close(output[0])
+            close(errors[0])
+            throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO)
+        }
+        self.pid = pid
+        stdinDescriptor = input[1]
+        Self.collect(output[0], into: stdoutLines)
+        Self.collect(errors[0], into: stderrLines)
+    }
+
+    deinit {
+        close(stdinDescriptor)
+        if isRunning { kill(pid, SIGKILL) }
+        _ = isRunning  // reaps it if it has ended
     }
 
     var stdout: [String] { stdoutLines.all }
     var stderr: [String] { stderrLines.all }
 
     /// Writes one line to the child's stdin.
-    func type(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+    func type(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(stdinDescriptor, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { if isRunning { kill(pid, number) } }
+
+    /// Whether the child still runs (reaps it, once, when it has ended).
+    var isRunning: Bool {
+        reaped.withLock { status in
+            guard status == nil else { return false }
+            var raw: Int32 = 0
+            let result = waitpid(pid, &raw, WNOHANG)
+            guard result == pid else { return result == 0 }
+            // WIFEXITED / WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
+            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            return false
+        }
+    }
 
     /// Waits for the exit (at most `timeout`); `nil` if it is still running.
     func exitStatus(timeout: Duration = .seconds(10)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline, !Task.isCancelled {
+        while isRunning, ContinuousClock.now < deadline, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return process.isRunning ? nil : process.terminationStatus
+        return isRunning ? nil : reaped.withLock { $0 }
     }
 
     /// The first stdout line (as JSON) after `index` that satisfies `matches`, waiting at most `timeout`.
@@ -65,11 +117,22 @@ final class ChildProcess: Sendable {
         return nil
     }
 
-    func terminate() { if process.isRunning { process.terminate() } }
+    func terminate() { signal(SIGTERM) }
 
-    private static func collect(_ handle: FileHandle, into lines: LineBuffer) {
-        let descriptor = handle.fileDescriptor
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module
+    /// does not import: looked up at run time.
+    private static let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? =
+        {
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+            else { return nil }
+            return unsafeBitCast(
+                symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+        }()
+
+    /// Reads `descriptor` to its end on a thread of its own, line by line, then closes it.
+    private static func collect(_ descriptor: Int32, into lines: LineBuffer) {
         let thread = Thread {
+            defer { close(descriptor) }
             var pending = Data()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
