@@ -5,8 +5,9 @@ import Synchronization
 ///
 /// Why: SQLite's automatic checkpoint runs inside whichever commit crosses the threshold, on the
 /// writer thread, and its `fsync` stalls every write queued behind it (the p99 of a write and of
-/// its event delivery). The writer turns automatic checkpoints off; this thread runs a PASSIVE
-/// checkpoint every `interval`, which never blocks the writer or the readers.
+/// its event delivery). The writer turns automatic checkpoints off and reports the WAL's size
+/// after each commit (`WALPages`); this thread looks every `interval` and runs a PASSIVE
+/// checkpoint, which never blocks the writer or the readers, when `CheckpointPolicy` says it is due.
 final class SQLiteCheckpointer: Sendable {
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -16,6 +17,8 @@ final class SQLiteCheckpointer: Sendable {
         let running = Atomic<Bool>(false)
         let failures = Atomic<Int>(0)
         let totalFailures = Atomic<Int>(0)
+        let ticks = Atomic<Int>(0)
+        let attempts = Atomic<Int>(0)
     }
     private let status = Status()
 
@@ -25,6 +28,9 @@ final class SQLiteCheckpointer: Sendable {
     var consecutiveFailures: Int { status.failures.load(ordering: .relaxed) }
     /// Checkpoints that failed since the thread started.
     var totalFailures: Int { status.totalFailures.load(ordering: .relaxed) }
+    /// Intervals looked at, and checkpoints attempted (tests).
+    var ticks: Int { status.ticks.load(ordering: .relaxed) }
+    var attempts: Int { status.attempts.load(ordering: .relaxed) }
 
     /// One checkpoint on the checkpointer's connection. Tests replace it (an internal seam) to
     /// make checkpoints fail: a PASSIVE checkpoint does not fail on a busy database, and the
@@ -36,8 +42,8 @@ final class SQLiteCheckpointer: Sendable {
 
     /// Starts the thread; it opens its own connection there (connections never cross threads).
     init(
-        path: String, interval: Duration = .milliseconds(250),
-        checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive
+        path: String, interval: Duration = .milliseconds(250), policy: CheckpointPolicy = CheckpointPolicy(),
+        walPages: WALPages = WALPages(), checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive
     ) throws(SQLiteError) {
         let stop = self.stop, finished = self.finished, status = self.status
         let opened = DispatchSemaphore(value: 0)
@@ -55,14 +61,28 @@ final class SQLiteCheckpointer: Sendable {
             }
             status.running.store(true, ordering: .releasing)
             opened.signal()
+            let clock = ContinuousClock()
+            var lastCheckpoint: ContinuousClock.Instant?
+            var lastFailed = false
             while stop.wait(timeout: .now() + seconds) == .timedOut {
+                let pages = walPages.current
+                let tick = CheckpointPolicy.Tick(
+                    walPages: pages, sinceLastCheckpoint: lastCheckpoint.map { $0.duration(to: clock.now) },
+                    lastAttemptFailed: lastFailed)
+                defer { status.ticks.add(1, ordering: .relaxed) }
+                guard policy.isDue(tick) else { continue }
+                status.attempts.add(1, ordering: .relaxed)
                 // Not swallowed: with automatic checkpoints off, a failure here means the WAL grows.
                 do throws(SQLiteError) {
                     try checkpoint(connection)
                     status.failures.store(0, ordering: .relaxed)
+                    lastFailed = false
+                    lastCheckpoint = clock.now
+                    walPages.checkpointed(seen: pages)
                 } catch {
                     status.failures.add(1, ordering: .relaxed)
                     status.totalFailures.add(1, ordering: .relaxed)
+                    lastFailed = true
                 }
             }
             connection.close()

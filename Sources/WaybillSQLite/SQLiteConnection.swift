@@ -10,6 +10,8 @@ final class SQLiteConnection {
     private var handle: OpaquePointer?
     /// Prepared once per SQL text; the SQL texts are constants of this module, so the cache is bounded.
     private var statements: [String: SQLiteStatement] = [:]
+    /// The WAL hook's context, retained while the hook is installed (released by `close()`).
+    private var walPages: Unmanaged<WALPages>?
 
     /// Opens (creating if missing) the database at `path` with the settings every Waybill
     /// connection shares: extended result codes, foreign keys on, `synchronous=NORMAL`, and a
@@ -40,6 +42,24 @@ final class SQLiteConnection {
         // close_v2 always succeeds: with statements left it would defer the close, not fail.
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
+        walPages?.release()
+        walPages = nil
+    }
+
+    /// Reports the WAL's size to `pages` after each commit on this connection. It replaces
+    /// SQLite's own WAL hook (the automatic checkpoint, which the writer turns off anyway):
+    /// nothing is checkpointed here; `SQLiteCheckpointer` reads the size.
+    func reportWALPages(to pages: WALPages) {
+        guard let handle, walPages == nil else { return }
+        let context = Unmanaged.passRetained(pages)
+        walPages = context
+        sqlite3_wal_hook(
+            handle,
+            { context, _, _, count in
+                if let context { Unmanaged<WALPages>.fromOpaque(context).takeUnretainedValue().committed(pages: Int(count)) }
+                return SQLITE_OK
+            },
+            context.toOpaque())
     }
 
     private func open() throws(SQLiteError) -> OpaquePointer {

@@ -28,6 +28,8 @@ public final class SQLiteOrderStore: OrderStore {
     private let readQueue = JobQueue<ReadJob>()
     private let workers: [SQLiteWorker]
     private let checkpointer: SQLiteCheckpointer
+    /// The WAL's size after the writer's last commit, read by the checkpointer.
+    private let walPages = WALPages()
     private let clock: @Sendable () -> Date
     private let isClosed = Mutex(false)
     private let leases = LocalLease.Registry()
@@ -58,7 +60,7 @@ public final class SQLiteOrderStore: OrderStore {
     init(
         path: String, readerCount: Int = 4, busyTimeout: Duration = .seconds(5),
         clock: @escaping @Sendable () -> Date = { Date() }, checkpointInterval: Duration = .milliseconds(250),
-        checkpoint: @escaping SQLiteCheckpointer.Checkpoint
+        checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
     ) throws {
         self.clock = clock
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
@@ -71,6 +73,7 @@ public final class SQLiteOrderStore: OrderStore {
         do throws(SQLiteError) {
             // The writer first: it switches the file to WAL and migrates before any reader opens.
             let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics)
+            let walPages = self.walPages
             started.append(
                 try SQLiteWorker(
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
@@ -78,6 +81,7 @@ public final class SQLiteOrderStore: OrderStore {
                         let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
                         // Checkpoints run on `SQLiteCheckpointer`'s thread, not inside a commit.
                         try db.executeScript("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0")
+                        db.reportWALPages(to: walPages)
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
@@ -102,7 +106,9 @@ public final class SQLiteOrderStore: OrderStore {
         }
         workers = started
         do throws(SQLiteError) {
-            checkpointer = try SQLiteCheckpointer(path: path, interval: checkpointInterval, checkpoint: checkpoint)
+            checkpointer = try SQLiteCheckpointer(
+                path: path, interval: checkpointInterval, policy: checkpointPolicy, walPages: walPages,
+                checkpoint: checkpoint)
         } catch {
             writeQueue.close()
             readQueue.close()
@@ -179,6 +185,12 @@ public final class SQLiteOrderStore: OrderStore {
 
     /// Whether the WAL checkpointer thread still runs (tests).
     var isCheckpointerRunning: Bool { checkpointer.isRunning }
+
+    /// The checkpointer's intervals looked at and checkpoints attempted, and the WAL's size as the
+    /// last commit reported it (tests).
+    var checkpointerActivity: (ticks: Int, attempts: Int, walPages: Int?) {
+        (checkpointer.ticks, checkpointer.attempts, walPages.current)
+    }
 
     /// Checkpoints that failed since the last one that worked: a WAL that cannot be copied back
     /// grows without bound.

@@ -46,13 +46,4 @@ struct SQLiteStoreHealthTests {
         store.close()
         #expect(store.health.isHealthy)
     }
-
-    func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
 }

@@ -1,0 +1,61 @@
+import Synchronization
+
+/// When the checkpointer copies the WAL back into the database file. A value, tested without SQLite.
+///
+/// Why not every tick: the first commit after a checkpoint that copied everything back starts the
+/// WAL over, and SQLite `fdatasync`s the new WAL header inside that commit (with
+/// `synchronous=NORMAL` too). That sync (0.25 ms typical, 2 ms at p99 on the benchmark machine) is
+/// paid by a request that is waiting for its answer, so a checkpoint every 250 ms put it into 4 %
+/// of the writes at 100 writes/s: most of the delivery p99 (docs/BENCHMARKS.md). Checkpointing
+/// only once the WAL holds `pageThreshold` pages, or after `maxAge`, makes it one write in
+/// several hundred, with the WAL bounded the same way SQLite's own automatic checkpoint bounds it.
+struct CheckpointPolicy: Sendable, Equatable {
+    /// WAL pages that make a checkpoint due (4 000 pages of 4 KiB: 16 MiB).
+    var pageThreshold = 4_000
+    /// A WAL with any page in it is checkpointed at least this often.
+    var maxAge: Duration = .seconds(10)
+
+    /// What the checkpointer knows at one of its ticks.
+    struct Tick: Sendable, Equatable {
+        /// Pages in the WAL as the writer's last commit reported them (0 after a checkpoint that
+        /// nothing committed after); `nil` before the first commit of this process.
+        var walPages: Int?
+        /// Time since the last checkpoint that worked; `nil` before the first one of this process.
+        /// Either `nil` makes a checkpoint due: a WAL left by an earlier process may be large.
+        var sinceLastCheckpoint: Duration?
+        /// Whether the last attempt failed: retried every tick, so failures are counted (and
+        /// reported as unhealthy) at the tick rate, not once per `maxAge`.
+        var lastAttemptFailed: Bool
+    }
+
+    func isDue(_ tick: Tick) -> Bool {
+        if tick.lastAttemptFailed { return true }
+        guard let pages = tick.walPages, let age = tick.sinceLastCheckpoint else { return true }
+        guard pages > 0 else { return false }
+        return pages >= pageThreshold || age >= maxAge
+    }
+}
+
+/// The WAL's size in pages, as the writer's last commit reported it (SQLite's WAL hook), shared
+/// with the checkpointer thread.
+final class WALPages: Sendable {
+    /// -1: no commit reported yet.
+    private let pages = Atomic<Int>(-1)
+
+    init() {}
+
+    /// `nil` before the first commit this process made.
+    var current: Int? {
+        let value = pages.load(ordering: .relaxed)
+        return value < 0 ? nil : value
+    }
+
+    /// Writer thread, after each commit.
+    func committed(pages count: Int) { pages.store(count, ordering: .relaxed) }
+
+    /// Checkpointer thread, after a checkpoint that worked: the WAL counts as empty until the next
+    /// commit, unless a commit already reported a newer size since `seen` was read.
+    func checkpointed(seen: Int?) {
+        _ = pages.compareExchange(expected: seen ?? -1, desired: 0, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+/// The checkpointer copies the WAL back only when it is big or old (`CheckpointPolicy`): each full
+/// checkpoint makes the next commit `fdatasync` a new WAL header inside a request.
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteCheckpointPolicyTests {
+    private let policy = CheckpointPolicy(pageThreshold: 100, maxAge: .seconds(10))
+
+    @Test func aSmallYoungWALWaits() {
+        #expect(!policy.isDue(.init(walPages: 99, sinceLastCheckpoint: .seconds(9), lastAttemptFailed: false)))
+        #expect(!policy.isDue(.init(walPages: 0, sinceLastCheckpoint: .seconds(60), lastAttemptFailed: false)))
+    }
+
+    @Test func aBigWALIsDue() {
+        #expect(policy.isDue(.init(walPages: 100, sinceLastCheckpoint: .zero, lastAttemptFailed: false)))
+    }
+
+    @Test func anOldNonEmptyWALIsDue() {
+        #expect(policy.isDue(.init(walPages: 1, sinceLastCheckpoint: .seconds(10), lastAttemptFailed: false)))
+    }
+
+    /// A WAL left by an earlier process may be large; nothing this process did says otherwise.
+    @Test func anUnknownWALIsDue() {
+        #expect(policy.isDue(.init(walPages: nil, sinceLastCheckpoint: .zero, lastAttemptFailed: false)))
+        #expect(policy.isDue(.init(walPages: 3, sinceLastCheckpoint: nil, lastAttemptFailed: false)))
+    }
+
+    /// Failures are retried every tick, so health sees them at the tick rate.
+    @Test func aFailedAttemptIsRetriedAtOnce() {
+        #expect(policy.isDue(.init(walPages: 0, sinceLastCheckpoint: .zero, lastAttemptFailed: true)))
+    }
+
+    @Test func walPagesFollowCommitsAndCheckpoints() {
+        let pages = WALPages()
+        #expect(pages.current == nil)
+        pages.committed(pages: 7)
+        let seen = pages.current
+        pages.checkpointed(seen: seen)
+        #expect(pages.current == 0)
+        // A commit after the size was read keeps its report: the checkpoint did not cover it.
+        pages.committed(pages: 9)
+        let stale = pages.current
+        pages.committed(pages: 12)
+        pages.checkpointed(seen: stale)
+        #expect(pages.current == 12)
+    }
+
+    /// With the real store: small writes leave the WAL alone (no checkpoint per tick), and the
+    /// writer reports the WAL's size after each commit.
+    @Test func smallWritesDoNotCheckpointEveryTick() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 10_000, maxAge: .seconds(60)),
+            checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        // The first tick checkpoints whatever the migrations (or an earlier process) left.
+        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
+        for n in 0..<5 { _ = try await store.write { tx in try tx.insertCompany(name: "C\(n)") } }
+        #expect((store.checkpointerActivity.walPages ?? 0) > 0)
+        let before = store.checkpointerActivity
+        #expect(await eventually { store.checkpointerActivity.ticks >= before.ticks + 20 })
+        #expect(store.checkpointerActivity.attempts == before.attempts)
+    }
+
+    @Test func aWALOverTheThresholdIsCheckpointed() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60)),
+            checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
+        let before = store.checkpointerActivity.attempts
+        _ = try await store.write { tx in try tx.insertCompany(name: "Big enough") }
+        #expect(await eventually { store.checkpointerActivity.attempts > before })
+        #expect(await eventually { store.checkpointerActivity.walPages == 0 })
+    }
+
+    @Test func anOldWALIsCheckpointed() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 10_000, maxAge: .milliseconds(50)),
+            checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
+        let before = store.checkpointerActivity.attempts
+        _ = try await store.write { tx in try tx.insertCompany(name: "Old enough") }
+        #expect(await eventually { store.checkpointerActivity.attempts > before })
+    }
+}
