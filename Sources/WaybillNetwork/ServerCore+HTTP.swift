@@ -176,6 +176,8 @@ extension ServerCore {
 
     /// Called by sessions when their transaction is over.
     func sessionFinished(_ session: HTTPSession) {
+        writeStatistics.httpResponses += 1
+        writeStatistics.httpWrites += session.writes
         if inFlight[session.id] === session { inFlight[session.id] = nil }
     }
 

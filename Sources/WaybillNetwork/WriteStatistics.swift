@@ -1,5 +1,6 @@
 /// Counters of the server's WebSocket output, kept on the service thread (tests and benchmarks use
-/// them to check that frames are packed and replies skip the `WRITEABLE` round).
+/// them to check that frames are packed, replies skip the `WRITEABLE` round, and small HTTP answers
+/// leave in one write).
 struct WriteStatistics: Sendable, Equatable {
     /// Data frames handed to lws.
     var frames = 0
@@ -9,4 +10,7 @@ struct WriteStatistics: Sendable, Equatable {
     var writeableCallbacks = 0
     /// Protocol pings sent by the heartbeat.
     var pings = 0
+    /// HTTP responses finished, and the `lws_write` calls they took (one for a small answer).
+    var httpResponses = 0
+    var httpWrites = 0
 }

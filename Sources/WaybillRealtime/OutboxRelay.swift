@@ -116,7 +116,7 @@ public final class OutboxRelay: Sendable {
                     persistedAt = elapsed()
                 }
                 let timeout = cursor != persisted ? configuration.persistInterval : configuration.pollInterval
-                await wake.wait(timeout: timeout, clock: clock)
+                await wake.wait(timeout: timeout, now: elapsed(), clock: clock)
             } catch {
                 failures += 1
                 metrics.relayFailed()
