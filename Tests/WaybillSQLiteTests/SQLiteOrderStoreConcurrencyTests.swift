@@ -105,6 +105,38 @@ private final class Flag: Sendable {
         }
     }
 
+    /// A write that runs alone (no savepoint: the common case at low rates) and throws loses its
+    /// work and nothing else; the next write commits and takes the next event id.
+    @Test func aLoneThrowingClosureLosesItsWorkAndTheNextWriteCommits() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let before = store.writerStatistics.committedTransactions
+            let refused = await outcome {
+                try await store.write { tx in
+                    let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "lost"))
+                    _ = try tx.appendEvents([createdEvent(order)])
+                    throw Refused()
+                }
+            }
+            #expect(throws: Refused.self) { try refused.get() }
+            #expect(store.writerStatistics.committedTransactions == before, "the lone write was rolled back")
+            let kept = try await store.write { tx in
+                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "kept"))
+                return try tx.appendEvents([createdEvent(order)])[0].id
+            }
+            #expect(store.writerStatistics.committedTransactions == before + 1)
+            let stored = try await store.read { tx in
+                (
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows.map(\.number),
+                    try tx.events(after: .zero, limit: 100).map(\.id)
+                )
+            }
+            #expect(stored.0 == ["kept"])
+            #expect(stored.1 == [kept])
+            #expect(kept == EventID(1), "the rolled-back write left no gap")
+        }
+    }
+
     @Test func aFailedCommitFailsEveryWriteOfTheBatch() async throws {
         try await withStore { store, _ in
             let fixture = try await Fixture.seed(store)
