@@ -2,15 +2,15 @@ import WaybillDomain
 
 // The request bodies' JSON field names and types (SPEC §2), read by `BodyFields` instead of
 // `Decodable` (docs/BENCHMARKS.md: "JSONDecoder in the write path"). Fields are read in the order
-// the properties are declared, as the synthesized `Decodable` initializers did, so a body with
-// several faults reports the same one first.
+// the synthesized `Decodable` initializers read them (their `CodingKeys` order: `stages` before
+// `driver_id`), so a body with several faults reports the same one first.
 
 extension CreateOrderRequest: JSONBodyDecodable {
     init(body: BodyFields) throws(BodyError) {
         title = try body.string("title")
         notes = try body.optionalString("notes")
-        driverID = try body.optionalInt64("driver_id")
         stages = try body.optionalObjects("stages", StageRequest.init(body:))
+        driverID = try body.optionalInt64("driver_id")
     }
 }
 
