@@ -126,7 +126,8 @@ import WaybillNetwork
         #expect(Self.outcomes("assign", unreadInvalid).new == .malformed)
         let utf16 = Array(#"{"driver_id":3}"#.utf16).flatMap { [UInt8(truncatingIfNeeded: $0), UInt8($0 >> 8)] }
         #expect(Self.outcomes("assign", utf16).new == .malformed)  // JSONDecoder guessed UTF-16; SPEC §2 says UTF-8
-        #expect(Self.outcomes("assign", [0xEF, 0xBB, 0xBF] + Array(#"{"driver_id":3}"#.utf8)).new == .value("WaybillAPI.AssignRequest(driverID: 3)"))
+        let withMark = [0xEF, 0xBB, 0xBF] + Array(#"{"driver_id":3}"#.utf8)
+        #expect(Self.outcomes("assign", withMark).new == .value("WaybillAPI.AssignRequest(driverID: 3)"))
     }
 
     /// Whole numbers written with a fraction or exponent stay accepted up to `Int64.max`, exactly

@@ -183,8 +183,8 @@ struct JSONReader {
             var scalar = UInt32(try hexQuad())
             if (0xD800...0xDBFF).contains(scalar) {
                 // A high surrogate must be followed by `\u` and a low one; together one scalar.
-                guard bytes.count - index >= 2, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
-                else { throw .malformed }
+                guard bytes.count - index >= 2, bytes[index] == UInt8(ascii: "\\"),
+                      bytes[index + 1] == UInt8(ascii: "u") else { throw .malformed }
                 index += 2
                 let low = UInt32(try hexQuad())
                 guard (0xDC00...0xDFFF).contains(low) else { throw .malformed }

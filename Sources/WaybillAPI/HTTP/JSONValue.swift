@@ -3,7 +3,7 @@
 /// Why not Foundation's `JSONDecoder`: docs/BENCHMARKS.md, "JSONDecoder in the write path" (its
 /// keyed containers and large code were a major user-space cost of each write). The tree keeps
 /// what the body decoding needs and nothing else:
-/// - objects keep their members in document order, duplicates included; a lookup takes the FIRST
+/// - objects keep their members in document order, duplicates included; `BodyFields` takes the FIRST
 ///   member with the key, as `JSONDecoder` does;
 /// - a number whose exact value is a whole number that `Int64` holds is `.integer` (so `3`, `-0`,
 ///   `3.0` and `3e2` are integers, as `JSONDecoder` reads them for an `Int64` field); any other
