@@ -22,6 +22,7 @@ extension FuzzTarget {
         .orderListQuery,
         .ifMatch,
         .jsonBodies,
+        .jsonReader,
         .webSocketHandshake,
         .clientFrame,
         .serverFrame,

@@ -4,9 +4,12 @@ import WaybillNetwork
 
 /// JSON in and out, with the SPEC's conventions: snake_case keys, ISO 8601 UTC milliseconds, explicit nulls.
 enum JSONCoding {
-    static func decode<T: Decodable>(_ type: T.Type, from request: HTTPRequest) throws -> T {
-        let decoder = JSONDecoder()
-        return try decoder.decode(T.self, from: Data(request.body.isEmpty ? Array("null".utf8) : request.body))
+    /// A request body as `T`, read by `JSONReader` and `BodyFields` rather than `JSONDecoder`
+    /// (docs/BENCHMARKS.md: "JSONDecoder in the write path"); a fault throws `BodyError`.
+    /// An empty body reads as `null` (so "The body must be a JSON object."), as it did before.
+    static func decode<T: JSONBodyDecodable>(_ type: T.Type, from request: HTTPRequest) throws(BodyError) -> T {
+        let value = request.body.isEmpty ? JSONValue.null : try JSONReader.parse(request.body)
+        return try T(body: BodyFields(body: value))
     }
 
     static func encoder() -> JSONEncoder {

@@ -2,43 +2,40 @@ import Foundation
 import WaybillDomain
 
 /// `POST /api/orders/` body.
-struct CreateOrderRequest: Decodable {
+struct CreateOrderRequest: Equatable {
     var title: String
     var notes: String?
     var driverID: Int64?
     var stages: [StageRequest]?
-    enum CodingKeys: String, CodingKey { case title, notes, stages, driverID = "driver_id" }
 }
 
 /// `PATCH /api/orders/{id}/` body: absent fields stay as they are.
-struct PatchOrderRequest: Decodable {
+struct PatchOrderRequest: Equatable {
     var title: String?
     var notes: String?
     var stages: [StageRequest]?
 }
 
 /// A stage in a create or patch body. `id` keeps an existing stage (and its completion).
-struct StageRequest: Decodable {
+struct StageRequest: Equatable {
     var id: Int64?
     var kind: StageKind
     var address: String
     var plannedAt: String?
-    enum CodingKeys: String, CodingKey { case id, kind, address, plannedAt = "planned_at" }
 }
 
-struct StatusRequest: Decodable { var status: OrderStatus }
+struct StatusRequest: Equatable { var status: OrderStatus }
 
-struct AssignRequest: Decodable {
+struct AssignRequest: Equatable {
     var driverID: Int64
-    enum CodingKeys: String, CodingKey { case driverID = "driver_id" }
 }
 
-struct DocumentRequest: Decodable {
+struct DocumentRequest: Equatable {
     var name: String
     var kind: String
 }
 
-struct LoginRequest: Decodable {
+struct LoginRequest: Equatable {
     var email: String
     var password: String
 }

@@ -1,0 +1,26 @@
+/// One parsed JSON value, as `JSONReader` gives it: a small tree the request bodies are read from.
+///
+/// Why not Foundation's `JSONDecoder`: docs/BENCHMARKS.md, "JSONDecoder in the write path" (its
+/// keyed containers and large code were a major user-space cost of each write). The tree keeps
+/// what the body decoding needs and nothing else:
+/// - objects keep their members in document order, duplicates included; `BodyFields` takes the FIRST
+///   member with the key, as `JSONDecoder` does;
+/// - a number whose exact value is a whole number that `Int64` holds is `.integer` (so `3`, `-0`,
+///   `3.0` and `3e2` are integers, as `JSONDecoder` reads them for an `Int64` field); any other
+///   number is `.number` with its text (`1.5`, `1e400`, `9223372036854775808`).
+enum JSONValue: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case number(String)
+    case string(String)
+    case array([JSONValue])
+    case object([Member])
+
+    /// One `"key": value` of an object.
+    struct Member: Equatable, Sendable {
+        var key: String
+        var value: JSONValue
+    }
+
+}
