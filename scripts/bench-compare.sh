@@ -26,7 +26,7 @@ PEERS="$(cd "$BENCH/.." && pwd)/peers"
 STATE="${WAYBILL_BENCH_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/waybill-bench}"
 QUICK=0
 [ "${1:-}" = --quick ] && QUICK=1
-IDLE="${COMPARE_IDLE_SOCKETS:-$([ $QUICK = 1 ] && echo 5000 || echo 10000)}"
+IDLE="${COMPARE_IDLE_SOCKETS:-$([ $QUICK = 1 ] && echo 5000 || echo 15000)}"
 HOLD="${COMPARE_HOLD:-$([ $QUICK = 1 ] && echo 15 || echo 30)}"
 DUR="${COMPARE_DURATION:-$([ $QUICK = 1 ] && echo 10 || echo 20)}"
 BASE="${COMPARE_PORT:-18090}"
