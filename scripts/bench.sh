@@ -78,6 +78,22 @@ cpu_sample() {
     echo "$t $s $d $(awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat)"
 }
 
+# probe_during_hold N HOLD: waits (up to 180 s) until N sockets are open, then runs the pong probe for
+# the hold minus 5 s (at least 5 s); its JSON line goes to $DATA/probe.json.
+probe_during_hold() {
+    local n="$1" hold="$2" open token
+    token="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dispatcher_token"])' "$DATA/fixtures.json")"
+    for _ in $(seq 1 1800); do
+        open="$(curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^waybill_websockets_open/{s+=$2} END{print s+0}')"
+        [ "${open:-0}" -ge "$n" ] && break
+        sleep 0.1
+    done
+    timeout -k 5 $(( hold + 30 )) python3 "$ROOT/scripts/pong_probe.py" --port "$PORT" --token "$token" \
+        --duration "$(( hold > 10 ? hold - 5 : 5 ))" 2>"$DATA/probe.err" |
+        python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d.update(scenario="pong_probe", sockets=int(sys.argv[1])); print(json.dumps(d, separators=(",", ":")))' "$n" \
+        >"$DATA/probe.json" || true
+}
+
 run() {
     local kind="$1"; shift
     case "$kind" in
@@ -85,8 +101,15 @@ run() {
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario fanout --rate "${1:-100}" \
                 --duration "${2:-20}" --label "waybill-fanout-${1:-100}" --out "$RESULTS" ;;
         connections)
+            # Beside the harness, `scripts/pong_probe.py` pings every 20 ms on one socket of its own during
+            # the hold: the harness times all N sockets' pongs in one Python loop, whose own lag dominates
+            # its tail at 10 000+ sockets. Its line (scenario "pong_probe") follows the harness's.
+            probe_during_hold "${1:-2000}" "${2:-30}" &
+            local probe=$!
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario connections --connections "${1:-2000}" \
-                --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$RESULTS" ;;
+                --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$RESULTS"
+            wait "$probe" || true
+            [ -s "$DATA/probe.json" ] && tee -a "$RESULTS" <"$DATA/probe.json" ;;
         saturate)
             # $1 duration, $2 sink sockets (default 2000), $3 who: all (drivers + dispatcher, round-robin),
             # dispatcher (every socket gets every event, like Nchan's one channel) or drivers.

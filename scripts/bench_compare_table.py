@@ -57,7 +57,9 @@ def busy_note(d):
 
 
 def idle(runs, system):
-    (d,) = runs.get((system, "idle"), [None])[:1] or [None]
+    lines = runs.get((system, "idle"), [])
+    d = next((x for x in lines if x.get("scenario") != "pong_probe"), None)
+    probe = next((x for x in lines if x.get("scenario") == "pong_probe"), None)
     if not d:
         return None
     if system == "nchan":
@@ -71,7 +73,8 @@ def idle(runs, system):
     return {"sockets": d["connected"], "cpu": cpu,
             "us_per_msg": round(hold["server"]["cpu_s"] * 1e6 / msgs) if msgs else None,
             "rtt_p99": d["pong_rtt_ms"]["p99"], "rss": d["rss_kb_per_connection"]["server"],
-            "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}', "busy": busy_note(d)}
+            "pongs": f'{d["pongs_received"]}/{d["pings_sent"]}', "busy": busy_note(d),
+            "probe": probe}
 
 
 def latency_or_none(stats, key):
@@ -141,6 +144,11 @@ def main():
         s = f'{fmt(x["sockets"], 0)} sockets: CPU {fmt(x["cpu"] * 100)} % of a core'
         if x.get("us_per_msg") is not None:
             s += f', {fmt(x["us_per_msg"], 0)} µs/ping, pong p99 {fmt(x["rtt_p99"], 2)} ms ({x["pongs"]})'
+        if x.get("probe"):
+            p = x["probe"]
+            s += (f'; one more socket pinging every {fmt(p["interval_s"] * 1000, 0)} ms from its own process: '
+                  f'pong p50 {fmt(p["rtt_ms"]["p50"], 2)} / **p99 {fmt(p["rtt_ms"]["p99"], 2)} ms** '
+                  f'({p["pongs"]}/{p["pings"]})')
         if x.get("rss") is not None:
             s += f', RSS {fmt(x["rss"])} KiB/socket'
         return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
