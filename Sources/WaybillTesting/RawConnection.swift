@@ -56,6 +56,7 @@ public final class RawConnection: @unchecked Sendable {
             else {
                 let code = errno
                 Glibc.close(fd)
+                fd = -1  // or deinit closes the number again, maybe another thread's file by then
                 throw RawConnectionError.connectFailed(code == 0 ? EINVAL : code)
             }
         }
@@ -64,6 +65,7 @@ public final class RawConnection: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             Glibc.close(fd)
+            fd = -1  // or deinit closes the number again, maybe another thread's file by then
             throw RawConnectionError.connectFailed(EINVAL)
         }
         let socketFD = fd
@@ -75,6 +77,7 @@ public final class RawConnection: @unchecked Sendable {
         guard result == 0 else {
             let code = errno
             Glibc.close(fd)
+            fd = -1  // or deinit closes the number again, maybe another thread's file by then
             throw RawConnectionError.connectFailed(code)
         }
     }

@@ -30,6 +30,7 @@ public final class SilentListener: @unchecked Sendable {
         guard ok else {
             let code = errno
             Glibc.close(fd)
+            fd = -1  // or deinit closes the number again, maybe another thread's file by then
             throw RawConnectionError.connectFailed(code)
         }
         port = Int(UInt16(bigEndian: address.sin_port))

@@ -49,7 +49,9 @@ struct StoreHealthTests {
         let watcher = StoreHealthWatcher(store: store, logger: Logger(sink: logs.sink), clock: ContinuousClock())
 
         var reported: [String] = []
-        let deadline = ContinuousClock.now + .seconds(5)
+        // Bounds, not waits: they end as soon as the condition holds (tens of ms on a quiet
+        // machine; a loaded one starved the 10 ms checkpointer past 5 s once).
+        let deadline = ContinuousClock.now + .seconds(20)
         while reported.isEmpty, ContinuousClock.now < deadline {
             reported = watcher.check(after: reported)
             try await Task.sleep(for: .milliseconds(10))
@@ -61,7 +63,7 @@ struct StoreHealthTests {
         #expect(errors.first?.contains("problem=wal_checkpoint_failing") == true)
 
         failures.isOn.store(false, ordering: .relaxed)
-        let over = ContinuousClock.now + .seconds(5)
+        let over = ContinuousClock.now + .seconds(20)
         while !reported.isEmpty, ContinuousClock.now < over {
             reported = watcher.check(after: reported)
             try await Task.sleep(for: .milliseconds(10))
