@@ -22,7 +22,8 @@ struct HubFeedTests {
     /// Runs a feed on `store` from its newest cursor; `body` drives it.
     static func withFeed(on store: any OrderStore, _ body: FeedBody) async throws {
         let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-        let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+        let feed = HubFeed(
+            broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
         let subscription = broker.subscribe()
         let start = try await HubFeed.newestCursor(in: store)
         let running = Task { await feed.run(first: subscription, startingAfter: start) }
