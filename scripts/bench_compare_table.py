@@ -124,6 +124,44 @@ def writes(runs, system):
     return sorted(rows, key=lambda r: r["rate"])
 
 
+def idle_cell(x):
+    s = f'{fmt(x["sockets"], 0)} sockets: CPU {fmt(x["cpu"] * 100)} % of a core'
+    if x.get("us_per_msg") is not None:
+        s += f', {fmt(x["us_per_msg"], 0)} µs/ping, pong p99 {fmt(x["rtt_p99"], 2)} ms ({x["pongs"]})'
+    if x.get("probe"):
+        p = x["probe"]
+        s += (f'; one more socket pinging every {fmt(p["interval_s"] * 1000, 0)} ms from its own process: '
+              f'pong p50 {fmt(p["rtt_ms"]["p50"], 2)} / **p99 {fmt(p["rtt_ms"]["p99"], 2)} ms** '
+              f'({p["pongs"]}/{p["pings"]})')
+    if x.get("rss") is not None:
+        s += f', RSS {fmt(x["rss"])} KiB/socket'
+    return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
+
+
+def fanout_cell(x):
+    return (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
+            f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %' + x.get("busy", ""))
+
+
+def latency_cell(x):
+    s = f'p50 {fmt(x["p50"], 2)} / **p99 {fmt(x["p99"], 2)} ms**, lost {fmt(x["lost"], 0)}'
+    if "us_per_write" in x:
+        s += f', dup {x["dup"]}, CPU {fmt(x["cpu"] * 100)} % ({fmt(x["us_per_write"], 0)} µs/write)'
+    else:
+        s += f', CPU {fmt(x["cpu"] * 100)} %'
+    return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
+
+
+def scenario_row(runs, label, measure, cell, anchor, compare):
+    """The table row of one scenario measured on all three systems: `label`, then each system's
+    `measure(runs, system)` rendered by `cell` ("no result" where there is none), then
+    `compare(waybill, anchor)` when both have a result ("—" when not)."""
+    results = {system: measure(runs, system) for system in ("waybill", "peer", "nchan")}
+    cells = [cell(x) if x else "no result" for x in results.values()]
+    w, a = results["waybill"], results[anchor]
+    return "| " + " | ".join([label, *cells, compare(w, a) if w and a else "—"]) + " |"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("jsonl")
@@ -137,51 +175,16 @@ def main():
         out += [f"Settings: {a.settings}. Raw lines: `{os.path.basename(a.jsonl)}`.", ""]
     out += ["| scenario | Waybill | Django Channels peer | Nchan (1 worker) | Waybill ÷ anchor |", "|---|---|---|---|---|"]
 
-    iw, ip, i_n = idle(runs, "waybill"), idle(runs, "peer"), idle(runs, "nchan")
-    def idle_cell(x):
-        if not x:
-            return "no result"
-        s = f'{fmt(x["sockets"], 0)} sockets: CPU {fmt(x["cpu"] * 100)} % of a core'
-        if x.get("us_per_msg") is not None:
-            s += f', {fmt(x["us_per_msg"], 0)} µs/ping, pong p99 {fmt(x["rtt_p99"], 2)} ms ({x["pongs"]})'
-        if x.get("probe"):
-            p = x["probe"]
-            s += (f'; one more socket pinging every {fmt(p["interval_s"] * 1000, 0)} ms from its own process: '
-                  f'pong p50 {fmt(p["rtt_ms"]["p50"], 2)} / **p99 {fmt(p["rtt_ms"]["p99"], 2)} ms** '
-                  f'({p["pongs"]}/{p["pings"]})')
-        if x.get("rss") is not None:
-            s += f', RSS {fmt(x["rss"])} KiB/socket'
-        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
-    r_idle = "—"
-    if iw and i_n:
-        r_idle = f'CPU {fmt(iw["cpu"] * 100)} % vs {fmt(i_n["cpu"] * 100)} % (anchor: Nchan, no pings)'
-    out.append(f"| idle sockets, app ping every 10 s | {idle_cell(iw)} | {idle_cell(ip)} | {idle_cell(i_n)} | {r_idle} |")
-
-    fw, fp, fn = fanout(runs, "waybill"), fanout(runs, "peer"), fanout(runs, "nchan")
-    def fan_cell(x):
-        if not x:
-            return "no result"
-        return (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
-                f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %' + x.get("busy", ""))
-    r_fan = "—"
-    if fw and fn:
-        r_fan = f'frames/s **{ratio(fw["frames"], fn["frames"])}** (target ≥ 0.90×), p99 **{ratio(fw["p99"], fn["p99"])}** (target ≤ 2×)'
-    out.append(f"| fan-out, 1 000 sockets get every event, max rate | {fan_cell(fw)} | {fan_cell(fp)} | {fan_cell(fn)} | {r_fan} |")
-
-    lw, lp, ln = latency(runs, "waybill"), latency(runs, "peer"), latency(runs, "nchan")
-    def lat_cell(x):
-        if not x:
-            return "no result"
-        s = f'p50 {fmt(x["p50"], 2)} / **p99 {fmt(x["p99"], 2)} ms**, lost {fmt(x["lost"], 0)}'
-        if "us_per_write" in x:
-            s += f', dup {x["dup"]}, CPU {fmt(x["cpu"] * 100)} % ({fmt(x["us_per_write"], 0)} µs/write)'
-        else:
-            s += f', CPU {fmt(x["cpu"] * 100)} %'
-        return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
-    r_lat = "—"
-    if lw and lp:
-        r_lat = f'p99 {ratio(lw["p99"], lp["p99"])} of the peer\'s (target p99 ≤ 2 ms)'
-    out.append(f"| delivery at 100 writes/s, 50 driver sockets | {lat_cell(lw)} | {lat_cell(lp)} | {lat_cell(ln)} | {r_lat} |")
+    out.append(scenario_row(
+        runs, "idle sockets, app ping every 10 s", idle, idle_cell, "nchan",
+        lambda w, n: f'CPU {fmt(w["cpu"] * 100)} % vs {fmt(n["cpu"] * 100)} % (anchor: Nchan, no pings)'))
+    out.append(scenario_row(
+        runs, "fan-out, 1 000 sockets get every event, max rate", fanout, fanout_cell, "nchan",
+        lambda w, n: f'frames/s **{ratio(w["frames"], n["frames"])}** (target ≥ 0.90×), '
+                     f'p99 **{ratio(w["p99"], n["p99"])}** (target ≤ 2×)'))
+    out.append(scenario_row(
+        runs, "delivery at 100 writes/s, 50 driver sockets", latency, latency_cell, "peer",
+        lambda w, p: f'p99 {ratio(w["p99"], p["p99"])} of the peer\'s (target p99 ≤ 2 ms)'))
 
     ww, wp = writes(runs, "waybill"), writes(runs, "peer")
     def best(rows):

@@ -22,20 +22,15 @@ enum ChildProcess {
     static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let capture = NSTemporaryDirectory() + "waybill-child-\(UUID().uuidString)"
         defer { unlink(capture) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        closeFrom?(&actions, 3)
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        guard spawned == 0 else {
-            throw PostgresServerError("cannot start \(executable): \(String(cString: strerror(spawned)))")
+        let pid: pid_t
+        do throws(Spawn.Failure) {
+            pid = try Spawn.start(executable, arguments) { actions in
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                posix_spawn_file_actions_addopen(&actions, 1, capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+                posix_spawn_file_actions_adddup2(&actions, 1, 2)
+            }
+        } catch {
+            throw PostgresServerError("cannot start \(executable): \(error)")
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -45,16 +40,6 @@ enum ChildProcess {
         guard exitStatus == 0 else { throw Failure(status: exitStatus, output: output) }
         return output
     }
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module
-    /// does not import: looked up at run time.
-    private static let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? =
-        {
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
-            else { return nil }
-            return unsafeBitCast(
-                symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
-        }()
 
     /// The absolute path of `name` on `PATH`, if any.
     static func which(_ name: String) -> String? {

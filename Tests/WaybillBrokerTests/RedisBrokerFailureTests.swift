@@ -10,117 +10,111 @@ import WaybillTesting
 @Suite(.timeLimit(.minutes(1)))
 struct RedisBrokerFailureTests {
     @Test func killedRedisIsReportedAndPublishFailsFast() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url)
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
-        try await broker.publish([event(1)])
+        try await withRedisBroker { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            try await broker.publish([event(1)])
 
-        redis.kill()
-        #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
-        for _ in 0..<3 {
-            let started = ContinuousClock.now
-            await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
-            #expect(ContinuousClock.now - started < .seconds(2))
+            redis.kill()
+            #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
+            for _ in 0..<3 {
+                let started = ContinuousClock.now
+                await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+                #expect(ContinuousClock.now - started < .seconds(2))
+            }
+            #expect(subscription.deliveries == [.subscribed, .events([event(1)]), .lost])
         }
-        #expect(subscription.deliveries == [.subscribed, .events([event(1)]), .lost])
     }
 
     /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
     /// SIGPIPE and killed the process in the notes (§1). The broker ignores SIGPIPE, so this throws.
     @Test func largePublishToAKilledRedisThrowsInsteadOfKillingTheProcess() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url)
-        defer { broker.close() }
-        try await broker.publish([event(1)])  // the publisher's connection is open now
-        redis.kill()
-        let large = (1...30_000).map { event(Int64($0)) }
-        await #expect(throws: BrokerError.self) { try await broker.publish(large) }
+        try await withRedisBroker { redis, broker in
+            try await broker.publish([event(1)])  // the publisher's connection is open now
+            redis.kill()
+            let large = (1...30_000).map { event(Int64($0)) }
+            await #expect(throws: BrokerError.self) { try await broker.publish(large) }
+        }
     }
 
     @Test func restartedRedisIsSubscribedAgainAndDeliversNewBatches() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url)
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
-        redis.kill()
-        #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
-        await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
+        try await withRedisBroker { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            redis.kill()
+            #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
 
-        try redis.start()
-        #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(5)))
-        #expect(try await publishUntilAccepted(broker, [event(2)], timeout: .seconds(5)))
-        #expect(await subscription.waitForEvents(1))
-        #expect(subscription.deliveries == [.subscribed, .lost, .subscribed, .events([event(2)])])
+            try redis.start()
+            #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(5)))
+            #expect(try await publishUntilAccepted(broker, [event(2)], timeout: .seconds(5)))
+            #expect(await subscription.waitForEvents(1))
+            #expect(subscription.deliveries == [.subscribed, .lost, .subscribed, .events([event(2)])])
+        }
     }
 
     /// A hung Redis still accepts TCP connections; only the timeouts and the heartbeat notice it.
     @Test func frozenRedisFailsPublishWithinTheCommandTimeoutAndRecoversOnThaw() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url, commandTimeout: .milliseconds(500))
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
-        try await broker.publish([event(1)])
-        #expect(await subscription.waitForEvents(1))
+        let opening = { (url: String) in try RedisBroker(url: url, commandTimeout: .milliseconds(500)) }
+        try await withRedisBroker(opening: opening) { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            try await broker.publish([event(1)])
+            #expect(await subscription.waitForEvents(1))
 
-        redis.freeze()
-        let started = ContinuousClock.now
-        await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
-        #expect(ContinuousClock.now - started < .milliseconds(500) + .seconds(1))
-        #expect(await subscription.wait(timeout: .seconds(4)) { $0.last == .lost })
+            redis.freeze()
+            let started = ContinuousClock.now
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+            #expect(ContinuousClock.now - started < .milliseconds(500) + .seconds(1))
+            #expect(await subscription.wait(timeout: .seconds(4)) { $0.last == .lost })
 
-        redis.thaw()
-        #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(6)))
-        #expect(try await publishUntilAccepted(broker, [event(3)], timeout: .seconds(5)))
-        #expect(await subscription.wait { $0.last == .events([event(3)]) })
+            redis.thaw()
+            #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(6)))
+            #expect(try await publishUntilAccepted(broker, [event(3)], timeout: .seconds(5)))
+            #expect(await subscription.wait { $0.last == .events([event(3)]) })
+        }
     }
 
     @Test func garbageOnTheChannelIsSkippedAndLaterBatchesArrive() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
         let warnings = Mutex<[String]>([])
-        let broker = try RedisBroker(url: redis.url) { level, message, _ in
-            if level == .warning { warnings.withLock { $0.append(message) } }
+        let opening = { (url: String) in
+            try RedisBroker(url: url) { level, message, _ in
+                if level == .warning { warnings.withLock { $0.append(message) } }
+            }
         }
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
+        try await withRedisBroker(opening: opening) { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
 
-        let hostile: [[UInt8]] = [
-            [], [0, 0xff, 0xfe, 10, 13], Array("not json".utf8), Array("{\"v\":1,\"events\":[{}]}".utf8),
-            Array("{\"v\":99,\"events\":[]}".utf8), Array(String(repeating: "[", count: 50_000).utf8),
-            [UInt8](repeating: 0x41, count: 1 << 20),
-        ]
-        for payload in hostile { #expect(try redis.publish(payload, on: broker.channel) == 1) }
-        try await broker.publish([event(5)])
+            let hostile: [[UInt8]] = [
+                [], [0, 0xff, 0xfe, 10, 13], Array("not json".utf8), Array("{\"v\":1,\"events\":[{}]}".utf8),
+                Array("{\"v\":99,\"events\":[]}".utf8), Array(String(repeating: "[", count: 50_000).utf8),
+                [UInt8](repeating: 0x41, count: 1 << 20),
+            ]
+            for payload in hostile { #expect(try redis.publish(payload, on: broker.channel) == 1) }
+            try await broker.publish([event(5)])
 
-        #expect(await subscription.waitForEvents(1))
-        #expect(subscription.deliveries == [.subscribed, .events([event(5)])])
-        #expect(warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count } == hostile.count)
+            #expect(await subscription.waitForEvents(1))
+            #expect(subscription.deliveries == [.subscribed, .events([event(5)])])
+            #expect(warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count } == hostile.count)
+        }
     }
 
     @Test func closeEndsSubscriptionsAndLaterPublishesThrow() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url)
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
-        try await broker.publish([event(1)])
+        // The helper's own close afterwards is a no-op: `close()` is idempotent.
+        try await withRedisBroker { _, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            try await broker.publish([event(1)])
 
-        broker.close()
-        #expect(await subscription.wait { _ in subscription.isFinished })
-        await #expect(throws: BrokerError("redis broker is closed")) { try await broker.publish([event(2)]) }
-        #expect(broker.subscriptionCount == 0)
-        let afterClose = DeliveryCollector(broker.subscribe())
-        #expect(await afterClose.wait { _ in afterClose.isFinished })
-        #expect(afterClose.deliveries.isEmpty)
+            broker.close()
+            #expect(await subscription.wait { _ in subscription.isFinished })
+            await #expect(throws: BrokerError("redis broker is closed")) { try await broker.publish([event(2)]) }
+            #expect(broker.subscriptionCount == 0)
+            let afterClose = DeliveryCollector(broker.subscribe())
+            #expect(await afterClose.wait { _ in afterClose.isFinished })
+            #expect(afterClose.deliveries.isEmpty)
+        }
     }
 
     /// Dropping the last reference closes the broker: its threads stop and its streams end.
@@ -135,16 +129,14 @@ struct RedisBrokerFailureTests {
     }
 
     @Test func cancelledSubscriptionIsUnregistered() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let broker = try RedisBroker(url: redis.url)
-        defer { broker.close() }
-        let leaving = DeliveryCollector(broker.subscribe())
-        let staying = DeliveryCollector(broker.subscribe())
-        #expect(await staying.waitForSubscribed())
-        #expect(broker.subscriptionCount == 2)
-        leaving.cancel()
-        #expect(await staying.wait { _ in broker.subscriptionCount == 1 })
+        try await withRedisBroker { _, broker in
+            let leaving = DeliveryCollector(broker.subscribe())
+            let staying = DeliveryCollector(broker.subscribe())
+            #expect(await staying.waitForSubscribed())
+            #expect(broker.subscriptionCount == 2)
+            leaving.cancel()
+            #expect(await staying.wait { _ in broker.subscriptionCount == 1 })
+        }
     }
 
     /// A broker whose Redis never ran: publish fails fast, the subscription waits without `.subscribed`.
@@ -164,6 +156,19 @@ struct RedisBrokerFailureTests {
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(await subscription.wait(timeout: .milliseconds(300)) { !$0.isEmpty } == false)
     }
+}
+
+/// Runs `body` with a fresh Redis and a broker on it (`opening` makes it from the server's URL), then
+/// closes the broker and stops the server, however `body` ends.
+private func withRedisBroker(
+    opening: (String) throws -> RedisBroker = { try RedisBroker(url: $0) },
+    _ body: (RedisServer, RedisBroker) async throws -> Void
+) async throws {
+    let redis = try RedisServer()
+    defer { redis.stop() }
+    let broker = try opening(redis.url)
+    defer { broker.close() }
+    try await body(redis, broker)
 }
 
 /// A small committed event.

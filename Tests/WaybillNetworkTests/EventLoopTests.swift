@@ -74,14 +74,7 @@ struct EventLoopTests {
                 $0.pingInterval = .seconds(1)
             }, delegate: delegate
         ) { server in
-            let port = server.port
-            let raw = try await runBlocking { () -> RawConnection in
-                let c = try RawConnection(port: port)
-                _ = try c.upgradeToWebSocket("/ws/orders/")
-                return c
-            }
-            #expect(await eventually { !delegate.openedSockets.isEmpty })
-            let socket = try #require(delegate.openedSockets.first)
+            let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
             #expect(ContinuousClock.now - start < .seconds(5))
@@ -128,13 +121,8 @@ struct EventLoopTests {
         configuration.shutdownDrain = .seconds(1)
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
         try server.start()
-        let port = server.port
-        let raw = try await runBlocking { () -> RawConnection in
-            let c = try RawConnection(port: port)
-            _ = try c.upgradeToWebSocket("/ws/orders/")
-            return c  // never reads, never answers the close
-        }
-        #expect(await eventually { !delegate.openedSockets.isEmpty })
+        // The client end never reads, never answers the close.
+        let (raw, _) = try await openRawWebSocket(port: server.port, seenBy: delegate)
         let start = ContinuousClock.now
         await server.shutdown()
         let elapsed = ContinuousClock.now - start

@@ -1,6 +1,8 @@
 import Foundation
 import Synchronization
+import Testing
 import WaybillNetwork
+import WaybillTesting
 
 /// Answers with a JSON description of the request; a few paths do something special.
 struct EchoResponder: HTTPResponder {
@@ -79,4 +81,21 @@ func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async 
         try? await Task.sleep(for: .milliseconds(10))
     }
     return condition()
+}
+
+/// Opens a raw WebSocket to `/ws/orders/` on `port` and waits until `delegate` has seen it open.
+/// - Returns: the client end, which reads and answers nothing by itself (keep it alive: dropping it
+///   closes the socket), and the server's id of the socket.
+func openRawWebSocket(
+    port: Int, receiveBufferSize: Int? = nil, seenBy delegate: RecordingDelegate,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> (raw: RawConnection, socket: SocketID) {
+    let raw = try await runBlocking { () -> RawConnection in
+        let c = try RawConnection(port: port, receiveBufferSize: receiveBufferSize)
+        _ = try c.upgradeToWebSocket("/ws/orders/")
+        return c
+    }
+    #expect(await eventually { !delegate.openedSockets.isEmpty }, sourceLocation: sourceLocation)
+    let socket = try #require(delegate.openedSockets.first, sourceLocation: sourceLocation)
+    return (raw, socket)
 }

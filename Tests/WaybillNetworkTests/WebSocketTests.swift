@@ -119,14 +119,7 @@ struct WebSocketTests {
     @Test func slowConsumerIsClosedWith4008() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 256 << 10 }, delegate: delegate) { server in
-            let port = server.port
-            let raw = try await runBlocking { () -> RawConnection in
-                let c = try RawConnection(port: port, receiveBufferSize: 4096)
-                _ = try c.upgradeToWebSocket("/ws/orders/")
-                return c
-            }
-            #expect(await eventually { !delegate.openedSockets.isEmpty })
-            let socket = try #require(delegate.openedSockets.first)
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
             let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 32 << 10))
             // Keep sending (the peer never reads) until the server gives up on the socket.
             let deadline = ContinuousClock.now + .seconds(20)
@@ -148,14 +141,8 @@ struct WebSocketTests {
     @Test func halfOpenSocketIsDroppedAfterMissedPings() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
-            let port = server.port
-            let raw = try await runBlocking { () -> RawConnection in
-                let c = try RawConnection(port: port)
-                _ = try c.upgradeToWebSocket("/ws/orders/")
-                return c  // never reads, never answers pings
-            }
-            #expect(await eventually { !delegate.openedSockets.isEmpty })
-            let socket = try #require(delegate.openedSockets.first)
+            // The client end never reads, never answers pings.
+            let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
             #expect(ContinuousClock.now - start < .seconds(6))

@@ -39,14 +39,7 @@ struct WriteBatchingTests {
                 $0.maxQueuedBytesPerSocket = 16 << 20
             }, delegate: delegate
         ) { server in
-            let port = server.port
-            let raw = try await runBlocking { () -> RawConnection in
-                let c = try RawConnection(port: port)
-                _ = try c.upgradeToWebSocket("/ws/orders/")
-                return c
-            }
-            #expect(await eventually { !delegate.openedSockets.isEmpty })
-            let socket = try #require(delegate.openedSockets.first)
+            let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let before = await server.writeStatistics()
             let payloads: [[UInt8]] = (0..<3000).map { i in
                 let size = i % 500 == 7 ? 70_000 : (i % 10 == 3 ? 300 : 20)
@@ -83,14 +76,7 @@ struct WriteBatchingTests {
     func framesPostedTogetherLeaveInOneWrite(kind: EventLoopKind) async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.eventLoop = kind }, delegate: delegate) { server in
-            let port = server.port
-            let raw = try await runBlocking { () -> RawConnection in
-                let c = try RawConnection(port: port)
-                _ = try c.upgradeToWebSocket("/ws/orders/")
-                return c
-            }
-            #expect(await eventually { !delegate.openedSockets.isEmpty })
-            let socket = try #require(delegate.openedSockets.first)
+            let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let before = await server.writeStatistics()
             server.execute { io in
                 for i in 0..<200 { io.send(OutboundFrame(text: "event \(i)"), to: socket) }

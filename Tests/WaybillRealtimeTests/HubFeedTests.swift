@@ -9,21 +9,28 @@ import WaybillTesting
 /// The feed against a real SQLite store and a scripted broker, on a test clock.
 @Suite(.timeLimit(.minutes(1)))
 struct HubFeedTests {
-    /// Runs a feed from the store's newest cursor; `body` drives it.
-    static func withFeed(
-        _ body: (_ store: any OrderStore, _ broker: ScriptedBroker, _ target: RecordingTarget, _ clock: TestClock) async throws -> Void
-    ) async throws {
-        try await withStore { store in
-            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-            let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
-            let subscription = broker.subscribe()
-            let start = try await HubFeed.newestCursor(in: store)
-            let running = Task { await feed.run(first: subscription, startingAfter: start) }
-            defer { running.cancel() }
-            try await body(store, broker, target, clock)
-            running.cancel()
-            await running.value
-        }
+    /// A feed test: drives the feed through its broker and clock, watches its target.
+    typealias FeedBody = (
+        _ store: any OrderStore, _ broker: ScriptedBroker, _ target: RecordingTarget, _ clock: TestClock
+    ) async throws -> Void
+
+    /// Runs a feed on a fresh store from its newest cursor; `body` drives it.
+    static func withFeed(_ body: FeedBody) async throws {
+        try await withStore { store in try await withFeed(on: store, body) }
+    }
+
+    /// Runs a feed on `store` from its newest cursor; `body` drives it.
+    static func withFeed(on store: any OrderStore, _ body: FeedBody) async throws {
+        let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+        let feed = HubFeed(
+            broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+        let subscription = broker.subscribe()
+        let start = try await HubFeed.newestCursor(in: store)
+        let running = Task { await feed.run(first: subscription, startingAfter: start) }
+        defer { running.cancel() }
+        try await body(store, broker, target, clock)
+        running.cancel()
+        await running.value
     }
 
     @Test func aGapInWhatTheBrokerGaveIsReadFromTheStore() async throws {
@@ -91,29 +98,23 @@ struct HubFeedTests {
             try await withStore { restored in
                 try await restored.append(2)
                 let store = SwitchableStore(original)
-                let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-                let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
-                let subscription = broker.subscribe()
-                let start = try await HubFeed.newestCursor(in: store)
-                let running = Task { await feed.run(first: subscription, startingAfter: start) }
-                defer { running.cancel() }
-                await clock.advance(by: .milliseconds(100))
-                store.switchTo(restored)  // the database under the node goes back to event 2
-                // Tick by tick (the feed counts ticks): one big advance may let the feed's loop run
-                // fewer times than the ticks it covers when the machine is busy.
-                for _ in 0..<40 { await clock.advance(by: .milliseconds(100)) }
-                #expect(target.rewinds.isEmpty, "the broker path reads no history until the check is due")
-                let newest = try await HubFeed.newestCursor(in: restored)
-                var ticks = 0
-                while target.rewinds.isEmpty, ticks < 100 {
+                try await Self.withFeed(on: store) { _, _, target, clock in
                     await clock.advance(by: .milliseconds(100))
-                    ticks += 1
-                    _ = await eventually(timeout: .milliseconds(50)) { !target.rewinds.isEmpty }
+                    store.switchTo(restored)  // the database under the node goes back to event 2
+                    // Tick by tick (the feed counts ticks): one big advance may let the feed's loop run
+                    // fewer times than the ticks it covers when the machine is busy.
+                    for _ in 0..<40 { await clock.advance(by: .milliseconds(100)) }
+                    #expect(target.rewinds.isEmpty, "the broker path reads no history until the check is due")
+                    let newest = try await HubFeed.newestCursor(in: restored)
+                    var ticks = 0
+                    while target.rewinds.isEmpty, ticks < 100 {
+                        await clock.advance(by: .milliseconds(100))
+                        ticks += 1
+                        _ = await eventually(timeout: .milliseconds(50)) { !target.rewinds.isEmpty }
+                    }
+                    #expect(target.rewinds == [newest])
+                    #expect(ticks <= 20, "the check came about 5 s after the last one, not much later")
                 }
-                #expect(target.rewinds == [newest])
-                #expect(ticks <= 20, "the check came about 5 s after the last one, not much later")
-                running.cancel()
-                await running.value
             }
         }
     }

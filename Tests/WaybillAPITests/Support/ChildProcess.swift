@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WaybillTesting
 
 /// The `waybill` executable run as a child process, with its output collected line by line.
 ///
@@ -26,28 +27,26 @@ final class ChildProcess: Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
         for descriptor in input + output + errors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copies; every other descriptor of the test process
-        // (pipes and sockets of other tests) is close-on-exec or closed here.
-        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        _ = Self.closeFrom?(&actions, 3)
-        let path = Self.waybillPath
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        close(input[0])
-        close(output[1])
-        close(errors[1])
-        guard spawned == 0 else {
+        let pid: pid_t
+        do throws(Spawn.Failure) {
+            // The child's ends are the parent's to close whether or not the start worked.
+            defer {
+                close(input[0])
+                close(output[1])
+                close(errors[1])
+            }
+            // dup2 clears close-on-exec on the copies; every other descriptor of the test process
+            // (pipes and sockets of other tests) is close-on-exec or closed by `Spawn`.
+            pid = try Spawn.start(Self.waybillPath, arguments) { actions in
+                posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+                posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+                posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+            }
+        } catch {
             close(input[1])
             close(output[0])
             close(errors[0])
-            throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO)
+            throw POSIXError(POSIXErrorCode(rawValue: error.code) ?? .EIO)
         }
         self.pid = pid
         stdinDescriptor = input[1]
@@ -118,16 +117,6 @@ final class ChildProcess: Sendable {
     }
 
     func terminate() { signal(SIGTERM) }
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module
-    /// does not import: looked up at run time.
-    private static let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? =
-        {
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
-            else { return nil }
-            return unsafeBitCast(
-                symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
-        }()
 
     /// Reads `descriptor` to its end on a thread of its own, line by line, then closes it.
     private static func collect(_ descriptor: Int32, into lines: LineBuffer) {
