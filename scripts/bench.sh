@@ -3,7 +3,7 @@
 # $WAYBILL_BENCH_STATE). Starts a fresh server on 127.0.0.1, seeds it, runs the scenarios, stops it.
 #   scripts/bench.sh                      the default suite (fan-out at several rates, idle sockets, saturation)
 #   scripts/bench.sh fanout 2000 20       one fan-out run: rate, duration
-#   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds
+#   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds (+ scripts/pong_probe.py on one more socket)
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
 #   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
