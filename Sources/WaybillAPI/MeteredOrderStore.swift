@@ -32,5 +32,4 @@ struct MeteredOrderStore: OrderStore {
     // Every requirement with a default must be forwarded too, or the default hides the base's answer
     // (`StoreHealthTests` caught `health` reading "no problems" through this wrapper).
     var health: StoreHealth { base.health }
-    var writeExecutor: (any TaskExecutor)? { base.writeExecutor }
 }

@@ -86,8 +86,7 @@ public final class WaybillServer: Sendable {
             metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets,
             idempotency: IdempotencyGuard(
                 store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
-        let responder = APIResponder(
-            router: routes.router(), authenticator: auth, metrics: metrics, logger: logger, writeExecutor: store.writeExecutor)
+        let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in _ = http.execute(body) }
         metrics.readAtScrape(.serviceQueue) { http.refusedWork }

@@ -96,12 +96,4 @@ public struct HTTPResponse: Sendable {
 /// Answers HTTP requests. Called on Swift tasks, never on the service thread, so it may await the store.
 public protocol HTTPResponder: Sendable {
     func respond(to request: HTTPRequest) async -> HTTPResponse
-
-    /// Where the task answering `request` should run (`nil`: Swift's global executor). A write
-    /// request runs best on the store's writer thread (`OrderStore.writeExecutor`).
-    func executorPreference(for request: HTTPRequest) -> (any TaskExecutor)?
-}
-
-extension HTTPResponder {
-    public func executorPreference(for request: HTTPRequest) -> (any TaskExecutor)? { nil }
 }

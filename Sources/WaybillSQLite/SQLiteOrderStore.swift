@@ -24,9 +24,7 @@ public final class SQLiteOrderStore: OrderStore {
     /// The most write closures one transaction runs: bounds how long a batch holds the write lock.
     static let groupCommitLimit = 64
 
-    private let writeQueue = JobQueue<WriterItem>()
-    /// Runs tasks on the writer thread (`writeExecutor`).
-    private let writerExecutor: SQLiteWriterExecutor
+    private let writeQueue = JobQueue<WriteJob>()
     private let readQueue = JobQueue<ReadJob>()
     private let workers: [SQLiteWorker]
     private let checkpointer: SQLiteCheckpointer
@@ -65,7 +63,6 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
     ) throws {
         self.clock = clock
-        writerExecutor = SQLiteWriterExecutor(queue: writeQueue)
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -77,7 +74,6 @@ public final class SQLiteOrderStore: OrderStore {
             // The writer first: it switches the file to WAL and migrates before any reader opens.
             let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics)
             let walPages = self.walPages
-            let executor = writerExecutor
             started.append(
                 try SQLiteWorker(
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
@@ -89,7 +85,7 @@ public final class SQLiteOrderStore: OrderStore {
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
-                    perform: { db, items in executor.perform(items, on: db, groupCommit: groupCommit) }))
+                    perform: { db, jobs in groupCommit.perform(jobs, on: db) }))
             for index in 0..<max(1, readerCount) {
                 started.append(
                     try SQLiteWorker(
@@ -161,13 +157,9 @@ public final class SQLiteOrderStore: OrderStore {
                     }
                 },
                 fail: { continuation.resume(throwing: $0) })
-            if !writeQueue.enqueue(.write(job)) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+            if !writeQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
     }
-
-    /// The writer thread as a task executor: tasks that mostly wait for writes (a write request)
-    /// run there between transactions, and their `write` needs no thread hand-off.
-    public var writeExecutor: (any TaskExecutor)? { writerExecutor }
 
     /// Lets queued reads and writes finish, then finalizes every statement and closes every
     /// connection. Later calls throw `StoreError.unavailable`. Idempotent.
@@ -190,9 +182,6 @@ public final class SQLiteOrderStore: OrderStore {
         // and checkpoint a database nobody uses any more.
         checkpointer.close()
     }
-
-    /// Whether the caller runs on the writer thread (tests).
-    var isOnWriterThread: Bool { workers.first?.isCurrentThread ?? false }
 
     /// Whether the WAL checkpointer thread still runs (tests).
     var isCheckpointerRunning: Bool { checkpointer.isRunning }

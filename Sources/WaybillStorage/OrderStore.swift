@@ -33,20 +33,11 @@ public protocol OrderStore: Sendable {
 
     /// Problems the store knows of while it still answers (see `StoreHealth`). Cheap: no query.
     var health: StoreHealth { get }
-
-    /// An executor on the thread that runs `write` closures, for tasks that mostly wait for
-    /// writes: a task that prefers it runs between the writer's transactions, so a `write` costs
-    /// it no thread hand-off either way (docs/ARCHITECTURE.md, "Threads"). `nil` when the store
-    /// has no such thread.
-    var writeExecutor: (any TaskExecutor)? { get }
 }
 
 extension OrderStore {
     /// Nothing to report (stores without background work of their own).
     public var health: StoreHealth { StoreHealth() }
-
-    /// No writer thread to run tasks on.
-    public var writeExecutor: (any TaskExecutor)? { nil }
 }
 
 /// A lock held by at most one process of a cluster at a time (see `OrderStore.lease(_:)`).

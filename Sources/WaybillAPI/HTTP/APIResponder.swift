@@ -8,22 +8,6 @@ struct APIResponder: HTTPResponder {
     let authenticator: Authenticator
     let metrics: Metrics
     let logger: Logger
-    /// The store's writer thread, for requests that change orders (`executorPreference(for:)`).
-    var writeExecutor: (any TaskExecutor)? = nil
-
-    /// A request that changes orders runs on the store's writer thread when it has one: it
-    /// mostly waits for its transaction, and there that costs no thread hand-off
-    /// (docs/BENCHMARKS.md). Reads, logins and the rest stay on the global executor: they would
-    /// only delay the writer.
-    func executorPreference(for request: HTTPRequest) -> (any TaskExecutor)? {
-        Self.runsOnWriter(request) ? writeExecutor : nil
-    }
-
-    /// Whether `request` changes orders (and so mostly waits for the writer).
-    static func runsOnWriter(_ request: HTTPRequest) -> Bool {
-        request.method != "GET" && request.method != "HEAD" && request.method != "OPTIONS"
-            && (request.path == "/api/orders" || request.path.hasPrefix("/api/orders/"))
-    }
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
