@@ -79,15 +79,20 @@ cpu_sample() {
 }
 
 # probe_during_hold N HOLD: waits (up to 180 s) until N sockets are open, then runs the pong probe for
-# the hold minus 5 s (at least 5 s); its JSON line goes to $DATA/probe.json.
+# the hold minus 5 s (at least 5 s); its JSON line goes to $DATA/probe.json. If the sockets never all
+# open, no probe runs (a probe of an empty server would be labelled with N). Never fails the caller.
 probe_during_hold() {
-    local n="$1" hold="$2" open token
+    set +e +o pipefail
+    local n="$1" hold="$2" open=0 token
     token="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dispatcher_token"])' "$DATA/fixtures.json")"
+    local metrics_auth=()
+    [ -n "${WAYBILL_METRICS_TOKEN:-}" ] && metrics_auth=(-H "Authorization: Bearer $WAYBILL_METRICS_TOKEN")
     for _ in $(seq 1 1800); do
-        open="$(curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^waybill_websockets_open/{s+=$2} END{print s+0}')"
+        open="$(curl -sf "${metrics_auth[@]}" "http://127.0.0.1:$PORT/metrics" | awk '/^waybill_websockets_open/{s+=$2} END{print s+0}')"
         [ "${open:-0}" -ge "$n" ] && break
         sleep 0.1
     done
+    if [ "${open:-0}" -lt "$n" ]; then echo "pong probe: only ${open:-0} of $n sockets opened; no probe" >&2; return 0; fi
     timeout -k 5 $(( hold + 30 )) python3 "$ROOT/scripts/pong_probe.py" --port "$PORT" --token "$token" \
         --duration "$(( hold > 10 ? hold - 5 : 5 ))" 2>"$DATA/probe.err" |
         python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d.update(scenario="pong_probe", sockets=int(sys.argv[1])); print(json.dumps(d, separators=(",", ":")))' "$n" \
@@ -109,7 +114,7 @@ run() {
             "$BENCH/bench.sh" --fixtures "$DATA/fixtures.json" --scenario connections --connections "${1:-2000}" \
                 --hold "${2:-30}" --ping-interval 10 --label "waybill-connections-${1:-2000}" --out "$RESULTS"
             wait "$probe" || true
-            [ -s "$DATA/probe.json" ] && tee -a "$RESULTS" <"$DATA/probe.json" ;;
+            if [ -s "$DATA/probe.json" ]; then tee -a "$RESULTS" <"$DATA/probe.json"; fi ;;
         saturate)
             # $1 duration, $2 sink sockets (default 2000), $3 who: all (drivers + dispatcher, round-robin),
             # dispatcher (every socket gets every event, like Nchan's one channel) or drivers.

@@ -97,32 +97,48 @@ def main():
             break
 
     ping = mask(0x1, b'{"type":"ping"}')
-    rtts, pings, missing, other = [], 0, 0, 0
+    rtts, pings, missing, other, error = [], 0, 0, 0, None
+    # Pongs carry no id: after a timeout the late pong would be taken for the next ping's, and every
+    # later one would look instant. Pongs still owed are skipped before the next ping is timed.
+    owed = 0
     end = time.monotonic() + a.duration
-    while time.monotonic() < end:
-        sent = time.perf_counter()
-        sock.sendall(ping)
-        pings += 1
-        sock.settimeout(a.timeout)
-        try:
-            while True:  # skip other frames (`connected`, protocol pings) until the pong
-                opcode, payload = frames.next()
-                if opcode == 0x9:
-                    sock.sendall(mask(0xA, payload))
-                elif opcode == 0x8:
-                    raise ConnectionError("closed by the server")
-                elif opcode == 0x1 and json.loads(payload).get("type") == "pong":
-                    rtts.append((time.perf_counter() - sent) * 1000)
-                    break
+    try:
+        while time.monotonic() < end:
+            sent = None
+            sock.settimeout(a.timeout)
+            try:
+                while True:  # skip other frames (`connected`, protocol pings, owed pongs) until the pong
+                    if sent is None and owed == 0:
+                        sent = time.perf_counter()
+                        sock.sendall(ping)
+                        pings += 1
+                    opcode, payload = frames.next()
+                    if opcode == 0x9:
+                        sock.sendall(mask(0xA, payload))
+                    elif opcode == 0x8:
+                        raise ConnectionError("closed by the server")
+                    elif opcode == 0x1 and json.loads(payload).get("type") == "pong":
+                        if owed:
+                            owed -= 1
+                            continue
+                        rtts.append((time.perf_counter() - sent) * 1000)
+                        break
+                    else:
+                        other += 1
+            except socket.timeout:
+                if sent is None:  # still waiting for owed pongs: give up on them
+                    owed = 0
                 else:
-                    other += 1
-        except socket.timeout:
-            missing += 1
-        time.sleep(max(0.0, a.interval - (time.perf_counter() - sent)))
+                    missing += 1
+                    owed += 1
+                    sent = None
+            time.sleep(max(0.0, a.interval - (time.perf_counter() - (sent or time.perf_counter()))))
+    except (OSError, ConnectionError, ValueError) as e:
+        error = str(e)
     sock.close()
     rtts.sort()
     print(json.dumps({"tool": "pong_probe", "pings": pings, "pongs": len(rtts), "missing": missing,
-                      "other_frames": other, "interval_s": a.interval,
+                      "other_frames": other, "interval_s": a.interval, "error": error,
                       "rtt_ms": {"n": len(rtts), "p50": percentile(rtts, 0.50), "p90": percentile(rtts, 0.90),
                                  "p99": percentile(rtts, 0.99), "max": round(rtts[-1], 3) if rtts else None}}))
 

@@ -124,6 +124,7 @@ public final class OutboxRelay: Sendable {
                 try? await clock.sleep(for: backoff(failures))
             }
         }
+        wake.cancelTimer()  // nobody waits any more; on a test clock it would sleep for good
         if cursor != persisted, lease.isHeld {
             _ = try? await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
         }

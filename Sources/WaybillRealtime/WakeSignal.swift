@@ -19,6 +19,8 @@ final class WakeSignal: Sendable {
 
     init() {}
 
+    deinit { cancelTimer() }
+
     /// Any thread, never blocks.
     func signal() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
@@ -79,7 +81,8 @@ final class WakeSignal: Sendable {
         if case .some(let old?) = replaced { old.cancel() }
     }
 
-    private func cancelTimer() {
+    /// Drops the armed timer (the waiter stops waiting: lease lost, task cancelled).
+    func cancelTimer() {
         state.withLock { s in
             defer { s.timer = nil }
             return s.timer?.task

@@ -63,12 +63,13 @@ final class SQLiteCheckpointer: Sendable {
             opened.signal()
             let clock = ContinuousClock()
             var lastCheckpoint: ContinuousClock.Instant?
+            var commitsAtLastCheckpoint = -1
             var lastFailed = false
             while stop.wait(timeout: .now() + seconds) == .timedOut {
-                let pages = walPages.current
+                let commits = walPages.commits
                 let tick = CheckpointPolicy.Tick(
-                    walPages: pages, sinceLastCheckpoint: lastCheckpoint.map { $0.duration(to: clock.now) },
-                    lastAttemptFailed: lastFailed)
+                    walPages: walPages.current, sinceLastCheckpoint: lastCheckpoint.map { $0.duration(to: clock.now) },
+                    lastAttemptFailed: lastFailed, committedSinceLastCheckpoint: commits != commitsAtLastCheckpoint)
                 defer { status.ticks.add(1, ordering: .relaxed) }
                 guard policy.isDue(tick) else { continue }
                 status.attempts.add(1, ordering: .relaxed)
@@ -78,7 +79,7 @@ final class SQLiteCheckpointer: Sendable {
                     status.failures.store(0, ordering: .relaxed)
                     lastFailed = false
                     lastCheckpoint = clock.now
-                    walPages.checkpointed(seen: pages)
+                    commitsAtLastCheckpoint = commits
                 } catch {
                     status.failures.add(1, ordering: .relaxed)
                     status.totalFailures.add(1, ordering: .relaxed)

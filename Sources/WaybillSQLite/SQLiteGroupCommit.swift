@@ -30,7 +30,8 @@ struct SQLiteGroupCommit: Sendable {
         private let counts = Mutex((transactions: 0, writes: 0))
         /// Transactions committed so far.
         var committedTransactions: Int { counts.withLock { $0.transactions } }
-        /// Write closures whose transaction committed (including ones that threw).
+        /// Write closures whose transaction committed (including ones that threw inside a batch;
+        /// a write that ran alone and threw was rolled back and is not counted).
         var committedWrites: Int { counts.withLock { $0.writes } }
         func recordCommit(writes: Int) {
             counts.withLock {

@@ -197,7 +197,9 @@ public final class SQLiteOrderStore: OrderStore {
     var consecutiveCheckpointFailures: Int { checkpointer.consecutiveFailures }
 
     /// Failed checkpoints in a row that make the store report `wal_checkpoint_failing` (one
-    /// second of them at the 250 ms interval: a single failure may be a passing hiccup).
+    /// second of them at the 250 ms interval: a single failure may be a passing hiccup). A failure
+    /// shows at the next due checkpoint (`CheckpointPolicy`: at most 2 s after a commit), so a
+    /// checkpoint that starts failing is reported within about 3 s.
     static let checkpointFailureThreshold = 4
 
     /// `wal_checkpoint_failing` while checkpoints keep failing (the WAL grows: automatic

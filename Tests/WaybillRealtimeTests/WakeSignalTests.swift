@@ -71,4 +71,16 @@ struct WakeSignalTests {
         await waiting.value
         #expect(await eventually { clock.sleeperCount == 0 })
     }
+
+    /// A relay that stops leading outside a wait drops the timer its last wait armed.
+    @Test func cancelTimerDropsTheArmedTimer() async {
+        let signal = WakeSignal(), clock = TestClock(), done = Counter()
+        let waiting = startWait(signal, timeout: .seconds(60), now: .zero, clock: clock, done: done)
+        #expect(await eventually { clock.sleeperCount == 1 })
+        signal.signal()
+        await waiting.value
+        #expect(clock.sleeperCount == 1)
+        signal.cancelTimer()
+        #expect(await eventually { clock.sleeperCount == 0 })
+    }
 }
