@@ -78,8 +78,9 @@ struct SQLiteCheckpointPolicyTests {
             checkpoint: SQLiteCheckpointer.passive)
         defer { store.close() }
         #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
-        _ = try await store.write { tx in try tx.insertCompany(name: "Big enough") }
+        // Read before the write: its checkpoint may come within a tick of the commit.
         let before = store.checkpointerActivity.attempts
+        _ = try await store.write { tx in try tx.insertCompany(name: "Big enough") }
         #expect(await eventually { store.checkpointerActivity.attempts > before })
         // Nothing committed since: the next ticks leave it alone.
         let after = store.checkpointerActivity
