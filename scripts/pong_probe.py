@@ -53,6 +53,18 @@ class Frames:
         self.buf = self.buf[at + n:]
         return opcode, payload
 
+    def message(self):
+        """The `type` of the next text message (None for other data frames); protocol pings are
+        answered on the way, a close frame raises ConnectionError."""
+        while True:
+            opcode, payload = self.next()
+            if opcode == 0x9:
+                self.sock.sendall(mask(0xA, payload))
+            elif opcode == 0x8:
+                raise ConnectionError("closed by the server")
+            else:
+                return json.loads(payload).get("type") if opcode == 0x1 else None
+
 
 def percentile(values, q):
     return round(values[min(len(values) - 1, int(len(values) * q))], 3) if values else None
@@ -87,14 +99,11 @@ def main():
 
     # The server reads app messages once the socket is authenticated: wait for `connected` first.
     sock.settimeout(a.timeout)
-    while True:
-        opcode, payload = frames.next()
-        if opcode == 0x9:
-            sock.sendall(mask(0xA, payload))
-        elif opcode == 0x8:
-            raise SystemExit("pong_probe: closed before `connected`")
-        elif opcode == 0x1 and json.loads(payload).get("type") == "connected":
-            break
+    try:
+        while frames.message() != "connected":
+            pass
+    except ConnectionError:
+        raise SystemExit("pong_probe: closed before `connected`")
 
     ping = mask(0x1, b'{"type":"ping"}')
     rtts, pings, missing, other, error = [], 0, 0, 0, None
@@ -112,12 +121,7 @@ def main():
                         sent = time.perf_counter()
                         sock.sendall(ping)
                         pings += 1
-                    opcode, payload = frames.next()
-                    if opcode == 0x9:
-                        sock.sendall(mask(0xA, payload))
-                    elif opcode == 0x8:
-                        raise ConnectionError("closed by the server")
-                    elif opcode == 0x1 and json.loads(payload).get("type") == "pong":
+                    if frames.message() == "pong":
                         if owed:
                             owed -= 1
                             continue

@@ -52,53 +52,52 @@ struct SQLiteCheckpointPolicyTests {
 
     /// With the real store: small writes leave the WAL alone (no checkpoint per tick), and the
     /// writer reports the WAL's size after each commit.
-    @Test func smallWritesDoNotCheckpointEveryTick() async throws {
+    /// A store whose checkpointer ticks every 5 ms under `policy`, after its first checkpoint (the
+    /// first tick checkpoints whatever the migrations, or an earlier process, left).
+    private func withCheckpointingStore(
+        _ policy: CheckpointPolicy, _ body: (SQLiteOrderStore) async throws -> Void
+    ) async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
         let store = try SQLiteOrderStore(
             path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
-            checkpointPolicy: CheckpointPolicy(pageThreshold: 10_000, maxAge: .seconds(60)),
-            checkpoint: SQLiteCheckpointer.passive)
+            checkpointPolicy: policy, checkpoint: SQLiteCheckpointer.passive)
         defer { store.close() }
-        // The first tick checkpoints whatever the migrations (or an earlier process) left.
         #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
-        for n in 0..<5 { _ = try await store.write { tx in try tx.insertCompany(name: "C\(n)") } }
-        #expect((store.checkpointerActivity.walPages ?? 0) > 0)
+        try await body(store)
+    }
+
+    /// Twenty more ticks pass without a checkpoint.
+    private func expectNoCheckpointForTwentyTicks(_ store: SQLiteOrderStore) async {
         let before = store.checkpointerActivity
         #expect(await eventually { store.checkpointerActivity.ticks >= before.ticks + 20 })
         #expect(store.checkpointerActivity.attempts == before.attempts)
     }
 
+    @Test func smallWritesDoNotCheckpointEveryTick() async throws {
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 10_000, maxAge: .seconds(60))) { store in
+            for n in 0..<5 { _ = try await store.write { tx in try tx.insertCompany(name: "C\(n)") } }
+            #expect((store.checkpointerActivity.walPages ?? 0) > 0)
+            await expectNoCheckpointForTwentyTicks(store)
+        }
+    }
+
     @Test func aWALOverTheThresholdIsCheckpointedOnce() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
-        let store = try SQLiteOrderStore(
-            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
-            checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60)),
-            checkpoint: SQLiteCheckpointer.passive)
-        defer { store.close() }
-        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
-        // Read before the write: its checkpoint may come within a tick of the commit.
-        let before = store.checkpointerActivity.attempts
-        _ = try await store.write { tx in try tx.insertCompany(name: "Big enough") }
-        #expect(await eventually { store.checkpointerActivity.attempts > before })
-        // Nothing committed since: the next ticks leave it alone.
-        let after = store.checkpointerActivity
-        #expect(await eventually { store.checkpointerActivity.ticks >= after.ticks + 20 })
-        #expect(store.checkpointerActivity.attempts == after.attempts)
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60))) { store in
+            // Read before the write: its checkpoint may come within a tick of the commit.
+            let before = store.checkpointerActivity.attempts
+            _ = try await store.write { tx in try tx.insertCompany(name: "Big enough") }
+            #expect(await eventually { store.checkpointerActivity.attempts > before })
+            // Nothing committed since: the next ticks leave it alone.
+            await expectNoCheckpointForTwentyTicks(store)
+        }
     }
 
     @Test func anOldWALIsCheckpointed() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
-        let store = try SQLiteOrderStore(
-            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
-            checkpointPolicy: CheckpointPolicy(pageThreshold: 10_000, maxAge: .milliseconds(50)),
-            checkpoint: SQLiteCheckpointer.passive)
-        defer { store.close() }
-        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
-        let before = store.checkpointerActivity.attempts
-        _ = try await store.write { tx in try tx.insertCompany(name: "Old enough") }
-        #expect(await eventually { store.checkpointerActivity.attempts > before })
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 10_000, maxAge: .milliseconds(50))) { store in
+            let before = store.checkpointerActivity.attempts
+            _ = try await store.write { tx in try tx.insertCompany(name: "Old enough") }
+            #expect(await eventually { store.checkpointerActivity.attempts > before })
+        }
     }
 }
