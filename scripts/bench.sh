@@ -4,6 +4,8 @@
 #   scripts/bench.sh                      the default suite (fan-out at several rates, idle sockets, saturation)
 #   scripts/bench.sh fanout 2000 20       one fan-out run: rate, duration
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds (+ scripts/pong_probe.py on one more socket)
+#   scripts/bench.sh paced 2000 20 [50]   wrk PATCHes on a fixed schedule (scripts/bench_paced.lua) + wsdrain
+#                                         on the driver sockets: rate, duration, sockets
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
 #   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
@@ -157,6 +159,58 @@ print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{con
             "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
             "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None},
     "wsdrain": drain}, separators=(",", ":")))
+PY
+            ;;
+        paced)
+            # $1 offered writes/s, $2 duration, $3 driver sockets (default all 50). Each PATCH's event
+            # goes to one driver socket, so every committed event must arrive once: lost = committed -
+            # frames. Latency is wsdrain's: its clock at arrival minus the event's `changed_at` (set by
+            # the server when it handles the write; ms resolution), so it leaves out time the request
+            # waited before the server read it — wrk's answer latency, also reported, covers that.
+            local rate="${1:-2000}" dur="${2:-20}" conns="${3:-$DRIVERS}" threads=2
+            python3 - "$DATA/fixtures.json" "$DATA/paced-fixtures.lua" <<'PY'
+import json, sys
+fx = json.load(open(sys.argv[1]))
+ids = [i for d in fx["drivers"] for i in d["order_ids"]]
+open(sys.argv[2], "w").write("return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
+PY
+            "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who drivers --connections "$conns" --duration "$(( dur + 4 ))" \
+                >"$DATA/drain.json" 2>"$DATA/drain.err" &
+            local drain=$!
+            sleep 2
+            local before after c0 c1
+            c0="$(committed_events)"
+            before="$(cpu_sample "$drain")"
+            timeout -k 5 $(( dur + 30 )) wrk -t "$threads" -c 64 -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
+                "http://127.0.0.1:$PORT" -- "$DATA/paced-fixtures.lua" "$(python3 -c "print($threads * 1000 / $rate)")" >"$DATA/wrk.txt"
+            after="$(cpu_sample "$drain")"
+            wait "$drain" || true
+            sleep 1
+            c1="$(committed_events)"
+            cat "$DATA/drain.err" >&2
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$RESULTS"
+import json, re, sys
+drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+wrk = open(sys.argv[2]).read()
+b, a = [list(map(float, x.split())) for x in sys.argv[3:5]]
+dur, conns, rate, tck = float(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
+m = re.search(r"(\d+) requests in ([\d.]+)s", wrk)
+s = re.search(r"non-2xx: (\d+) of \d+; answer p50 ([\d.]+) ms, p99 ([\d.]+) ms, max ([\d.]+) ms; late slots (\d+)", wrk)
+wall = a[0] - b[0]
+committed = int(float(sys.argv[10])) - int(float(sys.argv[9]))
+frames = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames
+print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}", "offered_writes_per_s": rate,
+    "duration_s": dur, "sockets": conns, "connected": drain.get("connected"),
+    "writes": int(m.group(1)) if m else None, "writes_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
+    "write_errors": int(s.group(1)) if s else None, "late_slots": int(s.group(5)) if s else None,
+    "answer_ms": {"p50": float(s.group(2)), "p99": float(s.group(3)), "max": float(s.group(4))} if s else None,
+    "events_committed": committed, "event_frames": frames, "lost": committed - frames,
+    "delivery_latency_ms": drain["latency_ms"],
+    "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
+    "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
+            "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
+            "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None}},
+    separators=(",", ":")))
 PY
             ;;
         *) echo "unknown scenario $kind" >&2; exit 2 ;;

@@ -1,3 +1,4 @@
+import WaybillDomain
 import WaybillObservability
 import WaybillStorage
 
@@ -32,4 +33,8 @@ struct MeteredOrderStore: OrderStore {
     // Every requirement with a default must be forwarded too, or the default hides the base's answer
     // (`StoreHealthTests` caught `health` reading "no problems" through this wrapper).
     var health: StoreHealth { base.health }
+
+    func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
+        base.observeCommits(observer)
+    }
 }

@@ -1,6 +1,7 @@
 public import WaybillBroker
 public import WaybillStorage
 import Foundation
+import Synchronization
 public import WaybillDomain
 import WaybillNetwork
 public import WaybillObservability
@@ -63,9 +64,11 @@ public final class WaybillServer: Sendable {
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
+        let localPath = LocalPath()
         let committed: @Sendable ([StoredEvent]) -> Void = { events in
             metrics.eventsCommitted(events.count)
-            relay.committed(events)
+            // On the local path the store's commit observer has handed them over already.
+            if !localPath.isOn { relay.committed(events) }
         }
         let orders = OrderService(store: store, clock: clock, committed: committed)
         var limits = Hub.Limits()
@@ -97,6 +100,18 @@ public final class WaybillServer: Sendable {
         }
 
         let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
+        // The local path: with an in-process broker, this process's commits go from the store's
+        // writer thread straight into the feed (no relay → broker → feed hand-offs); the relay
+        // still persists its cursor and publishes what other processes commit to the same file.
+        // A network broker keeps every event on the relay's path, so all nodes see one order.
+        if broker.publishNeverStalls,
+            store.observeCommits({ events in
+                feed.committedHere(events)
+                relay.delivered(events)
+            })
+        {
+            localPath.turnOn()
+        }
         let pruner = OutboxPruner(
             store: store, retention: configuration.outboxRetention,
             idempotencyRetention: configuration.idempotencyRetention, interval: configuration.pruneInterval,
@@ -169,4 +184,11 @@ public final class WaybillServer: Sendable {
         n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }
+}
+
+/// Whether the local path is on (see `WaybillServer.start`): set once, before the first request.
+private final class LocalPath: Sendable {
+    private let on = Atomic<Bool>(false)
+    var isOn: Bool { on.load(ordering: .acquiring) }
+    func turnOn() { on.store(true, ordering: .releasing) }
 }

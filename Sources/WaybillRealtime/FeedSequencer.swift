@@ -40,14 +40,23 @@ public struct FeedSequencer: Sendable {
         public var isFull: Bool
         /// The store's newest event (its cursor; `.origin` for an empty store).
         public var newest: EventCursor
-        /// The store's event with the id of `deliveredThrough`, if it still exists.
+        /// The store's event with the id of `issuedAt`, if it still exists.
         public var atDelivered: StoredEvent?
+        /// `deliveredThrough` when the read was asked for (`nil`: unchanged since). Events committed
+        /// in this process reach the sequencer while a read is in flight (`received`), so by the
+        /// time it answers `deliveredThrough` may be past the read's snapshot; history is compared
+        /// with what was delivered when the read began, or a newer delivery would look like a rewind.
+        public var issuedAt: EventCursor?
 
-        public init(events: [StoredEvent], isFull: Bool, newest: EventCursor, atDelivered: StoredEvent?) {
+        public init(
+            events: [StoredEvent], isFull: Bool, newest: EventCursor, atDelivered: StoredEvent?,
+            issuedAt: EventCursor? = nil
+        ) {
             self.events = events
             self.isFull = isFull
             self.newest = newest
             self.atDelivered = atDelivered
+            self.issuedAt = issuedAt
         }
     }
 
@@ -86,7 +95,7 @@ public struct FeedSequencer: Sendable {
         self.maxPending = maxPending
     }
 
-    /// A batch from the broker.
+    /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
         let step = Step(deliver: drainPending())
@@ -121,7 +130,7 @@ public struct FeedSequencer: Sendable {
     /// delivered, then whatever pending broker events continue it.
     public mutating func storeRead(_ read: StoreRead) -> Step {
         ticksSinceCheck = 0
-        if Self.hasRewound(from: deliveredThrough, to: read) {
+        if Self.hasRewound(from: read.issuedAt ?? deliveredThrough, to: read) {
             deliveredThrough = read.newest
             pending = []
             owedRead = nil

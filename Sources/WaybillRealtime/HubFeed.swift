@@ -2,6 +2,7 @@ public import WaybillBroker
 public import WaybillDomain
 public import WaybillObservability
 public import WaybillStorage
+import Synchronization
 
 /// Moves events from the broker subscription (and, when it falls short, the store) to the hub.
 ///
@@ -26,6 +27,18 @@ public final class HubFeed: Sendable {
     private enum Input: Sendable {
         case delivery(BrokerDelivery)
         case tick
+        /// Events committed here left a read owed (a gap): do it now, not at the next tick.
+        case readOwed
+    }
+
+    /// What the feed task and the commit path (`committedHere`) share. The sequencer is stepped
+    /// and its steps performed under the lock, so events reach the hub in id order whoever
+    /// brought them; store reads run outside it.
+    private struct Shared {
+        var sequencer: FeedSequencer?
+        /// Committed before `run` started: given to the sequencer first.
+        var early: [StoredEvent] = []
+        var wake: AsyncStream<Input>.Continuation?
     }
 
     private let broker: any Broker
@@ -35,6 +48,7 @@ public final class HubFeed: Sendable {
     private let logger: Logger
     private let clock: any Clock<Duration>
     private let configuration: Configuration
+    private let shared = Mutex(Shared())
 
     public init(
         broker: any Broker, store: any OrderStore, target: any FeedTarget, metrics: Metrics, logger: Logger,
@@ -54,6 +68,22 @@ public final class HubFeed: Sendable {
         try await store.read { tx in try Self.newestCursor(tx) }
     }
 
+    /// Events this process just committed, in id order: the store's commit observer calls it on
+    /// its writer thread, so with an in-process broker events reach the hub without the relay →
+    /// broker → feed task hand-offs (docs/ARCHITECTURE.md, "The local path"). Never blocks: the
+    /// hub only queues the frames for its thread. A gap (another process committed in between)
+    /// wakes the feed task to read the store; duplicates of what the broker brings are dropped by id.
+    public func committedHere(_ events: [StoredEvent]) {
+        shared.withLock { shared in
+            guard shared.sequencer != nil else {
+                shared.early += events
+                return
+            }
+            perform(shared.sequencer!.received(events))
+            if shared.sequencer!.owedRead != nil { shared.wake?.yield(.readOwed) }
+        }
+    }
+
     /// Feeds until cancelled, starting after `start`. `first` is a subscription taken before
     /// `start` was read, so nothing committed after it is missed.
     public func run(first: AsyncStream<BrokerDelivery>, startingAfter start: EventCursor) async {
@@ -61,52 +91,86 @@ public final class HubFeed: Sendable {
             of: Input.self, bufferingPolicy: .bufferingNewest(configuration.maxPendingInputs))
         let dropped = DroppedInputs()
         let ticks = Int(configuration.historyCheckInterval / configuration.pollInterval)
-        var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
+        shared.withLock { shared in
+            var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
+            if !shared.early.isEmpty { perform(sequencer.received(shared.early)) }
+            shared.early = []
+            shared.sequencer = sequencer
+            shared.wake = input
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.subscribe(first: first, into: input, dropped: dropped) }
             group.addTask { await self.tick(into: input, dropped: dropped) }
             for await next in inputs {
                 // Inputs were dropped (maybe a batch, `.lost` or `.subscribed`): go by the broker's
                 // state the forwarder saw last, and read the store once to fill whatever is missing.
-                switch dropped.take() {
-                case .subscribed?: sequencer.subscribed()
-                case .lost?: sequencer.lost()
-                case .events?, nil: break
+                let lastSeen = dropped.take()
+                update { sequencer in
+                    switch lastSeen {
+                    case .subscribed?: sequencer.subscribed()
+                    case .lost?: sequencer.lost()
+                    case .events?, nil: break
+                    }
                 }
-                await handle(next, &sequencer)
+                await handle(next)
             }
             group.cancelAll()
         }
+        shared.withLock { $0.wake = nil }
     }
 
-    private func handle(_ input: Input, _ sequencer: inout FeedSequencer) async {
+    /// Runs `body` on the sequencer under the lock and performs the step it returns.
+    private func step(_ body: (inout FeedSequencer) -> FeedSequencer.Step?) {
+        shared.withLock { shared in
+            guard shared.sequencer != nil else { return }
+            if let step = body(&shared.sequencer!) { perform(step) }
+        }
+    }
+
+    /// Changes the sequencer under the lock (nothing to deliver).
+    private func update(_ body: (inout FeedSequencer) -> Void) {
+        step { (sequencer: inout FeedSequencer) -> FeedSequencer.Step? in
+            body(&sequencer)
+            return nil
+        }
+    }
+
+    private func handle(_ input: Input) async {
         switch input {
         case .delivery(.events(let batch)):
-            perform(sequencer.received(batch))
+            step { $0.received(batch) }
         case .delivery(.lost):
             logger.warning("broker subscription lost; reading new events from the store until it is back")
-            sequencer.lost()
+            update { $0.lost() }
         case .delivery(.subscribed):
-            if sequencer.mode == .polling { logger.info("broker subscription back") }
-            sequencer.subscribed()
+            update { sequencer in
+                if sequencer.mode == .polling { logger.info("broker subscription back") }
+                sequencer.subscribed()
+            }
         case .tick:
-            sequencer.tick()
+            update { $0.tick() }
+        case .readOwed:
+            break
         }
         // A full page asks for the next at once; a failed read waits for the next tick.
-        while let kind = sequencer.owedRead, !Task.isCancelled {
-            let after = sequencer.deliveredThrough.id, limit = kind == .events ? configuration.readLimit : 0
+        while !Task.isCancelled,
+            let (kind, issuedAt) = shared.withLock({ shared in
+                shared.sequencer.flatMap { s in s.owedRead.map { ($0, s.deliveredThrough) } }
+            })
+        {
+            let after = issuedAt.id, limit = kind == .events ? configuration.readLimit : 0
             do {
                 let read = try await store.read { tx in
                     let events = limit > 0 ? try tx.events(after: after, limit: limit) : []
                     return FeedSequencer.StoreRead(
                         events: events, isFull: limit > 0 && events.count >= limit, newest: try Self.newestCursor(tx),
-                        atDelivered: after == .zero ? nil : try tx.event(after))
+                        atDelivered: after == .zero ? nil : try tx.event(after), issuedAt: issuedAt)
                 }
                 metrics.feedReadStore()
-                perform(sequencer.storeRead(read))
+                step { $0.storeRead(read) }
             } catch {
                 logger.warning("feed store read failed; retrying", ["error": "\(error)"])
-                sequencer.storeReadFailed()
+                update { $0.storeReadFailed() }
             }
         }
     }

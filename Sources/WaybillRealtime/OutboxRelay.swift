@@ -49,7 +49,9 @@ public final class OutboxRelay: Sendable {
     private let leading = Atomic<Bool>(false)
     /// Events this process committed, handed over after commit: published without a store read
     /// when they continue the cursor with no gap (the usual case); anything else goes the slow way.
-    private let handed = Mutex<[StoredEvent]>([])
+    /// `delivered` ones already reached this node's hub feed (the local path): they only move the
+    /// cursor.
+    private let handed = Mutex<[(event: StoredEvent, delivered: Bool)]>([])
 
     public init(
         store: any OrderStore, broker: any Broker, metrics: Metrics, logger: Logger,
@@ -76,8 +78,24 @@ public final class OutboxRelay: Sendable {
     /// Called after each commit of this process with its events. Any thread; never blocks.
     public func committed(_ events: [StoredEvent]) {
         // A follower drops them: the leader's poll finds them in the store.
-        if leading.load(ordering: .acquiring) { handed.withLock { $0.append(contentsOf: events) } }
+        if leading.load(ordering: .acquiring) { handed.withLock { $0.append(contentsOf: events.map { ($0, false) }) } }
         wake.signal()
+    }
+
+    /// Events this process committed that the hub feed already has (`HubFeed.committedHere`, with
+    /// an in-process broker): they need no publish, only the cursor moves past them so that the
+    /// outbox lag and the next leader see them relayed. Any thread; never blocks.
+    ///
+    /// Wakes the relay only when nothing was waiting, and a round that only moved the cursor is
+    /// followed by a `persistInterval` pause, so the relay wakes at most about ten times a second
+    /// whatever the write rate (one wake per write was the cost this path removes).
+    public func delivered(_ events: [StoredEvent]) {
+        guard leading.load(ordering: .acquiring) else { return }
+        let first = handed.withLock { handed in
+            defer { handed.append(contentsOf: events.map { ($0, true) }) }
+            return handed.isEmpty
+        }
+        if first { wake.signal() }
     }
 
     /// Whether this relay holds the lease and publishes (for tests and logs).
@@ -105,7 +123,8 @@ public final class OutboxRelay: Sendable {
         var failures = 0
         while !Task.isCancelled, lease.isHeld {
             do {
-                cursor = try await relayAvailable(after: cursor)
+                let round = try await relayAvailable(after: cursor)
+                cursor = round.cursor
                 failures = 0
                 // The cursor is saved at most every `persistInterval`: under load that keeps the
                 // relay's own writes off the writer; after a crash a few events go out twice,
@@ -114,6 +133,10 @@ public final class OutboxRelay: Sendable {
                     try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
                     persisted = cursor
                     persistedAt = elapsed()
+                }
+                if round.onlyDelivered {
+                    // Let this process's commits gather: their frames are out already.
+                    try? await clock.sleep(for: configuration.persistInterval)
                 }
                 let timeout = cursor != persisted ? configuration.persistInterval : configuration.pollInterval
                 await wake.wait(timeout: timeout, now: elapsed(), clock: clock)
@@ -130,17 +153,19 @@ public final class OutboxRelay: Sendable {
         }
     }
 
-    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor.
-    private func relayAvailable(after cursor: EventID) async throws -> EventID {
+    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and
+    /// whether the round only moved it past events the hub feed already had.
+    private func relayAvailable(after cursor: EventID) async throws -> (cursor: EventID, onlyDelivered: Bool) {
         var cursor = cursor
-        let handedOver = handed.withLock { events in
-            defer { events.removeAll() }
-            return events.filter { $0.id > cursor }.sorted { $0.id < $1.id }
+        let handedOver = handed.withLock { handed in
+            defer { handed.removeAll() }
+            return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
-        if !handedOver.isEmpty, Self.continues(cursor, handedOver) {
-            try await publishBounded(handedOver)
+        if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)) {
+            let unpublished = handedOver.filter { !$0.delivered }.map(\.event)
+            if !unpublished.isEmpty { try await publishBounded(unpublished) }
             metrics.eventsRelayed(handedOver.count)
-            return handedOver.last!.id
+            return (handedOver.last!.event.id, unpublished.isEmpty)
         }
         while !Task.isCancelled, lease.isHeld {
             let after = cursor, limit = configuration.batchSize
@@ -151,7 +176,7 @@ public final class OutboxRelay: Sendable {
             if let newest, newest < cursor {
                 // History rewound (a restore or a failover): ids below the cursor are new events.
                 logger.error("outbox history rewound; relaying from the store's newest", ["cursor": "\(cursor)", "newest": "\(newest)"])
-                return newest
+                return (newest, false)
             }
             guard let last = events.last else { break }
             try await publishBounded(events)
@@ -159,7 +184,7 @@ public final class OutboxRelay: Sendable {
             cursor = last.id
             if events.count < limit { break }
         }
-        return cursor
+        return (cursor, false)
     }
 
     /// `broker.publish`, abandoned after `publishTimeout` so a stalled broker cannot hold the relay.

@@ -120,6 +120,7 @@ extension SQLiteOrderStore.Transaction {
                 saved.changedAt = event.changedAt.sqliteRoundTripped
                 stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped))
             }
+            appended += stored
             return stored
         }
     }

@@ -19,6 +19,9 @@ extension SQLiteOrderStore {
         /// Orders as this transaction last read or wrote them (`loadOrder`), so `updateOrder` can
         /// write only what changed without reading the row again.
         var loaded: [OrderID: Order] = [:]
+        /// Events this transaction's closure appended, in id order: handed to the commit observer
+        /// if the closure's work commits.
+        var appended: [StoredEvent] = []
 
         init(db: SQLiteConnection, clock: @escaping @Sendable () -> Date) {
             self.db = db

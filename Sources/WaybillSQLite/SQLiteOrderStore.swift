@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-import WaybillDomain
+public import WaybillDomain
 public import WaybillStorage
 
 /// The embedded order store: one SQLite file in WAL mode, one writer thread, a pool of readers.
@@ -35,6 +35,8 @@ public final class SQLiteOrderStore: OrderStore {
     private let leases = LocalLease.Registry()
     /// Counters the writer thread keeps, for tests and metrics.
     let writerStatistics = SQLiteGroupCommit.Statistics()
+    /// Who hears of committed events (`observeCommits`).
+    private let commitObserver = CommitObserver()
 
     /// Opens the store at `path`, creating the file and its directory if missing, and applies
     /// pending migrations before returning.
@@ -72,7 +74,7 @@ public final class SQLiteOrderStore: OrderStore {
         var started: [SQLiteWorker] = []
         do throws(SQLiteError) {
             // The writer first: it switches the file to WAL and migrates before any reader opens.
-            let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics)
+            let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics, observer: commitObserver)
             let walPages = self.walPages
             started.append(
                 try SQLiteWorker(
@@ -159,6 +161,13 @@ public final class SQLiteOrderStore: OrderStore {
                 fail: { continuation.resume(throwing: $0) })
             if !writeQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
+    }
+
+    /// One writer thread commits in id order, so the observer hears every committed event of this
+    /// process in order. Events other processes commit to the same file are not observed.
+    public func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
+        commitObserver.set(observer)
+        return true
     }
 
     /// Lets queued reads and writes finish, then finalizes every statement and closes every

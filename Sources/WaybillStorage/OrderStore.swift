@@ -33,11 +33,24 @@ public protocol OrderStore: Sendable {
 
     /// Problems the store knows of while it still answers (see `StoreHealth`). Cheap: no query.
     var health: StoreHealth { get }
+
+    /// Asks the store to call `observer` after every commit of this process, with the events that
+    /// commit appended, **in commit (and so id) order**, before the writers are resumed. Returns
+    /// whether it will: a store that cannot promise that order (several writer threads) says no,
+    /// and its events reach the hub through the relay and the broker only.
+    ///
+    /// The observer runs on the store's writer thread: it must be quick and never block (the
+    /// server's hands events to the hub feed, which only queues them for the service thread).
+    /// At most one observer; a second call replaces the first.
+    func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool
 }
 
 extension OrderStore {
     /// Nothing to report (stores without background work of their own).
     public var health: StoreHealth { StoreHealth() }
+
+    /// Not supported: events go through the relay.
+    public func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool { false }
 }
 
 /// A lock held by at most one process of a cluster at a time (see `OrderStore.lease(_:)`).

@@ -128,3 +128,34 @@ struct FeedSequencerTests {
         #expect(Self.ids(step) == Array(11...20))
     }
 }
+
+/// Events committed in this process reach the sequencer while a store read is in flight: the
+/// read's answer is judged against what was delivered when it was asked for.
+struct FeedSequencerReadInFlightTests {
+    @Test func localEventsDeliveredDuringAReadDoNotMakeItLookLikeARewind() {
+        var feed = FeedSequencer(deliveredThrough: FeedSequencerTests.start)
+        let issuedAt = feed.deliveredThrough  // the feed task asks the store for events after 10
+        #expect(FeedSequencerTests.ids(feed.received(Fixtures.events(11...13))) == [11, 12, 13])
+        // The snapshot was taken before 13 committed: its newest (12) is below what is delivered now.
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events([11, 12]), isFull: false, newest: Fixtures.event(12).cursor,
+            atDelivered: Fixtures.event(10), issuedAt: issuedAt)
+        let step = feed.storeRead(read)
+        #expect(step.rewound == nil)
+        #expect(step.deliver.isEmpty, "11 and 12 went out already")
+        #expect(feed.deliveredThrough == Fixtures.event(13).cursor)
+    }
+
+    @Test func aRealRewindIsStillSeenWhenLocalEventsArrivedDuringTheRead() {
+        var feed = FeedSequencer(deliveredThrough: FeedSequencerTests.start)
+        let issuedAt = feed.deliveredThrough
+        _ = feed.received(Fixtures.events(11...11))
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(7).cursor, atDelivered: nil, issuedAt: issuedAt)
+        #expect(feed.storeRead(read).rewound == Fixtures.event(7).cursor)
+        let other = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(12).cursor,
+            atDelivered: Fixtures.event(7, committedAt: 99), issuedAt: Fixtures.event(7).cursor)
+        #expect(feed.storeRead(other).rewound == Fixtures.event(12).cursor, "the event read for then is another one")
+    }
+}

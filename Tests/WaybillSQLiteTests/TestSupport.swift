@@ -117,3 +117,26 @@ func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async 
     }
     return condition()
 }
+
+/// A flag set on the store's writer thread and polled by the test.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
+/// Holds the writer thread inside a write until `count` more writes are queued behind it, so
+/// those run as one batch. Returns once the gate is holding; await the task to release it.
+func holdWriter(_ store: SQLiteOrderStore, until count: Int) async throws -> Task<Void, any Error> {
+    let holding = Flag()
+    let gate = Task {
+        try await store.write { _ in
+            holding.set()
+            spin { store.pendingWriteCount >= count }
+        }
+    }
+    let deadline = Date() + 10
+    while !holding.isSet && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    return gate
+}
+

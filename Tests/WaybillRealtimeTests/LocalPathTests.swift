@@ -1,0 +1,118 @@
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillObservability
+import WaybillRealtime
+import WaybillSQLite
+import WaybillStorage
+import WaybillTesting
+
+/// The local path (docs/ARCHITECTURE.md): with an in-process broker, the store's commit observer
+/// hands this process's events straight to the hub feed, and the relay only moves its cursor.
+@Suite(.timeLimit(.minutes(1)))
+struct LocalPathTests {
+    /// A feed on `store` (not yet running) and what it feeds.
+    struct Feed {
+        let feed: HubFeed
+        let broker = ScriptedBroker()
+        let target = RecordingTarget()
+        let clock = TestClock()
+
+        init(_ store: any OrderStore) {
+            feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+        }
+
+        /// Runs the feed from the store's newest cursor (read now) during `body`.
+        func running(on store: any OrderStore, _ body: () async throws -> Void) async throws {
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: store)
+            let task = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { task.cancel() }
+            try await body()
+            task.cancel()
+            await task.value
+        }
+    }
+
+    @Test func eventsCommittedHereReachTheHubWithoutTheBroker() async throws {
+        try await withStore { store in
+            let local = Feed(store)
+            try await local.running(on: store) {
+                let events = try await store.append(3)
+                local.feed.committedHere(events)
+                #expect(local.target.ids == [1, 2, 3], "delivered by the call, not by a task later")
+                local.broker.send(.events(events))  // the same events by the broker as well: dropped by id
+                let more = try await store.append(1)
+                local.feed.committedHere(more)
+                #expect(await eventually { local.target.ids.count >= 4 })
+                #expect(local.target.ids == [1, 2, 3, 4])
+            }
+        }
+    }
+
+    @Test func eventsCommittedBeforeTheFeedRunsAreDeliveredWhenItStarts() async throws {
+        try await withStore { store in
+            let local = Feed(store)
+            let start = try await HubFeed.newestCursor(in: store)
+            let events = try await store.append(2)
+            local.feed.committedHere(events)  // the server's first write can come before `run`
+            #expect(local.target.ids.isEmpty)
+            let subscription = local.broker.subscribe()
+            let task = Task { await local.feed.run(first: subscription, startingAfter: start) }
+            defer { task.cancel() }
+            #expect(await eventually { local.target.ids == [1, 2] })
+            task.cancel()
+            await task.value
+        }
+    }
+
+    /// Another process (`waybill seed`) committed between two of this process's commits: the gap is
+    /// read from the store at once, without waiting for a tick (the test clock never moves).
+    @Test func aGapBetweenLocalCommitsIsReadFromTheStoreAtOnce() async throws {
+        try await withStore { store in
+            let local = Feed(store)
+            try await local.running(on: store) {
+                local.feed.committedHere(try await store.append(1))
+                _ = try await store.append(2)  // not observed: another process's commit
+                local.feed.committedHere(try await store.append(1))
+                #expect(await eventually { local.target.ids == [1, 2, 3, 4] })
+                #expect(local.target.rewinds.isEmpty)
+            }
+        }
+    }
+
+    @Test func theRelayMovesItsCursorPastDeliveredEventsWithoutPublishingThem() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            #expect(await eventually { relay.isLeading })
+            // Another process's commit first: published from the store, and the relay then waits.
+            let first = try await store.append(1)
+            relay.notify()
+            #expect(await eventually { broker.publishedIDs == first.map(\.id) })
+            // Handed over inside the transaction, not after it as the store's observer does: so no
+            // relay round that was still owed a wake-up can find them in the store first.
+            let delivered = try await store.write { tx in
+                let events = try tx.appendEvents((0..<3).map { _ in Fixtures.orderEvent() })
+                relay.delivered(events)
+                return events
+            }
+            #expect(try await eventually {
+                await clock.advance(by: .milliseconds(100))
+                return try await store.read { tx in try tx.relayedThrough() } == delivered[2].id
+            })
+            #expect(broker.publishedIDs == first.map(\.id), "the feed has the delivered ones already")
+            // What another process commits is still published, from the store.
+            let foreign = try await store.append(1)
+            relay.notify()
+            #expect(await eventually {
+                await clock.advance(by: .milliseconds(100))
+                return broker.publishedIDs == (first + foreign).map(\.id)
+            })
+            running.cancel()
+            await running.value
+        }
+    }
+}
