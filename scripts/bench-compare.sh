@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Waybill and its two anchors on the scenarios of issue 10, in one go, each run on a freshly started
 # server, then one side-by-side markdown table with Waybill's ratio to the anchor of each row.
-#   scripts/bench.sh compare            the full run (about 12 minutes)
+#   scripts/bench.sh compare            the full run (about 13 minutes)
 #   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 6 minutes)
 # Systems:
 #   waybill  release build of this tree (`scripts/bench.sh`, SQLite, in-process broker)
@@ -15,6 +15,8 @@
 #   latency  100 writes/s for DUR s, 50 driver sockets (wsbench `fanout`; Nchan: 100 publishes/s to 50 sockets)
 #   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
 #            rate achieved with 0 lost, and server CPU per write
+#   paced    Waybill's writes at 100, 1 000 and 2 000/s again with C clients (`scripts/bench.sh paced`: wrk on
+#            a fixed schedule + wsdrain on the 50 driver sockets), beside Nchan's latency-row run
 # Output: bench-results/compare-<UTC time>.jsonl (every raw line, tagged) and .md (the table, also on
 # stdout). Every step runs under `timeout`; the peers are stopped at the end whatever happened.
 # Local addresses only (127.0.0.1). Environment: WAYBILL_BENCH_DIR (the shared harness),
@@ -171,6 +173,12 @@ nchan latency $((DUR + 120)) fanout --sockets 50 --rate 100 --duration "$DUR" --
 waybill writes $((DUR + 120)) fanout 1000 "$DUR"
 waybill writes $((DUR + 120)) fanout 2000 "$DUR"
 peer writes $((DUR + 120)) harness --scenario fanout --rate 200 --duration "$DUR" --label peer-fanout-200
+
+# The write rows again with C clients (wrk on a schedule + wsdrain): the harness's one Python process
+# cannot offer 2 000 writes/s on two cores (its schedule lag reaches seconds), so those rows measure it.
+waybill paced $((DUR + 120)) paced 100 "$DUR"
+waybill paced $((DUR + 120)) paced 1000 "$DUR"
+waybill paced $((DUR + 120)) paced 2000 "$DUR"
 log "all runs took $(( $(date +%s) - START )) s"
 
 python3 "$ROOT/scripts/bench_compare_table.py" "$JSONL" --commands "scripts/bench.sh compare$([ $QUICK = 1 ] && echo ' --quick')" \

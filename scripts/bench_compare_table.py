@@ -124,6 +124,30 @@ def writes(runs, system):
     return sorted(rows, key=lambda r: r["rate"])
 
 
+def paced(runs, system):
+    """`scripts/bench.sh paced` runs: wrk on a fixed schedule + wsdrain (Waybill only)."""
+    rows = []
+    for d in runs.get((system, "paced"), []):
+        if d.get("scenario") != "paced":
+            continue
+        lat = d["delivery_latency_ms"]
+        rows.append({"rate": d["offered_writes_per_s"], "achieved": d["writes_per_s"], "lost": d["lost"],
+                     "errors": d["write_errors"], "late": d["late_slots"], "p50": latency_or_none(lat, "p50"),
+                     "p99": latency_or_none(lat, "p99"), "answer_p99": (d.get("answer_ms") or {}).get("p99"),
+                     "cpu": d["cpu"]["server"], "us_per_write": d["server_cpu_us_per_write"], "busy": busy_note(d)})
+    return sorted(rows, key=lambda r: r["rate"])
+
+
+def paced_cell(rows):
+    if not rows:
+        return "no result"
+    return "<br>".join(
+        f'{fmt(r["rate"], 0)}/s offered: {fmt(r["achieved"])}/s achieved (late slots {r["late"]}), lost {r["lost"]}, '
+        f'errors {r["errors"]}, delivery p50 {fmt(r["p50"])} / **p99 {fmt(r["p99"])} ms**, answer p99 '
+        f'{fmt(r["answer_p99"], 2)} ms, CPU {fmt(r["cpu"] * 100)} % = **{fmt(r["us_per_write"], 0)} µs/write**{r["busy"]}'
+        for r in rows)
+
+
 def idle_cell(x):
     s = f'{fmt(x["sockets"], 0)} sockets: CPU {fmt(x["cpu"] * 100)} % of a core'
     if x.get("us_per_msg") is not None:
@@ -203,6 +227,23 @@ def main():
     if bw and bp:
         r_w = f'highest rate with 0 lost: {fmt(bw["achieved"])} vs {fmt(bp["achieved"])}/s = **{ratio(bw["achieved"], bp["achieved"])}**'
     out.append(f"| writes/s with 0 lost (open loop, 50 driver sockets) | {writes_cell(ww)} | {writes_cell(wp)} | — (no writes) | {r_w} |")
+
+    # The same write rows with C clients: the harness (one Python process) cannot offer 2 000/s here.
+    pw, nl = paced(runs, "waybill"), latency(runs, "nchan")
+    nchan_cell = (f'100/s to 50 sockets (the delivery row\'s run, wsdrain): p50 {fmt(nl["p50"])} / **p99 {fmt(nl["p99"])} ms**'
+                  if nl else "no result")
+    by_rate = {r["rate"]: r for r in pw}
+    verdicts = []
+    if 100 in by_rate and nl and nl.get("p99") is not None:
+        verdicts.append(f'p99 at 100/s {fmt(by_rate[100]["p99"])} vs Nchan {fmt(nl["p99"])} ms = **{ratio(by_rate[100]["p99"], nl["p99"])}** (target ≤ 2 ms)')
+    if 2000 in by_rate:
+        r = by_rate[2000]
+        verdicts.append(f'2 000/s: {fmt(r["achieved"])}/s, lost {r["lost"]}, p99 **{fmt(r["p99"])} ms** (target ≤ 20 ms)')
+    if 1000 in by_rate:
+        verdicts.append(f'CPU per write at 1 000/s: **{fmt(by_rate[1000]["us_per_write"], 0)} µs** (target ≤ 150)')
+    out.append(f"| writes by C clients (`scripts/bench.sh paced`: wrk on a fixed schedule + wsdrain on the 50 driver sockets; "
+               f"latency from the event's `changed_at`, ms resolution) | {paced_cell(pw)} | — (loses events at 37/s) | "
+               f"{nchan_cell} | {'; '.join(verdicts) or '—'} |")
 
     checks = []
     for system in ("waybill", "peer"):
