@@ -6,6 +6,8 @@
 -- Open loop per wrk thread: request slots every `interval` ms, claimed in turn by whichever
 -- connection is free, so a slow answer does not lower the offered rate while connections remain.
 -- wrk's `delay()` takes whole milliseconds; slots are kept as fractions, so the rate is exact.
+-- wrk's answer latency starts when a request is sent: a slot that waited for a free connection shows
+-- in the late-slot count only. "errors" counts answers ≥ 400 and socket errors.
 -- Arguments (after `--`): the generated fixtures file (Lua: ids, token), the interval in ms.
 local ffi = require("ffi")
 ffi.cdef [[
@@ -24,11 +26,13 @@ local threads = {}
 
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("thread_index", #threads) -- each thread seeds its own order ids
 end
 
 function init(args)
   local fixtures = dofile(args[1])
   ids, token, interval = fixtures.ids, fixtures.token, tonumber(args[2])
+  math.randomseed(os.time() * 1000 + (thread_index or 0))
 end
 
 function delay()
@@ -53,7 +57,7 @@ end
 function done(summary, latency, requests)
   local late_slots = 0
   for _, thread in ipairs(threads) do late_slots = late_slots + (thread:get("late") or 0) end
-  io.write(string.format("non-2xx: %d of %d; answer p50 %.2f ms, p99 %.2f ms, max %.2f ms; late slots %d\n",
+  io.write(string.format("errors: %d of %d; answer p50 %.2f ms, p99 %.2f ms, max %.2f ms; late slots %d\n",
     summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
     summary.requests, latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000, late_slots))
 end

@@ -27,12 +27,19 @@ public protocol Broker: Sendable {
     /// Whether `publish` returns at once whatever happens (it only hands the batch to memory), so a
     /// caller needs no timeout around it. `false` unless a broker says otherwise.
     var publishNeverStalls: Bool { get }
+
+    /// How many subscriptions are open on this broker, when it can know (in-process: all of them
+    /// are in this process); `nil` for a network broker. The relay uses it on the local path: an
+    /// event the committing server's feed already has must still be published while another
+    /// server in this process subscribes to the same broker.
+    var subscriptionCount: Int? { get }
 }
 
 extension Broker {
     /// No bounded buffer of its own: nothing dropped.
     public var droppedBatches: Int { 0 }
     public var publishNeverStalls: Bool { false }
+    public var subscriptionCount: Int? { nil }
 }
 
 /// What a broker subscription yields.

@@ -27,6 +27,8 @@ public final class InProcessBroker: Broker {
     /// `publish` only yields to in-memory streams that drop their oldest batch when full: it cannot stall.
     public var publishNeverStalls: Bool { true }
 
+    public var subscriptionCount: Int? { subscribers.withLock { $0.count } }
+
     public func publish(_ events: [StoredEvent]) async throws {
         guard !events.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }

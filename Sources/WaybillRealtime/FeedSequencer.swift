@@ -144,9 +144,12 @@ public struct FeedSequencer: Sendable {
         }
         pending.removeAll { $0.id <= deliveredThrough.id }
         delivered += drainPending()
-        // More pages at once; a gap the store could not fill yet is retried on the next tick.
+        // More pages at once; a gap the store could not fill yet is retried on the next tick,
+        // unless the pending events are newer than the read's snapshot: committed here while it
+        // was in flight, their gap may well be in the store now, so read again at once.
         if owedRead == .events { retryEvents = false }
-        owedRead = read.isFull ? .events : nil
+        let newerThanSnapshot = pending.first.map { $0.id > read.newest.id } ?? false
+        owedRead = read.isFull || newerThanSnapshot ? .events : nil
         return Step(deliver: delivered)
     }
 

@@ -6,8 +6,10 @@ import Synchronization
 
 /// Moves events from the broker subscription (and, when it falls short, the store) to the hub.
 ///
-/// One task owns a `FeedSequencer` and performs its steps; inputs (broker deliveries and poll
-/// ticks) arrive on one stream, so the sequencer needs no lock. A lost broker subscription does
+/// One task runs a `FeedSequencer` and performs its steps; inputs (broker deliveries and poll
+/// ticks) arrive on one stream. On the local path the store's writer thread steps it too
+/// (`committedHere`), so it sits behind a lock that no store call or `await` is ever made under.
+/// The target's `deliver` runs under that lock, on either thread: it must only queue, never block. A lost broker subscription does
 /// not close sockets: the feed reads new events from the store every `pollInterval` until the
 /// broker is back, then one read closes the gap (docs/ARCHITECTURE.md, "Hub feed").
 public final class HubFeed: Sendable {
@@ -39,6 +41,11 @@ public final class HubFeed: Sendable {
         /// Committed before `run` started: given to the sequencer first.
         var early: [StoredEvent] = []
         var wake: AsyncStream<Input>.Continuation?
+        var dropped: DroppedInputs?
+        /// A `.readOwed` is queued and not yet handled: one wake-up is enough.
+        var woken = false
+        /// `run` ended: later commits are nobody's (a stopped server).
+        var stopped = false
     }
 
     private let broker: any Broker
@@ -75,14 +82,23 @@ public final class HubFeed: Sendable {
     /// wakes the feed task to read the store; duplicates of what the broker brings are dropped by id.
     public func committedHere(_ events: [StoredEvent]) {
         shared.withLock { shared in
+            guard !shared.stopped else { return }
             guard shared.sequencer != nil else {
                 shared.early += events
                 return
             }
             perform(shared.sequencer!.received(events))
-            if shared.sequencer!.owedRead != nil { shared.wake?.yield(.readOwed) }
+            // One wake-up per owed read, not one per commit while it is owed (a failing store would
+            // otherwise be read once per commit instead of once per tick).
+            if shared.sequencer!.owedRead != nil, !shared.woken, let wake = shared.wake, let dropped = shared.dropped {
+                shared.woken = true
+                forward(.readOwed, into: wake, dropped: dropped)
+            }
         }
     }
+
+    /// Whether `run` has started and not ended (tests wait for it).
+    public var isRunning: Bool { shared.withLock { $0.sequencer != nil && !$0.stopped } }
 
     /// Feeds until cancelled, starting after `start`. `first` is a subscription taken before
     /// `start` was read, so nothing committed after it is missed.
@@ -97,6 +113,7 @@ public final class HubFeed: Sendable {
             shared.early = []
             shared.sequencer = sequencer
             shared.wake = input
+            shared.dropped = dropped
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.subscribe(first: first, into: input, dropped: dropped) }
@@ -116,7 +133,11 @@ public final class HubFeed: Sendable {
             }
             group.cancelAll()
         }
-        shared.withLock { $0.wake = nil }
+        shared.withLock { shared in
+            shared.wake = nil
+            shared.sequencer = nil
+            shared.stopped = true
+        }
     }
 
     /// Runs `body` on the sequencer under the lock and performs the step it returns.
@@ -143,14 +164,16 @@ public final class HubFeed: Sendable {
             logger.warning("broker subscription lost; reading new events from the store until it is back")
             update { $0.lost() }
         case .delivery(.subscribed):
+            var wasPolling = false
             update { sequencer in
-                if sequencer.mode == .polling { logger.info("broker subscription back") }
+                wasPolling = sequencer.mode == .polling
                 sequencer.subscribed()
             }
+            if wasPolling { logger.info("broker subscription back") }  // not under the lock: logging may block
         case .tick:
             update { $0.tick() }
         case .readOwed:
-            break
+            shared.withLock { $0.woken = false }
         }
         // A full page asks for the next at once; a failed read waits for the next tick.
         while !Task.isCancelled,

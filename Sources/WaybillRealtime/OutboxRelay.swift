@@ -162,7 +162,10 @@ public final class OutboxRelay: Sendable {
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
         if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)) {
-            let unpublished = handedOver.filter { !$0.delivered }.map(\.event)
+            // Another server in this process on the same in-process broker has not got them: publish
+            // everything then (this server's feed drops the copies by id).
+            let alone = (broker.subscriptionCount ?? 2) <= 1
+            let unpublished = handedOver.filter { !$0.delivered || !alone }.map(\.event)
             if !unpublished.isEmpty { try await publishBounded(unpublished) }
             metrics.eventsRelayed(handedOver.count)
             return (handedOver.last!.event.id, unpublished.isEmpty)

@@ -16,7 +16,14 @@ final class CommitObserver: Sendable {
 
     private let observer = Mutex<Body?>(nil)
 
-    func set(_ body: @escaping @Sendable ([StoredEvent]) -> Void) { observer.withLock { $0 = Body(call: body) } }
+    /// Sets the observer unless one is set already; returns whether it did.
+    func set(_ body: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
+        observer.withLock { observer in
+            guard observer == nil else { return false }
+            observer = Body(call: body)
+            return true
+        }
+    }
 
     /// Called on the writer thread right after a `COMMIT` succeeded.
     func committed(_ events: [StoredEvent]) {

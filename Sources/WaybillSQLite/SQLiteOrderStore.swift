@@ -167,7 +167,6 @@ public final class SQLiteOrderStore: OrderStore {
     /// process in order. Events other processes commit to the same file are not observed.
     public func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
         commitObserver.set(observer)
-        return true
     }
 
     /// Lets queued reads and writes finish, then finalizes every statement and closes every

@@ -41,7 +41,8 @@ public protocol OrderStore: Sendable {
     ///
     /// The observer runs on the store's writer thread: it must be quick and never block (the
     /// server's hands events to the hub feed, which only queues them for the service thread).
-    /// At most one observer; a second call replaces the first.
+    /// At most one observer: a second call is refused (`false`), so a second server on the same
+    /// store keeps the relay's path and misses nothing.
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool
 }
 

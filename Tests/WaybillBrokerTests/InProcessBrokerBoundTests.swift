@@ -33,4 +33,24 @@ struct InProcessBrokerBoundTests {
         }
         #expect(broker.droppedBatches == 0)
     }
+
+    /// The relay's local path asks it: a second subscriber means another server in this process.
+    @Test func itCountsItsOpenSubscriptions() async throws {
+        let broker = InProcessBroker()
+        #expect(broker.subscriptionCount == 0)
+        let first = broker.subscribe()
+        var second: AsyncStream<BrokerDelivery>? = broker.subscribe()
+        #expect(broker.subscriptionCount == 2)
+        second = nil  // dropping a stream terminates it
+        #expect(second == nil)
+        #expect(broker.subscriptionCount == 1)
+        _ = first
+        #expect(ScriptedNothing().subscriptionCount == nil, "a broker that cannot know says nil")
+    }
+}
+
+/// A broker with only the protocol's defaults.
+private struct ScriptedNothing: Broker {
+    func publish(_ events: [StoredEvent]) async throws {}
+    func subscribe() -> AsyncStream<BrokerDelivery> { AsyncStream { $0.finish() } }
 }

@@ -158,4 +158,20 @@ struct FeedSequencerReadInFlightTests {
             atDelivered: Fixtures.event(7, committedAt: 99), issuedAt: Fixtures.event(7).cursor)
         #expect(feed.storeRead(other).rewound == Fixtures.event(12).cursor, "the event read for then is another one")
     }
+
+    @Test func aGapAboveTheSnapshotOfAReadInFlightIsReadAgainAtOnce() {
+        var feed = FeedSequencer(deliveredThrough: FeedSequencerTests.start)
+        _ = feed.received(Fixtures.events(11...11))
+        let issuedAt = feed.deliveredThrough
+        _ = feed.received(Fixtures.events(13...13))  // 12 came from another process, after the snapshot below
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(11).cursor, atDelivered: Fixtures.event(11), issuedAt: issuedAt)
+        #expect(feed.storeRead(read).deliver.isEmpty)
+        #expect(feed.owedRead == .events, "not left for the next tick: the snapshot predates the pending event")
+        let next = FeedSequencer.StoreRead(
+            events: Fixtures.events([12, 13]), isFull: false, newest: Fixtures.event(13).cursor,
+            atDelivered: Fixtures.event(11), issuedAt: feed.deliveredThrough)
+        #expect(FeedSequencerTests.ids(feed.storeRead(next)) == [12, 13])
+        #expect(feed.owedRead == nil)
+    }
 }

@@ -86,4 +86,18 @@ private struct Refused: Error {}
             #expect(heard.all == [kept.map(\.id)])
         }
     }
+
+    /// A second server on the same store keeps the relay's path: the first observer stays.
+    @Test func aSecondObserverIsRefused() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let first = Heard(), second = Heard()
+            #expect(store.observeCommits { first.add($0) })
+            #expect(!store.observeCommits { second.add($0) })
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let events = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect(first.ids == events.map(\.id))
+            #expect(second.all.isEmpty)
+        }
+    }
 }

@@ -77,6 +77,9 @@ final class ScriptedBroker: Broker {
     }
 
     var publishedIDs: [EventID] { published.withLock { $0 } }
+    /// What the broker says of its subscriptions (`nil`: a network broker's "cannot know").
+    let subscriptions = Mutex<Int?>(nil)
+    var subscriptionCount: Int? { subscriptions.withLock { $0 } }
     func refuse(_ value: Bool) { refusing.store(value, ordering: .relaxed) }
 }
 
