@@ -52,7 +52,7 @@ extension Hub {
         let clock = receipts.clock
         Task {
             if wait > .zero { try? await clock.sleep(for: wait) }
-            await self.write(reports, driver: driver, company: company)
+            await self.write(reports, driver: driver, company: company, at: self.receipts.now())
         }
     }
 
@@ -73,8 +73,11 @@ extension Hub {
             guard let driver = connections[socket]?.machine.userID, let company = connections[socket]?.company else {
                 return
             }
+            // Stamped now, on the service thread, when the coalescer let the write begin: so stamps of one
+            // socket's writes are at least `interval` apart, whenever the task gets a thread.
+            let decidedAt = receipts.now()
             Task {
-                await self.write(reports, driver: driver, company: company)
+                await self.write(reports, driver: driver, company: company, at: decidedAt)
                 self.execute { _ in
                     guard let next = self.connections[socket]?.receipts?.written(at: self.elapsed()) else { return }
                     self.perform(next, on: socket)
@@ -85,8 +88,7 @@ extension Hub {
 
     /// One store write for a socket's receipts, off the service thread. A failure drops them: the
     /// device reports what it shows again after its next fetch, and a receipt is never worth a retry loop.
-    private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID) async {
-        let now = receipts.now()
+    private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async {
         do {
             let events = try await store.write { tx in
                 try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx)
