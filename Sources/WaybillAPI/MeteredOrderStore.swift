@@ -34,6 +34,8 @@ struct MeteredOrderStore: OrderStore {
     // (`StoreHealthTests` caught `health` reading "no problems" through this wrapper).
     var health: StoreHealth { base.health }
 
+    var writerExecutor: (any WriterExecutor)? { base.writerExecutor }
+
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
         base.observeCommits(observer)
     }

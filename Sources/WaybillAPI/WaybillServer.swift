@@ -89,9 +89,15 @@ public final class WaybillServer: Sendable {
             metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets,
             idempotency: IdempotencyGuard(
                 store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
-        let responder = APIResponder(router: routes.router(), authenticator: auth, metrics: metrics, logger: logger)
+        let responder = APIResponder(
+            router: routes.router(), authenticator: auth, metrics: metrics, logger: logger,
+            writerExecutor: store.writerExecutor)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in _ = http.execute(body) }
+        // Writes run on the store's writer thread (`APIResponder.executor(for:)`): their answers and
+        // event frames wake the service thread once per burst. A store shared by a second server
+        // keeps the first server's hook; the second's wake-ups are then simply not batched.
+        _ = store.writerExecutor?.afterEachBatch { idle in http.postingThreadFinishedBatch(idle: idle) }
         metrics.readAtScrape(.serviceQueue) { http.refusedWork }
         metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {

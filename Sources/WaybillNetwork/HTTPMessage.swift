@@ -96,4 +96,13 @@ public struct HTTPResponse: Sendable {
 /// Answers HTTP requests. Called on Swift tasks, never on the service thread, so it may await the store.
 public protocol HTTPResponder: Sendable {
     func respond(to request: HTTPRequest) async -> HTTPResponse
+
+    /// The executor `respond(to:)` should run on for this request, or `nil` for Swift's global pool.
+    /// Called on the service thread before the task starts: it must be quick.
+    func executor(for request: HTTPRequest) -> (any TaskExecutor)?
+}
+
+extension HTTPResponder {
+    /// Every request on the global pool.
+    public func executor(for request: HTTPRequest) -> (any TaskExecutor)? { nil }
 }

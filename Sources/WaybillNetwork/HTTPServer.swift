@@ -102,6 +102,15 @@ public final class HTTPServer: Sendable {
         return core.loop.post({ body(core.io) }, bounded: true)
     }
 
+    /// Called by a thread that hands the server work in batches — `execute` calls and HTTP
+    /// answers of handlers running on it, like the store's writer thread — after each batch, with
+    /// `idle` true when it has nothing more to do. Its work then wakes the service thread once per
+    /// burst instead of once per item, and waits at most one further batch (see
+    /// `ServiceLoop.batchEnded`). Other threads are not affected.
+    public func postingThreadFinishedBatch(idle: Bool) {
+        core.loop.batchEnded(idle: idle)
+    }
+
     /// Work `execute` refused because `maxQueuedWork` items were waiting (a metric).
     public var refusedWork: Int { core.loop.overflows }
 

@@ -161,7 +161,7 @@ extension ServerCore {
         let id = session.id
         let box = session.responseBox
         let responder = self.responder
-        Task { [self] in
+        Task(executorPreference: responder.executor(for: request)) { [self] in
             box.fulfil(await responder.respond(to: request))
             loop.post { [self] in responseArrived(for: id) }
         }

@@ -29,6 +29,13 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
         var overflowed = false
         /// Bounded posts refused since start.
         var overflows = 0
+        /// The thread that reports its batches (`batchEnded`): its posts do not wake the service
+        /// thread one by one (0: none).
+        var batchingThread: UInt = 0
+        /// A post of the batching thread found the inbox empty and did not wake the thread.
+        var wakeHeld = false
+        /// That held wake-up has already waited through one batch end.
+        var heldThroughBatch = false
     }
 
     private let shared = Mutex(Shared())
@@ -188,11 +195,46 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
                 s.overflowed = true  // the inbox is not empty: a drain is already on its way
                 return false
             }
-            let needsWake = s.inbox.isEmpty
+            var needsWake = s.inbox.isEmpty
+            if s.batchingThread != 0 {
+                if pthread_equal(pthread_self(), pthread_t(s.batchingThread)) != 0 {
+                    if needsWake { s.wakeHeld = true }
+                    needsWake = false
+                } else if s.wakeHeld {
+                    needsWake = true  // nobody else's work waits for the batching thread
+                }
+            }
             s.inbox.append(work)
-            if needsWake, let ctx = OpaquePointer(bitPattern: s.contextBits) { lws_cancel_service(ctx) }
+            if needsWake { wakeLocked(&s) }
             return true
         }
+    }
+
+    /// Called by a thread that posts in batches (the store's writer thread: answers and event
+    /// frames of several writes) after each batch; `idle` says it has nothing more to do now.
+    ///
+    /// From its first call on, that thread's posts no longer wake the service thread themselves:
+    /// the wake-up waits for the end of the burst — when the thread goes idle, or at the latest
+    /// one batch later — so one wake-up carries a write's event frames and its answer together
+    /// (measured: about one context switch less per write). Posts from other threads wake as
+    /// before, and also carry the held work along.
+    func batchEnded(idle: Bool) {
+        shared.withLock { s in
+            if s.batchingThread == 0 { s.batchingThread = UInt(pthread_self()) }
+            guard s.wakeHeld, pthread_equal(pthread_self(), pthread_t(s.batchingThread)) != 0 else { return }
+            if idle || s.heldThroughBatch {
+                wakeLocked(&s)
+            } else {
+                s.heldThroughBatch = true
+            }
+        }
+    }
+
+    /// Wakes the service thread (inside the lock) and forgets a held wake-up.
+    private func wakeLocked(_ s: inout Shared) {
+        s.wakeHeld = false
+        s.heldThroughBatch = false
+        if let ctx = OpaquePointer(bitPattern: s.contextBits) { lws_cancel_service(ctx) }
     }
 
     /// Wakes the service thread without work (so it re-checks `shouldStop`). Any thread.
@@ -208,6 +250,9 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
             defer {
                 s.inbox = []
                 s.overflowed = false
+                // What was held is being run now: its wake-up is no longer owed.
+                s.wakeHeld = false
+                s.heldThroughBatch = false
             }
             return (s.inbox, s.overflowed)
         }

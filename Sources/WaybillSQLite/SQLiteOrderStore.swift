@@ -24,7 +24,9 @@ public final class SQLiteOrderStore: OrderStore {
     /// The most write closures one transaction runs: bounds how long a batch holds the write lock.
     static let groupCommitLimit = 64
 
-    private let writeQueue = JobQueue<WriteJob>()
+    private let writeQueue = JobQueue<WriterWork>()
+    /// Runs tasks on the writer thread (`writerExecutor`).
+    private let executor: SQLiteWriterExecutor
     private let readQueue = JobQueue<ReadJob>()
     private let workers: [SQLiteWorker]
     private let checkpointer: SQLiteCheckpointer
@@ -65,6 +67,7 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
     ) throws {
         self.clock = clock
+        executor = SQLiteWriterExecutor(queue: writeQueue)
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -76,6 +79,7 @@ public final class SQLiteOrderStore: OrderStore {
             // The writer first: it switches the file to WAL and migrates before any reader opens.
             let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics, observer: commitObserver)
             let walPages = self.walPages
+            let executor = self.executor
             started.append(
                 try SQLiteWorker(
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
@@ -87,7 +91,7 @@ public final class SQLiteOrderStore: OrderStore {
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
-                    perform: { db, jobs in groupCommit.perform(jobs, on: db) }))
+                    perform: { db, batch in executor.perform(batch, groupCommit: groupCommit, on: db) }))
             for index in 0..<max(1, readerCount) {
                 started.append(
                     try SQLiteWorker(
@@ -159,9 +163,12 @@ public final class SQLiteOrderStore: OrderStore {
                     }
                 },
                 fail: { continuation.resume(throwing: $0) })
-            if !writeQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+            if !writeQueue.enqueue(.write(job)) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
     }
+
+    /// The writer thread: tasks that prefer it run between its transactions (see `SQLiteWriterExecutor`).
+    public var writerExecutor: (any WriterExecutor)? { executor }
 
     /// One writer thread commits in id order, so the observer hears every committed event of this
     /// process in order. Events other processes commit to the same file are not observed.

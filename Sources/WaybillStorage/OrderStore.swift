@@ -44,6 +44,22 @@ public protocol OrderStore: Sendable {
     /// At most one observer: a second call is refused (`false`), so a second server on the same
     /// store keeps the relay's path and misses nothing.
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool
+
+    /// An executor on the store's writer thread, or `nil`. A task that prefers it
+    /// (`Task(executorPreference:)`) runs its code between the writer's transactions, so its
+    /// `write` calls are queued, committed and resumed without waking another thread: the server
+    /// runs each write request that way (docs/ARCHITECTURE.md, "Run to completion"). Such a task
+    /// must never block the thread (it would stall every write); it may await anything.
+    var writerExecutor: (any WriterExecutor)? { get }
+}
+
+/// A store's writer thread as an executor (`OrderStore.writerExecutor`).
+public protocol WriterExecutor: TaskExecutor {
+    /// Sets what the writer thread runs after each batch of work it took from its queue, with
+    /// `idle` true when nothing else waits (it is about to sleep). Returns `false` if a hook is set
+    /// already. The server uses it to wake its service thread once per burst of answers and event
+    /// frames instead of once per post (`HTTPServer.postingThreadFinishedBatch`).
+    func afterEachBatch(_ body: @escaping @Sendable (_ idle: Bool) -> Void) -> Bool
 }
 
 extension OrderStore {
@@ -52,6 +68,9 @@ extension OrderStore {
 
     /// Not supported: events go through the relay.
     public func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool { false }
+
+    /// None: callers run on Swift's global pool.
+    public var writerExecutor: (any WriterExecutor)? { nil }
 }
 
 /// A lock held by at most one process of a cluster at a time (see `OrderStore.lease(_:)`).

@@ -8,6 +8,22 @@ struct APIResponder: HTTPResponder {
     let authenticator: Authenticator
     let metrics: Metrics
     let logger: Logger
+    /// Where order writes run (`OrderStore.writerExecutor`); `nil` keeps every request on the pool.
+    var writerExecutor: (any TaskExecutor)? = nil
+
+    /// Order writes run on the store's writer thread when it offers one: the request's code, its
+    /// transaction and its answer then take one thread instead of three (`SQLiteWriterExecutor`).
+    /// Only these: their work besides the transaction is small and never blocks, while a login
+    /// (password hashing is awaited elsewhere, but a flood of them) or a large list read would
+    /// hold the writes back.
+    func executor(for request: HTTPRequest) -> (any TaskExecutor)? {
+        guard let writerExecutor, Self.isOrderWrite(method: request.method, path: request.path) else { return nil }
+        return writerExecutor
+    }
+
+    static func isOrderWrite(method: String, path: String) -> Bool {
+        (method == "POST" || method == "PATCH" || method == "DELETE") && path.hasPrefix("/api/orders")
+    }
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now

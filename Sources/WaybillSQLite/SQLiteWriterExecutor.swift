@@ -1,0 +1,68 @@
+import Dispatch
+import Synchronization
+import WaybillStorage
+
+/// What the writer thread takes from its queue: a write closure, or a piece of a task that runs on
+/// the writer (`SQLiteWriterExecutor`).
+enum WriterWork: Sendable {
+    case write(WriteJob)
+    case task(UnownedJob)
+}
+
+/// The writer thread as a `TaskExecutor` (`OrderStore.writerExecutor`).
+///
+/// Why: a write request used to cross five threads — the service thread hands it to the global
+/// pool, the pool queues the write for the writer, the writer resumes the caller on the pool, the
+/// pool hands the answer back to the service thread — and each crossing woke a sleeping thread:
+/// measured at 1 000 writes/s, about 7 context switches and over half a millisecond of CPU per
+/// write, mostly the kernel's wake-up path. A task that prefers this executor runs on the writer
+/// between transactions: its write is queued, committed and its continuation resumed on the same
+/// thread, which never sleeps in between (docs/BENCHMARKS.md has the numbers).
+///
+/// Jobs go into the writer's own queue, so task code and transactions take turns in arrival order:
+/// task code must never block (it would hold every write back), which is why the server sends only
+/// write requests here.
+final class SQLiteWriterExecutor: WriterExecutor {
+    private let queue: JobQueue<WriterWork>
+    /// In a struct: a bare closure in a `Mutex` is re-wrapped on every `withLock` (see `CommitObserver`).
+    private struct Hook: Sendable {
+        let call: @Sendable (Bool) -> Void
+    }
+    private let afterBatch = Mutex<Hook?>(nil)
+
+    init(queue: JobQueue<WriterWork>) {
+        self.queue = queue
+    }
+
+    func afterEachBatch(_ body: @escaping @Sendable (_ idle: Bool) -> Void) -> Bool {
+        afterBatch.withLock { hook in
+            guard hook == nil else { return false }
+            hook = Hook(call: body)
+            return true
+        }
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        guard !queue.enqueue(.task(job)) else { return }
+        // The store is closed (its writer thread is gone or going): a task must still run to its
+        // end, where its `write` calls fail with "the store is closed". Dispatch's pool runs it.
+        let executor = asUnownedTaskExecutor()
+        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+    }
+
+    /// Runs a batch on the writer thread: task pieces first, in order (they may queue more
+    /// writes, which the next batch takes), then the batch's writes in one group commit.
+    func perform(_ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection) {
+        var writes: [WriteJob] = []
+        let executor = asUnownedTaskExecutor()
+        for item in batch {
+            switch item {
+            case .task(let job): job.runSynchronously(on: executor)
+            case .write(let write): writes.append(write)
+            }
+        }
+        if !writes.isEmpty { groupCommit.perform(writes, on: db) }
+        if let hook = afterBatch.withLock({ $0 }) { hook.call(queue.count == 0) }
+    }
+}

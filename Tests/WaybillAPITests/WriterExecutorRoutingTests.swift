@@ -1,0 +1,90 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillNetwork
+import WaybillObservability
+import WaybillSQLite
+import WaybillStorage
+
+@testable import WaybillAPI
+
+/// Counts the task jobs it is given and runs them on the store's own writer executor.
+private final class CountingExecutor: WriterExecutor {
+    let base: any WriterExecutor
+    let jobs = Atomic<Int>(0)
+    init(base: any WriterExecutor) { self.base = base }
+    func afterEachBatch(_ body: @escaping @Sendable (Bool) -> Void) -> Bool { base.afterEachBatch(body) }
+    func enqueue(_ job: consuming ExecutorJob) {
+        jobs.add(1, ordering: .sequentiallyConsistent)
+        base.enqueue(job)
+    }
+}
+
+/// A SQLite store whose writer executor is counted.
+private final class CountedWriterStore: OrderStore {
+    let base: SQLiteOrderStore
+    let executor: CountingExecutor
+    init(_ base: SQLiteOrderStore) throws {
+        self.base = base
+        executor = CountingExecutor(base: try #require(base.writerExecutor))
+    }
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T { try await base.read(body) }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T { try await base.write(body) }
+    func close() { base.close() }
+    func lease(_ name: String) -> any Lease { base.lease(name) }
+    var health: StoreHealth { base.health }
+    func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool { base.observeCommits(observer) }
+    var writerExecutor: (any WriterExecutor)? { executor }
+}
+
+/// Order writes run on the store's writer thread (`OrderStore.writerExecutor`); reads, logins and
+/// everything else stay on Swift's pool.
+@Suite(.timeLimit(.minutes(1)))
+struct WriterExecutorRoutingTests {
+    @Test func onlyOrderWritesGoToTheWriterExecutor() {
+        #expect(APIResponder.isOrderWrite(method: "PATCH", path: "/api/orders/7/"))
+        #expect(APIResponder.isOrderWrite(method: "POST", path: "/api/orders/"))
+        #expect(APIResponder.isOrderWrite(method: "POST", path: "/api/orders/7/stages/3/complete"))
+        #expect(APIResponder.isOrderWrite(method: "DELETE", path: "/api/orders/7/"))
+        #expect(!APIResponder.isOrderWrite(method: "GET", path: "/api/orders/7/"))
+        #expect(!APIResponder.isOrderWrite(method: "HEAD", path: "/api/orders/"))
+        #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/auth/login"))
+        #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/ws-ticket"))
+    }
+
+    @Test func aPatchRunsOnTheWriterExecutorAndAGetDoesNot() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-writer-exec-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sqlite = try SQLiteOrderStore(path: directory.appendingPathComponent("w.sqlite").path)
+        defer { sqlite.close() }
+        let store = try CountedWriterStore(sqlite)
+        let seed = try await Seeder(store: sqlite, passwordIterations: 1_000)
+            .seed(.init(companyName: "Acme", drivers: 1, ordersPerDriver: 1))
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.passwordIterations = 1_000
+        let server = try await WaybillServer.start(
+            configuration: configuration, store: store, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
+        defer { Task { await server.shutdown() } }
+        let id = try #require(seed.drivers[0].orderIDs?.first)
+        func send(_ method: String, _ path: String, json: String? = nil) async throws -> Int {
+            var headers = [("Authorization", "Bearer \(seed.dispatcherToken)")]
+            if json != nil { headers.append(("Content-Type", "application/json")) }
+            return try await HTTPClient.send(
+                method: method, url: URL(string: "http://127.0.0.1:\(server.port)\(path)")!, headers: headers,
+                body: json.map { Array($0.utf8) }, timeout: .seconds(10)).status
+        }
+        #expect(try await send("GET", "/api/orders/\(id)/") == 200)
+        #expect(store.executor.jobs.load(ordering: .sequentiallyConsistent) == 0, "a read stays on the pool")
+        #expect(try await send("PATCH", "/api/orders/\(id)/", json: #"{"notes":"on the writer"}"#) == 200)
+        let afterPatch = store.executor.jobs.load(ordering: .sequentiallyConsistent)
+        #expect(afterPatch >= 2, "the handler starts there and resumes there after its commit")
+        #expect(try await send("GET", "/api/orders/\(id)/") == 200)
+        #expect(store.executor.jobs.load(ordering: .sequentiallyConsistent) == afterPatch)
+        let order = try await sqlite.read { tx in try tx.order(OrderID(id), in: CompanyID(seed.companyID)) }
+        #expect(order?.notes == "on the writer")
+        await server.shutdown()
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillNetwork
+import WaybillTesting
+
+/// One fixed thread that runs closures the test hands it, one at a time: the server tells a
+/// batching thread's posts apart by the thread, so they must come from the same one.
+private final class FixedThread: @unchecked Sendable {  // `jobs` and `stopped` only under `condition`
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var stopped = false
+
+    init() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while jobs.isEmpty && !stopped { condition.wait() }
+                if jobs.isEmpty {
+                    condition.unlock()
+                    return
+                }
+                let job = jobs.removeFirst()
+                condition.unlock()
+                job()
+            }
+        }
+        thread.start()
+    }
+
+    /// Runs `body` on the thread and waits for it.
+    func run(_ body: @escaping @Sendable () -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        condition.lock()
+        jobs.append {
+            body()
+            done.signal()
+        }
+        condition.signal()
+        condition.unlock()
+        done.wait()
+    }
+
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.signal()
+        condition.unlock()
+    }
+}
+
+/// Counts the jobs it gets and runs them on Dispatch's pool.
+private final class CountingExecutor: TaskExecutor {
+    let jobs = Atomic<Int>(0)
+    func enqueue(_ job: consuming ExecutorJob) {
+        jobs.add(1, ordering: .sequentiallyConsistent)
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// Sends requests for `/on-executor` to its executor, everything else to the pool.
+private struct ExecutorChoosingResponder: HTTPResponder {
+    let executor: CountingExecutor
+    func respond(to request: HTTPRequest) async -> HTTPResponse { HTTPResponse(status: 200, body: Array("ok".utf8)) }
+    func executor(for request: HTTPRequest) -> (any TaskExecutor)? {
+        request.path == "/on-executor" ? executor : nil
+    }
+}
+
+/// `HTTPServer.postingThreadFinishedBatch`: a batching thread's work wakes the service thread once
+/// per burst, and at the latest one batch later; other threads' work is never held.
+@Suite(.timeLimit(.minutes(1)))
+struct WakeBatchingTests {
+    /// Long enough for a wake-up that was wrongly sent to have run the work.
+    private static let settle = Duration.milliseconds(150)
+
+    /// Waits until the service thread has run a plain post: the wake-up the loop sends itself at
+    /// start has then been used, and cannot run held work early.
+    private static func settled(_ server: HTTPServer) async {
+        let ran = Atomic<Bool>(false)
+        server.execute { _ in ran.store(true, ordering: .sequentiallyConsistent) }
+        _ = await eventually { ran.load(ordering: .sequentiallyConsistent) }
+    }
+
+    @Test func aBatchingThreadsWorkWaitsUntilItGoesIdle() async throws {
+        let poster = FixedThread()
+        defer { poster.stop() }
+        try await withServer { server in
+            await Self.settled(server)
+            let ran = Atomic<Int>(0)
+            poster.run { server.postingThreadFinishedBatch(idle: true) }  // from now on it batches
+            poster.run {
+                for _ in 0..<3 { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
+            }
+            try await Task.sleep(for: Self.settle)
+            #expect(ran.load(ordering: .sequentiallyConsistent) == 0, "held until the burst ends")
+            poster.run { server.postingThreadFinishedBatch(idle: true) }
+            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 3 })
+        }
+    }
+
+    @Test func aHeldWakeUpWaitsAtMostOneMoreBatch() async throws {
+        let poster = FixedThread()
+        defer { poster.stop() }
+        try await withServer { server in
+            await Self.settled(server)
+            let ran = Atomic<Int>(0)
+            poster.run { server.postingThreadFinishedBatch(idle: true) }
+            poster.run { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
+            poster.run { server.postingThreadFinishedBatch(idle: false) }  // busy: the next batch may add to it
+            try await Task.sleep(for: Self.settle)
+            #expect(ran.load(ordering: .sequentiallyConsistent) == 0)
+            poster.run { server.postingThreadFinishedBatch(idle: false) }  // still busy, but it waited one batch
+            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 1 })
+        }
+    }
+
+    @Test func anotherThreadsWorkWakesAtOnceAndTakesTheHeldWorkAlong() async throws {
+        let poster = FixedThread()
+        defer { poster.stop() }
+        try await withServer { server in
+            await Self.settled(server)
+            let ran = Atomic<Int>(0)
+            poster.run { server.postingThreadFinishedBatch(idle: true) }
+            poster.run { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
+            server.execute { _ in ran.add(10, ordering: .sequentiallyConsistent) }  // not the batching thread
+            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 11 })
+        }
+    }
+
+    @Test func aResponderRunsEachRequestOnTheExecutorItChooses() async throws {
+        let executor = CountingExecutor()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(
+            configuration: configuration, responder: ExecutorChoosingResponder(executor: executor), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port
+        func get(_ path: String) async throws -> Int {
+            try await HTTPClient.send(
+                method: "GET", url: URL(string: "http://127.0.0.1:\(port)\(path)")!, headers: [], body: nil,
+                timeout: .seconds(10)).status
+        }
+        do {
+            #expect(try await get("/elsewhere") == 200)
+            #expect(executor.jobs.load(ordering: .sequentiallyConsistent) == 0)
+            #expect(try await get("/on-executor") == 200)
+            #expect(executor.jobs.load(ordering: .sequentiallyConsistent) >= 1)
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        await server.shutdown()
+    }
+}

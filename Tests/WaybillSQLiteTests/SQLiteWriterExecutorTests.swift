@@ -1,0 +1,69 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+/// `SQLiteOrderStore.writerExecutor`: tasks that prefer it run on the writer thread, between its
+/// transactions, and never hang when the store closes under them.
+@Suite struct SQLiteWriterExecutorTests {
+    /// The caller's thread, as a number that can cross the `write` closure's boundary.
+    private static func thread() -> UInt { UInt(pthread_self()) }
+
+    @Test func aTaskThatPrefersItRunsOnTheWriterThreadBeforeAndAfterItsWrite() async throws {
+        try await withStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            let threads = try await Task(executorPreference: executor) {
+                let before = Self.thread()
+                let inside = try await store.write { tx -> UInt in
+                    _ = try tx.insertCompany(name: "Acme")
+                    return Self.thread()
+                }
+                return (before, inside, Self.thread())
+            }.value
+            #expect(threads.0 == threads.1, "the task's code runs on the thread that runs write closures")
+            #expect(threads.2 == threads.1, "and it is resumed there after the commit")
+            let plain = try await Task { try await store.write { _ in Self.thread() } }.value
+            #expect(plain == threads.1, "the writer thread is one thread")
+        }
+    }
+
+    @Test func writesOfManyTasksOnTheWriterStillShareTransactions() async throws {
+        try await withStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            let before = store.writerStatistics.committedTransactions
+            let ids = try await withThrowingTaskGroup(of: Int64.self) { group in
+                for index in 0..<200 {
+                    group.addTask(executorPreference: executor) {
+                        try await store.write { tx in try tx.insertCompany(name: "C\(index)").id.rawValue }
+                    }
+                }
+                return try await group.reduce(into: Set<Int64>()) { $0.insert($1) }
+            }
+            #expect(ids.count == 200, "every write committed once")
+            // Every task's code runs before the writes it queued are taken: they meet in batches.
+            #expect(store.writerStatistics.committedTransactions - before < 200)
+        }
+    }
+
+    @Test func aTaskOnAClosedStoresWriterRunsToItsEndWithTheStoresError() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        let executor = try #require(store.writerExecutor)
+        store.close()
+        let outcome = await Task(executorPreference: executor) { () -> String in
+            do {
+                _ = try await store.write { tx in try tx.insertCompany(name: "Late") }
+                return "committed"
+            } catch let error as StoreError {
+                return "\(error)"
+            } catch {
+                return "other: \(error)"
+            }
+        }.value
+        #expect(outcome.contains("closed"), "got \(outcome)")
+    }
+}
