@@ -20,6 +20,8 @@ public final class WaybillServer: Sendable {
     private let store: any OrderStore
     private let pool: KeyStretchingPool
     private let metrics: Metrics
+    /// Whether this server observes the store writer's batches (removed at `shutdown`).
+    private let observesWriterBatches: Bool
     /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
@@ -28,8 +30,9 @@ public final class WaybillServer: Sendable {
 
     private init(
         http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore,
-        pool: KeyStretchingPool, metrics: Metrics, logger: Logger
+        pool: KeyStretchingPool, metrics: Metrics, observesWriterBatches: Bool, logger: Logger
     ) {
+        self.observesWriterBatches = observesWriterBatches
         self.pool = pool
         self.metrics = metrics
         self.store = store
@@ -94,16 +97,24 @@ public final class WaybillServer: Sendable {
             writerExecutor: store.writerExecutor)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in _ = http.execute(body) }
-        // Writes run on the store's writer thread (`APIResponder.executor(for:)`): their answers and
-        // event frames wake the service thread once per burst. A store shared by a second server
-        // keeps the first server's hook; the second's wake-ups are then simply not batched.
-        _ = store.writerExecutor?.afterEachBatch { idle in http.postingThreadFinishedBatch(idle: idle) }
         metrics.readAtScrape(.serviceQueue) { http.refusedWork }
         metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {
             pool.stop()
             throw error
         }
+        // Writes run on the store's writer thread (`APIResponder.executor(for:)`): their answers and
+        // event frames wake the service thread once per burst. `shutdown` removes the observer
+        // (it would keep this server alive, and the store with it). A store shared by a second
+        // server keeps the first one's; the second's wake-ups are then simply not batched.
+        let batching = store.writerExecutor?.observeBatches { [weak http] point in
+            guard let http else { return }
+            switch point {
+            case .started: http.beginPostingBatch()
+            case .committing: http.flushPostingBatch()
+            case .ended(let idle): http.endPostingBatch(idle: idle)
+            }
+        } ?? false
 
         let feed = HubFeed(broker: broker, store: store, target: hub, metrics: metrics, logger: logger)
         // The local path: with an in-process broker, this process's commits go from the store's
@@ -140,7 +151,7 @@ public final class WaybillServer: Sendable {
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
         return WaybillServer(
             http: http, hub: hub, services: services, relay: relay, store: store, pool: pool, metrics: metrics,
-            logger: logger)
+            observesWriterBatches: batching, logger: logger)
     }
 
     /// The newest event id the hub has fanned out (what a `connected` frame reports now).
@@ -172,6 +183,7 @@ public final class WaybillServer: Sendable {
     public func shutdown() async {
         logger.info("server stopping")
         await http.shutdown()
+        if observesWriterBatches { store.writerExecutor?.stopObservingBatches() }
         pool.stop()
         services.cancel()
         await services.value

@@ -102,14 +102,19 @@ public final class HTTPServer: Sendable {
         return core.loop.post({ body(core.io) }, bounded: true)
     }
 
-    /// Called by a thread that hands the server work in batches — `execute` calls and HTTP
-    /// answers of handlers running on it, like the store's writer thread — after each batch, with
-    /// `idle` true when it has nothing more to do. Its work then wakes the service thread once per
-    /// burst instead of once per item, and waits at most one further batch (see
-    /// `ServiceLoop.batchEnded`). Other threads are not affected.
-    public func postingThreadFinishedBatch(idle: Bool) {
-        core.loop.batchEnded(idle: idle)
-    }
+    /// For a thread that hands the server work in bursts — `execute` calls and the answers of
+    /// handlers running on it, like the store's writer thread: between `beginPostingBatch()` and
+    /// `endPostingBatch(idle:)` its work does not wake the service thread item by item. The
+    /// wake-up goes out at `flushPostingBatch()` (call it before blocking), when the thread ends
+    /// a batch idle, or at the latest at the end of its next batch. Other threads are not
+    /// affected. (`ServiceLoop`, "Batches".)
+    public func beginPostingBatch() { core.loop.beginBatch() }
+
+    /// Sends what the calling thread's batch holds now (see `beginPostingBatch`).
+    public func flushPostingBatch() { core.loop.flushBatch() }
+
+    /// Ends the calling thread's batch; `idle` when it has nothing more to do (see `beginPostingBatch`).
+    public func endPostingBatch(idle: Bool) { core.loop.endBatch(idle: idle) }
 
     /// Work `execute` refused because `maxQueuedWork` items were waiting (a metric).
     public var refusedWork: Int { core.loop.overflows }

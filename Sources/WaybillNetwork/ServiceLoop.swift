@@ -29,10 +29,11 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
         var overflowed = false
         /// Bounded posts refused since start.
         var overflows = 0
-        /// The thread that reports its batches (`batchEnded`): its posts do not wake the service
-        /// thread one by one (0: none).
+        /// The thread inside an announced batch (`beginBatch` … `endBatch`): its posts there do not
+        /// wake the service thread one by one (0: none). Cleared at `endBatch`, so a thread that
+        /// later gets the same `pthread_t` (the writer exited and its stack was reused) is not held.
         var batchingThread: UInt = 0
-        /// A post of the batching thread found the inbox empty and did not wake the thread.
+        /// A post inside a batch found the inbox empty and did not wake the thread.
         var wakeHeld = false
         /// That held wake-up has already waited through one batch end.
         var heldThroughBatch = false
@@ -196,13 +197,11 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
                 return false
             }
             var needsWake = s.inbox.isEmpty
-            if s.batchingThread != 0 {
-                if pthread_equal(pthread_self(), pthread_t(s.batchingThread)) != 0 {
-                    if needsWake { s.wakeHeld = true }
-                    needsWake = false
-                } else if s.wakeHeld {
-                    needsWake = true  // nobody else's work waits for the batching thread
-                }
+            if s.batchingThread != 0, pthread_equal(pthread_self(), pthread_t(s.batchingThread)) != 0 {
+                if needsWake { s.wakeHeld = true }
+                needsWake = false
+            } else if s.wakeHeld {
+                needsWake = true  // nobody else's work waits for the batching thread
             }
             s.inbox.append(work)
             if needsWake { wakeLocked(&s) }
@@ -210,18 +209,34 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
         }
     }
 
-    /// Called by a thread that posts in batches (the store's writer thread: answers and event
-    /// frames of several writes) after each batch; `idle` says it has nothing more to do now.
-    ///
-    /// From its first call on, that thread's posts no longer wake the service thread themselves:
-    /// the wake-up waits for the end of the burst — when the thread goes idle, or at the latest
-    /// one batch later — so one wake-up carries a write's event frames and its answer together
-    /// (measured: about one context switch less per write). Posts from other threads wake as
-    /// before, and also carry the held work along.
-    func batchEnded(idle: Bool) {
+    // MARK: Batches (a thread that posts in bursts: the store's writer)
+    //
+    // Measured: the writer thread posts a write's event frames and, a moment later, its answer;
+    // each post that found the inbox empty woke the service thread, about one context switch more
+    // per write than needed. Inside a batch the posts only queue; the wake-up goes out when the
+    // batch is about to wait for the database (`flushBatch`), when the thread goes idle, or at the
+    // latest at the end of the next batch. Posts from other threads wake at once, as always, and
+    // carry the held work along.
+
+    /// The calling thread starts a batch: its posts no longer wake the service thread by themselves.
+    func beginBatch() {
+        shared.withLock { $0.batchingThread = UInt(pthread_self()) }
+    }
+
+    /// Sends the wake-up the batch holds, if any (the thread is about to block).
+    func flushBatch() {
         shared.withLock { s in
-            if s.batchingThread == 0 { s.batchingThread = UInt(pthread_self()) }
-            guard s.wakeHeld, pthread_equal(pthread_self(), pthread_t(s.batchingThread)) != 0 else { return }
+            if s.wakeHeld { wakeLocked(&s) }
+        }
+    }
+
+    /// The batch is over; `idle` says the thread has nothing more to do now. A held wake-up goes
+    /// out if idle, or if it has already waited through one batch end; otherwise it waits for the
+    /// next batch, which a thread that is not idle runs at once.
+    func endBatch(idle: Bool) {
+        shared.withLock { s in
+            s.batchingThread = 0
+            guard s.wakeHeld else { return }
             if idle || s.heldThroughBatch {
                 wakeLocked(&s)
             } else {

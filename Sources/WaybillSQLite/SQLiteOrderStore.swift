@@ -229,7 +229,7 @@ public final class SQLiteOrderStore: OrderStore {
     /// One process per SQLite store: a local lock serves as the cluster-wide lease.
     public func lease(_ name: String) -> any Lease { LocalLease(name: name, registry: leases) }
 
-    /// Write closures waiting for the writer thread (tests use it to build a batch).
+    /// Write closures and task pieces waiting for the writer thread (tests use it to build a batch).
     var pendingWriteCount: Int { writeQueue.count }
 
     private static func performRead<T>(

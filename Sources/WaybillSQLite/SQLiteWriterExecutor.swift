@@ -25,21 +25,25 @@ enum WriterWork: Sendable {
 final class SQLiteWriterExecutor: WriterExecutor {
     private let queue: JobQueue<WriterWork>
     /// In a struct: a bare closure in a `Mutex` is re-wrapped on every `withLock` (see `CommitObserver`).
-    private struct Hook: Sendable {
-        let call: @Sendable (Bool) -> Void
+    private struct Observer: Sendable {
+        let call: @Sendable (WriterBatchPoint) -> Void
     }
-    private let afterBatch = Mutex<Hook?>(nil)
+    private let observer = Mutex<Observer?>(nil)
 
     init(queue: JobQueue<WriterWork>) {
         self.queue = queue
     }
 
-    func afterEachBatch(_ body: @escaping @Sendable (_ idle: Bool) -> Void) -> Bool {
-        afterBatch.withLock { hook in
-            guard hook == nil else { return false }
-            hook = Hook(call: body)
+    func observeBatches(_ body: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool {
+        observer.withLock { observer in
+            guard observer == nil else { return false }
+            observer = Observer(call: body)
             return true
         }
+    }
+
+    func stopObservingBatches() {
+        observer.withLock { $0 = nil }
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
@@ -47,13 +51,18 @@ final class SQLiteWriterExecutor: WriterExecutor {
         guard !queue.enqueue(.task(job)) else { return }
         // The store is closed (its writer thread is gone or going): a task must still run to its
         // end, where its `write` calls fail with "the store is closed". Dispatch's pool runs it.
-        let executor = asUnownedTaskExecutor()
-        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+        // `self` is captured strongly: the job must not outlive the executor it names.
+        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 
     /// Runs a batch on the writer thread: task pieces first, in order (they may queue more
-    /// writes, which the next batch takes), then the batch's writes in one group commit.
+    /// writes, which the next batch takes), then the batch's writes in one group commit. The
+    /// observer hears each point; `.committing` comes before the transaction begins, so what the
+    /// pieces posted (answers of writes committed earlier) never waits behind a commit that waits
+    /// for another process's lock.
     func perform(_ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection) {
+        let observer = self.observer.withLock { $0 }
+        observer?.call(.started)
         var writes: [WriteJob] = []
         let executor = asUnownedTaskExecutor()
         for item in batch {
@@ -62,7 +71,10 @@ final class SQLiteWriterExecutor: WriterExecutor {
             case .write(let write): writes.append(write)
             }
         }
-        if !writes.isEmpty { groupCommit.perform(writes, on: db) }
-        if let hook = afterBatch.withLock({ $0 }) { hook.call(queue.count == 0) }
+        if !writes.isEmpty {
+            observer?.call(.committing)
+            groupCommit.perform(writes, on: db)
+        }
+        observer?.call(.ended(idle: queue.count == 0))
     }
 }

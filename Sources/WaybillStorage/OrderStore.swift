@@ -55,11 +55,24 @@ public protocol OrderStore: Sendable {
 
 /// A store's writer thread as an executor (`OrderStore.writerExecutor`).
 public protocol WriterExecutor: TaskExecutor {
-    /// Sets what the writer thread runs after each batch of work it took from its queue, with
-    /// `idle` true when nothing else waits (it is about to sleep). Returns `false` if a hook is set
-    /// already. The server uses it to wake its service thread once per burst of answers and event
-    /// frames instead of once per post (`HTTPServer.postingThreadFinishedBatch`).
-    func afterEachBatch(_ body: @escaping @Sendable (_ idle: Bool) -> Void) -> Bool
+    /// Sets what the writer thread runs at the points of each batch of work it takes from its
+    /// queue (`WriterBatchPoint`). Returns `false` if an observer is set already. The server uses
+    /// it to wake its service thread once per burst of answers and event frames instead of once
+    /// per post (`HTTPServer.beginPostingBatch` and its siblings).
+    func observeBatches(_ observer: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool
+    /// Removes the observer (the server stops); a later `observeBatches` may set a new one.
+    func stopObservingBatches()
+}
+
+/// Where the writer thread is in a batch (`WriterExecutor.observeBatches`).
+public enum WriterBatchPoint: Sendable, Equatable {
+    /// It is about to run the batch's task pieces.
+    case started
+    /// The task pieces ran; it is about to begin a transaction, which may wait for the database
+    /// lock (another process's write): whatever the pieces left for others should go now.
+    case committing
+    /// The batch is done; `idle` when nothing else waits (the thread is about to sleep).
+    case ended(idle: Bool)
 }
 
 extension OrderStore {

@@ -15,7 +15,8 @@ private final class CountingExecutor: WriterExecutor {
     let base: any WriterExecutor
     let jobs = Atomic<Int>(0)
     init(base: any WriterExecutor) { self.base = base }
-    func afterEachBatch(_ body: @escaping @Sendable (Bool) -> Void) -> Bool { base.afterEachBatch(body) }
+    func observeBatches(_ observer: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool { base.observeBatches(observer) }
+    func stopObservingBatches() { base.stopObservingBatches() }
     func enqueue(_ job: consuming ExecutorJob) {
         jobs.add(1, ordering: .sequentiallyConsistent)
         base.enqueue(job)

@@ -69,8 +69,9 @@ private struct ExecutorChoosingResponder: HTTPResponder {
     }
 }
 
-/// `HTTPServer.postingThreadFinishedBatch`: a batching thread's work wakes the service thread once
-/// per burst, and at the latest one batch later; other threads' work is never held.
+/// `HTTPServer.beginPostingBatch` and its siblings: a batching thread's work wakes the service
+/// thread once per burst — at a flush, when the thread ends a batch idle, or at the latest one
+/// batch later; other threads' work, and the same thread's work outside a batch, is never held.
 @Suite(.timeLimit(.minutes(1)))
 struct WakeBatchingTests {
     /// Long enough for a wake-up that was wrongly sent to have run the work.
@@ -84,20 +85,38 @@ struct WakeBatchingTests {
         _ = await eventually { ran.load(ordering: .sequentiallyConsistent) }
     }
 
-    @Test func aBatchingThreadsWorkWaitsUntilItGoesIdle() async throws {
+    private static func count(_ ran: borrowing Atomic<Int>) -> Int { ran.load(ordering: .sequentiallyConsistent) }
+
+    @Test func workInsideABatchWaitsUntilTheThreadEndsItIdle() async throws {
         let poster = FixedThread()
         defer { poster.stop() }
         try await withServer { server in
             await Self.settled(server)
             let ran = Atomic<Int>(0)
-            poster.run { server.postingThreadFinishedBatch(idle: true) }  // from now on it batches
             poster.run {
+                server.beginPostingBatch()
                 for _ in 0..<3 { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
             }
             try await Task.sleep(for: Self.settle)
-            #expect(ran.load(ordering: .sequentiallyConsistent) == 0, "held until the burst ends")
-            poster.run { server.postingThreadFinishedBatch(idle: true) }
-            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 3 })
+            #expect(Self.count(ran) == 0, "held until the burst ends")
+            poster.run { server.endPostingBatch(idle: true) }
+            #expect(await eventually { Self.count(ran) == 3 })
+        }
+    }
+
+    @Test func aFlushSendsTheHeldWorkBeforeTheThreadBlocks() async throws {
+        let poster = FixedThread()
+        defer { poster.stop() }
+        try await withServer { server in
+            await Self.settled(server)
+            let ran = Atomic<Int>(0)
+            poster.run {
+                server.beginPostingBatch()
+                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+                server.flushPostingBatch()
+            }
+            #expect(await eventually { Self.count(ran) == 1 }, "without waiting for the batch to end")
+            poster.run { server.endPostingBatch(idle: true) }
         }
     }
 
@@ -107,13 +126,33 @@ struct WakeBatchingTests {
         try await withServer { server in
             await Self.settled(server)
             let ran = Atomic<Int>(0)
-            poster.run { server.postingThreadFinishedBatch(idle: true) }
-            poster.run { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
-            poster.run { server.postingThreadFinishedBatch(idle: false) }  // busy: the next batch may add to it
+            poster.run {
+                server.beginPostingBatch()
+                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+                server.endPostingBatch(idle: false)  // busy: the next batch may add to it
+            }
             try await Task.sleep(for: Self.settle)
-            #expect(ran.load(ordering: .sequentiallyConsistent) == 0)
-            poster.run { server.postingThreadFinishedBatch(idle: false) }  // still busy, but it waited one batch
-            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 1 })
+            #expect(Self.count(ran) == 0)
+            poster.run {
+                server.beginPostingBatch()
+                server.endPostingBatch(idle: false)  // still busy, but it waited one batch
+            }
+            #expect(await eventually { Self.count(ran) == 1 })
+        }
+    }
+
+    @Test func theSameThreadOutsideABatchWakesAtOnce() async throws {
+        let poster = FixedThread()
+        defer { poster.stop() }
+        try await withServer { server in
+            await Self.settled(server)
+            let ran = Atomic<Int>(0)
+            poster.run {
+                server.beginPostingBatch()
+                server.endPostingBatch(idle: true)
+                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }  // after the batch
+            }
+            #expect(await eventually { Self.count(ran) == 1 })
         }
     }
 
@@ -123,10 +162,13 @@ struct WakeBatchingTests {
         try await withServer { server in
             await Self.settled(server)
             let ran = Atomic<Int>(0)
-            poster.run { server.postingThreadFinishedBatch(idle: true) }
-            poster.run { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
+            poster.run {
+                server.beginPostingBatch()
+                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+            }
             server.execute { _ in ran.add(10, ordering: .sequentiallyConsistent) }  // not the batching thread
-            #expect(await eventually { ran.load(ordering: .sequentiallyConsistent) == 11 })
+            #expect(await eventually { Self.count(ran) == 11 })
+            poster.run { server.endPostingBatch(idle: true) }
         }
     }
 

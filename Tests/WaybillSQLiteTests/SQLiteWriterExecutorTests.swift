@@ -8,7 +8,8 @@ import WaybillStorage
 
 /// `SQLiteOrderStore.writerExecutor`: tasks that prefer it run on the writer thread, between its
 /// transactions, and never hang when the store closes under them.
-@Suite struct SQLiteWriterExecutorTests {
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteWriterExecutorTests {
     /// The caller's thread, as a number that can cross the `write` closure's boundary.
     private static func thread() -> UInt { UInt(pthread_self()) }
 
@@ -65,5 +66,41 @@ import WaybillStorage
             }
         }.value
         #expect(outcome.contains("closed"), "got \(outcome)")
+    }
+
+    @Test func theObserverHearsABatchsPointsAndCommittingComesBeforeTheLockWait() async throws {
+        try await withStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            let heard = Mutex<[WriterBatchPoint]>([])
+            #expect(executor.observeBatches { point in heard.withLock { $0.append(point) } })
+            #expect(!executor.observeBatches { _ in }, "one observer at a time")
+            // Another process holds the write lock: the batch's transaction waits for it.
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute("BEGIN IMMEDIATE")
+            let write = Task { try await store.write { tx in try tx.insertCompany(name: "Waits").id } }
+            // `.committing` arrives while the lock is still held: before the transaction begins.
+            #expect(await eventually { heard.withLock { $0.contains(.committing) } })
+            #expect(heard.withLock { $0 } == [.started, .committing])
+            try other.execute("COMMIT")
+            _ = try await write.value
+            #expect(await eventually { heard.withLock { $0.last } == .ended(idle: true) })
+            #expect(heard.withLock { $0 } == [.started, .committing, .ended(idle: true)])
+            executor.stopObservingBatches()
+            _ = try await store.write { tx in try tx.insertCompany(name: "Unheard").id }
+            #expect(heard.withLock { $0.count } == 3, "nothing after stopObservingBatches")
+            #expect(executor.observeBatches { _ in }, "a new observer may be set")
+        }
+    }
+
+    @Test func aBatchOfOnlyTaskPiecesHasNoCommittingPoint() async throws {
+        try await withStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            let heard = Mutex<[WriterBatchPoint]>([])
+            _ = executor.observeBatches { point in heard.withLock { $0.append(point) } }
+            await Task(executorPreference: executor) { _ = 1 + 1 }.value
+            #expect(await eventually { heard.withLock { $0.last } == .ended(idle: true) })
+            #expect(heard.withLock { $0 } == [.started, .ended(idle: true)])
+        }
     }
 }
