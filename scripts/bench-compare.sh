@@ -16,7 +16,8 @@
 #   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
 #            rate achieved with 0 lost, and server CPU per write
 #   paced    Waybill's writes at 100, 1 000 and 2 000/s again with C clients (`scripts/bench.sh paced`: wrk on
-#            a fixed schedule + wsdrain on the 50 driver sockets), beside Nchan's latency-row run
+#            a fixed schedule + wsdrain on the 50 driver sockets), beside Nchan at 1 000 messages/s to one socket
+#            (its CPU per message: the anchor for server CPU per write)
 # Output: bench-results/compare-<UTC time>.jsonl (every raw line, tagged) and .md (the table, also on
 # stdout). Every step runs under `timeout`; the peers are stopped at the end whatever happened.
 # Local addresses only (127.0.0.1). Environment: WAYBILL_BENCH_DIR (the shared harness),
@@ -64,16 +65,27 @@ fi
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || { log "no release build at $BIN"; exit 1; }
 
-# tag SYSTEM SCENARIO FILE: appends FILE's JSON lines to $JSONL with "system" and "row" fields.
+# The machine's "cpu" line of /proc/stat (for the stolen share of a run: the hypervisor running someone
+# else on our cores; it shows up as latency spikes no change of ours can explain).
+stat_line() { head -1 /proc/stat; }
+
+# tag SYSTEM SCENARIO FILE [STAT_BEFORE STAT_AFTER]: appends FILE's JSON lines to $JSONL with "system"
+# and "row" fields, and "machine_steal" (share of both cores' time stolen over the run) when given.
 tag() {
-    python3 - "$1" "$2" "$3" "$JSONL" <<'PY'
+    python3 - "$1" "$2" "$3" "$JSONL" "${4:-}" "${5:-}" <<'PY'
 import json, sys
-system, row, src, dst = sys.argv[1:5]
+system, row, src, dst, before, after = sys.argv[1:7]
+steal = None
+if before and after:
+    b, a = [list(map(int, x.split()[1:])) for x in (before, after)]
+    d = [y - x for x, y in zip(b, a)]
+    steal = round(d[7] / sum(d), 4) if sum(d) > 0 and len(d) > 7 else None
 with open(dst, "a") as out:
     for line in open(src):
         line = line.strip()
         if line.startswith("{"):
             d = json.loads(line); d["system"] = system; d["row"] = row
+            if steal is not None: d["machine_steal"] = steal
             out.write(json.dumps(d, separators=(",", ":")) + "\n")
 PY
 }
@@ -83,9 +95,12 @@ waybill() {
     local row="$1" limit="$2"; shift 2
     log "waybill $row: scripts/bench.sh $*"
     : >"$TMP/w.jsonl"
+    local s0 s1
+    s0="$(stat_line)"
     WAYBILL_BENCH_BIN="$BIN" WAYBILL_BENCH_PORT="$WPORT" WAYBILL_BENCH_OUT="$TMP/w.jsonl" WAYBILL_BENCH_DIR="$BENCH" \
         timeout -k 10 "$limit" "$ROOT/scripts/bench.sh" "$@" >/dev/null 2>"$TMP/w.err" || log "waybill $row failed: $(tail -3 "$TMP/w.err")"
-    tag waybill "$row" "$TMP/w.jsonl"
+    s1="$(stat_line)"
+    tag waybill "$row" "$TMP/w.jsonl" "$s0" "$s1"
 }
 
 # peer ROW SECONDS KIND ARGS...: a fresh peer (new database, new process, new redis), one run.
@@ -100,13 +115,16 @@ peer() {
     local watch=()
     [ -f "$STATE/peer-var/redis.pid" ] && watch=(--watch "redis=$(cat "$STATE/peer-var/redis.pid")")
     : >"$TMP/p.jsonl"
+    local s0 s1
+    s0="$(stat_line)"
     case "$kind" in
         harness)
             timeout -k 10 "$limit" "$BENCH/bench.sh" --fixtures "$fx" "$@" --out "$TMP/p.jsonl" "${watch[@]}" \
                 >/dev/null 2>"$TMP/p.err" || log "peer $row failed: $(tail -3 "$TMP/p.err")" ;;
         saturate) peer_saturate "$fx" "$limit" "$@" ;;
     esac
-    tag peer "$row" "$TMP/p.jsonl"
+    s1="$(stat_line)"
+    tag peer "$row" "$TMP/p.jsonl" "$s0" "$s1"
     "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
 }
 
@@ -149,9 +167,12 @@ nchan() {
     local row="$1" limit="$2"; shift 2
     log "nchan $row: suite.py $*"
     : >"$TMP/n.jsonl"
+    local s0 s1
+    s0="$(stat_line)"
     timeout -k 10 "$limit" python3 "$PEERS/nchan/suite.py" --port "$NPORT" --out "$TMP/n.jsonl" "$@" \
         >/dev/null 2>"$TMP/n.err" || log "nchan $row failed: $(tail -3 "$TMP/n.err")"
-    tag nchan "$row" "$TMP/n.jsonl"
+    s1="$(stat_line)"
+    tag nchan "$row" "$TMP/n.jsonl" "$s0" "$s1"
 }
 
 log "results: $JSONL"
@@ -179,6 +200,9 @@ peer writes $((DUR + 120)) harness --scenario fanout --rate 200 --duration "$DUR
 waybill paced $((DUR + 120)) paced 100 "$DUR"
 waybill paced $((DUR + 120)) paced 1000 "$DUR"
 waybill paced $((DUR + 120)) paced 2000 "$DUR"
+# Nchan's CPU per message at the same rate, each message to one socket (as each Waybill write reaches
+# one driver socket): the anchor for "server CPU per write at 1 000/s".
+nchan paced $((DUR + 120)) fanout --sockets 1 --rate 1000 --duration "$DUR" --pub-connections 4
 log "all runs took $(( $(date +%s) - START )) s"
 
 python3 "$ROOT/scripts/bench_compare_table.py" "$JSONL" --commands "scripts/bench.sh compare$([ $QUICK = 1 ] && echo ' --quick')" \
