@@ -39,4 +39,6 @@ struct MeteredOrderStore: OrderStore {
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool {
         base.observeCommits(observer)
     }
+
+    func stopObservingCommits() { base.stopObservingCommits() }
 }

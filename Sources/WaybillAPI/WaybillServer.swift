@@ -22,6 +22,8 @@ public final class WaybillServer: Sendable {
     private let metrics: Metrics
     /// Whether this server observes the store writer's batches (removed at `shutdown`).
     private let observesWriterBatches: Bool
+    /// Whether this server observes the store's commits (the local path; removed at `shutdown`).
+    private let observesCommits: Bool
     /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
@@ -30,9 +32,10 @@ public final class WaybillServer: Sendable {
 
     private init(
         http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore,
-        pool: KeyStretchingPool, metrics: Metrics, observesWriterBatches: Bool, logger: Logger
+        pool: KeyStretchingPool, metrics: Metrics, observesWriterBatches: Bool, observesCommits: Bool, logger: Logger
     ) {
         self.observesWriterBatches = observesWriterBatches
+        self.observesCommits = observesCommits
         self.pool = pool
         self.metrics = metrics
         self.store = store
@@ -151,7 +154,7 @@ public final class WaybillServer: Sendable {
         logger.info("server started", ["host": configuration.host, "port": "\(http.port)"])
         return WaybillServer(
             http: http, hub: hub, services: services, relay: relay, store: store, pool: pool, metrics: metrics,
-            observesWriterBatches: batching, logger: logger)
+            observesWriterBatches: batching, observesCommits: localPath.isOn, logger: logger)
     }
 
     /// The newest event id the hub has fanned out (what a `connected` frame reports now).
@@ -184,6 +187,8 @@ public final class WaybillServer: Sendable {
         logger.info("server stopping")
         await http.shutdown()
         if observesWriterBatches { store.writerExecutor?.stopObservingBatches() }
+        // The store outlives this server (the caller owns it): let go of the feed and the relay.
+        if observesCommits { store.stopObservingCommits() }
         pool.stop()
         services.cancel()
         await services.value

@@ -25,6 +25,11 @@ final class CommitObserver: Sendable {
         }
     }
 
+    /// Removes the observer; a later `set` may install another.
+    func clear() {
+        observer.withLock { $0 = nil }
+    }
+
     /// Called on the writer thread right after a `COMMIT` succeeded.
     func committed(_ events: [StoredEvent]) {
         guard !events.isEmpty, let body = observer.withLock({ $0 }) else { return }

@@ -176,6 +176,8 @@ public final class SQLiteOrderStore: OrderStore {
         commitObserver.set(observer)
     }
 
+    public func stopObservingCommits() { commitObserver.clear() }
+
     /// Lets queued reads and writes finish, then finalizes every statement and closes every
     /// connection. Later calls throw `StoreError.unavailable`. Idempotent.
     ///

@@ -45,6 +45,10 @@ public protocol OrderStore: Sendable {
     /// store keeps the relay's path and misses nothing.
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool
 
+    /// Removes the commit observer (its server stops): the store no longer holds the server, and a
+    /// later server on the same store may observe commits again.
+    func stopObservingCommits()
+
     /// An executor on the store's writer thread, or `nil`. A task that prefers it
     /// (`Task(executorPreference:)`) runs its code between the writer's transactions, so its
     /// `write` calls are queued, committed and resumed without waking another thread: the server
@@ -81,6 +85,9 @@ extension OrderStore {
 
     /// Not supported: events go through the relay.
     public func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool { false }
+
+    /// Nothing to remove.
+    public func stopObservingCommits() {}
 
     /// None: callers run on Swift's global pool.
     public var writerExecutor: (any WriterExecutor)? { nil }

@@ -37,6 +37,7 @@ private final class CountedWriterStore: OrderStore {
     func lease(_ name: String) -> any Lease { base.lease(name) }
     var health: StoreHealth { base.health }
     func observeCommits(_ observer: @escaping @Sendable ([StoredEvent]) -> Void) -> Bool { base.observeCommits(observer) }
+    func stopObservingCommits() { base.stopObservingCommits() }
     var writerExecutor: (any WriterExecutor)? { executor }
 }
 
@@ -87,5 +88,25 @@ struct WriterExecutorRoutingTests {
         let order = try await sqlite.read { tx in try tx.order(OrderID(id), in: CompanyID(seed.companyID)) }
         #expect(order?.notes == "on the writer")
         await server.shutdown()
+    }
+
+    /// The store outlives its server: a stopped server lets go of the store's commit and batch
+    /// observers, so it is not kept alive by them and the next server on the store gets both.
+    @Test func aStoppedServerLetsGoOfTheStoresObservers() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-observers-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sqlite = try SQLiteOrderStore(path: directory.appendingPathComponent("o.sqlite").path)
+        defer { sqlite.close() }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.passwordIterations = 1_000
+        let server = try await WaybillServer.start(
+            configuration: configuration, store: sqlite, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
+        let executor = try #require(sqlite.writerExecutor)
+        #expect(!sqlite.observeCommits { _ in }, "the running server observes commits (the local path)")
+        #expect(!executor.observeBatches { _ in }, "and the writer's batches")
+        await server.shutdown()
+        #expect(sqlite.observeCommits { _ in })
+        #expect(executor.observeBatches { _ in })
     }
 }

@@ -100,4 +100,19 @@ private struct Refused: Error {}
             #expect(second.all.isEmpty)
         }
     }
+
+    /// A server that stops lets go of the store: its observer hears no more, and another may be set.
+    @Test func aRemovedObserverHearsNothingMoreAndMakesRoomForAnother() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let first = Heard(), second = Heard()
+            #expect(store.observeCommits { first.add($0) })
+            store.stopObservingCommits()
+            #expect(store.observeCommits { second.add($0) })
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let events = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            #expect(first.all.isEmpty)
+            #expect(second.ids == events.map(\.id))
+        }
+    }
 }
