@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 import WaybillStorage
 
 /// What the writer thread takes from its queue: a write closure, or a piece of a task that runs on
@@ -24,27 +23,15 @@ enum WriterWork: Sendable {
 /// write requests here.
 final class SQLiteWriterExecutor: WriterExecutor {
     private let queue: JobQueue<WriterWork>
-    /// In a struct: a bare closure in a `Mutex` is re-wrapped on every `withLock` (see `CommitObserver`).
-    private struct Observer: Sendable {
-        let call: @Sendable (WriterBatchPoint) -> Void
-    }
-    private let observer = Mutex<Observer?>(nil)
+    private let observer = ObserverSlot<WriterBatchPoint>()
 
     init(queue: JobQueue<WriterWork>) {
         self.queue = queue
     }
 
-    func observeBatches(_ body: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool {
-        observer.withLock { observer in
-            guard observer == nil else { return false }
-            observer = Observer(call: body)
-            return true
-        }
-    }
+    func observeBatches(_ body: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool { observer.set(body) }
 
-    func stopObservingBatches() {
-        observer.withLock { $0 = nil }
-    }
+    func stopObservingBatches() { observer.clear() }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
@@ -61,7 +48,7 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// pieces posted (answers of writes committed earlier) never waits behind a commit that waits
     /// for another process's lock.
     func perform(_ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection) {
-        let observer = self.observer.withLock { $0 }
+        let observer = self.observer.current
         observer?.call(.started)
         var writes: [WriteJob] = []
         let executor = asUnownedTaskExecutor()

@@ -49,6 +49,13 @@ private final class FixedThread: @unchecked Sendable {  // `jobs` and `stopped` 
     }
 }
 
+/// A count that work on the service thread adds to and the test reads.
+private final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    func add(_ n: Int) { count.add(n, ordering: .sequentiallyConsistent) }
+    var value: Int { count.load(ordering: .sequentiallyConsistent) }
+}
+
 /// Counts the jobs it gets and runs them on Dispatch's pool.
 private final class CountingExecutor: TaskExecutor {
     let jobs = Atomic<Int>(0)
@@ -77,97 +84,81 @@ struct WakeBatchingTests {
     /// Long enough for a wake-up that was wrongly sent to have run the work.
     private static let settle = Duration.milliseconds(150)
 
-    /// Waits until the service thread has run a plain post: the wake-up the loop sends itself at
-    /// start has then been used, and cannot run held work early.
-    private static func settled(_ server: HTTPServer) async {
-        let ran = Atomic<Bool>(false)
-        server.execute { _ in ran.store(true, ordering: .sequentiallyConsistent) }
-        _ = await eventually { ran.load(ordering: .sequentiallyConsistent) }
-    }
-
-    private static func count(_ ran: borrowing Atomic<Int>) -> Int { ran.load(ordering: .sequentiallyConsistent) }
-
-    @Test func workInsideABatchWaitsUntilTheThreadEndsItIdle() async throws {
+    /// Runs `body` with a started server whose self-wake at start has been used (a plain post has
+    /// run, so it cannot run held work early), a fixed thread to post from, and a counter that
+    /// work run on the service thread adds to.
+    private static func withPoster(_ body: (HTTPServer, FixedThread, Counter) async throws -> Void) async throws {
         let poster = FixedThread()
         defer { poster.stop() }
         try await withServer { server in
-            await Self.settled(server)
-            let ran = Atomic<Int>(0)
+            let started = Counter()
+            server.execute { _ in started.add(1) }
+            _ = await eventually { started.value == 1 }
+            try await body(server, poster, Counter())
+        }
+    }
+
+    @Test func workInsideABatchWaitsUntilTheThreadEndsItIdle() async throws {
+        try await Self.withPoster { server, poster, ran in
             poster.run {
                 server.beginPostingBatch()
-                for _ in 0..<3 { server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) } }
+                for _ in 0..<3 { server.execute { _ in ran.add(1) } }
             }
             try await Task.sleep(for: Self.settle)
-            #expect(Self.count(ran) == 0, "held until the burst ends")
+            #expect(ran.value == 0, "held until the burst ends")
             poster.run { server.endPostingBatch(idle: true) }
-            #expect(await eventually { Self.count(ran) == 3 })
+            #expect(await eventually { ran.value == 3 })
         }
     }
 
     @Test func aFlushSendsTheHeldWorkBeforeTheThreadBlocks() async throws {
-        let poster = FixedThread()
-        defer { poster.stop() }
-        try await withServer { server in
-            await Self.settled(server)
-            let ran = Atomic<Int>(0)
+        try await Self.withPoster { server, poster, ran in
             poster.run {
                 server.beginPostingBatch()
-                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+                server.execute { _ in ran.add(1) }
                 server.flushPostingBatch()
             }
-            #expect(await eventually { Self.count(ran) == 1 }, "without waiting for the batch to end")
+            #expect(await eventually { ran.value == 1 }, "without waiting for the batch to end")
             poster.run { server.endPostingBatch(idle: true) }
         }
     }
 
     @Test func aHeldWakeUpWaitsAtMostOneMoreBatch() async throws {
-        let poster = FixedThread()
-        defer { poster.stop() }
-        try await withServer { server in
-            await Self.settled(server)
-            let ran = Atomic<Int>(0)
+        try await Self.withPoster { server, poster, ran in
             poster.run {
                 server.beginPostingBatch()
-                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+                server.execute { _ in ran.add(1) }
                 server.endPostingBatch(idle: false)  // busy: the next batch may add to it
             }
             try await Task.sleep(for: Self.settle)
-            #expect(Self.count(ran) == 0)
+            #expect(ran.value == 0)
             poster.run {
                 server.beginPostingBatch()
                 server.endPostingBatch(idle: false)  // still busy, but it waited one batch
             }
-            #expect(await eventually { Self.count(ran) == 1 })
+            #expect(await eventually { ran.value == 1 })
         }
     }
 
     @Test func theSameThreadOutsideABatchWakesAtOnce() async throws {
-        let poster = FixedThread()
-        defer { poster.stop() }
-        try await withServer { server in
-            await Self.settled(server)
-            let ran = Atomic<Int>(0)
+        try await Self.withPoster { server, poster, ran in
             poster.run {
                 server.beginPostingBatch()
                 server.endPostingBatch(idle: true)
-                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }  // after the batch
+                server.execute { _ in ran.add(1) }  // after the batch
             }
-            #expect(await eventually { Self.count(ran) == 1 })
+            #expect(await eventually { ran.value == 1 })
         }
     }
 
     @Test func anotherThreadsWorkWakesAtOnceAndTakesTheHeldWorkAlong() async throws {
-        let poster = FixedThread()
-        defer { poster.stop() }
-        try await withServer { server in
-            await Self.settled(server)
-            let ran = Atomic<Int>(0)
+        try await Self.withPoster { server, poster, ran in
             poster.run {
                 server.beginPostingBatch()
-                server.execute { _ in ran.add(1, ordering: .sequentiallyConsistent) }
+                server.execute { _ in ran.add(1) }
             }
-            server.execute { _ in ran.add(10, ordering: .sequentiallyConsistent) }  // not the batching thread
-            #expect(await eventually { Self.count(ran) == 11 })
+            server.execute { _ in ran.add(10) }  // not the batching thread
+            #expect(await eventually { ran.value == 11 })
             poster.run { server.endPostingBatch(idle: true) }
         }
     }
