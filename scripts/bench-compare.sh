@@ -70,7 +70,8 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 stat_line() { head -1 /proc/stat; }
 
 # tag SYSTEM SCENARIO FILE [STAT_BEFORE STAT_AFTER]: appends FILE's JSON lines to $JSONL with "system"
-# and "row" fields, and "machine_steal" (share of both cores' time stolen over the run) when given.
+# and "row" fields, and "machine_steal" (share of both cores' time stolen over the whole step, server
+# start and stop included, while "machine busy" covers the measured window only) when given.
 tag() {
     python3 - "$1" "$2" "$3" "$JSONL" "${4:-}" "${5:-}" <<'PY'
 import json, sys
@@ -79,7 +80,8 @@ steal = None
 if before and after:
     b, a = [list(map(int, x.split()[1:])) for x in (before, after)]
     d = [y - x for x, y in zip(b, a)]
-    steal = round(d[7] / sum(d), 4) if sum(d) > 0 and len(d) > 7 else None
+    total = sum(d[:8])  # guest and guest_nice are already inside user and nice
+    steal = round(d[7] / total, 4) if total > 0 and len(d) > 7 else None
 with open(dst, "a") as out:
     for line in open(src):
         line = line.strip()

@@ -3,7 +3,7 @@
 
   scripts/bench_compare_table.py bench-results/compare-<time>.jsonl [--commands TEXT] [--settings TEXT]
 
-Each input line carries "system" (waybill, peer, nchan) and "row" (idle, fanout, latency, writes).
+Each input line carries "system" (waybill, peer, nchan) and "row" (idle, fanout, latency, writes, paced).
 The anchor of a row is the system the issue compares Waybill with there: Nchan for idle sockets and
 fan-out, the Django Channels peer (the original stack) for delivery latency and write throughput.
 Ratios are Waybill / anchor. Standard library only.

@@ -24,6 +24,9 @@ public final class WaybillServer: Sendable {
     private let observesWriterBatches: Bool
     /// Whether this server observes the store's commits (the local path; removed at `shutdown`).
     private let observesCommits: Bool
+    /// Set by the first `shutdown`: a second one must not remove observers that a newer server on
+    /// the same store has installed since (the slots hold one observer, whoever set it).
+    private let observersRemoved = Atomic<Bool>(false)
     /// The logger every part of this server writes to (with `node=…` when `nodeID` is set).
     public let logger: Logger
 
@@ -186,9 +189,11 @@ public final class WaybillServer: Sendable {
     public func shutdown() async {
         logger.info("server stopping")
         await http.shutdown()
-        if observesWriterBatches { store.writerExecutor?.stopObservingBatches() }
-        // The store outlives this server (the caller owns it): let go of the feed and the relay.
-        if observesCommits { store.stopObservingCommits() }
+        if !observersRemoved.exchange(true, ordering: .acquiringAndReleasing) {
+            if observesWriterBatches { store.writerExecutor?.stopObservingBatches() }
+            // The store outlives this server (the caller owns it): let go of the feed and the relay.
+            if observesCommits { store.stopObservingCommits() }
+        }
         pool.stop()
         services.cancel()
         await services.value

@@ -91,7 +91,8 @@ struct WriterExecutorRoutingTests {
     }
 
     /// The store outlives its server: a stopped server lets go of the store's commit and batch
-    /// observers, so it is not kept alive by them and the next server on the store gets both.
+    /// observers, so it is not kept alive by them and the next server on the store gets both; a
+    /// second `shutdown` of the first server leaves the next one's alone.
     @Test func aStoppedServerLetsGoOfTheStoresObservers() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-observers-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -106,6 +107,12 @@ struct WriterExecutorRoutingTests {
         #expect(!sqlite.observeCommits { _ in }, "the running server observes commits (the local path)")
         #expect(!executor.observeBatches { _ in }, "and the writer's batches")
         await server.shutdown()
+        let second = try await WaybillServer.start(
+            configuration: configuration, store: sqlite, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
+        await server.shutdown()  // again: must not take the second server's observers away
+        #expect(!sqlite.observeCommits { _ in }, "the next server took the local path, and keeps it")
+        #expect(!executor.observeBatches { _ in })
+        await second.shutdown()
         #expect(sqlite.observeCommits { _ in })
         #expect(executor.observeBatches { _ in })
     }
