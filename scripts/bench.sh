@@ -6,8 +6,9 @@
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds (+ scripts/pong_probe.py on one more socket)
 #   scripts/bench.sh paced 2000 20 [50]   wrk PATCHes on a fixed schedule (scripts/bench_paced.lua) + wsdrain
 #                                         on the driver sockets: rate, duration, sockets
-#   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers]]
-#                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens
+#   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers [CONNECTIONS]]]
+#                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens,
+#                                         wrk connections (default 32, patchload.sh's)
 #   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
 #                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
 #   scripts/bench.sh compare [--quick]    Waybill, the Django Channels peer and Nchan on the issue-10
@@ -120,7 +121,7 @@ run() {
         saturate)
             # $1 duration, $2 sink sockets (default 2000), $3 who: all (drivers + dispatcher, round-robin),
             # dispatcher (every socket gets every event, like Nchan's one channel) or drivers.
-            local dur="${1:-20}" conns="${2:-2000}" who="${3:-all}"
+            local dur="${1:-20}" conns="${2:-2000}" who="${3:-all}" writers="${4:-32}"
             "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who "$who" --connections "$conns" --duration "$(( dur + 4 ))" \
                 >"$DATA/drain.json" 2>"$DATA/drain.err" &
             local drain=$!
@@ -128,14 +129,15 @@ run() {
             local before after c0 c1
             c0="$(committed_events)"
             before="$(cpu_sample "$drain")"
-            "$BENCH/patchload.sh" --fixtures "$DATA/fixtures.json" --duration "$dur" | tee "$DATA/wrk.txt" | tee -a "$OUT/patchload.txt"
+            "$BENCH/patchload.sh" --fixtures "$DATA/fixtures.json" --duration "$dur" --connections "$writers" \
+                | tee "$DATA/wrk.txt" | tee -a "$OUT/patchload.txt"
             after="$(cpu_sample "$drain")"
             wait "$drain" || true
             c1="$(committed_events)"
             cat "$DATA/drain.err" >&2
             # One JSON line: wsdrain's own line plus the write count, frames per second of the write
             # window (wsdrain's frames_per_s divides by its whole window, which is 4 s longer) and CPU.
-            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$RESULTS"
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$who" "$(getconf CLK_TCK)" "$c0" "$c1" "$writers" <<'PY' | tee -a "$RESULTS"
 import json, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
@@ -149,6 +151,7 @@ events = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frame
 committed = int(float(sys.argv[10])) - int(float(sys.argv[9]))
 lost = committed * drain["connected"] - events if who == "dispatcher" else None
 print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{conns}", "who": who, "sockets": conns,
+    "write_connections": int(sys.argv[11]),
     "duration_s": dur, "patch_requests": int(m.group(1)) if m else None,
     "patch_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
     "patch_non_2xx": int(n2.group(1)) if n2 else None,
