@@ -69,11 +69,12 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 # else on our cores; it shows up as latency spikes no change of ours can explain).
 stat_line() { head -1 /proc/stat; }
 
-# tag SYSTEM SCENARIO FILE [STAT_BEFORE STAT_AFTER]: appends FILE's JSON lines to $JSONL with "system"
-# and "row" fields, and "machine_steal" (share of both cores' time stolen over the whole step, server
-# start and stop included, while "machine busy" covers the measured window only) when given.
+# tag SYSTEM SCENARIO FILE STAT_BEFORE: appends FILE's JSON lines to $JSONL with "system" and "row"
+# fields, and "machine_steal": the share of both cores' time stolen from STAT_BEFORE (a `stat_line`
+# taken when the step began) to now — the whole step, server start and stop included, while
+# "machine busy" covers the measured window only. Call it right after the step.
 tag() {
-    python3 - "$1" "$2" "$3" "$JSONL" "${4:-}" "${5:-}" <<'PY'
+    python3 - "$1" "$2" "$3" "$JSONL" "$4" "$(stat_line)" <<'PY'
 import json, sys
 system, row, src, dst, before, after = sys.argv[1:7]
 steal = None
@@ -97,12 +98,11 @@ waybill() {
     local row="$1" limit="$2"; shift 2
     log "waybill $row: scripts/bench.sh $*"
     : >"$TMP/w.jsonl"
-    local s0 s1
+    local s0
     s0="$(stat_line)"
     WAYBILL_BENCH_BIN="$BIN" WAYBILL_BENCH_PORT="$WPORT" WAYBILL_BENCH_OUT="$TMP/w.jsonl" WAYBILL_BENCH_DIR="$BENCH" \
         timeout -k 10 "$limit" "$ROOT/scripts/bench.sh" "$@" >/dev/null 2>"$TMP/w.err" || log "waybill $row failed: $(tail -3 "$TMP/w.err")"
-    s1="$(stat_line)"
-    tag waybill "$row" "$TMP/w.jsonl" "$s0" "$s1"
+    tag waybill "$row" "$TMP/w.jsonl" "$s0"
 }
 
 # peer ROW SECONDS KIND ARGS...: a fresh peer (new database, new process, new redis), one run.
@@ -117,7 +117,7 @@ peer() {
     local watch=()
     [ -f "$STATE/peer-var/redis.pid" ] && watch=(--watch "redis=$(cat "$STATE/peer-var/redis.pid")")
     : >"$TMP/p.jsonl"
-    local s0 s1
+    local s0
     s0="$(stat_line)"
     case "$kind" in
         harness)
@@ -125,8 +125,7 @@ peer() {
                 >/dev/null 2>"$TMP/p.err" || log "peer $row failed: $(tail -3 "$TMP/p.err")" ;;
         saturate) peer_saturate "$fx" "$limit" "$@" ;;
     esac
-    s1="$(stat_line)"
-    tag peer "$row" "$TMP/p.jsonl" "$s0" "$s1"
+    tag peer "$row" "$TMP/p.jsonl" "$s0"
     "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
 }
 
@@ -169,12 +168,11 @@ nchan() {
     local row="$1" limit="$2"; shift 2
     log "nchan $row: suite.py $*"
     : >"$TMP/n.jsonl"
-    local s0 s1
+    local s0
     s0="$(stat_line)"
     timeout -k 10 "$limit" python3 "$PEERS/nchan/suite.py" --port "$NPORT" --out "$TMP/n.jsonl" "$@" \
         >/dev/null 2>"$TMP/n.err" || log "nchan $row failed: $(tail -3 "$TMP/n.err")"
-    s1="$(stat_line)"
-    tag nchan "$row" "$TMP/n.jsonl" "$s0" "$s1"
+    tag nchan "$row" "$TMP/n.jsonl" "$s0"
 }
 
 log "results: $JSONL"

@@ -17,8 +17,7 @@ struct APIResponder: HTTPResponder {
     /// (password hashing is awaited elsewhere, but a flood of them) or a large list read would
     /// hold the writes back.
     func executor(for request: HTTPRequest) -> (any TaskExecutor)? {
-        guard let writerExecutor, Self.isOrderWrite(method: request.method, path: request.path) else { return nil }
-        return writerExecutor
+        Self.isOrderWrite(method: request.method, path: request.path) ? writerExecutor : nil
     }
 
     static func isOrderWrite(method: String, path: String) -> Bool {
