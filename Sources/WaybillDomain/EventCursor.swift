@@ -50,12 +50,46 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
         // sometimes a hair below the exact value in binary floating point, and rounding down would
         // then give `ms - 1` and another fingerprint for the same stored event.
         let millis = Int64((committedAt.timeIntervalSince1970 * 1000).rounded())
-        var hash: UInt32 = 0x811c_9dc5
-        for byte in "\(id.rawValue)|\(type.rawValue)|\(orderID.rawValue)|\(millis)".utf8 {
-            hash ^= UInt32(byte)
-            hash = hash &* 0x0100_0193
+        // The bytes of "\(id)|\(type)|\(orderID)|\(millis)", hashed as they are produced: every
+        // event frame carries a cursor, and building the string cost more than the hash.
+        var hash = FNV1a()
+        hash.decimal(id.rawValue)
+        hash.byte(0x7c)
+        for byte in type.rawValue.utf8 { hash.byte(byte) }
+        hash.byte(0x7c)
+        hash.decimal(orderID.rawValue)
+        hash.byte(0x7c)
+        hash.decimal(millis)
+        return hash.hex
+    }
+}
+
+/// 32-bit FNV-1a, fed byte by byte.
+struct FNV1a {
+    private(set) var value: UInt32 = 0x811c_9dc5
+
+    mutating func byte(_ byte: UInt8) {
+        value ^= UInt32(byte)
+        value = value &* 0x0100_0193
+    }
+
+    /// The bytes of `String(number)`: an optional minus sign, then the digits.
+    mutating func decimal(_ number: Int64) {
+        if number < 0 { byte(0x2d) }
+        let magnitude = number.magnitude
+        var divisor: UInt64 = 1
+        while magnitude / divisor >= 10 { divisor *= 10 }
+        while divisor > 0 {
+            byte(0x30 + UInt8(magnitude / divisor % 10))
+            divisor /= 10
         }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+
+    /// 8 lowercase hex digits, zero-padded.
+    var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8](repeating: 0, count: 8)
+        for index in 0..<8 { out[index] = digits[Int((value >> UInt32(28 - 4 * index)) & 0xf)] }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -91,8 +91,56 @@ public final class Logger: Sendable {
 }
 
 extension Logger {
-    /// ISO 8601 in UTC with milliseconds, like the API's timestamps (Observability depends on nothing).
+    /// ISO 8601 in UTC with milliseconds, like the API's timestamps (Observability depends on nothing):
+    /// `2026-12-02T04:05:06.789Z`. Every request writes a line, and `Date.formatted` with an
+    /// `ISO8601FormatStyle` cost more than the rest of the line (measured, docs/BENCHMARKS.md):
+    /// the calendar arithmetic is done here on integers instead.
     static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        // Truncated to the millisecond like `ISO8601FormatStyle`, but from the nearest microsecond:
+        // `.789` is a hair below 0.789 in binary, and flooring that directly would print `.788`.
+        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        let millis = micros >= 0 ? micros / 1000 : (micros - 999) / 1000
+        let (days, inDay) = millis.quotientAndRemainder(dividingBy: 86_400_000)
+        // Before 1970 the remainder is negative: borrow a day.
+        let day = inDay < 0 ? days - 1 : days, ms = inDay < 0 ? inDay + 86_400_000 : inDay
+        let (year, month, dayOfMonth) = civil(fromDays: day)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(0x30 + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        bytes.append(0x2d)
+        digits(month, 2)
+        bytes.append(0x2d)
+        digits(dayOfMonth, 2)
+        bytes.append(0x54)
+        digits(ms / 3_600_000, 2)
+        bytes.append(0x3a)
+        digits(ms / 60_000 % 60, 2)
+        bytes.append(0x3a)
+        digits(ms / 1000 % 60, 2)
+        bytes.append(0x2e)
+        digits(ms % 1000, 3)
+        bytes.append(0x5a)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

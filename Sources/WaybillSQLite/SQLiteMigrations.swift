@@ -15,6 +15,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0003_order_list_indexes", sql: SQLiteSchema.orderListIndexes),
         SQLiteMigration(name: "0004_order_receipts", sql: SQLiteSchema.receipts),
         SQLiteMigration(name: "0005_idempotency_keys", sql: SQLiteSchema.idempotencyKeys),
+        SQLiteMigration(name: "0006_outbox_without_counter", sql: SQLiteSchema.outboxWithoutCounter),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -51,9 +51,16 @@ extension SQLiteOrderStore.Transaction {
     }
 
     func newestEventID() throws -> EventID {
-        try perform { () throws(SQLiteError) in
-            EventID(try db.queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { $0.int64(0) } ?? 0)
-        }
+        try perform { () throws(SQLiteError) in EventID(try newestID()) }
+    }
+
+    /// The highest id ever given to an event: the newest event's, or, when every event has been
+    /// pruned, where pruning stopped (it deletes a prefix of the ids; migration 0006).
+    private static let newestIDExpression =
+        "max(coalesce((SELECT max(event_id) FROM events), 0), (SELECT pruned_through FROM outbox_state WHERE id = 1))"
+
+    private func newestID() throws(SQLiteError) -> Int64 {
+        try db.queryFirst("SELECT \(Self.newestIDExpression)") { $0.int64(0) } ?? 0
     }
 
     func prunedThrough() throws -> EventID {
@@ -90,31 +97,26 @@ extension SQLiteOrderStore.Transaction {
 
     // MARK: Writing
 
-    /// Appends `events` to the outbox, numbering them from the `event_counter` row.
+    /// Appends `events` to the outbox, numbering them on from the newest id ever given.
     ///
     /// ## Why the ids follow commit order
-    /// The ids are taken with `UPDATE event_counter SET last_id = last_id + n RETURNING last_id`,
-    /// and callers append as the last step of their transaction. On SQLite there is one writer
-    /// at a time, so transactions commit in the order they took ids: trivially commit order
-    /// (within a group-commit batch, closures run one after another and commit together; a
-    /// closure that throws rolls its counter update back with its savepoint, so no gap).
-    /// The same scheme holds on PostgreSQL: the `UPDATE` locks the counter row until the
-    /// transaction ends, so a later transaction cannot take a higher id and commit before this
-    /// one — it waits on the row lock until this one has committed or rolled back. Resume
-    /// cursors (`since=`) can therefore never skip an event that commits late.
+    /// Every write transaction begins `IMMEDIATE`, holding SQLite's one write lock until it
+    /// commits, so the newest id read here cannot change under it and transactions commit in the
+    /// order they took ids (within a group-commit batch, closures run one after another and
+    /// commit together; a closure that throws rolls its events back with its savepoint, and the
+    /// next one reuses the ids: no gap). The id is read, not kept in a counter row: that row was
+    /// one more page written by every commit (migration 0006). PostgreSQL keeps its counter row,
+    /// whose lock gives the same order among concurrent transactions. Resume cursors (`since=`)
+    /// can therefore never skip an event that commits late.
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
         return try perform { () throws(SQLiteError) in
-            let last = try required(
-                try db.queryFirst(
-                    "UPDATE event_counter SET last_id = last_id + ? WHERE id = 1 RETURNING last_id",
-                    [.int(events.count)]
-                ) { $0.int64(0) }, "event_counter")
+            let newest = try newestID()
             let committedAt = clock()
             var stored: [StoredEvent] = []
             stored.reserveCapacity(events.count)
             for (offset, event) in events.enumerated() {
-                let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
+                let id = EventID(newest + 1 + Int64(offset))
                 try insert(event, id: id, committedAt: committedAt)
                 var saved = event
                 saved.changedAt = event.changedAt.sqliteRoundTripped
@@ -151,7 +153,7 @@ extension SQLiteOrderStore.Transaction {
             try db.execute(
                 """
                 UPDATE outbox_state
-                SET relayed_through = max(relayed_through, min(?, (SELECT last_id FROM event_counter WHERE id = 1)))
+                SET relayed_through = max(relayed_through, min(?, \(Self.newestIDExpression)))
                 WHERE id = 1
                 """,
                 [.id(through)])
@@ -175,7 +177,17 @@ extension SQLiteOrderStore.Transaction {
                 "SELECT count(*), max(event_id) FROM events WHERE event_id > ? AND event_id <= ?", range
             ) { (count: $0.int(0), highest: $0.optionalInt64(1)) }
             guard let found, found.count > 0, let highest = found.highest else { return 0 }
-            try db.execute("DELETE FROM event_groups WHERE event_id > ? AND event_id <= ?", range)
+            // By the primary key, one range per group the pruned events name (there is no index by
+            // event id: it cost every write a page, and only pruning used it).
+            let named = try db.query("SELECT DISTINCT groups FROM events WHERE event_id > ? AND event_id <= ?", range) {
+                $0.text(0)
+            }
+            let groups = Set(named.flatMap { $0.split(separator: " ") }).sorted()
+            for group in groups {
+                try db.execute(
+                    "DELETE FROM event_groups WHERE group_name = ? AND event_id > ? AND event_id <= ?",
+                    [.text(String(group))] + range)
+            }
             try db.execute("DELETE FROM events WHERE event_id > ? AND event_id <= ?", range)
             try db.execute("UPDATE outbox_state SET pruned_through = ? WHERE id = 1", [.integer(highest)])
             return found.count

@@ -156,3 +156,26 @@ enum SQLiteSchema {
         ALTER TABLE events ADD COLUMN seen_version INTEGER;
         """
 }
+
+extension SQLiteSchema {
+    /// The outbox without its counter row and without the by-event index (measured: together about
+    /// a tenth of a write's SQLite time at 1 000 writes/s; docs/BENCHMARKS.md, 2026-12-02 04:00).
+    ///
+    /// - `event_counter` was one more page written by every commit, and its
+    ///   `UPDATE … RETURNING` built and freed a temporary b-tree per write. On SQLite one writer
+    ///   holds the lock at a time, so the next id is readable inside the transaction instead:
+    ///   `max(newest event, pruned_through) + 1` (`SQLiteOrderStore.Transaction.newestID`).
+    ///   Pruning deletes a prefix of the ids and records its end in `pruned_through`, so the
+    ///   counter's value is recovered even when every event has been pruned. The first statement
+    ///   makes that hold for a file whose events are all gone (the counter is the only record of
+    ///   the last id then).
+    /// - `event_groups_by_event` served only pruning; pruning now deletes by the primary key
+    ///   (group, id range) for each group the pruned events name.
+    static let outboxWithoutCounter = """
+        UPDATE outbox_state
+        SET pruned_through = max(pruned_through, (SELECT last_id FROM event_counter WHERE id = 1))
+        WHERE id = 1 AND NOT EXISTS (SELECT 1 FROM events WHERE event_id > outbox_state.pruned_through);
+        DROP TABLE event_counter;
+        DROP INDEX event_groups_by_event;
+        """
+}

@@ -15,7 +15,7 @@ import WaybillStorage
         let tables = Set(try rawQuery(database.path, "SELECT name FROM sqlite_master WHERE type = 'table'"))
         for table in [
             "schema_migrations", "companies", "users", "api_tokens", "ws_tickets", "order_sequences", "orders",
-            "stages", "documents", "events", "event_groups", "event_counter", "outbox_state", "logouts", "login_attempts",
+            "stages", "documents", "events", "event_groups", "outbox_state", "logouts", "login_attempts",
             "idempotency_keys",
         ] {
             #expect(tables.contains(table), "missing table \(table)")
@@ -23,8 +23,11 @@ import WaybillStorage
         #expect(
             try rawQuery(database.path, "SELECT name FROM schema_migrations") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
-                "0005_idempotency_keys",
+                "0005_idempotency_keys", "0006_outbox_without_counter",
             ])
+        // 0006: no counter row and no by-event index; every commit wrote both.
+        #expect(!tables.contains("event_counter"))
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM sqlite_master WHERE name = 'event_groups_by_event'") == ["0"])
         // 0003: a status page of the list is a keyset range of its own index, not a scan and sort.
         let plan = try rawQuery(
             database.path,
@@ -41,8 +44,8 @@ import WaybillStorage
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["5"])
-        #expect(try rawQuery(database.path, "SELECT last_id FROM event_counter") == ["0"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["6"])
+        #expect(try rawQuery(database.path, "SELECT relayed_through, pruned_through FROM outbox_state") == ["0"])
     }
 
     @Test func onlyNewMigrationsRunAndInOrder() throws {
@@ -107,5 +110,38 @@ import WaybillStorage
         #expect(readBack.3 == EventID(2))
         let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
         #expect(next.map(\.id) == [EventID(3)])
+    }
+
+    /// A file from before 0006: its ids go on from its counter, also when no event is left to say
+    /// what the last id was.
+    @Test(arguments: [([Int64](), Int64(12)), ([Int64]([1, 2, 3]), Int64(3)), ([Int64](), Int64(0))])
+    func idsContinueFromTheCounterOfAFileFromBefore0006(events: [Int64], counter: Int64) async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: database.path).deletingLastPathComponent(), withIntermediateDirectories: true)
+        let db = try SQLiteConnection(path: database.path)
+        try SQLiteMigrations.apply(Array(SQLiteMigrations.all.prefix(5)), to: db, at: t0)
+        try db.execute("UPDATE event_counter SET last_id = ?", [.integer(counter)])
+        for id in events {
+            try db.execute(
+                """
+                INSERT INTO events (event_id, company_id, type, order_id, number, new_status, groups, changed_at, committed_at)
+                VALUES (?, 1, 'order_created', 1, '2026/11/0001', 'new', 'company_1', 0, 0)
+                """, [.integer(id)])
+        }
+        db.close()
+
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        defer { store.close() }
+        #expect(try await store.read { tx in try tx.newestEventID() } == EventID(counter))
+        let fixture = try await Fixture.seed(store)
+        let next = try await store.write { tx in
+            try tx.appendEvents([createdEvent(try tx.insertOrder(sampleOrder(in: fixture.acme.id)))])
+        }
+        #expect(next.map(\.id) == [EventID(counter + 1)])
+        // Where events remain, the pruned mark is not moved (those events are still readable).
+        let pruned = try await store.read { tx in try tx.prunedThrough() }
+        #expect(pruned == EventID(events.isEmpty ? counter : 0))
     }
 }

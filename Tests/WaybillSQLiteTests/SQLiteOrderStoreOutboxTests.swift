@@ -24,4 +24,34 @@ import WaybillStorage
             #expect(!details.contains { $0.contains("TEMP B-TREE") }, "\(details)")
         }
     }
+
+    /// Pruning deletes the pruned events' group rows by the primary key, group by group (there is
+    /// no index by event id since migration 0006), and no other event's.
+    @Test func pruningDeletesThePrunedEventsGroupRowsOnly() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, path in
+            let fixture = try await Fixture.seed(store)
+            let toAlice = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: fixture.alice.id))
+            }
+            let toBob = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0002", driver: fixture.bob.id))
+            }
+            for (second, order) in [(1, toAlice), (2, toBob), (3, toAlice), (10, toBob)] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 3)
+
+            let rows = try rawQuery(path, "SELECT group_name || ':' || event_id FROM event_groups ORDER BY event_id, group_name")
+            let expected = createdEvent(toBob).groups.map { "\($0.name):4" }
+            #expect(expected.contains("driver_\(fixture.bob.id):4"))
+            #expect(rows.sorted() == expected.sorted(), "\(rows)")
+            let plan = try rawQuery(
+                path, "EXPLAIN QUERY PLAN DELETE FROM event_groups WHERE group_name = 'x' AND event_id > 1 AND event_id <= 2",
+                column: 3)
+            #expect(plan.contains { $0.contains("USING PRIMARY KEY (group_name=? AND event_id>? AND event_id<?)") }, "\(plan)")
+        }
+    }
 }
