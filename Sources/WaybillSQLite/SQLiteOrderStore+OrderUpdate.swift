@@ -44,9 +44,17 @@ extension SQLiteOrderStore.Transaction {
             try db.execute(
                 "UPDATE orders SET \(assignments.joined(separator: ", ")) WHERE id = ? AND company_id = ?", arguments)
             guard db.changes > 0 else { return nil }
-            try syncStages(order.stages, of: id, existing: before.stages)
-            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
-            return try loadOrder(id, in: order.companyID)
+            let stagesWritten = try syncStages(order.stages, of: id, existing: before.stages)
+            var documentsWritten = false
+            for document in order.documents where document.id == nil {
+                _ = try insertDocument(document, of: id)
+                documentsWritten = true
+            }
+            // The answer is read back as stored. Stages and documents no statement touched are the
+            // rows `before` was read from: only the order's own row is read again then (a status
+            // change, the common write, saves two queries of its eight).
+            guard !stagesWritten, !documentsWritten else { return try loadOrder(id, in: order.companyID) }
+            return try loadOrder(id, in: order.companyID, stages: before.stages, documents: before.documents)
         }
         guard let stored else { throw StoreError.notFound }
         return stored
@@ -54,7 +62,9 @@ extension SQLiteOrderStore.Transaction {
 
     /// Listed stages with an id of this order are updated (only when they changed), the others
     /// inserted; unlisted ones deleted. `existing` are the order's stages as stored.
-    private func syncStages(_ stages: [Stage], of order: OrderID, existing: [Stage]) throws(SQLiteError) {
+    /// Returns whether it wrote anything.
+    private func syncStages(_ stages: [Stage], of order: OrderID, existing: [Stage]) throws(SQLiteError) -> Bool {
+        var written = false
         var stored: [Int64: Stage] = [:]
         for stage in existing { if let id = stage.id?.rawValue { stored[id] = stage } }
         var kept: Set<Int64> = []
@@ -77,12 +87,16 @@ extension SQLiteOrderStore.Transaction {
                     WHERE id = ? AND order_id = ?
                     """,
                     values + [.integer(id), .id(order)])
+                written = true
             } else {
                 _ = try insertStage(stage, of: order)
+                written = true
             }
         }
         for id in stored.keys where !kept.contains(id) {
             try db.execute("DELETE FROM stages WHERE id = ?", [.integer(id)])
+            written = true
         }
+        return written
     }
 }

@@ -109,7 +109,11 @@ extension SQLiteOrderStore.Transaction {
         try perform { () throws(SQLiteError) in try loadOrder(id, in: company) }
     }
 
-    func loadOrder(_ id: OrderID, in company: CompanyID) throws(SQLiteError) -> Order? {
+    /// The order with its stages and documents as stored; `stages` and `documents`, when given,
+    /// are used instead of reading them (the caller knows them to be the stored rows).
+    func loadOrder(
+        _ id: OrderID, in company: CompanyID, stages: [Stage]? = nil, documents: [Document]? = nil
+    ) throws(SQLiteError) -> Order? {
         let found = try db.queryFirst(
             """
             SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
@@ -129,20 +133,28 @@ extension SQLiteOrderStore.Transaction {
                     at: row.optionalDate(12), assignedTo: driver))
         }
         guard var order = found else { return nil }
-        order.stages = try db.query(
-            """
-            SELECT id, position, kind, address, planned_at, completed_at
-            FROM stages WHERE order_id = ? ORDER BY position, id
-            """,
-            [.id(id)]
-        ) { row throws(SQLiteError) in
-            Stage(
-                id: StageID(row.int64(0)), position: row.int(1), kind: try row.enumValue(2, as: StageKind.self),
-                address: row.text(3), plannedAt: row.optionalDate(4), completedAt: row.optionalDate(5))
+        if let stages {
+            order.stages = stages
+        } else {
+            order.stages = try db.query(
+                """
+                SELECT id, position, kind, address, planned_at, completed_at
+                FROM stages WHERE order_id = ? ORDER BY position, id
+                """,
+                [.id(id)]
+            ) { row throws(SQLiteError) in
+                Stage(
+                    id: StageID(row.int64(0)), position: row.int(1), kind: try row.enumValue(2, as: StageKind.self),
+                    address: row.text(3), plannedAt: row.optionalDate(4), completedAt: row.optionalDate(5))
+            }
         }
-        order.documents = try db.query(
-            "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
-        ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
+        if let documents {
+            order.documents = documents
+        } else {
+            order.documents = try db.query(
+                "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
+            ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
+        }
         loaded[id] = order
         return order
     }

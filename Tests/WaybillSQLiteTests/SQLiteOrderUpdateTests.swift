@@ -57,9 +57,14 @@ import WaybillStorage
             order.stages[1].completedAt = t0 + 90
             order.stages.append(Stage(position: 3, kind: .delivery, address: "5 Quai Nord"))
             let update = order
-            let changed = try await store.write { tx in try Self.rowsChanged(tx) { tx in _ = try tx.updateOrder(update) } }
+            let (changed, saved) = try await store.write { tx in
+                var saved: Order?
+                let changed = try Self.rowsChanged(tx) { tx in saved = try tx.updateOrder(update) }
+                return (changed, saved)
+            }
             #expect(changed == 4)  // the order, two changed stages, one new stage
             let read = try #require(try await store.read { tx in try tx.order(inserted.id!, in: company) })
+            #expect(saved == read, "what an update answers is the order as stored, new stage ids included")
             #expect(read.number == "2026/11/0099")
             #expect(read.status == .assigned)
             #expect(read.driverID == driver)
@@ -76,6 +81,16 @@ import WaybillStorage
             let dropped = fewer
             _ = try await store.write { tx in try tx.updateOrder(dropped) }
             #expect(try await store.read { tx in try tx.order(inserted.id!, in: company) }?.stages.count == 2)
+
+            // A new document only (the stages kept): answered with its id, as stored.
+            var documented = try #require(try await store.read { tx in try tx.order(inserted.id!, in: company) })
+            documented.documents.append(Document(name: "pod.pdf", kind: "pod", createdAt: t0 + 5))
+            documented.version += 1
+            let withDocument = documented
+            let answered = try await store.write { tx in try tx.updateOrder(withDocument) }
+            let stored = try await store.read { tx in try tx.order(inserted.id!, in: company) }
+            #expect(answered == stored)
+            #expect(answered.documents.count == 2 && answered.documents.allSatisfy { $0.id != nil })
             var foreign = dropped
             foreign.companyID = fixture.globex.id
             let stranger = foreign
