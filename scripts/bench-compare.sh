@@ -11,7 +11,8 @@
 # Scenarios (the rows of the issue's table):
 #   idle     N sockets held HOLD s, an app ping every 10 s each (wsbench `connections`; Nchan: wsdrain, no pings)
 #   fanout   1 000 sockets that all get every event, writes as fast as taken for DUR s
-#            (wrk PATCH + wsdrain; Nchan: nchanpub --rate 0 with 4 connections)
+#            (wrk PATCH + wsdrain; Nchan: nchanpub --rate 0 with 4 connections); then Waybill again at
+#            the rate Nchan reached, on a schedule (`scripts/bench.sh paced RATE DUR 1000 dispatcher`)
 #   latency  100 writes/s for DUR s, 50 driver sockets (wsbench `fanout`; Nchan: 100 publishes/s to 50 sockets)
 #   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
 #            rate achieved with 0 lost, and server CPU per write
@@ -186,6 +187,16 @@ nchan idle $((HOLD + 180)) idle --sockets "$IDLE" --hold "$HOLD"
 waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher
 peer fanout $((DUR + 120)) saturate "$DUR" 1000
 nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
+# The same shape at Nchan's highest rate, offered on a schedule: the p99s of the two closed-loop runs
+# above come at different rates (Waybill's about twice Nchan's, with 32 writes in flight against
+# Nchan's 4), so this gives the latency of both at one load.
+NCHAN_RATE="$(python3 -c '
+import json, sys
+rates = [d.get("publishes_per_s") for d in map(json.loads, open(sys.argv[1])) if d.get("system") == "nchan" and d.get("row") == "fanout"]
+print(int(rates[-1]) if rates and rates[-1] else 0)' "$JSONL")"
+if [ "$NCHAN_RATE" -gt 0 ]; then
+    waybill fanout_matched $((DUR + 120)) paced "$NCHAN_RATE" "$DUR" 1000 dispatcher
+fi
 
 waybill latency $((DUR + 120)) fanout 100 "$DUR"
 peer latency $((DUR + 120)) harness --scenario fanout --rate 100 --duration "$DUR" --label peer-fanout-100

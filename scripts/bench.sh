@@ -4,8 +4,9 @@
 #   scripts/bench.sh                      the default suite (fan-out at several rates, idle sockets, saturation)
 #   scripts/bench.sh fanout 2000 20       one fan-out run: rate, duration
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds (+ scripts/pong_probe.py on one more socket)
-#   scripts/bench.sh paced 2000 20 [50]   wrk PATCHes on a fixed schedule (scripts/bench_paced.lua) + wsdrain
-#                                         on the driver sockets: rate, duration, sockets
+#   scripts/bench.sh paced 2000 20 [50 [drivers|dispatcher]]
+#                                         wrk PATCHes on a fixed schedule (scripts/bench_paced.lua) + wsdrain:
+#                                         rate, duration, sockets, whose (dispatcher: every socket gets every event)
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers [CONNECTIONS]]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens,
 #                                         wrk connections (default 32, patchload.sh's)
@@ -170,17 +171,22 @@ PY
             # frames. Latency is wsdrain's: its clock at arrival minus the event's `changed_at` (set by
             # the server when it handles the write; ms resolution), so it leaves out time the request
             # waited before the server read it — wrk's answer latency, also reported, covers that.
-            local rate="${1:-2000}" dur="${2:-20}" conns="${3:-$DRIVERS}" threads=2
-            python3 - "$DATA/fixtures.json" "$DATA/paced-fixtures.lua" "$conns" <<'PY'
+            # $4 who: drivers (default) or dispatcher — then every socket (any number) is the dispatcher's
+            # and gets every event, the fan-out row's shape at a fixed rate: lost = committed x sockets - frames.
+            local rate="${1:-2000}" dur="${2:-20}" conns="${3:-$DRIVERS}" who="${4:-drivers}" threads=2
+            python3 - "$DATA/fixtures.json" "$DATA/paced-fixtures.lua" "$conns" "$who" <<'PY'
 import json, sys
-fx = json.load(open(sys.argv[1])); conns = int(sys.argv[3])
-if not 0 < conns <= len(fx["drivers"]):
+fx = json.load(open(sys.argv[1])); conns = int(sys.argv[3]); who = sys.argv[4]
+if who not in ("drivers", "dispatcher"):
+    sys.exit("paced: who must be drivers or dispatcher")
+if who == "drivers" and not 0 < conns <= len(fx["drivers"]):
     sys.exit(f"paced: sockets must be 1..{len(fx['drivers'])} (one per driver)")
-# Only orders of drivers with a socket (wsdrain takes the first N tokens): each event reaches one socket.
-ids = [i for d in fx["drivers"][:conns] for i in d["order_ids"]]
+# Drivers: only orders of drivers with a socket (wsdrain takes the first N tokens), so each event
+# reaches one socket. Dispatcher: any order; every socket gets every event.
+ids = [i for d in (fx["drivers"][:conns] if who == "drivers" else fx["drivers"]) for i in d["order_ids"]]
 open(sys.argv[2], "w").write("return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
 PY
-            "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who drivers --connections "$conns" --duration "$(( dur + 4 ))" \
+            "$BENCH/drain.sh" --fixtures "$DATA/fixtures.json" --who "$who" --connections "$conns" --duration "$(( dur + 4 ))" \
                 >"$DATA/drain.json" 2>"$DATA/drain.err" &
             local drain=$!
             sleep 2
@@ -194,7 +200,7 @@ PY
             sleep 1
             c1="$(committed_events)"
             cat "$DATA/drain.err" >&2
-            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$RESULTS"
+            python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" "$who" <<'PY' | tee -a "$RESULTS"
 import json, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
@@ -205,14 +211,18 @@ s = re.search(r"errors: (\d+) of \d+; answer p50 ([\d.]+) ms, p99 ([\d.]+) ms, m
 wall = a[0] - b[0]
 committed = int(float(sys.argv[10])) - int(float(sys.argv[9]))
 frames = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames
-print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}", "offered_writes_per_s": rate,
+who = sys.argv[11]
+expected = committed * (drain.get("connected") or 0) if who == "dispatcher" else committed
+print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + ("-dispatcher" if who == "dispatcher" else ""),
+    "offered_writes_per_s": rate, "who": who,
     "duration_s": dur, "sockets": conns, "connected": drain.get("connected"),
     "writes": int(m.group(1)) if m else None, "writes_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
     "write_errors": int(s.group(1)) if s else None, "late_slots": int(s.group(5)) if s else None,
     "answer_ms": {"p50": float(s.group(2)), "p99": float(s.group(3)), "max": float(s.group(4))} if s else None,
-    # Each event reaches exactly one socket, so this is lost minus duplicated; the harness rows check
-    # duplicates and id order per socket.
-    "events_committed": committed, "event_frames": frames, "lost": committed - frames,
+    # Each event reaches exactly one socket (drivers) or every socket (dispatcher), so this is lost
+    # minus duplicated; the harness rows check duplicates and id order per socket.
+    "events_committed": committed, "event_frames": frames, "lost": expected - frames,
+    "event_frames_per_s": round(frames / dur),
     "delivery_latency_ms": drain["latency_ms"],
     "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
     "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
