@@ -53,14 +53,15 @@ struct Router: Sendable {
 
     private static func bind(_ pattern: [Substring], to parts: [Substring]) -> [String: String]? {
         guard pattern.count == parts.count else { return nil }
+        // Literal segments first: most routes tried fail there, before a parameter is copied out
+        // (every request tries the routes in order; measured in the write path's profile).
+        for (expected, actual) in zip(pattern, parts) where !isParameter(expected) && expected != actual { return nil }
         var parameters: [String: String] = [:]
-        for (expected, actual) in zip(pattern, parts) {
-            if expected.first == "{" && expected.last == "}" {
-                parameters[String(expected.dropFirst().dropLast())] = String(actual)
-            } else if expected != actual {
-                return nil
-            }
+        for (expected, actual) in zip(pattern, parts) where isParameter(expected) {
+            parameters[String(expected.dropFirst().dropLast())] = String(actual)
         }
         return parameters
     }
+
+    private static func isParameter(_ segment: Substring) -> Bool { segment.first == "{" && segment.last == "}" }
 }
