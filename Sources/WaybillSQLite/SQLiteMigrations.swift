@@ -1,3 +1,4 @@
+internal import CSQLite
 import Foundation
 
 /// One named schema step. Append-only: never edit a migration that has shipped, add a new one.
@@ -23,6 +24,10 @@ enum SQLiteMigrations {
     ///
     /// The transaction takes the write lock before reading `schema_migrations`, so two processes
     /// opening a new file at once cannot both apply a step: the second waits, then finds it done.
+    ///
+    /// A file that records a migration not in `migrations` was opened by a newer Waybill: it is
+    /// refused with a clear error instead of being used. An older build would run against a schema
+    /// it does not know (0006 dropped a table that earlier builds write to on every event).
     @discardableResult
     static func apply(
         _ migrations: [SQLiteMigration] = all, to db: SQLiteConnection, at now: Date
@@ -37,6 +42,12 @@ enum SQLiteMigrations {
                 )
                 """)
             let done = Set(try db.query("SELECT name FROM schema_migrations") { $0.text(0) })
+            let known = Set(migrations.map(\.name))
+            if let newer = done.subtracting(known).sorted().first {
+                throw SQLiteError(
+                    code: SQLITE_ERROR,
+                    message: "the data file was upgraded by a newer Waybill (migration \(newer)); run that version or newer")
+            }
             var applied: [String] = []
             for migration in migrations where !done.contains(migration.name) {
                 try db.executeScript(migration.sql)

@@ -52,7 +52,7 @@ extension SQLiteOrderStore.Transaction {
             }
             // The answer is read back as stored. Stages and documents no statement touched are the
             // rows `before` was read from: only the order's own row is read again then (a status
-            // change, the common write, saves two queries of its eight).
+            // change, the common write, saves two of the write's twelve statements).
             guard !stagesWritten, !documentsWritten else { return try loadOrder(id, in: order.companyID) }
             return try loadOrder(id, in: order.companyID, stages: before.stages, documents: before.documents)
         }

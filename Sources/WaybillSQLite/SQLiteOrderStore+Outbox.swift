@@ -160,6 +160,9 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
+    /// One group's rows of a pruned id range: a range of the primary key (tested with its query plan).
+    static let deleteGroupRange = "DELETE FROM event_groups WHERE group_name = ? AND event_id > ? AND event_id <= ?"
+
     func pruneEvents(committedBefore cutoff: Date) throws -> Int {
         try perform { () throws(SQLiteError) -> Int in
             let state = try outboxState()
@@ -183,11 +186,7 @@ extension SQLiteOrderStore.Transaction {
                 $0.text(0)
             }
             let groups = Set(named.flatMap { $0.split(separator: " ") }).sorted()
-            for group in groups {
-                try db.execute(
-                    "DELETE FROM event_groups WHERE group_name = ? AND event_id > ? AND event_id <= ?",
-                    [.text(String(group))] + range)
-            }
+            for group in groups { try db.execute(Self.deleteGroupRange, [.text(String(group))] + range) }
             try db.execute("DELETE FROM events WHERE event_id > ? AND event_id <= ?", range)
             try db.execute("UPDATE outbox_state SET pruned_through = ? WHERE id = 1", [.integer(highest)])
             return found.count

@@ -45,7 +45,7 @@ import WaybillStorage
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["6"])
-        #expect(try rawQuery(database.path, "SELECT relayed_through, pruned_through FROM outbox_state") == ["0"])
+        #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 
     @Test func onlyNewMigrationsRunAndInOrder() throws {
@@ -143,5 +143,24 @@ import WaybillStorage
         // Where events remain, the pruned mark is not moved (those events are still readable).
         let pruned = try await store.read { tx in try tx.prunedThrough() }
         #expect(pruned == EventID(events.isEmpty ? counter : 0))
+    }
+
+    /// A downgrade is refused at open, with the reason, before anything runs against a schema the
+    /// build does not know.
+    @Test func aFileFromANewerBuildIsRefused() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
+        let db = try SQLiteConnection(path: database.directory.appendingPathComponent("m.sqlite").path)
+        defer { db.close() }
+        let older = [SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)")]
+        let newer = older + [SQLiteMigration(name: "b", sql: "DROP TABLE t")]
+        #expect(try SQLiteMigrations.apply(newer, to: db, at: t0) == ["a", "b"])
+        #expect {
+            try SQLiteMigrations.apply(older, to: db, at: t0)
+        } throws: { error in
+            "\(error)".contains("newer Waybill (migration b)")
+        }
+        #expect(!db.isInTransaction)
     }
 }

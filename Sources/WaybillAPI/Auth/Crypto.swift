@@ -21,7 +21,8 @@ enum Crypto {
         let input = Array(bytes)
         let ok = input.withUnsafeBufferPointer { inBuf in
             digest.withUnsafeMutableBufferPointer { out in
-                EVP_Digest(inBuf.baseAddress, input.count, out.baseAddress, nil, sha256Digest, nil)
+                // If the fetch failed (no provider loaded then), the legacy handle still works.
+                EVP_Digest(inBuf.baseAddress, input.count, out.baseAddress, nil, sha256Digest ?? EVP_sha256(), nil)
             }
         }
         precondition(ok == 1, "EVP_Digest(SHA-256) failed")
