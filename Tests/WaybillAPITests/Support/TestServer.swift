@@ -17,6 +17,8 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     let logs = LogCapture()
     let configuration: ServerConfiguration
     let broker: any Broker
+    /// The server's wall clock (tests that must not depend on how fast the machine is fix it).
+    let clock: any WallClock
     /// Opens the SQLite file (tests may open it with a test seam, e.g. failing checkpoints).
     let openStore: @Sendable (String) throws -> SQLiteOrderStore
     private(set) var store: SQLiteOrderStore
@@ -26,21 +28,23 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
     private init(
-        configuration: ServerConfiguration, broker: any Broker, directory: URL,
+        configuration: ServerConfiguration, broker: any Broker, directory: URL, clock: any WallClock,
         openStore: @escaping @Sendable (String) throws -> SQLiteOrderStore
     ) async throws {
         self.configuration = configuration
         self.broker = broker
+        self.clock = clock
         self.directory = directory
         self.openStore = openStore
         store = try openStore(directory.appendingPathComponent("waybill.sqlite").path)
         server = try await WaybillServer.start(
-            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
+            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink), clock: clock)
     }
 
     /// Runs `body` against a fresh server, then shuts it down and deletes its data.
     static func withRunning<T>(
-        broker: any Broker = InProcessBroker(), configure: (inout ServerConfiguration) -> Void = { _ in },
+        broker: any Broker = InProcessBroker(), clock: any WallClock = SystemWallClock(),
+        configure: (inout ServerConfiguration) -> Void = { _ in },
         openStore: @escaping @Sendable (String) throws -> SQLiteOrderStore = { try SQLiteOrderStore(path: $0) },
         _ body: (TestServer) async throws -> T
     ) async throws -> T {
@@ -52,7 +56,7 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let server = try await TestServer(
-            configuration: configuration, broker: broker, directory: directory, openStore: openStore)
+            configuration: configuration, broker: broker, directory: directory, clock: clock, openStore: openStore)
         do {
             let result = try await body(server)
             await server.stop()
@@ -82,7 +86,7 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         var configuration = self.configuration
         configuration.port = stoppedPort ?? server.port
         server = try await WaybillServer.start(
-            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink))
+            configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink), clock: clock)
     }
 
     private var stoppedPort: Int?
