@@ -50,11 +50,12 @@ extension SQLiteOrderStore.Transaction {
                 _ = try insertDocument(document, of: id)
                 documentsWritten = true
             }
-            // The answer is read back as stored. Stages and documents no statement touched are the
-            // rows `before` was read from: only the order's own row is read again then (a status
-            // change, the common write, saves two of the write's twelve statements).
-            guard !stagesWritten, !documentsWritten else { return try loadOrder(id, in: order.companyID) }
-            return try loadOrder(id, in: order.companyID, stages: before.stages, documents: before.documents)
+            // The answer is read back as stored. Stages or documents no statement touched are the
+            // rows `before` was read from, and are not read again (a status change, the common
+            // write, saves two of the write's twelve statements).
+            return try loadOrder(
+                id, in: order.companyID, stages: stagesWritten ? nil : before.stages,
+                documents: documentsWritten ? nil : before.documents)
         }
         guard let stored else { throw StoreError.notFound }
         return stored
