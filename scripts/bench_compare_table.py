@@ -101,11 +101,7 @@ def fanout(runs, system):
               "writes": d.get("patch_per_s"), "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d)}
     (m,) = runs.get((system, "fanout_matched"), [None])[:1] or [None]
     if m and m.get("scenario") == "paced":
-        lat = m["delivery_latency_ms"]
-        result["matched"] = {"rate": m["offered_writes_per_s"], "writes": m["writes_per_s"],
-                             "frames": m.get("event_frames_per_s"), "p50": latency_or_none(lat, "p50"),
-                             "p99": latency_or_none(lat, "p99"), "lost": m["lost"], "late": m["late_slots"],
-                             "cpu": m["cpu"]["server"], "sink_cpu": m["cpu"].get("wsdrain"), "busy": busy_note(m)}
+        result["matched"] = paced_row(m)
     return result
 
 
@@ -138,16 +134,18 @@ def writes(runs, system):
 
 def paced(runs, system):
     """`scripts/bench.sh paced` runs: wrk on a fixed schedule + wsdrain (Waybill only)."""
-    rows = []
-    for d in runs.get((system, "paced"), []):
-        if d.get("scenario") != "paced":
-            continue
-        lat = d["delivery_latency_ms"]
-        rows.append({"rate": d["offered_writes_per_s"], "achieved": d["writes_per_s"], "lost": d["lost"],
-                     "errors": d["write_errors"], "late": d["late_slots"], "p50": latency_or_none(lat, "p50"),
-                     "p99": latency_or_none(lat, "p99"), "answer_p99": (d.get("answer_ms") or {}).get("p99"),
-                     "cpu": d["cpu"]["server"], "us_per_write": d["server_cpu_us_per_write"], "busy": busy_note(d)})
+    rows = [paced_row(d) for d in runs.get((system, "paced"), []) if d.get("scenario") == "paced"]
     return sorted(rows, key=lambda r: r["rate"])
+
+
+def paced_row(d):
+    """One `scripts/bench.sh paced` line (the paced rows, and the fan-out row's run at Nchan's rate)."""
+    lat = d["delivery_latency_ms"]
+    return {"rate": d["offered_writes_per_s"], "achieved": d["writes_per_s"], "lost": d["lost"],
+            "errors": d["write_errors"], "late": d["late_slots"], "p50": latency_or_none(lat, "p50"),
+            "p99": latency_or_none(lat, "p99"), "answer_p99": (d.get("answer_ms") or {}).get("p99"),
+            "frames": d.get("event_frames_per_s"), "cpu": d["cpu"]["server"], "sink_cpu": d["cpu"].get("wsdrain"),
+            "us_per_write": d["server_cpu_us_per_write"], "busy": busy_note(d)}
 
 
 def nchan_paced(runs):
@@ -193,7 +191,7 @@ def fanout_cell(x):
     s += x.get("busy", "")
     if x.get("matched"):
         m = x["matched"]
-        s += (f'<br>at Nchan\'s rate, on a schedule ({fmt(m["rate"], 0)} writes/s offered, {fmt(m["writes"])} achieved, '
+        s += (f'<br>at Nchan\'s rate, on a schedule ({fmt(m["rate"], 0)} writes/s offered, {fmt(m["achieved"])} achieved, '
               f'late slots {m["late"]}): {fmt(m["frames"], 0)} frames/s, p50 {fmt(m["p50"])} / **p99 {fmt(m["p99"])} ms**, '
               f'lost {fmt(m["lost"], 0)}, CPU {fmt(m["cpu"] * 100)} %, wsdrain {fmt(m["sink_cpu"] * 100)} %{m["busy"]}')
     return s
