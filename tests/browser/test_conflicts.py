@@ -43,6 +43,11 @@ def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(p
     # reach it before the click: the window in which a real panel would show a stale order.
     page.route_web_socket("**/ws/orders/**", lambda ws: None)
     page.reload()
+    # Let the page's first load finish before the order exists: that load refetches whatever
+    # detail is open once the drivers are in, and if it ran after the PATCH below it would show
+    # the fresh version before the click (a CI run lost that race). Rows drawn means it has
+    # passed that point with no detail open.
+    expect(page.locator("#orders-table tbody tr").first).to_be_visible()
     order = api.create_order("Button race", driver_id=server.drivers[1]["id"])
     page.goto(f"/#/orders/{order['id']}")
     expect(page.locator("#detail-heading")).to_contain_text("Button race")
