@@ -74,10 +74,12 @@ stat_line() { head -1 /proc/stat; }
 # fields, and "machine_steal": the share of both cores' time stolen from STAT_BEFORE (a `stat_line`
 # taken when the step began) to now — the whole step, server start and stop included, while
 # "machine busy" covers the measured window only. Call it right after the step.
+# A fifth argument names a file with scripts/socket_queues.py's line, added as "socket_queues".
 tag() {
-    python3 - "$1" "$2" "$3" "$JSONL" "$4" "$(stat_line)" <<'PY'
-import json, sys
-system, row, src, dst, before, after = sys.argv[1:7]
+    python3 - "$1" "$2" "$3" "$JSONL" "$4" "$(stat_line)" "${5:-}" <<'PY'
+import json, os, sys
+system, row, src, dst, before, after, queues = sys.argv[1:8]
+queues = json.loads(open(queues).read()) if queues and os.path.getsize(queues) > 0 else None
 steal = None
 if before and after:
     b, a = [list(map(int, x.split()[1:])) for x in (before, after)]
@@ -90,8 +92,23 @@ with open(dst, "a") as out:
         if line.startswith("{"):
             d = json.loads(line); d["system"] = system; d["row"] = row
             if steal is not None: d["machine_steal"] = steal
+            if queues is not None: d["socket_queues"] = queues
             out.write(json.dumps(d, separators=(",", ":")) + "\n")
 PY
+}
+
+# queues_start PORT / queues_stop: scripts/socket_queues.py around one run (the fan-out rows: where the
+# backlog sits at the highest rates); queues_stop leaves its line in $TMP/q.json.
+queues_start() {
+    : >"$TMP/q.json"
+    python3 "$ROOT/scripts/socket_queues.py" "$1" >"$TMP/q.json" 2>/dev/null &
+    QUEUES_PID=$!
+}
+queues_stop() {
+    [ -n "${QUEUES_PID:-}" ] || return 0
+    kill "$QUEUES_PID" 2>/dev/null || true
+    wait "$QUEUES_PID" 2>/dev/null || true
+    QUEUES_PID=
 }
 
 # waybill ROW SECONDS ARGS...: one scripts/bench.sh run (a fresh server, its own data folder).
@@ -103,7 +120,8 @@ waybill() {
     s0="$(stat_line)"
     WAYBILL_BENCH_BIN="$BIN" WAYBILL_BENCH_PORT="$WPORT" WAYBILL_BENCH_OUT="$TMP/w.jsonl" WAYBILL_BENCH_DIR="$BENCH" \
         timeout -k 10 "$limit" "$ROOT/scripts/bench.sh" "$@" >/dev/null 2>"$TMP/w.err" || log "waybill $row failed: $(tail -3 "$TMP/w.err")"
-    tag waybill "$row" "$TMP/w.jsonl" "$s0"
+    queues_stop
+    tag waybill "$row" "$TMP/w.jsonl" "$s0" "${QUEUES_FILE:-}"
 }
 
 # peer ROW SECONDS KIND ARGS...: a fresh peer (new database, new process, new redis), one run.
@@ -173,7 +191,8 @@ nchan() {
     s0="$(stat_line)"
     timeout -k 10 "$limit" python3 "$PEERS/nchan/suite.py" --port "$NPORT" --out "$TMP/n.jsonl" "$@" \
         >/dev/null 2>"$TMP/n.err" || log "nchan $row failed: $(tail -3 "$TMP/n.err")"
-    tag nchan "$row" "$TMP/n.jsonl" "$s0"
+    queues_stop
+    tag nchan "$row" "$TMP/n.jsonl" "$s0" "${QUEUES_FILE:-}"
 }
 
 log "results: $JSONL"
@@ -184,9 +203,13 @@ peer idle $((HOLD + 240)) harness --scenario connections --connections "$IDLE" -
     --label "peer-connections-$IDLE"
 nchan idle $((HOLD + 180)) idle --sockets "$IDLE" --hold "$HOLD"
 
-waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher
+# The fan-out runs of Waybill and Nchan also sample the TCP queues on their port (socket_queues.py):
+# at these rates the sink's unread bytes show how much of the latency is the sink's own backlog.
+queues_start "$WPORT"
+QUEUES_FILE="$TMP/q.json" waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher
 peer fanout $((DUR + 120)) saturate "$DUR" 1000
-nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
+queues_start "$NPORT"
+QUEUES_FILE="$TMP/q.json" nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
 # The same shape at Nchan's highest rate, offered on a schedule: the p99s of the two closed-loop runs
 # above come at different rates (Waybill's about twice Nchan's, with 32 writes in flight against
 # Nchan's 4), so this gives the latency of both at one load.

@@ -87,6 +87,21 @@ def latency_or_none(stats, key):
     return None if value is None or value < 0 else value
 
 
+def sink_backlog(d, frames_per_s):
+    """Bytes in the kernel's TCP queues during the run (scripts/socket_queues.py): unread by the sink,
+    and held in the server's send queues (on loopback these wait only for a full receive window,
+    i.e. for the sink too). `ms`: what both stand for at the run's rate, the time a frame spends
+    queued behind the sink's reading."""
+    queues = d.get("socket_queues") or {}
+    sink, server = queues.get("sink_recv_queue_bytes"), queues.get("server_send_queue_bytes") or {}
+    w = d.get("wsdrain") or {}
+    if not sink or not frames_per_s or not w.get("text_frames"):
+        return None
+    bytes_per_s = frames_per_s * w["bytes"] / w["text_frames"]
+    held = server.get("mean") or 0
+    return {"unread": sink["mean"], "held": held, "ms": round((sink["mean"] + held) / bytes_per_s * 1000, 1)}
+
+
 def fanout(runs, system):
     (d,) = runs.get((system, "fanout"), [None])[:1] or [None]
     if not d:
@@ -94,11 +109,13 @@ def fanout(runs, system):
     if system == "nchan":
         return {"frames": d["deliveries_per_s"], "p50": latency_or_none(d["latency_ms"], "p50"),
                 "p99": latency_or_none(d["latency_ms"], "p99"), "lost": d["lost"], "cpu": d["cpu"]["nginx"],
-                "writes": d["publishes_per_s"], "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d)}
+                "writes": d["publishes_per_s"], "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d),
+                "backlog": sink_backlog(d, d["deliveries_per_s"])}
     w = d["wsdrain"]
     result = {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
               "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
-              "writes": d.get("patch_per_s"), "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d)}
+              "writes": d.get("patch_per_s"), "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d),
+              "backlog": sink_backlog(d, d["event_frames_per_s_write_window"])}
     (m,) = runs.get((system, "fanout_matched"), [None])[:1] or [None]
     if m and m.get("scenario") == "paced":
         result["matched"] = paced_row(m)
@@ -188,6 +205,10 @@ def fanout_cell(x):
          f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
     if x.get("sink_cpu") is not None:
         s += f', wsdrain (the sink) {fmt(x["sink_cpu"] * 100)} %'
+    if x.get("backlog"):
+        b = x["backlog"]
+        s += (f'; queued behind the sink (mean): {fmt(b["unread"] / 1e6, 2)} MB unread + {fmt(b["held"] / 1e6, 2)} MB '
+              f'held by full windows ≈ **{fmt(b["ms"])} ms** at this rate')
     s += x.get("busy", "")
     if x.get("matched"):
         m = x["matched"]
