@@ -83,6 +83,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         // Test support with no server dependency: raw HTTP client, virtual clock, waiting helpers.
         .target(name: "WaybillTesting", swiftSettings: swiftSettings),
+        // The store tests' shared data (a hand-set clock, the seeded companies and users, a sample order),
+        // so the SQLite store's own tests and the conformance suite seed the same.
+        .target(name: "WaybillStoreTesting", dependencies: ["WaybillDomain", "WaybillStorage"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "waybill",
             dependencies: ["WaybillAPI", "WaybillSQLite", "WaybillPostgres", "WaybillBroker", "WaybillRedis",
@@ -92,7 +95,7 @@ let package = Package(
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain"],
+            name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain", "WaybillStoreTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillPostgresTests",
@@ -101,7 +104,8 @@ let package = Package(
         // One body per case, run against every store backend (SQLite in a temp dir, PostgreSQL started by the test).
         .testTarget(
             name: "WaybillStoreConformanceTests",
-            dependencies: ["WaybillSQLite", "WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
+            dependencies: ["WaybillSQLite", "WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting",
+                           "WaybillStoreTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillNetworkTests", dependencies: ["WaybillNetwork", "WaybillTesting"], swiftSettings: swiftSettings),

@@ -5,6 +5,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// What the observer was told, batch by batch.
 private final class Heard: Sendable {

@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 @Suite struct SQLiteMigrationsTests {
     @Test func openingAMissingFileCreatesItsDirectoryAndTheWholeSchema() async throws {

@@ -5,6 +5,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// A thrown error of the test's own, to tell it from the store's.
 private struct Refused: Error, Equatable {}

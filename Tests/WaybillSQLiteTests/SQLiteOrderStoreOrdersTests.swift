@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// SQLite specifics (NUL in text, cascades seen on disk); the rest is in WaybillStoreConformanceTests.
 @Suite struct SQLiteOrderStoreOrdersTests {

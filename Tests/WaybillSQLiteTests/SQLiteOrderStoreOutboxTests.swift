@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// The query plan of the group read; outbox behaviour is tested in WaybillStoreConformanceTests.
 @Suite struct SQLiteOrderStoreOutboxTests {

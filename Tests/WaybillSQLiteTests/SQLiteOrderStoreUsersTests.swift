@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// SQLite specifics; the backend-neutral cases live in WaybillStoreConformanceTests.
 @Suite struct SQLiteOrderStoreUsersTests {

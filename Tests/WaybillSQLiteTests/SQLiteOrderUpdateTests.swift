@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillStoreTesting
 
 /// `updateOrder` writes only what changed (fewer dirty pages per write), and still everything that did.
 @Suite struct SQLiteOrderUpdateTests {

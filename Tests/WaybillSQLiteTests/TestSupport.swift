@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 @testable import WaybillSQLite
 
@@ -21,19 +22,6 @@ struct TemporaryDatabase {
     func remove() { try? FileManager.default.removeItem(at: directory) }
 }
 
-/// A clock the test sets by hand; stamped on events as `committed_at`.
-final class ManualClock: Sendable {
-    private let current: Mutex<Date>
-    init(_ start: Date = t0) { current = Mutex(start) }
-    var now: Date { current.withLock { $0 } }
-    func set(_ date: Date) { current.withLock { $0 = date } }
-    func advance(by seconds: TimeInterval) { current.withLock { $0 += seconds } }
-    var function: @Sendable () -> Date { { self.now } }
-}
-
-/// A fixed, millisecond-aligned instant: what goes in comes back equal.
-let t0 = Date(timeIntervalSince1970: 1_764_500_000)
-
 /// Runs `body` with a fresh store on a fresh file, and closes it afterwards.
 func withStore<T>(
     readers: Int = 2, clock: ManualClock = ManualClock(),
@@ -44,54 +32,6 @@ func withStore<T>(
     let store = try SQLiteOrderStore(path: database.path, readerCount: readers, clock: clock.function)
     defer { store.close() }
     return try await body(store, database.path)
-}
-
-/// What the seeded tests work with: two companies, a dispatcher and two drivers in the first.
-struct Fixture: Sendable {
-    var acme: Company
-    var globex: Company
-    var dispatcher: User
-    var alice: User
-    var bob: User
-    var globexDriver: User
-
-    static func seed(_ store: SQLiteOrderStore) async throws -> Fixture {
-        try await store.write { tx in
-            let acme = try tx.insertCompany(name: "Acme")
-            let globex = try tx.insertCompany(name: "Globex")
-            return Fixture(
-                acme: acme, globex: globex,
-                dispatcher: try tx.insertUser(
-                    companyID: acme.id, role: .dispatcher, email: "dispatch@acme.test", name: "Dora", passwordHash: "h1"
-                ),
-                alice: try tx.insertUser(
-                    companyID: acme.id, role: .driver, email: "alice@acme.test", name: "Alice", passwordHash: "h2"),
-                bob: try tx.insertUser(
-                    companyID: acme.id, role: .driver, email: "bob@acme.test", name: "Bob", passwordHash: "h3"),
-                globexDriver: try tx.insertUser(
-                    companyID: globex.id, role: .driver, email: "gus@globex.test", name: "Gus", passwordHash: "h4"))
-        }
-    }
-}
-
-/// A new order (no ids) with two stages and one document.
-func sampleOrder(
-    in company: CompanyID, number: String = "2026/11/0001", driver: UserID? = nil, status: OrderStatus = .new,
-    title: String = "Pallets to Lyon"
-) -> Order {
-    Order(
-        companyID: company, number: number, status: status, driverID: driver, title: title, notes: "fragile",
-        stages: [
-            Stage(position: 1, kind: .pickup, address: "1 Dock Road", plannedAt: t0 + 3600),
-            Stage(position: 2, kind: .delivery, address: "9 Rue Haute", plannedAt: t0 + 7200),
-        ],
-        documents: [Document(name: "cmr.pdf", kind: "cmr", createdAt: t0)],
-        createdAt: t0, updatedAt: t0)
-}
-
-/// An `order_created` event of `order` for its company's groups (and its driver's).
-func createdEvent(_ order: Order, at date: Date = t0) -> OrderEvent {
-    Broadcaster.events(for: .created(order), at: date)[0]
 }
 
 /// Blocks the calling (store) thread until `condition` holds or 10 s pass; tests use it to

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 @Suite(.timeLimit(.minutes(2))) struct ConcurrencyConformanceTests {
     @Test(arguments: Backend.allCases) func readersNeverSeeAnOrderWithoutItsEvent(_ backend: Backend) async throws {

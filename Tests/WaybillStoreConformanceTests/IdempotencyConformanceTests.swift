@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 /// `Idempotency-Key` records (SPEC §2): claim, replay, reuse, in use, stale takeover, release, prune.
 @Suite struct IdempotencyConformanceTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 /// `orderPage` and `orderCounts`: keyset paging, every filter, `ids`, counts — alike on every backend.
 @Suite struct OrderListConformanceTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 @Suite struct OrdersConformanceTests {
     @Test(arguments: Backend.allCases) func anInsertedOrderReadsBackWithItsStagesAndDocuments(

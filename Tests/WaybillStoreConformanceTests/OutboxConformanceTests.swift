@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 @Suite struct OutboxConformanceTests {
     /// Appends, in separate transactions: an Acme order for Alice, an unassigned one, a Globex one.

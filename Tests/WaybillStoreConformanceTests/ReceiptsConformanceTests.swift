@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 /// Read receipts (`recordSeen`, SPEC §2 "Receipts"), on every backend.
 @Suite struct ReceiptsConformanceTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 /// What every node must agree on about sessions: logouts and the login throttle.
 @Suite struct SessionsConformanceTests {

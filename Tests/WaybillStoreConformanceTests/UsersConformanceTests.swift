@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillStoreTesting
 
 @Suite struct UsersConformanceTests {
     @Test(arguments: Backend.allCases) func usersAndCompaniesReadBack(_ backend: Backend) async throws {
