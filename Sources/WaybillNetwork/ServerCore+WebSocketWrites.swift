@@ -124,9 +124,11 @@ extension ServerCore {
     /// and leaves any rest to `WRITEABLE`. Service thread.
     func flushDeferredWrites() {
         guard !deferredWrites.isEmpty else { return }
-        let connections = deferredWrites
-        deferredWrites.removeAll(keepingCapacity: true)
-        for connection in connections {
+        // Swapped, not copied: a copy would make `removeAll(keepingCapacity:)` allocate a new
+        // buffer (8 KB at 1 000 sockets) on every flush.
+        swap(&deferredWrites, &flushingWrites)
+        defer { flushingWrites.removeAll(keepingCapacity: true) }
+        for connection in flushingWrites {
             connection.hasDeferredWrite = false
             guard connection.isOpen, connection.hasQueued else { continue }
             let wsi = connection.wsi

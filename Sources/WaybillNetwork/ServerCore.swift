@@ -29,6 +29,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// Set while posted work runs: `send` queues instead of writing, and notes the socket here.
     var isDeferringWrites = false
     var deferredWrites: [WebSocketConnection] = []
+    /// The list `flushDeferredWrites` walks, swapped with `deferredWrites` so neither is reallocated.
+    var flushingWrites: [WebSocketConnection] = []
     /// Who gets pinged or dropped each second (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
 

@@ -16,6 +16,8 @@ final class WebSocketConnection {
     var isFinished = false
 
     // Outbound.
+    /// Slots of an emptied queue that stay allocated (8 references: about 100 bytes per socket).
+    static let keptQueueCapacity = 8
     private var queue: [OutboundFrame] = []
     private var head = 0
     private(set) var queuedBytes = 0
@@ -57,6 +59,8 @@ final class WebSocketConnection {
     var isOpen: Bool { wasOpened && !isFinished && pendingClose == nil && !closeSent && !isBroken }
     var hasQueued: Bool { head < queue.count }
     var queuedFrameCount: Int { queue.count - head }
+    /// Slots the queue's buffer holds (what an emptied queue keeps; see `dequeue`).
+    var queueCapacity: Int { queue.capacity }
     /// The next frame to write, left in the queue.
     var nextFrame: OutboundFrame? { head < queue.count ? queue[head] : nil }
 
@@ -71,7 +75,10 @@ final class WebSocketConnection {
         head += 1
         queuedBytes -= frame.count
         if head == queue.count {
-            queue = []  // release the buffer: idle sockets should hold nothing
+            // A small buffer stays for the next frame: fan-out queues one frame per event on most
+            // sockets, and allocating it again for each was a malloc/free pair per frame. A buffer a
+            // burst grew is released, so an idle socket holds at most `keptQueueCapacity` slots.
+            queue.removeAll(keepingCapacity: queue.capacity <= Self.keptQueueCapacity)
             head = 0
         } else if head >= 64 && head * 2 >= queue.count {
             queue.removeFirst(head)

@@ -50,3 +50,37 @@ struct FrameStorageTests {
         #expect(OutboundFrame(binary: []).count == 0)
     }
 }
+
+struct WebSocketQueueTests {
+    /// A connection whose queue is used on its own (the wsi is never touched by queue operations).
+    private func connection() -> WebSocketConnection {
+        WebSocketConnection(
+            id: SocketID(1), wsi: OpaquePointer(bitPattern: 0x1000)!, request: HTTPRequest(method: "GET", path: "/ws/"),
+            counter: LiveObjectCounter(), maxMessageBytes: 1024)
+    }
+
+    @Test func anEmptiedQueueKeepsASmallBufferForTheNextFrame() {
+        let socket = connection()
+        let frame = OutboundFrame(text: "{}")
+        socket.enqueue(frame)
+        let capacity = socket.queueCapacity
+        #expect(capacity >= 1 && capacity <= WebSocketConnection.keptQueueCapacity)
+        #expect(socket.dequeue() === frame)
+        // Emptied, the buffer stays: the next frame (one per event on most sockets) needs no malloc.
+        #expect(!socket.hasQueued && socket.queuedBytes == 0)
+        #expect(socket.queueCapacity == capacity)
+        socket.enqueue(frame)
+        #expect(socket.queueCapacity == capacity)
+    }
+
+    @Test func aBufferABurstGrewIsReleasedOnceEmptied() {
+        let socket = connection()
+        let frames = (0..<40).map { OutboundFrame(text: "{\"n\":\($0)}") }
+        for frame in frames { socket.enqueue(frame) }
+        #expect(socket.queueCapacity > WebSocketConnection.keptQueueCapacity)
+        for frame in frames { #expect(socket.dequeue() === frame) }  // in order, each once
+        #expect(socket.dequeue() == nil)
+        // An idle socket must not keep what a burst needed.
+        #expect(socket.queueCapacity == 0)
+    }
+}
