@@ -99,7 +99,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillPostgresTests",
-            dependencies: ["WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting"],
+            dependencies: ["WaybillPostgres", "WaybillStorage", "WaybillDomain", "WaybillTesting", "WaybillStoreTesting"],
             swiftSettings: swiftSettings),
         // One body per case, run against every store backend (SQLite in a temp dir, PostgreSQL started by the test).
         .testTarget(

@@ -52,7 +52,24 @@ for tool in wrk curl cc python3 redis-server nginx; do
 done
 [ -f /usr/lib/nginx/modules/ngx_nchan_module.so ] || { log "missing libnginx-mod-nchan: scripts/install-deps.sh --bench"; exit 2; }
 
+# queues_start PORT / queues_stop: scripts/socket_queues.py around one run (the fan-out rows: where the
+# backlog sits at the highest rates); queues_stop leaves its line in $TMP/q.json.
+queues_start() {
+    : >"$TMP/q.json"
+    command -v ss >/dev/null || { log "no ss (iproute2): the fan-out rows go without socket queues"; return 0; }
+    # --seconds: a safety net should queues_stop never run (it stops the sampler long before).
+    python3 "$ROOT/scripts/socket_queues.py" "$1" --seconds $((DUR + 300)) >"$TMP/q.json" 2>>"$TMP/q.err" &
+    QUEUES_PID=$!
+}
+queues_stop() {
+    [ -n "${QUEUES_PID:-}" ] || return 0
+    kill "$QUEUES_PID" 2>/dev/null || true
+    wait "$QUEUES_PID" 2>/dev/null || true
+    QUEUES_PID=
+}
+
 cleanup() {
+    queues_stop
     "$PEERS/django-channels/stop.sh" >/dev/null 2>&1 || true
     "$PEERS/nchan/stop.sh" >/dev/null 2>&1 || true
     rm -rf "$TMP"
@@ -79,7 +96,11 @@ tag() {
     python3 - "$1" "$2" "$3" "$JSONL" "$4" "$(stat_line)" "${5:-}" <<'PY'
 import json, os, sys
 system, row, src, dst, before, after, queues = sys.argv[1:8]
-queues = json.loads(open(queues).read()) if queues and os.path.getsize(queues) > 0 else None
+try:
+    queues = json.loads(open(queues).read()) if queues and os.path.getsize(queues) > 0 else None
+except (OSError, ValueError) as error:  # a sampler that died mid-line: the row goes on without it
+    print(f"compare: no socket queue sample for {system} {row}: {error}", file=sys.stderr)
+    queues = None
 steal = None
 if before and after:
     b, a = [list(map(int, x.split()[1:])) for x in (before, after)]
@@ -95,20 +116,6 @@ with open(dst, "a") as out:
             if queues is not None: d["socket_queues"] = queues
             out.write(json.dumps(d, separators=(",", ":")) + "\n")
 PY
-}
-
-# queues_start PORT / queues_stop: scripts/socket_queues.py around one run (the fan-out rows: where the
-# backlog sits at the highest rates); queues_stop leaves its line in $TMP/q.json.
-queues_start() {
-    : >"$TMP/q.json"
-    python3 "$ROOT/scripts/socket_queues.py" "$1" >"$TMP/q.json" 2>/dev/null &
-    QUEUES_PID=$!
-}
-queues_stop() {
-    [ -n "${QUEUES_PID:-}" ] || return 0
-    kill "$QUEUES_PID" 2>/dev/null || true
-    wait "$QUEUES_PID" 2>/dev/null || true
-    QUEUES_PID=
 }
 
 # waybill ROW SECONDS ARGS...: one scripts/bench.sh run (a fresh server, its own data folder).

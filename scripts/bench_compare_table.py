@@ -88,18 +88,18 @@ def latency_or_none(stats, key):
 
 
 def sink_backlog(d, frames_per_s):
-    """Bytes in the kernel's TCP queues during the run (scripts/socket_queues.py): unread by the sink,
-    and held in the server's send queues (on loopback these wait only for a full receive window,
-    i.e. for the sink too). `ms`: what both stand for at the run's rate, the time a frame spends
-    queued behind the sink's reading."""
+    """Bytes waiting in the kernel's TCP queues during the run (scripts/socket_queues.py, mean over
+    the samples with anything queued): unread in the clients' receive queues (the sink's, plus the
+    writers' near-empty ones) and not yet sent by the server. `ms`: how long the sink takes to read
+    that much at the run's rate — the mean time a frame waits behind the sink's reading."""
     queues = d.get("socket_queues") or {}
-    sink, server = queues.get("sink_recv_queue_bytes"), queues.get("server_send_queue_bytes") or {}
+    unread, notsent = queues.get("sink_recv_queue_bytes"), queues.get("server_notsent_bytes") or {}
     w = d.get("wsdrain") or {}
-    if not sink or not frames_per_s or not w.get("text_frames"):
+    if not unread or not frames_per_s or not w.get("text_frames"):
         return None
     bytes_per_s = frames_per_s * w["bytes"] / w["text_frames"]
-    held = server.get("mean") or 0
-    return {"unread": sink["mean"], "held": held, "ms": round((sink["mean"] + held) / bytes_per_s * 1000, 1)}
+    held = notsent.get("mean") or 0
+    return {"unread": unread["mean"], "held": held, "ms": round((unread["mean"] + held) / bytes_per_s * 1000, 1)}
 
 
 def fanout(runs, system):
@@ -207,8 +207,10 @@ def fanout_cell(x):
         s += f', wsdrain (the sink) {fmt(x["sink_cpu"] * 100)} %'
     if x.get("backlog"):
         b = x["backlog"]
-        s += (f'; queued behind the sink (mean): {fmt(b["unread"] / 1e6, 2)} MB unread + {fmt(b["held"] / 1e6, 2)} MB '
-              f'held by full windows ≈ **{fmt(b["ms"])} ms** at this rate')
+        s += f'; waiting for the sink (mean): {fmt(b["unread"] / 1e6, 2)} MB unread'
+        if b["held"]:
+            s += f' + {fmt(b["held"] / 1e6, 2)} MB not yet sent'
+        s += f' ≈ **{fmt(b["ms"])} ms** of its reading at this rate'
     s += x.get("busy", "")
     if x.get("matched"):
         m = x["matched"]

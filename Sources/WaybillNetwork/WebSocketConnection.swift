@@ -3,8 +3,9 @@ import CWebSockets
 /// One server WebSocket: its outbound queue, the message being reassembled, and close state.
 ///
 /// Lives in the wsi's session slot from `FILTER_PROTOCOL_CONNECTION` to `CLOSED`, and in the
-/// server's `sockets` map while open. Kept small (no preallocated buffers) because an idle
-/// server holds thousands of these. Service thread only.
+/// server's `sockets` map while open. Kept small because an idle server holds thousands of these:
+/// no preallocated buffers, and an emptied queue keeps at most `keptQueueCapacity` slots.
+/// Service thread only.
 final class WebSocketConnection {
     let id: SocketID
     private(set) var wsi: OpaquePointer

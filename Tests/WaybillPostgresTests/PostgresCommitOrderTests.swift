@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
+import WaybillStoreTesting
 
 @Suite(.timeLimit(.minutes(2))) struct PostgresCommitOrderTests {
     /// Two stores (two nodes) write concurrently while a reader follows the outbox by cursor: it

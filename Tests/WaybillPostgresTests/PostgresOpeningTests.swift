@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
+import WaybillStoreTesting
 
 @Suite(.timeLimit(.minutes(1))) struct PostgresOpeningTests {
     private func openingError(_ url: String) async -> StoreError? {

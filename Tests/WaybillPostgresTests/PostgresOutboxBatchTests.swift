@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
+import WaybillStoreTesting
 
 /// Events are appended in one statement (arrays through `unnest`): whatever text an order
 /// number holds must come back byte for byte, with every group, under dense ids.

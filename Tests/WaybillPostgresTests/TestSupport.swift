@@ -3,10 +3,8 @@ import Testing
 import WaybillDomain
 import WaybillPostgres
 import WaybillStorage
+import WaybillStoreTesting
 import WaybillTesting
-
-/// A fixed, millisecond-aligned instant.
-let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 
 /// A PostgreSQL store on `url`, opened off the cooperative pool (opening blocks while it migrates).
 func openStore(
@@ -34,11 +32,6 @@ func seedOrder(_ store: PostgresOrderStore) async throws -> Order {
         return try tx.insertOrder(
             Order(companyID: company.id, number: "2026/11/0001", title: "Pallets", createdAt: t0, updatedAt: t0))
     }
-}
-
-/// An `order_created` event of `order`.
-func createdEvent(_ order: Order) -> OrderEvent {
-    Broadcaster.events(for: .created(order), at: t0)[0]
 }
 
 /// How long `body` took, with its outcome.
