@@ -85,11 +85,12 @@ struct FNV1a {
         }
     }
 
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
     /// 8 lowercase hex digits, zero-padded.
     var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8](repeating: 0, count: 8)
-        for index in 0..<8 { out[index] = digits[Int((value >> UInt32(28 - 4 * index)) & 0xf)] }
+        for index in 0..<8 { out[index] = Self.hexDigits[Int((value >> UInt32(28 - 4 * index)) & 0xf)] }
         return String(decoding: out, as: UTF8.self)
     }
 }
