@@ -52,9 +52,7 @@ import WaybillStoreTesting
     @Test func onlyNewMigrationsRunAndInOrder() throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
-        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
-        let path = database.directory.appendingPathComponent("m.sqlite").path
-        let db = try SQLiteConnection(path: path)
+        let db = try database.openRawConnection()
         defer { db.close() }
         let first = [
             SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)"),
@@ -71,8 +69,7 @@ import WaybillStoreTesting
     @Test func aFailingMigrationLeavesNoTrace() throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
-        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
-        let db = try SQLiteConnection(path: database.directory.appendingPathComponent("m.sqlite").path)
+        let db = try database.openRawConnection()
         defer { db.close() }
         let broken = [
             SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)"),
@@ -119,9 +116,7 @@ import WaybillStoreTesting
     func idsContinueFromTheCounterOfAFileFromBefore0006(events: [Int64], counter: Int64) async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
-        try FileManager.default.createDirectory(
-            at: URL(fileURLWithPath: database.path).deletingLastPathComponent(), withIntermediateDirectories: true)
-        let db = try SQLiteConnection(path: database.path)
+        let db = try database.openRawConnection()
         try SQLiteMigrations.apply(Array(SQLiteMigrations.all.prefix(5)), to: db, at: t0)
         try db.execute("UPDATE event_counter SET last_id = ?", [.integer(counter)])
         for id in events {
@@ -151,8 +146,7 @@ import WaybillStoreTesting
     @Test func aFileFromANewerBuildIsRefused() throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
-        try FileManager.default.createDirectory(at: database.directory, withIntermediateDirectories: true)
-        let db = try SQLiteConnection(path: database.directory.appendingPathComponent("m.sqlite").path)
+        let db = try database.openRawConnection()
         defer { db.close() }
         let older = [SQLiteMigration(name: "a", sql: "CREATE TABLE t (x INTEGER)")]
         let newer = older + [SQLiteMigration(name: "b", sql: "DROP TABLE t")]

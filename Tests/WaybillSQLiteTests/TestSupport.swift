@@ -20,6 +20,14 @@ struct TemporaryDatabase {
     }
 
     func remove() { try? FileManager.default.removeItem(at: directory) }
+
+    /// A plain connection on `path`, its directory made first: for tests below the store (the
+    /// schema steps themselves, or a file as an older build left it).
+    func openRawConnection() throws -> SQLiteConnection {
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
+        return try SQLiteConnection(path: path)
+    }
 }
 
 /// Runs `body` with a fresh store on a fresh file, and closes it afterwards.
