@@ -91,7 +91,9 @@ public final class SQLiteOrderStore: OrderStore {
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
-                    perform: { db, batch in executor.perform(batch, groupCommit: groupCommit, on: db) }))
+                    perform: { db, batch in
+                        executor.perform(batch, groupCommit: groupCommit, on: db, finishCheckpoint: Self.finishCheckpoint)
+                    }))
             for index in 0..<max(1, readerCount) {
                 started.append(
                     try SQLiteWorker(
@@ -114,7 +116,7 @@ public final class SQLiteOrderStore: OrderStore {
         do throws(SQLiteError) {
             checkpointer = try SQLiteCheckpointer(
                 path: path, interval: checkpointInterval, policy: checkpointPolicy, walPages: walPages,
-                checkpoint: checkpoint)
+                checkpoint: checkpoint, finishOnWriter: { [writeQueue] in _ = writeQueue.enqueue(.finishCheckpoint) })
         } catch {
             writeQueue.close()
             readQueue.close()
@@ -124,6 +126,13 @@ public final class SQLiteOrderStore: OrderStore {
     }
 
     deinit { close() }
+
+    /// The writer's part of a checkpoint (`SQLiteCheckpointer`, "the tail"): PASSIVE, so it only
+    /// copies what the checkpointer's run left and never waits for a reader. A failure is left to
+    /// the checkpointer, whose next run meets the same cause and reports it (`health`).
+    private static func finishCheckpoint(_ db: SQLiteConnection) {
+        try? SQLiteCheckpointer.passive(db)
+    }
 
     /// Runs `body` on a reader thread in a snapshot of committed data, then resumes the caller.
     ///
@@ -205,8 +214,8 @@ public final class SQLiteOrderStore: OrderStore {
 
     /// The checkpointer's intervals looked at and checkpoints attempted, and the WAL's size as the
     /// last commit reported it (tests).
-    var checkpointerActivity: (ticks: Int, attempts: Int, walPages: Int?) {
-        (checkpointer.ticks, checkpointer.attempts, walPages.current)
+    var checkpointerActivity: (ticks: Int, attempts: Int, tails: Int, walPages: Int?) {
+        (checkpointer.ticks, checkpointer.attempts, checkpointer.tails, walPages.current)
     }
 
     /// Checkpoints that failed since the last one that worked: a WAL that cannot be copied back

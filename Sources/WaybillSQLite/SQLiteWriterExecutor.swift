@@ -1,11 +1,14 @@
 import Dispatch
 import WaybillStorage
 
-/// What the writer thread takes from its queue: a write closure, or a piece of a task that runs on
-/// the writer (`SQLiteWriterExecutor`).
+/// What the writer thread takes from its queue: a write closure, a piece of a task that runs on
+/// the writer (`SQLiteWriterExecutor`), or the checkpointer's request to finish its checkpoint.
 enum WriterWork: Sendable {
     case write(WriteJob)
     case task(UnownedJob)
+    /// Copy back the WAL frames committed while the checkpointer's own checkpoint ran, so the next
+    /// commit starts the WAL over (`SQLiteCheckpointer`, "the tail").
+    case finishCheckpoint
 }
 
 /// The writer thread as a `TaskExecutor` (`OrderStore.writerExecutor`).
@@ -46,16 +49,22 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// writes, which the next batch takes), then the batch's writes in one group commit. The
     /// observer hears each point; `.committing` comes before the transaction begins, so what the
     /// pieces posted (answers of writes committed earlier) never waits behind a commit that waits
-    /// for another process's lock.
-    func perform(_ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection) {
+    /// for another process's lock. A checkpoint tail runs last, after `.ended`, so the answers of
+    /// the batch are not held behind its `fsync`s.
+    func perform(
+        _ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection,
+        finishCheckpoint: (SQLiteConnection) -> Void
+    ) {
         let observer = self.observer.current
         observer?.call(.started)
         var writes: [WriteJob] = []
+        var tailRequested = false
         let executor = asUnownedTaskExecutor()
         for item in batch {
             switch item {
             case .task(let job): job.runSynchronously(on: executor)
             case .write(let write): writes.append(write)
+            case .finishCheckpoint: tailRequested = true
             }
         }
         if !writes.isEmpty {
@@ -63,5 +72,6 @@ final class SQLiteWriterExecutor: WriterExecutor {
             groupCommit.perform(writes, on: db)
         }
         observer?.call(.ended(idle: queue.count == 0))
+        if tailRequested { finishCheckpoint(db) }
     }
 }

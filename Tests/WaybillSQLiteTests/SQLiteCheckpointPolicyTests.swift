@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillStorage
 
@@ -91,6 +92,46 @@ struct SQLiteCheckpointPolicyTests {
             // Nothing committed since: the next ticks leave it alone.
             await expectNoCheckpointForTwentyTicks(store)
         }
+    }
+
+    /// Under steady writes, commits land while every checkpoint copies and syncs, so no checkpoint
+    /// alone ends with the whole WAL copied back and the WAL would never start over (it grew by
+    /// every commit's pages for as long as the writes went on). The writer copies that tail, and
+    /// the WAL starts over again and again while eight writes are always in flight.
+    @Test func steadyWritesStillStartTheWALOver() async throws {
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 50, maxAge: .seconds(60))) { store in
+            // Pages after the last write seen, and how often they fell to under half: the WAL started
+            // over (a sample taken out of order by one of the concurrent writers is never that far off).
+            let seen = Restarts()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        // Until the WAL started over three times, or 40 000 writes in all.
+                        for n in 0..<5_000 where seen.count < 3 {
+                            _ = try await store.write { tx in try tx.insertCompany(name: "W\(writer)-\(n)") }
+                            let pages = store.checkpointerActivity.walPages ?? 0
+                            seen.record(pages)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(store.checkpointerActivity.tails >= 1)
+            #expect(seen.count >= 3)
+        }
+    }
+
+    /// Counts how often the WAL's pages fell to under half of a size at or over `from`.
+    private final class Restarts: Sendable {
+        private let state = Mutex((last: 0, restarts: 0))
+        let from = 50
+        func record(_ pages: Int) {
+            state.withLock { state in
+                if state.last >= from && pages < state.last / 2 { state.restarts += 1 }
+                state.last = pages
+            }
+        }
+        var count: Int { state.withLock { $0.restarts } }
     }
 
     @Test func anOldWALIsCheckpointed() async throws {
