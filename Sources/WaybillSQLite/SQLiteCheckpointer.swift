@@ -90,8 +90,8 @@ final class SQLiteCheckpointer: Sendable {
                 do throws(SQLiteError) {
                     try checkpoint(connection)
                     if walPages.commits != commits {
-                        status.tails.add(1, ordering: .relaxed)
                         finishOnWriter()
+                        status.tails.add(1, ordering: .relaxed)  // after: tests queue behind the request
                     }
                     status.failures.store(0, ordering: .relaxed)
                     lastFailed = false

@@ -97,31 +97,100 @@ struct SQLiteCheckpointPolicyTests {
     /// Under steady writes, commits land while every checkpoint copies and syncs, so no checkpoint
     /// alone ends with the whole WAL copied back and the WAL would never start over (it grew by
     /// every commit's pages for as long as the writes went on). The writer copies that tail, and
-    /// the WAL starts over again and again while eight writes are always in flight.
+    /// the WAL starts over again and again.
+    ///
+    /// The writes run on the writer thread itself (its executor): each one's continuation queues
+    /// the next before the writer looks for work again, so the writer never idles between commits
+    /// however busy the machine is, and a checkpoint cannot slip into a gap between them.
     @Test func steadyWritesStillStartTheWALOver() async throws {
         try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 50, maxAge: .seconds(60))) { store in
-            // Pages after the last write seen, and how often they fell to under half: the WAL started
-            // over (a sample taken out of order by one of the concurrent writers is never that far off).
+            let executor = try #require(store.writerExecutor)
             let seen = Restarts()
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for writer in 0..<8 {
-                    group.addTask {
+                for writer in 0..<4 {
+                    group.addTask(executorPreference: executor) {
                         // Until the WAL started over three times, or 40 000 writes in all.
-                        for n in 0..<5_000 where seen.count < 3 {
+                        for n in 0..<10_000 where seen.count < 3 {
                             _ = try await store.write { tx in try tx.insertCompany(name: "W\(writer)-\(n)") }
-                            let pages = store.checkpointerActivity.walPages ?? 0
-                            seen.record(pages)
+                            seen.record(store.checkpointerActivity.walPages ?? 0)
                         }
                     }
                 }
                 try await group.waitForAll()
             }
-            #expect(store.checkpointerActivity.tails >= 1)
             #expect(seen.count >= 3)
         }
     }
 
-    /// Counts how often the WAL's pages fell to under half of a size at or over `from`.
+    /// The same, step by step. A reader's snapshot keeps a checkpoint from copying the newest
+    /// frames back, and a commit lands while that checkpoint runs (held open by the test): the WAL
+    /// keeps frames no checkpoint copied, which is where steady writes left it. The writer copies
+    /// them back once asked, and the next commit starts the WAL over; without the writer's part that
+    /// commit appends to the WAL instead, and so would every later one under steady writes.
+    @Test func framesLeftByACheckpointAreCopiedBackByTheWriter() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let held = HeldCheckpoint()
+        defer { held.release() }  // never leave the checkpointer thread waiting
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60)), checkpoint: held.checkpoint)
+        defer { store.close() }
+        _ = try await store.write { tx in try tx.insertCompany(name: "Seen by the reader") }
+        let reader = try database.openRawConnection()
+        try reader.executeScript("BEGIN")
+        _ = try reader.query("SELECT count(*) FROM companies") { row in row.int(0) }
+        // Armed before a commit, so a checkpoint is due whatever the ticks before it did. While the
+        // reader is open no commit can start the WAL over, wherever the held checkpoint falls.
+        held.arm()
+        _ = try await store.write { tx in try tx.insertCompany(name: "After the reader's snapshot") }
+        // Polled, not waited for: a blocked test would hold one of the pool's few threads.
+        #expect(await eventually(timeout: .seconds(10)) { held.hasEntered }, "the checkpointer copied what it could")
+        _ = try await store.write { tx in try tx.insertCompany(name: "During the checkpoint") }
+        try reader.executeScript("COMMIT")
+        reader.close()
+        let pagesBefore = try #require(store.checkpointerActivity.walPages)
+        held.release()
+        #expect(await eventually { store.checkpointerActivity.tails >= 1 })
+
+        // The writer copies the tail after the writes of the batch it came in with (their answers
+        // go out first), so the first of these two may still append; the WAL starts over at one of them.
+        for n in 0..<2 { _ = try await store.write { tx in try tx.insertCompany(name: "After the checkpoint \(n)") } }
+        let pagesAfter = try #require(store.checkpointerActivity.walPages)
+        #expect(pagesAfter < pagesBefore, "the WAL started over (\(pagesBefore) pages, then \(pagesAfter))")
+    }
+
+    /// A checkpoint step the test holds: once armed, the next checkpoint copies the WAL back and then
+    /// waits inside until `release()`; every other one does nothing, so no other checkpoint copies
+    /// what the held one left behind.
+    private final class HeldCheckpoint: Sendable {
+        private let armed = Atomic<Bool>(false)
+        private let entered = Atomic<Bool>(false)
+        private let leave = DispatchSemaphore(value: 0)
+        private let released = Atomic<Bool>(false)
+
+        func arm() { armed.store(true, ordering: .releasing) }
+
+        /// Whether the armed checkpoint has copied and is waiting for `release()`.
+        var hasEntered: Bool { entered.load(ordering: .acquiring) }
+
+        /// Lets the held checkpoint return. Idempotent.
+        func release() {
+            if !released.exchange(true, ordering: .acquiringAndReleasing) { leave.signal() }
+        }
+
+        var checkpoint: SQLiteCheckpointer.Checkpoint {
+            { [self] connection throws(SQLiteError) in
+                guard armed.exchange(false, ordering: .acquiringAndReleasing) else { return }
+                try SQLiteCheckpointer.passive(connection)
+                entered.store(true, ordering: .releasing)
+                leave.wait()  // the checkpointer's own thread, not the pool
+            }
+        }
+    }
+
+    /// Counts how often the WAL's pages fell to under half of a size at or over `from`: it started
+    /// over (a sample taken out of order by one of the concurrent writers is never that far off).
     private final class Restarts: Sendable {
         private let state = Mutex((last: 0, restarts: 0))
         let from = 50
