@@ -71,7 +71,9 @@ final class SQLiteWriterExecutor: WriterExecutor {
             observer?.call(.committing)
             groupCommit.perform(writes, on: db)
         }
-        observer?.call(.ended(idle: queue.count == 0))
+        // Before a tail the writer is about to be busy with `fsync`s: the batch's answers go out now,
+        // as if it were idle, instead of waiting for the next batch's points behind those syncs.
+        observer?.call(.ended(idle: tailRequested || queue.count == 0))
         if tailRequested { finishCheckpoint(db) }
     }
 }

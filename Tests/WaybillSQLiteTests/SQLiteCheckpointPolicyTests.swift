@@ -100,8 +100,10 @@ struct SQLiteCheckpointPolicyTests {
     /// the WAL starts over again and again.
     ///
     /// The writes run on the writer thread itself (its executor): each one's continuation queues
-    /// the next before the writer looks for work again, so the writer never idles between commits
-    /// however busy the machine is, and a checkpoint cannot slip into a gap between them.
+    /// the next before the writer looks for work again, so the writer does not idle between
+    /// commits. On a busy machine a preemption can still leave a gap in which the WAL starts over
+    /// by itself, so this is the end-to-end check; the next test is the one that fails without the
+    /// writer's part every time.
     @Test func steadyWritesStillStartTheWALOver() async throws {
         try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 50, maxAge: .seconds(60))) { store in
             let executor = try #require(store.writerExecutor)
@@ -110,7 +112,8 @@ struct SQLiteCheckpointPolicyTests {
                 for writer in 0..<4 {
                     group.addTask(executorPreference: executor) {
                         // Until the WAL started over three times, or 40 000 writes in all.
-                        for n in 0..<10_000 where seen.count < 3 {
+                        for n in 0..<10_000 {
+                            guard seen.count < 3 else { break }
                             _ = try await store.write { tx in try tx.insertCompany(name: "W\(writer)-\(n)") }
                             seen.record(store.checkpointerActivity.walPages ?? 0)
                         }
@@ -131,11 +134,15 @@ struct SQLiteCheckpointPolicyTests {
         let database = TemporaryDatabase()
         defer { database.remove() }
         let held = HeldCheckpoint()
-        defer { held.release() }  // never leave the checkpointer thread waiting
+        defer { held.release() }  // if the store failed to open
         let store = try SQLiteOrderStore(
             path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
             checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60)), checkpoint: held.checkpoint)
-        defer { store.close() }
+        defer {
+            // Released first: `close()` waits for the checkpointer thread, which may be held.
+            held.release()
+            store.close()
+        }
         _ = try await store.write { tx in try tx.insertCompany(name: "Seen by the reader") }
         let reader = try database.openRawConnection()
         try reader.executeScript("BEGIN")

@@ -103,4 +103,30 @@ struct SQLiteWriterExecutorTests {
             #expect(heard.withLock { $0 } == [.started, .ended(idle: true)])
         }
     }
+
+    /// A checkpoint tail keeps the writer busy with `fsync`s: the batch before it ends as idle, so
+    /// its answers go out now, even with more work queued behind (which would otherwise hold the
+    /// service thread's wake-up until the next batch, after the syncs).
+    @Test func aBatchWithACheckpointTailEndsAsIdleAndRunsTheTailLast() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        let queue = JobQueue<WriterWork>()
+        #expect(queue.enqueue(.finishCheckpoint), "more work waits behind the batch")
+        let executor = SQLiteWriterExecutor(queue: queue)
+        let heard = Mutex<[String]>([])
+        _ = executor.observeBatches { point in heard.withLock { $0.append("\(point)") } }
+        let groupCommit = SQLiteGroupCommit(
+            clock: { Date() }, statistics: SQLiteGroupCommit.Statistics(), observer: CommitObserver())
+        executor.perform([.finishCheckpoint], groupCommit: groupCommit, on: db) { _ in
+            heard.withLock { $0.append("tail") }
+        }
+        #expect(heard.withLock { $0 } == ["started", "ended(idle: true)", "tail"])
+
+        // Without a tail, the same queue makes the batch end as not idle.
+        heard.withLock { $0 = [] }
+        executor.perform([], groupCommit: groupCommit, on: db) { _ in heard.withLock { $0.append("tail") } }
+        #expect(heard.withLock { $0 } == ["started", "ended(idle: false)"])
+    }
 }
