@@ -105,9 +105,10 @@ struct SQLiteCheckpointPolicyTests {
     /// by itself, so this is the end-to-end check; the next test is the one that fails without the
     /// writer's part every time.
     @Test func steadyWritesStillStartTheWALOver() async throws {
-        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 50, maxAge: .seconds(60))) { store in
+        let threshold = 50
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: threshold, maxAge: .seconds(60))) { store in
             let executor = try #require(store.writerExecutor)
-            let seen = Restarts()
+            let seen = Restarts(from: threshold)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<4 {
                     group.addTask(executorPreference: executor) {
@@ -134,7 +135,6 @@ struct SQLiteCheckpointPolicyTests {
         let database = TemporaryDatabase()
         defer { database.remove() }
         let held = HeldCheckpoint()
-        defer { held.release() }  // if the store failed to open
         let store = try SQLiteOrderStore(
             path: database.path, readerCount: 1, checkpointInterval: .milliseconds(5),
             checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60)), checkpoint: held.checkpoint)
@@ -200,7 +200,8 @@ struct SQLiteCheckpointPolicyTests {
     /// over (a sample taken out of order by one of the concurrent writers is never that far off).
     private final class Restarts: Sendable {
         private let state = Mutex((last: 0, restarts: 0))
-        let from = 50
+        let from: Int
+        init(from: Int) { self.from = from }
         func record(_ pages: Int) {
             state.withLock { state in
                 if state.last >= from && pages < state.last / 2 { state.restarts += 1 }
