@@ -11,11 +11,18 @@ public import WaybillDomain
 /// - Duplicates (a republishing relay, an overlap after a store read) are dropped by id.
 /// - A gap keeps the batch pending and asks for a store read of `events(after: deliveredThrough)`;
 ///   the store's answer is authoritative, so a failed read only delays (never drops) delivery.
-/// - While the broker subscription is lost, every tick asks for a store read (short poll); after
-///   `.subscribed`, one read closes what was published in between, then polling stops.
+/// - Until the broker subscription is up, and while it is lost, every tick asks for a store read
+///   (short poll); after `.subscribed`, one read closes what was published in between, then polling
+///   stops. A feed starts polling: a broker that never comes up (Redis down at startup) never says
+///   `.subscribed` — nor `.lost`.
+/// - A periodic check that finds the store ahead of `deliveredThrough` reads the events: a broker
+///   that is subscribed but never gets them (the relay's leader cannot reach it) delays delivery by
+///   at most one check interval instead of stopping it.
 /// - Every read also reports the store's newest event and the event at `deliveredThrough`: if the
 ///   newest id went below it, or that event now has another fingerprint, history rewound (a restore
-///   or a failover) and the step says so; delivery restarts from the store's newest cursor.
+///   or a failover) and the step says so; delivery restarts from the store's newest cursor. A broker
+///   batch that carries the id of `deliveredThrough` with another fingerprint holds delivery until a
+///   store read has decided (the broker may be re-sending a rewound history, or an old copy).
 public struct FeedSequencer: Sendable {
     /// What a store read is for.
     public enum ReadKind: Equatable, Sendable {
@@ -28,7 +35,7 @@ public struct FeedSequencer: Sendable {
     public enum Mode: Equatable, Sendable {
         /// The broker delivers; the store is read only to fill a gap (and for the periodic check).
         case broker
-        /// The broker subscription is lost: the store is read on every tick.
+        /// The broker subscription is not up (not yet, or lost): the store is read on every tick.
         case polling
     }
 
@@ -47,16 +54,19 @@ public struct FeedSequencer: Sendable {
         /// time it answers `deliveredThrough` may be past the read's snapshot; history is compared
         /// with what was delivered when the read began, or a newer delivery would look like a rewind.
         public var issuedAt: EventCursor?
+        /// What the read was for: a `.check` reads no events.
+        public var kind: ReadKind
 
         public init(
             events: [StoredEvent], isFull: Bool, newest: EventCursor, atDelivered: StoredEvent?,
-            issuedAt: EventCursor? = nil
+            issuedAt: EventCursor? = nil, kind: ReadKind = .events
         ) {
             self.events = events
             self.isFull = isFull
             self.newest = newest
             self.atDelivered = atDelivered
             self.issuedAt = issuedAt
+            self.kind = kind
         }
     }
 
@@ -74,11 +84,17 @@ public struct FeedSequencer: Sendable {
 
     /// The highest contiguous event handed to the hub.
     public private(set) var deliveredThrough: EventCursor
-    public private(set) var mode: Mode = .broker
+    public private(set) var mode: Mode = .polling
     /// What the feed should read from the store now, if anything.
     public private(set) var owedRead: ReadKind?
     /// A read of events failed: the next tick asks again even with nothing pending.
     private var retryEvents = false
+    /// A broker batch named `deliveredThrough`'s id with another fingerprint: nothing is delivered
+    /// until a store read says whether history rewound.
+    public private(set) var awaitingHistoryCheck = false
+    /// A read was taken (`takeRead`) since the doubt arose: only its answer settles it (one read is in
+    /// flight at a time, and one issued before the batch may predate a failover).
+    private var doubtReadIssued = false
     /// Broker events above a gap, ascending, waiting for the store read that fills it.
     private var pending: [StoredEvent] = []
     private var ticksSinceCheck = 0
@@ -97,9 +113,15 @@ public struct FeedSequencer: Sendable {
 
     /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
+        if let same = batch.first(where: { $0.id == deliveredThrough.id }), !deliveredThrough.matches(same),
+            !awaitingHistoryCheck
+        {
+            awaitingHistoryCheck = true
+            doubtReadIssued = false
+        }
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
-        let step = Step(deliver: drainPending())
-        if !pending.isEmpty { owedRead = .events }  // a gap below what is pending
+        let step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
+        if !pending.isEmpty || awaitingHistoryCheck { owedRead = .events }  // a gap, or history in doubt
         if pending.count > maxPending { pending = [] }  // the store has them all; memory stays bounded
         return step
     }
@@ -119,11 +141,19 @@ public struct FeedSequencer: Sendable {
     /// The poll interval passed.
     public mutating func tick() {
         ticksSinceCheck += 1
-        if mode == .polling || !pending.isEmpty || retryEvents {
+        if mode == .polling || !pending.isEmpty || retryEvents || awaitingHistoryCheck {
             owedRead = .events
         } else if ticksSinceCheck >= ticksPerCheck, owedRead == nil {
             owedRead = .check
         }
+    }
+
+    /// The feed starts the read it owes: what to read, and the cursor to read after. The feed
+    /// reads one at a time and answers with `storeRead` or `storeReadFailed`.
+    public mutating func takeRead() -> (kind: ReadKind, after: EventCursor)? {
+        guard let owedRead else { return nil }
+        if awaitingHistoryCheck { doubtReadIssued = true }
+        return (owedRead, deliveredThrough)
     }
 
     /// A store read answered. The store is the truth: what it has after `deliveredThrough` is
@@ -135,7 +165,15 @@ public struct FeedSequencer: Sendable {
             pending = []
             owedRead = nil
             retryEvents = false
+            awaitingHistoryCheck = false
             return Step(rewound: read.newest)
+        }
+        // The store still holds what was delivered: the batch in doubt was an old copy.
+        if awaitingHistoryCheck, doubtReadIssued { awaitingHistoryCheck = false }
+        if awaitingHistoryCheck {
+            // Answered by a read taken before the doubt arose: deliver nothing yet, ask again.
+            owedRead = .events
+            return Step()
         }
         var delivered: [StoredEvent] = []
         for event in read.events where event.id > deliveredThrough.id {
@@ -149,7 +187,10 @@ public struct FeedSequencer: Sendable {
         // was in flight, their gap may well be in the store now, so read again at once.
         if owedRead == .events { retryEvents = false }
         let newerThanSnapshot = pending.first.map { $0.id > read.newest.id } ?? false
-        owedRead = read.isFull || newerThanSnapshot ? .events : nil
+        // A check (no events asked for) that finds the store ahead: the broker has not brought them.
+        // Not after an events read, which read what there was (no loop on a store that says so).
+        let storeAhead = read.kind == .check && read.newest.id > deliveredThrough.id
+        owedRead = read.isFull || newerThanSnapshot || storeAhead || awaitingHistoryCheck ? .events : nil
         return Step(deliver: delivered)
     }
 
@@ -157,6 +198,7 @@ public struct FeedSequencer: Sendable {
     public mutating func storeReadFailed() {
         if owedRead == .events { retryEvents = true }  // e.g. the read after `.subscribed`
         owedRead = nil
+        doubtReadIssued = false  // a doubt stays until a read answers (the tick asks again)
     }
 
     /// Whether the store no longer holds the history delivered so far.

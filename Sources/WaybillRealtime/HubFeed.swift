@@ -177,9 +177,7 @@ public final class HubFeed: Sendable {
         }
         // A full page asks for the next at once; a failed read waits for the next tick.
         while !Task.isCancelled,
-            let (kind, issuedAt) = shared.withLock({ shared in
-                shared.sequencer.flatMap { s in s.owedRead.map { ($0, s.deliveredThrough) } }
-            })
+            let (kind, issuedAt) = shared.withLock({ shared in shared.sequencer?.takeRead() })
         {
             let after = issuedAt.id, limit = kind == .events ? configuration.readLimit : 0
             do {
@@ -187,7 +185,7 @@ public final class HubFeed: Sendable {
                     let events = limit > 0 ? try tx.events(after: after, limit: limit) : []
                     return FeedSequencer.StoreRead(
                         events: events, isFull: limit > 0 && events.count >= limit, newest: try Self.newestCursor(tx),
-                        atDelivered: after == .zero ? nil : try tx.event(after), issuedAt: issuedAt)
+                        atDelivered: after == .zero ? nil : try tx.event(after), issuedAt: issuedAt, kind: kind)
                 }
                 metrics.feedReadStore()
                 step { $0.storeRead(read) }

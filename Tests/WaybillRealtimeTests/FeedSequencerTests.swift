@@ -12,6 +12,19 @@ struct FeedSequencerTests {
 
     static func ids(_ step: FeedSequencer.Step) -> [Int64] { step.deliver.map(\.id.rawValue) }
 
+    /// A feed whose broker subscription is up and whose first read (after `.subscribed`) found nothing new.
+    static func subscribed(ticksPerCheck: Int = 50) -> FeedSequencer {
+        var feed = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticksPerCheck)
+        feed.subscribed()
+        _ = feed.storeRead(read([], newest: 10, atDelivered: Fixtures.event(10)))
+        return feed
+    }
+
+    /// A check read (no events asked for), as the feed issues it every `ticksPerCheck` ticks.
+    static func check(newest: Int64, atDelivered: StoredEvent?) -> FeedSequencer.StoreRead {
+        .init(events: [], isFull: false, newest: Fixtures.event(newest).cursor, atDelivered: atDelivered, kind: .check)
+    }
+
     @Test func contiguousBatchesGoStraightThroughWithoutStoreReads() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         #expect(Self.ids(feed.received(Fixtures.events(11...13))) == [11, 12, 13])
@@ -80,13 +93,54 @@ struct FeedSequencerTests {
     }
 
     @Test func theHistoryIsCheckedPeriodicallyWithoutReadingEvents() {
-        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 3)
+        var feed = Self.subscribed(ticksPerCheck: 3)
         feed.tick()
         feed.tick()
         #expect(feed.owedRead == nil)
         feed.tick()
         #expect(feed.owedRead == .check)
-        #expect(feed.storeRead(Self.read([], newest: 12, atDelivered: Fixtures.event(10))) == .init())
+        #expect(feed.storeRead(Self.check(newest: 10, atDelivered: Fixtures.event(10))) == .init())
+        #expect(feed.owedRead == nil)
+    }
+
+    /// Redis down (or unreachable) when the node starts: the subscription says neither `.subscribed`
+    /// nor `.lost`, and the feed must still read new events from the store on every tick.
+    @Test func aFeedPollsTheStoreUntilItsBrokerFirstSaysSubscribed() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(feed.mode == .polling)
+        feed.tick()
+        #expect(feed.owedRead == .events)
+        #expect(Self.ids(feed.storeRead(Self.read([11], newest: 11, atDelivered: Fixtures.event(10)))) == [11])
+        feed.tick()
+        #expect(feed.owedRead == .events, "still no subscription: still polling")
+        _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))
+        feed.subscribed()
+        #expect(feed.mode == .broker && feed.owedRead == .events)
+        _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))
+        feed.tick()
+        #expect(feed.owedRead == nil, "subscribed: the broker delivers now")
+    }
+
+    /// Subscribed, but the batches never come (the relay's leader cannot reach Redis): the periodic
+    /// check finds the store ahead and reads the events itself.
+    @Test func aCheckThatFindsTheStoreAheadReadsTheEvents() {
+        var feed = Self.subscribed(ticksPerCheck: 2)
+        feed.tick()
+        feed.tick()
+        #expect(feed.takeRead()?.kind == .check)
+        #expect(feed.storeRead(Self.check(newest: 12, atDelivered: Fixtures.event(10))).deliver.isEmpty)
+        #expect(feed.owedRead == .events, "the store has 11 and 12; the broker did not bring them")
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: Fixtures.event(10)))) == [11, 12])
+        #expect(feed.owedRead == nil)
+        #expect(Self.ids(feed.received(Fixtures.events(11...13))) == [13], "late broker copies are dropped")
+    }
+
+    /// An events read that finds nothing after the cursor is not repeated at once, whatever the
+    /// store says its newest id is (no read loop).
+    @Test func anEventsReadThatFindsNothingNewIsNotRepeatedAtOnce() {
+        var feed = Self.subscribed()
+        feed.lost()
+        _ = feed.storeRead(Self.read([], newest: 15, atDelivered: Fixtures.event(10)))
         #expect(feed.owedRead == nil)
     }
 
@@ -99,7 +153,7 @@ struct FeedSequencerTests {
     }
 
     @Test func aDeliveredIdWithAnotherFingerprintIsARewind() {
-        var feed = FeedSequencer(deliveredThrough: Self.start)
+        var feed = Self.subscribed()
         _ = feed.received(Fixtures.events(14...14))  // pending above a gap: dropped by the rewind
         let other = Fixtures.event(10, committedAt: 99)
         let step = feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: other))
@@ -173,5 +227,60 @@ struct FeedSequencerReadInFlightTests {
             atDelivered: Fixtures.event(11), issuedAt: feed.deliveredThrough)
         #expect(FeedSequencerTests.ids(feed.storeRead(next)) == [12, 13])
         #expect(feed.owedRead == nil)
+    }
+}
+
+/// A broker batch that names the delivered event's id with another fingerprint: after a failover
+/// the new leader may re-send ids this node delivered from the old history. Nothing is delivered
+/// until a store read, taken after the batch came, says whether history rewound.
+struct FeedSequencerRenamedEventTests {
+    static let renamed = Fixtures.event(10, committedAt: 99)
+
+    @Test func aBatchRenamingTheDeliveredEventHoldsDeliveryAndTheStoreConfirmsTheRewind() {
+        var feed = FeedSequencerTests.subscribed()
+        let batch = [Self.renamed] + Fixtures.events(11...12)
+        #expect(feed.received(batch).deliver.isEmpty, "not delivered as if it continued the old history")
+        #expect(feed.awaitingHistoryCheck && feed.owedRead == .events)
+        #expect(feed.takeRead()?.kind == .events)
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events([11, 12]), isFull: false, newest: Fixtures.event(12).cursor,
+            atDelivered: Self.renamed, issuedAt: FeedSequencerTests.start)
+        let step = feed.storeRead(read)
+        #expect(step.rewound == Fixtures.event(12).cursor && step.deliver.isEmpty)
+        #expect(!feed.awaitingHistoryCheck)
+    }
+
+    @Test func anOldCopyIsSettledByTheStoreAndThePendingEventsFollow() {
+        var feed = FeedSequencerTests.subscribed()
+        #expect(feed.received([Self.renamed] + Fixtures.events(11...12)).deliver.isEmpty)
+        _ = feed.takeRead()
+        let step = feed.storeRead(FeedSequencerTests.read([11], newest: 11, atDelivered: Fixtures.event(10)))
+        #expect(step.rewound == nil)
+        #expect(FeedSequencerTests.ids(step) == [11, 12], "the store still has what was delivered")
+        #expect(!feed.awaitingHistoryCheck)
+    }
+
+    @Test func aReadTakenBeforeTheBatchDoesNotSettleTheDoubt() {
+        var feed = FeedSequencerTests.subscribed()
+        feed.lost()
+        _ = feed.takeRead()  // in flight, maybe answered by the old primary
+        #expect(feed.received([Self.renamed] + Fixtures.events(11...11)).deliver.isEmpty)
+        let stale = feed.storeRead(FeedSequencerTests.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        #expect(stale.rewound == nil && stale.deliver.isEmpty)
+        #expect(feed.awaitingHistoryCheck && feed.owedRead == .events, "a read taken after the batch must decide")
+        _ = feed.takeRead()
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events([11]), isFull: false, newest: Fixtures.event(11).cursor, atDelivered: Self.renamed)
+        #expect(feed.storeRead(read).rewound == Fixtures.event(11).cursor)
+    }
+
+    @Test func aFailedReadLeavesTheDoubtForTheNextTick() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received([Self.renamed])
+        _ = feed.takeRead()
+        feed.storeReadFailed()
+        #expect(feed.awaitingHistoryCheck && feed.owedRead == nil)
+        feed.tick()
+        #expect(feed.owedRead == .events)
     }
 }
