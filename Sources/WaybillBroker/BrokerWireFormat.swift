@@ -9,11 +9,11 @@ public import WaybillDomain
 /// ```
 /// - `v` comes first and is checked first, so a later format can be rolled out next to this one
 ///   (nodes that do not know it skip its batches and refill from the outbox).
-/// - Dates are integer milliseconds since 1970, rounded down: the value the cursor fingerprint and the
-///   event frames are computed from, so `cursor` and every frame are identical on every node. Decoding
-///   picks the date nearest to `ms / 1000` that rounds down to `ms` again: plain `Double(ms) / 1000`
-///   rounds down to `ms - 1` for about 4 % of millisecond values (measured over 5 million), which would
-///   change the cursor.
+/// - Dates are integer milliseconds since 1970, to the nearest: the value the cursor fingerprint and
+///   the event frames are computed from, so `cursor` and every frame are identical on every node.
+///   Decoding picks the date nearest to `ms / 1000` that gives `ms` again: plain `Double(ms) / 1000`
+///   sits a hair below `ms` for about 4 % of millisecond values (measured over 5 million), and
+///   rounding that down would change the cursor.
 /// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///

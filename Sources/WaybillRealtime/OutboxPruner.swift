@@ -56,6 +56,10 @@ public final class OutboxPruner: Sendable {
                 await pruneOnce()
                 do { try await clock.sleep(for: interval) } catch { break }
             }
+            // The lease lapsed: a lease whose confirmation ran out a moment before its holder
+            // noticed may be handed straight back by `acquire`; this pause keeps that from spinning.
+            guard !Task.isCancelled else { break }
+            try? await clock.sleep(for: .milliseconds(250))
         }
         await lease.release()
     }

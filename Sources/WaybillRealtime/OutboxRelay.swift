@@ -11,7 +11,10 @@ public import WaybillStorage
 /// leader starts from the persisted `relayedThrough`, so a few events may go out twice, which every
 /// feed drops by id. Writes never wait for it: `committed`/`notify` only set a flag. If the broker
 /// fails or stalls (each publish is bounded by `publishTimeout`), the events stay in the outbox and
-/// the relay retries with backoff from the same cursor.
+/// the relay retries with backoff from the same cursor; after `stepDownAfterFailures` failed rounds
+/// in a row it gives the lease up for `stepDownPause`, so a node that can reach the broker (or the
+/// store) takes over — a leader cut off from Redis alone would otherwise hold every node's live
+/// delivery back for as long as it runs.
 ///
 /// Events committed on this node are published without a store read when they continue the cursor
 /// (the fast path); events committed on other nodes are found by the leader's poll, so a cluster
@@ -22,7 +25,16 @@ public final class OutboxRelay: Sendable {
         /// How often the leader reads the outbox for events committed by other processes.
         public var pollInterval: Duration = .seconds(1)
         public var batchSize = 512
-        public var maxBackoff: Duration = .seconds(5)
+        /// The longest wait between two failed rounds. Short: the first round after the broker
+        /// comes back publishes what waited, and nothing wakes a relay from this wait.
+        public var maxBackoff: Duration = .seconds(1)
+        /// Failed rounds in a row after which the leader gives the lease up (about 3 s of failing).
+        public var stepDownAfterFailures = 5
+        /// How long a leader that stepped down waits before it tries to take the lease again.
+        public var stepDownPause: Duration = .seconds(5)
+        /// How long a relay whose lease lapsed waits before it asks for it again (a lease that
+        /// lapses and is handed straight back must not make the relay spin).
+        public var leaseRetryPause: Duration = .milliseconds(250)
         /// How often, at most, the relay cursor is written to the store.
         public var persistInterval: Duration = .milliseconds(100)
 
@@ -107,17 +119,28 @@ public final class OutboxRelay: Sendable {
             guard await lease.acquire() else { break }
             logger.info("outbox relay leads")
             leading.store(true, ordering: .releasing)
-            await lead()
+            let steppedDown = await lead()
             leading.store(false, ordering: .releasing)
             handed.withLock { $0.removeAll() }
-            if !Task.isCancelled { logger.warning("outbox relay lost its lease; waiting to take it again") }
+            guard !Task.isCancelled else { break }
+            if steppedDown {
+                await lease.release()
+                logger.warning(
+                    "outbox relay gave up its lease after failing in a row; another node may relay",
+                    ["failures": "\(configuration.stepDownAfterFailures)"])
+                try? await clock.sleep(for: configuration.stepDownPause)
+            } else {
+                logger.warning("outbox relay lost its lease; waiting to take it again")
+                try? await clock.sleep(for: configuration.leaseRetryPause)
+            }
         }
         await lease.release()
     }
 
-    /// Publishes while the lease is held; returns when it is lost or the task is cancelled.
-    private func lead() async {
-        guard var cursor = await initialCursor() else { return }
+    /// Publishes while the lease is held; returns when it is lost or the task is cancelled
+    /// (`false`), or when it failed `stepDownAfterFailures` rounds in a row (`true`).
+    private func lead() async -> Bool {
+        guard var cursor = await initialCursor() else { return false }
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
@@ -144,6 +167,7 @@ public final class OutboxRelay: Sendable {
                 failures += 1
                 metrics.relayFailed()
                 logger.warning("relay failed; events stay in the outbox", ["error": "\(error)", "attempt": "\(failures)"])
+                if failures >= configuration.stepDownAfterFailures { break }
                 try? await clock.sleep(for: backoff(failures))
             }
         }
@@ -151,6 +175,7 @@ public final class OutboxRelay: Sendable {
         if cursor != persisted, lease.isHeld {
             _ = try? await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
         }
+        return failures >= configuration.stepDownAfterFailures
     }
 
     /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and

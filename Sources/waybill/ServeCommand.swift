@@ -99,7 +99,15 @@ enum ServeCommand {
 
     /// Redis when `--redis-url` is given, else the in-process broker (one node).
     static func openBroker(_ args: Arguments, logger: Logger) throws -> any Broker {
-        guard let url = args.string("redis-url") else { return InProcessBroker() }
+        guard let url = args.string("redis-url") else {
+            if args.string("database-url") != nil {
+                // Allowed (one node on PostgreSQL), but a second node would get other nodes'
+                // events only from the hub feed's periodic store check, seconds late.
+                logger.warning(
+                    "--database-url without --redis-url: events reach other nodes' sockets only by the 5 s store check; run one node, or give every node --redis-url")
+            }
+            return InProcessBroker()
+        }
         return try RedisBroker(url: url) { level, message, fields in
             let pairs = fields.sorted { $0.key < $1.key }
             var line = message

@@ -120,6 +120,35 @@ struct ClusterTests {
         }
     }
 
+    /// A node that cannot reach Redis (down when it started, or cut off from it alone) and that
+    /// leads the relay: its own sockets still get every event (it polls the store until it is
+    /// subscribed), and so do the other node's (the leader steps down after failing to publish, and
+    /// a subscribed feed that finds the store ahead reads the events itself).
+    @Test func aLeaderThatCannotReachRedisHoldsNoNodesDeliveryBack() async throws {
+        try await TestCluster.withRunning(nodes: 0) { cluster in
+            // First and alone, so it takes the relay's lease; nothing listens on port 1.
+            let cutOff = try await cluster.startNode(redisURL: "redis://127.0.0.1:1")
+            let healthy = try await cluster.startNode()
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            try await cluster.settle()  // the seed's events reached both nodes (from the store)
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: cutOff, token: seed.dispatcherToken),
+                try await EventCollector(cluster: cluster, node: healthy, token: seed.dispatcherToken),
+            ]
+            let writes = 6
+            for n in 0..<writes {
+                try await cluster.patchNotes(node: n % 2 == 0 ? healthy : cutOff, order: id, "w\(n)", token: seed.dispatcherToken)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            for (index, watcher) in watchers.enumerated() {
+                let ids = try await watcher.collect(count: writes, timeout: .seconds(20))
+                #expect(ids.count == writes, "every event reaches node \(index)'s socket: \(ids)")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+            }
+        }
+    }
+
     /// A node SIGKILLed while writes go on through the other: its clients resume there with
     /// nothing lost and nothing twice (the relay lease moves if the dead node held it).
     @Test func aKilledNodesClientsResumeOnTheOtherWithNothingLost() async throws {

@@ -59,6 +59,40 @@ struct OutboxRelayLeaseTests {
         }
     }
 
+    /// A leader cut off from the broker alone (another node reaches it): after a few failed rounds
+    /// it gives the lease up, the other relay takes over and publishes what waited, and the one that
+    /// stepped down does not take the lease straight back.
+    @Test func aLeaderThatCannotPublishStepsDownForARelayThatCan() async throws {
+        try await withStore { store in
+            let cutOff = ScriptedBroker(), healthy = ScriptedBroker(), clock = TestClock()
+            cutOff.refuse(true)
+            let first = Self.relay(store, cutOff, clock: clock), second = Self.relay(store, healthy, clock: clock)
+            let leading = Task { await first.run() }
+            #expect(await eventually { first.isLeading })
+            let waiting = Task { await second.run() }
+            defer {
+                leading.cancel()
+                waiting.cancel()
+            }
+            let events = try await store.append(3)
+            first.committed(events)
+            // Each failed round waits a backoff on the test clock: move it on until the leader gives up.
+            let handedOver = await eventually(timeout: .seconds(20)) {
+                await clock.advance(by: .milliseconds(200))
+                return second.isLeading
+            }
+            #expect(handedOver, "the relay that cannot publish steps down")
+            #expect(!first.isLeading)
+            second.notify()
+            #expect(await eventually { healthy.publishedIDs == events.map(\.id) }, "nothing committed meanwhile is lost")
+            #expect(cutOff.publishedIDs.isEmpty)
+            leading.cancel()
+            waiting.cancel()
+            await leading.value
+            await waiting.value
+        }
+    }
+
     @Test func aFollowerDropsHandedEventsAndTheLeaderStillFindsThemInTheStore() async throws {
         try await withStore { store in
             let broker = ScriptedBroker(), clock = TestClock()

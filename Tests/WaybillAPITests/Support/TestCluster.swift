@@ -71,10 +71,20 @@ final class TestCluster: @unchecked Sendable {  // mutated only by the test body
         for index in 0..<count { try await waitUntilReady(index) }
     }
 
-    private func launch(_ index: Int) throws -> ChildProcess {
+    /// Starts one more node, on `redisURL` instead of the cluster's Redis if given (e.g. a port
+    /// nothing listens on); returns its index once it answers `/readyz`.
+    func startNode(redisURL: String? = nil) async throws -> Int {
+        let index = nodes.count
+        nodes.append(try launch(index, redisURL: redisURL))
+        ports.append(0)
+        try await waitUntilReady(index)
+        return index
+    }
+
+    private func launch(_ index: Int, redisURL: String? = nil) throws -> ChildProcess {
         try ChildProcess([
             "serve", "--port", "0", "--node-id", "node\(index + 1)", "--database-url", databaseURL,
-            "--redis-url", redis.url, "--password-iterations", "1000",
+            "--redis-url", redisURL ?? redis.url, "--password-iterations", "1000",
         ])
     }
 
