@@ -118,6 +118,7 @@ extension PostgresOrderStore.Transaction {
     func revokeTokens(of user: UserID) throws {
         try perform { () throws(PostgresError) in
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
+            _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             _ = try execute("INSERT INTO logouts (user_id, at) VALUES ($1, $2)", [.id(user), .date(clock())])
         }
     }

@@ -105,6 +105,7 @@ extension SQLiteOrderStore.Transaction {
     func revokeTokens(of user: UserID) throws {
         try perform { () throws(SQLiteError) in
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
+            try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
             try db.execute("INSERT INTO logouts (user_id, at) VALUES (?, ?)", [.id(user), .date(clock())])
         }
     }

@@ -164,8 +164,9 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func insertUser(companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String) throws -> User
     /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire.
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
-    /// Revokes every token of `user` (they stop authenticating at once) and records a `Logout`
-    /// stamped with the store's clock, so every node hears of it.
+    /// Revokes every token of `user` (they stop authenticating at once), deletes their unredeemed
+    /// WebSocket tickets (a ticket taken before a logout must not open a socket after it) and
+    /// records a `Logout` stamped with the store's clock, so every node hears of it.
     func revokeTokens(of user: UserID) throws
     /// Stores a WebSocket ticket by its SHA-256 only.
     func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws

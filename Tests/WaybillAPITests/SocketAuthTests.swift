@@ -19,6 +19,20 @@ struct SocketAuthTests {
         }
     }
 
+    /// A ticket taken before a logout cannot open a socket after it: logout ends every session.
+    @Test func aTicketTakenBeforeALogoutIs4001AfterIt() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let token = seed.drivers[0].token
+            let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: token).object.string("ticket"))
+            #expect(try await server.request("POST", "/api/auth/logout", token: token).status == 204)
+            // Past the session watcher's poll, which would otherwise close a socket it admitted.
+            try await Task.sleep(for: .milliseconds(800))
+            let socket = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            #expect(await socket.closed() == 4001)
+        }
+    }
+
     @Test func expiredTicketIs4001() async throws {
         try await TestServer.withRunning(configure: { $0.ticketLifetime = .seconds(1) }) { server in
             let seed = try await server.seed(drivers: 1, orders: 0)

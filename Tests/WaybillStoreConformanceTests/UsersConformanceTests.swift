@@ -107,6 +107,26 @@ import WaybillStoreTesting
         }
     }
 
+    /// A ticket taken before a logout must not open a socket after it (SPEC §2: logout ends every
+    /// session of the user): revoking the tokens deletes the user's unredeemed tickets, no one else's.
+    @Test(arguments: Backend.allCases) func revokingTheTokensDeletesTheUsersTickets(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let alices: [UInt8] = Array(repeating: 4, count: 32)
+            let bobs: [UInt8] = Array(repeating: 5, count: 32)
+            try await store.write { tx in
+                try tx.insertTicket(hash: alices, for: fixture.alice.id, expiresAt: t0 + 60)
+                try tx.insertTicket(hash: bobs, for: fixture.bob.id, expiresAt: t0 + 60)
+                try tx.revokeTokens(of: fixture.alice.id)
+            }
+            let uses = try await store.write { tx in
+                (try tx.consumeTicket(hash: alices, now: t0 + 1), try tx.consumeTicket(hash: bobs, now: t0 + 1))
+            }
+            #expect(uses.0 == nil, "the logged-out user's ticket is gone")
+            #expect(uses.1 == fixture.bob.id, "another user's ticket still works")
+        }
+    }
+
     @Test(arguments: Backend.allCases) func anEmptyHashIsStoredAndMatchedExactly(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
