@@ -85,6 +85,8 @@ public struct FeedSequencer: Sendable {
     /// The highest contiguous event handed to the hub.
     public private(set) var deliveredThrough: EventCursor
     public private(set) var mode: Mode = .polling
+    /// `.subscribed` came at least once (a later `.polling` is a lost subscription, not a first one).
+    public private(set) var hasBeenSubscribed = false
     /// What the feed should read from the store now, if anything.
     public private(set) var owedRead: ReadKind?
     /// A read of events failed: the next tick asks again even with nothing pending.
@@ -134,6 +136,7 @@ public struct FeedSequencer: Sendable {
 
     /// Subscribed (again): one store read closes what was published while it was down.
     public mutating func subscribed() {
+        hasBeenSubscribed = true
         mode = .broker
         owedRead = .events
     }

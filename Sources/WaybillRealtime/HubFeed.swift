@@ -164,12 +164,12 @@ public final class HubFeed: Sendable {
             logger.warning("broker subscription lost; reading new events from the store until it is back")
             update { $0.lost() }
         case .delivery(.subscribed):
-            var wasPolling = false
+            var wasLost = false
             update { sequencer in
-                wasPolling = sequencer.mode == .polling
+                wasLost = sequencer.mode == .polling && sequencer.hasBeenSubscribed
                 sequencer.subscribed()
             }
-            if wasPolling { logger.info("broker subscription back") }  // not under the lock: logging may block
+            if wasLost { logger.info("broker subscription back") }  // not under the lock: logging may block
         case .tick:
             update { $0.tick() }
         case .readOwed:

@@ -51,6 +51,20 @@ enum Validation {
         return raw
     }
 
+    /// The longest address SMTP can carry (RFC 5321): longer is no one's email, and past about
+    /// 2 700 bytes PostgreSQL's index on the login throttle's key cannot hold it.
+    static let maxEmailBytes = 254
+
+    /// A login's email: it goes into the store (the throttle's key, the lookup) before anything
+    /// else can refuse it, so text no store can hold is a 422 here, on every store alike.
+    static func email(_ raw: String) throws -> String {
+        _ = try text(raw, field: "email")
+        guard raw.utf8.count <= maxEmailBytes else {
+            throw ValidationError(field: "email", problem: "at most \(maxEmailBytes) bytes")
+        }
+        return raw
+    }
+
     static func title(_ raw: String) throws -> String {
         let title = try text(raw, field: "title").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !title.isEmpty else { throw ValidationError(field: "title", problem: "must not be empty") }

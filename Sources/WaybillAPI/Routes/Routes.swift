@@ -24,7 +24,7 @@ struct Routes {
         r.on("POST", "/api/auth/login") { request, _ in
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
             let (token, user) = try await auth.login(
-                email: body.email, password: body.password, from: request.remoteAddress)
+                email: try Validation.email(body.email), password: body.password, from: request.remoteAddress)
             return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
         }
         r.on("POST", "/api/auth/logout") { _, context in
