@@ -53,7 +53,7 @@ final class LoginThrottle: Sendable {
     }
 
     /// Reserves an attempt for `email` (lower-cased by the caller) from `address`.
-    /// - Throws: `StoreError` when the store cannot count (the login answers 503).
+    /// - Throws: `StoreError` when the store cannot count (the login answers 503 when it is unavailable).
     func begin(email: String, address: String) async throws -> Decision {
         let now = clock.now(), window = self.window, emailLimit = self.emailLimit, addressLimit = self.addressLimit
         let addressKey = "address:" + (address.isEmpty ? "unknown" : address)
