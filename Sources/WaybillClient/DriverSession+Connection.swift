@@ -19,6 +19,7 @@ extension DriverSession {
             enqueue(SyncRules.work(for: event, cached: openDetails))
         case .refreshList:
             // A socket went live: the server is reachable, and nothing is reported on this socket yet.
+            watchStability(generation: connectionGeneration)
             enqueue(.list)
             receipts.connectionOpened()
             reportShown()
@@ -54,6 +55,8 @@ extension DriverSession {
         heartbeatTask?.cancel()
         heartbeatTask = nil
         heartbeat = nil
+        stabilityTask?.cancel()
+        stabilityTask = nil
         if let connection {
             self.connection = nil
             Task { await connection.close(code: 1000) }
@@ -97,6 +100,8 @@ extension DriverSession {
         connectionTask = nil
         heartbeatTask?.cancel()
         heartbeatTask = nil
+        stabilityTask?.cancel()
+        stabilityTask = nil
         perform(machine.socketClosed(code: closeCode, random: &random))
     }
 
@@ -119,6 +124,19 @@ extension DriverSession {
                     return
                 }
             }
+        }
+    }
+
+    /// Once the socket of `generation` has stayed live for the policy's `stableAfter`, the machine counts
+    /// reconnect attempts from 0 again (a socket closed sooner keeps backing off from where it was).
+    private func watchStability(generation: Int) {
+        stabilityTask?.cancel()
+        let timer = startTimer(machine.policy.stableAfter)
+        stabilityTask = Task {
+            do { try await timer(1) } catch { return }
+            guard generation == self.connectionGeneration else { return }
+            self.machine.provedStable()
+            self.stabilityTask = nil
         }
     }
 

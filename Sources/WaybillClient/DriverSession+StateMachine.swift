@@ -37,7 +37,7 @@ extension DriverSession {
         private(set) var lastCursor: ResumeCursor?
         /// The `connected` frame of the current socket: where a `reset` continues from.
         private var connected: ConnectedFrame?
-        /// Connection attempts that failed since the socket was last live.
+        /// Connection attempts that failed since a socket last proved stable (``provedStable()``).
         private var failures = 0
 
         init(policy: ReconnectPolicy, lastEventID: EventID? = nil) {
@@ -63,8 +63,8 @@ extension DriverSession {
             if case .stopped = state { return .none }
             switch frame {
             case .connected(let frame):
+                // Not a reason to count from 0 yet: a server at capacity says `connected`, then closes.
                 state = .live
-                failures = 0
                 connected = frame
                 // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
                 if lastEventID == nil {
@@ -115,6 +115,11 @@ extension DriverSession {
                 state = .backingOff(attempt: attempt, delay: delay)
                 return .reconnect(after: delay, since: lastEventID)
             }
+        }
+
+        /// The socket has stayed live for the policy's `stableAfter`: the next drop counts from attempt 0.
+        mutating func provedStable() {
+            if case .live = state { failures = 0 }
         }
 
         /// The backoff delay of the last ``Action/reconnect(after:since:)`` has passed.

@@ -92,6 +92,8 @@ public actor DriverSession {
     var coalescingTask: Task<Void, Never>?
     var pollTask: Task<Void, Never>?
     var heartbeatTask: Task<Void, Never>?
+    /// Tells the machine once the live socket has lasted the policy's `stableAfter`.
+    var stabilityTask: Task<Void, Never>?
     var listTask: Task<Void, Never>?
     var actionTask: Task<Void, Never>?
     var actionBackoffTask: Task<Void, Never>?

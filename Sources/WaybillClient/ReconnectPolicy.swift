@@ -1,6 +1,6 @@
 /// How the session retries a dropped WebSocket: exponential backoff, optional full jitter, optional attempt limit.
 ///
-/// Attempt `n` (0-based, counted since the socket was last live) waits `min(cap, base · 2ⁿ)`; with
+/// Attempt `n` (0-based, counted since a socket last stayed live for `stableAfter`) waits `min(cap, base · 2ⁿ)`; with
 /// ``Jitter-swift.enum/full`` it waits a uniformly random time in `[0, min(cap, base · 2ⁿ)]` instead, so a fleet
 /// of phones dropped by one server restart does not reconnect in lockstep. After `maxAttempts` failures the
 /// session stops reconnecting and relies on polling (``ConnectionState/pollingOnly``) until the app wakes it.
@@ -21,18 +21,24 @@ public struct ReconnectPolicy: Hashable, Sendable {
     public var maxAttempts: Int?
     /// How delays are randomised.
     public var jitter: Jitter
+    /// How long a socket must stay live before the attempt count starts again from 0. A server at
+    /// capacity answers `connected` and then closes (1013 "try again later"); counting from 0 at
+    /// every `connected` would bring the whole fleet back at the first delay, again and again.
+    public var stableAfter: Duration
 
     /// A policy with the given fields; the defaults are ``standard``.
     public init(
         base: Duration = .seconds(1),
         cap: Duration = .seconds(60),
         maxAttempts: Int? = nil,
-        jitter: Jitter = .full
+        jitter: Jitter = .full,
+        stableAfter: Duration = .seconds(10)
     ) {
         self.base = base
         self.cap = cap
         self.maxAttempts = maxAttempts
         self.jitter = jitter
+        self.stableAfter = stableAfter
     }
 
     /// Base 1 s, cap 60 s, full jitter, unlimited attempts.

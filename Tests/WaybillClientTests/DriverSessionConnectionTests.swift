@@ -20,6 +20,28 @@ import WaybillTesting
         #expect(await h.session.connectionState == .connecting(attempt: 1))
     }
 
+    /// Sockets that a server at capacity closes right after `connected` back off further each time;
+    /// one that stays live for the policy's `stableAfter` counts from the first delay again.
+    @Test func socketsClosedRightAfterConnectedBackOffFurtherEachTime() async {
+        let h = await Harness.live(configuration: Self.classic)
+        for (attempt, delay) in [(0, 1), (1, 2), (2, 4)] {
+            h.transport.current?.drop(code: 1013)
+            await eventually("backing off \(delay) s") {
+                await h.session.connectionState == .backingOff(attempt: attempt, delay: .seconds(delay))
+            }
+            await h.clock.advance(by: .seconds(delay))
+            await h.waitForConnections(attempt + 2)
+            h.transport.current?.receiveConnected(newest: 10)
+            await eventually("live") { await h.session.connectionState == .live }
+        }
+        await h.clock.advance(by: ReconnectPolicy.classic.stableAfter)
+        await h.settle()
+        h.transport.current?.drop(code: 1013)
+        await eventually("back to the first delay") {
+            await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(1))
+        }
+    }
+
     @Test func classicPresetTriesThreeTimesAfterOneTwoFourSecondsThenPollsOnly() async {
         let h = await Harness.live(configuration: Self.classic)
         h.transport.failNextConnects(10)

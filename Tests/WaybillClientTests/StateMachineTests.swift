@@ -124,7 +124,7 @@ import WaybillTesting
         #expect(machine.lastEventID == 12)
     }
 
-    @Test func goingLiveResetsTheAttemptCount() {
+    @Test func aSocketThatProvedStableResetsTheAttemptCount() {
         var machine = Machine(policy: .classic)
         var random = MaxGenerator()
         _ = machine.start()
@@ -133,7 +133,27 @@ import WaybillTesting
         _ = machine.socketClosed(code: nil, random: &random)  // attempt 1: 2 s
         _ = machine.backoffElapsed()
         _ = machine.received(connected())
+        machine.provedStable()
         #expect(machine.socketClosed(code: 1001, random: &random) == .reconnect(after: .seconds(1), since: 10))
+    }
+
+    /// A server at capacity answers `connected`, then closes with 1013: going live alone must not
+    /// bring the delay back to the first one, or the whole fleet returns at once, again and again.
+    @Test func goingLiveAloneDoesNotResetTheAttemptCount() {
+        var machine = Machine(policy: .classic)
+        var random = MaxGenerator()
+        _ = machine.start()
+        _ = machine.received(connected())
+        #expect(machine.socketClosed(code: 1013, random: &random) == .reconnect(after: .seconds(1), since: 10))
+        _ = machine.backoffElapsed()
+        _ = machine.received(connected())
+        #expect(machine.socketClosed(code: 1013, random: &random) == .reconnect(after: .seconds(2), since: 10))
+        _ = machine.backoffElapsed()
+        _ = machine.received(connected())
+        #expect(machine.socketClosed(code: 1013, random: &random) == .reconnect(after: .seconds(4), since: 10))
+        machine.provedStable()  // backing off, not live: nothing was proved
+        _ = machine.backoffElapsed()
+        #expect(machine.socketClosed(code: nil, random: &random) == .pollOnly, "the classic preset's three tries are spent")
     }
 
     @Test func wakeUpReconnectsAtOnceFromBackoffOrPollingOnly() {

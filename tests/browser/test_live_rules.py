@@ -101,6 +101,31 @@ def test_reset_starts_over_and_gives_up_into_polling(page, server):
     assert result["state"] == "polling"
 
 
+def test_sockets_closed_right_after_connected_keep_backing_off(page, server):
+    """A server at capacity says `connected`, then closes with 1013: the retry count must keep
+    growing (not start over at every `connected`); a socket that stays up for `stableMs` resets it."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.stableMs = 150;
+      feed.start();
+      await tick(20);
+      const attempts = [];
+      for (let i = 0; i < 3; i++) {
+        FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 10 });
+        FakeSocket.last.drop(1013);
+        attempts.push(feed.attempt);
+        await tick(40);                      // random()=0: the retry goes out at once
+      }
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 10 });
+      await tick(300);                       // stayed up past stableMs
+      FakeSocket.last.drop(1013);
+      attempts.push(feed.attempt);
+      feed.stop();
+      return { attempts };
+    """)
+    assert result["attempts"] == [1, 2, 3, 1]
+
+
 def test_resume_by_cursor_and_after_a_reset_continue_from_the_connected_frame(page, server):
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """

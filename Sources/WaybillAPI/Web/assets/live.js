@@ -54,12 +54,12 @@ export class LiveFeed {
   constructor({
     api, stream = null, onSignal, onStatus = () => {}, onAuthFailure = () => {},
     policy = DEFAULT_POLICY, coalesceMs = 250, pollMs = 120_000, fallbackPollMs = 15_000,
-    pingMs = 25_000, staleMs = 60_000, random = Math.random,
+    pingMs = 25_000, staleMs = 60_000, stableMs = 10_000, random = Math.random,
     WebSocketImpl = globalThis.WebSocket, location = globalThis.location,
   }) {
     Object.assign(this, {
       api, stream, onSignal, onStatus, onAuthFailure, policy, coalesceMs, pollMs, fallbackPollMs,
-      pingMs, staleMs, random, WebSocketImpl, location,
+      pingMs, staleMs, stableMs, random, WebSocketImpl, location,
     });
     this.state = 'stopped';
     this.retryAt = null;
@@ -177,7 +177,12 @@ export class LiveFeed {
     }
     if (!frame || typeof frame !== 'object') return;
     if (frame.type === 'connected') {
-      this.attempt = 0;
+      // The retry count starts over only once the socket has stayed up for `stableMs`: a server at
+      // capacity says `connected` and then closes (1013), and starting over at every `connected`
+      // would bring every open panel back at the first delay, again and again.
+      const socket = this.socket;
+      this.clearTimer('stable');
+      this.timers.stable = setTimeout(() => { if (this.socket === socket) this.attempt = 0; }, this.stableMs);
       this.everConnected = true;
       this.connectedEventId = Number.isInteger(frame.event_id) ? frame.event_id : null;
       this.connectedCursor = cursorOf(frame);
@@ -219,6 +224,7 @@ export class LiveFeed {
     if (socket !== this.socket) return;
     this.socket = null;
     this.clearTimer('ping');
+    this.clearTimer('stable');
     if (this.stopped) return;
     if (AUTH_CLOSE_CODES.has(code)) return this.authFailed(code);
     this.retryLater(); // 1001, 1006, 1012, 4008…: resume with `since`
