@@ -11,6 +11,7 @@ extension DriverSession {
     /// - Throws: an error of the storage when the action cannot be kept; it is then not queued.
     @discardableResult
     public func queue(_ action: DriverAction, expecting: ExpectedVersion = .shownDetail) throws -> QueuedAction {
+        try loadStoredQueueIfNeeded()
         let id = ActionID.random(using: &random)
         let queued = QueuedAction(
             id: id,
@@ -133,6 +134,7 @@ extension DriverSession {
     /// Writes the queue through the storage. A failure here is reported, not fatal: the queue in memory
     /// is still right, and the next change writes it all again.
     func persistActions() {
+        guard !storedQueueNotLoaded else { return }  // never write over a queue that was not read
         do {
             try actionStorage.save(StoredActionQueue.encode(actionQueue.actions))
         } catch {
@@ -140,17 +142,45 @@ extension DriverSession {
         }
     }
 
-    /// Reads the queue a previous session left in `storage`; an unreadable one is reported and set
-    /// aside (``ActionStorage/setAsideUnreadable()``) so the first new action does not overwrite it.
-    static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: Bool) {
-        // Not readable now (permissions, I/O): reported, and left where it is.
-        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], true) }
-        guard let data = loaded else { return ([], false) }
+    /// Why a stored queue did not load.
+    enum StoredQueueProblem: Equatable {
+        /// The storage could not be read (permissions, I/O, a phone not yet unlocked): left where it
+        /// is, and read again before the first write (``loadStoredQueueIfNeeded()``).
+        case notLoaded
+        /// It was read but cannot be decoded: set aside (``ActionStorage/setAsideUnreadable()``), so
+        /// the first new action does not overwrite it.
+        case setAside
+    }
+
+    /// Reads the queue a previous session left in `storage`.
+    static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: StoredQueueProblem?) {
+        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], .notLoaded) }
+        guard let data = loaded else { return ([], nil) }
         do {
-            return (try StoredActionQueue.decode(data), false)
+            return (try StoredActionQueue.decode(data), nil)
         } catch {
             storage.setAsideUnreadable()
-            return ([], true)
+            return ([], .setAside)
         }
+    }
+
+    /// The stored queue could not be read when the session was made: read it now, before anything
+    /// is written over it, and put its actions first (they are older than anything queued since —
+    /// nothing was, as this runs before the first action is kept).
+    /// - Throws: the storage's error when it still cannot be read; the new action is then not kept.
+    func loadStoredQueueIfNeeded() throws {
+        guard storedQueueNotLoaded else { return }
+        let stored = try actionStorage.load()
+        var earlier: [QueuedAction] = []
+        if let stored {
+            do {
+                earlier = try StoredActionQueue.decode(stored)
+            } catch {
+                actionStorage.setAsideUnreadable()
+            }
+        }
+        storedQueueNotLoaded = false
+        actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
+        if !earlier.isEmpty { sendNextAction() }
     }
 }

@@ -150,12 +150,17 @@ public actor DriverSession {
         self.wallClock = wallClock
         let stored = Self.loadActions(from: actionStorage)
         actionQueue = ActionQueue(policy: configuration.actionPolicy, actions: stored.actions)
-        actionStorageUnreadable = stored.problem
+        actionStorageUnreadable = stored.problem != nil
+        storedQueueNotLoaded = stored.problem == .notLoaded
     }
 
     /// Whether the storage held a queue this version cannot read (a file storage has set it aside as
-    /// `<file>.unreadable`).
+    /// `<file>.unreadable`), or could not be read at all when the session was made (then it is read
+    /// again before anything is written to it).
     public private(set) var actionStorageUnreadable: Bool
+    /// The storage could not be read when the session was made (I/O, a phone still locked): what it
+    /// holds was not loaded, so nothing may be written over it until a read succeeds.
+    var storedQueueNotLoaded: Bool
 
     /// The socket's state, for a status line in the app.
     public var connectionState: ConnectionState { machine.state }

@@ -68,7 +68,8 @@ enum DriverCommand {
         let loop = try WebSocketClientLoop()
         let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
         if await session.actionStorageUnreadable {
-            view.error("cannot read the action queue in \(storage.url.path); it is left as it is until a new action")
+            view.error(
+                "cannot read the action queue in \(storage.url.path): a file that cannot be decoded is kept as \(storage.unreadableURL.lastPathComponent); one that cannot be read is read again before a new action is kept, and never written over")
         }
         await session.start()
         await DriverApp(session: session, view: view).run()

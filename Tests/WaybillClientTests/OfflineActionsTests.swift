@@ -236,6 +236,30 @@ struct OfflineActionsTests {
         #expect(try StoredActionQueue.decode(Data(contentsOf: storage.url)).count == 1)
     }
 
+    /// A queue file that cannot be read when the session is made (a phone not yet unlocked, an I/O
+    /// error) is not written over by the next action: while it still cannot be read the action is
+    /// refused (the driver sees it was not kept); once it can, its actions come first.
+    @Test func aQueueThatCouldNotBeReadAtStartIsNeverWrittenOver() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = FileActionStorage(url: directory.appendingPathComponent("actions.json"))
+        let clock = TestClock(), api = FakeOrdersAPI()
+        let earlier = try await DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: file, wallClock: Harness.wallClock(clock)
+        ).queue(.attachDocument(name: "CMR scan", kind: "cmr", to: 2))
+        let locked = LockedStorage(file, failingLoads: 2)
+        let session = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked, wallClock: Harness.wallClock(clock))
+        #expect(await session.actionStorageUnreadable)
+        await #expect(throws: (any Error).self, "still locked: the action is not kept") {
+            try await session.queue(.completeStage(4, of: 2), expecting: .any)
+        }
+        #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)) == [earlier], "the file is untouched")
+        let later = try await session.queue(.completeStage(4, of: 2), expecting: .any)  // unlocked now
+        #expect(await session.pendingActions.map(\.id) == [earlier.id, later.id], "the earlier action first")
+        #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)).map(\.id) == [earlier.id, later.id])
+    }
+
     static func name(_ state: ActionState) -> String {
         switch state {
         case .waiting: "waiting"
@@ -244,4 +268,24 @@ struct OfflineActionsTests {
         case .refused: "refused"
         }
     }
+}
+
+/// A storage whose first `failingLoads` reads fail, as a file does on a phone not yet unlocked.
+private final class LockedStorage: ActionStorage {
+    private let wrapped: FileActionStorage
+    private let remainingFailures: Mutex<Int>
+    init(_ wrapped: FileActionStorage, failingLoads: Int) {
+        self.wrapped = wrapped
+        remainingFailures = Mutex(failingLoads)
+    }
+    func load() throws -> Data? {
+        let fail = remainingFailures.withLock { remaining -> Bool in
+            defer { remaining = max(0, remaining - 1) }
+            return remaining > 0
+        }
+        if fail { throw CocoaError(.fileReadNoPermission) }
+        return try wrapped.load()
+    }
+    func save(_ data: Data) throws { try wrapped.save(data) }
+    func setAsideUnreadable() { wrapped.setAsideUnreadable() }
 }
