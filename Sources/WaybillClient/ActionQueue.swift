@@ -149,8 +149,17 @@ struct ActionQueue: Sendable {
             return .retry(countsAsServerFailure: error == .badResponse)
         }
         switch status {
+        case 502, 503, 504:
+            // The server or its store cannot be reached for now (a PostgreSQL restart or failover
+            // answers 503 `store_unavailable` until it is back): like being offline, only the age
+            // limit bounds it — a store outage of minutes must not drop what the driver did.
+            return .retry(countsAsServerFailure: false)
         case 500...:
             return .retry(countsAsServerFailure: true)
+        case 300..<400:
+            // Waybill never redirects: something between (a captive portal) answered, the server
+            // never saw the action.
+            return .retry(countsAsServerFailure: false)
         case 401, 408, 429:
             // 401: the app logs in again and a new session resumes the queue; the age limit bounds it.
             return .retry(countsAsServerFailure: false)

@@ -138,6 +138,31 @@ struct ActionQueueTests {
         #expect(reason.code == "gave_up" && queue.actions.isEmpty)
     }
 
+    /// A store outage (503 `store_unavailable` until PostgreSQL is back), a gateway's 502/504, or a
+    /// captive portal's redirect is not the server failing the action: however often it comes,
+    /// the action waits (only its age can drop it), unlike a 500.
+    @Test(arguments: [
+        WaybillClientError.http(status: 503, code: "store_unavailable", message: "down"),
+        WaybillClientError.http(status: 502, code: nil, message: nil),
+        WaybillClientError.http(status: 504, code: nil, message: nil),
+        WaybillClientError.http(status: 302, code: nil, message: nil),
+    ])
+    func anUnavailableServerNeverMakesTheQueueGiveUp(error: WaybillClientError) {
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxServerFailures: 2))
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        for _ in 0..<20 {
+            _ = queue.next(now: start)
+            guard case .retry = queue.finished(ActionQueue.outcome(for: error), random: &random) else {
+                Issue.record("gave up on \(error)")
+                return
+            }
+            queue.backoffElapsed()
+        }
+        #expect(queue.actions.map(\.id.rawValue) == ["a"])
+        #expect(ActionQueue.outcome(for: .http(status: 500, code: nil, message: nil)) == .retry(countsAsServerFailure: true))
+    }
+
     @Test func anActionOlderThanTheMaximumAgeExpiresInsteadOfBeingSent() {
         var queue = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)))
         queue.add(action("old", .changeStatus(of: 1, to: .accepted)))
