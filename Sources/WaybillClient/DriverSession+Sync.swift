@@ -62,6 +62,9 @@ extension DriverSession {
                 reportShown()
                 outcome = .modified(etag: newTag)
             case .notModified:
+                // The rows are the same, but an opened detail may still be behind its row: its
+                // refetch failed (a flaky network, a 502) and nothing else would ever retry it.
+                checkOpenDetails(against: orders)
                 outcome = .notModified
             }
             serverLooksReachable()

@@ -198,6 +198,22 @@ import WaybillTesting
         await eventually("detail refetched by poll") { h.api.detailRequests == [3] }
     }
 
+    /// The refetch of an opened detail failed (a flaky network, a 502): the next poll retries it even
+    /// though the list itself answers 304, so the opened order does not stay stale.
+    @Test func aFailedDetailRefetchIsRetriedByTheNextPollEvenWhenTheListIsUnchanged() async throws {
+        let h = await Harness.live()
+        try await h.open(3)
+        h.api.resetCounts()
+        h.api.failDetails([.http(status: 502, code: nil, message: nil)])
+        h.api.touch(3)  // changed, but its event was lost
+        await h.clock.advance(by: .seconds(120))
+        await eventually("the poll's refetch failed") { h.api.detailRequests == [3] }
+        #expect(await h.session.cachedDetail(3)?.version != h.api.version(of: 3))
+        await h.clock.advance(by: .seconds(120))  // this poll's list answers 304
+        await eventually("retried") { h.api.detailRequests == [3, 3] }
+        await eventually("fresh") { await h.session.cachedDetail(3)?.version == h.api.version(of: 3) }
+    }
+
     @Test func aDetailThatIsGoneIsDropped() async throws {
         let h = await Harness.live()
         await #expect(throws: WaybillClientError.notFound) { try await h.session.detail(99) }

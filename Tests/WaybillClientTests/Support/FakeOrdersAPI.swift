@@ -31,6 +31,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var idempotent: [String: (request: String, saved: SavedOrder)] = [:]
         /// Errors the next write attempts throw before reaching the "server" (unreachable, 503, …).
         var writeFailures: [WaybillClientError] = []
+        /// The next detail fetches fail with these, in order.
+        var detailFailures: [WaybillClientError] = []
         /// How many of the next applied writes lose their answer on the way back (applied, then "offline").
         var responsesToLose = 0
         /// Orders whose writes the "server" refuses with 409 (e.g. cancelled by the dispatcher).
@@ -94,6 +96,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         }
     }
 
+    /// The "server's" current version of order `id`.
+    func version(of id: OrderID) -> Int64? { state.withLock { $0.details[id]?.version } }
+
     /// Deletes order `id` on the "server".
     func delete(_ id: OrderID) {
         state.withLock { state in
@@ -152,6 +157,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             await withCheckedContinuation { continuation in state.withLock { $0.heldDetails.append(continuation) } }
         }
         return try state.withLock { state in
+            if !state.detailFailures.isEmpty { throw state.detailFailures.removeFirst() }
             guard let detail = state.details[id] else { throw WaybillClientError.notFound }
             let tag = Self.etag(id, version: detail.version)
             return ifNoneMatch == tag ? .notModified : .modified(detail, etag: tag)
@@ -161,6 +167,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     var appliedWrites: [String] { state.withLock { $0.appliedWrites.map(\.what) } }
     var appliedWriteKeys: [String?] { state.withLock { $0.appliedWrites.map(\.key) } }
     var writeKeys: [String?] { state.withLock { $0.writeKeys } }
+
+    /// The next detail fetches fail with these errors, in order.
+    func failDetails(_ errors: [WaybillClientError]) { state.withLock { $0.detailFailures += errors } }
 
     /// The next writes fail with these errors, in order, before reaching the "server".
     func failWrites(_ errors: [WaybillClientError]) { state.withLock { $0.writeFailures += errors } }
