@@ -85,6 +85,12 @@ struct ActionQueue: Sendable {
         return "\"" + parts[0] + "-" + parts[1] + "\""
     }
 
+    /// The version tag of the order just before the write that saved it (`"o42-v7"` for v8).
+    static func tagBefore(_ saved: SavedOrder) -> String? {
+        guard saved.order.version > 1 else { return nil }
+        return "\"o\(saved.order.id)-v\(saved.order.version - 1)\""
+    }
+
     /// The send of the head ended with `outcome`.
     mutating func finished(_ outcome: Outcome, random: inout some RandomNumberGenerator) -> Finish {
         guard isSending else { return .none }
@@ -93,10 +99,13 @@ struct ActionQueue: Sendable {
             failures = 0
             var applied = actions.removeFirst()
             applied.state = .applied
-            if let expected = applied.ifMatch {
+            // The version this action moved the order from: its own If-Match, or (sent without one)
+            // the one just before the version it made. A later action of the driver's that expects
+            // it is moved on to the new version: their own change must not refuse their next one.
+            if let expected = applied.ifMatch.map(Self.versionTag) ?? Self.tagBefore(saved) {
                 for index in actions.indices where actions[index].orderID == applied.orderID {
                     // `"o42-v7"` and `"o42-v7-s7"` (with the driver's receipt) name one version.
-                    if let tag = actions[index].ifMatch, Self.versionTag(tag) == Self.versionTag(expected) {
+                    if let tag = actions[index].ifMatch, Self.versionTag(tag) == expected {
                         actions[index].ifMatch = saved.etag
                     }
                 }

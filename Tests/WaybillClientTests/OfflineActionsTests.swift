@@ -160,6 +160,23 @@ struct OfflineActionsTests {
         #expect(h.api.writeIfMatches == [v1, v1, v2], "the stage names the version the accept created")
     }
 
+    /// An action sent without If-Match (nothing was open when the driver tapped) still moves the
+    /// driver's later actions that expect the version it changed: their own change must not refuse
+    /// their next one with a 412.
+    @Test func anActionWithoutIfMatchMovesTheNextOnesExpectedVersionToo() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        h.api.failWrites([.http(status: 503, code: "store_unavailable", message: "down")])
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
+        let v1 = FakeOrdersAPI.etag(1, version: 1), v2 = FakeOrdersAPI.etag(1, version: 2)
+        try await h.session.queue(.completeStage(5, of: 1), expecting: .etag(v1))  // opened meanwhile, at v1
+        await waitForAttempts(h, 1)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5"])
+        #expect(h.api.writeIfMatches == [nil, nil, v2], "the stage follows the accept it came after")
+        #expect(await h.session.refusedActions.isEmpty)
+    }
+
     @Test func aSocketThatGoesLiveSendsAWaitingActionWithoutWaitingForItsBackoff() async throws {
         let slow = DriverSession.Configuration(
             reconnectPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(1), jitter: .none),
