@@ -25,6 +25,10 @@ extension DriverSession {
             reportShown()
             serverLooksReachable()
         case .refreshEverything:
+            // After a restore or failover the same versions (and so the same tags) can name other
+            // content: refetch without If-None-Match, or a 304 would keep what no longer exists.
+            list.forgetTag()
+            for id in details.keys { details[id]?.etag = nil }
             enqueue(.everything)
         case .none:
             break

@@ -34,6 +34,9 @@ struct ListLoader: Sendable {
         return requestFetch()
     }
 
+    /// The server's history is not the one the tag came from (`reset`): the next fetch asks without it.
+    mutating func forgetTag() { etag = nil }
+
     /// The polling countdown reached zero.
     mutating func countdownElapsed() -> Action {
         // A fetch in flight will restart the countdown when it is done anyway.

@@ -112,6 +112,9 @@ import WaybillTesting
         h.transport.current?.receive(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("all refetched") { h.api.listFetches == 1 && h.api.detailRequests.sorted() == [1, 3] }
+        // After a restore or failover the same version can name other content: no tag is sent.
+        #expect(h.api.listRequests == [nil])
+        #expect(h.api.detailIfNoneMatches == [nil, nil])
     }
 
     @Test func returningToTheForegroundReconnectsAtOnce() async {

@@ -14,6 +14,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var dataRevision = 1
         var listRequests: [String?] = []  // the If-None-Match of each list request
         var detailRequests: [OrderID] = []
+        var detailIfNoneMatches: [String?] = []  // the If-None-Match of each detail request
         var socketRequests: [EventID?] = []
         var socketCursors: [ResumeCursor?] = []
         var statusChanges: [(OrderID, OrderStatus)] = []
@@ -63,6 +64,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     var listFetches: Int { state.withLock { $0.listRequests.count } }
     var listRequests: [String?] { state.withLock { $0.listRequests } }
     var detailRequests: [OrderID] { state.withLock { $0.detailRequests } }
+    var detailIfNoneMatches: [String?] { state.withLock { $0.detailIfNoneMatches } }
     func detailFetches(_ id: OrderID) -> Int { state.withLock { $0.detailRequests.filter { $0 == id }.count } }
     var socketRequests: [EventID?] { state.withLock { $0.socketRequests } }
     var socketCursors: [ResumeCursor?] { state.withLock { $0.socketCursors } }
@@ -77,6 +79,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         state.withLock { state in
             state.listRequests = []
             state.detailRequests = []
+            state.detailIfNoneMatches = []
             state.socketRequests = []
             state.socketCursors = []
             state.writeIfMatches = []
@@ -151,6 +154,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail> {
         let hold = state.withLock { state in
             state.detailRequests.append(id)
+            state.detailIfNoneMatches.append(ifNoneMatch)
             return state.holdDetails
         }
         if hold {
