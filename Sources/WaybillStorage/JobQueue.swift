@@ -16,9 +16,16 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     /// Adds a job; `false` when the queue is closed (the job will never run).
     package func enqueue(_ job: Job) -> Bool {
         condition.lock()
-        defer { condition.unlock() }
-        guard !isClosed else { return false }
+        guard !isClosed else {
+            condition.unlock()
+            return false
+        }
         jobs.append(job)
+        condition.unlock()
+        // Signalled after the unlock: a worker woken while we still held the lock would only go
+        // back to sleep on it, and our unlock would have to wake it a second time. Safe because a
+        // worker re-checks the queue under the lock before it waits (a signal nobody waits for
+        // finds every worker awake, and each of them sees the job before sleeping).
         condition.signal()
         return true
     }
@@ -30,8 +37,15 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         while jobs.isEmpty && !isClosed { condition.wait() }
         guard !jobs.isEmpty else { return nil }
-        let batch = Array(jobs.prefix(limit))
-        jobs.removeFirst(batch.count)
+        let batch: [Job]
+        if jobs.count <= limit {
+            // The usual case: everything queued goes, and the queue keeps no copy.
+            batch = jobs
+            jobs = []
+        } else {
+            batch = Array(jobs.prefix(limit))
+            jobs.removeFirst(batch.count)
+        }
         // Another worker sharing this queue may take what is left.
         if !jobs.isEmpty { condition.signal() }
         return batch

@@ -163,6 +163,44 @@ struct WakeBatchingTests {
         }
     }
 
+    /// Wake-ups are sent after the inbox's lock is released, so shutdown must wait for those still
+    /// under way before it destroys the context: threads posting (and batching) all through a
+    /// shutdown never crash the process, and every post the loop accepted runs exactly once.
+    @Test func postsRacingAShutdownAreRunOnceOrRefused() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.maxQueuedWork = 1_000_000
+        for _ in 0..<5 {
+            let server = HTTPServer(
+                configuration: configuration, responder: ExecutorChoosingResponder(executor: CountingExecutor()),
+                webSocketDelegate: nil)
+            try server.start()
+            let accepted = Counter()
+            let ran = Counter()
+            let stop = Counter()
+            let finished = DispatchGroup()
+            for index in 0..<3 {
+                finished.enter()
+                Thread {
+                    defer { finished.leave() }
+                    while stop.value == 0 {
+                        if index == 0 { server.beginPostingBatch() }
+                        if server.execute({ _ in ran.add(1) }) { accepted.add(1) }
+                        if index == 0 { server.endPostingBatch(idle: true) }
+                    }
+                }.start()
+            }
+            try await Task.sleep(for: .milliseconds(20))
+            await server.shutdown()
+            stop.add(1)
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                finished.notify(queue: .global()) { done.resume() }
+            }
+            #expect(accepted.value > 0)
+            #expect(ran.value == accepted.value, "accepted work runs once: on the loop, or at its end")
+        }
+    }
+
     @Test func aResponderRunsEachRequestOnTheExecutorItChooses() async throws {
         let executor = CountingExecutor()
         var configuration = HTTPServerConfiguration()

@@ -1,0 +1,62 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillStorage
+
+/// `JobQueue`, the FIFO between a store's callers and its worker threads: batches come out oldest
+/// first and never larger than asked, a worker asleep on an empty queue wakes for the next job, and a
+/// closed queue is drained before its workers stop.
+@Suite(.timeLimit(.minutes(1)))
+struct JobQueueTests {
+    @Test func batchesComeOutOldestFirstAndNoLargerThanAsked() {
+        let queue = JobQueue<Int>()
+        for job in 1...5 { #expect(queue.enqueue(job)) }
+        #expect(queue.take(upTo: 2) == [1, 2])
+        #expect(queue.count == 3)
+        // Everything that is left fits: it all goes, and the queue is empty afterwards.
+        #expect(queue.take(upTo: 10) == [3, 4, 5])
+        #expect(queue.count == 0)
+        #expect(queue.enqueue(6))
+        #expect(queue.take(upTo: 1) == [6])
+    }
+
+    /// The signal goes out after the lock is released: a worker already asleep must still wake for
+    /// the job (and for each later one), never sleep through it.
+    @Test func aWorkerAsleepOnAnEmptyQueueWakesForEachJob() async throws {
+        let queue = JobQueue<Int>()
+        let taken = Mutex<[Int]>([])
+        let done = DispatchSemaphore(value: 0)
+        let worker = Thread {
+            while let jobs = queue.take(upTo: 1) { taken.withLock { $0 += jobs } }
+            done.signal()
+        }
+        worker.start()
+        for job in 1...200 {
+            // Let the worker reach its wait often, so most jobs find it asleep.
+            if job % 10 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            #expect(queue.enqueue(job))
+        }
+        var waited = 0
+        while taken.withLock({ $0.count }) < 200, waited < 5_000 {
+            try await Task.sleep(for: .milliseconds(1))
+            waited += 1
+        }
+        #expect(taken.withLock { $0 } == Array(1...200))
+        queue.close()
+        var stopped = false
+        for _ in 0..<5_000 where !stopped {
+            stopped = done.wait(timeout: .now()) == .success
+            if !stopped { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        #expect(stopped, "a closed, drained queue stops its worker")
+    }
+
+    @Test func aClosedQueueRefusesNewJobsAndIsDrainedBeforeItsWorkersStop() {
+        let queue = JobQueue<String>()
+        #expect(queue.enqueue("queued before close"))
+        queue.close()
+        #expect(!queue.enqueue("after close"), "a closed queue refuses jobs")
+        #expect(queue.take(upTo: 4) == ["queued before close"])
+        #expect(queue.take(upTo: 4) == nil, "drained and closed: the worker stops")
+    }
+}
