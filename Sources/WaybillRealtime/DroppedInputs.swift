@@ -6,7 +6,9 @@ import WaybillBroker
 /// (the dropped input may have been that very `.lost` or `.subscribed`).
 final class DroppedInputs: Sendable {
     private struct State {
-        var broker = BrokerDelivery.subscribed
+        /// Until the broker's first word the feed polls (it may never come: Redis down at startup),
+        /// so a drop before it must not be taken for `.subscribed`.
+        var broker = BrokerDelivery.lost
         var hasDropped = false
     }
     private let state = Mutex(State())

@@ -171,8 +171,15 @@ public struct FeedSequencer: Sendable {
             awaitingHistoryCheck = false
             return Step(rewound: read.newest)
         }
-        // The store still holds what was delivered: the batch in doubt was an old copy.
-        if awaitingHistoryCheck, doubtReadIssued { awaitingHistoryCheck = false }
+        // The store still holds what was delivered: the batch in doubt was an old copy, and so may
+        // be every pending event it brought. They are dropped; the store has whatever is real, and
+        // one more read right after this one fetches what committed since its snapshot.
+        var droppedDoubtful = false
+        if awaitingHistoryCheck, doubtReadIssued {
+            awaitingHistoryCheck = false
+            droppedDoubtful = !pending.isEmpty
+            pending = []
+        }
         if awaitingHistoryCheck {
             // Answered by a read taken before the doubt arose: deliver nothing yet, ask again.
             owedRead = .events
@@ -193,7 +200,7 @@ public struct FeedSequencer: Sendable {
         // A check (no events asked for) that finds the store ahead: the broker has not brought them.
         // Not after an events read, which read what there was (no loop on a store that says so).
         let storeAhead = read.kind == .check && read.newest.id > deliveredThrough.id
-        owedRead = read.isFull || newerThanSnapshot || storeAhead || awaitingHistoryCheck ? .events : nil
+        owedRead = read.isFull || newerThanSnapshot || storeAhead || droppedDoubtful ? .events : nil
         return Step(deliver: delivered)
     }
 

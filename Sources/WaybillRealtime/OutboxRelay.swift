@@ -12,7 +12,7 @@ public import WaybillStorage
 /// feed drops by id. Writes never wait for it: `committed`/`notify` only set a flag. If the broker
 /// fails or stalls (each publish is bounded by `publishTimeout`), the events stay in the outbox and
 /// the relay retries with backoff from the same cursor; after `stepDownAfterFailures` failed rounds
-/// in a row it gives the lease up for `stepDownPause`, so a node that can reach the broker (or the
+/// in a row it gives the lease up for `stepDownPause` (1 s), so a node that can reach the broker (or the
 /// store) takes over — a leader cut off from Redis alone would otherwise hold every node's live
 /// delivery back for as long as it runs.
 ///
@@ -28,10 +28,13 @@ public final class OutboxRelay: Sendable {
         /// The longest wait between two failed rounds. Short: the first round after the broker
         /// comes back publishes what waited, and nothing wakes a relay from this wait.
         public var maxBackoff: Duration = .seconds(1)
-        /// Failed rounds in a row after which the leader gives the lease up (about 3 s of failing).
+        /// Failed rounds in a row after which the leader gives the lease up: about 3 s of failing
+        /// when the broker refuses at once, up to about 12 s when each publish waits `publishTimeout`.
         public var stepDownAfterFailures = 5
-        /// How long a leader that stepped down waits before it tries to take the lease again.
-        public var stepDownPause: Duration = .seconds(5)
+        /// How long a leader that stepped down waits before it tries to take the lease again: long
+        /// enough for another node (which tries every 250 ms) to take it, short because a node
+        /// alone takes it back after this pause, and relays nothing meanwhile.
+        public var stepDownPause: Duration = .seconds(1)
         /// How long a relay whose lease lapsed waits before it asks for it again (a lease that
         /// lapses and is handed straight back must not make the relay spin).
         public var leaseRetryPause: Duration = .milliseconds(250)

@@ -20,6 +20,10 @@ enum Fixtures {
     }
 
     static func events(_ ids: ClosedRange<Int64>) -> [StoredEvent] { ids.map { event($0) } }
+    /// Events of another history: the same ids, other commit times (so other fingerprints).
+    static func events(_ ids: ClosedRange<Int64>, committedAt: TimeInterval) -> [StoredEvent] {
+        ids.map { event($0, committedAt: committedAt) }
+    }
     static func events(_ ids: [Int64]) -> [StoredEvent] { ids.map { event($0) } }
 
     /// A quiet logger (tests that care about lines pass their own).
