@@ -115,6 +115,22 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID? {
+        try perform { () throws(PostgresError) -> UserID? in
+            // FOR SHARE: a logout's UPDATE of this row waits for our commit, and its DELETE of the
+            // user's tickets (a later statement, a later snapshot) then sees what we inserted; a
+            // logout that updated the row first makes us wait and then find it revoked.
+            try queryFirst(
+                """
+                SELECT user_id FROM api_tokens
+                WHERE token_hash = $1 AND NOT revoked AND (expires_at IS NULL OR expires_at > $2)
+                FOR SHARE
+                """,
+                [.bytea(tokenHash), .date(now)]
+            ) { row throws(PostgresError) in UserID(try row.int64(0)) }
+        }
+    }
+
     func revokeTokens(of user: UserID) throws {
         try perform { () throws(PostgresError) in
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])

@@ -102,6 +102,16 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID? {
+        try perform { () throws(SQLiteError) -> UserID? in
+            // One write transaction at a time (BEGIN IMMEDIATE): no logout can commit in between.
+            try db.queryFirst(
+                "SELECT user_id FROM api_tokens WHERE token_hash = ? AND revoked = 0 AND (expires_at IS NULL OR expires_at > ?)",
+                [.blob(tokenHash), .date(now)]
+            ) { row throws(SQLiteError) in UserID(row.int64(0)) }
+        }
+    }
+
     func revokeTokens(of user: UserID) throws {
         try perform { () throws(SQLiteError) in
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])

@@ -168,6 +168,11 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// WebSocket tickets (a ticket taken before a logout must not open a socket after it) and
     /// records a `Logout` stamped with the store's clock, so every node hears of it.
     func revokeTokens(of user: UserID) throws
+    /// The user of an unexpired, unrevoked token whose SHA-256 is `tokenHash`, read so that a
+    /// concurrent `revokeTokens` of that user is ordered after this transaction (PostgreSQL: the
+    /// token's row is locked `FOR SHARE`; SQLite: write transactions run one at a time). A ticket
+    /// inserted in the same transaction is then either refused here or deleted by that logout.
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID?
     /// Stores a WebSocket ticket by its SHA-256 only.
     func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws
     /// Deletes the ticket and returns its user if it existed and had not expired: single use.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillDomain
 import WaybillStorage
@@ -124,6 +125,32 @@ import WaybillStoreTesting
             }
             #expect(uses.0 == nil, "the logged-out user's ticket is gone")
             #expect(uses.1 == fixture.bob.id, "another user's ticket still works")
+        }
+    }
+
+    /// A ticket issued while a logout commits: the ticket's transaction checked the token
+    /// (`validTokenUser`) and is about to insert; the logout starts meanwhile (on PostgreSQL, on a
+    /// second connection). Whatever the order, the ticket must not survive the logout.
+    @Test(arguments: Backend.allCases) func aTicketIssuedDuringALogoutDoesNotSurviveIt(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let token: [UInt8] = Array(repeating: 6, count: 32), ticket: [UInt8] = Array(repeating: 7, count: 32)
+            let alice = fixture.alice.id
+            try await store.write { tx in try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil) }
+            let checked = Mutex(false)
+            async let issuing: Bool = store.write { tx in
+                guard try tx.validTokenUser(tokenHash: token, now: t0 + 1) == alice else { return false }
+                checked.withLock { $0 = true }
+                Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
+                try tx.insertTicket(hash: ticket, for: alice, expiresAt: t0 + 60)
+                return true
+            }
+            let deadline = Date() + 10
+            while !checked.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            try await store.write { tx in try tx.revokeTokens(of: alice) }
+            _ = try await issuing
+            #expect(try await store.write { tx in try tx.consumeTicket(hash: ticket, now: t0 + 2) } == nil)
+            #expect(try await store.write { tx in try tx.validTokenUser(tokenHash: token, now: t0 + 2) } == nil)
         }
     }
 
