@@ -172,14 +172,17 @@ extension DriverSession {
         guard storedQueueNotLoaded else { return }
         let stored = try actionStorage.load()
         var earlier: [QueuedAction] = []
+        var decoded = true
         if let stored {
             do {
                 earlier = try StoredActionQueue.decode(stored)
             } catch {
                 actionStorage.setAsideUnreadable()
+                decoded = false
             }
         }
         storedQueueNotLoaded = false
+        actionStorageUnreadable = !decoded  // still true only if what was read had to be set aside
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
         if !earlier.isEmpty { sendNextAction() }
     }

@@ -157,7 +157,7 @@ public actor DriverSession {
     /// Whether the storage held a queue this version cannot read (a file storage has set it aside as
     /// `<file>.unreadable`), or could not be read at all when the session was made (then it is read
     /// again before anything is written to it).
-    public private(set) var actionStorageUnreadable: Bool
+    public internal(set) var actionStorageUnreadable: Bool
     /// The storage could not be read when the session was made (I/O, a phone still locked): what it
     /// holds was not loaded, so nothing may be written over it until a read succeeds.
     var storedQueueNotLoaded: Bool
@@ -186,6 +186,7 @@ public actor DriverSession {
         isRunning = true
         perform(machine.start())
         perform(list.start())
+        try? loadStoredQueueIfNeeded()  // a queue that could not be read when the session was made
         sendNextAction()
     }
 
@@ -231,6 +232,7 @@ public actor DriverSession {
 
     private func wakeUp() {
         guard isRunning else { return }
+        try? loadStoredQueueIfNeeded()  // the phone was unlocked since: the queue may be readable now
         perform(machine.wakeUp())
         serverLooksReachable()
     }

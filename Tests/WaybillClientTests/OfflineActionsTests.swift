@@ -275,6 +275,28 @@ struct OfflineActionsTests {
         let later = try await session.queue(.completeStage(4, of: 2), expecting: .any)  // unlocked now
         #expect(await session.pendingActions.map(\.id) == [earlier.id, later.id], "the earlier action first")
         #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)).map(\.id) == [earlier.id, later.id])
+        #expect(await session.actionStorageUnreadable == false, "read now")
+    }
+
+    /// The queue is also read again when the session starts or the app comes back (the phone was
+    /// unlocked meanwhile), not only when the driver acts: what waited there is sent.
+    @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainWhenTheAppComesBack() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = FileActionStorage(url: directory.appendingPathComponent("actions.json"))
+        let clock = TestClock(), api = FakeOrdersAPI()
+        let earlier = try await DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: file, wallClock: Harness.wallClock(clock)
+        ).queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
+        let session = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: LockedStorage(file, failingLoads: 2),
+            wallClock: Harness.wallClock(clock))
+        await session.start()  // the second read fails too
+        #expect(await session.pendingActions.isEmpty)
+        await session.appDidBecomeActive()  // unlocked now
+        #expect(await session.pendingActions.map(\.id) == [earlier.id] || api.appliedWriteKeys == [earlier.id.rawValue])
+        await eventually("sent") { api.appliedWriteKeys == [earlier.id.rawValue] }
+        await session.stop()
     }
 
     static func name(_ state: ActionState) -> String {
