@@ -37,6 +37,27 @@ def test_an_edit_made_on_an_older_version_is_refused_and_can_be_redone(page, ser
     assert stored["notes"] == "Gate 4 (mine)" and stored["version"] == 3
 
 
+def test_saving_again_after_a_412_keeps_what_the_other_dispatcher_changed_in_fields_left_alone(page, server, api):
+    """A edits the notes; B renames the order meanwhile. After the 412, saving again writes A's notes
+    and leaves B's title: a field A never touched is not written back with its old text."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Pallets", driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#detail-heading")).to_contain_text("Pallets")
+    page.locator("#edit-order").click()
+    page.locator("#edit-notes").fill("Call before arrival")
+    api.ok("PATCH", f"/api/orders/{order['id']}/", {"title": "Pallets - URGENT gate 9"})
+    page.locator("#save-edit").click()
+    expect(page.locator("#detail-error")).to_contain_text("This order was changed meanwhile")
+    expect(page.locator("#edit-title")).to_have_value("Pallets - URGENT gate 9")  # untouched: now theirs
+    expect(page.locator("#edit-notes")).to_have_value("Call before arrival")  # mine: kept
+    page.locator("#save-edit").click()
+    expect(page.locator("#edit-form")).to_be_hidden()
+    stored = api.ok("GET", f"/api/orders/{order['id']}/")
+    assert stored["title"] == "Pallets - URGENT gate 9", stored["title"]
+    assert stored["notes"] == "Call before arrival"
+
+
 def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(page, server, api):
     login_as_dispatcher(page, server)
     # No live link for this page (a socket that never says anything), so the change below cannot

@@ -126,6 +126,49 @@ def test_sockets_closed_right_after_connected_keep_backing_off(page, server):
     assert result["attempts"] == [1, 2, 3, 1]
 
 
+def test_a_reset_drops_the_cached_etags_and_small_refetches_do_not_postpone_the_safety_poll(page, server):
+    """After `reset` the same version can name other content: the API's ETag cache is dropped.
+    A refetch of a few rows does not restart the 120 s countdown: steady events must not keep the
+    full safety poll from ever running."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      let cleared = 0;
+      api.clearCache = () => { cleared += 1; };
+      feed.pollMs = 400;
+      feed.start();
+      await tick(20);
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: [], event_id: 10 });
+      FakeSocket.last.frame({ type: 'reset' });
+      await tick(300);                       // the reset's full refetch
+      const fullBefore = signals.filter((s) => s.all).length;
+      for (let i = 1; i <= 9; i++) {         // a row changes every 100 ms for 900 ms
+        FakeSocket.last.frame({ type: 'order_updated', id: 7, order_id: 7, event_id: 10 + i });
+        await tick(100);
+      }
+      const fullAfter = signals.filter((s) => s.all).length;
+      feed.stop();
+      return { cleared, fullBefore, fullAfter };
+    """)
+    assert result["cleared"] == 1
+    assert result["fullAfter"] > result["fullBefore"], result
+
+
+def test_a_request_that_hangs_is_given_up_as_a_network_error(page, server):
+    page.goto("/")
+    result = page.evaluate("""async () => {
+      const { Api } = await import('/assets/api.js');
+      const hanging = (path, init) => new Promise((resolve, reject) => {
+        init.signal?.addEventListener('abort', () => reject(new DOMException('timed out', 'TimeoutError')));
+      });
+      const api = new Api({ getToken: () => 't', fetchImpl: hanging, timeoutMs: 200 });
+      const started = Date.now();
+      try { await api.orders(); return { status: 'resolved' }; }
+      catch (e) { return { status: e.status, code: e.code, ms: Date.now() - started }; }
+    }""")
+    assert result["status"] == 0 and result["code"] == "network_error", result
+    assert result["ms"] < 2000, result
+
+
 def test_resume_by_cursor_and_after_a_reset_continue_from_the_connected_frame(page, server):
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """

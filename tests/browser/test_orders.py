@@ -228,3 +228,35 @@ def test_a_burst_of_changes_is_coalesced_into_a_few_refetches(page, server, api)
         expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     # 30 events, one list fetch per 250 ms window at most (plus one in flight): far fewer than 30.
     assert 1 <= len(list_fetches) <= 10, len(list_fetches)
+
+
+def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, server, api):
+    """The server commits the order but its answer is lost: clicking Create again sends the same
+    Idempotency-Key, so the server answers with that order instead of making a second one."""
+    login_as_dispatcher(page, server)
+    keys = []
+    lost = {"done": False}
+
+    def lose_first_answer(route, request):
+        if request.method != "POST":
+            return route.continue_()
+        keys.append(request.headers.get("idempotency-key"))
+        if not lost["done"]:
+            lost["done"] = True
+            route.fetch()  # the server gets it and commits…
+            return route.abort("connectionreset")  # …and the answer never arrives
+        return route.continue_()
+
+    page.route("**/api/orders/", lose_first_answer)
+    page.get_by_role("button", name="New order").click()
+    page.locator("#order-title").fill("Lost answer once")
+    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 1")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_be_visible()
+    expect(page.locator("#order-dialog")).to_contain_text("cannot be reached")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_be_hidden()
+    page.unroute("**/api/orders/")
+    assert len(keys) == 2 and keys[0] and keys[0] == keys[1], keys
+    created = [o for o in api.ok("GET", "/api/orders/") if o["title"] == "Lost answer once"]
+    assert len(created) == 1, created

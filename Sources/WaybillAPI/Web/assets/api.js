@@ -38,10 +38,13 @@ function fallbackMessage(status) {
  * call itself (a wrong password is an error to show, not a session that ended).
  */
 export class Api {
-  constructor({ getToken, onUnauthorized, fetchImpl = (...args) => fetch(...args) }) {
+  constructor({ getToken, onUnauthorized, fetchImpl = (...args) => fetch(...args), timeoutMs = 20_000 }) {
     this.getToken = getToken;
     this.onUnauthorized = onUnauthorized;
     this.fetchImpl = fetchImpl;
+    // A request on a half-open connection (a killed node, a Wi-Fi change) could otherwise hang
+    // for the TCP timeout, minutes, and every refetch waits behind the one in flight.
+    this.timeoutMs = timeoutMs;
     this.etags = new Map(); // path → { etag, data }
   }
 
@@ -56,9 +59,13 @@ export class Api {
    * stale data never silently overwrites someone else's.
    * Resolves `{ data, changed, etag }`.
    */
-  async request(method, path, { body, auth = true, expect401 = false, ifMatch = null, cache = true } = {}) {
+  async request(method, path, {
+    body, auth = true, expect401 = false, ifMatch = null, cache = true, idempotencyKey = null,
+  } = {}) {
     const headers = { Accept: 'application/json' };
     if (ifMatch) headers['If-Match'] = ifMatch;
+    // The same key on a retry of the same write: the server applies it once (SPEC §2).
+    if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const token = auth ? this.getToken() : null;
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -74,6 +81,7 @@ export class Api {
         // We revalidate ourselves with If-None-Match; the browser cache must not answer for us.
         cache: 'no-store',
         credentials: 'omit',
+        signal: this.timeoutMs ? AbortSignal.timeout(this.timeoutMs) : undefined,
       });
     } catch {
       throw new ApiError(0, 'network_error', fallbackMessage(0));
@@ -98,7 +106,9 @@ export class Api {
   }
 
   async get(path) { return this.request('GET', path); }
-  async send(method, path, body, ifMatch = null) { return (await this.request(method, path, { body, ifMatch })).data; }
+  async send(method, path, body, ifMatch = null, idempotencyKey = null) {
+    return (await this.request(method, path, { body, ifMatch, idempotencyKey })).data;
+  }
 
   // --- the calls the panel makes (SPEC §2)
   login(email, password) {
@@ -123,7 +133,8 @@ export class Api {
   orderCounts() { return this.get('/api/orders/counts'); }
   order(id) { return this.get(`/api/orders/${encodeURIComponent(id)}/`); }
   forgetOrder(id) { this.etags.delete(`/api/orders/${encodeURIComponent(id)}/`); }
-  createOrder(order) { return this.send('POST', '/api/orders/', order); }
+  /** `key`: the same Idempotency-Key for every retry of one create (see order-form.js). */
+  createOrder(order, key = null) { return this.send('POST', '/api/orders/', order, null, key); }
   // Writes to an existing order take the ETag of the version shown (`etag`; null = no precondition).
   updateOrder(id, fields, etag) { return this.send('PATCH', `/api/orders/${encodeURIComponent(id)}/`, fields, etag); }
   changeStatus(id, status, etag) {
@@ -135,6 +146,12 @@ export class Api {
   unassign(id, etag) { return this.send('POST', `/api/orders/${encodeURIComponent(id)}/unassign`, {}, etag); }
   deleteOrder(id, etag) { return this.send('DELETE', `/api/orders/${encodeURIComponent(id)}/`, undefined, etag); }
   wsTicket() { return this.send('POST', '/api/ws-ticket', {}); }
+}
+
+/** A fresh Idempotency-Key: 128 random bits as 32 hex digits (works outside secure contexts too). */
+export function newIdempotencyKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** `/api/orders/?…` with the non-empty `params`, in a fixed order (one cache key per page). */

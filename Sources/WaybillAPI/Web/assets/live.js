@@ -201,6 +201,9 @@ export class LiveFeed {
       // database, all of them until the ids catch up.
       this.lastEventId = this.connectedEventId;
       this.lastCursor = this.connectedCursor;
+      // After a restore or failover the same version (and ETag) can name other content: refetch
+      // without If-None-Match, or a 304 would keep what no longer exists (docs/PROTOCOL.md).
+      this.api?.clearCache?.();
       this.queue({ all: true });
     } else if (typeof frame.type === 'string' && frame.type.startsWith('order_')) {
       if (Number.isInteger(frame.event_id) && frame.event_id > (this.lastEventId ?? 0)) {
@@ -314,7 +317,9 @@ export class LiveFeed {
       this.flushing = false;
     }
     if (this.stopped) return;
-    this.schedulePoll(); // a refetch restarts the polling countdown (SPEC §5.3)
+    // A full refetch restarts the polling countdown (SPEC §5.3); one of a few rows does not, or
+    // steady events would postpone the safety net for good (and a failed one would never be made up).
+    if (signal.all) this.schedulePoll();
     if (this.pending) this.flush(); // signals that came in meanwhile have waited long enough
   }
 

@@ -337,7 +337,7 @@ export class OrderDetail {
     } catch (error) {
       if (error.status === 412) {
         await this.load(); // the current version on screen before the user decides again
-        this.editor.rebase(this.etag);
+        this.editor.rebase(this.etag, this.order);
         this.error.textContent = CHANGED_MEANWHILE_EDIT;
       } else if (error.status !== 401) {
         this.error.textContent = error.message;

@@ -31,8 +31,9 @@ export class OrderEditor {
   /** Starts editing `order` as shown, at the version `etag` names. */
   open(order, etag) {
     this.etag = etag;
-    this.title.value = order.title ?? '';
-    this.notes.value = order.notes ?? '';
+    this.base = { title: order.title ?? '', notes: order.notes ?? '' }; // what the form started from
+    this.title.value = this.base.title;
+    this.notes.value = this.base.notes;
     this.element.hidden = false;
     this.title.focus();
   }
@@ -42,14 +43,31 @@ export class OrderEditor {
     this.etag = null;
   }
 
-  /** After a 412 the user has seen the current version: the next save is meant for it. */
-  rebase(etag) {
+  /**
+   * After a 412 the user has seen the current version (`order`): the next save is meant for it.
+   * A field the user did not touch takes the current value, so saving again cannot put back what
+   * someone else changed in it; the user's own edits stay in the form.
+   */
+  rebase(etag, order) {
     this.etag = etag;
+    if (!order || !this.base) return;
+    const current = { title: order.title ?? '', notes: order.notes ?? '' };
+    if (this.title.value.trim() === this.base.title) this.title.value = current.title;
+    if (this.notes.value === this.base.notes) this.notes.value = current.notes;
+    this.base = current;
   }
 
   async submitted(event) {
     event.preventDefault();
-    const fields = { title: this.title.value.trim(), notes: this.notes.value };
+    // Only what the user changed: a field left alone is not written back over someone else's.
+    const fields = {};
+    const title = this.title.value.trim();
+    if (title !== this.base?.title) fields.title = title;
+    if (this.notes.value !== this.base?.notes) fields.notes = this.notes.value;
+    if (Object.keys(fields).length === 0) {
+      this.close(); // nothing changed: nothing to save
+      return;
+    }
     this.saveButton.disabled = true;
     try {
       await this.save(fields, this.etag);

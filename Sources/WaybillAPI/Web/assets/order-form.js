@@ -1,5 +1,6 @@
 // "New order" dialog: title, notes, an optional driver and any number of route stages.
 import { h, options, replace, setOptions } from './dom.js';
+import { newIdempotencyKey } from './api.js';
 import { STAGE_KINDS, localInputToISO, driverChoices } from './format.js';
 
 let stageCounter = 0; // unique ids for the labels of repeated stage fields
@@ -36,6 +37,7 @@ export class OrderForm {
 
   /** Opens an empty form; `drivers` is the Map(id → driver) the page already has. */
   open(drivers) {
+    this.attempt = null; // a new form is a new order
     this.form.reset();
     this.error.textContent = '';
     setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), '');
@@ -88,8 +90,14 @@ export class OrderForm {
     }
     this.submit.disabled = true;
     this.error.textContent = '';
+    // A create whose answer was lost (a dropped connection, a 502, a 503 that committed) is
+    // retried by clicking again: with the same key the server creates the order once and answers
+    // the retry with it. Changed fields are another order: a new key.
+    const json = JSON.stringify(body);
+    if (!this.attempt || this.attempt.json !== json) this.attempt = { key: newIdempotencyKey(), json };
     try {
-      const order = await this.api.createOrder(body);
+      const order = await this.api.createOrder(body, this.attempt.key);
+      this.attempt = null;
       this.element.close();
       this.onCreated(order);
     } catch (error) {
