@@ -99,9 +99,15 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func pruneIdempotencyKeys(before cutoff: Date) throws -> Int {
+    func pruneIdempotencyKeys(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(PostgresError) -> Int in
-            try execute("DELETE FROM idempotency_keys WHERE updated_at < $1", [.date(cutoff)]).affectedRows
+            try execute(
+                """
+                DELETE FROM idempotency_keys WHERE (user_id, key) IN
+                    (SELECT user_id, key FROM idempotency_keys WHERE updated_at < $1 ORDER BY updated_at LIMIT $2)
+                """,
+                [.date(cutoff), .integer(Int64(clamping: limit))]
+            ).affectedRows
         }
     }
 }

@@ -177,7 +177,7 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func pruneEvents(committedBefore cutoff: Date) throws -> Int {
+    func pruneEvents(committedBefore cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(PostgresError) -> Int in
             // Locked: two nodes' pruners take turns, each starting from the other's result.
             let state = try outboxState(locking: true)
@@ -188,7 +188,9 @@ extension PostgresOrderStore.Transaction {
                 "SELECT event_id FROM events WHERE event_id > $1 AND committed_at >= $2 ORDER BY event_id LIMIT 1",
                 [.integer(state.pruned), .date(cutoff)]
             ) { row throws(PostgresError) in try row.int64(0) }
-            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max)
+            // Ids are dense above `pruned`: `limit` ids past it are at most `limit` events.
+            let chunkEnd = state.pruned.addingReportingOverflow(Int64(clamping: limit)).overflow ? .max : state.pruned + Int64(clamping: limit)
+            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max, chunkEnd)
             guard bound > state.pruned else { return 0 }
             let range: [PostgresValue] = [.integer(state.pruned), .integer(bound)]
             let found = try queryFirst(

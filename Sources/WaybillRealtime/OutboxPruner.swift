@@ -64,23 +64,49 @@ public final class OutboxPruner: Sendable {
         await lease.release()
     }
 
+    /// Rows deleted per transaction. Measured reason: an hour of events at a few hundred writes a
+    /// second (and their group rows) in one transaction outlasts PostgreSQL's 4 s statement timeout,
+    /// after which every later run has more to do and never succeeds; on SQLite it holds the writer
+    /// (and every write) for as long as it runs.
+    public static let chunk = 2_000
+
     public func pruneOnce() async {
         let now = self.now(), cutoff = now.adding(.zero - retention), sessions = now.adding(.zero - sessionRetention)
         let keys = now.adding(.zero - idempotencyRetention)
-        do {
-            let (events, records, idempotency) = try await store.write { tx in
-                (
-                    try tx.pruneEvents(committedBefore: cutoff), try tx.pruneSessionRecords(before: sessions),
-                    try tx.pruneIdempotencyKeys(before: keys)
-                )
-            }
-            if events > 0 || records > 0 || idempotency > 0 {
-                logger.info(
-                    "outbox pruned",
-                    ["events": "\(events)", "session_records": "\(records)", "idempotency_keys": "\(idempotency)"])
-            }
-        } catch {
-            logger.warning("outbox prune failed", ["error": "\(error)"])
+        // Each kind in its own short transactions: one that fails does not keep the others from going.
+        let events = await inChunks("events") { tx, limit in try tx.pruneEvents(committedBefore: cutoff, limit: limit) }
+        let idempotency = await inChunks("idempotency keys") { tx, limit in
+            try tx.pruneIdempotencyKeys(before: keys, limit: limit)
         }
+        var records = 0
+        do {
+            records = try await store.write { tx in try tx.pruneSessionRecords(before: sessions) }
+        } catch {
+            logger.warning("prune of session records failed", ["error": "\(error)"])
+        }
+        if events > 0 || records > 0 || idempotency > 0 {
+            logger.info(
+                "outbox pruned",
+                ["events": "\(events)", "session_records": "\(records)", "idempotency_keys": "\(idempotency)"])
+        }
+    }
+
+    /// Runs `prune` with a limit of `chunk` until a run deletes nothing (or fails); returns the total.
+    private func inChunks(
+        _ what: String, _ prune: @escaping @Sendable (any StoreWriter, Int) throws -> Int
+    ) async -> Int {
+        var total = 0
+        while !Task.isCancelled {
+            do {
+                let limit = Self.chunk
+                let deleted = try await store.write { tx in try prune(tx, limit) }
+                total += deleted
+                if deleted == 0 { break }
+            } catch {
+                logger.warning("prune failed; the rest waits for the next run", ["what": what, "error": "\(error)"])
+                break
+            }
+        }
+        return total
     }
 }

@@ -85,9 +85,14 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func pruneIdempotencyKeys(before cutoff: Date) throws -> Int {
+    func pruneIdempotencyKeys(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(SQLiteError) -> Int in
-            try db.execute("DELETE FROM idempotency_keys WHERE updated_at < ?", [.date(cutoff)])
+            try db.execute(
+                """
+                DELETE FROM idempotency_keys WHERE rowid IN
+                    (SELECT rowid FROM idempotency_keys WHERE updated_at < ? ORDER BY updated_at LIMIT ?)
+                """,
+                [.date(cutoff), .integer(Int64(clamping: limit))])
             return db.changes
         }
     }

@@ -163,7 +163,7 @@ extension SQLiteOrderStore.Transaction {
     /// One group's rows of a pruned id range: a range of the primary key (tested with its query plan).
     static let deleteGroupRange = "DELETE FROM event_groups WHERE group_name = ? AND event_id > ? AND event_id <= ?"
 
-    func pruneEvents(committedBefore cutoff: Date) throws -> Int {
+    func pruneEvents(committedBefore cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(SQLiteError) -> Int in
             let state = try outboxState()
             // The pruned range stays a prefix of the ids: stop before the first event that is too
@@ -173,7 +173,9 @@ extension SQLiteOrderStore.Transaction {
                 "SELECT event_id FROM events WHERE event_id > ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
                 [.integer(state.pruned), .date(cutoff)]
             ) { $0.int64(0) }
-            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max)
+            // Ids are dense above `pruned`: `limit` ids past it are at most `limit` events.
+            let chunkEnd = state.pruned.addingReportingOverflow(Int64(clamping: limit)).overflow ? .max : state.pruned + Int64(clamping: limit)
+            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max, chunkEnd)
             guard bound > state.pruned else { return 0 }
             let range: [SQLiteValue] = [.integer(state.pruned), .integer(bound)]
             let found = try db.queryFirst(

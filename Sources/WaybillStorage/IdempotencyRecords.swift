@@ -36,8 +36,9 @@ public protocol IdempotencyRecords {
     /// The record of `key` for `user`, if any.
     func idempotencyRecord(_ key: String, of user: UserID) throws -> IdempotencyRecord?
 
-    /// Deletes records last written (claimed, taken over or completed) before `cutoff`; returns how many went.
-    func pruneIdempotencyKeys(before cutoff: Date) throws -> Int
+    /// Deletes records last written (claimed, taken over or completed) before `cutoff`; returns how many went;
+    /// at most `limit` (the pruner deletes in chunks, one short transaction each).
+    func pruneIdempotencyKeys(before cutoff: Date, limit: Int) throws -> Int
 }
 
 /// A request made under an `Idempotency-Key`, as the store keys and compares it.
@@ -139,5 +140,12 @@ public struct IdempotencyRecord: Sendable, Hashable {
         guard other.fingerprint == request.fingerprint else { return .reused }
         if let response { return .replay(response) }
         return now.timeIntervalSince(updatedAt) >= staleAfter ? .takeOver : .inUse
+    }
+}
+
+extension IdempotencyRecords {
+    /// Every record due at once (tests, small stores).
+    public func pruneIdempotencyKeys(before cutoff: Date) throws -> Int {
+        try pruneIdempotencyKeys(before: cutoff, limit: .max)
     }
 }

@@ -219,9 +219,18 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent]
     /// Moves the relay cursor forward (never back).
     func markRelayed(through: EventID) throws
-    /// Deletes relayed events committed before `cutoff`; returns how many went. Resumes from
-    /// before the pruned range get a reset afterwards.
-    func pruneEvents(committedBefore cutoff: Date) throws -> Int
+    /// Deletes relayed events committed before `cutoff`, at most the `limit` oldest, and returns
+    /// how many went (fewer than `limit`: nothing more is due). Resumes from before the pruned range
+    /// get a reset afterwards. Callers prune in chunks, one short transaction each: a day of events
+    /// in one transaction outlasts PostgreSQL's statement timeout and holds SQLite's writer.
+    func pruneEvents(committedBefore cutoff: Date, limit: Int) throws -> Int
+}
+
+extension StoreWriter {
+    /// Every event due at once (tests, small stores).
+    public func pruneEvents(committedBefore cutoff: Date) throws -> Int {
+        try pruneEvents(committedBefore: cutoff, limit: .max)
+    }
 }
 
 /// A user logged out (every token revoked) at `at`.

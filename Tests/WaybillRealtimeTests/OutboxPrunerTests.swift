@@ -47,4 +47,20 @@ struct OutboxPrunerTests {
             await running.value
         }
     }
+
+    /// More than one chunk is due: one run deletes it all, a chunk per transaction.
+    @Test func oneRunPrunesEverythingDueInChunks() async throws {
+        try await withStore { store in
+            let count = OutboxPruner.chunk * 2 + 7
+            let events = try await store.append(count)
+            try await store.write { tx in try tx.markRelayed(through: events[count - 1].id) }
+            let later = Date().addingTimeInterval(30 * 24 * 3600)
+            let pruner = OutboxPruner(
+                store: store, retention: .seconds(7 * 24 * 3600), interval: .seconds(3600), now: { later },
+                logger: Fixtures.logger)
+            await pruner.pruneOnce()
+            #expect(try await store.read { tx in try tx.prunedThrough() } == events[count - 1].id)
+            #expect(try await Self.remaining(store) == 0)
+        }
+    }
 }

@@ -107,6 +107,40 @@ import WaybillStoreTesting
         }
     }
 
+    /// The pruner deletes in chunks, one short transaction each: a limit caps each call, the prefix
+    /// rule holds chunk by chunk, and the last call says nothing more is due.
+    @Test(arguments: Backend.allCases) func pruningInChunksDeletesAtMostTheLimitPerCall(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            clock.set(t0 + 1)
+            _ = try await store.write { tx in try tx.appendEvents((1...5).map { _ in createdEvent(order) }) }
+            try await store.write { tx in try tx.markRelayed(through: EventID(5)) }
+            var deleted: [Int] = []
+            for _ in 0..<4 {
+                deleted.append(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100, limit: 2) })
+            }
+            #expect(deleted == [2, 2, 1, 0])
+            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(5))
+            #expect(try await store.read { tx in try tx.events(after: .zero, limit: 10) }.isEmpty)
+
+            // Idempotency records the same way.
+            try await store.write { tx in
+                for n in 1...3 {
+                    let request = IdempotentRequest(
+                        userID: fixture.alice.id, key: "k\(n)", method: "POST", path: "/api/orders/", fingerprint: [UInt8(n)])
+                    _ = try tx.claimIdempotencyKey(request, token: "t\(n)", at: t0, staleAfter: 60)
+                }
+            }
+            var keys: [Int] = []
+            for _ in 0..<3 {
+                keys.append(try await store.write { tx in try tx.pruneIdempotencyKeys(before: t0 + 10, limit: 2) })
+            }
+            #expect(keys == [2, 1, 0])
+        }
+    }
+
     @Test(arguments: Backend.allCases) func pruningDeletesOnlyRelayedOldEventsAsAPrefix(_ backend: Backend) async throws
     {
         let clock = ManualClock()
