@@ -25,6 +25,14 @@ struct PostgresTransactionRunner: Sendable {
     }
 
     static let maximumAttempts = 5
+    /// A call that leaves the queue with less of its budget than this is refused as overloaded:
+    /// load held it there, not PostgreSQL, and a BEGIN with a few milliseconds left would only
+    /// time out and be taken for a dead server.
+    static let minimumBudget: Duration = .milliseconds(300)
+    /// A failure to reach PostgreSQL counts against its health (503 for every call on the node, all
+    /// connections dropped) only when the call began with at least this much of its budget: a
+    /// timeout with less says the queue was long, not that the server is gone.
+    static let fairShare: Duration = .milliseconds(1500)
 
     let kind: Kind
     let clock: @Sendable () -> Date
@@ -38,10 +46,19 @@ struct PostgresTransactionRunner: Sendable {
             return .failure(
                 StoreError.unavailable("PostgreSQL is unreachable (next try in \(retryIn.milliseconds) ms)"))
         }
-        guard ContinuousClock.now < deadline else {
+        let budget = ContinuousClock.now.duration(to: deadline)
+        guard budget >= Self.minimumBudget else {
             if admission == .probe { session.health.probeAbandoned() }
             return .failure(
                 StoreError.unavailable("the store is overloaded: the call waited too long for a connection"))
+        }
+        /// PostgreSQL could not be reached: evidence that it is down only if the call had time.
+        func unreachable() {
+            if budget >= Self.fairShare {
+                session.health.failed()
+            } else if admission == .probe {
+                session.health.probeAbandoned()
+            }
         }
         var attempts = 0
         var reopened = false
@@ -49,7 +66,7 @@ struct PostgresTransactionRunner: Sendable {
             attempts += 1
             switch attempt(body, on: session, deadline: deadline) {
             case .finished(let result, let reachedServer):
-                if reachedServer { session.health.succeeded() } else { session.health.failed() }
+                if reachedServer { session.health.succeeded() } else { unreachable() }
                 return result
             case .retry(let failure):
                 if failure.kind == .connectionLost && !reopened && ContinuousClock.now < deadline {
@@ -59,7 +76,7 @@ struct PostgresTransactionRunner: Sendable {
                 if failure.isRetryable && attempts < Self.maximumAttempts && ContinuousClock.now < deadline {
                     continue
                 }
-                if failure.isConnectionFailure { session.health.failed() } else { session.health.succeeded() }
+                if failure.isConnectionFailure { unreachable() } else { session.health.succeeded() }
                 return .failure(failure.storeError)
             }
         }
