@@ -84,7 +84,15 @@ extension PostgresLease {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                     let immediate: Bool? = locked {
                         if isShutDown || Task.isCancelled { return false }
-                        if phase == .held { return true }
+                        // Held and confirmed: at once. Held on the thread's books but unconfirmed
+                        // for too long (`isHeld` is false): wait until the thread confirms it on
+                        // this session again (or takes it anew), instead of answering "held" to a
+                        // caller that would find `isHeld` false and ask again in a loop.
+                        if phase == .held, let confirmedAt,
+                            ContinuousClock.now < confirmedAt + PostgresLease.confirmationLifetime
+                        {
+                            return true
+                        }
                         waiters[id] = continuation
                         phase = .acquiring
                         startThreadIfNeeded()
@@ -200,6 +208,21 @@ extension PostgresLease {
             do throws(PostgresError) {
                 if connection?.isUsable != true {
                     connection = try PostgresConnection(settings, deadline: .now + .seconds(2))
+                    sessionHoldsLock = false
+                }
+                if sessionHoldsLock {
+                    // The lapsed case of `acquire`: this session still holds the lock (locks are
+                    // per session, and it is alive if it answers); taking it again would stack.
+                    try connection?.execute("SELECT 1", deadline: .now + PostgresLease.heartbeatDeadline)
+                    let won = locked { () -> [CheckedContinuation<Bool, Never>]? in
+                        guard phase == .acquiring, !isShutDown else { return nil }
+                        phase = .held
+                        confirmedAt = .now
+                        defer { waiters.removeAll() }
+                        return Array(waiters.values)
+                    }
+                    for waiter in won ?? [] { waiter.resume(returning: true) }
+                    return connection
                 }
                 let got = try connection?.queryFirst(
                     "SELECT pg_try_advisory_lock($1::integer, hashtext($2))",
@@ -249,10 +272,18 @@ extension PostgresLease {
         }
 
         /// Sleeps up to `interval`, waking early when the phase changes or the lease shuts down.
+        /// Measured on the monotonic clock, in slices of at most 100 ms: `NSCondition` waits for a
+        /// wall-clock date, and a clock stepped back (a VM resumed, NTP at boot) would otherwise
+        /// stretch a 1 s heartbeat wait by the size of the step.
         private func wait(for interval: Duration, while expected: Phase) {
-            let until = Date() + Double(interval.milliseconds) / 1000
+            let end = ContinuousClock.now + interval
             condition.lock()
-            while phase == expected && !isShutDown && Date() < until { _ = condition.wait(until: until) }
+            while phase == expected && !isShutDown {
+                let left = ContinuousClock.now.duration(to: end)
+                guard left > .zero else { break }
+                let slice = min(left, .milliseconds(100))
+                _ = condition.wait(until: Date() + Double(slice.milliseconds) / 1000)
+            }
             condition.unlock()
         }
     }
