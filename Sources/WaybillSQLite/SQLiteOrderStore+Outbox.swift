@@ -169,13 +169,16 @@ extension SQLiteOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (clocks step back; two processes
             // stamp their own times), so `pruned_through` means "everything up to here is gone".
-            let firstKept = try db.queryFirst(
-                "SELECT event_id FROM events WHERE event_id > ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
-                [.integer(state.pruned), .date(cutoff)]
-            ) { $0.int64(0) }
-            // Ids are dense above `pruned`: `limit` ids past it are at most `limit` events.
+            // Ids are dense above `pruned`: `limit` ids past it are at most `limit` events. The scan
+            // for the first event to keep stays inside the chunk (no index by time: unbounded, it
+            // would walk the whole backlog once per chunk).
             let chunkEnd = state.pruned.addingReportingOverflow(Int64(clamping: limit)).overflow ? .max : state.pruned + Int64(clamping: limit)
-            let bound = min(state.relayed, firstKept.map { $0 - 1 } ?? .max, chunkEnd)
+            let upper = min(state.relayed, chunkEnd)
+            let firstKept = try db.queryFirst(
+                "SELECT event_id FROM events WHERE event_id > ? AND event_id <= ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
+                [.integer(state.pruned), .integer(upper), .date(cutoff)]
+            ) { $0.int64(0) }
+            let bound = min(upper, firstKept.map { $0 - 1 } ?? .max)
             guard bound > state.pruned else { return 0 }
             let range: [SQLiteValue] = [.integer(state.pruned), .integer(bound)]
             let found = try db.queryFirst(

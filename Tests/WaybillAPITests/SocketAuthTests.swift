@@ -33,6 +33,19 @@ struct SocketAuthTests {
         }
     }
 
+    /// The token is revoked while this node still has it cached (a logout on another node, not yet
+    /// seen here): the ticket's own transaction checks the token again and refuses it.
+    @Test func aTicketIsRefusedForATokenRevokedWhileItWasCached() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let driver = seed.drivers[0]
+            #expect(try await server.request("GET", "/api/me", token: driver.token).status == 200)  // cached now
+            let user = UserID(driver.id)
+            try await server.store.write { tx in try tx.revokeTokens(of: user) }  // as another node would
+            #expect(try await server.request("POST", "/api/ws-ticket", token: driver.token).status == 401)
+        }
+    }
+
     @Test func expiredTicketIs4001() async throws {
         try await TestServer.withRunning(configure: { $0.ticketLifetime = .seconds(1) }) { server in
             let seed = try await server.seed(drivers: 1, orders: 0)

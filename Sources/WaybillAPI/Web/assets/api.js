@@ -81,7 +81,7 @@ export class Api {
         // We revalidate ourselves with If-None-Match; the browser cache must not answer for us.
         cache: 'no-store',
         credentials: 'omit',
-        signal: this.timeoutMs ? AbortSignal.timeout(this.timeoutMs) : undefined,
+        signal: timeoutSignal(this.timeoutMs),
       });
     } catch {
       throw new ApiError(0, 'network_error', fallbackMessage(0));
@@ -90,7 +90,13 @@ export class Api {
     if (response.status === 304 && cached) {
       return { data: cached.data, changed: false, etag: cached.etag, next: cached.next };
     }
-    const data = await readJSON(response);
+    let data;
+    try {
+      data = await readJSON(response);
+    } catch {
+      // The body stopped coming (a timeout or a drop mid-answer): nothing is cached from it.
+      throw new ApiError(0, 'network_error', fallbackMessage(0));
+    }
     if (!response.ok) {
       // A 412's server text names ETags; a person needs to hear what happened in plain words.
       const serverText = response.status === 412 ? '' : (typeof data?.message === 'string' && data.message.trim());
@@ -177,9 +183,19 @@ export function nextCursor(header) {
   }
 }
 
+/** An AbortSignal that fires after `ms` (null: none); built by hand where AbortSignal.timeout is missing. */
+function timeoutSignal(ms) {
+  if (!ms) return undefined;
+  if (typeof AbortSignal.timeout === 'function') return AbortSignal.timeout(ms);
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), ms);
+  return controller.signal;
+}
+
+/** The body as JSON (null when empty or not JSON). Throws when the body cannot be read to its end. */
 async function readJSON(response) {
   if (response.status === 204) return null;
-  const text = await response.text().catch(() => '');
+  const text = await response.text();
   if (!text) return null;
   try {
     return JSON.parse(text);

@@ -31,7 +31,7 @@ export class OrderEditor {
   /** Starts editing `order` as shown, at the version `etag` names. */
   open(order, etag) {
     this.etag = etag;
-    this.base = { title: order.title ?? '', notes: order.notes ?? '' }; // what the form started from
+    this.base = asShown(order); // what the form started from, as its controls read it back
     this.title.value = this.base.title;
     this.notes.value = this.base.notes;
     this.element.hidden = false;
@@ -51,7 +51,7 @@ export class OrderEditor {
   rebase(etag, order) {
     this.etag = etag;
     if (!order || !this.base) return;
-    const current = { title: order.title ?? '', notes: order.notes ?? '' };
+    const current = asShown(order);
     if (this.title.value.trim() === this.base.title) this.title.value = current.title;
     if (this.notes.value === this.base.notes) this.notes.value = current.notes;
     this.base = current;
@@ -75,4 +75,16 @@ export class OrderEditor {
       this.saveButton.disabled = false;
     }
   }
+}
+
+/**
+ * The order's title and notes as the form's controls give them back: a text input drops line
+ * breaks and a textarea reads CR LF and CR as LF. Compared with the raw server text, a field the
+ * user never touched would look changed (and be written back after a 412).
+ */
+function asShown(order) {
+  return {
+    title: (order.title ?? '').replace(/[\r\n]/g, '').trim(),
+    notes: (order.notes ?? '').replace(/\r\n?/g, '\n'),
+  };
 }
