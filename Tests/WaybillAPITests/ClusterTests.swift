@@ -174,6 +174,18 @@ struct ClusterTests {
         }
     }
 
+    /// `waybill seed --finished-per-driver` on PostgreSQL: a history larger than one old batch
+    /// (2 000 orders in one transaction did not finish within the 4.5 s call budget).
+    @Test func aLargeHistorySeedsOnPostgreSQL() async throws {
+        try await TestCluster.withRunning(nodes: 0) { cluster in
+            let seed = try await Seeder(store: cluster.store, passwordIterations: 1_000).seed(
+                .init(companyName: "Past", drivers: 3, ordersPerDriver: 1, finishedPerDriver: 1_000))
+            let company = CompanyID(seed.companyID)
+            let counts = try await cluster.store.read { tx in try tx.orderCounts(in: company, driver: nil) }
+            #expect(counts.values.reduce(0, +) == 3_003)
+        }
+    }
+
     /// A node SIGKILLed while writes go on through the other: its clients resume there with
     /// nothing lost and nothing twice (the relay lease moves if the dead node held it).
     @Test func aKilledNodesClientsResumeOnTheOtherWithNothingLost() async throws {
