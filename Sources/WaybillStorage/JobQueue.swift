@@ -16,16 +16,13 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     /// Adds a job; `false` when the queue is closed (the job will never run).
     package func enqueue(_ job: Job) -> Bool {
         condition.lock()
-        guard !isClosed else {
-            condition.unlock()
-            return false
-        }
+        defer { condition.unlock() }
+        guard !isClosed else { return false }
         jobs.append(job)
-        condition.unlock()
-        // Signalled after the unlock: a worker woken while we still held the lock would only go
-        // back to sleep on it, and our unlock would have to wake it a second time. Safe because a
-        // worker re-checks the queue under the lock before it waits (a signal nobody waits for
-        // finds every worker awake, and each of them sees the job before sleeping).
+        // Signalled under the lock. Tried: after the unlock (a woken worker no longer blocks on the
+        // lock it is woken under, 0.8 % of the samples at 1 000 writes/s); in one CI run of four a
+        // store call then never ran until the store closed (a lost wake-up, glibc's condition
+        // variable or ours), and the gain was not worth that doubt.
         condition.signal()
         return true
     }
