@@ -28,10 +28,10 @@ struct CrossNodeSessionTests {
             // The watcher polls every 250 ms (typically closed in ~0.3 s); the bound leaves room for a
             // loaded 2-core machine running the whole suite in parallel, and still fails a 5 s cache.
             #expect(ContinuousClock.now - started < .milliseconds(1500))
+            // The watcher that closed the socket also dropped the cached token: the next request,
+            // whenever it runs, finds it revoked (no second stopwatch: on a loaded 2-core machine
+            // the round trip itself took past the bound in one CI run).
             #expect(try await server.request("GET", "/api/me", token: driver.token).status == 401)
-            // The watcher acts within 250 ms; the margin above a second is the two round trips
-            // themselves on a loaded 2-core machine running the whole suite in parallel.
-            #expect(ContinuousClock.now - started < .milliseconds(1500))
             await theirs.send(#"{"type":"ping"}"#)
             #expect(await theirs.next()?["type"] as? String == "pong")
         }
