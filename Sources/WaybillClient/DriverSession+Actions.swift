@@ -1,3 +1,5 @@
+import struct Foundation.Data
+
 /// The offline queue (SPEC §5 rule 8): the driver's actions are kept on the device and sent in order.
 extension DriverSession {
     /// Queues a driver action and sends it as soon as the server is reachable (at once when it is).
@@ -155,7 +157,14 @@ extension DriverSession {
     /// Reads the queue a previous session left in `storage`.
     static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: StoredQueueProblem?) {
         guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], .notLoaded) }
-        guard let data = loaded else { return ([], nil) }
+        return decode(loaded, from: storage)
+    }
+
+    /// The actions in what `storage` held (nothing: none); what cannot be decoded is set aside.
+    private static func decode(
+        _ data: Data?, from storage: any ActionStorage
+    ) -> (actions: [QueuedAction], problem: StoredQueueProblem?) {
+        guard let data else { return ([], nil) }
         do {
             return (try StoredActionQueue.decode(data), nil)
         } catch {
@@ -170,19 +179,9 @@ extension DriverSession {
     /// - Throws: the storage's error when it still cannot be read; the new action is then not kept.
     func loadStoredQueueIfNeeded() throws {
         guard storedQueueNotLoaded else { return }
-        let stored = try actionStorage.load()
-        var earlier: [QueuedAction] = []
-        var decoded = true
-        if let stored {
-            do {
-                earlier = try StoredActionQueue.decode(stored)
-            } catch {
-                actionStorage.setAsideUnreadable()
-                decoded = false
-            }
-        }
+        let (earlier, problem) = Self.decode(try actionStorage.load(), from: actionStorage)
         storedQueueNotLoaded = false
-        actionStorageUnreadable = !decoded  // still true only if what was read had to be set aside
+        actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
         if !earlier.isEmpty { sendNextAction() }
     }

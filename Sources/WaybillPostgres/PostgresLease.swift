@@ -210,25 +210,19 @@ extension PostgresLease {
                     connection = try PostgresConnection(settings, deadline: .now + .seconds(2))
                     sessionHoldsLock = false
                 }
+                let got: Bool?
                 if sessionHoldsLock {
                     // The lapsed case of `acquire`: this session still holds the lock (locks are
                     // per session, and it is alive if it answers); taking it again would stack.
                     try connection?.execute("SELECT 1", deadline: .now + PostgresLease.heartbeatDeadline)
-                    let won = locked { () -> [CheckedContinuation<Bool, Never>]? in
-                        guard phase == .acquiring, !isShutDown else { return nil }
-                        phase = .held
-                        confirmedAt = .now
-                        defer { waiters.removeAll() }
-                        return Array(waiters.values)
-                    }
-                    for waiter in won ?? [] { waiter.resume(returning: true) }
-                    return connection
+                    got = true
+                } else {
+                    got = try connection?.queryFirst(
+                        "SELECT pg_try_advisory_lock($1::integer, hashtext($2))",
+                        [.integer(Int64(PostgresLease.lockClass)), .text(name)],
+                        deadline: .now + PostgresLease.heartbeatDeadline
+                    ) { $0.bool(0) }
                 }
-                let got = try connection?.queryFirst(
-                    "SELECT pg_try_advisory_lock($1::integer, hashtext($2))",
-                    [.integer(Int64(PostgresLease.lockClass)), .text(name)],
-                    deadline: .now + PostgresLease.heartbeatDeadline
-                ) { $0.bool(0) }
                 if got == true {
                     sessionHoldsLock = true
                     let won = locked { () -> [CheckedContinuation<Bool, Never>]? in

@@ -184,11 +184,7 @@ extension PostgresOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (each node stamps its own clock), so
             // `pruned_through` means "everything up to here is gone".
-            // Ids are dense above `pruned`: `limit` ids past it are at most `limit` events. The scan
-            // for the first event to keep stays inside the chunk (no index by time: unbounded, it
-            // would walk the whole backlog once per chunk).
-            let chunkEnd = state.pruned.addingReportingOverflow(Int64(clamping: limit)).overflow ? .max : state.pruned + Int64(clamping: limit)
-            let upper = min(state.relayed, chunkEnd)
+            let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, limit: limit)
             let firstKept = try queryFirst(
                 "SELECT event_id FROM events WHERE event_id > $1 AND event_id <= $3 AND committed_at >= $2 ORDER BY event_id LIMIT 1",
                 [.integer(state.pruned), .date(cutoff), .integer(upper)]

@@ -226,6 +226,15 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func pruneEvents(committedBefore cutoff: Date, limit: Int) throws -> Int
 }
 
+/// The last event id one `pruneEvents(committedBefore:limit:)` call may delete: at most `limit` ids
+/// past `pruned` (ids are dense above it, so at most `limit` events), never past `relayed`. For
+/// the store modules, which scan only up to it for the first event to keep (there is no index by
+/// time: an unbounded scan would walk the whole backlog once per chunk).
+package func pruneChunkEnd(pruned: Int64, relayed: Int64, limit: Int) -> Int64 {
+    let (end, overflow) = pruned.addingReportingOverflow(Int64(clamping: limit))
+    return min(relayed, overflow ? .max : end)
+}
+
 extension StoreWriter {
     /// Every event due at once (tests, small stores).
     public func pruneEvents(committedBefore cutoff: Date) throws -> Int {

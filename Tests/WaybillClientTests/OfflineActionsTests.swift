@@ -253,50 +253,57 @@ struct OfflineActionsTests {
         #expect(try StoredActionQueue.decode(Data(contentsOf: storage.url)).count == 1)
     }
 
-    /// A queue file that cannot be read when the session is made (a phone not yet unlocked, an I/O
-    /// error) is not written over by the next action: while it still cannot be read the action is
-    /// refused (the driver sees it was not kept); once it can, its actions come first.
-    @Test func aQueueThatCouldNotBeReadAtStartIsNeverWrittenOver() async throws {
+    /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
+    /// the file, the clock and API that session used, and the queued action. The directory goes after.
+    func withQueueFile(
+        holding action: DriverAction, expecting: ExpectedVersion,
+        _ body: (FileActionStorage, TestClock, FakeOrdersAPI, QueuedAction) async throws -> Void
+    ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = FileActionStorage(url: directory.appendingPathComponent("actions.json"))
         let clock = TestClock(), api = FakeOrdersAPI()
         let earlier = try await DriverSession(
             api: api, transport: FakeEventTransport(), clock: clock, actionStorage: file, wallClock: Harness.wallClock(clock)
-        ).queue(.attachDocument(name: "CMR scan", kind: "cmr", to: 2))
-        let locked = LockedStorage(file, failingLoads: 2)
-        let session = DriverSession(
-            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked, wallClock: Harness.wallClock(clock))
-        #expect(await session.actionStorageUnreadable)
-        await #expect(throws: (any Error).self, "still locked: the action is not kept") {
-            try await session.queue(.completeStage(4, of: 2), expecting: .any)
+        ).queue(action, expecting: expecting)
+        try await body(file, clock, api, earlier)
+    }
+
+    /// A queue file that cannot be read when the session is made (a phone not yet unlocked, an I/O
+    /// error) is not written over by the next action: while it still cannot be read the action is
+    /// refused (the driver sees it was not kept); once it can, its actions come first.
+    @Test func aQueueThatCouldNotBeReadAtStartIsNeverWrittenOver() async throws {
+        let document = DriverAction.attachDocument(name: "CMR scan", kind: "cmr", to: 2)
+        try await withQueueFile(holding: document, expecting: .shownDetail) { file, clock, api, earlier in
+            let locked = LockedStorage(file, failingLoads: 2)
+            let session = DriverSession(
+                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked, wallClock: Harness.wallClock(clock))
+            #expect(await session.actionStorageUnreadable)
+            await #expect(throws: (any Error).self, "still locked: the action is not kept") {
+                try await session.queue(.completeStage(4, of: 2), expecting: .any)
+            }
+            #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)) == [earlier], "the file is untouched")
+            let later = try await session.queue(.completeStage(4, of: 2), expecting: .any)  // unlocked now
+            #expect(await session.pendingActions.map(\.id) == [earlier.id, later.id], "the earlier action first")
+            #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)).map(\.id) == [earlier.id, later.id])
+            #expect(await session.actionStorageUnreadable == false, "read now")
         }
-        #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)) == [earlier], "the file is untouched")
-        let later = try await session.queue(.completeStage(4, of: 2), expecting: .any)  // unlocked now
-        #expect(await session.pendingActions.map(\.id) == [earlier.id, later.id], "the earlier action first")
-        #expect(try StoredActionQueue.decode(Data(contentsOf: file.url)).map(\.id) == [earlier.id, later.id])
-        #expect(await session.actionStorageUnreadable == false, "read now")
     }
 
     /// The queue is also read again when the session starts or the app comes back (the phone was
     /// unlocked meanwhile), not only when the driver acts: what waited there is sent.
     @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainWhenTheAppComesBack() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let file = FileActionStorage(url: directory.appendingPathComponent("actions.json"))
-        let clock = TestClock(), api = FakeOrdersAPI()
-        let earlier = try await DriverSession(
-            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: file, wallClock: Harness.wallClock(clock)
-        ).queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
-        let session = DriverSession(
-            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: LockedStorage(file, failingLoads: 2),
-            wallClock: Harness.wallClock(clock))
-        await session.start()  // the second read fails too
-        #expect(await session.pendingActions.isEmpty)
-        await session.appDidBecomeActive()  // unlocked now
-        #expect(await session.pendingActions.map(\.id) == [earlier.id] || api.appliedWriteKeys == [earlier.id.rawValue])
-        await eventually("sent") { api.appliedWriteKeys == [earlier.id.rawValue] }
-        await session.stop()
+        try await withQueueFile(holding: .changeStatus(of: 2, to: .accepted), expecting: .any) { file, clock, api, earlier in
+            let session = DriverSession(
+                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: LockedStorage(file, failingLoads: 2),
+                wallClock: Harness.wallClock(clock))
+            await session.start()  // the second read fails too
+            #expect(await session.pendingActions.isEmpty)
+            await session.appDidBecomeActive()  // unlocked now
+            #expect(await session.pendingActions.map(\.id) == [earlier.id] || api.appliedWriteKeys == [earlier.id.rawValue])
+            await eventually("sent") { api.appliedWriteKeys == [earlier.id.rawValue] }
+            await session.stop()
+        }
     }
 
     static func name(_ state: ActionState) -> String {

@@ -35,8 +35,8 @@ struct Routes {
         }
         r.on("GET", "/api/me") { _, context in try JSONCoding.response(UserJSON(user: try await context.requireUser())) }
         r.on("POST", "/api/ws-ticket") { request, context in
-            _ = try await context.requireUser()  // 401 here first (and the user id for the log line)
-            let (ticket, expiresIn) = try await auth.issueTicket(forAuthorization: request.headers["authorization"])
+            let (ticket, expiresIn) = try await auth.issueTicket(
+                for: try await context.requireUser().id, authorization: request.headers["authorization"])
             return try JSONCoding.response(TicketResponse(ticket: ticket.value, expiresIn: expiresIn))
         }
         r.on("GET", "/api/drivers") { _, context in
