@@ -70,8 +70,15 @@ extension Hub {
 
     /// Joins the group and lets the machine decide: live at once, or `connected` then a replay.
     private func admit(_ socket: SocketID, user: User, group: Group, resume: Connection.Resume, io: any SocketIO) {
-        guard io.isOpen(socket),
-            let actions = connections[socket]?.machine.authenticated(
+        guard io.isOpen(socket), let entry = connections[socket] else { return }
+        // A logout acted on since this socket opened may have come after its authentication read
+        // the credentials (a `?token=` is read from a cache or the store before the logout
+        // commits): the watcher found no admitted socket to close, so this one is refused here.
+        if logouts.loggedOut(user.id, since: entry.openedAtLogout) {
+            refuse(socket, .notAuthenticated, io: io)
+            return
+        }
+        guard let actions = connections[socket]?.machine.authenticated(
                 user: user.id, group: group, resume: resume, newest: newestDelivered)
         else { return }
         join(socket, group)

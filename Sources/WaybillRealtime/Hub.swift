@@ -38,6 +38,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         /// A driver socket's company and its receipts on their way to the store (Hub+Receipts).
         var company: CompanyID?
         var receipts: ReceiptCoalescer?
+        /// `logouts.count` when the socket opened (its authentication starts then): a logout
+        /// handled after it may have revoked the credentials the authentication read (`admit`).
+        var openedAtLogout: UInt64 = 0
     }
 
     let authenticator: any SocketAuthenticating
@@ -54,6 +57,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let authentications: ConcurrencyGate
     let replays: ConcurrencyGate
     var connections: [SocketID: Entry] = [:]
+    /// Logouts this node has acted on (`closeSockets(of:)`), to refuse sockets authenticated before them.
+    var logouts = LogoutLedger()
     private var members: [Group: Set<SocketID>] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
@@ -134,6 +139,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
     public func closeSockets(of user: UserID, io: any SocketIO) {
+        // Sockets still authenticating may have read the credentials before the logout revoked
+        // them; `admit` refuses those (their machine has no user yet, so the loop below skips them).
+        logouts.record(user) {
+            connections.values.lazy.filter { $0.machine.phase == .authenticating }.map(\.openedAtLogout).min()
+        }
         // Skips sockets already closing: a local logout and the session watcher both ask.
         for (socket, entry) in connections where entry.machine.userID == user && entry.machine.phase != .closing {
             connections[socket]?.machine.closing()
@@ -163,7 +173,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
         let machine = Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents)
-        connections[socket] = Entry(target: target, machine: machine)
+        connections[socket] = Entry(target: target, machine: machine, openedAtLogout: logouts.count)
         metrics.socketOpened(kind: "pending")
         logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
         startAuthentication(socket, Handshake(request), io: io)
