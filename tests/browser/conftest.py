@@ -8,6 +8,7 @@ page that violates the CSP, throws, or puts a token in a URL fails the test that
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -199,3 +200,32 @@ def row(page, order_id):
 
 
 LIVE_TIMEOUT_MS = 2_000  # the issue: a change by another client shows within 2 s, no reload
+
+
+class ListRequests:
+    """Every GET of the order list the page makes from now on, split into pages and `ids=` fetches."""
+
+    def __init__(self, page):
+        self.urls = []
+        self.counts = []
+        page.on("request", lambda request: request.method == "GET" and "/api/orders/?" in request.url
+                and self.urls.append(request.url))
+        page.on("request", lambda request: request.method == "GET" and request.url.endswith("/api/orders/counts")
+                and self.counts.append(request.url))
+
+    @property
+    def pages(self):
+        return [url for url in self.urls if "ids=" not in url]
+
+    @property
+    def by_ids(self):
+        return [url for url in self.urls if "ids=" in url]
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()

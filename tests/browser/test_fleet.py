@@ -1,7 +1,7 @@
 """Fleet board (stream=fleet): one card per driver, updated live."""
 from playwright.sync_api import expect
 
-from conftest import LIVE_TIMEOUT_MS, login_as_dispatcher, screenshot
+from conftest import LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, screenshot, wait_until
 
 
 def card(page, key):
@@ -25,7 +25,10 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
             expect(card(page, seeded["id"]).locator(f'li[data-order-id="{order_id}"]')).to_be_visible()
     screenshot(page, "fleet")
 
-    # Another client creates and then reassigns an order: it moves between cards, no reload.
+    # Another client creates and then reassigns an order: it moves between cards, no reload,
+    # and each burst fetches the orders it names (`ids=`), never the whole active set again.
+    page.wait_for_timeout(600)  # the start-up loads (the board, the socket's connect refetch) are done
+    requests = ListRequests(page)
     a, b = server.drivers[1], server.drivers[2]
     order = api.create_order("Fleet mover", driver_id=a["id"])
     item = f'li[data-order-id="{order["id"]}"]'
@@ -35,6 +38,8 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
     expect(card(page, a["id"]).locator(item)).to_have_count(0)
     api.ok("POST", f"/api/orders/{order['id']}/status", {"status": "cancelled"})
     expect(card(page, b["id"]).locator(item)).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    assert wait_until(lambda: any(f"ids={order['id']}" in url for url in requests.by_ids)), requests.urls
+    assert requests.pages == [], requests.urls
 
     # A link on a card opens the order on the orders page.
     first = card(page, seeded["id"]).get_by_role("link").first

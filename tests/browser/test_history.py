@@ -1,40 +1,10 @@
 """The list at any history length: one page on screen, paging, search, counts, and row-level refresh."""
 import re
-import time
 import uuid
 
 from playwright.sync_api import expect
 
-from conftest import LIVE_TIMEOUT_MS, login_as_dispatcher, row, screenshot
-
-
-class ListRequests:
-    """Every GET of the order list the page makes from now on, split into pages and `ids=` fetches."""
-
-    def __init__(self, page):
-        self.urls = []
-        self.counts = []
-        page.on("request", lambda request: request.method == "GET" and "/api/orders/?" in request.url
-                and self.urls.append(request.url))
-        page.on("request", lambda request: request.method == "GET" and request.url.endswith("/api/orders/counts")
-                and self.counts.append(request.url))
-
-    @property
-    def pages(self):
-        return [url for url in self.urls if "ids=" not in url]
-
-    @property
-    def by_ids(self):
-        return [url for url in self.urls if "ids=" in url]
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+from conftest import LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, row, screenshot, wait_until
 
 
 def test_the_history_is_paged_and_searchable(page, server, api):

@@ -1,7 +1,10 @@
 // Fleet board (stream=fleet): one card per driver with their current orders, plus a card for
 // orders nobody has yet. Cards are keyed by driver and rebuilt only when their content changed.
+// A burst of events refetches only the orders it names (`ids=`), not the whole active set: the
+// set is loaded in full only at start, after a (re)connect or `reset`, and by the safety poll.
 import { h, replace, setText, flash } from './dom.js';
 import { statusLabel, isActive, driverLabel, receiptOf, receiptKey } from './format.js';
+import { MAX_IDS } from './list-page.js';
 
 const UNASSIGNED = 'none';
 const MAX_PAGES = 10;
@@ -14,6 +17,8 @@ export class FleetView {
     this.api = api;
     this.cards = new Map(); // driver id (or 'none') → { article, list, count, signature }
     this.rendered = false;
+    this.drivers = [];
+    this.orders = null; // order id → order, the active ones; null until the first full load
   }
 
   mount(main) {
@@ -29,14 +34,41 @@ export class FleetView {
   update() {}
   unmount() {}
 
-  async refresh() {
+  /** `signal`: the live feed's coalesced `{ all, orderIds }` (none: load everything). */
+  async refresh(signal = { all: true }) {
     try {
-      const [drivers, orders] = await Promise.all([this.api.drivers(), this.activeOrders()]);
+      if (signal.all || this.orders === null || signal.orderIds.size > MAX_IDS) {
+        await this.loadAll();
+      } else if (signal.orderIds.size > 0) {
+        await this.loadNamed([...signal.orderIds]);
+      }
       this.error.textContent = '';
-      this.render(drivers.data, orders);
+      this.render(this.drivers, [...this.orders.values()]);
     } catch (error) {
       if (error.status === 401 || (error.status === 0 && this.rendered)) return; // see OrdersView.loadList
       this.error.textContent = `Could not refresh the fleet: ${error.message}`;
+    }
+  }
+
+  async loadAll() {
+    const [drivers, orders] = await Promise.all([this.api.drivers(), this.activeOrders()]);
+    this.drivers = drivers.data;
+    this.orders = new Map(orders.map((order) => [order.id, order]));
+  }
+
+  /** The named orders only: each one found active is (re)placed on the board, any other leaves it. */
+  async loadNamed(ids) {
+    const { data } = await this.api.ordersByIds(ids);
+    const fresh = new Map(data.map((order) => [order.id, order]));
+    for (const id of ids) {
+      const order = fresh.get(id);
+      if (order && isActive(order.status)) this.orders.set(id, order);
+      else this.orders.delete(id);
+    }
+    // A driver added since the board loaded: fetch the drivers again for their card's name.
+    const known = new Set(this.drivers.map((driver) => driver.id));
+    if (data.some((order) => order.driver_id != null && !known.has(order.driver_id))) {
+      this.drivers = (await this.api.drivers()).data;
     }
   }
 
