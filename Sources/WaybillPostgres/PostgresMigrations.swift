@@ -17,6 +17,8 @@ enum PostgresMigrations {
         PostgresMigration(name: "0003_order_list_indexes", sql: PostgresSchema.orderListIndexes),
         PostgresMigration(name: "0004_order_receipts", sql: PostgresSchema.receipts),
         PostgresMigration(name: "0005_idempotency_keys", sql: PostgresSchema.idempotencyKeys),
+        // 0006 (the SQLite outbox without its counter) has no PostgreSQL step.
+        PostgresMigration(name: "0007_unicode_search", sql: PostgresSchema.unicodeSearch),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -35,10 +35,14 @@ extension PostgresOrderStore.Transaction {
             arguments.append(.text(PostgresArray.literal(ids.map { String($0.rawValue) })))
             filters += " AND id = ANY($\(arguments.count)::bigint[])"
         }
-        if let pattern = query.likePattern {
-            // ILIKE: case-insensitive like SQLite's LIKE (which folds ASCII letters only).
-            arguments.append(.text(pattern))
-            filters += " AND (number ILIKE $\(arguments.count) ESCAPE '\\' OR title ILIKE $\(arguments.count) ESCAPE '\\')"
+        if let folded = query.foldedText {
+            // `waybill_search` is ICU's root locale (migration 0007): lower() folds every script the
+            // same way on any database, as the SQLite store's `waybill_lower` does; ILIKE would
+            // follow the database's locale (ASCII only under "C").
+            arguments.append(.text(folded))
+            filters +=
+                " AND (strpos(lower(number COLLATE waybill_search), $\(arguments.count)) > 0"
+                + " OR strpos(lower(title COLLATE waybill_search), $\(arguments.count)) > 0)"
         }
         if let after = query.updatedAfter {
             arguments.append(.date(after))
@@ -48,7 +52,7 @@ extension PostgresOrderStore.Transaction {
             arguments.append(.id(before))
             filters += " AND id < $\(arguments.count)"
         }
-        let windowEnd = query.likePattern == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        let windowEnd = query.foldedText == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
         if let windowEnd {
             arguments.append(.id(windowEnd))
             filters += " AND id >= $\(arguments.count)"

@@ -164,3 +164,12 @@ enum PostgresSchema {
         ALTER TABLE events ADD COLUMN seen_version BIGINT;
         """
 }
+
+extension PostgresSchema {
+    /// Text search folds case with ICU's root locale, whatever the database's own locale: the same
+    /// Unicode default case mapping as the SQLite store's `waybill_lower` (Swift's `lowercased()`).
+    /// A PostgreSQL built without ICU fails here, at start-up, with its own message.
+    static let unicodeSearch = """
+        CREATE COLLATION IF NOT EXISTS waybill_search (provider = icu, locale = 'und');
+        """
+}

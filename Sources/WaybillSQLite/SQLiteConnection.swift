@@ -32,6 +32,29 @@ final class SQLiteConnection {
             throw SQLiteError(code: code, db: db)
         }
         try executeScript("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+        try registerLower(db)
+    }
+
+    /// `waybill_lower(text)`: Swift's `lowercased()` (Unicode's default case mapping), for text
+    /// search that folds every script as the PostgreSQL store does; SQLite's own `lower()` and
+    /// `LIKE` fold ASCII letters only. NULL stays NULL.
+    private func registerLower(_ db: OpaquePointer) throws(SQLiteError) {
+        let code = sqlite3_create_function_v2(
+            db, "waybill_lower", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nil,
+            { context, count, values in
+                guard count == 1, let value = values?[0], let text = sqlite3_value_text(value) else {
+                    sqlite3_result_null(context)
+                    return
+                }
+                let bytes = UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value)))
+                var lowered = String(decoding: bytes, as: UTF8.self).lowercased()
+                lowered.withUTF8 { utf8 in
+                    utf8.withMemoryRebound(to: CChar.self) {
+                        sqlite3_result_text(context, $0.baseAddress, Int32($0.count), wb_sqlite_transient())
+                    }
+                }
+            }, nil, nil, nil)
+        guard code == SQLITE_OK else { throw SQLiteError(code: code, db: db) }
     }
 
     deinit { close() }

@@ -35,10 +35,10 @@ extension SQLiteOrderStore.Transaction {
             filters += " AND id IN (SELECT value FROM json_each(?))"
             filterArguments.append(.text("[" + ids.map { String($0.rawValue) }.joined(separator: ",") + "]"))
         }
-        if let pattern = query.likePattern {
-            // SQLite's LIKE ignores case for ASCII letters only; PostgreSQL's ILIKE matches that for ASCII.
-            filters += " AND (number LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\')"
-            filterArguments += [.text(pattern), .text(pattern)]
+        if let folded = query.foldedText {
+            // `waybill_lower` is Swift's `lowercased()` (SQLiteConnection): LIKE would fold ASCII only.
+            filters += " AND (instr(waybill_lower(number), ?) > 0 OR instr(waybill_lower(title), ?) > 0)"
+            filterArguments += [.text(folded), .text(folded)]
         }
         if let after = query.updatedAfter {
             filters += " AND updated_at > ?"
@@ -48,7 +48,7 @@ extension SQLiteOrderStore.Transaction {
             filters += " AND id < ?"
             filterArguments.append(.id(before))
         }
-        let windowEnd = query.likePattern == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        let windowEnd = query.foldedText == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
         if let windowEnd {
             filters += " AND id >= ?"
             filterArguments.append(.id(windowEnd))

@@ -53,15 +53,13 @@ public struct OrderQuery: Sendable, Equatable {
     /// Whether the query can match no row at all without asking the store.
     public var matchesNothing: Bool { allowedStatuses?.isEmpty == true || ids?.isEmpty == true || limit < 1 }
 
-    /// `text` as a LIKE pattern `%…%`, with `\`, `%` and `_` escaped by `\` (use `ESCAPE '\'`).
-    public var likePattern: String? {
+    /// `text` lower-cased, to be found in the lower-cased number or title (SQL `instr`/`strpos`,
+    /// so `%`, `_` and `\\` are plain characters). Both stores lower-case with Unicode's default
+    /// case mapping (Swift's `lowercased()` on SQLite, ICU's root locale on PostgreSQL), so "łódź"
+    /// finds "ŁÓDŹ" on either, whatever the database's own locale.
+    public var foldedText: String? {
         guard let text, !text.isEmpty else { return nil }
-        var escaped = ""
-        for character in text {
-            if character == "\\" || character == "%" || character == "_" { escaped.append("\\") }
-            escaped.append(character)
-        }
-        return "%" + escaped + "%"
+        return text.lowercased()
     }
 
     /// Statuses that end an order's life.

@@ -22,9 +22,9 @@ export function serverFilters({ status = '', driver = '', q = '' }) {
 }
 
 /**
- * Whether `order` passes the filters, as the server decides it. (Text matching folds case the
- * way JavaScript does, the server folds ASCII only: where they differ the page is refetched,
- * which is merely one request too many.)
+ * Whether `order` passes the filters, as the server decides it. (Text matching lower-cases the
+ * way JavaScript does, the server with Unicode's default mapping too; where they differ (Greek
+ * final sigma) the page is refetched, which is merely one request too many.)
  */
 export function matchesFilters(order, { status = '', driver = '', q = '' }) {
   if (status === '' || status === 'active') {
