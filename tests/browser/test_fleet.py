@@ -1,4 +1,6 @@
 """Fleet board (stream=fleet): one card per driver, updated live."""
+from urllib.parse import parse_qs, urlparse
+
 from playwright.sync_api import expect
 
 from conftest import LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, screenshot, wait_until
@@ -6,6 +8,22 @@ from conftest import LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, screens
 
 def card(page, key):
     return page.locator(f'#fleet-grid article[data-driver-id="{key}"]')
+
+
+def named(url):
+    """The order ids an `ids=` list request names."""
+    values = parse_qs(urlparse(url).query).get("ids", [""])[0]
+    return {int(value) for value in values.split(",") if value}
+
+
+def full_loads(page):
+    return [url for url in page.recorder.urls if "/api/orders/?" in url and "active=true" in url]
+
+
+def wait_for_start_up_loads(page):
+    """The board's first load and the socket's refetch after `connected` (two full loads)."""
+    assert wait_until(lambda: len(full_loads(page)) >= 2, timeout=10), page.recorder.urls
+    page.wait_for_timeout(300)  # their answers have been rendered
 
 
 def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api):
@@ -27,7 +45,7 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
 
     # Another client creates and then reassigns an order: it moves between cards, no reload,
     # and each burst fetches the orders it names (`ids=`), never the whole active set again.
-    page.wait_for_timeout(600)  # the start-up loads (the board, the socket's connect refetch) are done
+    wait_for_start_up_loads(page)
     requests = ListRequests(page)
     a, b = server.drivers[1], server.drivers[2]
     order = api.create_order("Fleet mover", driver_id=a["id"])
@@ -38,7 +56,7 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
     expect(card(page, a["id"]).locator(item)).to_have_count(0)
     api.ok("POST", f"/api/orders/{order['id']}/status", {"status": "cancelled"})
     expect(card(page, b["id"]).locator(item)).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
-    assert wait_until(lambda: any(f"ids={order['id']}" in url for url in requests.by_ids)), requests.urls
+    assert wait_until(lambda: any(order["id"] in named(url) for url in requests.by_ids)), requests.urls
     assert requests.pages == [], requests.urls
 
     # A link on a card opens the order on the orders page.
@@ -47,6 +65,36 @@ def test_fleet_board_has_a_card_per_driver_and_follows_changes(page, server, api
     expect(page.locator(".facts")).to_be_visible()
     # Opened on a freshly mounted page: the driver select still shows the order's driver.
     expect(page.locator("#assign-driver")).to_have_value(str(seeded["id"]))
+
+
+def test_a_failed_fetch_makes_the_next_burst_reload_the_whole_board(page, server, api):
+    login_as_dispatcher(page, server)
+    page.goto("/#/fleet")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    wait_for_start_up_loads(page)
+    a = server.drivers[1]
+    failed = []
+
+    def fail_once(route):
+        if failed:
+            return route.continue_()
+        failed.append(route.request.url)
+        return route.fulfill(status=503, content_type="application/json",
+                             body='{"error":{"code":"store_unavailable","message":"try again"}}')
+
+    page.route("**/api/orders/?ids=*", fail_once)
+    requests = ListRequests(page)
+    lost = api.create_order("Fleet lost fetch", driver_id=a["id"])
+    expect(page.locator("#fleet-error")).to_contain_text("Could not refresh the fleet", timeout=LIVE_TIMEOUT_MS)
+    assert failed and lost["id"] in named(failed[0]), failed
+    expect(card(page, a["id"]).locator(f'li[data-order-id="{lost["id"]}"]')).to_have_count(0)
+
+    # The next burst names another order only, and still brings the first one: a full load.
+    other = api.create_order("Fleet next burst", driver_id=a["id"])
+    expect(card(page, a["id"]).locator(f'li[data-order-id="{other["id"]}"]')).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    expect(card(page, a["id"]).locator(f'li[data-order-id="{lost["id"]}"]')).to_be_visible()
+    expect(page.locator("#fleet-error")).to_have_text("")
+    assert len(requests.pages) >= 1, requests.urls
 
 
 def test_panel_is_usable_on_a_tablet(page_factory, server):

@@ -1,7 +1,8 @@
 // Fleet board (stream=fleet): one card per driver with their current orders, plus a card for
 // orders nobody has yet. Cards are keyed by driver and rebuilt only when their content changed.
 // A burst of events refetches only the orders it names (`ids=`), not the whole active set: the
-// set is loaded in full only at start, after a (re)connect or `reset`, and by the safety poll.
+// set is loaded in full only at start, after a (re)connect or `reset`, by the safety poll, after
+// a failed fetch, and when a burst names more orders than one `ids=` request takes.
 import { h, replace, setText, flash } from './dom.js';
 import { statusLabel, isActive, driverLabel, receiptOf, receiptKey } from './format.js';
 import { MAX_IDS } from './list-page.js';
@@ -45,6 +46,9 @@ export class FleetView {
       this.error.textContent = '';
       this.render(this.drivers, [...this.orders.values()]);
     } catch (error) {
+      // What the failed fetch would have changed is unknown: the next signal of any kind loads
+      // everything again, instead of leaving those orders wrong until the safety poll.
+      this.orders = null;
       if (error.status === 401 || (error.status === 0 && this.rendered)) return; // see OrdersView.loadList
       this.error.textContent = `Could not refresh the fleet: ${error.message}`;
     }
@@ -56,20 +60,20 @@ export class FleetView {
     this.orders = new Map(orders.map((order) => [order.id, order]));
   }
 
-  /** The named orders only: each one found active is (re)placed on the board, any other leaves it. */
+  /**
+   * The named orders only: each one found active is (re)placed on the board, any other leaves it.
+   * The drivers are asked again too (a conditional GET: a 304 unless one was added or renamed).
+   * Nothing changes unless both answers arrived.
+   */
   async loadNamed(ids) {
-    const { data } = await this.api.ordersByIds(ids);
+    const [drivers, { data }] = await Promise.all([this.api.drivers(), this.api.ordersByIds(ids)]);
     const fresh = new Map(data.map((order) => [order.id, order]));
     for (const id of ids) {
       const order = fresh.get(id);
       if (order && isActive(order.status)) this.orders.set(id, order);
       else this.orders.delete(id);
     }
-    // A driver added since the board loaded: fetch the drivers again for their card's name.
-    const known = new Set(this.drivers.map((driver) => driver.id));
-    if (data.some((order) => order.driver_id != null && !known.has(order.driver_id))) {
-      this.drivers = (await this.api.drivers()).data;
-    }
+    this.drivers = drivers.data;
   }
 
   /**
@@ -110,6 +114,7 @@ export class FleetView {
         card = this.createCard(key, names.get(key));
         this.cards.set(key, card);
       }
+      setText(card.heading, this.cardTitle(key, names.get(key))); // a driver renamed, or known only now
       const list = byDriver.get(key);
       const signature = JSON.stringify(list.map((o) => [o.id, o.version, receiptKey(o)]));
       if (card.signature !== signature) {
@@ -124,17 +129,22 @@ export class FleetView {
 
   createCard(key, driver) {
     const headingId = `fleet-driver-${key}`;
-    const title = key === UNASSIGNED ? 'Not assigned' : (driver ? driverLabel(driver) : `Driver #${key}`);
+    const title = this.cardTitle(key, driver);
+    const heading = h('h2', { id: headingId }, title);
     const count = h('p', { class: 'card-count' });
     // Whether the driver's device shows everything assigned to them (SPEC §2, "Receipts").
     const seen = h('p', { class: 'card-seen', hidden: key === UNASSIGNED });
     const list = h('ul', { class: 'card-orders' });
     const article = h('article', { class: key === UNASSIGNED ? 'driver-card unassigned' : 'driver-card',
       'aria-labelledby': headingId, dataset: { driverId: key } },
-    h('h2', { id: headingId }, title),
+    heading,
     driver?.email && driver.name ? h('p', { class: 'muted card-email' }, driver.email) : null,
     count, seen, list);
-    return { article, list, count, seen, signature: null };
+    return { article, heading, list, count, seen, signature: null };
+  }
+
+  cardTitle(key, driver) {
+    return key === UNASSIGNED ? 'Not assigned' : (driver ? driverLabel(driver) : `Driver #${key}`);
   }
 
   fillCard(card, orders) {
