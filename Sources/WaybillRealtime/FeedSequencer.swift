@@ -9,6 +9,9 @@ public import WaybillDomain
 /// the rules are tested on plain values (Tests/WaybillRealtimeTests/FeedSequencerTests).
 ///
 /// - Duplicates (a republishing relay, an overlap after a store read) are dropped by id.
+/// - Broker events the store does not have in a snapshot taken after they arrived are dropped: an
+///   event reaches the broker only after it commits, so they were never committed here (a stale
+///   copy, or someone else's message on the channel).
 /// - A gap keeps the batch pending and asks for a store read of `events(after: deliveredThrough)`;
 ///   the store's answer is authoritative, so a failed read only delays (never drops) delivery.
 /// - Until the broker subscription is up, and while it is lost, every tick asks for a store read
@@ -76,9 +79,12 @@ public struct FeedSequencer: Sendable {
         public var deliver: [StoredEvent] = []
         /// History rewound: close every socket with 1012; delivery continues after this cursor.
         public var rewound: EventCursor?
-        public init(deliver: [StoredEvent] = [], rewound: EventCursor? = nil) {
+        /// Broker events dropped because the store, read after they arrived, has no such ids (to log).
+        public var discarded: Int
+        public init(deliver: [StoredEvent] = [], rewound: EventCursor? = nil, discarded: Int = 0) {
             self.deliver = deliver
             self.rewound = rewound
+            self.discarded = discarded
         }
     }
 
@@ -99,6 +105,9 @@ public struct FeedSequencer: Sendable {
     private var doubtReadIssued = false
     /// Broker events above a gap, ascending, waiting for the store read that fills it.
     private var pending: [StoredEvent] = []
+    /// The highest pending id when the read in flight was taken: the read's snapshot is newer than
+    /// every event pending then (an event is published, or observed here, only after it commits).
+    private var pendingWhenTaken: EventID?
     private var ticksSinceCheck = 0
     private let ticksPerCheck: Int
     private let maxPending: Int
@@ -156,6 +165,7 @@ public struct FeedSequencer: Sendable {
     public mutating func takeRead() -> (kind: ReadKind, after: EventCursor)? {
         guard let owedRead else { return nil }
         if awaitingHistoryCheck { doubtReadIssued = true }
+        pendingWhenTaken = pending.last?.id
         return (owedRead, deliveredThrough)
     }
 
@@ -163,6 +173,8 @@ public struct FeedSequencer: Sendable {
     /// delivered, then whatever pending broker events continue it.
     public mutating func storeRead(_ read: StoreRead) -> Step {
         ticksSinceCheck = 0
+        let takenWith = pendingWhenTaken
+        pendingWhenTaken = nil
         if Self.hasRewound(from: read.issuedAt ?? deliveredThrough, to: read) {
             deliveredThrough = read.newest
             pending = []
@@ -191,6 +203,15 @@ public struct FeedSequencer: Sendable {
             deliveredThrough = event.cursor
         }
         pending.removeAll { $0.id <= deliveredThrough.id }
+        // Pending before the read was taken yet above its snapshot's newest: no such event was
+        // ever committed (a stale copy the broker delivered late, or a message someone else put on
+        // the channel). Kept, it would ask for a read after every read, for ever.
+        var discarded = 0
+        if let takenWith {
+            let before = pending.count
+            pending.removeAll { $0.id > read.newest.id && $0.id <= takenWith }
+            discarded = before - pending.count
+        }
         delivered += drainPending()
         // More pages at once; a gap the store could not fill yet is retried on the next tick,
         // unless the pending events are newer than the read's snapshot: committed here while it
@@ -201,13 +222,14 @@ public struct FeedSequencer: Sendable {
         // Not after an events read, which read what there was (no loop on a store that says so).
         let storeAhead = read.kind == .check && read.newest.id > deliveredThrough.id
         owedRead = read.isFull || newerThanSnapshot || storeAhead || droppedDoubtful ? .events : nil
-        return Step(deliver: delivered)
+        return Step(deliver: delivered, discarded: discarded)
     }
 
     /// A store read failed: everything pending stays; the next tick asks again.
     public mutating func storeReadFailed() {
         if owedRead == .events { retryEvents = true }  // e.g. the read after `.subscribed`
         owedRead = nil
+        pendingWhenTaken = nil
         doubtReadIssued = false  // a doubt stays until a read answers (the tick asks again)
     }
 

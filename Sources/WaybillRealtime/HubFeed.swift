@@ -197,6 +197,11 @@ public final class HubFeed: Sendable {
     }
 
     private func perform(_ step: FeedSequencer.Step) {
+        if step.discarded > 0 {
+            logger.warning(
+                "dropped broker events the store never had (a stale copy, or a foreign message on the channel)",
+                ["count": "\(step.discarded)"])
+        }
         if let newest = step.rewound {
             metrics.historyRewound()
             logger.error("store history rewound; closing sockets so clients resume", ["newest": "\(newest)"])

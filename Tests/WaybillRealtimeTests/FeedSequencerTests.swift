@@ -213,6 +213,46 @@ struct FeedSequencerReadInFlightTests {
         #expect(feed.storeRead(other).rewound == Fixtures.event(12).cursor, "the event read for then is another one")
     }
 
+    /// A broker event the store has no trace of in a snapshot taken after it arrived (a stale copy
+    /// published late, or a message someone else put on the channel) is dropped after that one
+    /// read: kept, it made every read owe another at once, and the feed read the store in a loop.
+    @Test func anEventTheStoreNeverHadIsDroppedAfterOneRead() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received(Fixtures.events([9_000_000]))
+        #expect(feed.owedRead == .events)
+        let taken = feed.takeRead()
+        #expect(taken?.kind == .events)
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: FeedSequencerTests.start, atDelivered: Fixtures.event(10),
+            issuedAt: taken?.after)
+        let step = feed.storeRead(read)
+        #expect(step.deliver.isEmpty && step.discarded == 1)
+        #expect(feed.owedRead == nil, "no read after read for an id the store never had")
+        // Delivery goes on as before.
+        #expect(FeedSequencerTests.ids(feed.received(Fixtures.events(11...12))) == [11, 12])
+        #expect(feed.owedRead == nil)
+    }
+
+    /// Only events that were pending when the read was taken are judged by it: one that arrives
+    /// while the read is in flight may be newer than its snapshot, and is read again instead.
+    @Test func anEventArrivingDuringTheReadIsNotJudgedByIt() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received(Fixtures.events(12...12))  // 11 missing
+        let taken = feed.takeRead()
+        _ = feed.received(Fixtures.events(14...14))  // committed (13, 14) after the snapshot below
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events([11, 12]), isFull: false, newest: Fixtures.event(12).cursor,
+            atDelivered: Fixtures.event(10), issuedAt: taken?.after)
+        let step = feed.storeRead(read)
+        #expect(FeedSequencerTests.ids(step) == [11, 12] && step.discarded == 0)
+        #expect(feed.owedRead == .events)
+        _ = feed.takeRead()
+        let next = FeedSequencer.StoreRead(
+            events: Fixtures.events([13, 14]), isFull: false, newest: Fixtures.event(14).cursor,
+            atDelivered: Fixtures.event(12), issuedAt: feed.deliveredThrough)
+        #expect(FeedSequencerTests.ids(feed.storeRead(next)) == [13, 14])
+    }
+
     @Test func aGapAboveTheSnapshotOfAReadInFlightIsReadAgainAtOnce() {
         var feed = FeedSequencer(deliveredThrough: FeedSequencerTests.start)
         _ = feed.received(Fixtures.events(11...11))
