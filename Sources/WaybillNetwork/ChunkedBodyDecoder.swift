@@ -26,11 +26,22 @@ struct ChunkedBodyDecoder {
     }
 
     private var state = State.size(value: 0, digits: 0)
+    /// Bytes of chunk extensions and trailers so far: they carry nothing the server reads, and
+    /// without a bound a client could stream them for ever without reaching `limit`.
+    private var ignoredBytes = 0
+    static let maxIgnoredBytes = 16 << 10
     /// The decoded body so far.
     private(set) var body: [UInt8] = []
     let limit: Int
 
     init(limit: Int) { self.limit = limit }
+
+    private mutating func countIgnored() -> Progress? {
+        ignoredBytes += 1
+        guard ignoredBytes > Self.maxIgnoredBytes else { return nil }
+        state = .failed
+        return .tooLarge
+    }
 
     /// Feeds the next raw piece of the body.
     mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Progress {
@@ -55,6 +66,7 @@ struct ChunkedBodyDecoder {
             case .sizeExtension(let value):
                 if byte == UInt8(ascii: "\r") { state = .sizeLF(value: value) }
                 i += 1
+                if let result = countIgnored() { return result }
             case .sizeLF(let value):
                 guard byte == UInt8(ascii: "\n") else { return fail() }
                 if value == 0 {
@@ -86,6 +98,7 @@ struct ChunkedBodyDecoder {
             case .trailerLine:
                 if byte == UInt8(ascii: "\r") { state = .trailerLF(isEmptyLine: false) }
                 i += 1
+                if let result = countIgnored() { return result }
             case .trailerLF(let isEmptyLine):
                 guard byte == UInt8(ascii: "\n") else { return fail() }
                 state = isEmptyLine ? .done : .trailerLineStart

@@ -36,6 +36,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var eventLoop: EventLoopKind?
     /// lws's per-step timeout (reading a request or body piece); tests shorten it.
     var lwsTimeout: Duration = .seconds(10)
+    /// The longest a request body may take to arrive, however it trickles in: lws restarts its own
+    /// timeout at every piece, so a byte every few seconds would otherwise hold the connection (and
+    /// its buffers) for days. Past it the answer is 408 and the connection closes.
+    public var bodyDeadline: Duration = .seconds(30)
     /// The defaults above.
     public init() {}
 }

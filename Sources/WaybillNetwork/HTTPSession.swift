@@ -25,6 +25,8 @@ final class HTTPSession {
     var chunked: ChunkedBodyDecoder?
     /// Close the connection after this response (chunked or no-length bodies, 413, shutdown).
     var closeAfterResponse = false
+    /// When the request's head was in (`HTTPServerConfiguration.bodyDeadline` counts from it).
+    let startedAt = ContinuousClock.now
 
     private(set) var response: HTTPResponse?
     private var isReadingPaused = false

@@ -74,6 +74,15 @@ extension ServerCore {
         _ length: Int
     ) -> Int32 {
         guard let session = slotObject(user) as? HTTPSession, session.state == .readingBody else { return 0 }
+        if ContinuousClock.now - session.startedAt > configuration.bodyDeadline {
+            session.request.body = []
+            session.chunked = nil
+            session.respond(
+                .jsonError(status: 408, code: "request_timeout", message: "The request body took too long to arrive."),
+                close: true
+            )
+            return 0
+        }
         let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
         if session.chunked != nil {
             switch session.chunked!.feed(bytes) {

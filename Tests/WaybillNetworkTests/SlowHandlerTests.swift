@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import WaybillTesting
 
@@ -22,6 +23,30 @@ struct SlowHandlerTests {
             }
             #expect(first.status == 200)
             #expect(second.status == 200)
+        }
+    }
+
+    /// A body that trickles in (a byte every so often, each within lws's own per-piece timeout) is
+    /// cut off at `bodyDeadline` with a 408, however long it claims to be.
+    @Test(arguments: [false, true]) func aTricklingBodyGets408AtTheDeadline(chunked: Bool) async throws {
+        try await withServer({ $0.bodyDeadline = .seconds(1) }) { server in
+            let port = server.port
+            let (response, elapsed) = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .seconds(20))
+                let start = ContinuousClock.now
+                try c.send(
+                    chunked
+                        ? "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        : "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+                if chunked { try c.send("100000\r\n") }
+                // Stop as soon as the server answers: sending on a closed connection fails.
+                for _ in 0..<40 where (try? c.send("x")) != nil {
+                    Thread.sleep(forTimeInterval: 0.1)  // the client's pace, not a wait for the server
+                }
+                return (try c.readResponse(), ContinuousClock.now - start)
+            }
+            #expect(response.status == 408)
+            #expect(elapsed < .seconds(3.5), "answered at the deadline, not when the body ran out")
         }
     }
 }

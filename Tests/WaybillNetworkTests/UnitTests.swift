@@ -26,6 +26,20 @@ struct ChunkedBodyDecoderTests {
         var bad = ChunkedBodyDecoder(limit: 100)
         #expect(feed(&bad, "zz\r\n") == .malformed)
     }
+
+    /// Chunk extensions and trailers carry nothing the server reads: streamed without end they would
+    /// never reach the body limit, so they have their own bound.
+    @Test func endlessExtensionsOrTrailersAreRefused() {
+        let filler = String(repeating: "x", count: ChunkedBodyDecoder.maxIgnoredBytes + 1)
+        var extensions = ChunkedBodyDecoder(limit: 100)
+        #expect(feed(&extensions, "1;") == .needMore)
+        #expect(feed(&extensions, filler) == .tooLarge)
+        var trailers = ChunkedBodyDecoder(limit: 100)
+        #expect(feed(&trailers, "0\r\n") == .needMore)
+        #expect(feed(&trailers, filler + "\r\n") == .tooLarge)
+        var modest = ChunkedBodyDecoder(limit: 100)
+        #expect(feed(&modest, "1;name=value\r\nx\r\n0\r\nTrailer: yes\r\n\r\n") == .complete)
+    }
 }
 
 struct LogRedactionTests {
