@@ -14,6 +14,7 @@ import WaybillBroker
 /// down Redis costs the relay ~nothing per attempt while it waits on the outbox.
 final class RedisPublisher: Sendable {
     private struct Job {
+        var id: UInt64
         var payload: [UInt8]
         var continuation: CheckedContinuation<Void, any Error>
     }
@@ -21,6 +22,7 @@ final class RedisPublisher: Sendable {
     private struct Queue {
         var jobs: [Job] = []
         var isClosed = false
+        var nextID: UInt64 = 0
     }
 
     private let settings: RedisSettings
@@ -38,19 +40,37 @@ final class RedisPublisher: Sendable {
     /// PUBLISHes `payload` on the channel; returns once Redis has taken it (0 receivers is success:
     /// pub/sub keeps nothing, and the consumers refill from the outbox).
     /// - Throws: `BrokerError` if Redis is down, frozen, refused it, or the broker is closed.
+    ///
+    /// A call cancelled while its payload still waits in the queue takes it out and throws: the
+    /// relay abandons a publish that timed out, and a copy sent seconds later (after the lease moved,
+    /// or history rewound) would only confuse the feeds. One the thread has begun is let finish.
     func publish(_ payload: [UInt8]) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let accepted = queue.withLock { queue in
-                guard !queue.isClosed else { return false }
-                queue.jobs.append(Job(payload: payload, continuation: continuation))
-                return true
+        let id = queue.withLock { queue in
+            queue.nextID += 1
+            return queue.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let refusal = queue.withLock { queue -> BrokerError? in
+                    if queue.isClosed { return BrokerError("redis broker is closed") }
+                    // Cancelled before it was queued (the handler found nothing to take out).
+                    if Task.isCancelled { return BrokerError("publish cancelled") }
+                    queue.jobs.append(Job(id: id, payload: payload, continuation: continuation))
+                    return nil
+                }
+                if let refusal {
+                    continuation.resume(throwing: refusal)
+                    return
+                }
+                startIfNeeded()
+                ready.signal()
             }
-            guard accepted else {
-                continuation.resume(throwing: BrokerError("redis broker is closed"))
-                return
+        } onCancel: {
+            // Not found: not queued yet (the body sees the cancellation), or the thread has it.
+            let waiting = queue.withLock { queue -> Job? in
+                queue.jobs.firstIndex { $0.id == id }.map { queue.jobs.remove(at: $0) }
             }
-            startIfNeeded()
-            ready.signal()
+            waiting?.continuation.resume(throwing: BrokerError("publish cancelled"))
         }
     }
 

@@ -75,6 +75,34 @@ struct RedisBrokerFailureTests {
         }
     }
 
+    /// A publish abandoned while it waits behind one Redis is slow to take (the relay's timeout
+    /// cancels it) is taken out of the queue: it throws at once and is never sent later.
+    @Test func aCancelledPublishStillQueuedIsNeverSent() async throws {
+        let opening = { (url: String) in try RedisBroker(url: url, commandTimeout: .seconds(3)) }
+        try await withRedisBroker(opening: opening) { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            try await broker.publish([event(1)])
+            #expect(await subscription.waitForEvents(1))
+
+            redis.freeze()
+            let first = Task { try await broker.publish([event(2)]) }  // the thread waits on Redis with it
+            try await Task.sleep(for: .milliseconds(100))
+            let second = Task { try await broker.publish([event(3)]) }  // queued behind it
+            try await Task.sleep(for: .milliseconds(100))
+            let cancelledAt = ContinuousClock.now
+            second.cancel()
+            await #expect(throws: BrokerError.self) { try await second.value }
+            #expect(ContinuousClock.now - cancelledAt < .milliseconds(500), "not after the first publish")
+            redis.thaw()
+            try await first.value  // Redis takes it once thawed
+            #expect(await subscription.waitForEvents(2))
+            try await broker.publish([event(4)])
+            #expect(await subscription.wait { $0.last == .events([event(4)]) })
+            #expect(!subscription.deliveries.contains(.events([event(3)])), "the cancelled batch went out")
+        }
+    }
+
     @Test func garbageOnTheChannelIsSkippedAndLaterBatchesArrive() async throws {
         let warnings = Mutex<[String]>([])
         let opening = { (url: String) in
