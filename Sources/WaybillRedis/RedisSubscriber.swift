@@ -18,8 +18,9 @@ import Darwin
 /// not an option: a timed-out read leaves the context dead (notes §7). On a drop it yields
 /// `.lost`, reconnects with `ReconnectBackoff`, SUBSCRIBEs, then yields `.subscribed`.
 ///
-/// The thread does nothing but read, decode once and hand off to unbounded streams: a subscriber
-/// that stops reading is cut off by Redis's 32 MB pub/sub output limit (notes §7).
+/// The thread does nothing but read, decode once and hand off to unbounded streams: their one
+/// consumer, the hub feed's forwarder, moves each delivery at once into the feed's bounded queue
+/// (docs/HARDENING.md, item 3), so they stay short.
 final class RedisSubscriber: Sendable {
     private let settings: RedisSettings
     private let log: RedisLog
@@ -83,11 +84,15 @@ final class RedisSubscriber: Sendable {
                 continue
             }
             isFailing = false
-            backoff.reset()
             log(.info, "redis subscribed", ["redis.channel": settings.channel])
             fanOut.subscribed()
+            let subscribedAt = ContinuousClock.now
             let ending = listen(on: connection)
             fanOut.lost()
+            // The delays start over only after a subscription that lasted: one cut off right after
+            // SUBSCRIBE (Redis's output limit on a burst, a proxy that drops it) would otherwise be
+            // retried every 100 ms, each time a `.lost` + `.subscribed` and a store read on every feed.
+            if ContinuousClock.now - subscribedAt >= settings.heartbeatTimeout { backoff.reset() }
             guard let reason = ending else { break }
             log(.warning, "redis subscription lost", ["redis.error": reason])
             if !pause(for: backoff.nextDelay()) { break }

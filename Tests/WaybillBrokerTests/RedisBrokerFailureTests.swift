@@ -103,6 +103,28 @@ struct RedisBrokerFailureTests {
         }
     }
 
+    /// A subscription cut off right after SUBSCRIBE, again and again, is retried with growing
+    /// delays: the delays start over only after a subscription that lasted.
+    @Test func aSubscriptionDroppedRightAfterSubscribingBacksOff() async throws {
+        try await withRedisBroker { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            let killing = Task.detached {
+                let deadline = ContinuousClock.now + .seconds(3)
+                while ContinuousClock.now < deadline {
+                    _ = try? redis.command(["CLIENT", "KILL", "TYPE", "pubsub"].map { Array($0.utf8) })
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            await killing.value
+            let resubscribed = subscription.deliveries.filter { $0 == .subscribed }.count - 1
+            // 100 ms doubling (100, 200, 400, 800, 1 600 ms): at most 5 in 3 s; every 100 ms: about 25.
+            #expect(resubscribed >= 2 && resubscribed <= 7, "\(resubscribed) subscriptions in 3 s")
+            // And it still comes back once left alone.
+            #expect(await subscription.waitForSubscribed(count: resubscribed + 2, timeout: .seconds(5)))
+        }
+    }
+
     @Test func garbageOnTheChannelIsSkippedAndLaterBatchesArrive() async throws {
         let warnings = Mutex<[String]>([])
         let opening = { (url: String) in
