@@ -163,9 +163,11 @@ extension DriverSession {
 
     /// The app closed the detail screen of `id`: stop refetching it and drop it from the cache.
     public func closeDetail(_ id: OrderID) {
-        openDetails.remove(id)
+        let wasShown = openDetails.remove(id) != nil || details[id] != nil
         details[id] = nil
         detailFetches.cancelQueued(id)
+        // Whoever shows the detail (a screen, `OrdersStore`) drops it too: it is no longer refreshed.
+        if wasShown { publish(.detailRemoved(id)) }
     }
 
     // MARK: - Writes

@@ -118,9 +118,11 @@ struct DriverApp {
                 for await line in StandardInputLines.stream() {
                     if await DriverApp.perform(line, on: session, view: view) == false { return }
                 }
-                // stdin ended: a terminal user pressed Ctrl-D; a script just keeps following.
+                // stdin ended: a terminal user pressed Ctrl-D; a script (or stdin at /dev/null) just
+                // keeps following until a signal, which the task below waits for: an AsyncStream
+                // may be awaited by one task only, a second `signals.next()` would trap.
                 if isatty(0) != 0 { return }
-                _ = await signals.next()
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
             group.addTask { _ = await signals.next() }
             await group.next()

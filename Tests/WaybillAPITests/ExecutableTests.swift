@@ -121,6 +121,39 @@ struct ExecutableTests {
         }
     }
 
+    /// stdin at its end from the start (a pipe that closed, `/dev/null` under a supervisor): the app
+    /// keeps following changes until a signal, and `close` takes an order off the output.
+    @Test func driverWithStdinClosedKeepsFollowingAndStopsOnSIGTERM() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 2)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let app = try ChildProcess([
+                "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+                "--state-dir", server.directory.appendingPathComponent("driver-state").path,
+            ])
+            defer { app.signal(SIGKILL) }
+            let live = try #require(await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+            app.type("open \(id)")
+            let detail = try #require(await app.line(after: live.index) { $0["kind"] as? String == "detail" })
+            app.type("close \(id)")
+            let removed = await app.line(after: detail.index) {
+                $0["kind"] as? String == "detail_removed" && ($0["id"] as? Int).map(Int64.init) == id
+            }
+            #expect(removed != nil, "\(app.stdout.suffix(3))")
+            app.closeInput()
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(app.isRunning, "\(app.stderr.suffix(5))")
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": "after EOF"])
+            let changed = await app.line(after: detail.index) { object in
+                let orders = object["orders"] as? [[String: Any]] ?? []
+                return orders.contains { $0["title"] as? String == "after EOF" }
+            }
+            #expect(changed != nil, "\(app.stderr.suffix(5))")
+            app.terminate()
+            #expect(await app.exitStatus() == 0)
+        }
+    }
+
     @Test func seedWorksWhileAServerRunsOnTheSameDataDirectory() async throws {
         try await TestServer.withRunning { server in
             let out = server.directory.appendingPathComponent("seed.json").path

@@ -9,7 +9,8 @@ import WaybillTesting
 /// same time), and a crash takes every test of the run with it.
 final class ChildProcess: Sendable {
     let pid: pid_t
-    private let stdinDescriptor: Int32
+    /// The write end of the child's stdin; -1 once closed (`closeInput`).
+    private let stdinDescriptor: Atomic<Int32>
     private let stdoutLines = LineBuffer()
     private let stderrLines = LineBuffer()
     /// The exit status once reaped (an exit code, or 128 + the signal), `nil` while running.
@@ -49,13 +50,13 @@ final class ChildProcess: Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: error.code) ?? .EIO)
         }
         self.pid = pid
-        stdinDescriptor = input[1]
+        stdinDescriptor = Atomic(input[1])
         Self.collect(output[0], into: stdoutLines)
         Self.collect(errors[0], into: stderrLines)
     }
 
     deinit {
-        close(stdinDescriptor)
+        closeInput()
         if isRunning { kill(pid, SIGKILL) }
         _ = isRunning  // reaps it if it has ended
     }
@@ -63,8 +64,16 @@ final class ChildProcess: Sendable {
     var stdout: [String] { stdoutLines.all }
     var stderr: [String] { stderrLines.all }
 
+    /// Ends the child's stdin (it reads EOF), as a script's pipe or `/dev/null` would.
+    func closeInput() {
+        let descriptor = stdinDescriptor.exchange(-1, ordering: .acquiringAndReleasing)
+        if descriptor >= 0 { close(descriptor) }
+    }
+
     /// Writes one line to the child's stdin.
     func type(_ line: String) {
+        let stdinDescriptor = self.stdinDescriptor.load(ordering: .acquiring)
+        guard stdinDescriptor >= 0 else { return }
         let bytes = Array((line + "\n").utf8)
         var offset = 0
         while offset < bytes.count {
