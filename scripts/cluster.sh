@@ -82,7 +82,7 @@ start_redis() {
 
 start_node() {  # start_node N
     local n=$1 port; port="$(node_port "$1")"
-    "$BIN" serve --host 127.0.0.1 --port "$port" --node-id "node$n" \
+    "$BIN" serve --host 127.0.0.1 --port "$port" --node-id "node$n" --trusted-proxy 127.0.0.1 \
         --database-url "$DB_URL" --redis-url "$REDIS_URL" >>"$STATE/node$n.log" 2>&1 &
     echo $! >"$STATE/node$n.pid"
     wait_for 20 curl -sf "http://127.0.0.1:$port/readyz" || die "node$n did not become ready, see $STATE/node$n.log"

@@ -26,6 +26,9 @@ public struct ServerConfiguration: Sendable {
     /// Failed logins allowed per email, and per client address (the socket's peer), in `loginWindow`.
     public var loginAttemptsPerEmail = 10
     public var loginAttemptsPerAddress = 50
+    /// Reverse proxies (their addresses as the server sees them, e.g. "127.0.0.1") whose last
+    /// `X-Forwarded-For` entry is taken as the client's address (`ClientAddress`). Empty: the peer.
+    public var trustedProxies: Set<String> = []
     public var loginWindow: Duration = .seconds(300)
     /// How long delivered events stay replayable.
     public var outboxRetention: Duration = .seconds(7 * 86_400)

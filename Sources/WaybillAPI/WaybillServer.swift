@@ -97,7 +97,8 @@ public final class WaybillServer: Sendable {
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
             metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets,
             idempotency: IdempotencyGuard(
-                store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger))
+                store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger),
+            clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies))
         let responder = APIResponder(
             router: routes.router(), authenticator: auth, metrics: metrics, logger: logger,
             writerExecutor: store.writerExecutor)

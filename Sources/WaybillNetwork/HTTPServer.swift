@@ -52,7 +52,7 @@ public struct HTTPServerConfiguration: Sendable {
 ///
 /// Request headers read: authorization, content-type, content-length, if-none-match, if-match,
 /// transfer-encoding, connection, host, origin, user-agent, accept, cookie, sec-websocket-protocol,
-/// idempotency-key, x-request-id, x-forwarded-for, last-event-id.
+/// x-forwarded-for, idempotency-key, x-request-id, last-event-id.
 public final class HTTPServer: Sendable {
     private let core: ServerCore
 

@@ -21,9 +21,11 @@ enum LwsRequestReader {
         ("cookie", WSI_TOKEN_HTTP_COOKIE),
         ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
         ("expect", WSI_TOKEN_HTTP_EXPECT),
+        // A token of lws's own: looked up by name it was never found (lws parses it into the token).
+        ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
     ]
     /// Headers lws does not know: looked up by name (lower case, with the colon lws expects).
-    private static let customHeaders = ["idempotency-key", "x-request-id", "x-forwarded-for", "last-event-id"]
+    private static let customHeaders = ["idempotency-key", "x-request-id", "last-event-id"]
 
     private static let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
 

@@ -12,7 +12,7 @@ enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
         "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "node-id",
-        "token-days", "metrics-token",
+        "token-days", "metrics-token", "trusted-proxy",
     ]
 
     static let help = """
@@ -39,6 +39,9 @@ enum ServeCommand {
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
           --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
                                        default: /metrics is open to anyone who can reach the port)
+          --trusted-proxy ADDRS        reverse proxies (comma-separated addresses, e.g. 127.0.0.1) whose last
+                                       X-Forwarded-For entry is the client's address for the login throttle
+                                       (WAYBILL_TRUSTED_PROXY; default: none, the connection's peer counts)
           --web-dir DIR                serve the web panel from DIR instead of the bundled copy (WAYBILL_WEB_DIR)
           --help                       show this text
         """
@@ -71,6 +74,12 @@ enum ServeCommand {
             // A short token is guessable; an empty one would be a typo that silently opens nothing.
             guard token.count >= 16 else { throw Arguments.Problem(description: "--metrics-token must be at least 16 characters") }
             c.metricsToken = token
+        }
+        if let proxies = args.string("trusted-proxy") {
+            c.trustedProxies = Set(proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            guard !c.trustedProxies.isEmpty, c.trustedProxies.allSatisfy({ ClientAddress.isAddress($0) }) else {
+                throw Arguments.Problem(description: "--trusted-proxy takes IP addresses, comma-separated (e.g. 127.0.0.1)")
+            }
         }
         if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
         c.nodeID = args.string("node-id")

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WaybillAPI
+import WaybillNetwork
 
 /// Hardening item 1: a login flood must not freeze the server nor lock real users out.
 /// Password checks here use real PBKDF2 (50,000 iterations, tens of milliseconds each).
@@ -121,6 +122,55 @@ struct LoginFloodTests {
             #expect(try await fresh.login(email, "wrong").status == 401)
             #expect(try await fresh.login(email, password).status == 429)
         }
+    }
+
+    /// Behind a reverse proxy every client's connection comes from the proxy: with the proxy named
+    /// (`--trusted-proxy`), the address it appended to `X-Forwarded-For` is what the throttle counts,
+    /// so one client's failures no longer refuse everyone else's logins. From any other peer the
+    /// header is ignored, and only the proxy's own (last) entry is believed.
+    @Test func behindATrustedProxyTheForwardedAddressIsThrottled() async throws {
+        try await TestServer.withRunning(configure: {
+            $0.loginAttemptsPerAddress = 5
+            $0.trustedProxies = ["127.0.0.7"]
+        }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let email = seed.dispatcher.email, password = seed.dispatcher.password
+            let proxy = "127.0.0.7"
+            // The client prepends made-up entries; only the proxy's own (last) one counts.
+            let sprayer = AddressedClient(port: server.port, source: proxy, forwardedFor: "203.0.113.1, 10.1.1.1")
+            for n in 0..<5 { #expect(try await sprayer.login("user\(n)@example.com", "guess").status == 401) }
+            #expect(try await sprayer.login("user5@example.com", "guess").status == 429)
+            let colleague = AddressedClient(port: server.port, source: proxy, forwardedFor: "10.1.1.2")
+            let colleagueAnswer = try await colleague.login(email, password)
+            #expect(colleagueAnswer.status == 200, "another client behind the same proxy: \(colleagueAnswer.body)")
+            let changedPrefix = AddressedClient(port: server.port, source: proxy, forwardedFor: "198.51.100.9, 10.1.1.1")
+            #expect(try await changedPrefix.login("user6@example.com", "guess").status == 429)
+
+            // Not from the proxy: the header is the client's own claim and changes nothing.
+            for n in 0..<5 {
+                let liar = AddressedClient(port: server.port, source: "127.0.0.8", forwardedFor: "10.9.9.\(n)")
+                #expect(try await liar.login("other\(n)@example.com", "guess").status == 401)
+            }
+            let liar = AddressedClient(port: server.port, source: "127.0.0.8", forwardedFor: "10.9.9.99")
+            #expect(try await liar.login("other9@example.com", "guess").status == 429)
+        }
+    }
+
+    @Test func forwardedAddressesAreParsedStrictly() {
+        let resolver = ClientAddress(trustedProxies: ["127.0.0.1"])
+        func resolve(_ forwarded: String?, from peer: String = "127.0.0.1") -> String {
+            let headers = HTTPHeaders(forwarded.map { [("X-Forwarded-For", $0)] } ?? [])
+            return resolver.of(HTTPRequest(method: "POST", path: "/api/auth/login", headers: headers, remoteAddress: peer))
+        }
+        #expect(resolve("10.0.0.5") == "10.0.0.5")
+        #expect(resolve("1.2.3.4,  2001:db8::1 ") == "2001:db8::1")
+        #expect(resolve("::ffff:10.0.0.6") == "10.0.0.6")
+        #expect(resolve(nil) == "127.0.0.1")
+        #expect(resolve("10.0.0.5, unknown") == "127.0.0.1")
+        #expect(resolve("10.0.0.5, ") == "127.0.0.1")
+        #expect(resolve("10.0.0.5:443") == "10.0.0.5:443")  // an IPv6-looking text is taken as is: no port parsing
+        #expect(resolve("10.0.0.5", from: "127.0.0.2") == "127.0.0.2")
+        #expect(!ClientAddress.isAddress("proxy.example.com") && ClientAddress.isAddress("::1"))
     }
 
     @Test func thePerAddressLimitAppliesAcrossEmails() async throws {

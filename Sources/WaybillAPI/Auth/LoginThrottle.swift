@@ -10,7 +10,9 @@ import WaybillStorage
 /// store serializes reservations for one key.
 ///
 /// - Per address (`addressLimit`, higher than per email): one client cannot spray guesses over
-///   many emails. The address is the socket's peer, never `X-Forwarded-For` (anyone can send that).
+///   many emails. The address is the socket's peer, or behind a proxy named in `--trusted-proxy`
+///   the entry that proxy added to `X-Forwarded-For` (`ClientAddress`); a client's own header is
+///   never believed.
 /// - Per email (`emailLimit`): many clients cannot guess one password. A full email counter
 ///   alone would let a stranger lock the owner out, so an attempt from an address with **no**
 ///   failures (nor attempts in flight) inside the window may still try once: if the password is

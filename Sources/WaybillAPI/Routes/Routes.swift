@@ -15,16 +15,18 @@ struct Routes {
     let loggedOut: @Sendable (UserID) -> Void
     /// Guards the order writes that carry `Idempotency-Key` (`nil`: the header is ignored).
     var idempotency: IdempotencyGuard? = nil
+    /// Which address a login counts against (the peer, or the client behind a trusted proxy).
+    var clientAddress = ClientAddress(trustedProxies: [])
 
     func router() -> Router {
         var r = Router()
         let orders = self.orders, auth = self.authenticator, health = self.health, files = self.staticFiles
-        let loggedOut = self.loggedOut, metricsToken = self.metricsToken
+        let loggedOut = self.loggedOut, metricsToken = self.metricsToken, clientAddress = self.clientAddress
 
         r.on("POST", "/api/auth/login") { request, _ in
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
             let (token, user) = try await auth.login(
-                email: try Validation.email(body.email), password: body.password, from: request.remoteAddress)
+                email: try Validation.email(body.email), password: body.password, from: clientAddress.of(request))
             return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
         }
         r.on("POST", "/api/auth/logout") { _, context in

@@ -6,6 +6,8 @@ import WaybillTesting
 struct AddressedClient: Sendable {
     let port: Int
     let source: String
+    /// Sent as `X-Forwarded-For` (as a reverse proxy would add it).
+    var forwardedFor: String? = nil
 
     struct Answer: Sendable {
         var status: Int
@@ -20,13 +22,14 @@ struct AddressedClient: Sendable {
     }
 
     func send(_ method: String, _ path: String, body: [UInt8]? = nil) async throws -> Answer {
-        let port = self.port, source = self.source
+        let port = self.port, source = self.source, forwarded = forwardedFor.map { [("X-Forwarded-For", $0)] } ?? []
         return try await runBlocking {
             let started = ContinuousClock.now
             let connection = try RawConnection(port: port, timeout: .seconds(30), sourceAddress: source)
             defer { connection.close() }
             let headers = body == nil ? [] : [("Content-Type", "application/json")]
-            try connection.send(RawConnection.request(method, path, headers: headers + [("Connection", "close")], body: body))
+            try connection.send(
+                RawConnection.request(method, path, headers: headers + forwarded + [("Connection", "close")], body: body))
             let response = try connection.readResponse()
             return Answer(
                 status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value,
