@@ -14,12 +14,18 @@ enum DemoCommand {
         seeds a demo company: dispatcher@demo.example.com / \(dispatcherPassword) and three drivers
         driver1…3@demo.example.com / \(driverPassword). Prints the URL and the logins.
 
-        Takes every option of 'waybill serve' (see 'waybill serve --help'); the default data
-        directory is ./waybill-demo-data.
+        Takes the options of 'waybill serve' (see 'waybill serve --help') except --database-url and
+        --redis-url: the demo runs on the embedded store (a cluster demo is 'make cluster'); the
+        default data directory is ./waybill-demo-data.
         """
 
     static func run(_ argv: [String]) async throws {
         let args = try Arguments(argv, values: ServeCommand.valueFlags)
+        // Accepted by `serve`, but the demo would silently ignore them: say so instead.
+        for flag in ["database-url", "redis-url"] where args.string(flag) != nil {
+            throw Arguments.Problem(
+                description: "waybill demo runs on the embedded store: --\(flag) (or its WAYBILL_ variable) is not used; for a cluster demo run 'make cluster'")
+        }
         let configuration = try ServeCommand.configuration(from: args)
         let dataDirectory = args.string("data-dir", default: "./waybill-demo-data")
         let store = try ServeCommand.openStore(dataDirectory)
