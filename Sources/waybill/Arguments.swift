@@ -30,7 +30,12 @@ struct Arguments {
             } else if known.contains(name) {
                 if value == nil {
                     index += 1
-                    guard index < arguments.count else { throw Problem(description: "--\(name) needs a value") }
+                    // `--email --password secret` would take "--password" as the email and then
+                    // echo the secret as an unexpected argument: a value never starts with "--"
+                    // (write `--name=--value` for one that does).
+                    guard index < arguments.count, !arguments[index].hasPrefix("--") else {
+                        throw Problem(description: "--\(name) needs a value")
+                    }
                     value = arguments[index]
                 }
                 values[name] = value

@@ -39,7 +39,7 @@ enum DriverCommand {
           {"action":"complete_stage","order":ID,"stage":SID}
           {"action":"document","order":ID,"name":"POD.pdf","kind":"proof_of_delivery"}
           refresh            refetch the list now
-          quit               leave
+          quit               leave (queued actions get up to 3 s to go out, then wait on disk for the next start)
 
         JSON lines: {"kind":"list","orders":[…]}, {"kind":"detail","order":{…}},
         {"kind":"connection","state":"live"|"connecting"|"backing_off"|"polling_only"|"stopped",…},
@@ -73,7 +73,17 @@ enum DriverCommand {
         }
         await session.start()
         await DriverApp(session: session, view: view).run()
+        // Leaving with actions still queued: give them a moment to go out (a script's last command
+        // is often an action right before `quit`), then say what stays on disk for the next start.
+        let deadline = ContinuousClock.now + DriverApp.drainOnExit
+        while !(await session.pendingActions.isEmpty), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let left = await session.pendingActions.count
         await session.stop()
+        if left > 0 {
+            view.error("\(left) action\(left == 1 ? "" : "s") not sent yet: kept in \(storage.url.path), sent at the next start")
+        }
         loop.shutdown()
     }
 }
@@ -100,6 +110,8 @@ extension DriverCommand {
 struct DriverApp {
     let session: DriverSession
     let view: any DriverView
+    /// How long `quit`, Ctrl-D or a signal wait for queued actions before leaving.
+    static let drainOnExit: Duration = .seconds(3)
 
     func run() async {
         let session = self.session, view = self.view

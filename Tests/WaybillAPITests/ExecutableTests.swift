@@ -90,10 +90,7 @@ struct ExecutableTests {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 2)
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
-            let app = try ChildProcess([
-                "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
-                "--state-dir", server.directory.appendingPathComponent("driver-state").path,
-            ])
+            let app = try Self.driverApp(on: server, as: driver)
             defer { app.terminate() }
             let list = try #require(await app.line { $0["kind"] as? String == "list" && ($0["orders"] as? [Any])?.count == 2 })
             let live = await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" }
@@ -127,10 +124,7 @@ struct ExecutableTests {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 2)
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
-            let app = try ChildProcess([
-                "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
-                "--state-dir", server.directory.appendingPathComponent("driver-state").path,
-            ])
+            let app = try Self.driverApp(on: server, as: driver)
             defer { app.signal(SIGKILL) }
             let live = try #require(await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
             app.type("open \(id)")
@@ -152,6 +146,45 @@ struct ExecutableTests {
             app.terminate()
             #expect(await app.exitStatus() == 0)
         }
+    }
+
+    /// A script's last action right before `quit` still reaches the server: leaving waits a little
+    /// for the queue instead of abandoning the send in flight.
+    @Test func driverQuitRightAfterAnActionStillSendsIt() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let app = try Self.driverApp(on: server, as: driver)
+            defer { app.signal(SIGKILL) }
+            _ = try #require(await app.line { $0["kind"] as? String == "list" })
+            app.type("accept \(id)")
+            app.type("quit")
+            #expect(await app.exitStatus() == 0)
+            let order = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            #expect(order.object.string("status") == "accepted", "\(app.stdout.suffix(4))")
+
+            // With the server gone the action cannot leave: the app says so and where it is kept.
+            let offline = try Self.driverApp(on: server, as: driver)
+            defer { offline.signal(SIGKILL) }
+            let live = try #require(await offline.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+            await server.stopServer()
+            offline.type("start \(id)")
+            offline.type("quit")
+            #expect(await offline.exitStatus() == 0)
+            let kept = await offline.line(after: live.index) {
+                $0["kind"] as? String == "error" && ($0["message"] as? String)?.contains("1 action not sent yet") == true
+            }
+            #expect(kept != nil, "\(offline.stdout.suffix(4))")
+        }
+    }
+
+    /// `--email --password secret`: the missing email is reported, and the secret is not echoed.
+    @Test func aFlagWithoutItsValueDoesNotEchoTheNextOne() async throws {
+        let app = try ChildProcess(["driver", "--server", "http://127.0.0.1:9", "--email", "--password", "hunter2-secret"])
+        #expect(await app.exitStatus() != 0)
+        let errors = app.stderr.joined(separator: "\n")
+        #expect(errors.contains("--email needs a value"), "\(errors)")
+        #expect(!errors.contains("hunter2-secret"))
     }
 
     @Test func seedWorksWhileAServerRunsOnTheSameDataDirectory() async throws {
@@ -185,5 +218,13 @@ struct ExecutableTests {
             try? await Task.sleep(for: .milliseconds(20))
         }
         return nil
+    }
+
+    /// `waybill driver --json` as `driver`, against `server`, with its queue in the server's temp folder.
+    static func driverApp(on server: TestServer, as driver: Seeder.Result.Account) throws -> ChildProcess {
+        try ChildProcess([
+            "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+            "--state-dir", server.directory.appendingPathComponent("driver-state").path,
+        ])
     }
 }
