@@ -2,6 +2,12 @@ import Foundation
 
 /// Writes to the terminal without touching C's global `FILE*`s (not concurrency-safe in Swift 6).
 enum Console {
-    static func error(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
-    static func out(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+    static func error(_ text: String) { try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8)) }
+    static func out(_ text: String) { write(Data((text + "\n").utf8)) }
+
+    /// Writes `data` to stdout; a reader that went away (`waybill driver --json | head`: EPIPE, with
+    /// SIGPIPE ignored for the sockets) ends the process quietly instead of trapping in `FileHandle.write`.
+    static func write(_ data: Data) {
+        do { try FileHandle.standardOutput.write(contentsOf: data) } catch { exit(0) }
+    }
 }

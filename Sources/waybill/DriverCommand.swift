@@ -45,7 +45,8 @@ enum DriverCommand {
         {"kind":"connection","state":"live"|"connecting"|"backing_off"|"polling_only"|"stopped",…},
         {"kind":"action","id":KEY,"action":…,"order":ID,…,"state":"waiting"|"sending"|"applied"|"refused",
         "reason":{…} (refused only),"waiting":N}, {"kind":"error","message":…}.
-        Exit status 3 when the server refuses the login or the token.
+        Exit status 3 when the server refuses the login or the token; 1 when it cannot be reached
+        (or fails, or rate-limits the login) at start.
         """
 
     static func run(_ argv: [String]) async throws {
@@ -62,7 +63,9 @@ enum DriverCommand {
             (api, _) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
         } catch let error as WaybillClientError {
             view.error("login failed: \(error)")
-            exit(3)
+            // 3 only when the server refused the login (a supervisor should not retry that); an
+            // unreachable or failing server, or a rate limit, is worth trying again later: 1.
+            exit(error == .notAuthenticated || error == .notAllowed || (error == .rejected && error.status != 429) ? 3 : 1)
         }
         let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
         let loop = try WebSocketClientLoop()

@@ -60,7 +60,7 @@ final class JSONLinesView: DriverView {
             let data = try? JSONSerialization.data(
                 withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return }
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        Console.write(data + Data("\n".utf8))
     }
 }
 
@@ -124,7 +124,7 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
         }
         screen += "\n\(message)\nopen ID | close ID | accept ID | start ID | complete ID | stage ID SID | "
         screen += "document ID KIND NAME | refresh | quit\n> "
-        FileHandle.standardOutput.write(Data(screen.utf8))
+        Console.write(Data(screen.utf8))
     }
 
     private func pad(_ text: String, _ width: Int) -> String {

@@ -56,7 +56,7 @@ enum SeedCommand {
         let result = try await seeder.seed(plan)
         let json = try result.json()
         if out == "-" {
-            FileHandle.standardOutput.write(json + Data("\n".utf8))
+            Console.write(json + Data("\n".utf8))
         } else {
             try json.write(to: URL(fileURLWithPath: out))
             Console.error(

@@ -4,6 +4,7 @@ import WaybillAPI
 import WaybillDomain
 import WaybillSQLite
 import WaybillStorage
+import WaybillTesting
 
 /// The `waybill` executable itself: `serve` stops gracefully on SIGTERM, `driver --json` follows
 /// and moves orders as a script would drive it.
@@ -185,6 +186,42 @@ struct ExecutableTests {
         let errors = app.stderr.joined(separator: "\n")
         #expect(errors.contains("--email needs a value"), "\(errors)")
         #expect(!errors.contains("hunter2-secret"))
+    }
+
+    /// A login the server did not refuse (it cannot be reached) exits 1, not 3: a supervisor
+    /// that stops on 3 ("bad credentials") would otherwise give up on an outage.
+    @Test func driverExitsWith1WhenTheServerCannotBeReachedAtStart() async throws {
+        let app = try ChildProcess(["driver", "--server", "http://127.0.0.1:9", "--email", "d@example.com", "--password", "x", "--json"])
+        #expect(await app.exitStatus() == 1)
+        #expect(app.stdout.contains { $0.contains("login failed") })
+    }
+
+    /// `waybill driver --json | head -1`: the reader goes away, and the app ends quietly (it trapped
+    /// in `FileHandle.write` on EPIPE, since SIGPIPE is ignored for the sockets).
+    @Test func driverWhoseOutputIsClosedExitsQuietly() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            var output: [Int32] = [-1, -1]
+            #expect(pipe(&output) == 0)
+            let pid = try Spawn.start(
+                ChildProcess.waybillPath,
+                ["driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+                 "--state-dir", server.directory.appendingPathComponent("driver-state").path]
+            ) { actions in
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+                posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            }
+            close(output[1])
+            close(output[0])  // nobody reads: the app's first line meets EPIPE
+            let status = try await runBlocking { () -> Int32 in
+                var raw: Int32 = 0
+                waitpid(pid, &raw, 0)
+                return (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            }
+            #expect(status == 0)
+        }
     }
 
     @Test func seedWorksWhileAServerRunsOnTheSameDataDirectory() async throws {
