@@ -72,7 +72,10 @@ extension DriverSession {
                 via: api, ifMatch: queued.ifMatch, idempotencyKey: queued.id.rawValue)
             outcome = .applied(saved)
         } catch {
-            outcome = ActionQueue.outcome(for: WaybillClientError(error))
+            let failure = WaybillClientError(error)
+            outcome = ActionQueue.outcome(for: failure)
+            // The action stays queued for the next login; the session stops as on close code 4001.
+            if failure == .notAuthenticated, !Task.isCancelled, isRunning { perform(machine.tokenRefused()) }
         }
         guard !Task.isCancelled, isRunning else { return }  // `stop()` put it back to waiting
         actionTask = nil

@@ -146,6 +146,14 @@ extension DriverSession {
             }
         }
 
+        /// A REST call answered 401: the token expired or was revoked while the socket stayed up (it
+        /// was authenticated when it opened). The same meaning as close code 4001, the same reaction.
+        mutating func tokenRefused() -> Action {
+            if case .stopped = state { return .none }
+            state = .stopped(.notAuthenticated)
+            return .stop(.notAuthenticated)
+        }
+
         /// The app stops the session.
         mutating func stop() -> Action {
             if case .stopped = state { return .none }

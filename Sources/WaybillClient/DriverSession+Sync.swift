@@ -70,8 +70,10 @@ extension DriverSession {
             serverLooksReachable()
         } catch {
             guard !Task.isCancelled else { return }
-            publish(.failure(WaybillClientError(error)))
+            let failure = WaybillClientError(error)
+            publish(.failure(failure))
             outcome = .failed
+            if failure == .notAuthenticated { perform(machine.tokenRefused()) }
         }
         guard !Task.isCancelled else { return }
         listTask = nil

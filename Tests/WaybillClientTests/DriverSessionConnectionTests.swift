@@ -76,6 +76,27 @@ import WaybillTesting
         #expect(h.transport.attempts.count == 1)
     }
 
+    /// The token expired or was revoked while the socket stayed up (it was checked when it opened):
+    /// a 401 from the REST API stops the session as close code 4001 would, instead of polling and
+    /// retrying into 401s for a day.
+    @Test func a401FromTheListStopsLikeA4001() async {
+        let h = await Harness.live()
+        h.api.failLists([.notAuthenticated])
+        await h.session.refresh()
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        await h.clock.advance(by: .seconds(3600))
+        await h.settle()
+        #expect(h.transport.attempts.count == 1, "no reconnect after it")
+    }
+
+    @Test func a401FromAnActionStopsLikeA4001AndKeepsTheAction() async throws {
+        let h = await Harness.live()
+        h.api.failWrites([.notAuthenticated])
+        _ = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        #expect(await h.session.pendingActions.count == 1, "sent after the next login")
+    }
+
     @Test func aRefusedTicketStopsLikeA4001() async {
         let h = Harness()
         h.api.setSocketError(.notAuthenticated)

@@ -34,6 +34,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var writeFailures: [WaybillClientError] = []
         /// The next detail fetches fail with these, in order.
         var detailFailures: [WaybillClientError] = []
+        /// The next list fetches fail with these, in order.
+        var listFailures: [WaybillClientError] = []
         /// How many of the next applied writes lose their answer on the way back (applied, then "offline").
         var responsesToLose = 0
         /// Orders whose writes the "server" refuses with 409 (e.g. cancelled by the dispatcher).
@@ -145,7 +147,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         if hold {
             await withCheckedContinuation { continuation in state.withLock { $0.heldLists.append(continuation) } }
         }
-        return state.withLock { state in
+        return try state.withLock { state in
+            if !state.listFailures.isEmpty { throw state.listFailures.removeFirst() }
             let tag = "\"v\(state.dataRevision)\""
             return ifNoneMatch == tag ? .notModified : .modified(state.rows, etag: tag)
         }
@@ -171,6 +174,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     var appliedWrites: [String] { state.withLock { $0.appliedWrites.map(\.what) } }
     var appliedWriteKeys: [String?] { state.withLock { $0.appliedWrites.map(\.key) } }
     var writeKeys: [String?] { state.withLock { $0.writeKeys } }
+
+    /// The next list fetches fail with these errors, in order.
+    func failLists(_ errors: [WaybillClientError]) { state.withLock { $0.listFailures += errors } }
 
     /// The next detail fetches fail with these errors, in order.
     func failDetails(_ errors: [WaybillClientError]) { state.withLock { $0.detailFailures += errors } }
