@@ -23,7 +23,8 @@ enum DriverCommand {
           --password P       password (WAYBILL_PASSWORD)
           --json             one JSON line per change instead of the screen (also when stdout is not a terminal)
           --state-dir DIR    where the offline action queue is kept, one file per login and server
-                             (WAYBILL_STATE_DIR; default $XDG_STATE_HOME/waybill, else ~/.local/state/waybill)
+                             (WAYBILL_STATE_DIR; default $XDG_STATE_HOME/waybill, else ~/.local/state/waybill);
+                             one app per login and server at a time (a second one refuses to start)
           --help             show this text
 
         Commands (type them, one per line):
@@ -68,6 +69,13 @@ enum DriverCommand {
             exit(error == .notAuthenticated || error == .notAllowed || (error == .rejected && error.status != 429) ? 3 : 1)
         }
         let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
+        // One app per queue file: each keeps the queue in memory and writes it whole, so a second
+        // instance for the same login would write over actions the first has not sent yet.
+        guard let lock = QueueLock(for: storage.url) else {
+            view.error("another 'waybill driver' for this login and server is running (it holds \(storage.url.path).lock)")
+            exit(1)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let loop = try WebSocketClientLoop()
         let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
         if await session.actionStorageUnreadable {
@@ -178,4 +186,24 @@ enum StandardInputLines {
             thread.start()
         }
     }
+}
+
+/// An exclusive `flock` on `<queue file>.lock`, held while the app runs; the kernel lets it go when
+/// the process ends, however it ends.
+final class QueueLock {
+    private let descriptor: Int32
+
+    /// `nil` when another process holds it.
+    init?(for queue: URL) {
+        try? FileManager.default.createDirectory(at: queue.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let descriptor = open(queue.path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return nil }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            return nil
+        }
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
 }

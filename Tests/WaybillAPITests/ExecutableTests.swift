@@ -179,6 +179,28 @@ struct ExecutableTests {
         }
     }
 
+    /// A second app for the same login and queue file would write over the first one's unsent
+    /// actions: it refuses to start.
+    @Test func aSecondDriverAppForTheSameLoginRefusesToStart() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let first = try Self.driverApp(on: server, as: seed.drivers[0])
+            defer { first.signal(SIGKILL) }
+            _ = try #require(await first.line { $0["kind"] as? String == "list" })
+            let second = try Self.driverApp(on: server, as: seed.drivers[0])
+            defer { second.signal(SIGKILL) }
+            #expect(await second.exitStatus() == 1)
+            #expect(second.stdout.contains { $0.contains("another 'waybill driver'") }, "\(second.stdout)")
+            #expect(first.isRunning)
+            first.terminate()
+            #expect(await first.exitStatus() == 0)
+            // The lock goes with the process: a new app starts.
+            let third = try Self.driverApp(on: server, as: seed.drivers[0])
+            defer { third.signal(SIGKILL) }
+            #expect(await third.line { $0["kind"] as? String == "list" } != nil)
+        }
+    }
+
     /// `--email --password secret`: the missing email is reported, and the secret is not echoed.
     @Test func aFlagWithoutItsValueDoesNotEchoTheNextOne() async throws {
         let app = try ChildProcess(["driver", "--server", "http://127.0.0.1:9", "--email", "--password", "hunter2-secret"])
