@@ -13,7 +13,10 @@ extension DriverSession {
             }
         case .pollOnly:
             break  // the list poll keeps running; nothing else to do until the app wakes us
-        case .stop, .disconnect:
+        case .stop:
+            closeSocket()
+            haltWork()
+        case .disconnect:
             closeSocket()
         case .orderChanged(let event):
             enqueue(SyncRules.work(for: event, cached: openDetails))

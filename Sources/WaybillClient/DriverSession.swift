@@ -197,6 +197,14 @@ public actor DriverSession {
         guard isRunning else { return }
         isRunning = false
         perform(machine.stop())
+        haltWork()
+    }
+
+    /// Ends the polling, the refetches and the sending of actions (the queue stays, on disk too).
+    /// For ``stop()``, and when the server refused the login (4001/4003, or a REST 401): polling and
+    /// retrying with a token it refuses would only collect refusals until the app logs in again.
+    func haltWork() {
+        isRunning = false
         for task in [backoffTask, coalescingTask, pollTask] { task?.cancel() }
         backoffTask = nil
         coalescingTask = nil

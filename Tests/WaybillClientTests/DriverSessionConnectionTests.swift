@@ -69,11 +69,13 @@ import WaybillTesting
         let h = await Harness.live()
         h.transport.current?.drop(code: code)
         await eventually("stopped") { await h.session.connectionState == .stopped(reason) }
+        h.api.resetCounts()
         await h.clock.advance(by: .seconds(3600))
         await h.session.appDidBecomeActive()
         await h.session.networkDidBecomeAvailable()
         await h.settle()
         #expect(h.transport.attempts.count == 1)
+        #expect(h.api.listFetches == 0, "no polling with a login the server refused")
     }
 
     /// The token expired or was revoked while the socket stayed up (it was checked when it opened):
@@ -84,9 +86,11 @@ import WaybillTesting
         h.api.failLists([.notAuthenticated])
         await h.session.refresh()
         await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+        h.api.resetCounts()
         await h.clock.advance(by: .seconds(3600))
         await h.settle()
         #expect(h.transport.attempts.count == 1, "no reconnect after it")
+        #expect(h.api.listFetches == 0, "no polling with a refused token")
     }
 
     @Test func a401FromAnActionStopsLikeA4001AndKeepsTheAction() async throws {
@@ -95,6 +99,10 @@ import WaybillTesting
         _ = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
         await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
         #expect(await h.session.pendingActions.count == 1, "sent after the next login")
+        let attempts = h.api.writeKeys.count
+        await h.clock.advance(by: .seconds(3600))
+        await h.settle()
+        #expect(h.api.writeKeys.count == attempts, "not retried into 401s")
     }
 
     @Test func aRefusedTicketStopsLikeA4001() async {
