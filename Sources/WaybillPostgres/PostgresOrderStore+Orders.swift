@@ -41,8 +41,8 @@ extension PostgresOrderStore.Transaction {
             // follow the database's locale (ASCII only under "C").
             arguments.append(.text(folded))
             filters +=
-                " AND (strpos(lower(number COLLATE waybill_search), $\(arguments.count)) > 0"
-                + " OR strpos(lower(title COLLATE waybill_search), $\(arguments.count)) > 0)"
+                " AND (strpos(translate(lower(number COLLATE waybill_search), 'ς', 'σ'), $\(arguments.count)) > 0"
+                + " OR strpos(translate(lower(title COLLATE waybill_search), 'ς', 'σ'), $\(arguments.count)) > 0)"
         }
         if let after = query.updatedAfter {
             arguments.append(.date(after))

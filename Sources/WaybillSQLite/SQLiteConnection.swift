@@ -1,5 +1,6 @@
 internal import CSQLite
 import Foundation
+import WaybillStorage
 
 /// One SQLite connection, owned by this object: `close()` (or `deinit`) finalizes its cached
 /// statements and closes it.
@@ -47,7 +48,7 @@ final class SQLiteConnection {
                     return
                 }
                 let bytes = UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value)))
-                var lowered = String(decoding: bytes, as: UTF8.self).lowercased()
+                var lowered = OrderQuery.fold(String(decoding: bytes, as: UTF8.self))
                 lowered.withUTF8 { utf8 in
                     utf8.withMemoryRebound(to: CChar.self) {
                         sqlite3_result_text(context, $0.baseAddress, Int32($0.count), wb_sqlite_transient())

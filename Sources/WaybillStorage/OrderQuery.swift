@@ -59,7 +59,15 @@ public struct OrderQuery: Sendable, Equatable {
     /// finds "ŁÓDŹ" on either, whatever the database's own locale.
     public var foldedText: String? {
         guard let text, !text.isEmpty else { return nil }
-        return text.lowercased()
+        return Self.fold(text)
+    }
+
+    /// Lower-cased, with the Greek final sigma as a plain sigma: ICU (PostgreSQL) writes "ς" at the
+    /// end of a word and Swift "σ" everywhere, so both stores map it to "σ" after lower-casing.
+    public static func fold(_ text: String) -> String {
+        let lowered = text.lowercased()
+        guard lowered.contains("ς") else { return lowered }
+        return String(lowered.map { $0 == "ς" ? "σ" : $0 })
     }
 
     /// Statuses that end an order's life.

@@ -59,6 +59,16 @@ enum DriverCommand {
             throw Arguments.Problem(description: "--email and --password are required")
         }
         let view: any DriverView = args.flag("json") || isatty(1) == 0 ? JSONLinesView() : ScreenView(email: email)
+        let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
+        // One app per queue file: each keeps the queue in memory and writes it whole, so a second
+        // instance for the same login would write over actions the first has not sent yet. Taken
+        // before the login, so a refused second app leaves no token behind.
+        let lock: QueueLock
+        do { lock = try QueueLock(for: storage.url) } catch {
+            view.error("\(error)")
+            exit(1)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let api: HTTPOrdersAPI
         do {
             (api, _) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
@@ -66,16 +76,10 @@ enum DriverCommand {
             view.error("login failed: \(error)")
             // 3 only when the server refused the login (a supervisor should not retry that); an
             // unreachable or failing server, or a rate limit, is worth trying again later: 1.
-            exit(error == .notAuthenticated || error == .notAllowed || (error == .rejected && error.status != 429) ? 3 : 1)
+            let refused = error == .notAuthenticated || error == .notAllowed
+                || (error == .rejected && error.status != 429 && error.status != 408)
+            exit(refused ? 3 : 1)
         }
-        let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
-        // One app per queue file: each keeps the queue in memory and writes it whole, so a second
-        // instance for the same login would write over actions the first has not sent yet.
-        guard let lock = QueueLock(for: storage.url) else {
-            view.error("another 'waybill driver' for this login and server is running (it holds \(storage.url.path).lock)")
-            exit(1)
-        }
-        defer { withExtendedLifetime(lock) {} }
         let loop = try WebSocketClientLoop()
         let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
         if await session.actionStorageUnreadable {
@@ -191,16 +195,28 @@ enum StandardInputLines {
 /// An exclusive `flock` on `<queue file>.lock`, held while the app runs; the kernel lets it go when
 /// the process ends, however it ends.
 final class QueueLock {
+    struct Problem: Error, CustomStringConvertible {
+        var description: String
+    }
+
     private let descriptor: Int32
 
-    /// `nil` when another process holds it.
-    init?(for queue: URL) {
+    /// - Throws: `Problem` when another process holds it, or the lock file cannot be opened.
+    init(for queue: URL) throws {
         try? FileManager.default.createDirectory(at: queue.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let descriptor = open(queue.path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return nil }
+        let path = queue.path + ".lock"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw Problem(description: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = String(cString: strerror(errno))
             close(descriptor)
-            return nil
+            throw Problem(
+                description: busy
+                    ? "another 'waybill driver' for this login and server is running (it holds \(path))"
+                    : "cannot lock \(path): \(reason)")
         }
         self.descriptor = descriptor
     }

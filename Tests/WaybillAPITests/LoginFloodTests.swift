@@ -171,6 +171,12 @@ struct LoginFloodTests {
         #expect(resolve("10.0.0.5:443") == "10.0.0.5:443")  // an IPv6-looking text is taken as is: no port parsing
         #expect(resolve("10.0.0.5", from: "127.0.0.2") == "127.0.0.2")
         #expect(!ClientAddress.isAddress("proxy.example.com") && ClientAddress.isAddress("::1"))
+        // A proxy named in another spelling of the same address still matches the peer.
+        for spelling in ["::ffff:127.0.0.1", "0:0:0:0:0:ffff:7f00:1"] {
+            let other = ClientAddress(trustedProxies: [spelling])
+            #expect(other.of(HTTPRequest(method: "POST", path: "/", headers: HTTPHeaders([("X-Forwarded-For", "10.0.0.8")]), remoteAddress: "127.0.0.1")) == "10.0.0.8")
+        }
+        #expect(ClientAddress.normalized("0:0:0:0:0:0:0:1") == "::1" && ClientAddress.normalized("FE80::1") == "fe80::1")
     }
 
     @Test func thePerAddressLimitAppliesAcrossEmails() async throws {

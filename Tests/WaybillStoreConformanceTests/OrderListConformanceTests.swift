@@ -66,7 +66,7 @@ import WaybillStoreTesting
     @Test(arguments: Backend.allCases) func textSearchFoldsCaseInEveryScript(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
-            let titles = ["Łódź → Kraków", "ÉCOLE Müller", "Αθήνα depot", "Plain load", "straße 5"]
+            let titles = ["Łódź → Kraków", "ÉCOLE Müller", "Αθήνα depot ΟΔΟΣ 5", "Plain load", "straße 5"]
             _ = try await Self.insert(
                 titles.count, in: fixture.acme.id, prefix: "Ü", title: { titles[$0 - 1] }, into: store)
             func numbers(_ text: String) async throws -> [String] {
@@ -76,6 +76,10 @@ import WaybillStoreTesting
             #expect(try await numbers("KRAKÓW") == ["Ü-1"])
             #expect(try await numbers("école müller") == ["Ü-2"])
             #expect(try await numbers("ΑΘΉΝΑ") == ["Ü-3"])
+            // ICU lower-cases a word-final Σ to ς, Swift to σ: both stores compare them as σ.
+            #expect(try await numbers("ΟΔΟΣ") == ["Ü-3"])
+            #expect(try await numbers("οδος 5") == ["Ü-3"])
+            #expect(try await numbers("οδοσ") == ["Ü-3"])
             #expect(try await numbers("STRASSE") == [])  // lower-casing, not full case folding: ß stays ß
             #expect(try await numbers("STRAßE") == ["Ü-5"])
             #expect(try await numbers("ü-") == ["Ü-5", "Ü-4", "Ü-3", "Ü-2", "Ü-1"])  // the number too

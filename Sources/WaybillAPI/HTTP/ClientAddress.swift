@@ -1,4 +1,5 @@
 public import WaybillNetwork
+import Glibc
 
 /// The address a request came from, for the login throttle and the logs.
 ///
@@ -10,7 +11,10 @@ public import WaybillNetwork
 public struct ClientAddress: Sendable {
     let trustedProxies: Set<String>
 
-    public init(trustedProxies: Set<String>) { self.trustedProxies = trustedProxies }
+    /// `trustedProxies` are normalized as the server writes peers (`normalized(_:)`).
+    public init(trustedProxies: Set<String>) {
+        self.trustedProxies = Set(trustedProxies.map { Self.normalized($0) ?? $0 })
+    }
 
     public func of(_ request: HTTPRequest) -> String {
         guard trustedProxies.contains(request.remoteAddress),
@@ -29,7 +33,23 @@ public struct ClientAddress: Sendable {
     }
 
     /// Whether `text` can be an IP address literal (the `--trusted-proxy` check).
-    public static func isAddress(_ text: String) -> Bool { looksLikeAddress(Substring(text)) }
+    public static func isAddress(_ text: String) -> Bool { normalized(text) != nil }
+
+    /// `text` written the way the server reports a peer (`inet_ntop`, IPv4-mapped IPv6 as IPv4),
+    /// so `::ffff:127.0.0.1`, `0:0:0:0:0:0:0:1` or upper-case hex still match; `nil` if not an address.
+    public static func normalized(_ text: String) -> String? {
+        var v4 = in_addr(), v6 = in6_addr()
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            guard inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        } else if inet_pton(AF_INET6, text, &v6) == 1 {
+            guard inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        } else {
+            return nil
+        }
+        let written = String(cString: buffer)
+        return written.hasPrefix("::ffff:") && written.contains(".") ? String(written.dropFirst(7)) : written
+    }
 
     /// An IPv4 or IPv6 literal's characters only, at most 45 of them: anything else (a name, an
     /// `unknown`, a port, garbage) falls back to the proxy's own address.
