@@ -92,10 +92,21 @@ public final class WaybillServer: Sendable {
                 limits: limits),
             receipts: .init(now: { clock.now() }, committed: committed))
         let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
+        // Logouts made on any node: close the user's sockets here and drop their cached tokens.
+        let sessions = SessionWatcher(store: store, now: { clock.now() }, logger: logger) { user in
+            auth.forget(user: user)
+            closeSockets(user)
+        }
+        // A logout made here is acted on at once, and only once: the watcher's poll skips it, or a
+        // second close ~250 ms later would also close the sockets of a login made in between.
+        let loggedOutHere: @Sendable (Logout) -> Void = { logout in
+            sessions.actedOn(logout)
+            closeSockets(logout.userID)
+        }
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),
             staticFiles: StaticFiles(directory: configuration.webDirectory ?? StaticFiles.bundled),
-            metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: closeSockets,
+            metricsToken: configuration.metricsToken.map(Secret.init), loggedOut: loggedOutHere,
             idempotency: IdempotencyGuard(
                 store: store, clock: clock, claimTimeout: configuration.idempotencyClaimTimeout, logger: logger),
             clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies))
@@ -140,11 +151,6 @@ public final class WaybillServer: Sendable {
             store: store, retention: configuration.outboxRetention,
             idempotencyRetention: configuration.idempotencyRetention, interval: configuration.pruneInterval,
             now: { clock.now() }, logger: logger)
-        // Logouts made on any node: close the user's sockets here and drop their cached tokens.
-        let sessions = SessionWatcher(store: store, now: { clock.now() }, logger: logger) { user in
-            auth.forget(user: user)
-            closeSockets(user)
-        }
         let healthWatcher = StoreHealthWatcher(store: store, logger: logger, clock: ContinuousClock())
         let services = Task {
             await withTaskGroup(of: Void.self) { group in

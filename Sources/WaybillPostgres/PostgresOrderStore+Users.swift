@@ -131,11 +131,15 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func revokeTokens(of user: UserID) throws {
-        try perform { () throws(PostgresError) in
+    func revokeTokens(of user: UserID) throws -> Logout {
+        try perform { () throws(PostgresError) -> Logout in
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
-            _ = try execute("INSERT INTO logouts (user_id, at) VALUES ($1, $2)", [.id(user), .date(clock())])
+            let recorded = try queryFirst(
+                "INSERT INTO logouts (user_id, at) VALUES ($1, $2) RETURNING user_id, at", [.id(user), .date(clock())]
+            ) { row throws(PostgresError) in Logout(userID: UserID(try row.int64(0)), at: try row.date(1)) }
+            guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }
+            return recorded
         }
     }
 

@@ -19,6 +19,9 @@ public struct LogoutWindow: Sendable {
     /// The `since` of the poll made at `now`.
     public func since(now: Date) -> Date { now.addingTimeInterval(-overlap) }
 
+    /// A logout this node acted on already (it was made here): a poll that returns it skips it.
+    public mutating func actedOn(_ logout: Logout) { handled.insert(logout) }
+
     /// Takes a poll's answer; returns the users logged out since the last poll, each once, in order.
     public mutating func received(_ logouts: [Logout], now: Date) -> [UserID] {
         var users: [UserID] = []

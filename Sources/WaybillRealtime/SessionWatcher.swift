@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 public import WaybillDomain
 public import WaybillObservability
 public import WaybillStorage
@@ -9,11 +10,12 @@ public import WaybillStorage
 public final class SessionWatcher: Sendable {
     private let store: any OrderStore
     private let interval: Duration
-    private let overlap: TimeInterval
     private let now: @Sendable () -> Date
     private let clock: any Clock<Duration>
     private let logger: Logger
     private let loggedOut: @Sendable (UserID) -> Void
+    /// Which logouts were acted on: by a poll, or by this node when it made them (`actedOn`).
+    private let window: Mutex<LogoutWindow>
 
     /// - Parameters:
     ///   - interval: time between polls (250 ms keeps "within 1 s" with room for a slow read).
@@ -26,22 +28,25 @@ public final class SessionWatcher: Sendable {
     ) {
         self.store = store
         self.interval = interval
-        self.overlap = overlap.timeInterval
         self.now = now
         self.clock = clock
         self.logger = logger
         self.loggedOut = loggedOut
+        window = Mutex(LogoutWindow(overlap: overlap.timeInterval))
     }
+
+    /// A logout made on this node, whose sockets were closed at once: the next poll would find it
+    /// and close the user's sockets a second time, by then maybe those of a new login.
+    public func actedOn(_ logout: Logout) { window.withLock { $0.actedOn(logout) } }
 
     /// Polls until cancelled. A failed poll is logged and retried on the next one.
     public func run() async {
-        var window = LogoutWindow(overlap: overlap)
         var failing = false
         while !Task.isCancelled {
-            let now = self.now(), since = window.since(now: now)
+            let now = self.now(), since = window.withLock { $0.since(now: now) }
             do {
                 let logouts = try await store.read { tx in try tx.logouts(since: since) }
-                for user in window.received(logouts, now: now) { loggedOut(user) }
+                for user in window.withLock({ $0.received(logouts, now: now) }) { loggedOut(user) }
                 if failing { logger.info("session watcher reads the store again") }
                 failing = false
             } catch {

@@ -1,3 +1,4 @@
+internal import CSQLite
 import Foundation
 import WaybillDomain
 import WaybillStorage
@@ -112,11 +113,15 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func revokeTokens(of user: UserID) throws {
-        try perform { () throws(SQLiteError) in
+    func revokeTokens(of user: UserID) throws -> Logout {
+        try perform { () throws(SQLiteError) -> Logout in
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
-            try db.execute("INSERT INTO logouts (user_id, at) VALUES (?, ?)", [.id(user), .date(clock())])
+            let recorded = try db.queryFirst(
+                "INSERT INTO logouts (user_id, at) VALUES (?, ?) RETURNING user_id, at", [.id(user), .date(clock())]
+            ) { Logout(userID: UserID($0.int64(0)), at: $0.date(1)) }
+            guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
+            return recorded
         }
     }
 

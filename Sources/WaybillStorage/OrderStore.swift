@@ -167,7 +167,8 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// Revokes every token of `user` (they stop authenticating at once), deletes their unredeemed
     /// WebSocket tickets (a ticket taken before a logout must not open a socket after it) and
     /// records a `Logout` stamped with the store's clock, so every node hears of it.
-    func revokeTokens(of user: UserID) throws
+    /// - Returns: that `Logout`, as `logouts(since:)` will read it (the node that made it has acted).
+    @discardableResult func revokeTokens(of user: UserID) throws -> Logout
     /// The user of an unexpired, unrevoked token whose SHA-256 is `tokenHash`, read so that a
     /// concurrent `revokeTokens` of that user is ordered after this transaction (PostgreSQL: the
     /// token's row is locked `FOR SHARE`; SQLite: write transactions run one at a time). A ticket

@@ -33,6 +33,24 @@ struct SocketAuthTests {
         }
     }
 
+    /// Log out, log straight back in: the new session's socket stays open. The node closed the old
+    /// sockets at the logout; its session watcher finds the same logout in the store about 250 ms
+    /// later and closed the user's sockets again, the new one included (4001: "log in again").
+    @Test func aLoginRightAfterALogoutKeepsItsSocket() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let driver = seed.drivers[0]
+            #expect(try await server.request("POST", "/api/auth/logout", token: driver.token).status == 204)
+            let login = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password])
+            let token = try #require(login.object.string("token"))
+            let (socket, _) = try await server.connectedSocket(token: token)
+            try await Task.sleep(for: .milliseconds(1200))  // past several watcher polls (250 ms)
+            await socket.send(#"{"type":"ping"}"#)
+            let answer = await socket.next(timeout: .seconds(3))
+            #expect(answer?["type"] as? String == "pong", "the new login's socket was closed")
+        }
+    }
+
     /// The token is revoked while this node still has it cached (a logout on another node, not yet
     /// seen here): the ticket's own transaction checks the token again and refuses it.
     @Test func aTicketIsRefusedForATokenRevokedWhileItWasCached() async throws {

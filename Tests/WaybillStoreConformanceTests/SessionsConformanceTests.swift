@@ -26,8 +26,13 @@ import WaybillStoreTesting
             #expect(logouts.1 == logouts.0, "since is inclusive")
             #expect(logouts.2 == [Logout(userID: fixture.bob.id, at: t0 + 20)])
 
+            // What revoking returns is what a poll reads, to the millisecond the store keeps.
+            clock.set(t0 + 30.0004)
+            let returned = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            #expect(try await store.read { tx in try tx.logouts(since: t0 + 25) } == [returned])
+
             #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15) } == 1)
-            #expect(try await store.read { tx in try tx.logouts(since: t0) }.map(\.userID) == [fixture.bob.id])
+            #expect(try await store.read { tx in try tx.logouts(since: t0) }.map(\.userID) == [fixture.bob.id, fixture.alice.id])
         }
     }
 

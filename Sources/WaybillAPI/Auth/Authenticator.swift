@@ -125,9 +125,11 @@ final class Authenticator: SocketAuthenticating {
     }
 
     /// Revokes every token of `user` (logout everywhere).
-    func revokeTokens(of user: UserID) async throws {
-        try await store.write { tx in try tx.revokeTokens(of: user) }
+    /// - Returns: the `Logout` the store recorded (the node acts on it at once; see `SessionWatcher.actedOn`).
+    func revokeTokens(of user: UserID) async throws -> Logout {
+        let logout = try await store.write { tx in try tx.revokeTokens(of: user) }
         forget(user: user)
+        return logout
     }
 
     /// Drops the user's cached tokens (their tokens were revoked, here or on another node), and

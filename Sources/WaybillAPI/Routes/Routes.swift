@@ -11,8 +11,8 @@ struct Routes {
     let staticFiles: StaticFiles
     /// When set, `/metrics` wants `Authorization: Bearer <it>`.
     let metricsToken: Secret?
-    /// Called after a user's tokens were revoked (closes their live sockets).
-    let loggedOut: @Sendable (UserID) -> Void
+    /// Called after a user's tokens were revoked (closes their live sockets on this node).
+    let loggedOut: @Sendable (Logout) -> Void
     /// Guards the order writes that carry `Idempotency-Key` (`nil`: the header is ignored).
     var idempotency: IdempotencyGuard? = nil
     /// Which address a login counts against (the peer, or the client behind a trusted proxy).
@@ -31,8 +31,7 @@ struct Routes {
         }
         r.on("POST", "/api/auth/logout") { _, context in
             let user = try await context.requireUser().id
-            try await auth.revokeTokens(of: user)
-            loggedOut(user)
+            loggedOut(try await auth.revokeTokens(of: user))
             return HTTPResponse(status: 204)
         }
         r.on("GET", "/api/me") { _, context in try JSONCoding.response(UserJSON(user: try await context.requireUser())) }
