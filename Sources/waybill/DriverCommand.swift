@@ -164,7 +164,13 @@ struct DriverApp {
             case .none: break
             case .quit: return false
             case .refresh: await session.refresh()
-            case .open(let id): _ = try await session.detail(id)
+            case .open(let id):
+                // Not awaited here: offline, the fetch waits for its timeout (30 s), and the next
+                // command (an action to queue, `quit`) must not wait behind it. The detail reaches
+                // the view through the session's updates.
+                Task {
+                    do { _ = try await session.detail(id) } catch { view.error("open \(id) failed: \(error)") }
+                }
             case .close(let id): await session.closeDetail(id)
             case .action(let action):
                 // Queued (and on disk) before this returns; the view reports each step as an action line.

@@ -31,6 +31,40 @@ struct ExecutableTests {
         #expect(server.stderr.contains { $0.contains("msg=\"server stopped\"") })
     }
 
+    /// `open` on a server that stopped answering (frozen: connections hang, nothing is refused) does
+    /// not hold the next command: the action typed after it is queued at once.
+    @Test func driverOpenDoesNotHoldTheNextCommand() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let seedFile = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
+            "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus() == 0)
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
+        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path])
+        defer {
+            server.signal(SIGCONT)
+            server.terminate()
+        }
+        let port = try #require(await Self.port(of: server))
+        let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+        let app = try ChildProcess([
+            "driver", "--server", "http://127.0.0.1:\(port)", "--email", driver.email, "--password", driver.password,
+            "--json", "--state-dir", directory.appendingPathComponent("driver-state").path,
+        ])
+        defer { app.signal(SIGKILL) }
+        let list = try #require(await app.line { $0["kind"] as? String == "list" })
+        server.signal(SIGSTOP)
+        app.type("open \(id)")
+        app.type("accept \(id)")
+        let queued = await app.line(after: list.index, timeout: .seconds(3)) {
+            $0["kind"] as? String == "action" && $0["state"] as? String == "waiting"
+        }
+        #expect(queued != nil, "\(app.stdout.suffix(3))")
+    }
+
     @Test func seedWritesFinishedHistoryAndRefusesABadCount() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
