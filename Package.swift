@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Settings every Swift target shares (see docs/ARCHITECTURE.md, "Code conventions").
+/// Settings every Swift target shares (see docs/ARCHITECTURE.md, "Modules": C types stay out of public APIs).
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),

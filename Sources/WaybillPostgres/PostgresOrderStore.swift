@@ -12,7 +12,7 @@ public import WaybillStorage
 ///   nodes). Inside a write, `order(_:in:)` locks the order row, so two nodes' read-modify-write
 ///   of one order serialize instead of losing an update.
 /// - Event ids come from a one-row counter taken as the last step of the transaction, so they
-///   increase in commit order across nodes (see docs/ARCHITECTURE.md, "Event ids").
+///   increase in commit order across nodes (see docs/DESIGN.md, "Event ids").
 /// - `read` runs on one of `readerCount` reader threads in a REPEATABLE READ, READ ONLY
 ///   transaction: one snapshot for the whole closure.
 ///

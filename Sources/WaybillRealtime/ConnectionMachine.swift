@@ -131,7 +131,7 @@ public struct ConnectionMachine<Frame> {
         case .cursor(let cursor): (after, expected) = (cursor.id, cursor)
         }
         // From here on, live events for the group are buffered: anything the replay query's snapshot
-        // misses reaches the hub after this point (docs/ARCHITECTURE.md, "Resume").
+        // misses reaches the hub after this point (docs/DESIGN.md, "Resume").
         lastSent = after
         phase = .replaying
         return [.sendConnected(newest), .runReplay(ReplayRequest(group: group, after: after, expected: expected))]

@@ -112,7 +112,7 @@ extension Hub {
             else { continue }
             events += Broadcaster.events(for: .seen(summary, company: company), at: now)
         }
-        // Last step before commit: ids are taken in commit order (docs/ARCHITECTURE.md, "Event ids").
+        // Last step before commit: ids are taken in commit order (docs/DESIGN.md, "Event ids").
         return try tx.appendEvents(events)
     }
 }

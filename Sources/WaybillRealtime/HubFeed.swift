@@ -11,7 +11,7 @@ import Synchronization
 /// (`committedHere`), so it sits behind a lock that no store call or `await` is ever made under.
 /// The target's `deliver` runs under that lock, on either thread: it must only queue, never block. A lost broker subscription does
 /// not close sockets: the feed reads new events from the store every `pollInterval` until the
-/// broker is back, then one read closes the gap (docs/ARCHITECTURE.md, "Hub feed").
+/// broker is back, then one read closes the gap (docs/DESIGN.md, "Hub feed").
 public final class HubFeed: Sendable {
     public struct Configuration: Sendable {
         /// How often the store is read while the broker is down (and pending gaps are retried).
@@ -77,7 +77,7 @@ public final class HubFeed: Sendable {
 
     /// Events this process just committed, in id order: the store's commit observer calls it on
     /// its writer thread, so with an in-process broker events reach the hub without the relay →
-    /// broker → feed task hand-offs (docs/ARCHITECTURE.md, "The local path"). Never blocks: the
+    /// broker → feed task hand-offs (docs/DESIGN.md, "The local path"). Never blocks: the
     /// hub only queues the frames for its thread. A gap (another process committed in between)
     /// wakes the feed task to read the store; duplicates of what the broker brings are dropped by id.
     public func committedHere(_ events: [StoredEvent]) {

@@ -52,7 +52,7 @@ public protocol OrderStore: Sendable {
     /// An executor on the store's writer thread, or `nil`. A task that prefers it
     /// (`Task(executorPreference:)`) runs its code between the writer's transactions, so its
     /// `write` calls are queued, committed and resumed without waking another thread: the server
-    /// runs each write request that way (docs/ARCHITECTURE.md, "Run to completion"). Such a task
+    /// runs each write request that way (docs/DESIGN.md, "Run to completion"). Such a task
     /// must never block the thread (it would stall every write); it may await anything.
     var writerExecutor: (any WriterExecutor)? { get }
 }
@@ -215,7 +215,7 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     // MARK: Outbox
     /// Appends events in this transaction, giving each the next event id.
     ///
-    /// Ids are strictly increasing in commit order on every backend (see docs/ARCHITECTURE.md,
+    /// Ids are strictly increasing in commit order on every backend (see docs/DESIGN.md,
     /// "Event ids"): a writer takes its ids as the last step before commit.
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent]
     /// Moves the relay cursor forward (never back).

@@ -52,7 +52,7 @@ struct HistoryRewindTests {
             store.swap(to: restored)  // fewer events: the newest id is now below what was delivered
             // The periodic history check runs every 5 s while the broker delivers.
             let code = await socket.closed(timeout: .seconds(8))
-            // libwebsockets' client reports a received 1012 as 1002 (docs/ARCHITECTURE.md); the server log says what was sent.
+            // libwebsockets' client reports a received 1012 as 1002 (docs/DESIGN.md); the server log says what was sent.
             #expect(code == 1012 || code == 1002)
             #expect(logs.contains("code=1012 by=server"))
             let resumed = try await TestSocket.open(port: server.port, query: "token=\(after.drivers[0].token)&cursor=\(cursor)")

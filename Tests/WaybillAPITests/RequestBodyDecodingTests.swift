@@ -104,7 +104,7 @@ import WaybillNetwork
 
     /// Where the two differ on purpose: the old decoder accepted these, or read a number
     /// approximately; the new reader follows RFC 8259 and reads numbers exactly. Each is
-    /// `malformed_json` now (docs/ARCHITECTURE.md, "Decisions where the SPEC is silent").
+    /// `malformed_json` now (docs/DESIGN.md, "Decisions where the SPEC is silent").
     @Test(arguments: [
         #"{"driver_id":3,}"#,  // trailing comma (object)
         #"{"driver_id":3,"x":[1,]}"#,  // trailing comma (array)

@@ -8,7 +8,7 @@ import WaybillSQLite
 import WaybillStorage
 import WaybillTesting
 
-/// The local path (docs/ARCHITECTURE.md): with an in-process broker, the store's commit observer
+/// The local path (docs/DESIGN.md): with an in-process broker, the store's commit observer
 /// hands this process's events straight to the hub feed, and the relay only moves its cursor.
 @Suite(.timeLimit(.minutes(1)))
 struct LocalPathTests {

@@ -17,7 +17,7 @@ private final class Heard: Sendable {
 
 private struct Refused: Error {}
 
-/// `observeCommits`: the local path's source (docs/ARCHITECTURE.md, "The local path"). The hub
+/// `observeCommits`: the local path's source (docs/DESIGN.md, "The local path"). The hub
 /// feed relies on three promises: every committed event once, in id order, and nothing that was
 /// rolled back.
 @Suite(.timeLimit(.minutes(1))) struct SQLiteCommitObserverTests {

@@ -5,7 +5,7 @@
 /// `3e0` alike for an `Int64`, so this does too; but it reads other forms through `Double` or
 /// `Decimal` and accepts some numbers that are not whole (`1.0000000000000001` → 1, `1e-400` → 0).
 /// Computing from the digits accepts exactly the numbers whose value IS a whole `Int64`, with no
-/// rounding anywhere (docs/ARCHITECTURE.md, "Decisions where the SPEC is silent").
+/// rounding anywhere (docs/DESIGN.md, "Decisions where the SPEC is silent").
 struct JSONNumberValue {
     typealias Digits = Slice<UnsafeBufferPointer<UInt8>>
 

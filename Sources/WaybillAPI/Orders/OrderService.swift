@@ -180,7 +180,7 @@ final class OrderService: Sendable {
             let (order, change) = try body(tx, now)
             try hook?(order, tx, now)
             guard let change else { return (order, [StoredEvent]()) }
-            // Last step before commit: ids are taken in commit order (docs/ARCHITECTURE.md, "Event ids").
+            // Last step before commit: ids are taken in commit order (docs/DESIGN.md, "Event ids").
             return (order, try tx.appendEvents(Broadcaster.events(for: change, at: now)))
         }
         if !events.isEmpty { committed(events) }
