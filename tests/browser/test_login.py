@@ -49,6 +49,26 @@ def test_login_shows_orders_and_logout_revokes_the_token(page, server, api):
     expect(page.locator(".facts")).to_be_visible()
 
 
+def test_logout_says_logged_out_even_when_the_sockets_close_comes_first(page, server):
+    """The server closes the user's sockets (4001) as it revokes the token; when that close beats
+    the logout's own answer, the panel used to say "The live connection was refused"."""
+    login_as_dispatcher(page, server)
+    expect(page.locator("#connection-label")).to_have_text("Live")
+
+    def answer_late(route):
+        response = route.fetch()  # the logout happens now; its answer reaches the page later
+        page.wait_for_timeout(700)
+        route.fulfill(response=response)
+
+    page.route("**/api/auth/logout", answer_late)
+    try:
+        page.get_by_role("button", name="Log out").click()
+        expect(page).to_have_url(f"{server.base_url}/#/login")
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+    finally:
+        server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
+
+
 def test_a_driver_cannot_use_the_panel(page, server):
     driver = server.drivers[0]
     login(page, server, email=driver["email"], password=driver["password"])
