@@ -66,6 +66,36 @@ final class HTTPSession {
         lws_callback_on_writable(wsi)
     }
 
+    /// Writes a small response at once, outside any callback, while reading is still paused, then
+    /// ends the transaction and reads again. Returns `false` (nothing done) when the response must
+    /// take the `respond` path: a body over `singleWriteLimit`, a close after it, or output lws
+    /// still holds.
+    ///
+    /// Why: `respond` turns reading back on and waits for `HTTP_WRITEABLE`; a client that
+    /// half-closed after its request (`shutdown(SHUT_WR)`, `nc -N`) then has its end of stream read
+    /// first, and lws closes the connection with the response unsent. Written here, the response is
+    /// in the kernel before lws reads anything more.
+    func answerNow(_ response: HTTPResponse) -> Bool {
+        guard state == .dispatched, isReadingPaused, !closeAfterResponse, lws_partial_buffered(wsi) == 0,
+            response.body.count <= Self.singleWriteLimit
+        else { return false }
+        self.response = response
+        state = .responding
+        headersSent = true
+        guard writeHeaders(response, body: hasBody(response) ? response.body : nil) else {
+            // Nothing could be written: let lws close it at its next pass.
+            state = .finished
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            return true
+        }
+        bodyOffset = response.body.count
+        state = .finished
+        isReadingPaused = false
+        lws_rx_flow_control(wsi, 1)
+        if lws_http_transaction_completed(wsi) != 0 { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        return true
+    }
+
     /// Sends the interim `100 Continue` a client asked for with `Expect: 100-continue`.
     func writeContinue() {
         let line = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)

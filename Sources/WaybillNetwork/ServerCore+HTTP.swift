@@ -180,6 +180,10 @@ extension ServerCore {
     private func responseArrived(for id: UInt64) {
         guard let session = inFlight[id], session.state == .dispatched, let response = session.responseBox.take()
         else { return }
+        if !isShuttingDown, session.answerNow(response) {
+            sessionFinished(session)
+            return
+        }
         session.respond(response, close: isShuttingDown)
     }
 

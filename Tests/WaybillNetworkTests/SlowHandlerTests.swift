@@ -49,4 +49,23 @@ struct SlowHandlerTests {
             #expect(elapsed < .seconds(3.5), "answered at the deadline, not when the body ran out")
         }
     }
+
+    /// A client that half-closes right after its request (`shutdown(SHUT_WR)`, as `nc -N` does)
+    /// still gets the answer of a handler that takes a while: it used to lose it when lws read the
+    /// end of stream before the response was written.
+    @Test func aClientThatHalfClosesStillGetsTheAnswerOfASlowHandler() async throws {
+        try await withServer { server in
+            let port = server.port
+            let responses = try await runBlocking {
+                try ["GET", "POST"].map { method in
+                    let c = try RawConnection(port: port, timeout: .seconds(10))
+                    defer { c.close() }
+                    try c.send(RawConnection.request(method, "/slow?ms=300", body: method == "POST" ? Array("x".utf8) : nil))
+                    c.shutdownWrite()
+                    return try c.readResponse()
+                }
+            }
+            #expect(responses.map(\.status) == [200, 200])
+        }
+    }
 }
