@@ -16,13 +16,15 @@ public struct ClientAddress: Sendable {
         self.trustedProxies = Set(trustedProxies.map { Self.normalized($0) ?? $0 })
     }
 
+    /// The last `X-Forwarded-For` entry, normalized, when the peer is a trusted proxy and the entry
+    /// is an IP address; otherwise (no header, a name, `unknown`, a port, garbage) the peer itself.
     public func of(_ request: HTTPRequest) -> String {
         guard trustedProxies.contains(request.remoteAddress),
             let forwarded = request.headers["x-forwarded-for"],
-            let last = forwarded.split(separator: ",").last.map({ Self.trimmed($0) }),
-            Self.looksLikeAddress(last)
+            let last = forwarded.split(separator: ",").last,
+            let address = Self.normalized(String(Self.trimmed(last)))
         else { return request.remoteAddress }
-        return last.hasPrefix("::ffff:") ? String(last.dropFirst(7)) : String(last)
+        return address
     }
 
     private static func trimmed(_ text: Substring) -> Substring {
@@ -49,14 +51,5 @@ public struct ClientAddress: Sendable {
         }
         let written = String(cString: buffer)
         return written.hasPrefix("::ffff:") && written.contains(".") ? String(written.dropFirst(7)) : written
-    }
-
-    /// An IPv4 or IPv6 literal's characters only, at most 45 of them: anything else (a name, an
-    /// `unknown`, a port, garbage) falls back to the proxy's own address.
-    static func looksLikeAddress(_ text: Substring) -> Bool {
-        guard !text.isEmpty, text.utf8.count <= 45 else { return false }
-        return text.unicodeScalars.allSatisfy { scalar in
-            scalar.properties.isASCIIHexDigit || scalar == "." || scalar == ":"
-        } && text.contains(where: { $0 == "." || $0 == ":" })
     }
 }
