@@ -13,14 +13,7 @@ struct ExecutableTests {
     @Test func serveClosesSocketsWith1001AndExitsCleanlyOnSIGTERM() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let seedFile = directory.appendingPathComponent("seed.json").path
-        let seeding = try ChildProcess([
-            "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
-            "--password-iterations", "1000",
-        ])
-        #expect(await seeding.exitStatus() == 0)
-        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
-        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path])
+        let (seed, server) = try await Self.seededServer(in: directory)
         defer { server.terminate() }
         let port = try #require(await Self.port(of: server))
         let socket = try await TestSocket.open(port: port, query: "token=\(seed.drivers[0].token)")
@@ -36,24 +29,14 @@ struct ExecutableTests {
     @Test func driverOpenDoesNotHoldTheNextCommand() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let seedFile = directory.appendingPathComponent("seed.json").path
-        let seeding = try ChildProcess([
-            "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
-            "--password-iterations", "1000",
-        ])
-        #expect(await seeding.exitStatus() == 0)
-        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
-        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path])
+        let (seed, server) = try await Self.seededServer(in: directory)
         defer {
             server.signal(SIGCONT)
             server.terminate()
         }
         let port = try #require(await Self.port(of: server))
         let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
-        let app = try ChildProcess([
-            "driver", "--server", "http://127.0.0.1:\(port)", "--email", driver.email, "--password", driver.password,
-            "--json", "--state-dir", directory.appendingPathComponent("driver-state").path,
-        ])
+        let app = try Self.driverApp(server: "http://127.0.0.1:\(port)", stateIn: directory, as: driver)
         defer { app.signal(SIGKILL) }
         let list = try #require(await app.line { $0["kind"] as? String == "list" })
         server.signal(SIGSTOP)
@@ -315,9 +298,27 @@ struct ExecutableTests {
 
     /// `waybill driver --json` as `driver`, against `server`, with its queue in the server's temp folder.
     static func driverApp(on server: TestServer, as driver: Seeder.Result.Account) throws -> ChildProcess {
+        try driverApp(server: server.baseURL, stateIn: server.directory, as: driver)
+    }
+
+    /// `waybill driver --json` as `driver` against the server at `url`, its queue under `directory`.
+    static func driverApp(server url: String, stateIn directory: URL, as driver: Seeder.Result.Account) throws -> ChildProcess {
         try ChildProcess([
-            "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
-            "--state-dir", server.directory.appendingPathComponent("driver-state").path,
+            "driver", "--server", url, "--email", driver.email, "--password", driver.password, "--json",
+            "--state-dir", directory.appendingPathComponent("driver-state").path,
         ])
+    }
+
+    /// `waybill seed` (one driver, one order) into `directory`, then `waybill serve` on it, both as
+    /// child processes; the caller stops the server.
+    static func seededServer(in directory: URL) async throws -> (Seeder.Result, ChildProcess) {
+        let seedFile = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
+            "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus() == 0)
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
+        return (seed, try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path]))
     }
 }

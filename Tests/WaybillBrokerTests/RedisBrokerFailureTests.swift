@@ -60,10 +60,7 @@ struct RedisBrokerFailureTests {
     @Test func frozenRedisFailsPublishWithinTheCommandTimeoutAndRecoversOnThaw() async throws {
         let opening = { (url: String) in try RedisBroker(url: url, commandTimeout: .milliseconds(500)) }
         try await withRedisBroker(opening: opening) { redis, broker in
-            let subscription = DeliveryCollector(broker.subscribe())
-            #expect(await subscription.waitForSubscribed())
-            try await broker.publish([event(1)])
-            #expect(await subscription.waitForEvents(1))
+            let subscription = try await deliveringSubscription(broker)
 
             redis.freeze()
             let started = ContinuousClock.now
@@ -83,10 +80,7 @@ struct RedisBrokerFailureTests {
     @Test func aCancelledPublishStillQueuedIsNeverSent() async throws {
         let opening = { (url: String) in try RedisBroker(url: url, commandTimeout: .seconds(3)) }
         try await withRedisBroker(opening: opening) { redis, broker in
-            let subscription = DeliveryCollector(broker.subscribe())
-            #expect(await subscription.waitForSubscribed())
-            try await broker.publish([event(1)])
-            #expect(await subscription.waitForEvents(1))
+            let subscription = try await deliveringSubscription(broker)
 
             redis.freeze()
             let first = Task { try await broker.publish([event(2)]) }  // the thread waits on Redis with it
@@ -226,6 +220,15 @@ private func withRedisBroker(
     let broker = try opening(redis.url)
     defer { broker.close() }
     try await body(redis, broker)
+}
+
+/// A subscription that is up and has delivered one batch (`event(1)`).
+func deliveringSubscription(_ broker: RedisBroker) async throws -> DeliveryCollector {
+    let subscription = DeliveryCollector(broker.subscribe())
+    #expect(await subscription.waitForSubscribed())
+    try await broker.publish([event(1)])
+    #expect(await subscription.waitForEvents(1))
+    return subscription
 }
 
 /// A small committed event.
