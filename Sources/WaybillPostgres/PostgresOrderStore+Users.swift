@@ -72,9 +72,14 @@ extension PostgresOrderStore.Transaction {
     func logouts(since: Date) throws -> [Logout] {
         try perform { () throws(PostgresError) in
             try query("SELECT user_id, at FROM logouts WHERE at >= $1 ORDER BY at, id", [.date(since)]) {
-                row throws(PostgresError) in Logout(userID: UserID(try row.int64(0)), at: try row.date(1))
+                row throws(PostgresError) in try Self.logout(row)
             }
         }
+    }
+
+    /// A `logouts` row read as `user_id, at`: what a poll reads and what revoking returns alike.
+    private static func logout(_ row: PostgresRow) throws(PostgresError) -> Logout {
+        Logout(userID: UserID(try row.int64(0)), at: try row.date(1))
     }
 
     // MARK: Writing
@@ -137,7 +142,7 @@ extension PostgresOrderStore.Transaction {
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             let recorded = try queryFirst(
                 "INSERT INTO logouts (user_id, at) VALUES ($1, $2) RETURNING user_id, at", [.id(user), .date(clock())]
-            ) { row throws(PostgresError) in Logout(userID: UserID(try row.int64(0)), at: try row.date(1)) }
+            ) { row throws(PostgresError) in try Self.logout(row) }
             guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }
             return recorded
         }

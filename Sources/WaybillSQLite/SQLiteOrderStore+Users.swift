@@ -119,7 +119,7 @@ extension SQLiteOrderStore.Transaction {
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
             let recorded = try db.queryFirst(
                 "INSERT INTO logouts (user_id, at) VALUES (?, ?) RETURNING user_id, at", [.id(user), .date(clock())]
-            ) { Logout(userID: UserID($0.int64(0)), at: $0.date(1)) }
+            ) { Self.logout($0) }
             guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
             return recorded
         }
@@ -127,11 +127,12 @@ extension SQLiteOrderStore.Transaction {
 
     func logouts(since: Date) throws -> [Logout] {
         try perform { () throws(SQLiteError) in
-            try db.query("SELECT user_id, at FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) {
-                Logout(userID: UserID($0.int64(0)), at: $0.date(1))
-            }
+            try db.query("SELECT user_id, at FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) { Self.logout($0) }
         }
     }
+
+    /// A `logouts` row read as `user_id, at`: what a poll reads and what revoking returns alike.
+    private static func logout(_ row: SQLiteRow) -> Logout { Logout(userID: UserID(row.int64(0)), at: row.date(1)) }
 
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {
         // The single writer serializes every reservation: no two can both take the last slot.
