@@ -15,8 +15,13 @@ public import WaybillStorage
 public final class PostgresLease: Lease {
     private let core: Core
 
-    init(name: String, settings: PostgresConnectionSettings) {
-        core = Core(name: name, settings: settings)
+    /// - Parameter confirmationLifetime: how long a heartbeat's confirmation lasts (tests shorten
+    ///   it to make a lapse happen on demand; see `Core.isHeld`).
+    init(
+        name: String, settings: PostgresConnectionSettings,
+        confirmationLifetime: Duration = PostgresLease.confirmationLifetime
+    ) {
+        core = Core(name: name, settings: settings, confirmationLifetime: confirmationLifetime)
     }
 
     deinit { core.shutDown(waiting: false) }
@@ -52,6 +57,7 @@ extension PostgresLease {
 
         let name: String
         let settings: PostgresConnectionSettings
+        let confirmationLifetime: Duration
         private let condition = NSCondition()
         private var phase = Phase.idle
         private var confirmedAt: ContinuousClock.Instant?
@@ -63,15 +69,16 @@ extension PostgresLease {
         /// Whether this thread's session holds the advisory lock (touched by the lease thread only).
         private var sessionHoldsLock = false
 
-        init(name: String, settings: PostgresConnectionSettings) {
+        init(name: String, settings: PostgresConnectionSettings, confirmationLifetime: Duration) {
             self.name = name
             self.settings = settings
+            self.confirmationLifetime = confirmationLifetime
         }
 
         var isHeld: Bool {
             locked {
                 guard phase == .held, let confirmedAt else { return false }
-                return ContinuousClock.now < confirmedAt + PostgresLease.confirmationLifetime
+                return ContinuousClock.now < confirmedAt + confirmationLifetime
             }
         }
 
@@ -89,7 +96,7 @@ extension PostgresLease {
                         // this session again (or takes it anew), instead of answering "held" to a
                         // caller that would find `isHeld` false and ask again in a loop.
                         if phase == .held, let confirmedAt,
-                            ContinuousClock.now < confirmedAt + PostgresLease.confirmationLifetime
+                            ContinuousClock.now < confirmedAt + confirmationLifetime
                         {
                             return true
                         }

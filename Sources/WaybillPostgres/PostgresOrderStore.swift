@@ -141,8 +141,11 @@ public final class PostgresOrderStore: OrderStore {
 
     /// A cluster-wide lease: a PostgreSQL session advisory lock on a dedicated connection with a
     /// heartbeat (see `PostgresLease`).
-    public func lease(_ name: String) -> any Lease {
-        let lease = PostgresLease(name: name, settings: settings.forLease)
+    public func lease(_ name: String) -> any Lease { lease(name, confirmationLifetime: PostgresLease.confirmationLifetime) }
+
+    /// A lease whose heartbeat confirmations last `confirmationLifetime` (tests).
+    func lease(_ name: String, confirmationLifetime: Duration) -> PostgresLease {
+        let lease = PostgresLease(name: name, settings: settings.forLease, confirmationLifetime: confirmationLifetime)
         let open = isClosed.withLock { closed in
             if !closed { leases.withLock { $0 = $0.filter { $0.lease != nil } + [WeakLease(lease: lease)] } }
             return !closed

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WaybillPostgres
+@testable import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
 
@@ -78,6 +78,29 @@ import WaybillTesting
         let other = store.lease("pruner")
         let attempt = Task { await other.acquire() }
         try await Task.sleep(for: .milliseconds(500))
+        attempt.cancel()
+        #expect(await attempt.value == false)
+        await lease.release()
+        #expect(!lease.isHeld)
+    }
+
+    /// A lease whose last confirmation lapsed (the heartbeat thread could not confirm it in time)
+    /// is not answered "held" by `acquire`, which a caller would find unheld and ask again, in a
+    /// loop: `acquire` waits until the thread has confirmed it on its session again.
+    @Test func acquiringALapsedLeaseWaitsUntilItIsConfirmedAgain() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        defer { store.close() }
+        // Confirmations last 400 ms and heartbeats come every second: the lease lapses in between.
+        let lease = store.lease("relay", confirmationLifetime: .milliseconds(400))
+        #expect(await lease.acquire())
+        #expect(try await waitUntil(.milliseconds(900)) { !lease.isHeld }, "lapsed before the next heartbeat")
+        #expect(await lease.acquire())
+        #expect(lease.isHeld, "answered only once the thread confirmed it again")
+        // Still this session's lock, and exclusive: another session cannot take it.
+        let other = store.lease("relay")
+        let attempt = Task { await other.acquire() }
+        try await Task.sleep(for: .milliseconds(400))
         attempt.cancel()
         #expect(await attempt.value == false)
         await lease.release()
