@@ -43,6 +43,8 @@ public struct ServerConfiguration: Sendable {
     public var idempotencyClaimTimeout: Duration = .seconds(30)
     /// Lifetime of a WebSocket ticket, at most 60 s.
     public var ticketLifetime: Duration = .seconds(30)
+    /// How often logouts made on other nodes are looked for (SPEC §6: acted on everywhere within 1 s).
+    public var sessionPollInterval: Duration = .milliseconds(250)
     /// A broker publish slower than this is abandoned and retried.
     public var publishTimeout: Duration = .seconds(2)
     /// How often the relay leader polls the outbox for events committed by other processes. 1 s

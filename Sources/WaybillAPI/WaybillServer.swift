@@ -91,17 +91,21 @@ public final class WaybillServer: Sendable {
                 maxReplayEvents: configuration.maxReplayEvents, maxReplayBytes: configuration.maxQueuedBytesPerSocket / 2,
                 limits: limits),
             receipts: .init(now: { clock.now() }, committed: committed))
-        let closeSockets: @Sendable (UserID) -> Void = { user in hub.execute { io in hub.closeSockets(of: user, io: io) } }
-        // Logouts made on any node: close the user's sockets here and drop their cached tokens.
-        let sessions = SessionWatcher(store: store, now: { clock.now() }, logger: logger) { user in
-            auth.forget(user: user)
-            closeSockets(user)
+        let closeSockets: @Sendable (Logout) -> Void = { logout in
+            hub.execute { io in hub.closeSockets(revokedBy: logout, io: io) }
+        }
+        // Logouts made on any node: close the sockets they revoked here and drop cached tokens.
+        let sessions = SessionWatcher(
+            store: store, interval: configuration.sessionPollInterval, now: { clock.now() }, logger: logger
+        ) { logout in
+            auth.forget(user: logout.userID)
+            closeSockets(logout)
         }
         // A logout made here is acted on at once, and only once: the watcher's poll skips it, or a
         // second close ~250 ms later would also close the sockets of a login made in between.
         let loggedOutHere: @Sendable (Logout) -> Void = { logout in
             sessions.actedOn(logout)
-            closeSockets(logout.userID)
+            closeSockets(logout)
         }
         let routes = Routes(
             orders: orders, authenticator: auth, health: HealthChecks(store: store, metrics: metrics, clock: clock),

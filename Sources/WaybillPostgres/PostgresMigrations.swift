@@ -19,6 +19,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0005_idempotency_keys", sql: PostgresSchema.idempotencyKeys),
         // 0006 (the SQLite outbox without its counter) has no PostgreSQL step.
         PostgresMigration(name: "0007_unicode_search", sql: PostgresSchema.unicodeSearch),
+        PostgresMigration(name: "0008_session_epochs", sql: PostgresSchema.sessionEpochs),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

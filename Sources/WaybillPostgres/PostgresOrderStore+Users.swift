@@ -44,20 +44,22 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> User? {
-        try perform { () throws(PostgresError) -> User? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)? {
+        try perform { () throws(PostgresError) -> (user: User, epoch: SessionEpoch)? in
             let found = try queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = $1 AND NOT t.revoked AND (t.expires_at IS NULL OR t.expires_at > $2)
                 """,
                 [.bytea(tokenHash), .date(now)]
-            ) { row throws(PostgresError) in (user: try Self.decodeUser(row), hash: row.bytes(5)) }
+            ) { row throws(PostgresError) in
+                (user: try Self.decodeUser(row), hash: row.bytes(5), epoch: SessionEpoch(try row.int64(6)))
+            }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.
             guard let found, ConstantTime.equals(found.hash, tokenHash) else { return nil }
-            return found.user
+            return (found.user, found.epoch)
         }
     }
 
@@ -71,15 +73,15 @@ extension PostgresOrderStore.Transaction {
 
     func logouts(since: Date) throws -> [Logout] {
         try perform { () throws(PostgresError) in
-            try query("SELECT user_id, at FROM logouts WHERE at >= $1 ORDER BY at, id", [.date(since)]) {
+            try query("SELECT user_id, at, session_epoch FROM logouts WHERE at >= $1 ORDER BY at, id", [.date(since)]) {
                 row throws(PostgresError) in try Self.logout(row)
             }
         }
     }
 
-    /// A `logouts` row read as `user_id, at`: what a poll reads and what revoking returns alike.
+    /// A `logouts` row read as `user_id, at, session_epoch`: what a poll reads and what revoking returns alike.
     private static func logout(_ row: PostgresRow) throws(PostgresError) -> Logout {
-        Logout(userID: UserID(try row.int64(0)), at: try row.date(1))
+        Logout(userID: UserID(try row.int64(0)), at: try row.date(1), epoch: SessionEpoch(try row.int64(2)))
     }
 
     // MARK: Writing
@@ -115,24 +117,27 @@ extension PostgresOrderStore.Transaction {
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws {
         try perform(savepoint: true) { () throws(PostgresError) in
             _ = try execute(
-                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+                """
+                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch)
+                VALUES ($1, $2, $3, $4, (SELECT session_epoch FROM users WHERE id = $2))
+                """,
                 [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt)])
         }
     }
 
-    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID? {
-        try perform { () throws(PostgresError) -> UserID? in
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)? {
+        try perform { () throws(PostgresError) -> (user: UserID, epoch: SessionEpoch)? in
             // FOR SHARE: a logout's UPDATE of this row waits for our commit, and its DELETE of the
             // user's tickets (a later statement, a later snapshot) then sees what we inserted; a
             // logout that updated the row first makes us wait and then find it revoked.
             try queryFirst(
                 """
-                SELECT user_id FROM api_tokens
+                SELECT user_id, session_epoch FROM api_tokens
                 WHERE token_hash = $1 AND NOT revoked AND (expires_at IS NULL OR expires_at > $2)
                 FOR SHARE
                 """,
                 [.bytea(tokenHash), .date(now)]
-            ) { row throws(PostgresError) in UserID(try row.int64(0)) }
+            ) { row throws(PostgresError) in (UserID(try row.int64(0)), SessionEpoch(try row.int64(1))) }
         }
     }
 
@@ -140,8 +145,13 @@ extension PostgresOrderStore.Transaction {
         try perform { () throws(PostgresError) -> Logout in
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
+            // The row lock orders two logouts of one user: each starts its own epoch.
+            let epoch = try queryFirst(
+                "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch", [.id(user)]
+            ) { row throws(PostgresError) in try row.int64(0) }
             let recorded = try queryFirst(
-                "INSERT INTO logouts (user_id, at) VALUES ($1, $2) RETURNING user_id, at", [.id(user), .date(clock())]
+                "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch",
+                [.id(user), .date(clock()), .integer(epoch ?? 1)]
             ) { row throws(PostgresError) in try Self.logout(row) }
             guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }
             return recorded
@@ -185,29 +195,32 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws {
+    func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {
         try perform(savepoint: true) { () throws(PostgresError) in
             _ = try execute(
-                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at) VALUES ($1, $2, $3)",
-                [.bytea(hash), .id(user), .date(expiresAt)])
+                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at, session_epoch) VALUES ($1, $2, $3, $4)",
+                [.bytea(hash), .id(user), .date(expiresAt), .integer(epoch.rawValue)])
         }
     }
 
-    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID? {
-        try perform { () throws(PostgresError) -> UserID? in
+    func consumeTicket(hash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)? {
+        try perform { () throws(PostgresError) -> (user: UserID, epoch: SessionEpoch)? in
             // Delete-and-return in one statement: two concurrent uses cannot both get the user.
             let ticket = try queryFirst(
-                "DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING user_id, expires_at, ticket_hash",
+                "DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING user_id, expires_at, ticket_hash, session_epoch",
                 [.bytea(hash)]
             ) { row throws(PostgresError) in
-                (user: UserID(try row.int64(0)), expiresAt: try row.int64(1), hash: row.bytes(2))
+                (
+                    user: UserID(try row.int64(0)), expiresAt: try row.int64(1), hash: row.bytes(2),
+                    epoch: SessionEpoch(try row.int64(3))
+                )
             }
             // Tickets nobody used are swept here, so the table stays as small as the live ones.
             _ = try execute("DELETE FROM ws_tickets WHERE expires_at <= $1", [.date(now)])
             guard let ticket, ticket.expiresAt > now.postgresMilliseconds, ConstantTime.equals(ticket.hash, hash) else {
                 return nil
             }
-            return ticket.user
+            return (ticket.user, ticket.epoch)
         }
     }
 }

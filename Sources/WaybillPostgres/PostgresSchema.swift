@@ -172,4 +172,12 @@ extension PostgresSchema {
     static let unicodeSearch = """
         CREATE COLLATION IF NOT EXISTS waybill_search (provider = icu, locale = 'und');
         """
+
+    /// Session epochs, as on SQLite (`SQLiteSchema.sessionEpochs`).
+    static let sessionEpochs = """
+        ALTER TABLE users ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE api_tokens ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE ws_tickets ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE logouts ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 9223372036854775807;
+        """
 }

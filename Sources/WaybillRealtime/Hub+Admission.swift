@@ -36,31 +36,32 @@ extension Hub {
 
     /// Authenticates off the service thread, then admits or closes on it.
     func authenticate(_ socket: SocketID, _ handshake: Handshake) async {
-        let user: User?
+        let credential: SocketCredential?
         do {
             if let ticket = handshake.ticket {
-                user = try await authenticator.redeemTicket(ticket)
+                credential = try await authenticator.redeemTicket(ticket)
             } else if let token = handshake.token {
-                user = try await authenticator.user(forToken: token)
+                credential = try await authenticator.credential(forToken: token)
             } else {
-                user = nil
+                credential = nil
             }
         } catch {
             logger.warning("socket authentication failed", ["socket": "\(socket)", "error": "\(error)"])
             execute { io in self.refuse(socket, .unavailable, io: io) }
             return
         }
-        guard let user else {
+        guard let credential else {
             execute { io in self.refuse(socket, .notAuthenticated, io: io) }
             return
         }
+        let user = credential.user
         guard let company = user.companyID else {
             execute { io in self.refuse(socket, .noCompany, io: io) }
             return
         }
         let group: Group =
             user.role == .driver ? .driver(user.id) : handshake.wantsFleet ? .fleet(company) : .company(company)
-        execute { io in self.admit(socket, user: user, group: group, resume: handshake.resume, io: io) }
+        execute { io in self.admit(socket, credential, group: group, resume: handshake.resume, io: io) }
     }
 
     func refuse(_ socket: SocketID, _ refusal: Connection.Refusal, io: any SocketIO) {
@@ -69,15 +70,20 @@ extension Hub {
     }
 
     /// Joins the group and lets the machine decide: live at once, or `connected` then a replay.
-    private func admit(_ socket: SocketID, user: User, group: Group, resume: Connection.Resume, io: any SocketIO) {
+    private func admit(
+        _ socket: SocketID, _ credential: SocketCredential, group: Group, resume: Connection.Resume, io: any SocketIO
+    ) {
         guard io.isOpen(socket), let entry = connections[socket] else { return }
+        let user = credential.user
         // A logout acted on since this socket opened may have come after its authentication read
         // the credentials (a `?token=` is read from a cache or the store before the logout
-        // commits): the watcher found no admitted socket to close, so this one is refused here.
-        if logouts.loggedOut(user.id, since: entry.openedAtLogout) {
+        // commits): the watcher found no admitted socket to close, so this one is refused here,
+        // if that logout revoked its token.
+        if logouts.revoked(user.id, epoch: credential.epoch, since: entry.openedAtLogout) {
             refuse(socket, .notAuthenticated, io: io)
             return
         }
+        connections[socket]?.epoch = credential.epoch
         guard let actions = connections[socket]?.machine.authenticated(
                 user: user.id, group: group, resume: resume, newest: newestDelivered)
         else { return }

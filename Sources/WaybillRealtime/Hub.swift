@@ -41,6 +41,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         /// `logouts.count` when the socket opened (its authentication starts then): a logout
         /// handled after it may have revoked the credentials the authentication read (`admit`).
         var openedAtLogout: UInt64 = 0
+        /// The session epoch of the credential that admitted it: a logout closes it only if it
+        /// revoked that credential (not a login made since).
+        var epoch = SessionEpoch(0)
     }
 
     let authenticator: any SocketAuthenticating
@@ -57,7 +60,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let authentications: ConcurrencyGate
     let replays: ConcurrencyGate
     var connections: [SocketID: Entry] = [:]
-    /// Logouts this node has acted on (`closeSockets(of:)`), to refuse sockets authenticated before them.
+    /// Logouts this node has acted on (`closeSockets(revokedBy:)`), to refuse sockets authenticated before them.
     var logouts = LogoutLedger()
     private var members: [Group: Set<SocketID>] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
@@ -137,15 +140,18 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         metrics.delivered(through: lastDelivered.id.rawValue)
     }
 
-    /// Closes the sockets of `user` with 4001 (their tokens were revoked: they must log in again).
-    public func closeSockets(of user: UserID, io: any SocketIO) {
+    /// Closes with 4001 the sockets whose tokens `logout` revoked (they must log in again); a
+    /// socket of a login made after it stays, also when this node hears of the logout later.
+    public func closeSockets(revokedBy logout: Logout, io: any SocketIO) {
+        let user = logout.userID
         // Sockets still authenticating may have read the credentials before the logout revoked
         // them; `admit` refuses those (their machine has no user yet, so the loop below skips them).
-        logouts.record(user) {
+        logouts.record(logout) {
             connections.values.lazy.filter { $0.machine.phase == .authenticating }.map(\.openedAtLogout).min()
         }
         // Skips sockets already closing: a local logout and the session watcher both ask.
-        for (socket, entry) in connections where entry.machine.userID == user && entry.machine.phase != .closing {
+        for (socket, entry) in connections
+        where entry.machine.userID == user && logout.revokes(entry.epoch) && entry.machine.phase != .closing {
             connections[socket]?.machine.closing()
             io.close(socket, code: 4001, reason: "logged out")
         }

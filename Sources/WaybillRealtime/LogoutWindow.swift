@@ -22,15 +22,20 @@ public struct LogoutWindow: Sendable {
     /// A logout this node acted on already (it was made here): a poll that returns it skips it.
     public mutating func actedOn(_ logout: Logout) { handled.insert(logout) }
 
-    /// Takes a poll's answer; returns the users logged out since the last poll, each once, in order.
-    public mutating func received(_ logouts: [Logout], now: Date) -> [UserID] {
-        var users: [UserID] = []
-        for logout in logouts where handled.insert(logout).inserted && !users.contains(logout.userID) {
-            users.append(logout.userID)
+    /// Takes a poll's answer; returns the logouts not acted on yet, one per user (the one that
+    /// started the highest epoch: it revoked what the others did), in the order of the users' first.
+    public mutating func received(_ logouts: [Logout], now: Date) -> [Logout] {
+        var new: [Logout] = []
+        for logout in logouts where handled.insert(logout).inserted {
+            if let index = new.firstIndex(where: { $0.userID == logout.userID }) {
+                if new[index].epoch < logout.epoch { new[index] = logout }
+            } else {
+                new.append(logout)
+            }
         }
         // Twice the overlap: a logout stamped ahead of this node's clock stays remembered while polls can return it.
         let horizon = now.addingTimeInterval(-2 * overlap)
         handled = handled.filter { $0.at >= horizon }
-        return users
+        return new
     }
 }

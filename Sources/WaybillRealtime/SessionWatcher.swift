@@ -13,18 +13,18 @@ public final class SessionWatcher: Sendable {
     private let now: @Sendable () -> Date
     private let clock: any Clock<Duration>
     private let logger: Logger
-    private let loggedOut: @Sendable (UserID) -> Void
+    private let loggedOut: @Sendable (Logout) -> Void
     /// Which logouts were acted on: by a poll, or by this node when it made them (`actedOn`).
     private let window: Mutex<LogoutWindow>
 
     /// - Parameters:
     ///   - interval: time between polls (250 ms keeps "within 1 s" with room for a slow read).
     ///   - overlap: how far back each poll looks (see `LogoutWindow`).
-    ///   - loggedOut: called once per new logout: close the user's sockets, forget cached tokens.
+    ///   - loggedOut: called once per new logout: close the sockets it revoked, forget cached tokens.
     public init(
         store: any OrderStore, interval: Duration = .milliseconds(250), overlap: Duration = .seconds(5),
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger,
-        loggedOut: @escaping @Sendable (UserID) -> Void
+        loggedOut: @escaping @Sendable (Logout) -> Void
     ) {
         self.store = store
         self.interval = interval
@@ -46,7 +46,7 @@ public final class SessionWatcher: Sendable {
             let now = self.now(), since = window.withLock { $0.since(now: now) }
             do {
                 let logouts = try await store.read { tx in try tx.logouts(since: since) }
-                for user in window.withLock({ $0.received(logouts, now: now) }) { loggedOut(user) }
+                for logout in window.withLock({ $0.received(logouts, now: now) }) { loggedOut(logout) }
                 if failing { logger.info("session watcher reads the store again") }
                 failing = false
             } catch {

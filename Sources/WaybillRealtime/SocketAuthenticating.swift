@@ -1,4 +1,5 @@
 public import WaybillDomain
+public import WaybillStorage
 
 /// Who a WebSocket handshake's credentials belong to.
 ///
@@ -7,8 +8,20 @@ public import WaybillDomain
 public protocol SocketAuthenticating: Sendable {
     /// The user of a single-use ticket, consuming it; `nil` if unknown, used or expired.
     /// - Throws: when the store cannot answer (the socket is closed with 1011, not 4001).
-    func redeemTicket(_ ticket: String) async throws -> User?
+    func redeemTicket(_ ticket: String) async throws -> SocketCredential?
     /// The user of an API token; `nil` if unknown, expired or revoked.
     /// - Throws: when the store cannot answer.
-    func user(forToken token: String) async throws -> User?
+    func credential(forToken token: String) async throws -> SocketCredential?
+}
+
+/// What a handshake's ticket or token proved: its user, and the session epoch of the token (a
+/// ticket's is the token's it was issued for). A logout closes the socket only if it revoked that
+/// token (`Logout.revokes`), not the socket of a login made after it.
+public struct SocketCredential: Sendable, Equatable {
+    public var user: User
+    public var epoch: SessionEpoch
+    public init(user: User, epoch: SessionEpoch) {
+        self.user = user
+        self.epoch = epoch
+    }
 }

@@ -17,6 +17,8 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0004_order_receipts", sql: SQLiteSchema.receipts),
         SQLiteMigration(name: "0005_idempotency_keys", sql: SQLiteSchema.idempotencyKeys),
         SQLiteMigration(name: "0006_outbox_without_counter", sql: SQLiteSchema.outboxWithoutCounter),
+        // 0007 (PostgreSQL's ICU collation for search) has no SQLite step.
+        SQLiteMigration(name: "0008_session_epochs", sql: SQLiteSchema.sessionEpochs),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -41,20 +41,22 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> User? {
-        try perform { () throws(SQLiteError) -> User? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)? {
+        try perform { () throws(SQLiteError) -> (user: User, epoch: SessionEpoch)? in
             let found = try db.queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = ? AND t.revoked = 0 AND (t.expires_at IS NULL OR t.expires_at > ?)
                 """,
                 [.blob(tokenHash), .date(now)]
-            ) { row throws(SQLiteError) in (user: try Self.decodeUser(row), hash: row.blob(5)) }
+            ) { row throws(SQLiteError) in
+                (user: try Self.decodeUser(row), hash: row.blob(5), epoch: SessionEpoch(row.int64(6)))
+            }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.
             guard let found, ConstantTime.equals(found.hash, tokenHash) else { return nil }
-            return found.user
+            return (found.user, found.epoch)
         }
     }
 
@@ -98,18 +100,24 @@ extension SQLiteOrderStore.Transaction {
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws {
         try perform { () throws(SQLiteError) in
             try db.execute(
-                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                [.blob(hash), .id(user), .date(createdAt), .date(expiresAt)])
+                """
+                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch)
+                VALUES (?, ?, ?, ?, (SELECT session_epoch FROM users WHERE id = ?))
+                """,
+                [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user)])
         }
     }
 
-    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID? {
-        try perform { () throws(SQLiteError) -> UserID? in
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)? {
+        try perform { () throws(SQLiteError) -> (user: UserID, epoch: SessionEpoch)? in
             // One write transaction at a time (BEGIN IMMEDIATE): no logout can commit in between.
             try db.queryFirst(
-                "SELECT user_id FROM api_tokens WHERE token_hash = ? AND revoked = 0 AND (expires_at IS NULL OR expires_at > ?)",
+                """
+                SELECT user_id, session_epoch FROM api_tokens
+                WHERE token_hash = ? AND revoked = 0 AND (expires_at IS NULL OR expires_at > ?)
+                """,
                 [.blob(tokenHash), .date(now)]
-            ) { row throws(SQLiteError) in UserID(row.int64(0)) }
+            ) { row throws(SQLiteError) in (UserID(row.int64(0)), SessionEpoch(row.int64(1))) }
         }
     }
 
@@ -117,8 +125,12 @@ extension SQLiteOrderStore.Transaction {
         try perform { () throws(SQLiteError) -> Logout in
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
+            let epoch = try db.queryFirst(
+                "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? RETURNING session_epoch", [.id(user)]
+            ) { $0.int64(0) }
             let recorded = try db.queryFirst(
-                "INSERT INTO logouts (user_id, at) VALUES (?, ?) RETURNING user_id, at", [.id(user), .date(clock())]
+                "INSERT INTO logouts (user_id, at, session_epoch) VALUES (?, ?, ?) RETURNING user_id, at, session_epoch",
+                [.id(user), .date(clock()), .integer(epoch ?? 1)]
             ) { Self.logout($0) }
             guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
             return recorded
@@ -127,12 +139,16 @@ extension SQLiteOrderStore.Transaction {
 
     func logouts(since: Date) throws -> [Logout] {
         try perform { () throws(SQLiteError) in
-            try db.query("SELECT user_id, at FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) { Self.logout($0) }
+            try db.query("SELECT user_id, at, session_epoch FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) {
+                Self.logout($0)
+            }
         }
     }
 
-    /// A `logouts` row read as `user_id, at`: what a poll reads and what revoking returns alike.
-    private static func logout(_ row: SQLiteRow) -> Logout { Logout(userID: UserID(row.int64(0)), at: row.date(1)) }
+    /// A `logouts` row read as `user_id, at, session_epoch`: what a poll reads and what revoking returns alike.
+    private static func logout(_ row: SQLiteRow) -> Logout {
+        Logout(userID: UserID(row.int64(0)), at: row.date(1), epoch: SessionEpoch(row.int64(2)))
+    }
 
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {
         // The single writer serializes every reservation: no two can both take the last slot.
@@ -163,27 +179,29 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws {
+    func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {
         try perform { () throws(SQLiteError) in
             try db.execute(
-                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at) VALUES (?, ?, ?)",
-                [.blob(hash), .id(user), .date(expiresAt)])
+                "INSERT INTO ws_tickets (ticket_hash, user_id, expires_at, session_epoch) VALUES (?, ?, ?, ?)",
+                [.blob(hash), .id(user), .date(expiresAt), .integer(epoch.rawValue)])
         }
     }
 
-    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID? {
-        try perform { () throws(SQLiteError) -> UserID? in
+    func consumeTicket(hash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)? {
+        try perform { () throws(SQLiteError) -> (user: UserID, epoch: SessionEpoch)? in
             // Delete-and-return in one statement: two concurrent uses cannot both get the user.
             let ticket = try db.queryFirst(
-                "DELETE FROM ws_tickets WHERE ticket_hash = ? RETURNING user_id, expires_at, ticket_hash",
+                "DELETE FROM ws_tickets WHERE ticket_hash = ? RETURNING user_id, expires_at, ticket_hash, session_epoch",
                 [.blob(hash)]
-            ) { (user: UserID($0.int64(0)), expiresAt: $0.int64(1), hash: $0.blob(2)) }
+            ) {
+                (user: UserID($0.int64(0)), expiresAt: $0.int64(1), hash: $0.blob(2), epoch: SessionEpoch($0.int64(3)))
+            }
             // Tickets nobody used are swept here, so the table stays as small as the live ones.
             try db.execute("DELETE FROM ws_tickets WHERE expires_at <= ?", [.date(now)])
             guard let ticket, ticket.expiresAt > now.sqliteMilliseconds, ConstantTime.equals(ticket.hash, hash) else {
                 return nil
             }
-            return ticket.user
+            return (ticket.user, ticket.epoch)
         }
     }
 }

@@ -179,3 +179,19 @@ extension SQLiteSchema {
         DROP INDEX event_groups_by_event;
         """
 }
+
+extension SQLiteSchema {
+    /// Session epochs (`SessionEpoch`): each user counts their logouts, each token and ticket keeps
+    /// the count from when its token was made, and each logout records the count it started. A node
+    /// told of a logout then closes only the sockets of credentials made before it.
+    ///
+    /// Rows from before this step read 0 (every existing token predates the first logout that
+    /// follows). A logout row written without an epoch (a node still running an older Waybill)
+    /// reads as `SessionEpoch.revokesAll`: it closes every socket of its user, as before.
+    static let sessionEpochs = """
+        ALTER TABLE users ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE api_tokens ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE ws_tickets ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE logouts ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 9223372036854775807;
+        """
+}

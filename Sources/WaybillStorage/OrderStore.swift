@@ -116,8 +116,9 @@ public protocol StoreReader {
     func user(_ id: UserID) throws -> User?
     /// The user with this email (case-insensitive), with the stored password hash.
     func credentials(email: String) throws -> (user: User, passwordHash: String)?
-    /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`.
-    func user(tokenHash: [UInt8], now: Date) throws -> User?
+    /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`, and the
+    /// token's session epoch.
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)?
     /// The drivers of a company, by id.
     func drivers(in company: CompanyID) throws -> [User]
 
@@ -165,19 +166,26 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire.
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
     /// Revokes every token of `user` (they stop authenticating at once), deletes their unredeemed
-    /// WebSocket tickets (a ticket taken before a logout must not open a socket after it) and
-    /// records a `Logout` stamped with the store's clock, so every node hears of it.
+    /// WebSocket tickets (a ticket taken before a logout must not open a socket after it), starts
+    /// the user's next session epoch (tokens made from now on carry it) and records a `Logout`
+    /// stamped with the store's clock and that epoch, so every node hears of it.
+    ///
+    /// Every token and ticket this revokes has an epoch below the logout's: it was committed before
+    /// this transaction's update, so it read the user's epoch before this one raised it. (A login
+    /// committed while the logout runs may also carry a smaller epoch without being revoked: its
+    /// sockets are closed too, the safe side.)
     /// - Returns: that `Logout`, as `logouts(since:)` will read it (the node that made it has acted).
     @discardableResult func revokeTokens(of user: UserID) throws -> Logout
     /// The user of an unexpired, unrevoked token whose SHA-256 is `tokenHash`, read so that a
     /// concurrent `revokeTokens` of that user is ordered after this transaction (PostgreSQL: the
     /// token's row is locked `FOR SHARE`; SQLite: write transactions run one at a time). A ticket
     /// inserted in the same transaction is then either refused here or deleted by that logout.
-    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> UserID?
-    /// Stores a WebSocket ticket by its SHA-256 only.
-    func insertTicket(hash: [UInt8], for user: UserID, expiresAt: Date) throws
-    /// Deletes the ticket and returns its user if it existed and had not expired: single use.
-    func consumeTicket(hash: [UInt8], now: Date) throws -> UserID?
+    /// Also returns the token's session epoch, which the ticket carries.
+    func validTokenUser(tokenHash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)?
+    /// Stores a WebSocket ticket by its SHA-256 only, with the epoch of the token it was issued for.
+    func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws
+    /// Deletes the ticket and returns its user and epoch if it existed and had not expired: single use.
+    func consumeTicket(hash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)?
 
     // MARK: Login throttle (shared by every node)
     /// Records a login attempt for `key` at `at` unless `limit` attempts are already recorded
@@ -243,14 +251,35 @@ extension StoreWriter {
     }
 }
 
-/// A user logged out (every token revoked) at `at`.
+/// A user logged out (every token revoked) at `at`; `epoch` is the session epoch it started.
+/// The credentials it revoked are the user's with a smaller epoch.
 public struct Logout: Sendable, Hashable {
     public var userID: UserID
     public var at: Date
-    public init(userID: UserID, at: Date) {
+    public var epoch: SessionEpoch
+    public init(userID: UserID, at: Date, epoch: SessionEpoch) {
         self.userID = userID
         self.at = at
+        self.epoch = epoch
     }
+
+    /// Whether this logout revoked a credential of its user with epoch `epoch`.
+    public func revokes(_ epoch: SessionEpoch) -> Bool { epoch < self.epoch }
+}
+
+/// How many times a user had logged out when one of their tokens was made (a ticket carries its
+/// token's). A logout revokes every token made before it, and only those: they carry a smaller
+/// epoch than the one the logout records. So a node told of a logout, maybe a second after it,
+/// closes the sockets those credentials opened and not the socket of a login made since
+/// (docs/DESIGN.md, "Logouts across nodes"). Counted per user by the store.
+public struct SessionEpoch: RawRepresentable, Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var rawValue: Int64
+    public init(rawValue: Int64) { self.rawValue = rawValue }
+    public init(_ rawValue: Int64) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "\(rawValue)" }
+    /// What a logout recorded by a Waybill older than epochs reads as: it revokes every credential.
+    public static let revokesAll = SessionEpoch(.max)
 }
 
 /// Storage failures in the store's own words; backends translate their C codes into these.

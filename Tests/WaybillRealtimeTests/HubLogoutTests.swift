@@ -16,6 +16,10 @@ struct HubLogoutTests {
     static let driver = User(id: 7, companyID: 1, role: .driver, email: "d@example.com", name: "D")
     static let other = User(id: 8, companyID: 1, role: .driver, email: "e@example.com", name: "E")
 
+    /// The driver's logout that started epoch 1: it revoked the tokens of epoch 0.
+    static let logout = Logout(userID: driver.id, at: Date(timeIntervalSince1970: 1_800_000_000), epoch: SessionEpoch(1))
+    static let before = SessionEpoch(0), after = SessionEpoch(1)
+
     @Test func aSocketAuthenticatedBeforeALogoutIsRefusedWhenAdmittedAfterIt() async throws {
         try await withStore { store in
             let service = ServiceThread()
@@ -23,15 +27,16 @@ struct HubLogoutTests {
             let hub = service.hub(authenticator: auth, store: store)
             service.run { io in hub.socketOpened(SocketID(1), request: Self.request, io: io) }
             let answer = await auth.nextQuestion()  // the token is being looked up (found valid)
-            service.run { io in hub.closeSockets(of: Self.driver.id, io: io) }  // the watcher acts now
-            answer(Self.driver)
+            service.run { io in hub.closeSockets(revokedBy: Self.logout, io: io) }  // the watcher acts now
+            answer(Self.driver, Self.before)
             #expect(await eventually { service.io.closeCode(SocketID(1)) != nil })
             #expect(service.io.closeCode(SocketID(1)) == 4001)
             #expect(service.io.frames(SocketID(1)) == 0)  // no `connected`: never admitted
         }
     }
 
-    /// The same race for another user, or a socket opened after the logout, is admitted.
+    /// The same race for another user, a socket opened after the logout, or a token of a login
+    /// made after it, is admitted.
     @Test func onlySocketsOfTheLoggedOutUserOpenedBeforeTheLogoutAreRefused() async throws {
         try await withStore { store in
             let service = ServiceThread()
@@ -39,56 +44,89 @@ struct HubLogoutTests {
             let hub = service.hub(authenticator: auth, store: store)
             service.run { io in hub.socketOpened(SocketID(1), request: Self.request, io: io) }
             let first = await auth.nextQuestion()
-            service.run { io in hub.closeSockets(of: Self.other.id, io: io) }  // someone else logs out
-            first(Self.driver)
+            let someoneElse = Logout(userID: Self.other.id, at: Self.logout.at, epoch: SessionEpoch(1))
+            service.run { io in hub.closeSockets(revokedBy: someoneElse, io: io) }
+            first(Self.driver, Self.before)
             service.run { io in hub.socketOpened(SocketID(2), request: Self.request, io: io) }
             let second = await auth.nextQuestion()
-            second(Self.driver)
+            second(Self.driver, Self.before)
             #expect(await eventually { service.io.frames(SocketID(1)) == 1 && service.io.frames(SocketID(2)) == 1 })
             #expect(service.io.closeCode(SocketID(1)) == nil)
 
-            // A socket opened after the driver's own logout was authenticated after it too.
-            service.run { io in hub.closeSockets(of: Self.driver.id, io: io) }
+            // Pending while the driver's own logout is acted on, but with a token made after it.
+            service.run { io in hub.socketOpened(SocketID(4), request: Self.request, io: io) }
+            let fourth = await auth.nextQuestion()
+            service.run { io in hub.closeSockets(revokedBy: Self.logout, io: io) }
             #expect(service.io.closeCode(SocketID(1)) == 4001)  // the admitted ones close as before
+            fourth(Self.driver, Self.after)
+            #expect(await eventually { service.io.frames(SocketID(4)) == 1 })
+            #expect(service.io.closeCode(SocketID(4)) == nil)
+
+            // A socket opened after the driver's logout was authenticated after it too.
             service.run { io in hub.socketOpened(SocketID(3), request: Self.request, io: io) }
             let third = await auth.nextQuestion()
-            third(Self.driver)
+            third(Self.driver, Self.before)
             #expect(await eventually { service.io.frames(SocketID(3)) == 1 })
             #expect(service.io.closeCode(SocketID(3)) == nil)
         }
     }
 
+    /// A node may hear of a logout after a login made since opened a socket on it (the session
+    /// watcher polls): that socket stays; the sockets of the revoked tokens close.
+    @Test func aLogoutClosesOnlyTheSocketsOfTheTokensItRevoked() async throws {
+        try await withStore { store in
+            let service = ServiceThread()
+            let auth = GatedAuthenticator()
+            let hub = service.hub(authenticator: auth, store: store)
+            for (socket, epoch) in [(SocketID(1), Self.before), (SocketID(2), Self.after)] {
+                service.run { io in hub.socketOpened(socket, request: Self.request, io: io) }
+                let answer = await auth.nextQuestion()
+                answer(Self.driver, epoch)
+                #expect(await eventually { service.io.frames(socket) == 1 })
+            }
+            service.run { io in hub.closeSockets(revokedBy: Self.logout, io: io) }
+            #expect(service.io.closeCode(SocketID(1)) == 4001)
+            #expect(service.io.closeCode(SocketID(2)) == nil)
+            // The next logout revokes the newer token too.
+            let next = Logout(userID: Self.driver.id, at: Self.logout.at + 1, epoch: SessionEpoch(2))
+            service.run { io in hub.closeSockets(revokedBy: next, io: io) }
+            #expect(service.io.closeCode(SocketID(2)) == 4001)
+        }
+    }
+
     /// The ledger forgets logouts once no authenticating socket opened before them.
     @Test func theLedgerStaysSmall() {
+        func logout(_ user: Int) -> Logout { Logout(userID: UserID(Int64(user)), at: Self.logout.at, epoch: SessionEpoch(1)) }
         var ledger = LogoutLedger()
-        for user in 1...10_000 { ledger.record(UserID(Int64(user))) { nil } }
+        for user in 1...10_000 { ledger.record(logout(user)) { nil } }
         #expect(ledger.entries < 128)
-        #expect(ledger.loggedOut(UserID(10_000), since: 9_999))
-        #expect(!ledger.loggedOut(UserID(10_000), since: 10_000))
+        #expect(ledger.revoked(UserID(10_000), epoch: Self.before, since: 9_999))
+        #expect(!ledger.revoked(UserID(10_000), epoch: Self.after, since: 9_999))
+        #expect(!ledger.revoked(UserID(10_000), epoch: Self.before, since: 10_000))
         // A socket pending since logout 5 keeps every later logout.
         var pinned = LogoutLedger()
-        for user in 1...1_000 { pinned.record(UserID(Int64(user))) { 5 } }
-        #expect(pinned.loggedOut(UserID(6), since: 5))
+        for user in 1...1_000 { pinned.record(logout(user)) { 5 } }
+        #expect(pinned.revoked(UserID(6), epoch: Self.before, since: 5))
         #expect(pinned.entries == 995)
     }
 
     static let request = HTTPRequest(method: "GET", path: "/ws", query: [(name: "token", value: "t")])
 }
 
-/// Answers each `user(forToken:)` only when the test says so.
+/// Answers each `credential(forToken:)` only when the test says so.
 final class GatedAuthenticator: SocketAuthenticating {
-    private let pending = Mutex<[CheckedContinuation<User?, Never>]>([])
+    private let pending = Mutex<[CheckedContinuation<SocketCredential?, Never>]>([])
 
-    func redeemTicket(_ ticket: String) async throws -> User? { nil }
-    func user(forToken token: String) async throws -> User? {
+    func redeemTicket(_ ticket: String) async throws -> SocketCredential? { nil }
+    func credential(forToken token: String) async throws -> SocketCredential? {
         await withCheckedContinuation { continuation in pending.withLock { $0.append(continuation) } }
     }
 
-    /// Waits for the next lookup; returns the function that answers it.
-    func nextQuestion() async -> @Sendable (User?) -> Void {
+    /// Waits for the next lookup; returns the function that answers it with a user and the token's epoch.
+    func nextQuestion() async -> @Sendable (User, SessionEpoch) -> Void {
         while true {
             if let continuation = pending.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                return { continuation.resume(returning: $0) }
+                return { continuation.resume(returning: SocketCredential(user: $0, epoch: $1)) }
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

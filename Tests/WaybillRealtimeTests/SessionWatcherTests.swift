@@ -10,24 +10,31 @@ import WaybillTesting
 struct LogoutWindowTests {
     static let t = Date(timeIntervalSince1970: 1_000_000)
 
+    static func logout(_ user: UserID, at: Date, epoch: Int64 = 1) -> Logout {
+        Logout(userID: user, at: at, epoch: SessionEpoch(epoch))
+    }
+
     @Test func eachLogoutIsActedOnOnceAcrossOverlappingPolls() {
         var window = LogoutWindow(overlap: 5)
-        let a = Logout(userID: 1, at: Self.t), b = Logout(userID: 2, at: Self.t + 1)
+        let a = Self.logout(1, at: Self.t), b = Self.logout(2, at: Self.t + 1)
         #expect(window.since(now: Self.t + 2) == Self.t - 3)
-        #expect(window.received([a], now: Self.t + 1) == [1])
-        #expect(window.received([a, b], now: Self.t + 2) == [2])
+        #expect(window.received([a], now: Self.t + 1) == [a])
+        #expect(window.received([a, b], now: Self.t + 2) == [b])
         #expect(window.received([a, b], now: Self.t + 3).isEmpty)
     }
 
     @Test func aUserWhoLogsOutAgainIsActedOnAgain() {
         var window = LogoutWindow(overlap: 5)
-        #expect(window.received([Logout(userID: 1, at: Self.t)], now: Self.t) == [1])
-        #expect(window.received([Logout(userID: 1, at: Self.t), Logout(userID: 1, at: Self.t + 2)], now: Self.t + 2) == [1])
+        let first = Self.logout(1, at: Self.t), second = Self.logout(1, at: Self.t + 2, epoch: 2)
+        #expect(window.received([first], now: Self.t) == [first])
+        #expect(window.received([first, second], now: Self.t + 2) == [second])
     }
 
-    @Test func twoLogoutsOfOneUserInOnePollActOnce() {
+    /// One act per user, for the logout that started the highest epoch: it revoked what the other did.
+    @Test func twoLogoutsOfOneUserInOnePollActOnceForTheLater() {
         var window = LogoutWindow(overlap: 5)
-        #expect(window.received([Logout(userID: 3, at: Self.t), Logout(userID: 3, at: Self.t + 1)], now: Self.t + 1) == [3])
+        let first = Self.logout(3, at: Self.t), second = Self.logout(3, at: Self.t + 1, epoch: 2)
+        #expect(window.received([first, second], now: Self.t + 1) == [second])
     }
 }
 
@@ -41,8 +48,8 @@ struct SessionWatcherTests {
             }
             let reported = Mutex<[UserID]>([])
             let clock = TestClock()
-            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { user in
-                reported.withLock { $0.append(user) }
+            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
+                reported.withLock { $0.append(logout.userID) }
             }
             let running = Task { await watcher.run() }
             defer { running.cancel() }

@@ -24,7 +24,7 @@ import WaybillStoreTesting
         #expect(
             try rawQuery(database.path, "SELECT name FROM schema_migrations") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
-                "0005_idempotency_keys", "0006_outbox_without_counter",
+                "0005_idempotency_keys", "0006_outbox_without_counter", "0008_session_epochs",
             ])
         // 0006: no counter row and no by-event index; every commit wrote both.
         #expect(!tables.contains("event_counter"))
@@ -45,7 +45,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["6"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["7"])
         #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 
@@ -139,6 +139,35 @@ import WaybillStoreTesting
         // Where events remain, the pruned mark is not moved (those events are still readable).
         let pruned = try await store.read { tx in try tx.prunedThrough() }
         #expect(pruned == EventID(events.isEmpty ? counter : 0))
+    }
+
+    /// A file from before 0008: its tokens and tickets read as epoch 0, which the next logout of
+    /// their user revokes; a logout recorded without an epoch (by a node of an older build still
+    /// running) revokes every credential of its user, as logouts did before.
+    @Test func tokensAndLogoutsFromBefore0008() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        try SQLiteMigrations.apply(Array(SQLiteMigrations.all.prefix(6)), to: db, at: t0)
+        db.close()
+        do {
+            let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+            defer { store.close() }
+            let fixture = try await Fixture.seed(store)
+            // Rows as the older build wrote them (no epoch column named).
+            let raw = try database.openRawConnection()
+            try raw.execute(
+                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES (x'01', ?, 0, NULL)",
+                [.integer(fixture.alice.id.rawValue)])
+            try raw.execute("INSERT INTO logouts (user_id, at) VALUES (?, 0)", [.integer(fixture.bob.id.rawValue)])
+            raw.close()
+            let token = try await store.read { tx in try tx.user(tokenHash: [0x01], now: t0) }
+            #expect(token?.epoch == SessionEpoch(0))
+            let logouts = try await store.read { tx in try tx.logouts(since: Date(timeIntervalSince1970: 0)) }
+            #expect(logouts.map(\.epoch) == [.revokesAll])
+            let logout = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            #expect(logout.revokes(SessionEpoch(0)))
+        }
     }
 
     /// A downgrade is refused at open, with the reason, before anything runs against a schema the

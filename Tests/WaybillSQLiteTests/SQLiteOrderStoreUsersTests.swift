@@ -13,7 +13,7 @@ import WaybillStoreTesting
             let fixture = try await Fixture.seed(store)
             try await store.write { tx in
                 for index in 0..<5 {
-                    try tx.insertTicket(hash: [UInt8(index)], for: fixture.alice.id, expiresAt: t0 + Double(index))
+                    try tx.insertTicket(hash: [UInt8(index)], for: fixture.alice.id, epoch: SessionEpoch(0), expiresAt: t0 + Double(index))
                 }
             }
             _ = try await store.write { tx in try tx.consumeTicket(hash: [0xFF], now: t0 + 3) }

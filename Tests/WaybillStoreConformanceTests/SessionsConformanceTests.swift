@@ -21,10 +21,11 @@ import WaybillStoreTesting
             }
             #expect(
                 logouts.0 == [
-                    Logout(userID: fixture.alice.id, at: t0 + 10), Logout(userID: fixture.bob.id, at: t0 + 20),
+                    Logout(userID: fixture.alice.id, at: t0 + 10, epoch: SessionEpoch(1)),
+                    Logout(userID: fixture.bob.id, at: t0 + 20, epoch: SessionEpoch(1)),
                 ])
             #expect(logouts.1 == logouts.0, "since is inclusive")
-            #expect(logouts.2 == [Logout(userID: fixture.bob.id, at: t0 + 20)])
+            #expect(logouts.2 == [Logout(userID: fixture.bob.id, at: t0 + 20, epoch: SessionEpoch(1))])
 
             // What revoking returns is what a poll reads, to the millisecond the store keeps.
             clock.set(t0 + 30.0004)

@@ -73,8 +73,8 @@ import WaybillStoreTesting
                     try tx.user(tokenHash: Array(repeating: 9, count: 32), now: t0)
                 )
             }
-            #expect(before.0 == fixture.alice)
-            #expect(before.1 == fixture.alice)
+            #expect(before.0?.user == fixture.alice)
+            #expect(before.1?.user == fixture.alice)
             #expect(before.2 == nil, "an expired token must not authenticate")
             #expect(before.3 == nil)
 
@@ -83,7 +83,7 @@ import WaybillStoreTesting
                 (try tx.user(tokenHash: forever, now: t0), try tx.user(tokenHash: bobs, now: t0))
             }
             #expect(after.0 == nil, "a revoked token must not authenticate")
-            #expect(after.1 == fixture.bob, "revoking one user's tokens leaves others alone")
+            #expect(after.1?.user == fixture.bob, "revoking one user's tokens leaves others alone")
         }
     }
 
@@ -93,13 +93,14 @@ import WaybillStoreTesting
             let ticket: [UInt8] = Array(repeating: 7, count: 32)
             let stale: [UInt8] = Array(repeating: 8, count: 32)
             try await store.write { tx in
-                try tx.insertTicket(hash: ticket, for: fixture.alice.id, expiresAt: t0 + 60)
-                try tx.insertTicket(hash: stale, for: fixture.bob.id, expiresAt: t0 + 10)
+                try tx.insertTicket(hash: ticket, for: fixture.alice.id, epoch: SessionEpoch(3), expiresAt: t0 + 60)
+                try tx.insertTicket(hash: stale, for: fixture.bob.id, epoch: SessionEpoch(0), expiresAt: t0 + 10)
             }
             let uses = try await store.write { tx in
                 (try tx.consumeTicket(hash: ticket, now: t0 + 5), try tx.consumeTicket(hash: ticket, now: t0 + 6))
             }
-            #expect(uses.0 == fixture.alice.id)
+            #expect(uses.0?.user == fixture.alice.id)
+            #expect(uses.0?.epoch == SessionEpoch(3), "a ticket keeps its token's epoch")
             #expect(uses.1 == nil, "a ticket is single use")
             #expect(try await store.write { tx in try tx.consumeTicket(hash: stale, now: t0 + 10) } == nil)
             #expect(
@@ -116,15 +117,15 @@ import WaybillStoreTesting
             let alices: [UInt8] = Array(repeating: 4, count: 32)
             let bobs: [UInt8] = Array(repeating: 5, count: 32)
             try await store.write { tx in
-                try tx.insertTicket(hash: alices, for: fixture.alice.id, expiresAt: t0 + 60)
-                try tx.insertTicket(hash: bobs, for: fixture.bob.id, expiresAt: t0 + 60)
+                try tx.insertTicket(hash: alices, for: fixture.alice.id, epoch: SessionEpoch(0), expiresAt: t0 + 60)
+                try tx.insertTicket(hash: bobs, for: fixture.bob.id, epoch: SessionEpoch(0), expiresAt: t0 + 60)
                 try tx.revokeTokens(of: fixture.alice.id)
             }
             let uses = try await store.write { tx in
                 (try tx.consumeTicket(hash: alices, now: t0 + 1), try tx.consumeTicket(hash: bobs, now: t0 + 1))
             }
             #expect(uses.0 == nil, "the logged-out user's ticket is gone")
-            #expect(uses.1 == fixture.bob.id, "another user's ticket still works")
+            #expect(uses.1?.user == fixture.bob.id, "another user's ticket still works")
         }
     }
 
@@ -139,10 +140,12 @@ import WaybillStoreTesting
             try await store.write { tx in try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil) }
             let checked = Mutex(false)
             async let issuing: Bool = store.write { tx in
-                guard try tx.validTokenUser(tokenHash: token, now: t0 + 1) == alice else { return false }
+                guard let valid = try tx.validTokenUser(tokenHash: token, now: t0 + 1), valid.user == alice else {
+                    return false
+                }
                 checked.withLock { $0 = true }
                 Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
-                try tx.insertTicket(hash: ticket, for: alice, expiresAt: t0 + 60)
+                try tx.insertTicket(hash: ticket, for: alice, epoch: valid.epoch, expiresAt: t0 + 60)
                 return true
             }
             let deadline = Date() + 10
@@ -158,10 +161,10 @@ import WaybillStoreTesting
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             let user = try await store.write { tx in
-                try tx.insertTicket(hash: [], for: fixture.alice.id, expiresAt: t0 + 60)
+                try tx.insertTicket(hash: [], for: fixture.alice.id, epoch: SessionEpoch(0), expiresAt: t0 + 60)
                 return try tx.consumeTicket(hash: [], now: t0)
             }
-            #expect(user == fixture.alice.id)
+            #expect(user?.user == fixture.alice.id)
         }
     }
 
@@ -175,8 +178,50 @@ import WaybillStoreTesting
             let found = try await store.read { tx in
                 (try tx.user(tokenHash: hash, now: t0), try tx.user(tokenHash: Array(hash.dropLast()), now: t0))
             }
-            #expect(found.0 == fixture.bob)
+            #expect(found.0?.user == fixture.bob)
             #expect(found.1 == nil)
+        }
+    }
+
+    /// Session epochs: a logout revokes exactly the tokens made before it, which carry a smaller
+    /// epoch than the one it records; a token made after it carries that epoch, and so does a
+    /// ticket issued for it.
+    @Test(arguments: Backend.allCases) func aLogoutStartsAnEpochThatTellsItsTokensFromLaterOnes(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let alice = fixture.alice.id
+            let old: [UInt8] = Array(repeating: 1, count: 32), new: [UInt8] = Array(repeating: 2, count: 32)
+            let bobs: [UInt8] = Array(repeating: 3, count: 32)
+            try await store.write { tx in
+                try tx.insertToken(hash: old, for: alice, createdAt: t0, expiresAt: nil)
+                try tx.insertToken(hash: bobs, for: fixture.bob.id, createdAt: t0, expiresAt: nil)
+            }
+            let oldEpoch = try #require(try await store.read { tx in try tx.user(tokenHash: old, now: t0) }?.epoch)
+            let logout = try await store.write { tx in try tx.revokeTokens(of: alice) }
+            #expect(logout.revokes(oldEpoch))
+            try await store.write { tx in try tx.insertToken(hash: new, for: alice, createdAt: t0 + 1, expiresAt: nil) }
+            let newEpoch = try #require(try await store.read { tx in try tx.user(tokenHash: new, now: t0 + 1) }?.epoch)
+            #expect(!logout.revokes(newEpoch), "a token made after the logout is not one it revoked")
+            #expect(try await store.read { tx in try tx.logouts(since: t0) } == [logout], "as every node reads it")
+
+            // A ticket carries the epoch of the token it was issued for.
+            let ticket: [UInt8] = Array(repeating: 7, count: 32)
+            let redeemed = try await store.write { tx in
+                let valid = try #require(try tx.validTokenUser(tokenHash: new, now: t0 + 2))
+                try tx.insertTicket(hash: ticket, for: valid.user, epoch: valid.epoch, expiresAt: t0 + 60)
+                return try tx.consumeTicket(hash: ticket, now: t0 + 3)
+            }
+            #expect(redeemed?.user == alice)
+            #expect(redeemed?.epoch == newEpoch)
+
+            // The next logout revokes the new token too; another user's epoch did not move.
+            let second = try await store.write { tx in try tx.revokeTokens(of: alice) }
+            #expect(second.revokes(newEpoch))
+            #expect(second.epoch > logout.epoch)
+            let bobsEpoch = try #require(try await store.read { tx in try tx.user(tokenHash: bobs, now: t0) }?.epoch)
+            #expect(bobsEpoch == oldEpoch)
         }
     }
 }

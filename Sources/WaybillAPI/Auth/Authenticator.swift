@@ -15,7 +15,7 @@ final class Authenticator: SocketAuthenticating {
     /// process clears the user's entries at once; one made elsewhere (another node) reaches this
     /// one through the `SessionWatcher` (`forget(user:)`), and `cacheLifetime` bounds it anyway:
     /// a revoked token stops working on every node within 1 s.
-    private let cache = Mutex<[[UInt8]: (user: User, until: Date)]>([:])
+    private let cache = Mutex<[[UInt8]: (credential: SocketCredential, until: Date)]>([:])
     /// Bumped by every revocation: a lookup that started before it must not refill the cache.
     private let revocations = Atomic<Int>(0)
     private let cacheLifetime: Duration = .seconds(1)
@@ -108,20 +108,23 @@ final class Authenticator: SocketAuthenticating {
         return String(token)
     }
 
-    func user(forToken token: String) async throws -> User? {
+    func user(forToken token: String) async throws -> User? { try await credential(forToken: token)?.user }
+
+    /// The user of a token and the token's session epoch (a socket's, to tell whether a logout revoked it).
+    func credential(forToken token: String) async throws -> SocketCredential? {
         guard !token.isEmpty, token.count <= 256 else { return nil }
         let hash = Secret(token).hash, now = clock.now()
-        if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.user }
+        if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.credential }
         let generation = revocations.load(ordering: .acquiring)
-        let user = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
-        if let user {
-            cache.withLock { entries in
-                guard revocations.load(ordering: .acquiring) == generation else { return }
-                if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
-                entries[hash] = (user, now.adding(cacheLifetime))
-            }
+        let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
+        guard let found else { return nil }
+        let credential = SocketCredential(user: found.user, epoch: found.epoch)
+        cache.withLock { entries in
+            guard revocations.load(ordering: .acquiring) == generation else { return }
+            if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
+            entries[hash] = (credential, now.adding(cacheLifetime))
         }
-        return user
+        return credential
     }
 
     /// Revokes every token of `user` (logout everywhere).
@@ -137,7 +140,7 @@ final class Authenticator: SocketAuthenticating {
     func forget(user: UserID) {
         cache.withLock { entries in
             revocations.add(1, ordering: .releasing)
-            entries = entries.filter { $0.value.user.id != user }
+            entries = entries.filter { $0.value.credential.user.id != user }
         }
     }
 
@@ -150,8 +153,8 @@ final class Authenticator: SocketAuthenticating {
         let tokenHash = Secret(Self.bearerToken(header) ?? "").hash
         let ticket = Secret.generate(), now = clock.now(), expires = now.adding(ticketLifetime)
         let issued = try await store.write { tx -> Bool in
-            guard try tx.validTokenUser(tokenHash: tokenHash, now: now) == user else { return false }
-            try tx.insertTicket(hash: ticket.hash, for: user, expiresAt: expires)
+            guard let token = try tx.validTokenUser(tokenHash: tokenHash, now: now), token.user == user else { return false }
+            try tx.insertTicket(hash: ticket.hash, for: user, epoch: token.epoch, expiresAt: expires)
             return true
         }
         guard issued else { throw APIError(401, "not_authenticated", "The token is invalid, expired or revoked.") }
@@ -162,15 +165,17 @@ final class Authenticator: SocketAuthenticating {
     ///
     /// Redeeming is a store write, so a ticket that cannot be one (tickets are `Secret.generate()`
     /// text) is refused without touching the store: a flood of garbage `?ticket=` costs no write.
-    func redeemTicket(_ ticket: String) async throws -> User? {
+    func redeemTicket(_ ticket: String) async throws -> SocketCredential? {
         guard Secret.isWellFormed(ticket) else {
             metrics?.overflowed(.malformedTicket)
             return nil
         }
         let hash = Secret(ticket).hash, now = clock.now()
-        return try await store.write { tx in
-            guard let id = try tx.consumeTicket(hash: hash, now: now) else { return nil }
-            return try tx.user(id)
+        return try await store.write { tx -> SocketCredential? in
+            guard let redeemed = try tx.consumeTicket(hash: hash, now: now), let user = try tx.user(redeemed.user) else {
+                return nil
+            }
+            return SocketCredential(user: user, epoch: redeemed.epoch)
         }
     }
 }
