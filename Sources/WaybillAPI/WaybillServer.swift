@@ -101,8 +101,8 @@ public final class WaybillServer: Sendable {
             auth.forget(user: logout.userID)
             closeSockets(logout)
         }
-        // A logout made here is acted on at once, and only once: the watcher's poll skips it, or a
-        // second close ~250 ms later would also close the sockets of a login made in between.
+        // A logout made here is acted on at once, and only once: the watcher's poll skips it (a
+        // second close would find nothing more to close; session epochs spare a login made since).
         let loggedOutHere: @Sendable (Logout) -> Void = { logout in
             sessions.actedOn(logout)
             closeSockets(logout)

@@ -149,9 +149,10 @@ extension PostgresOrderStore.Transaction {
             let epoch = try queryFirst(
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch", [.id(user)]
             ) { row throws(PostgresError) in try row.int64(0) }
+            guard let epoch else { throw PostgresError(.invalidValue, message: "no user \(user) to log out") }
             let recorded = try queryFirst(
                 "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch",
-                [.id(user), .date(clock()), .integer(epoch ?? 1)]
+                [.id(user), .date(clock()), .integer(epoch)]
             ) { row throws(PostgresError) in try Self.logout(row) }
             guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }
             return recorded

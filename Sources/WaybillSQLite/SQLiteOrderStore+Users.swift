@@ -128,9 +128,10 @@ extension SQLiteOrderStore.Transaction {
             let epoch = try db.queryFirst(
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? RETURNING session_epoch", [.id(user)]
             ) { $0.int64(0) }
+            guard let epoch else { throw SQLiteError(code: SQLITE_ERROR, message: "no user \(user) to log out") }
             let recorded = try db.queryFirst(
                 "INSERT INTO logouts (user_id, at, session_epoch) VALUES (?, ?, ?) RETURNING user_id, at, session_epoch",
-                [.id(user), .date(clock()), .integer(epoch ?? 1)]
+                [.id(user), .date(clock()), .integer(epoch)]
             ) { Self.logout($0) }
             guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
             return recorded

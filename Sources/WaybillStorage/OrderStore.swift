@@ -271,7 +271,7 @@ public struct Logout: Sendable, Hashable {
 /// token's). A logout revokes every token made before it, and only those: they carry a smaller
 /// epoch than the one the logout records. So a node told of a logout, maybe a second after it,
 /// closes the sockets those credentials opened and not the socket of a login made since
-/// (docs/DESIGN.md, "Logouts across nodes"). Counted per user by the store.
+/// (docs/DESIGN.md, "Sessions across nodes"). Counted per user by the store.
 public struct SessionEpoch: RawRepresentable, Sendable, Hashable, Comparable, CustomStringConvertible {
     public var rawValue: Int64
     public init(rawValue: Int64) { self.rawValue = rawValue }

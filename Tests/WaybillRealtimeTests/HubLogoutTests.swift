@@ -110,6 +110,17 @@ struct HubLogoutTests {
         #expect(pinned.entries == 995)
     }
 
+    /// Logouts may be acted on out of epoch order (one made here at once, an earlier one from
+    /// another node at the next poll): the ledger keeps the highest epoch, which revoked the most.
+    @Test func theLedgerKeepsTheHighestEpochOfAUsersLogouts() {
+        var ledger = LogoutLedger()
+        let user = Self.driver.id, at = Self.logout.at
+        ledger.record(Logout(userID: user, at: at + 1, epoch: SessionEpoch(6))) { 0 }
+        ledger.record(Logout(userID: user, at: at, epoch: SessionEpoch(5))) { 0 }
+        #expect(ledger.revoked(user, epoch: SessionEpoch(5), since: 0))
+        #expect(!ledger.revoked(user, epoch: SessionEpoch(6), since: 0))
+    }
+
     static let request = HTTPRequest(method: "GET", path: "/ws", query: [(name: "token", value: "t")])
 }
 

@@ -31,10 +31,14 @@ struct LogoutWindowTests {
     }
 
     /// One act per user, for the logout that started the highest epoch: it revoked what the other did.
-    @Test func twoLogoutsOfOneUserInOnePollActOnceForTheLater() {
+    @Test func twoLogoutsOfOneUserInOnePollActOnceForTheHigherEpoch() {
         var window = LogoutWindow(overlap: 5)
         let first = Self.logout(3, at: Self.t), second = Self.logout(3, at: Self.t + 1, epoch: 2)
         #expect(window.received([first, second], now: Self.t + 1) == [second])
+        // Nodes' clocks differ: the later epoch may carry the earlier time.
+        var skewed = LogoutWindow(overlap: 5)
+        let ahead = Self.logout(3, at: Self.t, epoch: 4), behind = Self.logout(3, at: Self.t + 1, epoch: 3)
+        #expect(skewed.received([ahead, behind], now: Self.t + 1) == [ahead])
     }
 }
 
@@ -46,18 +50,18 @@ struct SessionWatcherTests {
             let user = try await store.write { tx in
                 try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
             }
-            let reported = Mutex<[UserID]>([])
+            let reported = Mutex<[Logout]>([])
             let clock = TestClock()
             let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
-                reported.withLock { $0.append(logout.userID) }
+                reported.withLock { $0.append(logout) }
             }
             let running = Task { await watcher.run() }
             defer { running.cancel() }
-            try await store.write { tx in try tx.revokeTokens(of: user.id) }
+            let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
             await clock.advance(by: .milliseconds(250))
-            #expect(await eventually { reported.withLock { $0 } == [user.id] })
+            #expect(await eventually { reported.withLock { $0 } == [logout] }, "with its epoch")
             for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
-            #expect(reported.withLock { $0 } == [user.id])
+            #expect(reported.withLock { $0 } == [logout])
             running.cancel()
             await running.value
         }

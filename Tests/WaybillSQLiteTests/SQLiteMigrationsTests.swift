@@ -142,32 +142,36 @@ import WaybillStoreTesting
     }
 
     /// A file from before 0008: its tokens and tickets read as epoch 0, which the next logout of
-    /// their user revokes; a logout recorded without an epoch (by a node of an older build still
-    /// running) revokes every credential of its user, as logouts did before.
-    @Test func tokensAndLogoutsFromBefore0008() async throws {
+    /// their user revokes; its logouts (and any written by a node of an older build still
+    /// running) read as revoking every credential of their user, as logouts did before.
+    @Test func tokensTicketsAndLogoutsFromBefore0008() async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
         let db = try database.openRawConnection()
         try SQLiteMigrations.apply(Array(SQLiteMigrations.all.prefix(6)), to: db, at: t0)
+        try db.executeScript(
+            """
+            INSERT INTO companies (id, name) VALUES (1, 'Acme');
+            INSERT INTO users (id, company_id, role, email, email_key, name, password_hash)
+            VALUES (1, 1, 'driver', 'a@example.com', 'a@example.com', 'A', 'x'),
+                   (2, 1, 'driver', 'b@example.com', 'b@example.com', 'B', 'x');
+            INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES (x'01', 1, 0, NULL);
+            INSERT INTO ws_tickets (ticket_hash, user_id, expires_at) VALUES (x'02', 1, 9999999999999);
+            INSERT INTO logouts (user_id, at) VALUES (2, 0);
+            """)
         db.close()
-        do {
-            let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
-            defer { store.close() }
-            let fixture = try await Fixture.seed(store)
-            // Rows as the older build wrote them (no epoch column named).
-            let raw = try database.openRawConnection()
-            try raw.execute(
-                "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES (x'01', ?, 0, NULL)",
-                [.integer(fixture.alice.id.rawValue)])
-            try raw.execute("INSERT INTO logouts (user_id, at) VALUES (?, 0)", [.integer(fixture.bob.id.rawValue)])
-            raw.close()
-            let token = try await store.read { tx in try tx.user(tokenHash: [0x01], now: t0) }
-            #expect(token?.epoch == SessionEpoch(0))
-            let logouts = try await store.read { tx in try tx.logouts(since: Date(timeIntervalSince1970: 0)) }
-            #expect(logouts.map(\.epoch) == [.revokesAll])
-            let logout = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
-            #expect(logout.revokes(SessionEpoch(0)))
-        }
+
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        defer { store.close() }
+        let token = try await store.read { tx in try tx.user(tokenHash: [0x01], now: t0) }
+        #expect(token?.user.id == UserID(1))
+        #expect(token?.epoch == SessionEpoch(0))
+        let ticket = try await store.write { tx in try tx.consumeTicket(hash: [0x02], now: t0) }
+        #expect(ticket?.epoch == SessionEpoch(0))
+        let logouts = try await store.read { tx in try tx.logouts(since: Date(timeIntervalSince1970: 0)) }
+        #expect(logouts.map(\.epoch) == [.revokesAll])
+        let logout = try await store.write { tx in try tx.revokeTokens(of: UserID(1)) }
+        #expect(logout.revokes(SessionEpoch(0)))
     }
 
     /// A downgrade is refused at open, with the reason, before anything runs against a schema the
