@@ -68,4 +68,24 @@ struct SlowHandlerTests {
             #expect(responses.map(\.status) == [200, 200])
         }
     }
+
+    /// A request pipelined behind a request with a body whose handler takes a while (both in one
+    /// `send`) is answered right after it, with small and large answers alike.
+    @Test(arguments: [nil, 64 << 10]) func aRequestPipelinedBehindASlowBodyRequestIsAnsweredAfterIt(size: Int?) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (responses, elapsed) = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .seconds(20))
+                defer { c.close() }
+                let start = ContinuousClock.now
+                let target = "/slow?ms=300" + (size.map { "&size=\($0)" } ?? "")
+                try c.send(RawConnection.request("POST", target, body: Array("x".utf8)) + RawConnection.request("GET", "/x"))
+                return (try c.readResponses(2), ContinuousClock.now - start)
+            }
+            #expect(responses.map(\.status) == [200, 200])
+            #expect(responses.first?.body.count == size ?? 4)
+            #expect(try Echo(responses[1].body).path == "/x")
+            #expect(elapsed < .seconds(4), "answered when the handler finished, not at lws's 5 s timeout")
+        }
+    }
 }

@@ -18,6 +18,7 @@ struct EchoResponder: HTTPResponder {
         case "/slow":
             let ms = Int(request.queryValue("ms") ?? "") ?? 300
             try? await Task.sleep(for: .milliseconds(ms))
+            if let size = Int(request.queryValue("size") ?? "") { return HTTPResponse(status: 200, body: [UInt8](repeating: 0x61, count: size)) }
             return HTTPResponse(status: 200, body: Array("slow".utf8))
         default:
             var headers: [String: String] = [:]
