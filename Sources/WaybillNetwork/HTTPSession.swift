@@ -42,6 +42,10 @@ final class HTTPSession {
     static let writeChunk = 16 << 10
     /// Bodies up to this size leave in the same write as the head (`writeHeaders(_:body:)`).
     static let singleWriteLimit = 12 << 10
+    /// Bodies up to this size are written by `answerNow` in one `lws_write`, lws keeping what the
+    /// kernel does not take yet (every answer Waybill makes is far smaller; larger ones go in
+    /// `writeChunk` pieces from `HTTP_WRITEABLE`, so lws never holds a copy of a huge body).
+    static let immediateWriteLimit = 1 << 20
 
     init(id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter) {
         self.id = id
@@ -66,18 +70,20 @@ final class HTTPSession {
         lws_callback_on_writable(wsi)
     }
 
-    /// Writes a small response at once, outside any callback, while reading is still paused, then
-    /// ends the transaction and reads again. Returns `false` (nothing done) when the response must
-    /// take the `respond` path: a body over `singleWriteLimit`, a close after it, or output lws
+    /// Writes a response at once, outside any callback, while reading is still paused, then ends
+    /// the transaction and reads again. Returns `false` (nothing done) when the response must take
+    /// the `respond` path: a body over `immediateWriteLimit`, a close after it, or output lws
     /// still holds.
     ///
     /// Why: `respond` turns reading back on and waits for `HTTP_WRITEABLE`; a client that
     /// half-closed after its request (`shutdown(SHUT_WR)`, `nc -N`) then has its end of stream read
     /// first, and lws closes the connection with the response unsent. Written here, the response is
-    /// in the kernel before lws reads anything more.
+    /// in the kernel, or held by lws, before lws reads anything more: what lws holds it sends
+    /// before it ends the transaction, and before it closes on that end of stream (lws 4.1's
+    /// `LRS_FLUSHING_BEFORE_CLOSE`, up to 5 s).
     func answerNow(_ response: HTTPResponse) -> Bool {
         guard state == .dispatched, isReadingPaused, !closeAfterResponse, lws_partial_buffered(wsi) == 0,
-            response.body.count <= Self.singleWriteLimit
+            response.body.count <= Self.immediateWriteLimit
         else { return false }
         self.response = response
         state = .responding

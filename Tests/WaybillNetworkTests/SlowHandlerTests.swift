@@ -53,19 +53,21 @@ struct SlowHandlerTests {
     /// A client that half-closes right after its request (`shutdown(SHUT_WR)`, as `nc -N` does)
     /// still gets the answer of a handler that takes a while: it used to lose it when lws read the
     /// end of stream before the response was written.
-    @Test func aClientThatHalfClosesStillGetsTheAnswerOfASlowHandler() async throws {
+    @Test(arguments: [nil, 64 << 10, 1 << 20]) func aClientThatHalfClosesStillGetsTheAnswerOfASlowHandler(size: Int?) async throws {
         try await withServer { server in
             let port = server.port
+            let target = "/slow?ms=300" + (size.map { "&size=\($0)" } ?? "")
             let responses = try await runBlocking {
                 try ["GET", "POST"].map { method in
                     let c = try RawConnection(port: port, timeout: .seconds(10))
                     defer { c.close() }
-                    try c.send(RawConnection.request(method, "/slow?ms=300", body: method == "POST" ? Array("x".utf8) : nil))
+                    try c.send(RawConnection.request(method, target, body: method == "POST" ? Array("x".utf8) : nil))
                     c.shutdownWrite()
                     return try c.readResponse()
                 }
             }
             #expect(responses.map(\.status) == [200, 200])
+            #expect(responses.map(\.body.count) == [size ?? 4, size ?? 4])
         }
     }
 
