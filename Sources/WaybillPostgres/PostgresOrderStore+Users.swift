@@ -116,12 +116,20 @@ extension PostgresOrderStore.Transaction {
 
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws {
         try perform(savepoint: true) { () throws(PostgresError) in
+            // FOR SHARE: a logout of this user (it raises the epoch first, `revokeTokens`) either
+            // commits before and this token gets the new epoch, or waits for this commit and then
+            // finds the token and revokes it. Without the lock a login committing during a logout
+            // kept a valid token with the old epoch, whose sockets that logout then closed.
+            let epoch = try queryFirst("SELECT session_epoch FROM users WHERE id = $1 FOR SHARE", [.id(user)]) {
+                row throws(PostgresError) in try row.int64(0)
+            }
             _ = try execute(
                 """
                 INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch)
-                VALUES ($1, $2, $3, $4, (SELECT session_epoch FROM users WHERE id = $2))
+                VALUES ($1, $2, $3, $4, $5)
                 """,
-                [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt)])
+                // No user: 0 here, and the foreign key refuses the row (a conflict, as before).
+                [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt), .integer(epoch ?? 0)])
         }
     }
 
@@ -143,13 +151,15 @@ extension PostgresOrderStore.Transaction {
 
     func revokeTokens(of user: UserID) throws -> Logout {
         try perform { () throws(PostgresError) -> Logout in
-            _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
-            _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
-            // The row lock orders two logouts of one user: each starts its own epoch.
+            // The epoch first: its row lock orders two logouts of one user (each starts its own
+            // epoch) and a login's token insert (`insertToken` reads the epoch FOR SHARE), so a
+            // token committed meanwhile is seen by the UPDATE below, which runs after that commit.
             let epoch = try queryFirst(
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch", [.id(user)]
             ) { row throws(PostgresError) in try row.int64(0) }
             guard let epoch else { throw PostgresError(.invalidValue, message: "no user \(user) to log out") }
+            _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
+            _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             let recorded = try queryFirst(
                 "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch",
                 [.id(user), .date(clock()), .integer(epoch)]

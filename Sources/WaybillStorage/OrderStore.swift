@@ -171,9 +171,9 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// stamped with the store's clock and that epoch, so every node hears of it.
     ///
     /// Every token and ticket this revokes has an epoch below the logout's: it was committed before
-    /// this transaction's update, so it read the user's epoch before this one raised it. (A login
-    /// committed while the logout runs may also carry a smaller epoch without being revoked: its
-    /// sockets are closed too, the safe side.)
+    /// this transaction's update, so it read the user's epoch before this one raised it. A token
+    /// inserted while this runs is ordered by the user's row (`insertToken` reads the epoch under
+    /// a lock this update conflicts with): it gets the new epoch, or is committed first and revoked.
     /// - Returns: that `Logout`, as `logouts(since:)` will read it (the node that made it has acted).
     @discardableResult func revokeTokens(of user: UserID) throws -> Logout
     /// The user of an unexpired, unrevoked token whose SHA-256 is `tokenHash`, read so that a

@@ -224,4 +224,27 @@ import WaybillStoreTesting
             #expect(bobsEpoch == oldEpoch)
         }
     }
+
+    /// A login committing while a logout of the same user runs (on PostgreSQL, on a second
+    /// connection): its token either carries an epoch the logout did not revoke, or is revoked by
+    /// it. Never a valid token of an older epoch, whose sockets that logout would close (a client
+    /// told to log in again, holding a token that works).
+    @Test(arguments: Backend.allCases) func aLoginDuringALogoutIsNeitherClosedNorKept(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let token: [UInt8] = Array(repeating: 6, count: 32), alice = fixture.alice.id
+            let inserted = Mutex(false)
+            async let login: Void = store.write { tx in
+                try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil)
+                inserted.withLock { $0 = true }
+                Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
+            }
+            let deadline = Date() + 10
+            while !inserted.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let logout = try await store.write { tx in try tx.revokeTokens(of: alice) }
+            try await login
+            let found = try await store.read { tx in try tx.user(tokenHash: token, now: t0 + 1) }
+            if let found { #expect(!logout.revokes(found.epoch), "a valid token its logout's sockets close") }
+        }
+    }
 }
