@@ -26,6 +26,9 @@ public struct ConnectionMachine<Frame> {
         case since(EventID)
         /// `?cursor=<id>-<check>`: replayed only if the store's event under that id has that fingerprint.
         case cursor(EventCursor)
+        /// A `cursor` or `since` that cannot be read: the client means to resume, but from where is
+        /// unknown, so it gets `reset` (SPEC §4: never a replay, or a silence, that skips events).
+        case unusable
     }
 
     /// The replay query the hub must run (off the service thread).
@@ -127,6 +130,10 @@ public struct ConnectionMachine<Frame> {
             lastSent = newest.id
             phase = .live
             return [.sendConnected(newest)]
+        case .unusable:
+            lastSent = newest.id
+            phase = .live
+            return [.sendConnected(newest), .sendReset]
         case .since(let id): (after, expected) = (id, nil)
         case .cursor(let cursor): (after, expected) = (cursor.id, cursor)
         }

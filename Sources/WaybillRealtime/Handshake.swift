@@ -13,14 +13,22 @@ struct Handshake: Sendable {
         ticket = request.queryValue("ticket")
         token = request.queryValue("token")
         wantsFleet = request.queryValue("stream") == "fleet"
-        // `cursor` is preferred (it notices a rewound history); `since` stays accepted, unchecked.
-        // A malformed cursor counts as absent, like a malformed `since`.
-        if let cursor = request.queryValue("cursor").flatMap(EventCursor.init(parsing:)) {
-            resume = .cursor(cursor)
-        } else if let since = request.queryValue("since").flatMap({ Int64($0) }) {
-            resume = .since(EventID(max(0, since)))
-        } else {
-            resume = .none
+        resume = Self.resume(cursor: request.queryValue("cursor"), since: request.queryValue("since"))
+    }
+
+    /// `cursor` is preferred (it notices a rewound history); `since` stays accepted, unchecked. A
+    /// value given but unreadable is `.unusable` (the client gets `reset`), not "no resume": going
+    /// live from the newest event would silently skip what the client missed. A cursor's check is
+    /// read in either case (the server writes it in lower case).
+    static func resume(cursor: String?, since: String?) -> ConnectionMachine<OutboundFrame>.Resume {
+        if let cursor, !cursor.isEmpty {
+            guard let parsed = EventCursor(parsing: cursor.lowercased()) else { return .unusable }
+            return .cursor(parsed)
         }
+        if let since, !since.isEmpty {
+            guard let id = Int64(since) else { return .unusable }
+            return .since(EventID(max(0, id)))
+        }
+        return .none
     }
 }

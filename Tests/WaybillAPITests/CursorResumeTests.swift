@@ -46,6 +46,34 @@ struct CursorResumeTests {
         }
     }
 
+    /// A resume the server cannot read (a cursor of another format, `since=12.0`) gets `reset`:
+    /// going live from the newest event instead would skip what the client missed, silently.
+    @Test(arguments: ["cursor=12-zz", "cursor=garbage", "since=12.0", "since=x", "cursor=1-ABCDEF0123"])
+    func aResumeTheServerCannotReadGetsReset(query: String) async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (socket, _) = try await server.connectedSocket(token: driver.token, query: query)
+            #expect(await socket.next()?["type"] as? String == "reset")
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "x"])
+            #expect(await socket.nextEvent()?["type"] as? String == "order_updated")
+        }
+    }
+
+    /// The check written in capitals is the same cursor.
+    @Test func aCursorWithItsCheckInCapitalsReplays() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let (first, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["cursor"] as? String)
+            await first.close()
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "x"])
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "cursor=\(cursor.uppercased())")
+            #expect(await resumed.next()?["type"] as? String == "order_updated")
+        }
+    }
+
     @Test func cursorOfAnEventThatDoesNotExistGetsReset() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

@@ -139,6 +139,15 @@ struct ConnectionMachineTests {
         let expected = (since + 1...end).map(Self.frame)
         #expect(received == expected)
     }
+
+    /// A resume value the handshake could not read: `connected`, then `reset`, then live from the newest.
+    @Test func anUnusableResumeGetsResetAndGoesLive() {
+        var machine = ConnectionMachine<String>()
+        let actions = machine.authenticated(user: 7, group: Self.group, resume: .unusable, newest: Self.newest)
+        #expect(actions == [.sendConnected(Self.newest), .sendReset])
+        #expect(machine.live(Self.newest.id, "old") == .skip)
+        #expect(machine.live(EventID(Self.newest.id.rawValue + 1), "new") == .send("new"))
+    }
 }
 
 /// The replay buffer is bounded: a socket whose replay is slow while events pour in is closed.
@@ -163,4 +172,5 @@ struct ConnectionMachineBufferBoundTests {
         #expect(busy.refused(.busy) == .close(code: 1013, reason: "server busy; try again later"))
         #expect(late.refused(.timedOut) == .close(code: 1013, reason: "authentication timed out; try again later"))
     }
+
 }
