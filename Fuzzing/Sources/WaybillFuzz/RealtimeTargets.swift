@@ -18,6 +18,10 @@ extension FuzzTarget {
             FuzzCheck.expect(id.rawValue >= 0, "negative since")
         case .none:
             break
+        case .unusable:
+            // Only for a resume value that was given.
+            let given = query.contains { ($0.name == "cursor" || $0.name == "since") && !$0.value.isEmpty }
+            FuzzCheck.expect(given, "unusable without a cursor or since")
         }
     }
 
