@@ -67,22 +67,55 @@ extension Order {
         return next.touched(at: now)
     }
 
+    /// Most documents one order holds. Every change to an order reads all of them in its write
+    /// transaction, and `GET` returns them all: without a bound, one order repeatedly attached to
+    /// would slow every write of the store's single writer (docs/DESIGN.md, "Order rules").
+    public static let maxDocuments = 100
+
     /// The order with a document's metadata attached, by its assigned driver or a dispatcher.
+    ///
+    /// A completed order still takes documents (a signed delivery note comes after the last
+    /// stage); a cancelled one does not (SPEC §5.8: the driver's queued action is refused).
     public func attaching(_ document: Document, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
         try requireDispatcherOrAssignedDriver(actor)
+        guard status != .cancelled else { throw .orderClosed(status) }
+        guard documents.count < Self.maxDocuments else { throw .tooManyDocuments }
         var next = self
         next.documents.append(document)
         return next.touched(at: now)
     }
 
     /// The order with the dispatcher's edits applied (title, notes, stages).
-    public func patched(_ patch: OrderPatch, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order {
+    ///
+    /// Returns `nil` when the edits change nothing: no new version and no event, so a driver's
+    /// queued action holding the current version is not refused with 412 for an edit that did
+    /// nothing. A finished order keeps its stages (they are its delivery record); its title and
+    /// notes may still be corrected.
+    public func patched(_ patch: OrderPatch, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order? {
         guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
         var next = self
         if let title = patch.title { next.title = title }
         if let notes = patch.notes { next.notes = notes }
-        if let stages = patch.stages { next.stages = mergedStages(stages) }
+        if let stages = patch.stages {
+            let merged = mergedStages(stages)
+            if !Self.sameRoute(merged, self.stages) {
+                guard !status.isFinal else { throw .orderClosed(status) }
+                next.stages = merged
+            }
+        }
+        if next.title == title && next.notes == notes && next.stages == stages { return nil }
         return next.touched(at: now)
+    }
+
+    /// Whether two routes are the same to the millisecond the stores keep (a time parsed from the
+    /// request and the same time read back from a store may differ in the last bits of a `Double`).
+    static func sameRoute(_ a: [Stage], _ b: [Stage]) -> Bool {
+        func ms(_ date: Date?) -> Int64? { date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } }
+        return a.count == b.count
+            && zip(a, b).allSatisfy { x, y in
+                x.id == y.id && x.position == y.position && x.kind == y.kind && x.address == y.address
+                    && ms(x.plannedAt) == ms(y.plannedAt) && ms(x.completedAt) == ms(y.completedAt)
+            }
     }
 
     /// Whether `actor` may delete the order.

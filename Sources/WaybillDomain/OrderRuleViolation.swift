@@ -12,6 +12,8 @@ public enum OrderRuleViolation: Error, Equatable, Sendable, CustomStringConverti
     case stageAlreadyCompleted(StageID)
     /// The order is finished (completed or cancelled) and cannot take this change: 409.
     case orderClosed(OrderStatus)
+    /// The order holds `Order.maxDocuments` documents already: 409.
+    case tooManyDocuments
 
     public var description: String {
         switch self {
@@ -27,6 +29,8 @@ public enum OrderRuleViolation: Error, Equatable, Sendable, CustomStringConverti
             "Stage \(id) is already completed."
         case .orderClosed(let status):
             "The order is \(status.rawValue) and cannot be changed this way."
+        case .tooManyDocuments:
+            "The order already has \(Order.maxDocuments) documents, the most it can hold."
         }
     }
 }

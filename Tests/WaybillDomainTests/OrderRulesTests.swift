@@ -45,11 +45,46 @@ struct OrderRulesTests {
         let done = try order().completingStage(11, by: driver, at: now)
         let patch = OrderPatch(
             title: "new", stages: [Stage(id: 11, position: 9, kind: .delivery, address: "B2"), Stage(position: 5, kind: .stop, address: "C")])
-        let patched = try done.patched(patch, by: dispatcher, at: now)
+        let patched = try #require(try done.patched(patch, by: dispatcher, at: now))
         #expect(patched.title == "new")
         #expect(patched.stages.map(\.position) == [1, 2])
         #expect(patched.stages[0].id == 11 && patched.stages[0].completedAt == now && patched.stages[0].address == "B2")
         #expect(patched.stages[1].id == nil && patched.stages[1].completedAt == nil)
+    }
+
+    /// An edit that changes nothing is no new version (nor an event): a driver's queued action
+    /// holding the current version would otherwise be refused with 412 for nothing.
+    @Test func aPatchThatChangesNothingIsNoChange() throws {
+        let current = order()
+        #expect(try current.patched(OrderPatch(), by: dispatcher, at: now) == nil)
+        #expect(try current.patched(OrderPatch(title: current.title, notes: current.notes), by: dispatcher, at: now) == nil)
+        #expect(try current.patched(OrderPatch(stages: current.stages), by: dispatcher, at: now) == nil)
+        #expect(try current.patched(OrderPatch(title: "other"), by: dispatcher, at: now)?.version == current.version + 1)
+    }
+
+    /// A finished order keeps its stages (its delivery record) but may get its title and notes corrected.
+    @Test func aFinishedOrderKeepsItsStages() throws {
+        for status in [OrderStatus.completed, .cancelled] {
+            let closed = order(status: status)
+            #expect(throws: OrderRuleViolation.orderClosed(status)) {
+                try closed.patched(OrderPatch(stages: []), by: dispatcher, at: now)
+            }
+            #expect(try closed.patched(OrderPatch(notes: "signed by J."), by: dispatcher, at: now)?.notes == "signed by J.")
+        }
+    }
+
+    /// Documents: a completed order still takes them (a delivery note after the last stage), a
+    /// cancelled one does not, and one order holds at most `Order.maxDocuments`.
+    @Test func documentsOnFinishedAndFullOrders() throws {
+        let note = Document(name: "note", kind: "pod", createdAt: now)
+        #expect(try order(status: .completed).attaching(note, by: driver, at: now).documents.count == 1)
+        #expect(throws: OrderRuleViolation.orderClosed(.cancelled)) {
+            try order(status: .cancelled).attaching(note, by: driver, at: now)
+        }
+        var full = order()
+        full.documents = Array(repeating: note, count: Order.maxDocuments - 1)
+        full = try full.attaching(note, by: dispatcher, at: now)
+        #expect(throws: OrderRuleViolation.tooManyDocuments) { try full.attaching(note, by: dispatcher, at: now) }
     }
 
     @Test func driversCannotPatchOrDelete() {

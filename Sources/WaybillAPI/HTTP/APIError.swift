@@ -63,7 +63,7 @@ struct APIError: Error, Equatable {
         switch rule {
         case .invalidTransition, .orderClosed:
             APIError(409, "invalid_transition", rule.description)
-        case .stageAlreadyCompleted:
+        case .stageAlreadyCompleted, .tooManyDocuments:
             APIError(409, "conflict", rule.description)
         case .roleNotAllowed:
             APIError(403, "forbidden", rule.description)

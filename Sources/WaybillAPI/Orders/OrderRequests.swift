@@ -44,6 +44,14 @@ struct LoginRequest: Equatable {
 enum Validation {
     static let maxTitle = 200, maxNotes = 10_000, maxStages = 100, maxAddress = 500, maxName = 200, maxKind = 50
 
+    /// Whether `text` fits a limit of `characters`: in characters as a reader counts them, and in
+    /// at most four UTF-8 bytes per character. One character may carry any number of combining
+    /// marks ("a" and 300 000 accents is one): a character limit alone lets 200 of them weigh a
+    /// megabyte, on every list page and every write that reads the order.
+    static func fits(_ text: String, _ characters: Int) -> Bool {
+        text.utf8.count <= characters * 4 && text.count <= characters
+    }
+
     /// Text may hold any character but NUL: PostgreSQL cannot store it (and no sane title needs
     /// it), so both stores get the same answer, a 422, instead of a store failure.
     static func text(_ raw: String, field: String) throws -> String {
@@ -68,13 +76,17 @@ enum Validation {
     static func title(_ raw: String) throws -> String {
         let title = try text(raw, field: "title").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !title.isEmpty else { throw ValidationError(field: "title", problem: "must not be empty") }
-        guard title.count <= maxTitle else { throw ValidationError(field: "title", problem: "at most \(maxTitle) characters") }
+        guard fits(title, maxTitle) else {
+            throw ValidationError(field: "title", problem: "at most \(maxTitle) characters (\(maxTitle * 4) bytes)")
+        }
         return title
     }
 
     static func notes(_ raw: String) throws -> String {
         _ = try text(raw, field: "notes")
-        guard raw.count <= maxNotes else { throw ValidationError(field: "notes", problem: "at most \(maxNotes) characters") }
+        guard fits(raw, maxNotes) else {
+            throw ValidationError(field: "notes", problem: "at most \(maxNotes) characters (\(maxNotes * 4) bytes)")
+        }
         return raw
     }
 
@@ -85,8 +97,9 @@ enum Validation {
         return try raw.enumerated().map { index, stage in
             let address = try text(stage.address, field: "stages.\(index).address")
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !address.isEmpty, address.count <= maxAddress else {
-                throw ValidationError(field: "stages.\(index).address", problem: "1 to \(maxAddress) characters")
+            guard !address.isEmpty, fits(address, maxAddress) else {
+                throw ValidationError(
+                    field: "stages.\(index).address", problem: "1 to \(maxAddress) characters (\(maxAddress * 4) bytes)")
             }
             var planned: Date?
             if let text = stage.plannedAt {
@@ -102,8 +115,12 @@ enum Validation {
     static func document(_ raw: DocumentRequest, at now: Date) throws -> Document {
         let name = try text(raw.name, field: "name").trimmingCharacters(in: .whitespacesAndNewlines)
         let kind = try text(raw.kind, field: "kind").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.isEmpty, name.count <= maxName else { throw ValidationError(field: "name", problem: "1 to \(maxName) characters") }
-        guard !kind.isEmpty, kind.count <= maxKind else { throw ValidationError(field: "kind", problem: "1 to \(maxKind) characters") }
+        guard !name.isEmpty, fits(name, maxName) else {
+            throw ValidationError(field: "name", problem: "1 to \(maxName) characters (\(maxName * 4) bytes)")
+        }
+        guard !kind.isEmpty, fits(kind, maxKind) else {
+            throw ValidationError(field: "kind", problem: "1 to \(maxKind) characters (\(maxKind * 4) bytes)")
+        }
         return Document(name: name, kind: kind, createdAt: now)
     }
 }
