@@ -137,22 +137,13 @@ final class PostgresConnection {
     private func awaitResult(
         sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> PostgresResult {
-        while PQisBusy(db) == 1 {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else {
-                // The server is hung or unreachable: drop the connection (PQfinish needs no
-                // reply) rather than wait; the store reconnects later.
-                close()
-                throw PostgresError(.timedOut, message: "no answer before the deadline", sql: sql)
-            }
-            var descriptor = pollfd(fd: PQsocket(db), events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, Int32(clamping: left.milliseconds + 1))
-            if ready < 0 && errno != EINTR { break }  // PQgetResult below reports the broken socket
-            if ready > 0 && PQconsumeInput(db) == 0 { break }
-        }
         var firstError: PostgresError?
         var last: PostgresResult?
-        while let raw = PQgetResult(db) {
+        // Before every PQgetResult, not only the first: it blocks until the next message is in, and
+        // a server that froze between a result and its ReadyForQuery would hold this thread forever.
+        while true {
+            try waitUntilNotBusy(sql: sql, db: db, deadline: deadline)
+            guard let raw = PQgetResult(db) else { break }
             let result = PostgresResult(handle: raw, sql: sql)
             switch PQresultStatus(raw) {
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
@@ -172,6 +163,22 @@ final class PostgresConnection {
         if let firstError { throw firstError }
         if let last { return last }
         throw failure(sql: sql)
+    }
+
+    /// Reads until libpq has a whole message to return, up to `deadline`; past it the connection
+    /// is dropped (PQfinish needs no reply) rather than waited on, and the store reconnects later.
+    private func waitUntilNotBusy(sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant) throws(PostgresError) {
+        while PQisBusy(db) == 1 {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                close()
+                throw PostgresError(.timedOut, message: "no answer before the deadline", sql: sql)
+            }
+            var descriptor = pollfd(fd: PQsocket(db), events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(clamping: left.milliseconds + 1))
+            if ready < 0 && errno != EINTR { return }  // PQgetResult reports the broken socket
+            if ready > 0 && PQconsumeInput(db) == 0 { return }
+        }
     }
 
     /// The error of a failed result, with the fields a caller may act on.

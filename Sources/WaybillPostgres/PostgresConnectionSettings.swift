@@ -43,11 +43,19 @@ struct PostgresConnectionSettings: Sendable {
         self.displayName = "\(bareHost):\(port)/\(database)"
     }
 
-    /// These settings with `extra` added, replacing keywords of the same name.
+    /// These settings with `extra` added, replacing keywords of the same name, except `options`:
+    /// the operator's (`?options=-c search_path=…` in the URL) are kept, and ours follow them,
+    /// so that for a setting both name ours wins (PostgreSQL applies the last `-c`).
     func with(_ extra: [(String, String)]) -> PostgresConnectionSettings {
         var copy = self
         let names = Set(extra.map(\.0))
-        copy.keywords = keywords.filter { !names.contains($0.0) } + extra
+        let given = keywords.last { $0.0 == "options" }?.1
+        copy.keywords =
+            keywords.filter { !names.contains($0.0) }
+            + extra.map { name, value in
+                guard name == "options", let given, !given.isEmpty else { return (name, value) }
+                return (name, given + " " + value)
+            }
         return copy
     }
 

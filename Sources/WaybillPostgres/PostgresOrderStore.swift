@@ -68,6 +68,7 @@ public final class PostgresOrderStore: OrderStore {
         do throws(PostgresError) {
             let db = try PostgresConnection(parsed.forPool, deadline: .now + PostgresSession.connectTimeout)
             defer { db.close() }
+            try Self.requireUTF8(db)
             try PostgresMigrations.apply(to: db, at: clock(), deadline: .now + .seconds(30))
         } catch {
             throw StoreError.unavailable("cannot open PostgreSQL at \(parsed.displayName): \(error.message)")
@@ -88,6 +89,17 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     deinit { close() }
+
+    /// Refuses a database whose encoding is not UTF-8: text any client may send (an emoji in a
+    /// title) would then fail inside a write (22P05) as a server error, where SQLite stores it.
+    static func requireUTF8(_ db: PostgresConnection) throws(PostgresError) {
+        let encoding = try db.queryFirst("SHOW server_encoding", deadline: .now + .seconds(5)) { $0.text(0) }
+        guard encoding == "UTF8" else {
+            throw PostgresError(
+                .invalidValue,
+                message: "the database's encoding is \(encoding ?? "unknown"), not UTF8: create it with ENCODING 'UTF8'")
+        }
+    }
 
     /// Runs `body` on a reader thread in one REPEATABLE READ snapshot, then resumes the caller.
     /// - Throws: `StoreError` (`.unavailable` when PostgreSQL cannot answer in time), or

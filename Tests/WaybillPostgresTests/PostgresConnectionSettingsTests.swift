@@ -39,6 +39,18 @@ import Testing
         #expect(lease["options"]?.contains("idle_session_timeout=5000") == true)
     }
 
+    /// The operator's `options` in the URL are kept; ours follow (the last `-c` of a name wins).
+    @Test func optionsInTheURLAreKeptBeforeOurs() throws {
+        let settings = try PostgresConnectionSettings(
+            url: "postgresql://u@127.0.0.1/db?options=-c%20search_path%3Dwaybill", applicationName: "n")
+        for connection in [settings.forPool, settings.forLease] {
+            let options = try #require(connection.keywords.last { $0.0 == "options" }?.1)
+            #expect(options.hasPrefix("-c search_path=waybill -c "))
+            #expect(options.contains("statement_timeout=4000"))
+            #expect(connection.keywords.filter { $0.0 == "options" }.count == 1)
+        }
+    }
+
     @Test func theDisplayNameNeverShowsThePassword() throws {
         let settings = try PostgresConnectionSettings(
             url: "postgresql://u:hunter2@10.0.0.5:5433/db", applicationName: "n")

@@ -53,4 +53,36 @@ import WaybillTesting
         }
         #expect(count == "7")
     }
+
+    /// A database that is not UTF-8 is refused at open, with the reason: an emoji in a title would
+    /// otherwise fail inside a write (22P05) as a server error, where SQLite stores it.
+    @Test func aDatabaseThatIsNotUTF8IsRefusedAtOpen() async throws {
+        let name = "t_latin1_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8)
+        let url = try await runBlocking { () throws -> String in
+            let server = try PostgresServer.shared()
+            _ = try server.psql("CREATE DATABASE \(name) ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+            return server.url(database: String(name))
+        }
+        defer { try? PostgresServer.shared().dropDatabase(url) }
+        await #expect {
+            _ = try await openStore(url)
+        } throws: { error in
+            "\(error)".contains("LATIN1, not UTF8")
+        }
+    }
+
+    /// `?options=-c search_path=…` in the URL puts the schema where the operator said (it was
+    /// dropped in favour of the store's own options, and everything went to `public`).
+    @Test func aSearchPathInTheURLIsWhereTheSchemaGoes() async throws {
+        let url = try await freshDatabase()
+        _ = try await runBlocking { try PostgresServer.shared().psql("CREATE SCHEMA waybill", database: databaseName(url)) }
+        let store = try await openStore(url + "?options=-c%20search_path%3Dwaybill")
+        store.close()
+        let schemas = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'orders'",
+                database: databaseName(url))
+        }
+        #expect(schemas == "waybill")
+    }
 }
