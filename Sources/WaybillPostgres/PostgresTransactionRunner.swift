@@ -33,6 +33,21 @@ struct PostgresTransactionRunner: Sendable {
     /// connections dropped) only when the call began with at least this much of its budget: a
     /// timeout with less says the queue was long, not that the server is gone.
     static let fairShare: Duration = .milliseconds(1500)
+    /// The server's own timeouts end this long before the call's deadline, so a live but busy
+    /// server always answers first (57014, 55P03: this call fails alone) instead of the client
+    /// giving up on it and taking it for a dead one.
+    static let serverMargin: Duration = .milliseconds(250)
+    /// The longest a statement waits for a row lock (as the pool's `lock_timeout`).
+    static let lockWait: Duration = .seconds(2)
+
+    /// BEGIN and the server-side bounds of this attempt, in one round trip: `statement_timeout`
+    /// and `lock_timeout` end `serverMargin` before `deadline` (but never above the pool's).
+    func beginScript(deadline: ContinuousClock.Instant) -> String {
+        let left = ContinuousClock.now.duration(to: deadline) - Self.serverMargin
+        let statement = max(50, min(left.milliseconds, 4_000))
+        let lock = max(50, min(statement, Self.lockWait.milliseconds))
+        return "\(kind.begin); SET LOCAL statement_timeout = \(statement); SET LOCAL lock_timeout = \(lock)"
+    }
 
     let kind: Kind
     let clock: @Sendable () -> Date
@@ -46,13 +61,13 @@ struct PostgresTransactionRunner: Sendable {
             return .failure(
                 StoreError.unavailable("PostgreSQL is unreachable (next try in \(retryIn.milliseconds) ms)"))
         }
-        let budget = ContinuousClock.now.duration(to: deadline)
+        var budget = ContinuousClock.now.duration(to: deadline)
         guard budget >= Self.minimumBudget else {
             if admission == .probe { session.health.probeAbandoned() }
             return .failure(
                 StoreError.unavailable("the store is overloaded: the call waited too long for a connection"))
         }
-        /// PostgreSQL could not be reached: evidence that it is down only if the call had time.
+        /// PostgreSQL could not be reached: evidence that it is down only if the attempt had time.
         func unreachable() {
             if budget >= Self.fairShare {
                 session.health.failed()
@@ -64,16 +79,20 @@ struct PostgresTransactionRunner: Sendable {
         var reopened = false
         while true {
             attempts += 1
+            budget = ContinuousClock.now.duration(to: deadline)
             switch attempt(body, on: session, deadline: deadline) {
             case .finished(let result, let reachedServer):
                 if reachedServer { session.health.succeeded() } else { unreachable() }
                 return result
             case .retry(let failure):
-                if failure.kind == .connectionLost && !reopened && ContinuousClock.now < deadline {
+                // Another attempt only with time for it: one started with a few milliseconds left
+                // would time out and be taken for a dead server.
+                let hasTime = ContinuousClock.now.duration(to: deadline) >= Self.minimumBudget
+                if failure.kind == .connectionLost && !reopened && hasTime {
                     reopened = true
                     continue
                 }
-                if failure.isRetryable && attempts < Self.maximumAttempts && ContinuousClock.now < deadline {
+                if failure.isRetryable && attempts < Self.maximumAttempts && hasTime {
                     continue
                 }
                 if failure.isConnectionFailure { unreachable() } else { session.health.succeeded() }
@@ -96,7 +115,7 @@ struct PostgresTransactionRunner: Sendable {
         let db: PostgresConnection
         do throws(PostgresError) {
             db = try session.connection(deadline: deadline)
-            try db.executeScript(kind.begin, deadline: deadline)
+            try db.executeScript(beginScript(deadline: deadline), deadline: deadline)
         } catch {
             if error.kind == .connectionLost { return .retry(error) }
             return .finished(.failure(error.storeError), reachedServer: !error.isConnectionFailure)

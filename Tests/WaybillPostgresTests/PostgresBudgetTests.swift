@@ -40,4 +40,23 @@ import WaybillTesting
         #expect(session.health.admit() == .proceed, "a short budget running out says nothing about the server")
         #expect(session.health.generation == 0, "connections were not dropped")
     }
+
+    /// A live server that is only slow (a statement longer than what is left of a fair budget)
+    /// answers with its own timeout before the call's deadline: the call fails alone, and the
+    /// server is not taken for a dead one (which answered 503 to every call on the node for a
+    /// while and dropped every connection).
+    @Test func aSlowStatementOnALiveServerFailsAloneAndTheServerStaysUp() async throws {
+        let session = try await Self.session()
+        defer { session.close() }
+        let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+        let result = runner.run(
+            { tx in _ = try tx.execute("SELECT pg_sleep(3)") }, on: session, deadline: .now + .milliseconds(2500))
+        #expect(isUnavailable(result))
+        // The server's own statement timeout came first (57014), not the client's deadline.
+        if case .failure(let error) = result { #expect("\(error)".contains("57014"), "\(error)") }
+        #expect(session.health.admit() == .proceed, "a busy server is not a dead one")
+        #expect(session.health.generation == 0, "connections were not dropped")
+        let next = runner.run({ tx in try tx.insertCompany(name: "next") }, on: session, deadline: .now + .seconds(2))
+        #expect((try? next.get()) != nil)
+    }
 }
