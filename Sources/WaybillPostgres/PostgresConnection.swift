@@ -201,6 +201,14 @@ final class PostgresConnection {
         return PostgresError(.server, message: message, sql: sql)
     }
 
+    /// Whether a refused connect says the server (or the role's, or the database's limit) has no
+    /// connection slot left. PostgreSQL's English messages; a server set to another language for
+    /// `lc_messages` is taken for unreachable, as before.
+    static func isOutOfConnections(_ message: String) -> Bool {
+        message.contains("too many clients") || message.contains("too many connections")
+            || message.contains("remaining connection slots are reserved")
+    }
+
     static func firstLine(_ text: UnsafePointer<CChar>?) -> String {
         guard let text else { return "unknown error" }
         let line = String(cString: text).split(separator: "\n", omittingEmptySubsequences: true).first
@@ -224,6 +232,10 @@ final class PostgresConnection {
             if PQstatus(db) == CONNECTION_BAD || status == PGRES_POLLING_FAILED {
                 let message = firstLine(PQerrorMessage(db))
                 PQfinish(db)
+                // The server answered, and is up: it is out of connection slots (53300; libpq
+                // gives no SQLSTATE for a refused connect, so its message is read). That call
+                // fails as busy; taking it for an outage dropped the node's working connections.
+                if isOutOfConnections(message) { throw PostgresError(.server, sqlState: "53300", message: message) }
                 throw PostgresError(.connectFailed, message: message)
             }
             if status == PGRES_POLLING_OK { break }

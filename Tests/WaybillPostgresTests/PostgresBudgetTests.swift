@@ -59,4 +59,33 @@ import WaybillTesting
         let next = runner.run({ tx in try tx.insertCompany(name: "next") }, on: session, deadline: .now + .seconds(2))
         #expect((try? next.get()) != nil)
     }
+
+    /// A server out of connection slots (here a role limited to one) refuses a second worker's
+    /// connect: that call fails as busy, and the node's working connections stay (taking it for an
+    /// outage answered 503 to every call for a while and dropped them all).
+    @Test func aServerOutOfConnectionSlotsIsNotTakenForADeadOne() async throws {
+        let role = "lim_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8)
+        let url = try await runBlocking { () throws -> String in
+            let server = try PostgresServer.shared()
+            _ = try server.psql("CREATE ROLE \(role) LOGIN CONNECTION LIMIT 1")
+            let base = try server.createDatabase()
+            _ = try server.psql("ALTER DATABASE \(databaseName(base)) OWNER TO \(role)")
+            return "postgresql://\(role)@\(server.host):\(server.port)/\(databaseName(base))"
+        }
+        let settings = try PostgresConnectionSettings(url: url, applicationName: "waybill-slots")
+        let health = PostgresHealth()
+        let first = PostgresSession(settings: settings.forPool, health: health)
+        let second = PostgresSession(settings: settings.forPool, health: health)
+        defer {
+            first.close()
+            second.close()
+        }
+        let runner = PostgresTransactionRunner(kind: .read, clock: { Date() })
+        let probe: (PostgresOrderStore.Transaction) throws -> Void = { tx in _ = try tx.execute("SELECT 1") }
+        #expect((try? runner.run(probe, on: first, deadline: .now + .seconds(3)).get()) != nil)
+        let refused = runner.run(probe, on: second, deadline: .now + .seconds(3))
+        #expect(isUnavailable(refused), "the second connection is over the role's limit")
+        #expect(health.generation == 0, "the working connection was not dropped")
+        #expect((try? runner.run(probe, on: first, deadline: .now + .seconds(3)).get()) != nil, "and still serves")
+    }
 }
