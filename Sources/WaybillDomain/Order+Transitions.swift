@@ -87,12 +87,15 @@ extension Order {
 
     /// The order with the dispatcher's edits applied (title, notes, stages).
     ///
-    /// Returns `nil` when the edits change nothing: no new version and no event, so a driver's
-    /// queued action holding the current version is not refused with 412 for an edit that did
-    /// nothing. A finished order keeps its stages (they are its delivery record); its title and
-    /// notes may still be corrected.
+    /// Returns `nil` for a patch that names no field (`{}`): no new version and no event, so a
+    /// driver's queued action holding the current version is not refused with 412 for it. A patch
+    /// that writes a field is an edit even when the value is the same (a write is a write, as a
+    /// dispatcher saving the form expects; the benchmark tools count on one event per `PATCH`).
+    /// A finished order keeps its stages (they are its delivery record); its title and notes may
+    /// still be corrected, and its stages sent back unchanged.
     public func patched(_ patch: OrderPatch, by actor: Actor, at now: Date) throws(OrderRuleViolation) -> Order? {
         guard actor.isDispatcher else { throw .roleNotAllowed(actor.role) }
+        if patch.title == nil && patch.notes == nil && patch.stages == nil { return nil }
         var next = self
         if let title = patch.title { next.title = title }
         if let notes = patch.notes { next.notes = notes }
@@ -103,7 +106,6 @@ extension Order {
                 next.stages = merged
             }
         }
-        if next.title == title && next.notes == notes && next.stages == stages { return nil }
         return next.touched(at: now)
     }
 

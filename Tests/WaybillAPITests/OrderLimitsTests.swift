@@ -73,27 +73,24 @@ struct OrderLimitsTests {
         }
     }
 
-    /// An edit that changes nothing makes no new version and no event: a driver's queued action
-    /// holding the current version is not refused with 412 for it.
-    @Test func aPatchThatChangesNothingIsNoNewVersion() async throws {
+    /// A `PATCH {}` makes no new version and no event: a driver's queued action holding the
+    /// current version is not refused with 412 for it.
+    @Test func anEmptyPatchIsNoNewVersion() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let (socket, _) = try await server.connectedSocket(token: driver.token)
             let current = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
             let version = try #require(current.object.int("version"))
-            let title = try #require(current.object.string("title"))
             let etag = try #require(current.headers["etag"] ?? current.headers["ETag"])
-            for body in [[String: Any](), ["title": title]] {
-                let same = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: body)
-                #expect(same.status == 200)
-                #expect(same.object.int("version") == version)
-            }
+            let empty = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: [String: Any]())
+            #expect(empty.status == 200)
+            #expect(empty.object.int("version") == version)
             let moved = try await server.request(
                 "POST", "/api/orders/\(id)/status", token: driver.token, json: ["status": "accepted"],
                 headers: ["If-Match": etag])
             #expect(moved.status == 200)
-            // The first event the driver gets is the status change: the edits sent none.
+            // The first event the driver gets is the status change: the empty edit sent none.
             let event = try #require(await socket.nextEvent())
             #expect(event["type"] as? String == "order_status_changed")
         }
