@@ -20,5 +20,7 @@ extension Metrics {
         case socketAuthenticationTime = "socket_authentication_time"
         /// A `?ticket=` that cannot be a ticket: refused with 4001 without a store write.
         case malformedTicket = "malformed_ticket"
+        /// A socket sent text frames faster than its budget: closed with 1008.
+        case inboundFrames = "inbound_frames"
     }
 }

@@ -15,8 +15,22 @@ extension Hub {
         public var maxConcurrentReplays = 64
         /// Live events one socket buffers while its replay runs; past it, 4008.
         public var maxReplayBufferEvents = 10_000
+        /// Text frames one socket may send per second on average, and at once (`FrameBudget`);
+        /// past them, 1008. An app sends a ping every 10 s and `seen` after a fetch; the
+        /// benchmarks' pong probe pings every 20 ms. At about 50 µs of the service thread per
+        /// ping, a socket at the limit costs 0.5 % of a core (one at line rate took all of it).
+        public var maxFramesPerSecond = 100.0
+        public var frameBurst = 200
 
         public init() {}
+    }
+
+    /// A socket sent more frames than its budget. Service thread.
+    func frameBudgetExceeded(_ socket: SocketID, io: any SocketIO) {
+        metrics.overflowed(.inboundFrames)
+        logger.warning("socket sent too many frames; closing it", ["socket": "\(socket)"])
+        connections[socket]?.machine.closing()
+        io.close(socket, code: 1008, reason: "too many messages")
     }
 
     /// A socket's machine gave up buffering during its replay. Service thread.

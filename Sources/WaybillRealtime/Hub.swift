@@ -44,6 +44,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         /// The session epoch of the credential that admitted it: a logout closes it only if it
         /// revoked that credential (not a login made since).
         var epoch = SessionEpoch(0)
+        /// Text frames it may still send (`Limits.maxFramesPerSecond`).
+        var budget = FrameBudget(perSecond: 100, burst: 200)
     }
 
     let authenticator: any SocketAuthenticating
@@ -179,7 +181,10 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
         let machine = Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents)
-        connections[socket] = Entry(target: target, machine: machine, openedAtLogout: logouts.count)
+        let limits = configuration.limits
+        connections[socket] = Entry(
+            target: target, machine: machine, openedAtLogout: logouts.count,
+            budget: FrameBudget(perSecond: limits.maxFramesPerSecond, burst: limits.frameBurst))
         metrics.socketOpened(kind: "pending")
         logger.info("socket opened", ["socket": "\(socket)", "target": target, "remote": request.remoteAddress])
         startAuthentication(socket, Handshake(request), io: io)
@@ -187,6 +192,10 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
         guard connections[socket]?.machine.answersPings == true else { return }
+        guard connections[socket]?.budget.take(at: elapsed()) == true else {
+            frameBudgetExceeded(socket, io: io)
+            return
+        }
         switch ClientFrame.parse(text) {
         case .ping: io.send(Self.pongFrame, to: socket)
         case .seen(let reports): received(reports, on: socket)  // Hub+Receipts
