@@ -7,7 +7,8 @@ import WaybillStorage
 extension Hub {
     /// How drivers' `seen` receipts are written (SPEC §2 "Receipts", §4).
     public struct Receipts: Sendable {
-        /// At most one store write per driver socket per `interval`.
+        /// At most one store write per driver per `interval` (SPEC §4 asks it per socket; a driver's
+        /// sockets share one pace, so opening more sockets does not buy more writes).
         public var interval: Duration
         /// Sleeps until the next write of a socket may begin.
         public var clock: any Clock<Duration>
@@ -28,35 +29,63 @@ extension Hub {
         }
     }
 
+    /// One driver's receipts: one coalescer for all the driver's sockets, so a driver writes at
+    /// most once per `interval` however many sockets it opens (or opens and closes in a loop).
+    struct DriverReceipts {
+        var coalescer: ReceiptCoalescer
+        var company: CompanyID
+        /// The driver's admitted sockets now.
+        var sockets = 0
+        /// A check is scheduled to drop this entry once it is idle (see `released`).
+        var isReleaseScheduled = false
+    }
+
     /// A driver socket was admitted: it may report receipts, for orders of `company` only.
     func acceptReceipts(on socket: SocketID, company: CompanyID) {
+        guard let driver = connections[socket]?.machine.userID else { return }
         connections[socket]?.company = company
-        connections[socket]?.receipts = ReceiptCoalescer(interval: receipts.interval)
+        driverReceipts[driver, default: DriverReceipts(coalescer: ReceiptCoalescer(interval: receipts.interval), company: company)]
+            .sockets += 1
     }
 
     /// A `seen` frame. Only driver sockets' count (a dispatcher's are ignored); the store keeps
     /// only receipts for the driver's own orders, at or below their current version.
     func received(_ reports: [SeenReport], on socket: SocketID) {
-        guard connections[socket]?.receipts != nil,
-            let action = connections[socket]?.receipts?.received(reports, at: elapsed())
+        guard connections[socket]?.company != nil, let driver = connections[socket]?.machine.userID,
+            let action = driverReceipts[driver]?.coalescer.received(reports, at: elapsed())
         else { return }
-        perform(action, on: socket)
+        perform(action, for: driver)
     }
 
-    /// A driver socket closed: what it reported last still gets written, a second after its
-    /// previous write at the earliest (the device may have closed right after sending `seen`).
+    /// A driver socket closed. What its driver reported still gets written by the driver's
+    /// coalescer, a second after the previous write at the earliest (the device may have closed
+    /// right after sending `seen`); the coalescer stays while it has work, and a second after.
     func receiptsClosed(_ entry: Entry) {
-        guard var coalescer = entry.receipts, let driver = entry.machine.userID, let company = entry.company,
-            let (reports, wait) = coalescer.closed(at: elapsed())
-        else { return }
-        let clock = receipts.clock
+        guard entry.company != nil, let driver = entry.machine.userID, driverReceipts[driver] != nil else { return }
+        driverReceipts[driver]?.sockets -= 1
+        released(driver)
+    }
+
+    /// Drops a driver's entry once no socket of theirs is open and it has nothing to do, but not
+    /// before `interval` has passed: a driver that closes and reopens keeps its pace.
+    private func released(_ driver: UserID) {
+        guard let state = driverReceipts[driver], state.sockets <= 0, !state.isReleaseScheduled else { return }
+        if state.coalescer.isIdle && !state.coalescer.isWithinInterval(at: elapsed()) {
+            driverReceipts[driver] = nil
+            return
+        }
+        driverReceipts[driver]?.isReleaseScheduled = true
+        let clock = receipts.clock, interval = receipts.interval
         Task {
-            if wait > .zero { try? await clock.sleep(for: wait) }
-            await self.write(reports, driver: driver, company: company, at: self.receipts.now())
+            try? await clock.sleep(for: interval)
+            self.execute { _ in
+                self.driverReceipts[driver]?.isReleaseScheduled = false
+                self.released(driver)
+            }
         }
     }
 
-    private func perform(_ action: ReceiptCoalescer.Action, on socket: SocketID) {
+    private func perform(_ action: ReceiptCoalescer.Action, for driver: UserID) {
         switch action {
         case .none:
             return
@@ -65,28 +94,26 @@ extension Hub {
             Task {
                 try? await clock.sleep(for: wait)
                 self.execute { _ in
-                    guard let next = self.connections[socket]?.receipts?.woke(at: self.elapsed()) else { return }
-                    self.perform(next, on: socket)
+                    guard let next = self.driverReceipts[driver]?.coalescer.woke(at: self.elapsed()) else { return }
+                    self.perform(next, for: driver)
                 }
             }
         case .write(let reports):
-            guard let driver = connections[socket]?.machine.userID, let company = connections[socket]?.company else {
-                return
-            }
+            guard let company = driverReceipts[driver]?.company else { return }
             // Stamped now, on the service thread, when the coalescer let the write begin: so stamps of one
-            // socket's writes are at least `interval` apart, whenever the task gets a thread.
+            // driver's writes are at least `interval` apart, whenever the task gets a thread.
             let decidedAt = receipts.now()
             Task {
                 await self.write(reports, driver: driver, company: company, at: decidedAt)
                 self.execute { _ in
-                    guard let next = self.connections[socket]?.receipts?.written(at: self.elapsed()) else { return }
-                    self.perform(next, on: socket)
+                    guard let next = self.driverReceipts[driver]?.coalescer.written(at: self.elapsed()) else { return }
+                    self.perform(next, for: driver)
                 }
             }
         }
     }
 
-    /// One store write for a socket's receipts, off the service thread. A failure drops them: the
+    /// One store write for a driver's receipts, off the service thread. A failure drops them: the
     /// device reports what it shows again after its next fetch, and a receipt is never worth a retry loop.
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async {
         do {

@@ -35,9 +35,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     struct Entry {
         let target: String
         var machine = Connection()
-        /// A driver socket's company and its receipts on their way to the store (Hub+Receipts).
+        /// A driver socket's company: it reports receipts (Hub+Receipts), for orders of that company.
         var company: CompanyID?
-        var receipts: ReceiptCoalescer?
         /// `logouts.count` when the socket opened (its authentication starts then): a logout
         /// handled after it may have revoked the credentials the authentication read (`admit`).
         var openedAtLogout: UInt64 = 0
@@ -62,6 +61,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let authentications: ConcurrencyGate
     let replays: ConcurrencyGate
     var connections: [SocketID: Entry] = [:]
+    /// Each driver's receipts on their way to the store, shared by all the driver's sockets and
+    /// kept for a while after the last one closed (Hub+Receipts).
+    var driverReceipts: [UserID: DriverReceipts] = [:]
     /// Logouts this node has acted on (`closeSockets(revokedBy:)`), to refuse sockets authenticated before them.
     var logouts = LogoutLedger()
     private var members: [Group: Set<SocketID>] = [:]

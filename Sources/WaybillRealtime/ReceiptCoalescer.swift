@@ -1,17 +1,19 @@
 public import WaybillDomain
 
-/// One driver socket's `seen` receipts on their way to the store, as a value: at most one store
-/// write per `interval` (SPEC §4: "at most one store write per socket per second").
+/// One driver's `seen` receipts on their way to the store, as a value: at most one store write per
+/// `interval` (SPEC §4: "at most one store write per socket per second"; here per driver, for all
+/// of the driver's sockets together).
 ///
-/// The hub owns one per driver socket, on the network service thread, and feeds it what happened
-/// (a `seen` frame, its timer, a finished write, the close) with the time elapsed on its clock;
+/// The hub owns one per driver with an open socket (and for a second after the last one closed),
+/// on the network service thread, and feeds it what happened (a `seen` frame, its timer, a
+/// finished write) with the time elapsed on its clock;
 /// it performs what comes back. Nothing here touches a socket, a thread or the store, so the rules
 /// are tested with plain values and made-up times (Tests/WaybillRealtimeTests):
 /// - receipts for one order merge, keeping the highest version (a device that showed 5 then 6
 ///   needs only 6 written);
 /// - the first receipt after a quiet second is written at once; later ones wait until a second
 ///   after the last write began, and go out together in one write;
-/// - never two writes of one socket at a time: the next waits for the previous one to finish;
+/// - never two writes of one driver at a time: the next waits for the previous one to finish;
 /// - at most `maxPending` orders wait (a hostile client cannot grow the hub's memory); receipts
 ///   for further orders are dropped until the next write (the device reports them again after
 ///   its next fetch).
@@ -62,13 +64,11 @@ public struct ReceiptCoalescer: Sendable {
         return next(at: now)
     }
 
-    /// The socket closed: what still waits, and how long to wait before writing it so the socket's
-    /// writes stay a second apart; `nil` when nothing waits. Nothing is written for it afterwards.
-    public mutating func closed(at now: Duration) -> (reports: [SeenReport], after: Duration)? {
-        defer { pending = [:] }
-        guard !pending.isEmpty else { return nil }
-        return (takePending(), delay(at: now))
-    }
+    /// Nothing waits, is being written or is scheduled.
+    public var isIdle: Bool { pending.isEmpty && !isWriting && !isWakeScheduled }
+
+    /// Whether a write began less than `interval` before `now` (the next one would have to wait).
+    public func isWithinInterval(at now: Duration) -> Bool { delay(at: now) > .zero }
 
     private mutating func next(at now: Duration) -> Action {
         guard !pending.isEmpty, !isWriting else { return .none }

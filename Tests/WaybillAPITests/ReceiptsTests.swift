@@ -148,6 +148,30 @@ struct ReceiptsTests {
         }
     }
 
+    /// A driver's sockets share one pace: a second socket, or a socket opened right after one
+    /// closed, does not buy a write of its own (a driver looping open, `seen`, close wrote once
+    /// per loop on the store's one writer).
+    @Test(arguments: [false, true]) func aDriversSocketsShareOneWritePerSecond(closeFirst: Bool) async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 2)
+            let driver = seed.drivers[0]
+            let ids = try #require(driver.orderIDs)
+            let (panel, _) = try await server.connectedSocket(token: seed.dispatcherToken)
+            let newest = try await server.store.read { tx in try tx.newestEventID() }
+            let (first, _) = try await server.connectedSocket(token: driver.token)
+            await first.send(Self.seen([(ids[0], 1)]))
+            #expect(await Self.nextSeen(panel)?.int("order_id") == ids[0])
+            if closeFirst { await first.close() }
+            let (second, _) = try await server.connectedSocket(token: driver.token)
+            await second.send(Self.seen([(ids[1], 1)]))
+            #expect(await Self.nextSeen(panel)?.int("order_id") == ids[1])
+            let events = try await server.store.read { tx in try tx.events(after: newest, limit: 10) }
+                .filter { $0.event.type == .seen }
+            try #require(events.count == 2)
+            #expect(events[1].event.changedAt.timeIntervalSince(events[0].event.changedAt) >= 0.95)
+        }
+    }
+
     /// A receipt sent right before the socket closes is still recorded.
     @Test func aReceiptSentJustBeforeClosingIsKept() async throws {
         try await TestServer.withRunning { server in

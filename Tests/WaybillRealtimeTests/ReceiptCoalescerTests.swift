@@ -69,16 +69,20 @@ struct ReceiptCoalescerTests {
         #expect(coalescer.pending[OrderID(2)] == 9, "a waiting order still takes a newer version")
     }
 
-    @Test func whatWaitsAtCloseIsWrittenASecondAfterThePreviousWrite() {
+    /// When the hub may drop a driver's coalescer: nothing waiting, writing or scheduled, and its
+    /// last write a whole interval ago (a driver that closes and reopens keeps its pace).
+    @Test func idleAndWithinTheIntervalTellWhenADriversCoalescerMayGo() {
         var coalescer = ReceiptCoalescer()
-        #expect(coalescer.closed(at: .zero) == nil)
-        _ = coalescer.received(Self.seen((1, 1)), at: .seconds(5))
+        #expect(coalescer.isIdle && !coalescer.isWithinInterval(at: .zero))
+        #expect(coalescer.received(Self.seen((1, 1)), at: .seconds(5)) == .write(Self.seen((1, 1))))
+        #expect(!coalescer.isIdle, "writing")
         _ = coalescer.written(at: .milliseconds(5_010))
-        _ = coalescer.received(Self.seen((2, 1)), at: .milliseconds(5_300))
-        let left = coalescer.closed(at: .milliseconds(5_400))
-        #expect(left?.reports == Self.seen((2, 1)))
-        #expect(left?.after == .milliseconds(600))
-        #expect(coalescer.pending.isEmpty)
+        #expect(coalescer.isIdle && coalescer.isWithinInterval(at: .milliseconds(5_900)))
+        #expect(coalescer.received(Self.seen((2, 1)), at: .milliseconds(5_300)) == .wake(after: .milliseconds(700)))
+        #expect(!coalescer.isIdle, "waiting, a wake-up scheduled")
+        #expect(coalescer.woke(at: .seconds(6)) == .write(Self.seen((2, 1))))
+        _ = coalescer.written(at: .milliseconds(6_020))
+        #expect(coalescer.isIdle && !coalescer.isWithinInterval(at: .seconds(7)))
     }
 
     @Test func nonPositiveVersionsAreIgnored() {
