@@ -38,10 +38,16 @@ struct OrderLimitsTests {
             let document = try await server.request(
                 "POST", "/api/orders/\(id)/documents", token: seed.dispatcherToken, json: ["name": heavy, "kind": "x"])
             #expect(document.status == 422)
-            // Ordinary text in any script still fits: 200 characters of four bytes each.
-            let wide = String(repeating: "😀", count: 200)
-            let fits = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": wide])
-            #expect(fits.status == 200)
+            // Ordinary text in any script still fits: 200 emoji of four bytes, 200 Devanagari
+            // syllables of a consonant and its vowel sign (6 bytes each), and notes of them.
+            for title in [String(repeating: "😀", count: 200), String(repeating: "कि", count: 200)] {
+                #expect(title.count == 200)
+                let fits = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": title])
+                #expect(fits.status == 200, "\(title.utf8.count) bytes")
+            }
+            let notes = String(repeating: "कि", count: 9_000)
+            let long = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": notes])
+            #expect(long.status == 200, "54 000 bytes of notes in 9 000 characters")
         }
     }
 
