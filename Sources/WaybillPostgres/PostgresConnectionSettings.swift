@@ -59,6 +59,11 @@ struct PostgresConnectionSettings: Sendable {
         return copy
     }
 
+    /// The pool's server-side bounds on one statement and one lock wait; a transaction lowers them
+    /// to what its call has left (`PostgresTransactionRunner.beginScript`).
+    static let statementTimeout: Duration = .seconds(4)
+    static let lockTimeout: Duration = .seconds(2)
+
     /// Pool connections (field notes §2): a 2 s connect bound, keepalives and a TCP user timeout
     /// as a backstop for calls outside the request path, and server-side timeouts so a stuck
     /// statement, lock wait or abandoned transaction ends by itself. Times are UTC.
@@ -68,7 +73,8 @@ struct PostgresConnectionSettings: Sendable {
             ("keepalives_count", "2"), ("tcp_user_timeout", "5000"),
             (
                 "options",
-                "-c statement_timeout=4000 -c lock_timeout=2000 -c idle_in_transaction_session_timeout=10000"
+                "-c statement_timeout=\(Self.statementTimeout.milliseconds) -c lock_timeout=\(Self.lockTimeout.milliseconds)"
+                    + " -c idle_in_transaction_session_timeout=10000"
                     + " -c TimeZone=UTC"
             ),
         ])

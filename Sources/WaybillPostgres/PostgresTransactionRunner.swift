@@ -37,15 +37,13 @@ struct PostgresTransactionRunner: Sendable {
     /// server always answers first (57014, 55P03: this call fails alone) instead of the client
     /// giving up on it and taking it for a dead one.
     static let serverMargin: Duration = .milliseconds(250)
-    /// The longest a statement waits for a row lock (as the pool's `lock_timeout`).
-    static let lockWait: Duration = .seconds(2)
 
     /// BEGIN and the server-side bounds of this attempt, in one round trip: `statement_timeout`
     /// and `lock_timeout` end `serverMargin` before `deadline` (but never above the pool's).
     func beginScript(deadline: ContinuousClock.Instant) -> String {
         let left = ContinuousClock.now.duration(to: deadline) - Self.serverMargin
-        let statement = max(50, min(left.milliseconds, 4_000))
-        let lock = max(50, min(statement, Self.lockWait.milliseconds))
+        let statement = max(50, min(left.milliseconds, PostgresConnectionSettings.statementTimeout.milliseconds))
+        let lock = max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds))
         return "\(kind.begin); SET LOCAL statement_timeout = \(statement); SET LOCAL lock_timeout = \(lock)"
     }
 

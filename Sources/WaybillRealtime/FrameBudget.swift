@@ -1,3 +1,5 @@
+import WaybillDomain
+
 /// How many text frames one socket may send: a token bucket that refills at `perSecond` and holds
 /// at most `burst`. A value, fed the time elapsed on the hub's clock; tested without sockets.
 ///
@@ -21,8 +23,7 @@ public struct FrameBudget: Sendable {
     /// Takes one frame's worth at `now`; `false` when the socket is over its budget.
     public mutating func take(at now: Duration) -> Bool {
         if let last, now > last {
-            let seconds = Double((now - last).components.seconds) + Double((now - last).components.attoseconds) / 1e18
-            tokens = min(burst, tokens + seconds * perSecond)
+            tokens = min(burst, tokens + (now - last).timeInterval * perSecond)
         }
         last = max(last ?? now, now)
         guard tokens >= 1 else { return false }

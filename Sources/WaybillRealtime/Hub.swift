@@ -44,7 +44,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         /// revoked that credential (not a login made since).
         var epoch = SessionEpoch(0)
         /// Text frames it may still send (`Limits.maxFramesPerSecond`).
-        var budget = FrameBudget(perSecond: 100, burst: 200)
+        var budget: FrameBudget
     }
 
     let authenticator: any SocketAuthenticating

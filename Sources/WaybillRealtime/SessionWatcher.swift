@@ -35,8 +35,8 @@ public final class SessionWatcher: Sendable {
         window = Mutex(LogoutWindow(overlap: overlap.timeInterval))
     }
 
-    /// A logout made on this node, whose sockets were closed at once: the next poll would find it
-    /// and close the user's sockets a second time, by then maybe those of a new login.
+    /// A logout made on this node, whose sockets were closed at once: the next poll skips it (acting
+    /// again would find nothing more to close, since session epochs spare a login made since).
     public func actedOn(_ logout: Logout) { window.withLock { $0.actedOn(logout) } }
 
     /// Polls until cancelled. A failed poll is logged and retried on the next one.
