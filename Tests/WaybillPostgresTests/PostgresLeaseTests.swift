@@ -91,10 +91,11 @@ import WaybillTesting
         let url = try await freshDatabase()
         let store = try await openStore(url)
         defer { store.close() }
-        // Confirmations last 400 ms and heartbeats come every second: the lease lapses in between.
-        let lease = store.lease("relay", confirmationLifetime: .milliseconds(400))
+        // Confirmations last 600 ms and heartbeats come every second: the lease lapses in between,
+        // after every heartbeat (so a loaded machine that misses one window finds the next).
+        let lease = store.lease("relay", confirmationLifetime: .milliseconds(600))
         #expect(await lease.acquire())
-        #expect(try await waitUntil(.milliseconds(900)) { !lease.isHeld }, "lapsed before the next heartbeat")
+        #expect(try await waitUntil(.seconds(5)) { !lease.isHeld }, "lapsed between heartbeats")
         #expect(await lease.acquire())
         #expect(lease.isHeld, "answered only once the thread confirmed it again")
         // Still this session's lock, and exclusive: another session cannot take it.
