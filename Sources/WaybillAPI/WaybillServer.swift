@@ -116,7 +116,7 @@ public final class WaybillServer: Sendable {
             clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies))
         let responder = APIResponder(
             router: routes.router(), authenticator: auth, metrics: metrics, logger: logger,
-            writerExecutor: store.writerExecutor)
+            writerExecutor: store.writerExecutor, inlineWrites: configuration.inlineWrites)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in _ = http.execute(body) }
         metrics.readAtScrape(.serviceQueue) { http.refusedWork }

@@ -100,9 +100,18 @@ public protocol HTTPResponder: Sendable {
     /// The executor `respond(to:)` should run on for this request, or `nil` for Swift's global pool.
     /// Called on the service thread before the task starts: it must be quick.
     func executor(for request: HTTPRequest) -> (any TaskExecutor)?
+
+    /// Starts the request's task: `start` creates it on `executor(for:)`. Called on the service
+    /// thread; `alone` when no other request is in hand there. A responder whose executor can run
+    /// the task's first steps on the calling thread without blocking may do so (`APIResponder`:
+    /// an order write on an idle SQLite writer).
+    func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void)
 }
 
 extension HTTPResponder {
     /// Every request on the global pool.
     public func executor(for request: HTTPRequest) -> (any TaskExecutor)? { nil }
+
+    /// Only starts the task.
+    public func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) { start() }
 }

@@ -170,9 +170,11 @@ extension ServerCore {
         let id = session.id
         let box = session.responseBox
         let responder = self.responder
-        Task(executorPreference: responder.executor(for: request)) { [self] in
-            box.fulfil(await responder.respond(to: request))
-            loop.post { [self] in responseArrived(for: id) }
+        responder.start(request, alone: inFlight.count <= 1) {
+            Task(executorPreference: responder.executor(for: request)) { [self] in
+                box.fulfil(await responder.respond(to: request))
+                loop.post { [self] in responseArrived(for: id) }
+            }
         }
     }
 

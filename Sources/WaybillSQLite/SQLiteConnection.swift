@@ -27,8 +27,7 @@ final class SQLiteConnection {
             throw error
         }
         handle = db
-        let millis = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        for code in [sqlite3_extended_result_codes(db, 1), sqlite3_busy_timeout(db, Int32(clamping: millis))]
+        for code in [sqlite3_extended_result_codes(db, 1), sqlite3_busy_timeout(db, Self.milliseconds(busyTimeout))]
         where code != SQLITE_OK {
             throw SQLiteError(code: code, db: db)
         }
@@ -93,6 +92,16 @@ final class SQLiteConnection {
 
     /// Whether a transaction is open. SQLite rolls a transaction back by itself on some errors
     /// (`SQLITE_FULL`, `SQLITE_IOERR`, …): the writer checks this after each closure.
+    /// Sets how long a statement waits for another connection's lock (0: it fails with busy at once).
+    func setBusyTimeout(milliseconds: Int32) {
+        if let handle { sqlite3_busy_timeout(handle, milliseconds) }
+    }
+
+    /// `duration` in whole milliseconds, as `sqlite3_busy_timeout` takes it.
+    static func milliseconds(_ duration: Duration) -> Int32 {
+        Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
     var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.

@@ -46,16 +46,19 @@ struct WriteOutcome {
 struct SQLiteGroupCommit: Sendable {
     /// Counters for tests and metrics, updated on the writer thread, read anywhere.
     final class Statistics: Sendable {
-        private let counts = Mutex((transactions: 0, writes: 0))
+        private let counts = Mutex((transactions: 0, writes: 0, inline: 0))
         /// Transactions committed so far.
         var committedTransactions: Int { counts.withLock { $0.transactions } }
+        /// Of those, transactions committed off the writer thread (`SQLiteWriterExecutor.runHere`).
+        var inlineTransactions: Int { counts.withLock { $0.inline } }
         /// Write closures whose transaction committed (including ones that threw inside a batch;
         /// a write that ran alone and threw was rolled back and is not counted).
         var committedWrites: Int { counts.withLock { $0.writes } }
-        func recordCommit(writes: Int) {
+        func recordCommit(writes: Int, inline: Bool) {
             counts.withLock {
                 $0.transactions += 1
                 $0.writes += writes
+                if inline { $0.inline += 1 }
             }
         }
     }
@@ -64,25 +67,43 @@ struct SQLiteGroupCommit: Sendable {
     let statistics: Statistics
     /// Told the events of every committed transaction, in commit order, before its callers resume.
     let observer: CommitObserver
+    /// Whether a transaction may begin off the writer thread; told of the writer's commits.
+    let gate: InlineCommitGate
 
     /// Runs `jobs` in as few transactions as possible (one, unless SQLite aborts a transaction).
-    func perform(_ jobs: [WriteJob], on db: SQLiteConnection) {
+    /// `inline` (not on the writer thread): a transaction that cannot begin without waiting is not
+    /// begun, and the jobs from it on are returned unrun, for the writer thread (`InlineCommitGate`).
+    @discardableResult
+    func perform(_ jobs: [WriteJob], on db: SQLiteConnection, inline: Bool = false) -> ArraySlice<WriteJob> {
         var remaining = jobs[...]
-        while !remaining.isEmpty { remaining = runTransaction(remaining, on: db) }
+        while !remaining.isEmpty {
+            guard let rest = runTransaction(remaining, on: db, inline: inline) else { return remaining }
+            remaining = rest
+        }
+        return []
     }
 
-    /// Runs jobs from the front of `jobs` in one transaction; returns those it did not reach.
-    private func runTransaction(_ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection) -> ArraySlice<WriteJob> {
-        do throws(SQLiteError) {
-            // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
-            // process), so no statement inside can fail later for want of it.
-            try SQLiteTransient.retrying { () throws(SQLiteError) in try db.execute("BEGIN IMMEDIATE") }
-        } catch {
-            for job in jobs { job.fail(error.storeError) }
-            return []
+    /// Runs jobs from the front of `jobs` in one transaction; returns those it did not reach, or
+    /// `nil` when an inline transaction could not begin (nothing ran).
+    private func runTransaction(
+        _ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection, inline: Bool
+    ) -> ArraySlice<WriteJob>? {
+        var epoch: Int?  // the writer thread's: when its commit makes inline commits safe
+        if inline {
+            guard gate.beginInline(on: db) else { return nil }
+        } else {
+            epoch = gate.current
+            do throws(SQLiteError) {
+                // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
+                // process), so no statement inside can fail later for want of it.
+                try SQLiteTransient.retrying { () throws(SQLiteError) in try db.execute("BEGIN IMMEDIATE") }
+            } catch {
+                for job in jobs { job.fail(error.storeError) }
+                return []
+            }
         }
         if jobs.count == 1, let job = jobs.first {
-            runAlone(job, on: db)
+            if runAlone(job, on: db, inline: inline), let epoch { gate.writerCommitted(beganAt: epoch) }
             return []
         }
         var settled: [WriteOutcome] = []
@@ -126,7 +147,8 @@ struct SQLiteGroupCommit: Sendable {
             abort(settled, failure: error, on: db)
             return []
         }
-        statistics.recordCommit(writes: settled.count)
+        if let epoch { gate.writerCommitted(beganAt: epoch) }
+        statistics.recordCommit(writes: settled.count, inline: epoch == nil)
         observer.committed(events)
         for outcome in settled { outcome.resume(nil) }
         return []
@@ -135,29 +157,31 @@ struct SQLiteGroupCommit: Sendable {
     /// One job in the open transaction, without a savepoint: at low rates most batches hold one
     /// write, and `SAVEPOINT` + `RELEASE` were two of its eight statements. A closure that throws
     /// rolls the whole transaction back, which holds only its own work.
-    private func runAlone(_ job: WriteJob, on db: SQLiteConnection) {
+    /// Returns whether it committed.
+    private func runAlone(_ job: WriteJob, on db: SQLiteConnection, inline: Bool) -> Bool {
         let tx = SQLiteOrderStore.Transaction(db: db, clock: clock)
         let outcome = job.run(tx)
         tx.end()
         guard outcome.succeeded else {
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             outcome.resume(nil)  // resumes the caller with its closure's own error
-            return
+            return false
         }
         guard db.isInTransaction else {
             let failure = SQLiteError(code: SQLITE_ABORT, message: "the transaction was rolled back after an error")
             outcome.resume(failure.storeError)
-            return
+            return false
         }
         do throws(SQLiteError) {
             try db.execute("COMMIT")
         } catch {
             abort([outcome], failure: error, on: db)
-            return
+            return false
         }
-        statistics.recordCommit(writes: 1)
+        statistics.recordCommit(writes: 1, inline: inline)
         observer.committed(tx.appended)
         outcome.resume(nil)
+        return true
     }
 
     /// Rolls the transaction back (if SQLite has not already) and resumes `settled` with `failure`.

@@ -67,7 +67,12 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
     ) throws {
         self.clock = clock
-        executor = SQLiteWriterExecutor(queue: writeQueue)
+        let gate = InlineCommitGate(busyTimeoutMilliseconds: SQLiteConnection.milliseconds(busyTimeout))
+        let groupCommit = SQLiteGroupCommit(
+            clock: clock, statistics: writerStatistics, observer: commitObserver, gate: gate)
+        executor = SQLiteWriterExecutor(
+            queue: writeQueue, groupCommit: groupCommit, batchLimit: Self.groupCommitLimit,
+            finishCheckpoint: { db in gate.checkpointing { Self.finishCheckpoint(db) } })
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -77,12 +82,12 @@ public final class SQLiteOrderStore: OrderStore {
         var started: [SQLiteWorker] = []
         do throws(SQLiteError) {
             // The writer first: it switches the file to WAL and migrates before any reader opens.
-            let groupCommit = SQLiteGroupCommit(clock: clock, statistics: writerStatistics, observer: commitObserver)
             let walPages = self.walPages
             let executor = self.executor
             started.append(
                 try SQLiteWorker(
                     name: "waybill.sqlite.writer", queue: writeQueue, batchLimit: Self.groupCommitLimit,
+                    shared: executor.connection,
                     open: { () throws(SQLiteError) in
                         let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
                         // Checkpoints run on `SQLiteCheckpointer`'s thread, not inside a commit.
@@ -91,9 +96,7 @@ public final class SQLiteOrderStore: OrderStore {
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
-                    perform: { db, batch in
-                        executor.perform(batch, groupCommit: groupCommit, on: db, finishCheckpoint: Self.finishCheckpoint)
-                    }))
+                    perform: { db, batch in executor.perform(batch, on: db) }))
             for index in 0..<max(1, readerCount) {
                 started.append(
                     try SQLiteWorker(
@@ -116,7 +119,8 @@ public final class SQLiteOrderStore: OrderStore {
         do throws(SQLiteError) {
             checkpointer = try SQLiteCheckpointer(
                 path: path, interval: checkpointInterval, policy: checkpointPolicy, walPages: walPages,
-                checkpoint: checkpoint, finishOnWriter: { [writeQueue] in _ = writeQueue.enqueue(.finishCheckpoint) })
+                checkpoint: { db throws(SQLiteError) in try gate.checkpointing { () throws(SQLiteError) in try checkpoint(db) } },
+                finishOnWriter: { [writeQueue] in _ = writeQueue.enqueue(.finishCheckpoint) })
         } catch {
             writeQueue.close()
             readQueue.close()

@@ -17,8 +17,10 @@ final class SQLiteWorker: Sendable {
     ///   - open: opens and prepares the connection (on the new thread).
     ///   - perform: runs a batch of jobs on the connection (on the new thread).
     /// - Throws: what `open` threw; the thread has then already exited.
+    ///   - shared: for the writer: the connection is lent to whoever holds this lock (the thread
+    ///     takes it for each batch; `SQLiteWriterExecutor` may run a batch on the service thread).
     init<Job: Sendable>(
-        name: String, queue: JobQueue<Job>, batchLimit: Int,
+        name: String, queue: JobQueue<Job>, batchLimit: Int, shared: SharedConnection? = nil,
         open: @escaping @Sendable () throws(SQLiteError) -> SQLiteConnection,
         perform: @escaping @Sendable (SQLiteConnection, [Job]) -> Void
     ) throws(SQLiteError) {
@@ -37,7 +39,17 @@ final class SQLiteWorker: Sendable {
                 finished.signal()
                 return
             }
-            while let jobs = queue.take(upTo: batchLimit) { perform(connection, jobs) }
+            if let shared {
+                shared.lend(connection)
+                while queue.waitForJobs() {
+                    shared.ifFree(orWait: true) { db in
+                        if let jobs = queue.takeNow(upTo: batchLimit) { perform(db, jobs) }
+                    }
+                }
+                shared.takeBack()
+            } else {
+                while let jobs = queue.take(upTo: batchLimit) { perform(connection, jobs) }
+            }
             connection.close()
             finished.signal()
         }
@@ -71,5 +83,38 @@ private final class OpenResult: Sendable {
     func wait() -> SQLiteError? {
         semaphore.wait()
         return error.withLock { $0 }
+    }
+}
+
+/// The writer's connection, used by one thread at a time: the writer thread, or a thread that
+/// runs queued writer work itself while the writer thread sleeps (`SQLiteWriterExecutor.runHere`).
+///
+/// SQLite connections opened `NOMUTEX` may move between threads as long as no two use one at
+/// once; this lock is what guarantees that.
+final class SharedConnection: @unchecked Sendable {  // safe: `connection` only under `lock`
+    private let lock = NSLock()
+    private var connection: SQLiteConnection?
+
+    /// The writer thread lends its connection once it is open.
+    func lend(_ connection: SQLiteConnection) {
+        lock.lock()
+        self.connection = connection
+        lock.unlock()
+    }
+
+    /// The writer thread takes it back before it closes it; later `ifFree` calls find none.
+    func takeBack() {
+        lock.lock()
+        connection = nil
+        lock.unlock()
+    }
+
+    /// Runs `body` with the connection if nobody else uses it, or after waiting for it when `orWait`;
+    /// returns `nil` (without running `body`) when it is busy and not waited for, or already taken back.
+    @discardableResult
+    func ifFree<T>(orWait: Bool = false, _ body: (SQLiteConnection) -> T) -> T? {
+        if orWait { lock.lock() } else if !lock.try() { return nil }
+        defer { lock.unlock() }
+        return connection.map(body)
     }
 }

@@ -10,6 +10,8 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [Job] = []
     private var isClosed = false
+    /// A thread that will run what it queues itself (`beginQuietEnqueues`): its enqueues wake nobody.
+    private var quietThread: pthread_t?
 
     package init() {}
 
@@ -19,6 +21,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         guard !isClosed else { return false }
         jobs.append(job)
+        if let quietThread, pthread_equal(quietThread, pthread_self()) != 0 { return true }
         // Signalled under the lock. Tried: after the unlock (a woken worker no longer blocks on the
         // lock it is woken under, 0.8 % of the samples at 1 000 writes/s); in one CI run of four a
         // store call then never ran until the store closed (a lost wake-up, glibc's condition
@@ -34,6 +37,10 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         while jobs.isEmpty && !isClosed { condition.wait() }
         guard !jobs.isEmpty else { return nil }
+        return takeLocked(upTo: limit)
+    }
+
+    private func takeLocked(upTo limit: Int) -> [Job] {
         let batch: [Job]
         if jobs.count <= limit {
             // The usual case: everything queued goes, and the queue keeps no copy.
@@ -46,6 +53,49 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         // Another worker sharing this queue may take what is left.
         if !jobs.isEmpty { condition.signal() }
         return batch
+    }
+
+    // MARK: Shared with a thread that runs jobs itself (the SQLite writer's inline path)
+
+    /// Until `endQuietEnqueues`, jobs the calling thread queues wake no worker: it runs them itself
+    /// (`takeNow`), or leaves them for a worker and wakes it then. One such thread at a time.
+    package func beginQuietEnqueues() {
+        condition.lock()
+        quietThread = pthread_self()
+        condition.unlock()
+    }
+
+    /// Ends the quiet scope; wakes a worker if jobs are left (the quiet thread did not run them all).
+    package func endQuietEnqueues() {
+        condition.lock()
+        defer { condition.unlock() }
+        quietThread = nil
+        if !jobs.isEmpty { condition.signal() }
+    }
+
+    /// Takes up to `limit` jobs, oldest first, without waiting; `nil` when none is queued.
+    package func takeNow(upTo limit: Int) -> [Job]? {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.isEmpty ? nil : takeLocked(upTo: limit)
+    }
+
+    /// Waits until a job is queued (`true`) or the queue is closed and drained (`false`), and
+    /// takes nothing: a worker that must first win its connection (`takeNow` under that lock).
+    package func waitForJobs() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while jobs.isEmpty && !isClosed { condition.wait() }
+        return !jobs.isEmpty
+    }
+
+    /// Puts jobs taken but not run back at the front, in their order, and wakes a worker for them.
+    package func putBack(_ taken: [Job]) {
+        guard !taken.isEmpty else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        jobs.insert(contentsOf: taken, at: 0)
+        condition.signal()
     }
 
     /// Refuses new jobs; workers finish the queued ones, then stop.

@@ -66,6 +66,18 @@ public protocol WriterExecutor: TaskExecutor {
     func observeBatches(_ observer: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool
     /// Removes the observer (the server stops); a later `observeBatches` may set a new one.
     func stopObservingBatches()
+    /// Runs `start`, which starts a task on this executor, and then, when the writer thread is
+    /// idle, the work that task queued on the calling thread instead of waking the writer: its
+    /// code, its transaction (if that can begin and commit without waiting for a lock or the disk)
+    /// and its code after it. Whatever cannot run so goes to the writer thread as usual. For a
+    /// caller whose thread must not block and that has nothing else to do meanwhile (the server's
+    /// service thread with no other request in hand; docs/DESIGN.md, "Writes on the service thread").
+    func runHere(_ start: () -> Void)
+}
+
+extension WriterExecutor {
+    /// Only starts the task: its work runs on the writer thread.
+    public func runHere(_ start: () -> Void) { start() }
 }
 
 /// Where the writer thread is in a batch (`WriterExecutor.observeBatches`).

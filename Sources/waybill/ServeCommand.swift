@@ -12,7 +12,7 @@ enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
         "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "node-id",
-        "token-days", "metrics-token", "trusted-proxy",
+        "token-days", "metrics-token", "trusted-proxy", "inline-writes",
     ]
 
     static let help = """
@@ -43,6 +43,9 @@ enum ServeCommand {
                                        X-Forwarded-For entry is the client's address for the login throttle
                                        (WAYBILL_TRUSTED_PROXY; default: none, the connection's peer counts)
           --web-dir DIR                serve the web panel from DIR instead of the bundled copy (WAYBILL_WEB_DIR)
+          --inline-writes on|off       commit an order write on the service thread when the server is otherwise
+                                       idle, saving two thread wake-ups (WAYBILL_INLINE_WRITES, default on;
+                                       SQLite only; docs/DESIGN.md)
           --help                       show this text
         """
 
@@ -83,6 +86,11 @@ enum ServeCommand {
         }
         if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
         c.nodeID = args.string("node-id")
+        switch args.string("inline-writes", default: "on") {
+        case "on": c.inlineWrites = true
+        case "off": c.inlineWrites = false
+        default: throw Arguments.Problem(description: "--inline-writes must be on or off")
+        }
         // On a shared database other nodes commit too, and only the lease holder relays: it finds
         // their events by polling the outbox (one index range read), so poll often. Alone on
         // SQLite every event is handed to the relay at commit; the poll is only a safety net.

@@ -114,19 +114,20 @@ struct SQLiteWriterExecutorTests {
         defer { db.close() }
         let queue = JobQueue<WriterWork>()
         #expect(queue.enqueue(.finishCheckpoint), "more work waits behind the batch")
-        let executor = SQLiteWriterExecutor(queue: queue)
         let heard = Mutex<[String]>([])
-        _ = executor.observeBatches { point in heard.withLock { $0.append("\(point)") } }
         let groupCommit = SQLiteGroupCommit(
-            clock: { Date() }, statistics: SQLiteGroupCommit.Statistics(), observer: CommitObserver())
-        executor.perform([.finishCheckpoint], groupCommit: groupCommit, on: db) { _ in
-            heard.withLock { $0.append("tail") }
-        }
+            clock: { Date() }, statistics: SQLiteGroupCommit.Statistics(), observer: CommitObserver(),
+            gate: InlineCommitGate(busyTimeoutMilliseconds: 0))
+        let executor = SQLiteWriterExecutor(
+            queue: queue, groupCommit: groupCommit, batchLimit: 64,
+            finishCheckpoint: { _ in heard.withLock { $0.append("tail") } })
+        _ = executor.observeBatches { point in heard.withLock { $0.append("\(point)") } }
+        executor.perform([.finishCheckpoint], on: db)
         #expect(heard.withLock { $0 } == ["started", "ended(idle: true)", "tail"])
 
         // Without a tail, the same queue makes the batch end as not idle.
         heard.withLock { $0 = [] }
-        executor.perform([], groupCommit: groupCommit, on: db) { _ in heard.withLock { $0.append("tail") } }
+        executor.perform([], on: db)
         #expect(heard.withLock { $0 } == ["started", "ended(idle: false)"])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import WaybillNetwork
 import WaybillObservability
+import WaybillStorage
 
 /// Turns requests into responses: route, run the handler, map errors, add headers, log, count.
 struct APIResponder: HTTPResponder {
@@ -10,6 +11,8 @@ struct APIResponder: HTTPResponder {
     let logger: Logger
     /// Where order writes run (`OrderStore.writerExecutor`); `nil` keeps every request on the pool.
     var writerExecutor: (any TaskExecutor)? = nil
+    /// Whether an order write may run on the service thread (`start`; `ServerConfiguration.inlineWrites`).
+    var inlineWrites = true
 
     /// Order writes run on the store's writer thread when it offers one: the request's code, its
     /// transaction and its answer then take one thread instead of three (`SQLiteWriterExecutor`).
@@ -18,6 +21,20 @@ struct APIResponder: HTTPResponder {
     /// hold the writes back.
     func executor(for request: HTTPRequest) -> (any TaskExecutor)? {
         Self.isOrderWrite(method: request.method, path: request.path) ? writerExecutor : nil
+    }
+
+    /// An order write that arrives while the service thread has no other request in hand runs
+    /// on it, if the SQLite writer is idle (`WriterExecutor.runHere`): no thread is woken for it.
+    /// With other requests in hand it goes to the writer thread, which commits them together and
+    /// leaves the service thread to the sockets. `inlineWrites` turns this off.
+    func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
+        if inlineWrites, alone, Self.isOrderWrite(method: request.method, path: request.path),
+            let writer = writerExecutor as? any WriterExecutor
+        {
+            writer.runHere(start)
+        } else {
+            start()
+        }
     }
 
     static func isOrderWrite(method: String, path: String) -> Bool {

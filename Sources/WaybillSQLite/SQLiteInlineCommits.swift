@@ -1,0 +1,69 @@
+internal import CSQLite
+import Synchronization
+
+/// When a transaction may run off the writer thread (`SQLiteWriterExecutor.runHere`): only when
+/// beginning it cannot wait and committing it cannot `fsync`.
+///
+/// Why a gate: the thread that runs a write "inline" is the server's service thread, which every
+/// socket shares; the writer thread exists so that nothing there waits for the disk or for another
+/// process. Two waits hide in an ordinary commit, and both are avoided here:
+///
+/// - **Another process's write lock** (`waybill seed` beside a running server): the inline
+///   `BEGIN IMMEDIATE` runs with no busy timeout; if the lock is taken, the writes go back to
+///   the writer thread, which waits for it as before.
+/// - **The WAL starting over.** With `synchronous = NORMAL` a commit syncs nothing, except the
+///   first one after a checkpoint copied the whole WAL back: that commit writes the WAL's header
+///   anew and syncs it. Such a commit can only follow a checkpoint, so every checkpoint (the
+///   checkpointer's and the writer's tail) moves an epoch, odd while it runs; a transaction may
+///   begin inline only if the writer thread has committed since the last checkpoint ended (its
+///   commit is the one that started the WAL over, if any did) and the epoch did not move while it
+///   began. A WAL left by another process's checkpoint is not seen; then one inline commit may
+///   sync its header (docs/DESIGN.md, "Writes on the service thread").
+final class InlineCommitGate: Sendable {
+    private let epoch = Atomic<Int>(0)
+    /// The epoch at the last writer-thread `BEGIN` whose transaction committed (even values only).
+    private let cleared = Atomic<Int>(-1)
+    /// The writer connection's busy timeout, restored after an inline `BEGIN`.
+    let busyTimeoutMilliseconds: Int32
+
+    init(busyTimeoutMilliseconds: Int32) {
+        self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+    }
+
+    /// Runs a checkpoint: the epoch is odd while it runs, and moves again when it ends.
+    func checkpointing<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        epoch.add(1, ordering: .sequentiallyConsistent)
+        defer { epoch.add(1, ordering: .sequentiallyConsistent) }
+        return try body()
+    }
+
+    /// Read by the writer thread just before its `BEGIN IMMEDIATE`.
+    var current: Int { epoch.load(ordering: .sequentiallyConsistent) }
+
+    /// The writer thread committed a transaction it began at `epochAtBegin`.
+    func writerCommitted(beganAt epochAtBegin: Int) {
+        guard epochAtBegin & 1 == 0 else { return }
+        cleared.store(epochAtBegin, ordering: .sequentiallyConsistent)
+    }
+
+    /// Begins a write transaction on a thread that must not wait, or says it may not (`false`:
+    /// nothing was begun; the caller hands its writes to the writer thread).
+    func beginInline(on db: SQLiteConnection) -> Bool {
+        let before = epoch.load(ordering: .sequentiallyConsistent)
+        guard before & 1 == 0, before == cleared.load(ordering: .sequentiallyConsistent) else { return false }
+        db.setBusyTimeout(milliseconds: 0)
+        defer { db.setBusyTimeout(milliseconds: busyTimeoutMilliseconds) }
+        do throws(SQLiteError) {
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            return false  // busy, or anything else: the writer thread meets it and reports it
+        }
+        // A checkpoint that ended between the check and the BEGIN may have left the WAL for this
+        // transaction to start over.
+        guard epoch.load(ordering: .sequentiallyConsistent) == before else {
+            try? db.execute("ROLLBACK")
+            return false
+        }
+        return true
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillNetwork
+import WaybillObservability
+import WaybillStorage
+
+@testable import WaybillAPI
+@testable import WaybillSQLite
+
+/// An order write that reaches an otherwise idle server commits on the service thread
+/// (`ServerConfiguration.inlineWrites`, docs/DESIGN.md "Writes on the service thread"), and the
+/// service thread still never waits for another process's lock.
+@Suite(.timeLimit(.minutes(1)))
+struct InlineWritesTests {
+    private final class Released: Sendable { let value = Atomic<Bool>(false) }
+
+    private struct Running {
+        let sqlite: SQLiteOrderStore
+        let server: WaybillServer
+        let path: String
+        let orderID: Int64
+        let companyID: CompanyID
+        let token: String
+
+        func send(_ method: String, _ path: String, json: String? = nil) async throws -> Int {
+            var headers = [("Authorization", "Bearer \(token)")]
+            if json != nil { headers.append(("Content-Type", "application/json")) }
+            return try await HTTPClient.send(
+                method: method, url: URL(string: "http://127.0.0.1:\(server.port)\(path)")!, headers: headers,
+                body: json.map { Array($0.utf8) }, timeout: .seconds(20)
+            ).status
+        }
+    }
+
+    private func withServer(inlineWrites: Bool = true, _ body: (Running) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-inline-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("i.sqlite").path
+        // No checkpoints during the test: each one sends the next write to the writer thread.
+        let sqlite = try SQLiteOrderStore(
+            path: path, readerCount: 2, checkpointInterval: .seconds(3600), checkpoint: SQLiteCheckpointer.passive)
+        defer { sqlite.close() }
+        let seed = try await Seeder(store: sqlite, passwordIterations: 1_000)
+            .seed(.init(companyName: "Acme", drivers: 1, ordersPerDriver: 1))
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.passwordIterations = 1_000
+        configuration.inlineWrites = inlineWrites
+        let server = try await WaybillServer.start(
+            configuration: configuration, store: sqlite, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
+        let running = Running(
+            sqlite: sqlite, server: server, path: path, orderID: try #require(seed.drivers[0].orderIDs?.first),
+            companyID: CompanyID(seed.companyID), token: seed.dispatcherToken)
+        do {
+            try await body(running)
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        await server.shutdown()
+    }
+
+    @Test func writesOneAtATimeCommitOnTheServiceThread() async throws {
+        try await withServer { s in
+            for index in 0..<10 {
+                let status = try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"n\#(index)"}"#)
+                #expect(status == 200)
+            }
+            // The seed's last commit was the writer thread's, so every one of these may run inline;
+            // a few may still go to the writer (a request of the test client still in hand).
+            #expect(s.sqlite.writerStatistics.inlineTransactions >= 5)
+            let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
+            #expect(order?.notes == "n9")
+        }
+    }
+
+    @Test func turnedOffEveryWriteGoesToTheWriterThread() async throws {
+        try await withServer(inlineWrites: false) { s in
+            for index in 0..<5 {
+                let status = try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"n\#(index)"}"#)
+                #expect(status == 200)
+            }
+            #expect(s.sqlite.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    /// Another process holds the database's write lock (`waybill seed` beside the server): the
+    /// write waits for it on the writer thread, and the server answers other requests meanwhile.
+    @Test func aWriteWaitingForAnotherProcessDoesNotHoldTheServer() async throws {
+        try await withServer { s in
+            #expect(try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"before"}"#) == 200)
+            let other = try SQLiteConnection(path: s.path)
+            defer { other.close() }
+            try other.execute("BEGIN IMMEDIATE")
+            // The other process lets go after 3 s; a server that waited for it would answer only then.
+            let released = Released()
+            nonisolated(unsafe) let holder = other
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                Thread.sleep(forTimeInterval: 3)
+                released.value.store(true, ordering: .sequentiallyConsistent)
+                try? holder.execute("COMMIT")
+                done.signal()
+            }.start()
+            let write = Task { try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"after"}"#) }
+            try await Task.sleep(for: .milliseconds(200))  // the write is in hand, waiting for the lock
+            #expect(try await s.send("GET", "/healthz") == 200)
+            #expect(try await s.send("GET", "/api/orders/\(s.orderID)/") == 200)
+            let answeredBeforeRelease = !released.value.load(ordering: .sequentiallyConsistent)
+            #expect(answeredBeforeRelease, "answered while the write still waited for the lock")
+            await withCheckedContinuation { c in
+                DispatchQueue.global().async {
+                    done.wait()
+                    c.resume()
+                }
+            }
+            #expect(try await write.value == 200)
+            let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
+            #expect(order?.notes == "after")
+        }
+    }
+}

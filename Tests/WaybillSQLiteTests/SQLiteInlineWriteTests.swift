@@ -1,0 +1,236 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+
+/// `SQLiteWriterExecutor.runHere`: a task started there runs on the calling thread — its code, its
+/// commit and its code after — when the writer thread is idle and the commit cannot wait; anything
+/// else goes to the writer thread, and nothing is left behind.
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteInlineWriteTests {
+    private static func thread() -> UInt { UInt(pthread_self()) }
+
+    /// A store whose checkpointer stays out of the way (a checkpoint closes the gate until the
+    /// writer thread commits again, which the tests below would otherwise race).
+    private func withQuietStore<T>(_ body: (SQLiteOrderStore, String) async throws -> T) async throws -> T {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .seconds(3600), checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        return try await body(store, database.path)
+    }
+
+    /// What one task started in `runHere` did, and on which threads.
+    private final class Run: Sendable {
+        let outcome = Mutex<(before: UInt, inside: UInt, after: UInt)?>(nil)
+        let failure = Mutex<String?>(nil)
+        var isDone: Bool { outcome.withLock { $0 != nil } || failure.withLock { $0 != nil } }
+    }
+
+    private func startWrite(_ store: SQLiteOrderStore, _ executor: any WriterExecutor, name: String) -> Run {
+        let run = Run()
+        executor.runHere {
+            Task(executorPreference: executor) {
+                let before = Self.thread()
+                do {
+                    let inside = try await store.write { tx -> UInt in
+                        _ = try tx.insertCompany(name: name)
+                        return Self.thread()
+                    }
+                    run.outcome.withLock { $0 = (before, inside, Self.thread()) }
+                } catch {
+                    run.failure.withLock { $0 = "\(error)" }
+                }
+            }
+        }
+        return run
+    }
+
+    @Test func anIdleWritersTaskRunsWhollyOnTheCallingThread() async throws {
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            // The first commit after opening goes to the writer thread (it may write the WAL's header).
+            let writer = try await store.write { tx in
+                _ = try tx.insertCompany(name: "First")
+                return Self.thread()
+            }
+            let inlineBefore = store.writerStatistics.inlineTransactions
+            let caller = Self.thread()
+            let run = startWrite(store, executor, name: "Inline")
+            let threads = try #require(run.outcome.withLock { $0 }, "the task ended inside runHere")
+            #expect(threads.before == caller && threads.inside == caller && threads.after == caller)
+            #expect(caller != writer)
+            #expect(store.writerStatistics.inlineTransactions == inlineBefore + 1)
+            #expect(try rawQuery(path, "SELECT name FROM companies").contains("Inline"), "committed")
+        }
+    }
+
+    @Test func theFirstWriteAfterOpeningGoesToTheWriterThread() async throws {
+        try await withQuietStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            let run = startWrite(store, executor, name: "First")
+            #expect(await eventually { run.isDone })
+            let threads = try #require(run.outcome.withLock { $0 })
+            #expect(threads.inside != Self.thread(), "committed on the writer thread")
+            #expect(store.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    /// Another process holds the write lock (`waybill seed` beside the server): the caller must not
+    /// wait for it. Before the gate, the inline `BEGIN` waited the busy timeout on the calling
+    /// thread (every socket of the server), then failed the write.
+    @Test func aWriteThatWouldWaitForAnotherProcessesLockGoesToTheWriterThread() async throws {
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute("BEGIN IMMEDIATE")
+            let release = ReleaseLater(other)
+            let run = startWrite(store, executor, name: "Waits")
+            #expect(!release.hasReleased, "runHere returned without waiting for the lock")
+            #expect(!run.isDone)
+            release.wait()
+            #expect(await eventually { run.isDone })
+            #expect(run.failure.withLock { $0 } == nil)
+            let threads = try #require(run.outcome.withLock { $0 })
+            #expect(threads.inside != Self.thread(), "committed by the writer thread once the lock was free")
+            #expect(store.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    /// The writer thread is busy (here: the test holds its connection): `runHere` leaves the work
+    /// queued and must wake the writer for it, since its own enqueues woke nobody.
+    @Test func workLeftForABusyWriterIsNotStranded() async throws {
+        try await withQuietStore { store, _ in
+            let executor = try #require(store.writerExecutor as? SQLiteWriterExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            Thread {
+                executor.connection.ifFree(orWait: true) { _ in
+                    holding.signal()
+                    release.wait()
+                }
+            }.start()
+            holding.wait()
+            let run = startWrite(store, executor, name: "Later")
+            #expect(!run.isDone)
+            release.signal()
+            #expect(await eventually { run.isDone })
+            #expect(run.failure.withLock { $0 } == nil)
+            #expect(store.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    @Test func aTaskStartedOutsideRunHereStillRunsOnTheWriterThread() async throws {
+        try await withQuietStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            let inside = try await Task(executorPreference: executor) {
+                try await store.write { _ in Self.thread() }
+            }.value
+            #expect(inside != Self.thread())
+            #expect(store.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    /// The store's checkpoints move the gate: after one, the next write goes to the writer thread
+    /// (it may start the WAL over and sync its header), even though the writer is idle.
+    @Test func theFirstWriteAfterACheckpointGoesToTheWriterThread() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(20),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 1, maxAge: .milliseconds(20)),
+            checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        let executor = try #require(store.writerExecutor)
+        // The checkpointer's first look checkpoints at once (a WAL an earlier process left); after
+        // it, the next is due only after a commit.
+        #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
+        let attempts = store.checkpointerActivity.attempts
+        _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+        #expect(await eventually { store.checkpointerActivity.attempts > attempts }, "a checkpoint ran since")
+        let run = startWrite(store, executor, name: "AfterCheckpoint")
+        #expect(await eventually { run.isDone })
+        let threads = try #require(run.outcome.withLock { $0 })
+        #expect(threads.inside != Self.thread(), "committed on the writer thread")
+        #expect(store.writerStatistics.inlineTransactions == 0)
+    }
+
+    /// The gate: a transaction begins inline only after a writer-thread commit that began with no
+    /// checkpoint since (the first commit after a checkpoint may start the WAL over and sync it).
+    @Test func theGateOpensOnlyAfterAWriterCommitSinceTheLastCheckpoint() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        let gate = InlineCommitGate(busyTimeoutMilliseconds: 5000)
+        func begins() -> Bool {
+            guard gate.beginInline(on: db) else { return false }
+            try? db.execute("ROLLBACK")
+            return true
+        }
+        #expect(!begins(), "no writer commit yet")
+        gate.writerCommitted(beganAt: gate.current)
+        #expect(begins())
+        #expect(begins(), "and stays open")
+        let during = gate.checkpointing { () -> Int in
+            #expect(!begins(), "not while a checkpoint runs")
+            return gate.current
+        }
+        #expect(!begins(), "nor after one")
+        gate.writerCommitted(beganAt: during)
+        #expect(!begins(), "a writer commit that began during the checkpoint does not open it")
+        gate.writerCommitted(beganAt: gate.current)
+        #expect(begins())
+
+        // Busy: the gate is open but another connection holds the lock; it fails at once and
+        // leaves the connection's busy timeout as it was.
+        let other = try database.openRawConnection()
+        defer { other.close() }
+        try other.execute("BEGIN IMMEDIATE")
+        let release = ReleaseLater(other)
+        #expect(!begins())
+        #expect(!release.hasReleased, "it did not wait for the lock")
+        #expect(!db.isInTransaction)
+        release.wait()
+        #expect(begins())
+        // The busy timeout is back: a BEGIN behind a lock held for a moment waits for it.
+        try other.execute("BEGIN IMMEDIATE")
+        let shortly = ReleaseLater(other, after: 0.2)
+        try db.execute("BEGIN IMMEDIATE")
+        #expect(shortly.hasReleased)
+        try db.execute("ROLLBACK")
+    }
+}
+
+/// Commits `connection`'s open transaction from another thread after `after` seconds: a holder of
+/// the write lock that lets go on its own, so a caller that waited for it would return only after.
+final class ReleaseLater: Sendable {
+    private final class Flag: Sendable { let value = Atomic<Bool>(false) }
+    private let released = Flag()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ connection: SQLiteConnection, after: TimeInterval = 2) {
+        nonisolated(unsafe) let connection = connection  // used by that thread only, until `wait`
+        Thread { [released, done] in
+            Thread.sleep(forTimeInterval: after)
+            released.value.store(true, ordering: .sequentiallyConsistent)
+            try? connection.execute("COMMIT")
+            done.signal()
+        }.start()
+    }
+
+    var hasReleased: Bool { released.value.load(ordering: .sequentiallyConsistent) }
+
+    /// Returns once the lock has been let go.
+    func wait() {
+        done.wait()
+        done.signal()
+    }
+}
