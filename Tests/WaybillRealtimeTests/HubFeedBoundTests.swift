@@ -43,8 +43,13 @@ struct HubFeedBoundTests {
             let running = Task { await feed.run(first: subscription, startingAfter: start) }
             defer { running.cancel() }
 
-            // The read after the first `.subscribed` (nothing to deliver yet) is over.
-            #expect(await eventually { metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n") })
+            // The read after the first `.subscribed` (nothing to deliver yet) is over. It waits up
+            // to 20 s: this once missed a 5 s window in a clean-clone CI run, with 450 other tests
+            // sharing two cores (not reproduced alone or beside busy loops).
+            #expect(
+                await eventually(timeout: .seconds(20)) {
+                    metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n")
+                })
             let events = try await store.append(21)
             broker.send(.events([events[0]]))
             #expect(await eventually { target.entered })
