@@ -8,6 +8,9 @@ import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
 
+/// The fixture's directory, for the exit handler (a C function pointer cannot capture it).
+private let fixtureDirectory = Mutex<String?>(nil)
+
 /// The real API over a real SQLite store in a temporary directory, built once per fuzz process:
 /// the request pipeline in-process (`responder`, for `api-request` and `router`) and a running
 /// server on a loopback port (for `http-wire`).
@@ -31,6 +34,13 @@ final class ServerFixture: Sendable {
     private init() async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-fuzz-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
+        // The fixture lives as long as the process: its directory goes when the process exits
+        // (each run used to leave one behind, about 1 MB).
+        let path = directory.path
+        fixtureDirectory.withLock { $0 = path }
+        atexit {
+            if let path = fixtureDirectory.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
+        }
         store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
         let seeded = try await Seeder(store: store, passwordIterations: 1_000)
             .seed(.init(companyName: "Fuzz", drivers: 2, ordersPerDriver: 3, dispatcherPassword: "fuzz-password"))
