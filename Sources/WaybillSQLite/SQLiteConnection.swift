@@ -90,8 +90,6 @@ final class SQLiteConnection {
         return handle
     }
 
-    /// Whether a transaction is open. SQLite rolls a transaction back by itself on some errors
-    /// (`SQLITE_FULL`, `SQLITE_IOERR`, …): the writer checks this after each closure.
     /// Sets how long a statement waits for another connection's lock (0: it fails with busy at once).
     func setBusyTimeout(milliseconds: Int32) {
         if let handle { sqlite3_busy_timeout(handle, milliseconds) }
@@ -102,6 +100,8 @@ final class SQLiteConnection {
         Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
+    /// Whether a transaction is open. SQLite rolls a transaction back by itself on some errors
+    /// (`SQLITE_FULL`, `SQLITE_IOERR`, …): the writer checks this after each closure.
     var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.

@@ -88,11 +88,11 @@ struct SQLiteGroupCommit: Sendable {
     private func runTransaction(
         _ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection, inline: Bool
     ) -> ArraySlice<WriteJob>? {
-        var epoch: Int?  // the writer thread's: when its commit makes inline commits safe
+        var begin: InlineCommitGate.WriterBegin?  // the writer thread's: its commit may open the gate
         if inline {
             guard gate.beginInline(on: db) else { return nil }
         } else {
-            epoch = gate.current
+            begin = gate.writerBegins()
             do throws(SQLiteError) {
                 // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
                 // process), so no statement inside can fail later for want of it.
@@ -103,7 +103,7 @@ struct SQLiteGroupCommit: Sendable {
             }
         }
         if jobs.count == 1, let job = jobs.first {
-            if runAlone(job, on: db, inline: inline), let epoch { gate.writerCommitted(beganAt: epoch) }
+            if runAlone(job, on: db, inline: inline), let begin { gate.writerCommitted(begin) }
             return []
         }
         var settled: [WriteOutcome] = []
@@ -147,8 +147,8 @@ struct SQLiteGroupCommit: Sendable {
             abort(settled, failure: error, on: db)
             return []
         }
-        if let epoch { gate.writerCommitted(beganAt: epoch) }
-        statistics.recordCommit(writes: settled.count, inline: epoch == nil)
+        if let begin { gate.writerCommitted(begin) }
+        statistics.recordCommit(writes: settled.count, inline: begin == nil)
         observer.committed(events)
         for outcome in settled { outcome.resume(nil) }
         return []

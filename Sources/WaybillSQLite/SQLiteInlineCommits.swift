@@ -17,17 +17,29 @@ import Synchronization
 ///   checkpointer's and the writer's tail) moves an epoch, odd while it runs; a transaction may
 ///   begin inline only if the writer thread has committed since the last checkpoint ended (its
 ///   commit is the one that started the WAL over, if any did) and the epoch did not move while it
-///   began. A WAL left by another process's checkpoint is not seen; then one inline commit may
-///   sync its header (docs/DESIGN.md, "Writes on the service thread").
+///   began. Only a commit that wrote WAL frames counts (SQLite's WAL hook saw it: `WALPages`): one
+///   that changed nothing — a prune that found nothing, an unknown ticket's `DELETE` — leaves the
+///   WAL as the checkpoint left it, for the next commit to start over. A WAL left by another
+///   process's checkpoint is not seen; then one inline commit may sync its header (docs/DESIGN.md,
+///   "Writes on the service thread").
 final class InlineCommitGate: Sendable {
     private let epoch = Atomic<Int>(0)
     /// The epoch at the last writer-thread `BEGIN` whose transaction committed (even values only).
     private let cleared = Atomic<Int>(-1)
     /// The writer connection's busy timeout, restored after an inline `BEGIN`.
     let busyTimeoutMilliseconds: Int32
+    /// Counts the writer connection's commits that wrote WAL frames.
+    private let walPages: WALPages
 
-    init(busyTimeoutMilliseconds: Int32) {
+    init(busyTimeoutMilliseconds: Int32, walPages: WALPages) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+        self.walPages = walPages
+    }
+
+    /// What the writer thread notes just before its `BEGIN IMMEDIATE`.
+    struct WriterBegin {
+        fileprivate let epoch: Int
+        fileprivate let walCommits: Int
     }
 
     /// Runs a checkpoint: the epoch is odd while it runs, and moves again when it ends.
@@ -37,13 +49,17 @@ final class InlineCommitGate: Sendable {
         return try body()
     }
 
-    /// Read by the writer thread just before its `BEGIN IMMEDIATE`.
-    var current: Int { epoch.load(ordering: .sequentiallyConsistent) }
+    /// The writer thread is about to begin a transaction.
+    func writerBegins() -> WriterBegin {
+        WriterBegin(epoch: epoch.load(ordering: .sequentiallyConsistent), walCommits: walPages.commits)
+    }
 
-    /// The writer thread committed a transaction it began at `epochAtBegin`.
-    func writerCommitted(beganAt epochAtBegin: Int) {
-        guard epochAtBegin & 1 == 0 else { return }
-        cleared.store(epochAtBegin, ordering: .sequentiallyConsistent)
+    /// The writer thread committed the transaction it began at `begin`. It opens the gate if it
+    /// wrote WAL frames (so it started the WAL over, if the last checkpoint left that to do) and no
+    /// checkpoint ran while it began.
+    func writerCommitted(_ begin: WriterBegin) {
+        guard begin.epoch & 1 == 0, walPages.commits != begin.walCommits else { return }
+        cleared.store(begin.epoch, ordering: .sequentiallyConsistent)
     }
 
     /// Begins a write transaction on a thread that must not wait, or says it may not (`false`:

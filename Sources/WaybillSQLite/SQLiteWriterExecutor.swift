@@ -51,8 +51,9 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// threads' writes queued meanwhile must not keep the calling thread from its own work.
     static let inlineBatches = 6
 
-    /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle,
-    /// the work it queued right here, on the calling thread, instead of waking the writer thread:
+    /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle
+    /// and nothing else is queued, the work it queued right here, on the calling thread, instead
+    /// of waking the writer thread:
     /// the task's code, its commit and the rest of its code. Measured at 1 000 writes/s, each hand-off
     /// between the service thread and the writer woke a sleeping thread, and the wake-ups were the
     /// largest share of a write's CPU (docs/BENCHMARKS.md). What cannot run without waiting goes
@@ -64,10 +65,14 @@ final class SQLiteWriterExecutor: WriterExecutor {
         connection.ifFree { db in
             let executor = asUnownedTaskExecutor()
             for _ in 0..<Self.inlineBatches {
-                guard let batch = queue.takeNow(upTo: inline.batchLimit) else { return }
+                guard let batch = queue.takeOwn(upTo: inline.batchLimit) else { return }
                 let handedBack = perform(batch, groupCommit: inline.groupCommit, on: db, inline: true, executor: executor)
                 guard handedBack.isEmpty else {
-                    queue.putBack(handedBack)  // before anything queued after them; wakes the writer
+                    // Before anything queued after them; wakes the writer. A store closed meanwhile
+                    // may have no writer left to run them: they fail as any write on it does.
+                    if !queue.putBack(handedBack) {
+                        for case .write(let write) in handedBack { write.fail(StoreError.unavailable("the store is closed")) }
+                    }
                     return
                 }
             }

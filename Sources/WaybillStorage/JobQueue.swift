@@ -12,6 +12,10 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private var isClosed = false
     /// A thread that will run what it queues itself (`beginQuietEnqueues`): its enqueues wake nobody.
     private var quietThread: pthread_t?
+    /// Jobs queued by any other thread, ever: `takeOwn` takes nothing once one came in.
+    private var otherEnqueues = 0
+    /// `otherEnqueues` when the quiet scope began on an empty queue; nil otherwise.
+    private var quietMark: Int?
 
     package init() {}
 
@@ -22,6 +26,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         guard !isClosed else { return false }
         jobs.append(job)
         if let quietThread, pthread_equal(quietThread, pthread_self()) != 0 { return true }
+        otherEnqueues &+= 1
         // Signalled under the lock. Tried: after the unlock (a woken worker no longer blocks on the
         // lock it is woken under, 0.8 % of the samples at 1 000 writes/s); in one CI run of four a
         // store call then never ran until the store closed (a lost wake-up, glibc's condition
@@ -62,6 +67,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     package func beginQuietEnqueues() {
         condition.lock()
         quietThread = pthread_self()
+        quietMark = jobs.isEmpty ? otherEnqueues : nil
         condition.unlock()
     }
 
@@ -70,6 +76,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         quietThread = nil
+        quietMark = nil
         if !jobs.isEmpty { condition.signal() }
     }
 
@@ -78,6 +85,16 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return jobs.isEmpty ? nil : takeLocked(upTo: limit)
+    }
+
+    /// For the quiet thread: takes up to `limit` jobs if all that is queued is its own (the queue
+    /// was empty when its scope began and no other thread has queued since); `nil` otherwise —
+    /// other threads' work (a prune, a batch of writes) is the worker's, however it is interleaved.
+    package func takeOwn(upTo limit: Int) -> [Job]? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let quietMark, quietMark == otherEnqueues, !jobs.isEmpty else { return nil }
+        return takeLocked(upTo: limit)
     }
 
     /// Waits until a job is queued (`true`) or the queue is closed and drained (`false`), and
@@ -90,12 +107,15 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     }
 
     /// Puts jobs taken but not run back at the front, in their order, and wakes a worker for them.
-    package func putBack(_ taken: [Job]) {
-        guard !taken.isEmpty else { return }
+    /// `false` (nothing queued) once the queue is closed: its workers may be gone already.
+    package func putBack(_ taken: [Job]) -> Bool {
+        guard !taken.isEmpty else { return true }
         condition.lock()
         defer { condition.unlock() }
+        guard !isClosed else { return false }
         jobs.insert(contentsOf: taken, at: 0)
         condition.signal()
+        return true
     }
 
     /// Refuses new jobs; workers finish the queued ones, then stop.

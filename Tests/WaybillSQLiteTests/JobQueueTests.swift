@@ -59,4 +59,34 @@ struct JobQueueTests {
         #expect(queue.take(upTo: 4) == ["queued before close"])
         #expect(queue.take(upTo: 4) == nil, "drained and closed: the worker stops")
     }
+
+    /// The quiet thread (the SQLite writer's inline path) takes only what it queued itself, and
+    /// what it puts back goes before anything queued after it.
+    @Test func theQuietThreadTakesOnlyItsOwnJobsAndPutsBackAtTheFront() throws {
+        let queue = JobQueue<Int>()
+        queue.beginQuietEnqueues()
+        #expect(queue.enqueue(1) && queue.enqueue(2))
+        #expect(queue.takeOwn(upTo: 1) == [1])
+        // Another thread queues a job: from then on the rest is the worker's.
+        let other = Thread { _ = queue.enqueue(3) }
+        other.start()
+        while queue.count < 2 { usleep(100) }
+        #expect(queue.takeOwn(upTo: 10) == nil)
+        #expect(queue.putBack([1]))
+        queue.endQuietEnqueues()
+        #expect(queue.take(upTo: 10) == [1, 2, 3], "put back in front of what was queued after it")
+
+        // A scope that begins with others' work queued takes nothing.
+        #expect(queue.enqueue(4))
+        queue.beginQuietEnqueues()
+        #expect(queue.enqueue(5))
+        #expect(queue.takeOwn(upTo: 10) == nil)
+        queue.endQuietEnqueues()
+        #expect(queue.take(upTo: 10) == [4, 5])
+
+        // A closed queue takes nothing back: its workers may be gone.
+        queue.close()
+        #expect(!queue.putBack([6]))
+        #expect(queue.take(upTo: 10) == nil)
+    }
 }

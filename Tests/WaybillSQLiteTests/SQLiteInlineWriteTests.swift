@@ -154,12 +154,23 @@ struct SQLiteInlineWriteTests {
         #expect(await eventually { store.checkpointerActivity.attempts >= 1 })
         let attempts = store.checkpointerActivity.attempts
         _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+        let walAfterFirst = try #require(store.checkpointerActivity.walPages)
         #expect(await eventually { store.checkpointerActivity.attempts > attempts }, "a checkpoint ran since")
+        // …and is over: `ticks` moves at the end of the look that ran it.
+        let ticks = store.checkpointerActivity.ticks
+        #expect(await eventually { store.checkpointerActivity.ticks > ticks + 1 })
+        // A commit that writes nothing (no WAL frames) leaves the WAL for the next one to start
+        // over: it must not open the gate.
+        _ = try await store.write { _ in 0 }
         let run = startWrite(store, executor, name: "AfterCheckpoint")
         #expect(await eventually { run.isDone })
         let threads = try #require(run.outcome.withLock { $0 })
         #expect(threads.inside != Self.thread(), "committed on the writer thread")
         #expect(store.writerStatistics.inlineTransactions == 0)
+        // It was the commit that started the WAL over: the WAL holds only its own pages (as many as
+        // the first commit's, which also began on a WAL copied back), not the first's and its own.
+        let walAfterRestart = try #require(store.checkpointerActivity.walPages)
+        #expect(walAfterRestart <= walAfterFirst, "\(walAfterRestart) pages after, \(walAfterFirst) before")
     }
 
     /// The gate: a transaction begins inline only after a writer-thread commit that began with no
@@ -169,24 +180,38 @@ struct SQLiteInlineWriteTests {
         defer { database.remove() }
         let db = try database.openRawConnection()
         defer { db.close() }
-        let gate = InlineCommitGate(busyTimeoutMilliseconds: 5000)
+        let walPages = WALPages()
+        try db.executeScript("PRAGMA journal_mode = WAL")
+        db.reportWALPages(to: walPages)
+        try db.execute("CREATE TABLE t (x INTEGER)")
+        let gate = InlineCommitGate(busyTimeoutMilliseconds: 5000, walPages: walPages)
         func begins() -> Bool {
             guard gate.beginInline(on: db) else { return false }
             try? db.execute("ROLLBACK")
             return true
         }
+        /// A writer-thread commit, with or without WAL frames, begun at `begin`.
+        func writerCommits(frames: Bool, _ begin: InlineCommitGate.WriterBegin? = nil) throws {
+            let begin = begin ?? gate.writerBegins()
+            try db.execute("BEGIN IMMEDIATE")
+            if frames { try db.execute("INSERT INTO t VALUES (1)") }
+            try db.execute("COMMIT")
+            gate.writerCommitted(begin)
+        }
         #expect(!begins(), "no writer commit yet")
-        gate.writerCommitted(beganAt: gate.current)
+        try writerCommits(frames: false)
+        #expect(!begins(), "a commit that wrote nothing does not open it")
+        try writerCommits(frames: true)
         #expect(begins())
         #expect(begins(), "and stays open")
-        let during = gate.checkpointing { () -> Int in
+        let during = gate.checkpointing { () -> InlineCommitGate.WriterBegin in
             #expect(!begins(), "not while a checkpoint runs")
-            return gate.current
+            return gate.writerBegins()
         }
         #expect(!begins(), "nor after one")
-        gate.writerCommitted(beganAt: during)
+        try writerCommits(frames: true, during)
         #expect(!begins(), "a writer commit that began during the checkpoint does not open it")
-        gate.writerCommitted(beganAt: gate.current)
+        try writerCommits(frames: true)
         #expect(begins())
 
         // Busy: the gate is open but another connection holds the lock; it fails at once and

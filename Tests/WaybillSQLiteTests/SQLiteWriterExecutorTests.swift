@@ -117,7 +117,7 @@ struct SQLiteWriterExecutorTests {
         let heard = Mutex<[String]>([])
         let groupCommit = SQLiteGroupCommit(
             clock: { Date() }, statistics: SQLiteGroupCommit.Statistics(), observer: CommitObserver(),
-            gate: InlineCommitGate(busyTimeoutMilliseconds: 0))
+            gate: InlineCommitGate(busyTimeoutMilliseconds: 0, walPages: WALPages()))
         let executor = SQLiteWriterExecutor(
             queue: queue, groupCommit: groupCommit, batchLimit: 64,
             finishCheckpoint: { _ in heard.withLock { $0.append("tail") } })
