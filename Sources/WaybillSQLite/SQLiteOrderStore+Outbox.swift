@@ -140,11 +140,26 @@ extension SQLiteOrderStore.Transaction {
                 .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
                 .date(event.changedAt), .date(committedAt), event.seenVersion.map(SQLiteValue.int) ?? .null,
             ])
-        for group in event.groups {
-            // OR IGNORE: a group listed twice is still one delivery.
-            try db.execute(
-                "INSERT OR IGNORE INTO event_groups (event_id, group_name) VALUES (?, ?)", [.id(id), .text(group.name)])
-        }
+        // One statement for all of the event's groups (two or three): a statement's run costs more
+        // than its rows. OR IGNORE: a group listed twice is still one delivery.
+        let groups = event.groups
+        guard !groups.isEmpty else { return }
+        var arguments: [SQLiteValue] = []
+        arguments.reserveCapacity(groups.count * 2)
+        for group in groups { arguments += [.id(id), .text(group.name)] }
+        try db.execute(Self.insertGroups(count: groups.count), arguments)
+    }
+
+    /// The statement inserting `count` group rows (texts for up to 8 are built once).
+    private static func insertGroups(count: Int) -> String {
+        count <= groupInserts.count ? groupInserts[count - 1] : groupInsert(count)
+    }
+
+    private static let groupInserts = (1...8).map(groupInsert)
+
+    private static func groupInsert(_ count: Int) -> String {
+        "INSERT OR IGNORE INTO event_groups (event_id, group_name) VALUES "
+            + Array(repeating: "(?, ?)", count: count).joined(separator: ", ")
     }
 
     func markRelayed(through: EventID) throws {

@@ -18,6 +18,26 @@ import WaybillStoreTesting
         return stored
     }
 
+    /// Every group an event names gets it once, also a group named twice (the event's rows for all
+    /// of its groups go in one statement on SQLite).
+    @Test(arguments: Backend.allCases) func anEventReachesEachOfItsGroupsOnce(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in
+                try tx.insertOrder(sampleOrder(in: fixture.acme.id, driver: fixture.alice.id, status: .assigned))
+            }
+            var event = createdEvent(order)
+            event.groups = [.company(fixture.acme.id), .driver(fixture.alice.id), .company(fixture.acme.id), .fleet(fixture.acme.id)]
+            let stored = try await store.write { [event] tx in try tx.appendEvents([event]) }
+            for group in [Group.company(fixture.acme.id), .fleet(fixture.acme.id), .driver(fixture.alice.id)] {
+                let seen = try await store.read { tx in try tx.events(of: group, after: .zero, limit: 10) }
+                #expect(seen.map(\.id) == stored.map(\.id), "\(group)")
+            }
+            let other = try await store.read { tx in try tx.events(of: .driver(fixture.bob.id), after: .zero, limit: 10) }
+            #expect(other.isEmpty)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole(
         _ backend: Backend
     ) async throws {
