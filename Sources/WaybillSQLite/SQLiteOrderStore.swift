@@ -207,7 +207,12 @@ public final class SQLiteOrderStore: OrderStore {
         // When the last reference to the store goes away inside one of its own jobs, `deinit`
         // runs on a store thread: waiting for that thread would deadlock, and it will finish
         // the queue and close its connection by itself once the job returns.
-        for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
+        // The same when it goes away inside a job the service thread runs for the writer
+        // (`SQLiteWriterExecutor.runHere`): the writer thread needs the connection that thread holds.
+        let holdsWriter = executor.connection.isHeldByCurrentThread
+        for (index, worker) in workers.enumerated() where !worker.isCurrentThread && !(index == 0 && holdsWriter) {
+            worker.waitUntilFinished()
+        }
         // Its own thread and connection: stopped with the store, or it would keep the file open
         // and checkpoint a database nobody uses any more.
         checkpointer.close()

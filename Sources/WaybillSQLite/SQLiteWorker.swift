@@ -94,6 +94,8 @@ private final class OpenResult: Sendable {
 final class SharedConnection: @unchecked Sendable {  // safe: `connection` only under `lock`
     private let lock = NSLock()
     private var connection: SQLiteConnection?
+    /// The thread inside `ifFree`'s body (0: none), for `isHeldByCurrentThread`.
+    private let holder = Atomic<UInt>(0)
 
     /// The writer thread lends its connection once it is open.
     func lend(_ connection: SQLiteConnection) {
@@ -114,7 +116,15 @@ final class SharedConnection: @unchecked Sendable {  // safe: `connection` only 
     @discardableResult
     func ifFree<T>(orWait: Bool = false, _ body: (SQLiteConnection) -> T) -> T? {
         if orWait { lock.lock() } else if !lock.try() { return nil }
-        defer { lock.unlock() }
+        holder.store(UInt(pthread_self()), ordering: .relaxed)
+        defer {
+            holder.store(0, ordering: .relaxed)
+            lock.unlock()
+        }
         return connection.map(body)
     }
+
+    /// Whether the calling thread is running work with the connection now (waiting for the writer
+    /// thread to finish would then deadlock: it needs the connection back to close it).
+    var isHeldByCurrentThread: Bool { holder.load(ordering: .relaxed) == UInt(pthread_self()) }
 }

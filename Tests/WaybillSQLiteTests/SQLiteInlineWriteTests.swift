@@ -31,6 +31,13 @@ struct SQLiteInlineWriteTests {
         var isDone: Bool { outcome.withLock { $0 != nil } || failure.withLock { $0 != nil } }
     }
 
+    /// Waits until the writer thread has let go of its connection: a write's caller resumes before
+    /// the writer ends its batch, and on two busy cores the next `runHere` could find it still held.
+    private func writerIsIdle(_ executor: any WriterExecutor) async -> Bool {
+        guard let executor = executor as? SQLiteWriterExecutor else { return false }
+        return await eventually { executor.connection.ifFree { _ in true } != nil }
+    }
+
     private func startWrite(_ store: SQLiteOrderStore, _ executor: any WriterExecutor, name: String) -> Run {
         let run = Run()
         executor.runHere {
@@ -59,6 +66,7 @@ struct SQLiteInlineWriteTests {
                 return Self.thread()
             }
             let inlineBefore = store.writerStatistics.inlineTransactions
+            #expect(await writerIsIdle(executor))
             let caller = Self.thread()
             let run = startWrite(store, executor, name: "Inline")
             let threads = try #require(run.outcome.withLock { $0 }, "the task ended inside runHere")
@@ -89,6 +97,7 @@ struct SQLiteInlineWriteTests {
             _ = try await store.write { tx in try tx.insertCompany(name: "First") }
             let other = try SQLiteConnection(path: path)
             defer { other.close() }
+            #expect(await writerIsIdle(executor))  // so the write is tried inline, and handed back
             try other.execute("BEGIN IMMEDIATE")
             let release = ReleaseLater(other)
             let run = startWrite(store, executor, name: "Waits")
@@ -123,6 +132,33 @@ struct SQLiteInlineWriteTests {
             #expect(await eventually { run.isDone })
             #expect(run.failure.withLock { $0 } == nil)
             #expect(store.writerStatistics.inlineTransactions == 0)
+        }
+    }
+
+    /// A job the service thread runs for the writer closes the store (its last reference going
+    /// away there would do the same): `close` must not wait for the writer thread, which needs the
+    /// connection that job holds.
+    @Test func closingTheStoreInsideAnInlineTaskDoesNotWaitForTheWriter() async throws {
+        try await withQuietStore { store, _ in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            #expect(await writerIsIdle(executor))
+            // On a thread of its own (as the service thread): a regression deadlocks it, not the test.
+            let closed = Run(), caller = Run()
+            Thread {
+                caller.outcome.withLock { $0 = (Self.thread(), 0, 0) }
+                executor.runHere {
+                    Task(executorPreference: executor) {
+                        _ = try? await store.write { tx in try tx.insertCompany(name: "Then closed") }
+                        store.close()
+                        closed.outcome.withLock { $0 = (Self.thread(), 0, 0) }
+                    }
+                }
+            }.start()
+            #expect(await eventually { closed.isDone }, "closed without waiting for the writer")
+            #expect(closed.outcome.withLock { $0?.before } == caller.outcome.withLock { $0?.before }, "inline")
+            #expect(await eventually { !store.isCheckpointerRunning })
+            await #expect(throws: StoreError.self) { try await store.write { _ in 0 } }
         }
     }
 
