@@ -123,7 +123,7 @@ struct OutboxRelayLeaseTests {
                 defer { running.cancel() }
                 let before = try await store.append(5)
                 relay.committed(before)
-                #expect(await eventually { broker.publishedIDs.count == 5 })
+                #expect(await eventually(timeout: .seconds(20)) { broker.publishedIDs.count == 5 })
                 try await restored.append(2)
                 store.switchTo(restored)  // history rewinds to event 2 under the relay
                 // Until the relay has seen the rewind (it saves its cursor at the restored newest):

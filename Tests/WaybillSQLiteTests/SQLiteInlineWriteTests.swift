@@ -103,7 +103,7 @@ struct SQLiteInlineWriteTests {
             let run = startWrite(store, executor, name: "Waits")
             #expect(!release.hasReleased, "runHere returned without waiting for the lock")
             #expect(!run.isDone)
-            release.wait()
+            await release.wait()
             #expect(await eventually { run.isDone })
             #expect(run.failure.withLock { $0 } == nil)
             let threads = try #require(run.outcome.withLock { $0 })
@@ -211,7 +211,7 @@ struct SQLiteInlineWriteTests {
 
     /// The gate: a transaction begins inline only after a writer-thread commit that began with no
     /// checkpoint since (the first commit after a checkpoint may start the WAL over and sync it).
-    @Test func theGateOpensOnlyAfterAWriterCommitSinceTheLastCheckpoint() throws {
+    @Test func theGateOpensOnlyAfterAWriterCommitSinceTheLastCheckpoint() async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
         let db = try database.openRawConnection()
@@ -259,39 +259,49 @@ struct SQLiteInlineWriteTests {
         #expect(!begins())
         #expect(!release.hasReleased, "it did not wait for the lock")
         #expect(!db.isInTransaction)
-        release.wait()
+        await release.wait()
         #expect(begins())
-        // The busy timeout is back: a BEGIN behind a lock held for a moment waits for it.
+        // The busy timeout is back: a BEGIN behind a lock held for a moment waits for it (on a
+        // thread of its own: it blocks).
         try other.execute("BEGIN IMMEDIATE")
         let shortly = ReleaseLater(other, after: 0.2)
-        try db.execute("BEGIN IMMEDIATE")
-        #expect(shortly.hasReleased)
+        nonisolated(unsafe) let waiting = db
+        let began = await onOwnThread { (try? waiting.execute("BEGIN IMMEDIATE")) != nil }
+        #expect(began && shortly.hasReleased)
         try db.execute("ROLLBACK")
     }
 }
 
 /// Commits `connection`'s open transaction from another thread after `after` seconds: a holder of
 /// the write lock that lets go on its own, so a caller that waited for it would return only after.
+/// Nothing here blocks the test's own thread (Swift's pool has one thread per core here: a test
+/// that sleeps on it stalls every other test of the process).
 final class ReleaseLater: Sendable {
-    private final class Flag: Sendable { let value = Atomic<Bool>(false) }
-    private let released = Flag()
-    private let done = DispatchSemaphore(value: 0)
+    private final class Flags: Sendable {
+        let released = Atomic<Bool>(false)
+        let committed = Atomic<Bool>(false)
+    }
+    private let flags = Flags()
 
     init(_ connection: SQLiteConnection, after: TimeInterval = 2) {
         nonisolated(unsafe) let connection = connection  // used by that thread only, until `wait`
-        Thread { [released, done] in
+        Thread { [flags] in
             Thread.sleep(forTimeInterval: after)
-            released.value.store(true, ordering: .sequentiallyConsistent)
+            flags.released.store(true, ordering: .sequentiallyConsistent)
             try? connection.execute("COMMIT")
-            done.signal()
+            flags.committed.store(true, ordering: .sequentiallyConsistent)
         }.start()
     }
 
-    var hasReleased: Bool { released.value.load(ordering: .sequentiallyConsistent) }
+    var hasReleased: Bool { flags.released.load(ordering: .sequentiallyConsistent) }
 
     /// Returns once the lock has been let go.
-    func wait() {
-        done.wait()
-        done.signal()
+    func wait() async {
+        while !flags.committed.load(ordering: .sequentiallyConsistent) { try? await Task.sleep(for: .milliseconds(5)) }
     }
+}
+
+/// Runs `body` on a thread of its own (it may block) and returns its result.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in Thread { continuation.resume(returning: body()) }.start() }
 }
