@@ -6,6 +6,9 @@ extension Duration {
     public var timeInterval: TimeInterval {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
+
+    /// Whole milliseconds, rounded down (timeouts of C libraries: SQLite, libpq, `poll`).
+    public var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }
 
 extension Date {

@@ -1,5 +1,6 @@
 internal import CPostgres
 import Foundation
+import WaybillDomain
 
 /// One libpq connection, owned by this object: `close()` (or `deinit`) finishes it.
 ///
@@ -258,11 +259,6 @@ final class PostgresConnection {
         }
         return db
     }
-}
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }
 
 /// Calls `body` with C strings for `texts` (NULL for `nil`), valid only during the call.

@@ -1,4 +1,5 @@
 import Foundation
+import WaybillDomain
 
 /// libpq connection keywords, parsed once from a `postgresql://` URL.
 ///

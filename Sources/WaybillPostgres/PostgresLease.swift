@@ -1,5 +1,6 @@
 import Foundation
 public import WaybillStorage
+import WaybillDomain
 
 /// A cluster-wide lease: a PostgreSQL session advisory lock held on a dedicated connection.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import WaybillStorage
+import WaybillDomain
 
 /// Runs one `read` or `write` closure in its own transaction on a worker's session: admission,
 /// BEGIN, the closure, COMMIT, and the retries PostgreSQL calls for.

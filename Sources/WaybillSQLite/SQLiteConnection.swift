@@ -1,5 +1,6 @@
 internal import CSQLite
 import Foundation
+import WaybillDomain
 import WaybillStorage
 
 /// One SQLite connection, owned by this object: `close()` (or `deinit`) finalizes its cached
@@ -27,7 +28,7 @@ final class SQLiteConnection {
             throw error
         }
         handle = db
-        for code in [sqlite3_extended_result_codes(db, 1), sqlite3_busy_timeout(db, Self.milliseconds(busyTimeout))]
+        for code in [sqlite3_extended_result_codes(db, 1), sqlite3_busy_timeout(db, Int32(clamping: busyTimeout.milliseconds))]
         where code != SQLITE_OK {
             throw SQLiteError(code: code, db: db)
         }
@@ -93,11 +94,6 @@ final class SQLiteConnection {
     /// Sets how long a statement waits for another connection's lock (0: it fails with busy at once).
     func setBusyTimeout(milliseconds: Int32) {
         if let handle { sqlite3_busy_timeout(handle, milliseconds) }
-    }
-
-    /// `duration` in whole milliseconds, as `sqlite3_busy_timeout` takes it.
-    static func milliseconds(_ duration: Duration) -> Int32 {
-        Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     /// Whether a transaction is open. SQLite rolls a transaction back by itself on some errors

@@ -148,7 +148,7 @@ struct SQLiteGroupCommit: Sendable {
             return []
         }
         if let begin { gate.writerCommitted(begin) }
-        statistics.recordCommit(writes: settled.count, inline: begin == nil)
+        statistics.recordCommit(writes: settled.count, inline: inline)
         observer.committed(events)
         for outcome in settled { outcome.resume(nil) }
         return []

@@ -67,7 +67,7 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
     ) throws {
         self.clock = clock
-        let gate = InlineCommitGate(busyTimeoutMilliseconds: SQLiteConnection.milliseconds(busyTimeout), walPages: walPages)
+        let gate = InlineCommitGate(busyTimeoutMilliseconds: Int32(clamping: busyTimeout.milliseconds), walPages: walPages)
         let groupCommit = SQLiteGroupCommit(
             clock: clock, statistics: writerStatistics, observer: commitObserver, gate: gate)
         executor = SQLiteWriterExecutor(

@@ -29,21 +29,20 @@ final class SQLiteWriterExecutor: WriterExecutor {
     private let observer = ObserverSlot<WriterBatchPoint>()
     /// The writer's connection, for batches run by the thread that queued them (`runHere`).
     let connection = SharedConnection()
-    private let inline: Inline
-
-    /// What `runHere` needs besides the queue; set once the writer's connection is open.
-    private struct Inline: Sendable {
-        let groupCommit: SQLiteGroupCommit
-        let batchLimit: Int
-        let finishCheckpoint: @Sendable (SQLiteConnection) -> Void
-    }
+    private let groupCommit: SQLiteGroupCommit
+    /// The most jobs `runHere` takes at once (the writer thread's own batch limit).
+    private let batchLimit: Int
+    /// The writer's part of a checkpoint (`WriterWork.finishCheckpoint`).
+    private let finishCheckpoint: @Sendable (SQLiteConnection) -> Void
 
     init(
         queue: JobQueue<WriterWork>, groupCommit: SQLiteGroupCommit, batchLimit: Int,
         finishCheckpoint: @escaping @Sendable (SQLiteConnection) -> Void
     ) {
         self.queue = queue
-        inline = Inline(groupCommit: groupCommit, batchLimit: batchLimit, finishCheckpoint: finishCheckpoint)
+        self.groupCommit = groupCommit
+        self.batchLimit = batchLimit
+        self.finishCheckpoint = finishCheckpoint
     }
 
     /// Batches one call of `runHere` runs at most before it leaves the rest to the writer thread:
@@ -53,8 +52,7 @@ final class SQLiteWriterExecutor: WriterExecutor {
 
     /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle
     /// and nothing else is queued, the work it queued right here, on the calling thread, instead
-    /// of waking the writer thread:
-    /// the task's code, its commit and the rest of its code. Measured at 1 000 writes/s, each hand-off
+    /// of waking the writer thread: the task's code, its commit and the rest of its code. Measured at 1 000 writes/s, each hand-off
     /// between the service thread and the writer woke a sleeping thread, and the wake-ups were the
     /// largest share of a write's CPU (docs/BENCHMARKS.md). What cannot run without waiting goes
     /// to the writer thread as before: a commit that would wait for another process's lock or sync
@@ -63,10 +61,9 @@ final class SQLiteWriterExecutor: WriterExecutor {
         queue.beginQuietEnqueues()
         start()
         connection.ifFree { db in
-            let executor = asUnownedTaskExecutor()
             for _ in 0..<Self.inlineBatches {
-                guard let batch = queue.takeOwn(upTo: inline.batchLimit) else { return }
-                let handedBack = perform(batch, groupCommit: inline.groupCommit, on: db, inline: true, executor: executor)
+                guard let batch = queue.takeOwn(upTo: batchLimit) else { return }
+                let handedBack = perform(batch, on: db, inline: true)
                 guard handedBack.isEmpty else {
                     // Before anything queued after them; wakes the writer. A store closed meanwhile
                     // may have no writer left to run them: they fail as any write on it does.
@@ -99,20 +96,16 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// pieces posted (answers of writes committed earlier) never waits behind a commit that waits
     /// for another process's lock. A checkpoint tail runs last, after `.ended`, so the answers of
     /// the batch are not held behind its `fsync`s.
-    func perform(_ batch: [WriterWork], on db: SQLiteConnection) {
-        perform(batch, groupCommit: inline.groupCommit, on: db, inline: false, executor: asUnownedTaskExecutor())
-    }
-
+    ///
     /// `inline`: not on the writer thread. Then a checkpoint tail and writes whose transaction could
     /// not begin without waiting are returned unrun (in order), for the writer thread.
-    private func perform(
-        _ batch: [WriterWork], groupCommit: SQLiteGroupCommit, on db: SQLiteConnection, inline: Bool,
-        executor: UnownedTaskExecutor
-    ) -> [WriterWork] {
+    @discardableResult
+    func perform(_ batch: [WriterWork], on db: SQLiteConnection, inline: Bool = false) -> [WriterWork] {
         let observer = self.observer.current
         observer?.call(.started)
         var writes: [WriteJob] = []
         var tailRequested = false
+        let executor = asUnownedTaskExecutor()
         for item in batch {
             switch item {
             case .task(let job): job.runSynchronously(on: executor)
@@ -132,7 +125,7 @@ final class SQLiteWriterExecutor: WriterExecutor {
         // Before a tail the writer is about to be busy with `fsync`s: the batch's answers go out now,
         // as if it were idle, instead of waiting for the next batch's points behind those syncs.
         observer?.call(.ended(idle: tailRequested || !handedBack.isEmpty || queue.count == 0))
-        if tailRequested { self.inline.finishCheckpoint(db) }
+        if tailRequested { finishCheckpoint(db) }
         return handedBack
     }
 }

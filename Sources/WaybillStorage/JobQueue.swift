@@ -40,9 +40,14 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     package func take(upTo limit: Int) -> [Job]? {
         condition.lock()
         defer { condition.unlock() }
-        while jobs.isEmpty && !isClosed { condition.wait() }
-        guard !jobs.isEmpty else { return nil }
+        guard waitLocked() else { return nil }
         return takeLocked(upTo: limit)
+    }
+
+    /// Waits for a job or the close; `false` when closed and drained. Inside the lock.
+    private func waitLocked() -> Bool {
+        while jobs.isEmpty && !isClosed { condition.wait() }
+        return !jobs.isEmpty
     }
 
     private func takeLocked(upTo limit: Int) -> [Job] {
@@ -63,7 +68,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     // MARK: Shared with a thread that runs jobs itself (the SQLite writer's inline path)
 
     /// Until `endQuietEnqueues`, jobs the calling thread queues wake no worker: it runs them itself
-    /// (`takeNow`), or leaves them for a worker and wakes it then. One such thread at a time.
+    /// (`takeOwn`), or leaves them for a worker and wakes it then. One such thread at a time.
     package func beginQuietEnqueues() {
         condition.lock()
         quietThread = pthread_self()
@@ -102,8 +107,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     package func waitForJobs() -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while jobs.isEmpty && !isClosed { condition.wait() }
-        return !jobs.isEmpty
+        return waitLocked()
     }
 
     /// Puts jobs taken but not run back at the front, in their order, and wakes a worker for them.

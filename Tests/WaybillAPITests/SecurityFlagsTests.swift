@@ -15,12 +15,19 @@ struct SecurityFlagsTests {
         }
     }
 
-    @Test(arguments: [["--token-days", "0"], ["--token-days", "x"], ["--metrics-token", "short"]])
+    @Test(arguments: [["--token-days", "0"], ["--token-days", "x"], ["--metrics-token", "short"], ["--inline-writes", "maybe"]])
     func badValuesAreAClearError(_ flag: [String]) async throws {
         let serve = try ChildProcess(["serve", "--port", "0", "--data-dir", "/nonexistent/never-created"] + flag)
         defer { serve.terminate() }
         #expect(await serve.exitStatus() == 2)
         #expect(serve.stderr.contains { $0.contains(flag[0]) })
+    }
+
+    @Test func helpDocumentsTheInlineWritesFlag() async throws {
+        let help = try ChildProcess(["serve", "--help"])
+        #expect(await help.exitStatus() == 0)
+        let text = help.stdout.joined(separator: "\n")
+        #expect(text.contains("--inline-writes on|off") && text.contains("WAYBILL_INLINE_WRITES"))
     }
 
     @Test func theMetricsTokenFlagGuardsMetrics() async throws {

@@ -28,9 +28,7 @@ struct APIResponder: HTTPResponder {
     /// With other requests in hand it goes to the writer thread, which commits them together and
     /// leaves the service thread to the sockets. `inlineWrites` turns this off.
     func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
-        if inlineWrites, alone, Self.isOrderWrite(method: request.method, path: request.path),
-            let writer = writerExecutor as? any WriterExecutor
-        {
+        if inlineWrites, alone, let writer = executor(for: request) as? any WriterExecutor {
             writer.runHere(start)
         } else {
             start()
