@@ -23,6 +23,26 @@ static inline int lwsx_ev_run(void *loop) { return ev_run((struct ev_loop *)loop
 static inline int lwsx_ev_run_nowait(void *loop) { return ev_run((struct ev_loop *)loop, EVRUN_NOWAIT); }
 static inline void lwsx_ev_break(void *loop) { ev_break((struct ev_loop *)loop, EVBREAK_ALL); }
 static inline void lwsx_ev_loop_destroy(void *loop) { ev_loop_destroy((struct ev_loop *)loop); }
+/* A prepare watcher: libev calls `fn(owner)` on every pass just before it waits for events. The
+ * watcher must be the first field so the callback can find the rest. Unreferenced while started, so
+ * it alone never keeps `ev_run` going. */
+typedef void (*lwsx_prepare_fn)(void *owner);
+typedef struct lwsx_prepare { ev_prepare watcher; lwsx_prepare_fn fn; void *owner; } lwsx_prepare;
+static inline void lwsx_prepare_fire(struct ev_loop *loop, ev_prepare *w, int revents) {
+    (void)loop;
+    (void)revents;
+    lwsx_prepare *p = (lwsx_prepare *)w;
+    p->fn(p->owner);
+}
+static inline void lwsx_prepare_start(void *loop, lwsx_prepare *p) {
+    ev_prepare_init(&p->watcher, lwsx_prepare_fire);
+    ev_prepare_start((struct ev_loop *)loop, &p->watcher);
+    ev_unref((struct ev_loop *)loop);
+}
+static inline void lwsx_prepare_stop(void *loop, lwsx_prepare *p) {
+    ev_ref((struct ev_loop *)loop);
+    ev_prepare_stop((struct ev_loop *)loop, &p->watcher);
+}
 /* The kernel backend libev chose (EVBACKEND_EPOLL is 4), for the start-up log and tests. */
 static inline unsigned int lwsx_ev_backend(void *loop) { return ev_backend((struct ev_loop *)loop); }
 #endif

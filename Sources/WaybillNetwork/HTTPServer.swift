@@ -80,6 +80,7 @@ public final class HTTPServer: Sendable {
         try kind.checkAvailable()
         core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
         core.loop.shouldStop = { core.isDrained }
+        core.loop.wokenUp = { core.woken() }
         core.loop.onOverflow = { core.closeAllWebSockets(code: 1013, reason: "server overloaded; reconnect") }
         core.loop.willDestroy = {
             core.cancelDrainCheck()
@@ -122,6 +123,10 @@ public final class HTTPServer: Sendable {
 
     /// Work `execute` refused because `maxQueuedWork` items were waiting (a metric).
     public var refusedWork: Int { core.loop.overflows }
+
+    /// Wake-ups sent to the service thread so far (`eventfd` writes; for tests). Work the service
+    /// thread hands itself on the libev loop sends none: it runs before the loop next waits.
+    public var serviceWakeUps: Int { core.loop.wakeUps }
 
     /// Graceful stop: refuse new work (new HTTP requests get 503 and a close, upgrades are
     /// refused), finish in-flight HTTP, close every socket with 1001 after flushing its queue, wait

@@ -124,6 +124,17 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         return nextID
     }
 
+    /// Runs the posted work: on `EVENT_WAIT_CANCELLED`, or before the loop waits when the service
+    /// thread posted to itself (`ServiceLoop.wokenUp`). Frames sent by the posted work are only
+    /// queued, then flushed once per socket: events that arrived together leave together (see
+    /// `flushDeferredWrites`).
+    func woken() {
+        isDeferringWrites = true
+        loop.drainInbox()
+        isDeferringWrites = false
+        flushDeferredWrites()
+    }
+
     /// Dispatches one lws callback. Reasons never leave this module.
     func handle(
         _ wsi: OpaquePointer,
@@ -134,12 +145,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            // Frames sent by the posted work are only queued, then flushed once per socket below:
-            // events that arrived together leave together (see `flushDeferredWrites`).
-            isDeferringWrites = true
-            loop.drainInbox()
-            isDeferringWrites = false
-            flushDeferredWrites()
+            woken()
             return 0  // never non-zero: that would close the wake-up pipe
         case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
             // Once shutdown has begun, a new connection is closed as soon as it is accepted: a

@@ -226,3 +226,38 @@ struct WakeBatchingTests {
         await server.shutdown()
     }
 }
+
+/// Work the service thread hands itself (an order write it runs inline posts its answer and
+/// frames): on the libev loop it runs before the loop next waits, with no wake-up sent; on the
+/// poll loop it is woken as before. Either way it runs, also when that work posts more.
+@Suite(.timeLimit(.minutes(1)))
+struct SelfPostTests {
+    @Test(arguments: [EventLoopKind.libev, .poll])
+    func workTheServiceThreadPostsToItselfRuns(kind: EventLoopKind) async throws {
+        try await withServer({ $0.eventLoop = kind }) { server in
+            let ran = Counter()
+            server.execute { _ in ran.add(1) }
+            try #require(await eventually { ran.value == 1 })
+            let before = server.serviceWakeUps
+            server.execute { _ in  // one wake-up: posted from the test's thread
+                server.execute { _ in
+                    ran.add(10)
+                    server.execute { _ in ran.add(100) }  // posted while the owed drain runs
+                }
+                server.beginPostingBatch()  // as a write run inline does
+                server.execute { _ in ran.add(1000) }
+                server.endPostingBatch(idle: true)
+            }
+            #expect(await eventually { ran.value == 1111 })
+            let sent = server.serviceWakeUps - before
+            if kind == .libev {
+                #expect(sent == 1, "only the test thread's post woke the loop")
+            } else {
+                #expect(sent >= 2, "the poll loop is woken for its own posts too")
+            }
+            // The loop still sleeps and wakes normally afterwards.
+            server.execute { _ in ran.add(10_000) }
+            #expect(await eventually { ran.value == 11_111 })
+        }
+    }
+}
