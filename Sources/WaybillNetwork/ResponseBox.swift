@@ -19,6 +19,9 @@ final class ResponseBox: Sendable {
     /// The response if it has arrived.
     func take() -> HTTPResponse? { value.withLock { $0 } }
 
+    /// Whether the response has arrived (without copying it).
+    var isFilled: Bool { value.withLock { $0 != nil } }
+
     /// Blocks until the response arrives or `timeout` passes.
     func wait(timeout: Duration) -> HTTPResponse? {
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) * 1e-18

@@ -170,12 +170,23 @@ extension ServerCore {
         let id = session.id
         let box = session.responseBox
         let responder = self.responder
-        responder.start(request, alone: inFlight.count <= 1) {
+        responder.start(request, alone: !anotherRequestIsRunning(than: id)) {
             Task(executorPreference: responder.executor(for: request)) { [self] in
                 box.fulfil(await responder.respond(to: request))
                 loop.post { [self] in responseArrived(for: id) }
             }
         }
+    }
+
+    /// Whether a request other than `id` is running: dispatched, its answer not in yet. One still
+    /// reading its body, or whose answer is ready or being written, needs no responder.
+    ///
+    /// Measured (`paced 1000`, two wrk threads on fixed schedules): counting every request in hand
+    /// sent about half the writes to the writer thread, each one arriving while the other
+    /// thread's request of the same moment was still being answered, though that one had already
+    /// committed on this thread. Service thread; stops at the first running one.
+    private func anotherRequestIsRunning(than id: UInt64) -> Bool {
+        inFlight.values.contains { $0.id != id && $0.state == .dispatched && !$0.responseBox.isFilled }
     }
 
     /// Service thread: hands the response to its session, if the connection is still there.
