@@ -20,7 +20,21 @@ final class HTTPSession {
     let id: UInt64
     let wsi: OpaquePointer
     var request: HTTPRequest
-    var state = State.readingBody
+    var state = State.readingBody {
+        didSet {
+            guard oldValue != state else { return }
+            if state == .dispatched { dispatched.running += 1 }
+            if oldValue == .dispatched { leftDispatched() }
+        }
+    }
+    /// Its task ran to its answer inside `HTTPResponder.start` (an order write run inline): the
+    /// answer waits only for this loop pass's drain (`DispatchedRequests.answeredInline`).
+    var answeredInline = false {
+        didSet {
+            guard oldValue != answeredInline, state == .dispatched else { return }
+            dispatched.answeredInline += answeredInline ? 1 : -1
+        }
+    }
     /// Content-Length framing: bytes still expected (nil for chunked).
     var chunked: ChunkedBodyDecoder?
     /// Close the connection after this response (chunked or no-length bodies, 413, shutdown).
@@ -37,6 +51,7 @@ final class HTTPSession {
     /// `lws_write` calls for this response (`WriteStatistics.httpWrites`).
     private(set) var writes = 0
     private let counter: LiveObjectCounter
+    private let dispatched: DispatchedRequests
 
     /// Largest body piece per write: lws sends about `pt_serv_buf_size` at once and copies the rest.
     static let writeChunk = 16 << 10
@@ -47,15 +62,27 @@ final class HTTPSession {
     /// `writeChunk` pieces from `HTTP_WRITEABLE`, so lws never holds a copy of a huge body).
     static let immediateWriteLimit = 1 << 20
 
-    init(id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter) {
+    init(
+        id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter,
+        dispatched: DispatchedRequests = DispatchedRequests()
+    ) {
         self.id = id
         self.wsi = wsi
         self.request = request
         self.counter = counter
+        self.dispatched = dispatched
         counter.increment()
     }
 
-    deinit { counter.decrement() }
+    deinit {
+        counter.decrement()
+        if state == .dispatched { leftDispatched() }  // the connection went away meanwhile
+    }
+
+    private func leftDispatched() {
+        dispatched.running -= 1
+        if answeredInline { dispatched.answeredInline -= 1 }
+    }
 
     /// Sets the response and asks lws for `HTTP_WRITEABLE`. A second response is ignored.
     func respond(_ response: HTTPResponse, close: Bool = false) {
@@ -249,3 +276,14 @@ final class HTTPSession {
         }
     }
 }
+
+/// The sessions whose responder has started and whose answer has not been handed to their
+/// connection yet (`HTTPSession.State.dispatched`), counted for `ServerCore.dispatch`'s `alone`.
+/// Sessions keep the counts as their state changes. Service thread only.
+final class DispatchedRequests {
+    /// Dispatched sessions, the inline-answered ones included.
+    var running = 0
+    /// Of those, sessions answered inside `HTTPResponder.start`, waiting for this pass's drain.
+    var answeredInline = 0
+}
+

@@ -10,6 +10,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     let delegate: (any WebSocketDelegate)?
     let loop: ServiceLoop
     let counter = LiveObjectCounter()
+    /// Requests whose answer is not yet handed to their connection (`dispatch`'s `alone`).
+    let dispatched = DispatchedRequests()
     let boundPort = Atomic<Int>(0)
 
     // Service-thread state.

@@ -73,6 +73,12 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// itself (`WriterExecutor.runHere`) posts its answer and frames, and the wake-up that posted
     /// them was an `eventfd` write to its own loop, then one more loop pass to read it: the
     /// `eventfd` write alone was 4.7 % of the server's samples. Service thread only.
+    ///
+    /// One difference from a drain woken by `eventfd`: lws runs its due timers and forced service
+    /// from an idle pass that only its socket callbacks start, so an lws timer the drained work
+    /// sets to fire at once (`lws_set_timeout(…, LWS_TO_KILL_ASYNC)`: closing a broken socket)
+    /// fires at the next socket event, or at the 50 ms heartbeat at the latest. Answers that resume
+    /// reading are not delayed: lws asks for `POLLOUT` then, a socket event of its own.
     private var drainOwed = false
     /// libev's prepare watcher for `drainOwed` (libev only).
     private let prepareWatcher = UnsafeMutablePointer<lwsx_prepare>.allocate(capacity: 1)

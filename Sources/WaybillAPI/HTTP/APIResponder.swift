@@ -23,10 +23,11 @@ struct APIResponder: HTTPResponder {
         Self.isOrderWrite(method: request.method, path: request.path) ? writerExecutor : nil
     }
 
-    /// An order write that arrives while the service thread has no other request in hand runs
-    /// on it, if the SQLite writer is idle (`WriterExecutor.runHere`): no thread is woken for it.
-    /// With other requests in hand it goes to the writer thread, which commits them together and
-    /// leaves the service thread to the sockets. `inlineWrites` turns this off.
+    /// An order write that arrives while no other request is running (`alone`) runs on the
+    /// service thread, if the SQLite writer is idle (`WriterExecutor.runHere`): no thread is woken
+    /// for it. Otherwise — other requests running, or a burst read in one loop pass — it goes to
+    /// the writer thread, which commits them together and leaves the service thread to the
+    /// sockets. `inlineWrites` turns this off.
     func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
         if inlineWrites, alone, let writer = executor(for: request) as? any WriterExecutor {
             writer.runHere(start)
