@@ -7,7 +7,7 @@ public struct ServerConfiguration: Sendable {
     /// 0 = any free port (tests).
     public var port = 8080
     public var maxBodyBytes = 1 << 20
-    /// Whether an order write that arrives while the server is otherwise idle is committed on the
+    /// Whether an order write that arrives while no other request is running is committed on the
     /// service thread (embedded store only; docs/DESIGN.md, "Writes on the service thread").
     public var inlineWrites = true
     /// Protocol ping interval for WebSockets; two missed pongs close the socket.

@@ -71,7 +71,7 @@ public protocol WriterExecutor: TaskExecutor {
     /// code, its transaction (if that can begin and commit without waiting for a lock or the disk)
     /// and its code after it. Whatever cannot run so goes to the writer thread as usual. For a
     /// caller whose thread must not block and that has nothing else to do meanwhile (the server's
-    /// service thread with no other request in hand; docs/DESIGN.md, "Writes on the service thread").
+    /// service thread with no other request running; docs/DESIGN.md, "Writes on the service thread").
     func runHere(_ start: () -> Void)
 }
 
