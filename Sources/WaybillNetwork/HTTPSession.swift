@@ -23,7 +23,7 @@ final class HTTPSession {
     var state = State.readingBody {
         didSet {
             guard oldValue != state else { return }
-            if state == .dispatched { dispatched.running += 1 }
+            if state == .dispatched { dispatched.waiting[id] = responseBox }
             if oldValue == .dispatched { leftDispatched() }
         }
     }
@@ -33,6 +33,7 @@ final class HTTPSession {
         didSet {
             guard oldValue != answeredInline, state == .dispatched else { return }
             dispatched.answeredInline += answeredInline ? 1 : -1
+            dispatched.waiting[id] = answeredInline ? nil : responseBox
         }
     }
     /// Content-Length framing: bytes still expected (nil for chunked).
@@ -80,8 +81,7 @@ final class HTTPSession {
     }
 
     private func leftDispatched() {
-        dispatched.running -= 1
-        if answeredInline { dispatched.answeredInline -= 1 }
+        if answeredInline { dispatched.answeredInline -= 1 } else { dispatched.waiting[id] = nil }
     }
 
     /// Sets the response and asks lws for `HTTP_WRITEABLE`. A second response is ignored.
@@ -278,12 +278,12 @@ final class HTTPSession {
 }
 
 /// The sessions whose responder has started and whose answer has not been handed to their
-/// connection yet (`HTTPSession.State.dispatched`), counted for `ServerCore.dispatch`'s `alone`.
-/// Sessions keep the counts as their state changes. Service thread only.
+/// connection yet (`HTTPSession.State.dispatched`), for `ServerCore.dispatch`'s `alone`.
+/// Sessions keep these up to date as their state changes. Service thread only.
 final class DispatchedRequests {
-    /// Dispatched sessions, the inline-answered ones included.
-    var running = 0
-    /// Of those, sessions answered inside `HTTPResponder.start`, waiting for this pass's drain.
+    /// Sessions answered inside `HTTPResponder.start`, waiting for this pass's drain.
     var answeredInline = 0
+    /// The other dispatched sessions' answer boxes, by session id: filled once their task answered.
+    var waiting: [UInt64: ResponseBox] = [:]
 }
 
