@@ -102,11 +102,10 @@ public protocol HTTPResponder: Sendable {
     func executor(for request: HTTPRequest) -> (any TaskExecutor)?
 
     /// Starts the request's task: `start` creates it on `executor(for:)`. Called on the service
-    /// thread; `alone` when no other request is running (see `ServerCore.isAlone`: every other
-    /// dispatched request was answered inline in this loop pass, at most one). A responder whose
-    /// executor can run
-    /// the task's first steps on the calling thread without blocking may do so (`APIResponder`:
-    /// an order write on an idle SQLite writer).
+    /// thread; `alone` when no other request is running (`ServerCore.isAlone`: every other
+    /// dispatched request has its answer already, and at most one was answered inline in this
+    /// loop pass). A responder whose executor can run the task's first steps on the calling
+    /// thread without blocking may do so (`APIResponder`: an order write on an idle SQLite writer).
     func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void)
 }
 

@@ -65,7 +65,7 @@ final class HTTPSession {
 
     init(
         id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter,
-        dispatched: DispatchedRequests = DispatchedRequests()
+        dispatched: DispatchedRequests
     ) {
         self.id = id
         self.wsi = wsi

@@ -52,11 +52,12 @@ final class SQLiteWriterExecutor: WriterExecutor {
 
     /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle
     /// and nothing else is queued, the work it queued right here, on the calling thread, instead
-    /// of waking the writer thread: the task's code, its commit and the rest of its code. Measured at 1 000 writes/s, each hand-off
-    /// between the service thread and the writer woke a sleeping thread, and the wake-ups were the
-    /// largest share of a write's CPU (docs/BENCHMARKS.md). What cannot run without waiting goes
-    /// to the writer thread as before: a commit that would wait for another process's lock or sync
-    /// the WAL (`InlineCommitGate`), a checkpoint tail, and everything while the writer is busy.
+    /// of waking the writer thread: the task's code, its commit and the rest of its code. Measured
+    /// at 1 000 writes/s, each hand-off between the service thread and the writer woke a sleeping
+    /// thread, and the wake-ups were the largest share of a write's CPU (docs/BENCHMARKS.md). What
+    /// cannot run without waiting goes to the writer thread as before: a commit that would wait for
+    /// another process's lock or sync the WAL (`InlineCommitGate`), a checkpoint tail, and
+    /// everything while the writer is busy.
     func runHere(_ start: () -> Void) {
         queue.beginQuietEnqueues()
         start()

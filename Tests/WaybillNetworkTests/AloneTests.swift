@@ -6,7 +6,7 @@ import WaybillTesting
 
 /// Runs the jobs enqueued while `capture` runs on the calling thread, right after it (as
 /// `WriterExecutor.runHere` does for an order write); other jobs on Dispatch's pool.
-private final class CapturingExecutor: TaskExecutor, @unchecked Sendable {  // `state` under `lock`
+private final class CapturingExecutor: TaskExecutor, @unchecked Sendable {  // `capturing`, `captured` under `lock`
     private let lock = NSLock()
     private var capturing = false
     private var captured: [UnownedJob] = []
