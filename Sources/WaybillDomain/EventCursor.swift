@@ -89,8 +89,10 @@ struct FNV1a {
 
     /// 8 lowercase hex digits, zero-padded.
     var hex: String {
-        var out = [UInt8](repeating: 0, count: 8)
-        for index in 0..<8 { out[index] = Self.hexDigits[Int((value >> UInt32(28 - 4 * index)) & 0xf)] }
-        return String(decoding: out, as: UTF8.self)
+        // Written straight into the (small, inline) string: no array in between (every event's cursor).
+        String(unsafeUninitializedCapacity: 8) { out in
+            for index in 0..<8 { out[index] = Self.hexDigits[Int((value >> UInt32(28 - 4 * index)) & 0xf)] }
+            return 8
+        }
     }
 }

@@ -12,18 +12,52 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name` (any case), or `nil`.
     public subscript(_ name: String) -> String? {
-        let key = name.lowercased()
+        let key = Self.lowercased(name)
         return fields.first { $0.name == key }?.value
     }
 
     /// Appends a field; the name is stored lower-cased.
-    public mutating func add(_ name: String, _ value: String) { fields.append((name.lowercased(), value)) }
+    public mutating func add(_ name: String, _ value: String) {
+        reserveForFirstField()
+        fields.append((Self.lowercased(name), value))
+    }
 
     /// Replaces every field named `name` with one field.
     public mutating func set(_ name: String, _ value: String) {
-        let key = name.lowercased()
+        let key = Self.lowercased(name)
         fields.removeAll { $0.name == key }
+        reserveForFirstField()
         fields.append((key, value))
+    }
+
+    /// Requests and answers carry four to eight fields: room for eight at once, not regrown from one.
+    private mutating func reserveForFirstField() {
+        if fields.capacity == 0 { fields.reserveCapacity(8) }
+    }
+
+    /// `name.lowercased()`, without its cost for the names every request and answer carry.
+    ///
+    /// Why: `String.lowercased()` looks up Unicode properties per character and allocates a new
+    /// string for any name longer than 15 bytes (`x-content-type-options`), and each request reads
+    /// and each answer sets several headers (docs/BENCHMARKS.md, 2026-12-03: allocations per
+    /// write). A name already in lower-case ASCII is returned as it is; ASCII is lower-cased by
+    /// byte; anything else goes through `lowercased()`.
+    static func lowercased(_ name: String) -> String {
+        var name = name
+        return name.withUTF8 { bytes -> String? in
+            var upper = false
+            for byte in bytes {
+                if byte >= 0x80 { return nil }
+                if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { upper = true }
+            }
+            guard upper else { return nil }
+            return String(unsafeUninitializedCapacity: bytes.count) { out in
+                for (index, byte) in bytes.enumerated() {
+                    out[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                }
+                return bytes.count
+            }
+        } ?? (name.utf8.allSatisfy { $0 < 0x80 } ? name : name.lowercased())
     }
 
     /// Iterates `fields` in order.

@@ -90,25 +90,48 @@ enum LwsRequestReader {
     static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
         let length = Int(lws_hdr_total_length(wsi, token))
         guard length > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        let n = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
-        return n < 0 ? nil : string(buffer, count: Int(n))
+        return copied(capacity: length + 1) { lws_hdr_copy(wsi, $0, $1, token) }
     }
+
+    /// Names of `customHeaders` as lws looks them up (with the colon), as C strings made once:
+    /// a Swift string handed to C is copied into a new buffer on every call.
+    private static let customKeys = Dictionary(
+        uniqueKeysWithValues: customHeaders.map { ($0, Array(($0 + ":").utf8CString)) })
 
     /// A header lws does not know, by lower-case name.
     static func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
-        let key = name + ":"
-        let length = Int(lws_hdr_custom_length(wsi, key, Int32(key.utf8.count)))
-        guard length > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        let n = lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
-        return n < 0 ? nil : string(buffer, count: Int(n))
+        let key = customKeys[name] ?? Array((name + ":").utf8CString)
+        return key.withUnsafeBufferPointer { key -> String? in
+            let keyLength = Int32(key.count - 1)  // without the NUL
+            let length = Int(lws_hdr_custom_length(wsi, key.baseAddress, keyLength))
+            guard length > 0 else { return nil }
+            return copied(capacity: length + 1) { lws_hdr_custom_copy(wsi, $0, $1, key.baseAddress, keyLength) }
+        }
+    }
+
+    /// A string lws writes with `copy(buffer, capacity)` (NUL-terminated; returns its length, or
+    /// a negative number on failure), written straight into the string's storage: these copies
+    /// run for every header of every request (invalid UTF-8 is repaired, as `String(decoding:)` does).
+    private static func copied(
+        capacity: Int, _ copy: (UnsafeMutablePointer<CChar>, Int32) -> Int32
+    ) -> String? {
+        var failed = false
+        let text = String(unsafeUninitializedCapacity: capacity) { buffer in
+            let n = buffer.withMemoryRebound(to: CChar.self) { copy($0.baseAddress!, Int32(clamping: $0.count)) }
+            guard n >= 0 else {
+                failed = true
+                return 0
+            }
+            return min(Int(n), buffer.count)
+        }
+        return failed ? nil : text
     }
 
     static func remoteAddress(_ wsi: OpaquePointer) -> String {
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
-        let address = string(buffer, count: buffer.firstIndex(of: 0) ?? buffer.count)
+        let address = copied(capacity: 64) { buffer, capacity in
+            guard lws_get_peer_simple(wsi, buffer, Int(capacity)) != nil else { return -1 }
+            return Int32(UnsafeBufferPointer(start: buffer, count: Int(capacity)).firstIndex(of: 0) ?? Int(capacity))
+        } ?? ""
         // lws listens dual-stack: show IPv4 peers as IPv4.
         return address.hasPrefix("::ffff:") ? String(address.dropFirst(7)) : address
     }

@@ -38,10 +38,25 @@ public final class Logger: Sendable {
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
         guard Self.rank(level) >= Self.rank(minimum) else { return }
-        var line = "ts=\(Self.timestamp(Date())) level=\(level.rawValue) msg=\(Self.quote(message))"
-        for (key, value) in fields { line += " \(key)=\(Self.quote(value))" }
-        for (key, value) in context { line += " \(key)=\(Self.quote(value))" }
+        // Built in one string with room reserved: every request writes a line (the access log).
+        var line = ""
+        line.reserveCapacity(192)
+        line += "ts="
+        line += Self.timestamp(Date())
+        line += " level="
+        line += level.rawValue
+        line += " msg="
+        Self.appendQuoted(message, to: &line)
+        for (key, value) in fields { Self.appendField(key, value, to: &line) }
+        for (key, value) in context { Self.appendField(key, value, to: &line) }
         sink(line)
+    }
+
+    private static func appendField(_ key: String, _ value: String, to line: inout String) {
+        line += " "
+        line += key
+        line += "="
+        appendQuoted(value, to: &line)
     }
 
     private static func rank(_ level: Level) -> Int {
@@ -57,9 +72,17 @@ public final class Logger: Sendable {
     /// so a value can never end the line or start a forged one (`\r` too: some viewers treat a
     /// bare carriage return as a line break).
     static func quote(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || isControl($0) }
-        guard needsQuotes else { return value }
-        var out = "\""
+        var out = ""
+        appendQuoted(value, to: &out)
+        return out
+    }
+
+    static func appendQuoted(_ value: String, to out: inout String) {
+        guard needsQuotes(value) else {
+            out += value
+            return
+        }
+        out += "\""
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\\": out += "\\\\"
@@ -75,7 +98,19 @@ public final class Logger: Sendable {
                 }
             }
         }
-        return out + "\""
+        out += "\""
+    }
+
+    private static func needsQuotes(_ value: String) -> Bool {
+        guard !value.isEmpty else { return true }
+        // Printable ASCII other than space, `"` and `=` (paths, ids, numbers: nearly every value)
+        // is decided on the bytes; anything else by scalar (C1 controls and U+2028/9 are not ASCII).
+        var value = value
+        let plain = value.withUTF8 { bytes in
+            bytes.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") }
+        }
+        if plain { return false }
+        return value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || isControl($0) }
     }
 
     /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
@@ -85,8 +120,9 @@ public final class Logger: Sendable {
 
     private static let stderrLock = Mutex(())
     private static let standardError: @Sendable (String) -> Void = { line in
-        let bytes = Array((line + "\n").utf8)
-        stderrLock.withLock { _ in _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) } }
+        var text = line
+        text += "\n"
+        stderrLock.withLock { _ in _ = text.withUTF8 { write(2, $0.baseAddress, $0.count) } }
     }
 }
 

@@ -25,24 +25,26 @@ extension SQLiteOrderStore.Transaction {
             // Forgotten until the final read: if a statement below fails and the closure catches the
             // error and goes on, the next update must compare with the row as stored, not with `before`.
             loaded[id] = nil
-            let new: [SQLiteValue] = [
-                .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
-                .text(order.notes), .date(order.createdAt),
-            ]
-            let old: [SQLiteValue] = [
-                .text(before.number), .text(before.status.rawValue), .id(before.driverID), .text(before.title),
-                .text(before.notes), .date(before.createdAt),
-            ]
-            var assignments: [String] = []
+            // The statement names only the changed columns, in `optionalColumns` order (so at most
+            // 2⁶ texts reach the statement cache). Built without intermediate arrays: every write.
+            var sql = "UPDATE orders SET "
             var arguments: [SQLiteValue] = []
-            for (index, column) in Self.optionalColumns.enumerated() where new[index] != old[index] {
-                assignments.append("\(column) = ?")
-                arguments.append(new[index])
+            arguments.reserveCapacity(Self.optionalColumns.count + 4)
+            func compare(_ column: Int, _ new: SQLiteValue, _ old: SQLiteValue) {
+                guard new != old else { return }
+                sql += Self.optionalColumns[column]
+                sql += " = ?, "
+                arguments.append(new)
             }
-            assignments += ["updated_at = ?", "version = ?"]
+            compare(0, .text(order.number), .text(before.number))
+            compare(1, .text(order.status.rawValue), .text(before.status.rawValue))
+            compare(2, .id(order.driverID), .id(before.driverID))
+            compare(3, .text(order.title), .text(before.title))
+            compare(4, .text(order.notes), .text(before.notes))
+            compare(5, .date(order.createdAt), .date(before.createdAt))
+            sql += "updated_at = ?, version = ? WHERE id = ? AND company_id = ?"
             arguments += [.date(order.updatedAt), .int(order.version), .id(id), .id(order.companyID)]
-            try db.execute(
-                "UPDATE orders SET \(assignments.joined(separator: ", ")) WHERE id = ? AND company_id = ?", arguments)
+            try db.execute(sql, arguments)
             guard db.changes > 0 else { return nil }
             let stagesWritten = try syncStages(order.stages, of: id, existing: before.stages)
             var documentsWritten = false
@@ -65,6 +67,8 @@ extension SQLiteOrderStore.Transaction {
     /// inserted; unlisted ones deleted. `existing` are the order's stages as stored.
     /// Returns whether it wrote anything.
     private func syncStages(_ stages: [Stage], of order: OrderID, existing: [Stage]) throws(SQLiteError) -> Bool {
+        // The usual write (a status, a driver, the notes) leaves the stages as read: nothing to compare.
+        if stages == existing { return false }
         var written = false
         var stored: [Int64: Stage] = [:]
         for stage in existing { if let id = stage.id?.rawValue { stored[id] = stage } }

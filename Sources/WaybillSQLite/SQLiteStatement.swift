@@ -37,9 +37,20 @@ final class SQLiteStatement {
             case .null: code = sqlite3_bind_null(handle, index)
             case .integer(let int): code = sqlite3_bind_int64(handle, index, int)
             case .real(let double): code = sqlite3_bind_double(handle, index, double)
-            case .text(let text):
-                // An explicit byte count keeps text with an embedded NUL whole.
-                code = sqlite3_bind_text(handle, index, text, Int32(text.utf8.count), wb_sqlite_transient())
+            case .text(var text):
+                // An explicit byte count keeps text with an embedded NUL whole. The bytes are passed
+                // in place (`withUTF8`): handing the String over as a C string made a NUL-terminated
+                // copy of every text shorter than 16 bytes, one allocation per bound text (most of
+                // them: statuses, types, groups). SQLite copies them either way (TRANSIENT).
+                code = text.withUTF8 { bytes in
+                    // An empty buffer may have no address, and a NULL pointer would bind NULL, not ''.
+                    guard let base = bytes.baseAddress else {
+                        return sqlite3_bind_text(handle, index, "", 0, wb_sqlite_transient())
+                    }
+                    return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                        sqlite3_bind_text(handle, index, $0, Int32(bytes.count), wb_sqlite_transient())
+                    }
+                }
             case .blob(let bytes) where bytes.isEmpty:
                 // An empty array may have no buffer, and a NULL pointer would store NULL, not X''.
                 code = sqlite3_bind_zeroblob(handle, index, 0)

@@ -29,11 +29,34 @@ struct HotPathFormattingTests {
         #expect(Logger.timestamp(Date(timeIntervalSince1970: 1_764_648_306.789)) == "2025-12-02T04:05:06.789Z")
     }
 
+    @Test func logfmtQuotingOnTheByteFastPathAndOffIt() {
+        let cases: [(String, String)] = [
+            ("/api/orders/42/", "/api/orders/42/"), ("a\\b", "a\\b"), ("", "\"\""), ("a b", "\"a b\""),
+            ("a=b", "\"a=b\""), ("say \"hi\"", "\"say \\\"hi\\\"\""), ("tab\t", "\"tab\\t\""),
+            ("del\u{7f}", "\"del\\u{7f}\""), ("nel\u{85}", "\"nel\\u{85}\""), ("ls\u{2028}", "\"ls\\u{2028}\""),
+            ("é🚚", "é🚚"), ("é 🚚", "\"é 🚚\""),
+        ]
+        for (value, expected) in cases { #expect(Logger.quote(value) == expected, "\(value)") }
+        let capture = LogCapture()
+        Logger(sink: capture.sink).adding(["node": "n 1"]).info("request", ["path": "/x", "user_id": ""])
+        let line = capture.all.first ?? ""
+        #expect(line.hasPrefix("ts=20"), "\(line)")
+        #expect(line.hasSuffix(#" level=info msg=request path=/x user_id="" node="n 1""#), "\(line)")
+    }
+
     @Test func sha256MatchesTheStandardVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(hex(Crypto.sha256("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(hex(Crypto.sha256("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         let million = [UInt8](repeating: 0x61, count: 1_000_000)
         #expect(hex(Crypto.sha256(million)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        // Each input shape: a String (its UTF-8 in place), an array slice, a collection with no
+        // contiguous storage (copied first), and an empty array (no base address).
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        #expect(hex(Crypto.sha256(Array("xabcx".utf8)[1...3])) == abc)
+        #expect(hex(Crypto.sha256("cba".utf8.reversed())) == abc)
+        #expect(hex(Crypto.sha256([UInt8]())) == hex(Crypto.sha256("")))
+        let bridged = NSString(string: "abc") as String  // not native UTF-8: withUTF8 makes it so
+        #expect(hex(Crypto.sha256(bridged)) == abc)
     }
 }

@@ -11,25 +11,25 @@ enum Crypto {
         return bytes
     }
 
-    /// SHA-256 fetched once: the one-shot `SHA256()` looks the algorithm up in OpenSSL 3's
-    /// provider tables on every call, half of its cost on a 40-byte token (measured: every
-    /// authenticated request hashes its token). Read-only after the fetch, so shared by all threads.
-    private nonisolated(unsafe) static let sha256Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
-
+    /// SHA-256 of `bytes` (`waybill_sha256` in the C shim says why not `EVP_Digest`).
     static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        let input = Array(bytes)
-        let ok = input.withUnsafeBufferPointer { inBuf in
-            digest.withUnsafeMutableBufferPointer { out in
-                // If the fetch failed (no provider loaded then), the legacy handle still works.
-                EVP_Digest(inBuf.baseAddress, input.count, out.baseAddress, nil, sha256Digest ?? EVP_sha256(), nil)
-            }
-        }
-        precondition(ok == 1, "EVP_Digest(SHA-256) failed")
-        return digest
+        // Hashed in place when the bytes are contiguous (a String's UTF-8, an Array): no copy.
+        if let digest = bytes.withContiguousStorageIfAvailable(digest) { return digest }
+        return Array(bytes).withUnsafeBufferPointer(digest)
     }
 
-    static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+    static func sha256(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8(digest)
+    }
+
+    private static func digest(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: Int(SHA256_DIGEST_LENGTH)) { out, count in
+            // A null base address (an empty buffer) is fine with a length of 0.
+            precondition(waybill_sha256(input.baseAddress, input.count, out.baseAddress) == 1, "SHA-256 failed")
+            count = Int(SHA256_DIGEST_LENGTH)
+        }
+    }
 
     /// PBKDF2-HMAC-SHA256 of `password` with `salt`: slow on purpose (see `PasswordHasher`).
     static func pbkdf2(password: String, salt: [UInt8], iterations: Int, length: Int = 32) -> [UInt8] {

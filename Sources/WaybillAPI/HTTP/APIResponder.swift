@@ -92,10 +92,11 @@ struct APIResponder: HTTPResponder {
     }
 
     private static func addCommonHeaders(_ response: inout HTTPResponse) {
-        response.headers.set("X-Content-Type-Options", "nosniff")
-        if response.headers["cache-control"] == nil { response.headers.set("Cache-Control", "no-cache, private") }
+        // Names in lower case, as `HTTPHeaders` stores them (and sends them): nothing to convert.
+        response.headers.set("x-content-type-options", "nosniff")
+        if response.headers["cache-control"] == nil { response.headers.set("cache-control", "no-cache, private") }
         if response.headers["content-security-policy"] == nil {
-            response.headers.set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+            response.headers.set("content-security-policy", "default-src 'none'; frame-ancestors 'none'")
         }
     }
 }

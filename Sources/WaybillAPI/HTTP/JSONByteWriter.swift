@@ -66,12 +66,24 @@ struct JSONByteWriter {
         if value == 0 { bytes.append(UInt8(ascii: "0")); return }
         var magnitude = value.magnitude
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        let start = bytes.count
-        while magnitude > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10))
-            magnitude /= 10
+        // Digits are counted first and then written from the last one, in place: reversing
+        // `bytes[start...]` afterwards copied the whole buffer (the slice shared its storage).
+        var digits = 0
+        var rest = magnitude
+        while rest > 0 {
+            digits += 1
+            rest /= 10
         }
-        bytes[start...].reverse()
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            var index = start + digits - 1
+            while magnitude > 0 {
+                buffer[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+                index -= 1
+            }
+        }
     }
 
     mutating func int<T: BinaryInteger>(_ value: T?) {

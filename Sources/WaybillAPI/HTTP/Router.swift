@@ -49,7 +49,19 @@ struct Router: Sendable {
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
     }
 
-    private static func split(_ path: String) -> [Substring] { path.split(separator: "/") }
+    /// The non-empty segments between slashes. Into an array sized once: `split(separator:)`
+    /// regrew its result two or three times for every request's path.
+    private static func split(_ path: String) -> [Substring] {
+        var parts: [Substring] = []
+        parts.reserveCapacity(8)
+        var start = path.startIndex
+        for index in path.indices where path[index] == "/" {
+            if start < index { parts.append(path[start..<index]) }
+            start = path.index(after: index)
+        }
+        if start < path.endIndex { parts.append(path[start...]) }
+        return parts
+    }
 
     private static func bind(_ pattern: [Substring], to parts: [Substring]) -> [String: String]? {
         guard pattern.count == parts.count else { return nil }

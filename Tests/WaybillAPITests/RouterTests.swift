@@ -1,0 +1,50 @@
+import Testing
+import WaybillNetwork
+
+@testable import WaybillAPI
+
+/// `Router.match`: trailing and repeated slashes are optional, parameters are bound by name,
+/// a known path with another method is 405, anything else 404.
+struct RouterTests {
+    static let router: Router = {
+        var r = Router()
+        for (method, pattern) in [
+            ("GET", "/"), ("GET", "/api/orders/"), ("POST", "/api/orders/"), ("GET", "/api/orders/{id}/"),
+            ("PATCH", "/api/orders/{id}/"), ("POST", "/api/orders/{id}/status"),
+        ] {
+            r.on(method, pattern) { _, _ in HTTPResponse(status: 204) }
+        }
+        return r
+    }()
+
+    func found(_ method: String, _ path: String) -> (pattern: String, parameters: [String: String])? {
+        guard case .found(let route, let parameters) = Self.router.match(method: method, path: path) else { return nil }
+        return (route.pattern, parameters)
+    }
+
+    @Test func pathsMatchWithOrWithoutTheirSlashes() {
+        for path in ["/api/orders/42/", "/api/orders/42", "api/orders/42", "//api//orders/42//"] {
+            #expect(found("PATCH", path)?.pattern == "/api/orders/{id}/", "\(path)")
+            #expect(found("PATCH", path)?.parameters == ["id": "42"], "\(path)")
+        }
+        #expect(found("GET", "/")?.pattern == "/")
+        #expect(found("GET", "")?.pattern == "/")
+        #expect(found("GET", "/api/orders")?.pattern == "/api/orders/")
+        #expect(found("POST", "/api/orders/7/status")?.parameters == ["id": "7"])
+        #expect(found("HEAD", "/api/orders/7/")?.pattern == "/api/orders/{id}/")
+    }
+
+    @Test func anotherMethodIs405AndAnUnknownPathIs404() {
+        guard case .methodNotAllowed(let allowed) = Self.router.match(method: "DELETE", path: "/api/orders/") else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == ["GET", "POST"])
+        for path in ["/api/order/", "/api/orders/1/2/3", "/api/orders/1/status/x"] {
+            guard case .notFound = Self.router.match(method: "GET", path: path) else {
+                Issue.record("expected 404 for \(path)")
+                continue
+            }
+        }
+    }
+}

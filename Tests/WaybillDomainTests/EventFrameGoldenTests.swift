@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+import WaybillDomain
+
+/// The event frame byte for byte (`EventFrame.json`, built by appending into one reserved string):
+/// every branch of the shape, and a number that needs escaping.
+struct EventFrameGoldenTests {
+    static let at = Date(timeIntervalSince1970: 1_800_000_000.123)
+
+    static func event(
+        _ type: OrderEventType, number: String = "2026/11/0042", old: OrderStatus? = .assigned, driver: UserID? = 7,
+        oldDriver: UserID? = nil, seen: Int? = nil
+    ) -> StoredEvent {
+        let event = OrderEvent(
+            type: type, companyID: 3, orderID: 42, number: number, oldStatus: old, newStatus: .accepted,
+            driverID: driver, oldDriverID: oldDriver, changedAt: at, groups: [.company(3), .fleet(3)],
+            seenVersion: seen)
+        return StoredEvent(id: 1234, event: event, committedAt: at)
+    }
+
+    @Test func framesAreByteForByteTheSpecShape() {
+        let cases: [(StoredEvent, String)] = [
+            (Self.event(.statusChanged), #"{"type":"order_status_changed","id":42,"order_id":42,"number":"2026/11/0042","old_status":"assigned","new_status":"accepted","driver_id":7,"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-ceca06d4"}"#),
+            (Self.event(.created, old: nil, driver: nil), #"{"type":"order_created","id":42,"order_id":42,"number":"2026/11/0042","old_status":null,"new_status":"accepted","driver_id":null,"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-fadc14bb"}"#),
+            (Self.event(.assigned, oldDriver: nil), #"{"type":"order_assigned","id":42,"order_id":42,"number":"2026/11/0042","old_status":"assigned","new_status":"accepted","driver_id":7,"old_driver_id":null,"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-1622d367"}"#),
+            (Self.event(.unassigned, driver: nil, oldDriver: 7), #"{"type":"order_unassigned","id":42,"order_id":42,"number":"2026/11/0042","old_status":"assigned","new_status":"accepted","driver_id":null,"old_driver_id":7,"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-fa25ca1e"}"#),
+            (Self.event(.seen, seen: 5), #"{"type":"order_seen","id":42,"order_id":42,"number":"2026/11/0042","old_status":"assigned","new_status":"accepted","driver_id":7,"seen":{"driver_id":7,"version":5,"at":"2027-01-15T08:00:00.123Z"},"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-c936f45e"}"#),
+            (Self.event(.updated, number: "quote \" back\\ <b>\n\u{1}é"), #"{"type":"order_updated","id":42,"order_id":42,"number":"quote \" back\\ \u003cb>\n\u0001é","old_status":"assigned","new_status":"accepted","driver_id":7,"changed_at":"2027-01-15T08:00:00.123Z","event_id":1234,"cursor":"1234-272a7e52"}"#),
+        ]
+        for (stored, expected) in cases {
+            #expect(EventFrame.json(stored) == expected)
+        }
+    }
+}
