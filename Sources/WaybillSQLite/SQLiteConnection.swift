@@ -100,6 +100,18 @@ final class SQLiteConnection {
     /// (`SQLITE_FULL`, `SQLITE_IOERR`, …): the writer checks this after each closure.
     var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
+    /// The file's data version (`SQLITE_FCNTL_DATA_VERSION`): it moves with every commit on this
+    /// connection and, once a transaction begins, with every commit another connection made. nil
+    /// if SQLite cannot say.
+    var dataVersion: UInt32? {
+        guard let handle else { return nil }
+        var version: UInt32 = 0
+        return sqlite3_file_control(handle, "main", SQLITE_FCNTL_DATA_VERSION, &version) == SQLITE_OK ? version : nil
+    }
+
+    /// The newest event id as of this (writer) connection's last commit (`NewestEventCache`).
+    var newestEvent = NewestEventCache()
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
 

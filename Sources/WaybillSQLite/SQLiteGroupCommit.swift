@@ -46,7 +46,7 @@ struct WriteOutcome {
 struct SQLiteGroupCommit: Sendable {
     /// Counters for tests and metrics, updated on the writer thread, read anywhere.
     final class Statistics: Sendable {
-        private let counts = Mutex((transactions: 0, writes: 0, inline: 0))
+        private let counts = Mutex((transactions: 0, writes: 0, inline: 0, lookups: 0))
         /// Transactions committed so far.
         var committedTransactions: Int { counts.withLock { $0.transactions } }
         /// Of those, transactions committed off the writer thread (`SQLiteWriterExecutor.runHere`).
@@ -54,11 +54,15 @@ struct SQLiteGroupCommit: Sendable {
         /// Write closures whose transaction committed (including ones that threw inside a batch;
         /// a write that ran alone and threw was rolled back and is not counted).
         var committedWrites: Int { counts.withLock { $0.writes } }
-        func recordCommit(writes: Int, inline: Bool) {
+        /// Times a write read the newest event id from the table (`NewestEventCache`), as of the
+        /// last commit.
+        var newestEventLookups: Int { counts.withLock { $0.lookups } }
+        func recordCommit(writes: Int, inline: Bool, newestEventLookups: Int) {
             counts.withLock {
                 $0.transactions += 1
                 $0.writes += writes
                 if inline { $0.inline += 1 }
+                $0.lookups = newestEventLookups
             }
         }
     }
@@ -102,6 +106,7 @@ struct SQLiteGroupCommit: Sendable {
                 return []
             }
         }
+        db.newestEvent.began(version: db.dataVersion)
         if jobs.count == 1, let job = jobs.first {
             if runAlone(job, on: db, inline: inline), let begin { gate.writerCommitted(begin) }
             return []
@@ -147,8 +152,9 @@ struct SQLiteGroupCommit: Sendable {
             abort(settled, failure: error, on: db)
             return []
         }
+        db.newestEvent.committed(version: db.dataVersion, lastEvent: events.last?.id.rawValue)
         if let begin { gate.writerCommitted(begin) }
-        statistics.recordCommit(writes: settled.count, inline: inline)
+        statistics.recordCommit(writes: settled.count, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(events)
         for outcome in settled { outcome.resume(nil) }
         return []
@@ -178,7 +184,8 @@ struct SQLiteGroupCommit: Sendable {
             abort([outcome], failure: error, on: db)
             return false
         }
-        statistics.recordCommit(writes: 1, inline: inline)
+        db.newestEvent.committed(version: db.dataVersion, lastEvent: tx.appended.last?.id.rawValue)
+        statistics.recordCommit(writes: 1, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(tx.appended)
         outcome.resume(nil)
         return true

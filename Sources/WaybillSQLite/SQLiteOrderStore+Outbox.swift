@@ -111,7 +111,14 @@ extension SQLiteOrderStore.Transaction {
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
         return try perform { () throws(SQLiteError) in
-            let newest = try newestID()
+            let newest: Int64
+            if let known = db.newestEvent.newest(version: db.dataVersion) {
+                newest = known
+            } else {
+                newest = try newestID()
+                db.newestEvent.lookedUp()
+            }
+            db.newestEvent.appending()
             let committedAt = clock()
             var stored: [StoredEvent] = []
             stored.reserveCapacity(events.count)

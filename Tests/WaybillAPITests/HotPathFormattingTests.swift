@@ -60,3 +60,19 @@ struct HotPathFormattingTests {
         #expect(hex(Crypto.sha256(bridged)) == abc)
     }
 }
+
+/// `Authenticator.bearerToken`: the byte path for ASCII headers gives what the character path gives.
+struct BearerTokenTests {
+    @Test func tokensAreTakenFromEveryShapeOfHeader() {
+        let cases: [(String?, String?)] = [
+            (nil, nil), ("", nil), ("Bearer", nil), ("Bearer ", nil), ("Bearer  ", ""), ("Bearer abc", "abc"),
+            ("bearer abc", "abc"), ("BEARER abc", "abc"), ("BeArEr \t abc \r\n", "abc"), ("Bearer\tabc", nil),
+            ("Basic abc", nil), ("Bearerabc", nil), ("Bearer a b", "a b"), ("xBearer abc", nil),
+            // Not ASCII: the general path (Unicode whitespace trimmed, Unicode letters kept).
+            ("Bearer tökén", "tökén"), ("Bearer abc\u{A0}", "abc"), ("\u{A0}Bearer abc", nil),
+        ]
+        for (header, expected) in cases {
+            #expect(Authenticator.bearerToken(header) == expected, "\(String(describing: header))")
+        }
+    }
+}
