@@ -123,16 +123,20 @@ extension SQLiteOrderStore.Transaction {
             [.id(id), .id(company)]
         ) { row throws(SQLiteError) in
             let driver = row.optionalInt64(4).map(UserID.init)
-            return Order(
+            let receipt = ReceiptColumns(
+                driverID: row.optionalInt64(10), version: row.optionalInt64(11).map(Int.init), at: row.optionalDate(12))
+            let order = Order(
                 id: OrderID(row.int64(0)), companyID: CompanyID(row.int64(1)), number: row.text(2),
                 status: try row.enumValue(3, as: OrderStatus.self), driverID: driver,
                 title: row.text(5), notes: row.text(6), createdAt: row.date(7), updatedAt: row.date(8),
                 version: row.int(9),
                 seen: OrderReceipt.stored(
-                    driverID: row.optionalInt64(10), version: row.optionalInt64(11).map(Int.init),
-                    at: row.optionalDate(12), assignedTo: driver))
+                    driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: driver))
+            return (order, receipt)
         }
-        guard var order = found else { return nil }
+        guard let found else { return nil }
+        var order = found.0
+        loadedReceipts[id] = found.1
         if let stages {
             order.stages = stages
         } else {
@@ -209,6 +213,7 @@ extension SQLiteOrderStore.Transaction {
         let deleted = try perform { () throws(SQLiteError) -> Bool in
             // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
             loaded[id] = nil
+            loadedReceipts[id] = nil
             try db.execute("DELETE FROM orders WHERE id = ? AND company_id = ?", [.id(id), .id(company)])
             return db.changes > 0
         }

@@ -9,10 +9,13 @@ extension SQLiteOrderStore.Transaction {
     ) throws -> OrderSummary? {
         guard version > 0 else { return nil }
         return try perform { () throws(SQLiteError) in
+            // The receipt columns change: an order read before is read again by a later update.
+            loaded[id] = nil
+            loadedReceipts[id] = nil
             // Every rule in the WHERE clause, so the check and the write are one statement: the
             // driver's own order, a version that exists, newer than this driver's last receipt
             // (a receipt of another driver is replaced whatever its version).
-            try db.queryFirst(
+            return try db.queryFirst(
                 """
                 UPDATE orders SET seen_driver_id = ?1, seen_version = ?2, seen_at = ?3
                 WHERE id = ?4 AND company_id = ?5 AND driver_id = ?1 AND version >= ?2
