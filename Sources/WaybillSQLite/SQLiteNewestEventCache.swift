@@ -18,12 +18,15 @@ struct NewestEventCache {
     private var validAtBegin = false
     /// Whether the open transaction appended events (then it reads the table).
     private var appendedInTransaction = false
+    /// An append failed part-way in the open transaction: rows it wrote may commit unseen.
+    private var untrusted = false
     /// Times the newest id was read from the table (tests and benchmarks).
     private(set) var lookups = 0
 
     /// A write transaction began (after `BEGIN IMMEDIATE`); `version` is the file's data version now.
     mutating func began(version: UInt32?) {
         appendedInTransaction = false
+        untrusted = false
         validAtBegin = version != nil && known?.version == version
     }
 
@@ -41,14 +44,23 @@ struct NewestEventCache {
     /// The open transaction is about to append events: later appends in it read the table.
     mutating func appending() { appendedInTransaction = true }
 
+    /// An append threw after some of its rows may have been written (SQLite undoes only the
+    /// failing statement, and a closure may catch the error and commit): nothing is known until
+    /// the table is read again.
+    mutating func forget() {
+        known = nil
+        untrusted = true
+    }
+
     /// The open transaction committed; `version` is the data version after the commit, and
     /// `lastEvent` the id of the last event it committed (nil if none).
     mutating func committed(version: UInt32?, lastEvent: Int64?) {
         defer {
             validAtBegin = false
             appendedInTransaction = false
+            untrusted = false
         }
-        guard let version else {
+        guard let version, !untrusted else {
             known = nil
             return
         }

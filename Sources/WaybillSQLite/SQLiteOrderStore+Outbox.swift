@@ -122,12 +122,17 @@ extension SQLiteOrderStore.Transaction {
             let committedAt = clock()
             var stored: [StoredEvent] = []
             stored.reserveCapacity(events.count)
-            for (offset, event) in events.enumerated() {
-                let id = EventID(newest + 1 + Int64(offset))
-                try insert(event, id: id, committedAt: committedAt)
-                var saved = event
-                saved.changedAt = event.changedAt.sqliteRoundTripped
-                stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped))
+            do throws(SQLiteError) {
+                for (offset, event) in events.enumerated() {
+                    let id = EventID(newest + 1 + Int64(offset))
+                    try insert(event, id: id, committedAt: committedAt)
+                    var saved = event
+                    saved.changedAt = event.changedAt.sqliteRoundTripped
+                    stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped))
+                }
+            } catch {
+                db.newestEvent.forget()
+                throw error
             }
             appended += stored
             return stored

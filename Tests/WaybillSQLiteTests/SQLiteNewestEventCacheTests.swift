@@ -41,6 +41,54 @@ struct SQLiteNewestEventCacheTests {
         cache.committed(version: nil, lastEvent: 20)
         cache.began(version: 8)
         #expect(cache.newest(version: 8) == nil)
+        // An append that failed part-way: even a commit naming its last event vouches for nothing.
+        cache.committed(version: 9, lastEvent: 30)
+        cache.began(version: 9)
+        #expect(cache.newest(version: 9) == 30)
+        cache.appending()
+        cache.forget()
+        cache.committed(version: 10, lastEvent: 31)
+        cache.began(version: 10)
+        #expect(cache.newest(version: 10) == nil)
+    }
+
+    /// SQLite undoes only the statement that failed: an append that throws after writing some of
+    /// its rows, caught by the closure, commits rows the cache never saw. The next write must read
+    /// the table, not reuse an id.
+    @Test func anAppendThatFailsPartWayAndIsCaughtIsNotTrusted() async throws {
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let raw = try SQLiteConnection(path: path)
+            try raw.executeScript(
+                """
+                CREATE TRIGGER refuse_boom BEFORE INSERT ON events WHEN NEW.number = 'boom'
+                BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
+                """)
+            raw.close()
+            // After the trigger's commit (another connection): this write reads the table and
+            // leaves the cache vouching for its id, which the next write then uses.
+            let first = try await store.write { tx in try tx.appendEvents([createdEvent(order)])[0].id }
+            let lookups = store.writerStatistics.newestEventLookups
+            var boom = createdEvent(order)
+            boom.number = "boom"
+            let refused = boom
+            let caught = try await store.write { tx -> Bool in
+                do {
+                    _ = try tx.appendEvents([createdEvent(order), refused])  // the first row goes in
+                    return false
+                } catch {
+                    return true  // caught: the transaction commits the first row
+                }
+            }
+            #expect(caught)
+            #expect(store.writerStatistics.newestEventLookups == lookups, "the failed append took its id from the cache")
+            let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)])[0].id }
+            #expect(next == EventID(first.rawValue + 2), "the id after the row the failed append left")
+            #expect(
+                try await store.read { tx in try tx.events(after: .zero, limit: 10).map(\.id) }
+                    == [first, EventID(first.rawValue + 1), next])
+        }
     }
 
     @Test func writesInARowReadTheTableOnceAndARollbackLeavesNoGap() async throws {
