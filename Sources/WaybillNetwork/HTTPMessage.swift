@@ -43,21 +43,18 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// write). A name already in lower-case ASCII is returned as it is; ASCII is lower-cased by
     /// byte; anything else goes through `lowercased()`.
     static func lowercased(_ name: String) -> String {
-        var name = name
-        return name.withUTF8 { bytes -> String? in
-            var upper = false
-            for byte in bytes {
-                if byte >= 0x80 { return nil }
-                if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { upper = true }
+        var upper = false
+        for byte in name.utf8 {
+            if byte >= 0x80 { return name.lowercased() }
+            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { upper = true }
+        }
+        guard upper else { return name }
+        return String(unsafeUninitializedCapacity: name.utf8.count) { out in
+            for (index, byte) in name.utf8.enumerated() {
+                out[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
             }
-            guard upper else { return nil }
-            return String(unsafeUninitializedCapacity: bytes.count) { out in
-                for (index, byte) in bytes.enumerated() {
-                    out[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-                }
-                return bytes.count
-            }
-        } ?? (name.utf8.allSatisfy { $0 < 0x80 } ? name : name.lowercased())
+            return name.utf8.count
+        }
     }
 
     /// Iterates `fields` in order.

@@ -228,20 +228,6 @@ final class HTTPSession {
     /// refuse the body written as part of the head); lws needs that count only for `LWS_WRITE_HTTP`
     /// writes, which this path makes none of. HTTP/2 is not served (no TLS), so its framing rules
     /// do not apply.
-    /// The names every answer carries, as lws takes them: `name:` and a NUL, made once.
-    private static let commonHeaderNames: [String: [UInt8]] = Dictionary(
-        uniqueKeysWithValues: [
-            "content-type", "x-content-type-options", "cache-control", "content-security-policy", "etag",
-            "x-request-id", "idempotent-replayed", "retry-after", "allow", "referrer-policy",
-        ].map { ($0, Array(($0 + ":").utf8) + [0]) })
-
-    /// Calls `body` with `name:` as a NUL-terminated C string.
-    private static func headerName<T>(_ name: String, _ body: (UnsafePointer<UInt8>) -> T) -> T {
-        if let common = commonHeaderNames[name] { return common.withUnsafeBufferPointer { body($0.baseAddress!) } }
-        let bytes = Array((name + ":").utf8) + [0]
-        return bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
-    }
-
     private func writeHeaders(_ response: HTTPResponse, body: [UInt8]? = nil) -> Bool {
         writes += 1
         // Written here from the response itself, never from the application's headers.
@@ -275,9 +261,11 @@ final class HTTPSession {
                 // lws wants the name with its colon, NUL-terminated; the value by length. Both are
                 // passed without a copy into an array (every answer carries four or five headers).
                 var value = value
-                let ok = Self.headerName(name) { n in
-                    value.withUTF8 { v in
-                        lws_add_http_header_by_name(wsi, n, v.baseAddress ?? n, Int32(v.count), &p, end) == 0
+                let ok = LwsHeaderName.withColon(name) { key, keyLength in
+                    key.withMemoryRebound(to: UInt8.self, capacity: Int(keyLength) + 1) { n in
+                        value.withUTF8 { v in
+                            lws_add_http_header_by_name(wsi, n, v.baseAddress ?? n, Int32(v.count), &p, end) == 0
+                        }
                     }
                 }
                 if !ok { return false }

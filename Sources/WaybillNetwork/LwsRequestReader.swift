@@ -25,7 +25,7 @@ enum LwsRequestReader {
         ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
     ]
     /// Headers lws does not know: looked up by name (lower case, with the colon lws expects).
-    private static let customHeaders = ["idempotency-key", "x-request-id", "last-event-id"]
+    static let customHeaders = ["idempotency-key", "x-request-id", "last-event-id"]
 
     private static let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
 
@@ -59,12 +59,10 @@ enum LwsRequestReader {
         var result: [(name: String, value: String)] = []
         let total = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS))
         guard total > 0 else { return result }
-        var buffer = [CChar](repeating: 0, count: total + 1)
         var fragment: Int32 = 0
-        while true {
-            let n = lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, fragment)
-            if n < 0 { break }
-            let text = string(buffer, count: Int(n))
+        while let text = copied(
+            capacity: total + 1, { lws_hdr_copy_fragment(wsi, $0, $1, WSI_TOKEN_HTTP_URI_ARGS, fragment) })
+        {
             if let eq = text.firstIndex(of: "=") {
                 result.append((String(text[..<eq]), String(text[text.index(after: eq)...])))
             } else if !text.isEmpty {
@@ -93,19 +91,12 @@ enum LwsRequestReader {
         return copied(capacity: length + 1) { lws_hdr_copy(wsi, $0, $1, token) }
     }
 
-    /// Names of `customHeaders` as lws looks them up (with the colon), as C strings made once:
-    /// a Swift string handed to C is copied into a new buffer on every call.
-    private static let customKeys = Dictionary(
-        uniqueKeysWithValues: customHeaders.map { ($0, Array(($0 + ":").utf8CString)) })
-
     /// A header lws does not know, by lower-case name.
     static func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
-        let key = customKeys[name] ?? Array((name + ":").utf8CString)
-        return key.withUnsafeBufferPointer { key -> String? in
-            let keyLength = Int32(key.count - 1)  // without the NUL
-            let length = Int(lws_hdr_custom_length(wsi, key.baseAddress, keyLength))
+        LwsHeaderName.withColon(name) { key, keyLength -> String? in
+            let length = Int(lws_hdr_custom_length(wsi, key, keyLength))
             guard length > 0 else { return nil }
-            return copied(capacity: length + 1) { lws_hdr_custom_copy(wsi, $0, $1, key.baseAddress, keyLength) }
+            return copied(capacity: length + 1) { lws_hdr_custom_copy(wsi, $0, $1, key, keyLength) }
         }
     }
 
@@ -134,9 +125,5 @@ enum LwsRequestReader {
         } ?? ""
         // lws listens dual-stack: show IPv4 peers as IPv4.
         return address.hasPrefix("::ffff:") ? String(address.dropFirst(7)) : address
-    }
-
-    private static func string(_ buffer: [CChar], count: Int) -> String {
-        String(decoding: buffer.prefix(max(0, min(count, buffer.count))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -18,10 +18,7 @@ enum Crypto {
         return Array(bytes).withUnsafeBufferPointer(digest)
     }
 
-    static func sha256(_ text: String) -> [UInt8] {
-        var text = text
-        return text.withUTF8(digest)
-    }
+    static func sha256(_ text: String) -> [UInt8] { sha256(text.utf8) }
 
     private static func digest(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: Int(SHA256_DIGEST_LENGTH)) { out, count in
