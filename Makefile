@@ -7,12 +7,12 @@ SWIFT ?= swift
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test bench bench-history fuzz clean
+.PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test release-smoke bench bench-history fuzz clean
 
 run: deps build-release
 	$(RELEASE_BIN)/waybill demo
 
-test: test-deps build swift-test browser-test
+test: test-deps build swift-test browser-test release-smoke
 
 deps:
 	@scripts/install-deps.sh
@@ -43,6 +43,11 @@ swift-test:
 	$(SWIFT) test --skip-build --skip 'WaybillClientTests|$(SERVICE_SUITES)|ClusterTests'
 	$(SWIFT) test --skip-build --filter '$(SERVICE_SUITES)'
 	$(SWIFT) test --skip-build --filter ClusterTests
+
+# The Swift tests run a debug build; this checks the release build `make run` serves (an
+# optimizer-only crash once slipped past them: scripts/release-smoke.sh).
+release-smoke: build-release
+	scripts/release-smoke.sh $(RELEASE_BIN)/waybill
 
 browser-test:
 	WAYBILL_BIN=$(DEBUG_BIN)/waybill scripts/browser-tests.sh

@@ -24,6 +24,8 @@ final class IdempotentWrite: Sendable {
     /// This claim's token: only it may complete or release the record.
     let token: String
     private let stored = Mutex<HTTPResponse?>(nil)
+    /// How `answer` renders the order its write saves, while that write runs (nil otherwise).
+    private let renderer = Mutex<(@Sendable (Order) throws -> HTTPResponse)?>(nil)
 
     init(userID: UserID, key: String, token: String) {
         self.userID = userID
@@ -45,18 +47,27 @@ final class IdempotentWrite: Sendable {
     }
 
     /// Runs an order write answered with `render(order)`. Under a claimed key the answer is
-    /// rendered inside the write's transaction (`OrderService.inTransaction`) and stored there;
+    /// rendered inside the write's transaction (`inTransaction`, read by `OrderService.commit`) and stored there;
     /// the caller gets exactly the stored bytes.
     static func answer(
         _ render: @escaping @Sendable (Order) throws -> HTTPResponse, _ write: () async throws -> Order
     ) async throws -> HTTPResponse {
         guard let claim = current else { return try render(try await write()) }
-        let order = try await OrderService.$inTransaction.withValue({ order, tx, now in
-            try claim.complete(with: try render(order), in: tx, at: now)
-        }) {
-            try await write()
-        }
+        // Kept on the claim for the write's duration, not pushed as a second task-local: a
+        // `withValue` nested in `IdempotencyGuard`'s crashed in `swift_task_localValuePush`
+        // (SIGSEGV) in release builds on every write carrying an `Idempotency-Key` (the panel
+        // sends one with each change), while debug builds, which the tests run, were fine.
+        claim.renderer.withLock { $0 = render }
+        defer { claim.renderer.withLock { $0 = nil } }
+        let order = try await write()
         return try claim.storedResponse ?? render(order)
+    }
+
+    /// What an order write adds to its transaction while `answer` runs it: the rendered answer,
+    /// stored under the key (`OrderService.commit` calls it after the change, before the events).
+    var inTransaction: (@Sendable (Order, any StoreWriter, Date) throws -> Void)? {
+        guard let render = renderer.withLock({ $0 }) else { return nil }
+        return { order, tx, now in try self.complete(with: try render(order), in: tx, at: now) }
     }
 }
 

@@ -142,13 +142,6 @@ final class OrderService: Sendable {
 
     // MARK: The one write path
 
-    /// Work the current task adds to each of its order writes' transactions, after the change and
-    /// before its events: `IdempotentWrite` stores the request's response there, so the change and
-    /// the response commit together. A task-local, read before the write starts, because the
-    /// transaction runs on the store's thread. Must have no effect outside the store (PostgreSQL
-    /// may run a transaction twice).
-    @TaskLocal static var inTransaction: (@Sendable (Order, any StoreWriter, Date) throws -> Void)?
-
     typealias Rule = @Sendable (Order, any StoreWriter, Date) throws -> (Order?, @Sendable (Order, Order) -> OrderChange)
 
     /// Loads a visible order, checks `ifMatch` against it, applies `rule`, saves the result and its
@@ -175,7 +168,12 @@ final class OrderService: Sendable {
     private func commit(
         _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
     ) async throws -> Order {
-        let now = clock.now(), hook = Self.inTransaction
+        // Work the request adds to its order write's transaction, after the change and before its
+        // events: `IdempotentWrite` stores the request's response there, so the change and the
+        // response commit together. Read here, before the write starts, because the transaction
+        // runs on the store's thread. Must have no effect outside the store (PostgreSQL may run a
+        // transaction twice).
+        let now = clock.now(), hook = IdempotentWrite.current?.inTransaction
         let (order, events) = try await store.write { tx in
             let (order, change) = try body(tx, now)
             try hook?(order, tx, now)
