@@ -95,7 +95,7 @@ let package = Package(
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain", "WaybillStoreTesting"],
+            name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain", "WaybillStoreTesting", "WaybillTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillPostgresTests",

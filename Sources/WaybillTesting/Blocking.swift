@@ -29,3 +29,13 @@ public func pollUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) 
     }
     return condition()
 }
+
+/// What `body` returned or threw, so that cleanup that must be awaited (a `defer` cannot) runs
+/// either way before the outcome is passed on.
+public func outcome<T>(of body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
+    }
+}

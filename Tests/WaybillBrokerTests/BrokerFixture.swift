@@ -12,6 +12,18 @@ enum BrokerKind: String, CaseIterable, Sendable, CustomStringConvertible {
     var description: String { rawValue }
 }
 
+/// Runs `body` with a fresh fixture of `kind`, then tears it down however `body` ends. Starting and
+/// stopping a Redis server (spawn, wait until it answers; close joins the broker's threads, then
+/// kill and reap) block, so they run on a thread of their own: on the 2-thread cooperative pool of
+/// a 2-core machine, several parameterised cases doing it at once stalled the timed Redis and
+/// PostgreSQL failure tests running in the same process.
+func withBrokerFixture(_ kind: BrokerKind, _ body: (BrokerFixture) async throws -> Void) async throws {
+    let fixture = try await runBlocking { try BrokerFixture(kind) }
+    let result = await outcome { try await body(fixture) }
+    _ = try? await runBlocking { fixture.tearDown() }
+    try result.get()
+}
+
 /// A broker of one kind, plus the Redis server behind it (a fresh one per test, on its own port).
 final class BrokerFixture: Sendable {
     let broker: any Broker

@@ -51,7 +51,7 @@ struct RedisBrokerFailureTests {
             #expect(await subscription.wait(timeout: .seconds(3)) { $0.last == .lost })
             await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
 
-            try redis.start()
+            try await runBlocking { try redis.start() }
             #expect(await subscription.waitForSubscribed(count: 2, timeout: .seconds(5)))
             #expect(try await publishUntilAccepted(broker, [event(2)], timeout: .seconds(5)))
             #expect(await subscription.waitForEvents(1))
@@ -176,13 +176,13 @@ struct RedisBrokerFailureTests {
 
     /// Dropping the last reference closes the broker: its threads stop and its streams end.
     @Test func releasedBrokerEndsItsSubscriptions() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
+        let redis = try await runBlocking { try RedisServer() }
         var broker: RedisBroker? = try RedisBroker(url: redis.url)
         let subscription = DeliveryCollector(broker!.subscribe())
         #expect(await subscription.waitForSubscribed())
-        broker = nil
+        broker = nil  // closes it: joins its threads (quick when Redis is up)
         #expect(await subscription.wait { _ in subscription.isFinished })
+        _ = try? await runBlocking { redis.stop() }
     }
 
     @Test func cancelledSubscriptionIsUnregistered() async throws {
@@ -198,9 +198,11 @@ struct RedisBrokerFailureTests {
 
     /// A broker whose Redis never ran: publish fails fast, the subscription waits without `.subscribed`.
     @Test func downRedisAtStartupFailsPublishesQuickly() async throws {
-        let redis = try RedisServer()
-        let url = redis.url
-        redis.stop()
+        let url = try await runBlocking { () throws -> String in
+            let redis = try RedisServer()
+            defer { redis.stop() }
+            return redis.url
+        }
         let broker = try RedisBroker(url: url)
         defer { broker.close() }
         let subscription = DeliveryCollector(broker.subscribe())
@@ -221,11 +223,17 @@ private func withRedisBroker(
     opening: (String) throws -> RedisBroker = { try RedisBroker(url: $0) },
     _ body: (RedisServer, RedisBroker) async throws -> Void
 ) async throws {
-    let redis = try RedisServer()
-    defer { redis.stop() }
-    let broker = try opening(redis.url)
-    defer { broker.close() }
-    try await body(redis, broker)
+    // Off the cooperative pool: starting a server waits until it answers, and closing joins the
+    // broker's threads (see `withBrokerFixture`).
+    let redis = try await runBlocking { try RedisServer() }
+    let result = await outcome {
+        let broker = try opening(redis.url)
+        let result = await outcome { try await body(redis, broker) }
+        _ = try? await runBlocking { broker.close() }
+        try result.get()
+    }
+    _ = try? await runBlocking { redis.stop() }
+    try result.get()
 }
 
 /// A subscription that is up and has delivered one batch (`event(1)`).

@@ -40,7 +40,13 @@ struct HubFeedBoundTests {
                 clock: TestClock(), configuration: configuration)
             let subscription = broker.subscribe()
             let start = try await HubFeed.newestCursor(in: store)
-            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            // The feed runs on threads of its own: the stuck delivery blocks one of them, not one
+            // of the two the cooperative pool has on a 2-core machine.
+            let executor = ThreadExecutor(name: "stuck-feed")
+            defer { executor.shutdown() }
+            let running = Task(executorPreference: executor) {
+                await feed.run(first: subscription, startingAfter: start)
+            }
             defer { running.cancel() }
 
             // The read after the first `.subscribed` (nothing to deliver yet) is over. It waits up

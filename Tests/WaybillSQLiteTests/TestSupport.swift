@@ -4,6 +4,7 @@ import Testing
 import WaybillDomain
 import WaybillStorage
 import WaybillStoreTesting
+import WaybillTesting
 
 @testable import WaybillSQLite
 
@@ -37,9 +38,13 @@ func withStore<T>(
 ) async throws -> T {
     let database = TemporaryDatabase()
     defer { database.remove() }
-    let store = try SQLiteOrderStore(path: database.path, readerCount: readers, clock: clock.function)
-    defer { store.close() }
-    return try await body(store, database.path)
+    // Opening and closing block (threads started and joined, migrations, the last checkpoint):
+    // off the cooperative pool, which every test in the process shares.
+    let (path, function) = (database.path, clock.function)
+    let store = try await runBlocking { try SQLiteOrderStore(path: path, readerCount: readers, clock: function) }
+    let result = await outcome { try await body(store, path) }
+    _ = try? await runBlocking { store.close() }
+    return try result.get()
 }
 
 /// Blocks the calling (store) thread until `condition` holds or 10 s pass; tests use it to

@@ -7,6 +7,7 @@ import WaybillObservability
 import WaybillSQLite
 import WaybillDomain
 import WaybillStorage
+import WaybillTesting
 
 import WaybillNetwork
 
@@ -36,7 +37,11 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         self.clock = clock
         self.directory = directory
         self.openStore = openStore
-        store = try openStore(directory.appendingPathComponent("waybill.sqlite").path)
+        let path = directory.appendingPathComponent("waybill.sqlite").path
+        // Opening (threads started, WAL, migrations) and closing (threads joined, last checkpoint)
+        // block: off the cooperative pool, which has two threads on a 2-core machine for every
+        // test in the process.
+        store = try await runBlocking { try openStore(path) }
         server = try await WaybillServer.start(
             configuration: configuration, store: store, broker: broker, logger: Logger(sink: logs.sink), clock: clock)
     }
@@ -81,8 +86,11 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
 
     /// Starts a server again on the same port, with a freshly opened store on the same file.
     func startServer() async throws {
-        store.close()
-        store = try openStore(directory.appendingPathComponent("waybill.sqlite").path)
+        let (closing, path, openStore) = (store, directory.appendingPathComponent("waybill.sqlite").path, openStore)
+        store = try await runBlocking {
+            closing.close()
+            return try openStore(path)
+        }
         var configuration = self.configuration
         configuration.port = stoppedPort ?? server.port
         server = try await WaybillServer.start(
@@ -107,8 +115,11 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
 
     private func stop() async {
         await server.shutdown()
-        store.close()
-        try? FileManager.default.removeItem(at: directory)
+        let (store, directory) = (store, directory)
+        _ = try? await runBlocking {
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 
     /// A company with a dispatcher and drivers (each with `orders` assigned orders).

@@ -7,6 +7,7 @@ import WaybillObservability
 import WaybillRealtime
 import WaybillSQLite
 import WaybillStorage
+import WaybillTesting
 
 /// Event values for the state machines: ids as given, a fixed commit time unless told.
 enum Fixtures {
@@ -40,12 +41,16 @@ enum Fixtures {
 /// A real SQLite store in a fresh temporary directory, closed and deleted after `body`.
 func withStore<T>(_ body: (SQLiteOrderStore) async throws -> T) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-realtime-\(UUID().uuidString)")
-    let store = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
-    defer {
+    // Opening and closing block (threads started and joined, migrations, the last checkpoint):
+    // off the cooperative pool, which every test in the process shares.
+    let path = directory.appendingPathComponent("waybill.sqlite").path
+    let store = try await runBlocking { try SQLiteOrderStore(path: path) }
+    let result = await outcome { try await body(store) }
+    _ = try? await runBlocking {
         store.close()
         try? FileManager.default.removeItem(at: directory)
     }
-    return try await body(store)
+    return try result.get()
 }
 
 extension OrderStore {
