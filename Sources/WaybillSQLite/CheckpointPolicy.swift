@@ -11,7 +11,10 @@ import Synchronization
 /// two hundred at that rate, with the WAL bounded the way SQLite's own automatic checkpoint bounds
 /// it. `maxAge` also bounds how late a checkpoint that started failing is noticed (docs/HARDENING.md).
 struct CheckpointPolicy: Sendable, Equatable {
-    /// WAL pages that make a checkpoint due (4 000 pages of 4 KiB: 16 MiB).
+    /// WAL pages that make a checkpoint due: 4 MiB in a file the store made (1 KiB pages,
+    /// `SQLiteOrderStore.newDatabasePageSize`), 16 MiB in a 4 KiB-page file from an earlier build.
+    /// At 1 000 writes/s (about seven frames each) that is a checkpoint every 0.6 s; the A/B runs
+    /// of the page size change included those (docs/BENCHMARKS.md, 2026-12-03 07:06).
     var pageThreshold = 4_000
     /// A WAL this process committed to is checkpointed at least this often.
     var maxAge: Duration = .seconds(2)
