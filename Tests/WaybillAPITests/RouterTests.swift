@@ -47,4 +47,17 @@ struct RouterTests {
             }
         }
     }
+
+    /// Segments are split and compared by byte: parameters keep any text as sent, a "/" before a
+    /// combining mark still separates (a walk by `Character` took the pair for one character), and
+    /// a literal matches only its exact bytes (not a canonically equivalent spelling).
+    @Test func pathsAreSplitAndComparedByByte() {
+        #expect(found("PATCH", "/api/orders/ünï 🚚/")?.parameters == ["id": "ünï 🚚"])
+        #expect(found("PATCH", "/api/orders/\u{301}42/")?.parameters == ["id": "\u{301}42"])
+        #expect(Router.split("/a/\u{301}b//c") == ["a", "\u{301}b", "c"])
+        guard case .notFound = Self.router.match(method: "GET", path: "/api/orde\u{301}rs/") else {
+            Issue.record("a literal matched other bytes")
+            return
+        }
+    }
 }
