@@ -36,10 +36,15 @@ struct Router: Sendable {
     }
 
     private(set) var routes: [Route] = []
+    /// Indices into `routes` by segment count, in the order added: a path is tried only against
+    /// the routes it could match (copying every route out of the array to look at it showed in
+    /// the write path's profile).
+    private var bySegmentCount: [Int: [Int]] = [:]
 
     mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
-        routes.append(
-            Route(method: method, pattern: pattern, segments: Self.split(pattern).map(Segment.init), handler: handler))
+        let segments = Self.split(pattern).map(Segment.init)
+        bySegmentCount[segments.count, default: []].append(routes.count)
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
     }
 
     /// Replaces the handler of every route for which `applies(method, pattern)` holds with
@@ -55,12 +60,13 @@ struct Router: Sendable {
     func match(method: String, path: String) -> Match {
         let parts = Self.split(path)
         var allowed: [String] = []
-        for route in routes {
-            guard let parameters = Self.bind(route.segments, to: parts) else { continue }
-            if route.method == method || (method == "HEAD" && route.method == "GET") {
-                return .found(route, parameters: parameters)
+        for index in bySegmentCount[parts.count] ?? [] {
+            guard let parameters = Self.bind(routes[index].segments, to: parts) else { continue }
+            let routeMethod = routes[index].method
+            if routeMethod == method || (method == "HEAD" && routeMethod == "GET") {
+                return .found(routes[index], parameters: parameters)
             }
-            allowed.append(route.method)
+            allowed.append(routeMethod)
         }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
     }
