@@ -237,13 +237,25 @@ extension ServerCore {
         return continues(with: request.method.utf8) && continues(with: " /".utf8)
     }
 
-    /// A header's integer value, blanks around it allowed. Trimmed in Swift: `trimmingCharacters(in:)`
-    /// bridges to NSString on Linux, a measurable cost at one call per request.
+    /// A header's decimal value (`1*DIGIT`, RFC 9110), with the blanks HTTP allows around a value
+    /// (space, tab); nil for anything else, a sign included, or past 18 digits. Read by byte: a
+    /// `Character` walk looked up grapheme properties (and `trimmingCharacters(in:)` bridged to
+    /// NSString on Linux), at one call per request.
     static func integer(_ text: String) -> Int? {
-        var digits = Substring(text)
-        while digits.first?.isWhitespace == true { digits.removeFirst() }
-        while digits.last?.isWhitespace == true { digits.removeLast() }
-        return Int(digits)
+        var value = 0, digits = 0, trailing = false
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"):
+                if digits > 0 { trailing = true }
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                guard !trailing, digits < 18 else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+            default:
+                return nil
+            }
+        }
+        return digits > 0 ? value : nil
     }
 
     /// How long a responder may take before the connection is dropped.

@@ -1,0 +1,26 @@
+import Testing
+
+@testable import WaybillNetwork
+
+/// `ServerCore.integer`, the reading of a Content-Length value: digits only, with the blanks HTTP
+/// allows around a field value; anything else is nil (the request is then refused with 400).
+struct ContentLengthValueTests {
+    @Test func digitsWithOptionalBlanksAroundThem() {
+        #expect(ServerCore.integer("0") == 0)
+        #expect(ServerCore.integer("42") == 42)
+        #expect(ServerCore.integer(" 42") == 42)
+        #expect(ServerCore.integer("42 \t") == 42)
+        #expect(ServerCore.integer("\t 1048576 ") == 1_048_576)
+        #expect(ServerCore.integer("007") == 7)
+        #expect(ServerCore.integer("999999999999999999") == 999_999_999_999_999_999)
+    }
+
+    @Test func anythingElseIsRefused() {
+        for text in [
+            "", " ", "-1", "+5", "4 2", "42a", "0x10", "1e3", "4\u{0}2", "\u{A0}42", "４２", "1234567890123456789",
+            "42,42",
+        ] {
+            #expect(ServerCore.integer(text) == nil, "\(text.debugDescription)")
+        }
+    }
+}
