@@ -238,10 +238,15 @@ extension ServerCore {
     }
 
     /// A header's decimal value (`1*DIGIT`, RFC 9110), with the blanks HTTP allows around a value
-    /// (space, tab); nil for anything else, a sign included, or past 18 digits. Read by byte: a
-    /// `Character` walk looked up grapheme properties (and `trimmingCharacters(in:)` bridged to
-    /// NSString on Linux), at one call per request.
+    /// (space, tab); nil for anything else, a sign included, past 18 digits, or a value of more
+    /// than 30 bytes. Read by byte: a `Character` walk looked up grapheme properties (and
+    /// `trimmingCharacters(in:)` bridged to NSString on Linux), at one call per request.
+    ///
+    /// Why 30 bytes: lws reads Content-Length itself into a 32-byte buffer and takes a longer
+    /// value for no length at all, so it would frame no body (or a 100 MB one) while this side
+    /// waited for the body it read; the connection then hung until lws's timeout, unanswered.
     static func integer(_ text: String) -> Int? {
+        guard text.utf8.count <= 30 else { return nil }
         var value = 0, digits = 0, trailing = false
         for byte in text.utf8 {
             switch byte {

@@ -31,8 +31,9 @@ public final class SQLiteOrderStore: OrderStore {
     /// benchmark machine (docs/BENCHMARKS.md, 2026-12-03 07:06): SQLite's own cost of such a commit
     /// fell from about 50 to 39 µs, with a 1.5 KB idempotency answer in it from 83 to 77 µs, and
     /// list pages over 100 000 orders read no slower. A file's page size is fixed once it has
-    /// tables (and in WAL mode for good), so an existing database keeps its own; the PRAGMA is a
-    /// no-op there.
+    /// tables (and in WAL mode for good), so an existing database keeps its own. The PRAGMA does
+    /// leave the size pending on the writer's connection: a `VACUUM` run there would rebuild the
+    /// file with 1 KiB pages (nothing runs one today).
     static let newDatabasePageSize = 1024
 
     private let writeQueue = JobQueue<WriterWork>()

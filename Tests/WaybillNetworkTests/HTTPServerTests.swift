@@ -266,6 +266,33 @@ struct HTTPServerTests {
         }
     }
 
+    /// Lengths lws and this server could read differently are refused with 400 and a close, at
+    /// once: a sign, a Unicode blank (lws read NBSP+5 as 0 and framed no body, while the old trim
+    /// read 5), and a value longer than lws's 31-byte buffer (lws then saw no length and framed
+    /// no body; the connection hung unanswered until lws's timeout).
+    @Test(arguments: [
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: \u{A0}5\r\n\r\nhello",
+        "DELETE /x HTTP/1.1\r\nHost: x\r\nContent-Length: \t" + String(repeating: "\t", count: 30) + "5\r\n\r\nhello",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5" + String(repeating: " ", count: 30) + "\r\n\r\nhello",
+    ])
+    func lengthsReadDifferentlyAreRefusedAtOnce(raw: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed, elapsed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                let started = ContinuousClock.now
+                try c.send(raw)
+                let response = try c.readResponse()
+                return (response, c.waitForClose(timeout: .seconds(3)), ContinuousClock.now - started)
+            }
+            #expect(response.status == 400)
+            #expect(response.text.contains("Invalid Content-Length"))
+            #expect(closed)
+            #expect(elapsed < .seconds(3), "answered at once, not after lws's timeout")
+        }
+    }
+
     @Test func chunkedOversizeBodyGets413() async throws {
         try await withServer({ $0.maxBodyBytes = 1000 }) { server in
             let port = server.port
