@@ -60,4 +60,22 @@ struct RouterTests {
             return
         }
     }
+
+    /// Routes are tried in the order they were added, also within one segment count: a literal
+    /// added before a parameter route of the same length wins, and one added after never does.
+    @Test func theFirstAddedOfTwoMatchingRoutesWins() {
+        var r = Router()
+        r.on("GET", "/api/orders/counts") { _, _ in HTTPResponse(status: 200) }
+        r.on("GET", "/api/orders/{id}") { _, _ in HTTPResponse(status: 201) }
+        r.on("GET", "/api/orders/latest") { _, _ in HTTPResponse(status: 202) }
+        guard case .found(let counts, _) = r.match(method: "GET", path: "/api/orders/counts"),
+            case .found(let latest, let parameters) = r.match(method: "GET", path: "/api/orders/latest")
+        else {
+            Issue.record("expected matches")
+            return
+        }
+        #expect(counts.pattern == "/api/orders/counts")
+        #expect(latest.pattern == "/api/orders/{id}")
+        #expect(parameters == ["id": "latest"])
+    }
 }
