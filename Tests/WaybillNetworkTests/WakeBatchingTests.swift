@@ -6,47 +6,20 @@ import WaybillTesting
 
 /// One fixed thread that runs closures the test hands it, one at a time: the server tells a
 /// batching thread's posts apart by the thread, so they must come from the same one.
-private final class FixedThread: @unchecked Sendable {  // `jobs` and `stopped` only under `condition`
-    private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    private var stopped = false
-
-    init() {
-        let thread = Thread { [self] in
-            while true {
-                condition.lock()
-                while jobs.isEmpty && !stopped { condition.wait() }
-                if jobs.isEmpty {
-                    condition.unlock()
-                    return
-                }
-                let job = jobs.removeFirst()
-                condition.unlock()
-                job()
-            }
-        }
-        thread.start()
-    }
+private final class FixedThread: Sendable {
+    private let worker = WorkerThreads(name: "fixed", count: 1)
 
     /// Runs `body` on the thread and waits for it.
     func run(_ body: @escaping @Sendable () -> Void) {
         let done = DispatchSemaphore(value: 0)
-        condition.lock()
-        jobs.append {
+        worker.submit {
             body()
             done.signal()
         }
-        condition.signal()
-        condition.unlock()
         done.wait()
     }
 
-    func stop() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
-    }
+    func stop() { worker.shutdown() }
 }
 
 /// A count that work on the service thread adds to and the test reads.
