@@ -100,6 +100,15 @@ public final class HubFeed: Sendable {
     /// Whether `run` has started and not ended (tests wait for it).
     public var isRunning: Bool { shared.withLock { $0.sequencer != nil && !$0.stopped } }
 
+    /// Whether the feed follows the broker with no store read owed or in flight (tests wait for it
+    /// before changing the store under it: a read still to come would see the change).
+    public var isQuiet: Bool {
+        shared.withLock { shared in
+            guard let sequencer = shared.sequencer, !shared.stopped else { return false }
+            return sequencer.mode == .broker && sequencer.owedRead == nil
+        }
+    }
+
     /// Feeds until cancelled, starting after `start`. `first` is a subscription taken before
     /// `start` was read, so nothing committed after it is missed.
     public func run(first: AsyncStream<BrokerDelivery>, startingAfter start: EventCursor) async {

@@ -98,23 +98,33 @@ struct HubFeedTests {
             try await withStore { restored in
                 try await restored.append(2)
                 let store = SwitchableStore(original)
-                try await Self.withFeed(on: store) { _, _, target, clock in
+                let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+                let feed = HubFeed(
+                    broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger,
+                    clock: clock)
+                let subscription = broker.subscribe()
+                let start = try await HubFeed.newestCursor(in: store)
+                let running = Task { await feed.run(first: subscription, startingAfter: start) }
+                defer { running.cancel() }
+                // The read that follows `.subscribed` must be done before the store changes: on a busy
+                // machine it can start late, read the restored store and find the rewind at once.
+                #expect(await eventually { feed.isQuiet })
+                store.switchTo(restored)  // the database under the node goes back to event 2
+                // Tick by tick (the feed counts ticks): one big advance may let the feed's loop run
+                // fewer times than the ticks it covers when the machine is busy.
+                for _ in 0..<40 { await clock.advance(by: .milliseconds(100)) }
+                #expect(target.rewinds.isEmpty, "the broker path reads no history until the check is due")
+                let newest = try await HubFeed.newestCursor(in: restored)
+                var ticks = 0
+                while target.rewinds.isEmpty, ticks < 100 {
                     await clock.advance(by: .milliseconds(100))
-                    store.switchTo(restored)  // the database under the node goes back to event 2
-                    // Tick by tick (the feed counts ticks): one big advance may let the feed's loop run
-                    // fewer times than the ticks it covers when the machine is busy.
-                    for _ in 0..<40 { await clock.advance(by: .milliseconds(100)) }
-                    #expect(target.rewinds.isEmpty, "the broker path reads no history until the check is due")
-                    let newest = try await HubFeed.newestCursor(in: restored)
-                    var ticks = 0
-                    while target.rewinds.isEmpty, ticks < 100 {
-                        await clock.advance(by: .milliseconds(100))
-                        ticks += 1
-                        _ = await eventually(timeout: .milliseconds(50)) { !target.rewinds.isEmpty }
-                    }
-                    #expect(target.rewinds == [newest])
-                    #expect(ticks <= 20, "the check came about 5 s after the last one, not much later")
+                    ticks += 1
+                    _ = await eventually(timeout: .milliseconds(50)) { !target.rewinds.isEmpty }
                 }
+                #expect(target.rewinds == [newest])
+                #expect(ticks <= 20, "the check came about 5 s after the last one, not much later")
+                running.cancel()
+                await running.value
             }
         }
     }
