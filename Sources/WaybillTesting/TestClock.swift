@@ -52,6 +52,9 @@ public final class TestClock: Clock, Sendable {
     /// How many tasks are suspended in ``sleep(until:tolerance:)`` right now.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
+    /// When each suspended sleeper is due, earliest first (tests wait for a particular timer).
+    public var deadlines: [Instant] { state.withLock { $0.sleepers.map(\.deadline).sorted() } }
+
     /// Suspends until the clock reaches `deadline`; returns at once if it already has.
     ///
     /// - Throws: `CancellationError` if the task is cancelled before or while it sleeps.

@@ -77,12 +77,16 @@ struct BrokerFailureTests {
                 // A write that waited for a stalled broker would take the 5 s publish timeout or longer.
                 #expect(elapsed < .seconds(2), "a write must not wait for the broker")
             }
-            #expect(await socket.nextEvent(timeout: .milliseconds(500)) == nil, "nothing gets through while it is down")
-            let metrics = try await server.request("GET", "/metrics").text
-            #expect(!metrics.contains("waybill_outbox_lag_seconds 0\n"))
-            broker.set(.healthy)
+            // The broker path is down; the hub's history check (every 5 s) may still bring some
+            // events from the store on a slow run, so whatever arrives now is counted, not refused.
             var ids: [Int] = []
-            for _ in 0..<10 {
+            while let frame = await socket.nextEvent(timeout: .milliseconds(500)) {
+                ids.append(try #require(frame["event_id"] as? Int))
+            }
+            let metrics = try await server.request("GET", "/metrics").text
+            #expect(!metrics.contains("waybill_outbox_lag_seconds 0\n"), "the relay has not published them")
+            broker.set(.healthy)
+            while ids.count < 10 {
                 let frame = try #require(await socket.nextEvent(timeout: .seconds(15)))
                 ids.append(try #require(frame["event_id"] as? Int))
             }

@@ -48,9 +48,11 @@ struct ClientEndToEndTests {
             #expect(opened.title.hasPrefix("Delivery"))
             _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": "Moved pallets"])
             let started = ContinuousClock.now
-            #expect(await Self.until(session, timeout: .seconds(1)) { await $0.orders.first?.title == "Moved pallets" })
-            #expect(await Self.until(session, timeout: .seconds(1)) { await $0.cachedDetail(OrderID(id))?.title == "Moved pallets" })
-            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(await Self.until(session, timeout: .seconds(5)) { await $0.orders.first?.title == "Moved pallets" })
+            #expect(await Self.until(session, timeout: .seconds(5)) { await $0.cachedDetail(OrderID(id))?.title == "Moved pallets" })
+            // Typically ~0.3 s (the 250 ms coalescing window, then two fetches). The bound tells a
+            // pushed change from the 120 s safety poll; tighter, it failed on a loaded 2-core machine.
+            #expect(ContinuousClock.now - started < .seconds(3))
             await session.stop()
         }
     }

@@ -80,7 +80,10 @@ struct HostileClientTests {
             let seed = try await server.seed(drivers: 1, orders: 0)
             let driver = UserID(seed.drivers[0].id)
             let raw = try await Self.rawSocket(server, token: seed.drivers[0].token, receiveBuffer: 4096)
-            try await Task.sleep(for: .milliseconds(200))  // admitted and live
+            // Admitted and live once `connected` arrives (a fixed pause was a guess on a busy machine:
+            // admitted after the write below, the socket would start past those events).
+            let hello = try await runBlocking { try raw.readDataOrCloseFrame() }
+            #expect(String(decoding: hello.payload, as: UTF8.self).contains(#""type":"connected""#))
             // 4,000 events of ~2 KB for this driver (~8 MB of frames): far more than the kernel buffers hold.
             try await server.store.write { tx in
                 let event = OrderEvent(

@@ -95,12 +95,14 @@ struct InlineWritesTests {
             let other = try SQLiteConnection(path: s.path)
             defer { other.close() }
             try other.execute("BEGIN IMMEDIATE")
-            // The other process lets go after 3 s; a server that waited for it would answer only then.
+            // The other process lets go when the test says so, or after 15 s: a server that waited
+            // for it would answer the reads below only then. (A fixed 3 s hold was too short for a
+            // loaded 2-core machine running the whole suite.)
             let released = Released()
             nonisolated(unsafe) let holder = other
-            let done = DispatchSemaphore(value: 0)
+            let done = DispatchSemaphore(value: 0), letGo = DispatchSemaphore(value: 0)
             Thread {
-                Thread.sleep(forTimeInterval: 3)
+                _ = letGo.wait(timeout: .now() + 15)
                 released.value.store(true, ordering: .sequentiallyConsistent)
                 try? holder.execute("COMMIT")
                 done.signal()
@@ -111,6 +113,7 @@ struct InlineWritesTests {
             #expect(try await s.send("GET", "/api/orders/\(s.orderID)/") == 200)
             let answeredBeforeRelease = !released.value.load(ordering: .sequentiallyConsistent)
             #expect(answeredBeforeRelease, "answered while the write still waited for the lock")
+            letGo.signal()
             await withCheckedContinuation { c in
                 DispatchQueue.global().async {
                     done.wait()

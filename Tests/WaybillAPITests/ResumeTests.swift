@@ -68,8 +68,18 @@ struct ResumeTests {
             writer.cancel()
             await writer.value
             // Catch up on whatever is left, then compare with the outbox itself.
+            // Up to the group's newest event, not up to the first quiet half second: a replay that
+            // starts late on a busy machine would otherwise end the catch-up early.
+            let resumeAt = cursor
+            let newest = try await server.store.read { tx in
+                try tx.events(of: .driver(UserID(driver.id)), after: EventID(Int64(resumeAt)), limit: 100_000).last
+                    .map { Int($0.id.rawValue) } ?? resumeAt
+            }
             let (last, _) = try await server.connectedSocket(token: driver.token, query: "since=\(cursor)")
-            while let frame = await last.nextEvent(timeout: .milliseconds(500)) { seen.append(frame["event_id"] as? Int ?? -1) }
+            while (seen.last ?? 0) < newest, let frame = await last.nextEvent(timeout: .seconds(10)) {
+                seen.append(frame["event_id"] as? Int ?? -1)
+            }
+            #expect(await last.nextEvent(timeout: .milliseconds(300)) == nil, "nothing after the newest")
             let start = seen.first ?? 0
             let expected = try await server.store.read { tx in
                 try tx.events(of: .driver(UserID(driver.id)), after: EventID(Int64(start - 1)), limit: 100_000).map { Int($0.id.rawValue) }

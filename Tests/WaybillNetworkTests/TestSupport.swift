@@ -75,7 +75,7 @@ func withServer<T>(
 }
 
 /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline, !Task.isCancelled {  // a cancelled sleep returns at once: don't spin
         if condition() { return true }

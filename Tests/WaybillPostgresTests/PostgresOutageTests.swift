@@ -71,10 +71,18 @@ import WaybillTesting
             do {
                 let (elapsed, outcome) = await timed { try await write(store) }
                 #expect(isUnavailable(outcome), "\(outcome)")
-                #expect(elapsed < .seconds(5), "\(elapsed)")
+                // The call's budget is 4.5 s; the rest is room for the test to get a thread back
+                // on a loaded 2-core machine (a 0.5 s margin once proved too little for Redis).
+                #expect(elapsed < .seconds(6), "\(elapsed)")
                 let (next, nextOutcome) = await timed { try await write(store) }
                 #expect(isUnavailable(nextOutcome))
-                #expect(next < .seconds(1), "a known-down server fails fast")
+                // Inside the 200 ms backoff the store refuses at once. A test that comes back later
+                // is let through as a probe, which waits out the 2 s connect timeout: still bounded.
+                if "\(nextOutcome)".contains("next try in") {
+                    #expect(next < .seconds(1), "a known-down server fails fast")
+                } else {
+                    #expect(next < .seconds(3), "a probe waits at most the connect timeout")
+                }
             }
             try await runBlocking { try server.thaw() }
             _ = try await eventually(timeout: .seconds(15)) { try await write(store) }

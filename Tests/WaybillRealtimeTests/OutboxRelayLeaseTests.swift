@@ -104,8 +104,13 @@ struct OutboxRelayLeaseTests {
             defer { following.cancel() }
             let events = try await store.append(3)
             follower.committed(events)  // committed on the follower's node
-            await clock.advance(by: .seconds(1))  // the leader's poll
-            #expect(await eventually { broker.publishedIDs == events.map(\.id) })
+            // The leader's poll, a second at a time: one advance alone would be lost if the leader
+            // armed its poll timer only after it (its first store reads still running on a busy machine).
+            #expect(
+                await eventually {
+                    await clock.advance(by: .seconds(1))
+                    return broker.publishedIDs == events.map(\.id)
+                })
             leading.cancel()
             following.cancel()
             await leading.value
@@ -135,9 +140,12 @@ struct OutboxRelayLeaseTests {
                         return try await restored.read { tx in try tx.relayedThrough() } == EventID(2)
                     })
                 let after = try await store.append(1)  // id 3 again, a different event
-                await clock.advance(by: .seconds(1))
                 relay.notify()
-                #expect(await eventually { broker.publishedIDs.last == after[0].id && broker.publishedIDs.count == 6 })
+                #expect(
+                    await eventually {
+                        await clock.advance(by: .seconds(1))
+                        return broker.publishedIDs.last == after[0].id && broker.publishedIDs.count == 6
+                    })
                 running.cancel()
                 await running.value
             }

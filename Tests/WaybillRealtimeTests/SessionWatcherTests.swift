@@ -58,8 +58,13 @@ struct SessionWatcherTests {
             let running = Task { await watcher.run() }
             defer { running.cancel() }
             let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
-            await clock.advance(by: .milliseconds(250))
-            #expect(await eventually { reported.withLock { $0 } == [logout] }, "with its epoch")
+            // Poll by poll until it is reported: a first poll that read before the commit may arm its
+            // next sleep only after one advance (a busy machine), and would wait for ever for a second.
+            #expect(
+                await eventually {
+                    await clock.advance(by: .milliseconds(250))
+                    return reported.withLock { $0 } == [logout]
+                }, "with its epoch")
             for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
             #expect(reported.withLock { $0 } == [logout])
             running.cancel()

@@ -56,8 +56,9 @@ struct WakeSignalTests {
         signal.signal()
         await first.value
         let second = startWait(signal, timeout: .milliseconds(100), now: .zero, clock: clock, done: done)
-        // The 5 s timer is cancelled, so one sleeper is left: the 100 ms one.
-        #expect(await eventually { clock.sleeperCount == 1 })
+        // The 5 s timer is cancelled, so one sleeper is left: the 100 ms one (waited for by its
+        // deadline: the count alone is 1 already while the old timer is still there).
+        #expect(await eventually { clock.deadlines == [TestClock.Instant(offset: .milliseconds(100))] })
         await clock.advance(by: .milliseconds(100))
         await second.value
         #expect(done.value == 2)

@@ -62,7 +62,7 @@ func rawQuery(_ path: String, _ sql: String, column: Int32 = 0) throws -> [Strin
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; its last value.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }

@@ -133,7 +133,7 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
     }
 
     /// Polls `condition` every 20 ms until it holds or `timeout` passes.
-    func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline, !Task.isCancelled {  // a cancelled sleep returns at once: don't spin
             if try await condition() { return true }

@@ -44,7 +44,7 @@ actor TestSocket {
     }
 
     /// The next text frame as a JSON object, or `nil` if the socket closed or `timeout` passed first.
-    func next(timeout: Duration = .seconds(5)) async -> JSONFrame? {
+    func next(timeout: Duration = .seconds(20)) async -> JSONFrame? {
         guard closeCode == nil else { return nil }
         let event = await withTimeout(timeout)
         switch event {
@@ -63,7 +63,7 @@ actor TestSocket {
     }
 
     /// The next frame that is an order event (skips `pong`).
-    func nextEvent(timeout: Duration = .seconds(5)) async -> JSONFrame? {
+    func nextEvent(timeout: Duration = .seconds(20)) async -> JSONFrame? {
         while let frame = await next(timeout: timeout) {
             if let type = frame["type"] as? String, type.hasPrefix("order_") { return frame }
         }
@@ -71,7 +71,7 @@ actor TestSocket {
     }
 
     /// Waits for the close and returns its code (`nil` = dropped without a close frame, or timed out).
-    func closed(timeout: Duration = .seconds(5)) async -> Int? {
+    func closed(timeout: Duration = .seconds(20)) async -> Int? {
         let deadline = ContinuousClock.now + timeout
         while closeCode == nil, ContinuousClock.now < deadline, !Task.isCancelled {
             _ = await next(timeout: deadline - .now)

@@ -102,7 +102,7 @@ final class RecordingTarget: FeedTarget {
 }
 
 /// Polls `condition` every 5 ms until it holds or `timeout` (real time) passes.
-func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
