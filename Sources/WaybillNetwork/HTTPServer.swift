@@ -155,6 +155,8 @@ public final class HTTPServer: Sendable {
 
     /// Per-request and per-socket Swift objects alive now (for leak tests).
     public var liveSessionObjects: Int { core.counter.value }
+    /// Remote addresses kept for open connections (one per connection that made a request; tests).
+    public var liveConnectionAddresses: Int { core.addressCounter.value }
 }
 
 /// The server could not start.

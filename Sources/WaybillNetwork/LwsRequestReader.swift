@@ -30,7 +30,7 @@ enum LwsRequestReader {
     private static let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
 
     /// The whole request line and headers of the request `wsi` is handling (body empty).
-    static func request(_ wsi: OpaquePointer, path fallbackPath: String? = nil) -> HTTPRequest {
+    static func request(_ wsi: OpaquePointer, remoteAddress: String, path fallbackPath: String? = nil) -> HTTPRequest {
         var uri: UnsafeMutablePointer<CChar>?
         var uriLength: Int32 = 0
         let index = Int(lws_http_get_uri_and_method(wsi, &uri, &uriLength))
@@ -47,7 +47,7 @@ enum LwsRequestReader {
             query: query(wsi),
             headers: headers(wsi),
             body: [],
-            remoteAddress: remoteAddress(wsi)
+            remoteAddress: remoteAddress
         )
     }
 
@@ -118,6 +118,8 @@ enum LwsRequestReader {
         return failed ? nil : text
     }
 
+    /// The peer's address as lws reads it: a `getpeername` and an `snprintf` each time
+    /// (`ServerCore.remoteAddress` keeps it per connection).
     static func remoteAddress(_ wsi: OpaquePointer) -> String {
         let address = copied(capacity: 64) { buffer, capacity in
             guard lws_get_peer_simple(wsi, buffer, Int(capacity)) != nil else { return -1 }

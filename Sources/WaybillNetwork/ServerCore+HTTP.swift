@@ -7,7 +7,7 @@ extension ServerCore {
 
     /// `LWS_CALLBACK_HTTP`: the request line and headers are in.
     func httpRequestStarted(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
-        let request = LwsRequestReader.request(wsi)
+        let request = LwsRequestReader.request(wsi, remoteAddress: remoteAddress(wsi))
         let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter, dispatched: dispatched)
         attach(session, to: user)
         inFlight[session.id] = session

@@ -16,7 +16,7 @@ extension ServerCore {
     /// `FILTER_PROTOCOL_CONNECTION`: headers are still readable; copy them into the socket object.
     func filterWebSocket(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
         guard !isShuttingDown else { return -1 }
-        var request = LwsRequestReader.request(wsi)
+        var request = LwsRequestReader.request(wsi, remoteAddress: remoteAddress(wsi))
         request.method = "GET"
         if let path = LwsRequestReader.getPath(wsi) { request.path = path }
         let connection = WebSocketConnection(

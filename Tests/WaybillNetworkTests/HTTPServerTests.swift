@@ -96,6 +96,32 @@ struct HTTPServerTests {
         }
     }
 
+    /// The peer address is read once per connection and kept with it: each request of a keep-alive
+    /// connection sees its own peer, a new connection (whose lws object may reuse a closed one's
+    /// memory) sees its own, and what was kept is released when the connection goes.
+    @Test func eachConnectionSeesItsOwnPeerAddress() async throws {
+        try await withServer { server in
+            let port = server.port
+            let seen = try await runBlocking { () -> [(expected: String, got: [String])] in
+                var seen: [(expected: String, got: [String])] = []
+                for round in 0..<24 {
+                    let source = "127.0.0.\(2 + round % 5)"
+                    let c = try RawConnection(port: port, sourceAddress: source)
+                    var got: [String] = []
+                    for _ in 0..<3 {
+                        try c.send(RawConnection.request("GET", "/who"))
+                        got.append(try Echo(c.readResponse().body).remote)
+                    }
+                    c.close()
+                    seen.append((source, got))
+                }
+                return seen
+            }
+            for (expected, got) in seen { #expect(got == [expected, expected, expected]) }
+            #expect(await eventually { server.liveConnectionAddresses == 0 }, "released with each connection")
+        }
+    }
+
     @Test func connectionCloseFromTheClientIsHonoured() async throws {
         try await withServer { server in
             let port = server.port
