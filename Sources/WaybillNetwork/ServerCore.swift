@@ -210,6 +210,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             return Unmanaged<RemoteAddress>.fromOpaque(raw).takeUnretainedValue().text
         }
         let address = LwsRequestReader.remoteAddress(wsi)
+        // A failed read ("") is not kept: the next request asks again, as before.
+        guard !address.isEmpty else { return address }
         lws_set_opaque_user_data(wsi, Unmanaged.passRetained(RemoteAddress(address, counter: addressCounter)).toOpaque())
         return address
     }
