@@ -84,7 +84,10 @@ struct BrokerFailureTests {
                 ids.append(try #require(frame["event_id"] as? Int))
             }
             let metrics = try await server.request("GET", "/metrics").text
-            #expect(!metrics.contains("waybill_outbox_lag_seconds 0\n"), "the relay has not published them")
+            // The gauge is a Double ("0.0" when nothing waits): read it, do not match its text.
+            let lag = metrics.split(separator: "\n").first { $0.hasPrefix("waybill_outbox_lag_seconds ") }
+                .flatMap { Double($0.dropFirst("waybill_outbox_lag_seconds ".count)) }
+            #expect((lag ?? 0) > 0, "the relay has not published them: \(String(describing: lag))")
             broker.set(.healthy)
             while ids.count < 10 {
                 let frame = try #require(await socket.nextEvent(timeout: .seconds(15)))
