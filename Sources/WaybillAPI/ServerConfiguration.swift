@@ -26,6 +26,9 @@ public struct ServerConfiguration: Sendable {
     /// Password checks that may wait for a thread; more logins at once get 503 `overloaded`
     /// with `Retry-After: 1`. Small on purpose: each waiting check costs ~0.1 s of a core.
     public var keyStretchingQueueLimit = 8
+    /// A password check still waiting for a thread after this long is refused (503 `overloaded`)
+    /// rather than run: its client has most likely given up by then.
+    public var keyStretchingMaxWait: Duration = .seconds(1)
     /// Failed logins allowed per email, and per client address (the socket's peer), in `loginWindow`.
     public var loginAttemptsPerEmail = 10
     public var loginAttemptsPerAddress = 50

@@ -62,7 +62,8 @@ public final class WaybillServer: Sendable {
         let subscription = broker.subscribe()
         let newest = try await HubFeed.newestCursor(in: store)
         let pool = KeyStretchingPool(
-            threads: configuration.keyStretchingThreads, queueLimit: configuration.keyStretchingQueueLimit)
+            threads: configuration.keyStretchingThreads, queueLimit: configuration.keyStretchingQueueLimit,
+            maxWait: configuration.keyStretchingMaxWait)
         let throttle = LoginThrottle(
             store: store, clock: clock, emailLimit: configuration.loginAttemptsPerEmail,
             addressLimit: configuration.loginAttemptsPerAddress, window: configuration.loginWindow)

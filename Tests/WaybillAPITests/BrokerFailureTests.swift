@@ -116,12 +116,12 @@ struct BrokerLostTests {
             var ids: [Int] = []
             for n in 0..<5 {
                 _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "down \(n)"])
-                let frame = try #require(await socket.nextEvent(timeout: .seconds(3)), "delivered from the store while the broker is lost")
+                let frame = try #require(await socket.nextEvent(timeout: .seconds(20)), "delivered from the store while the broker is lost")
                 ids.append(try #require(frame["event_id"] as? Int))
             }
             broker.reconnect()
             _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "back"])
-            let frame = try #require(await socket.nextEvent(timeout: .seconds(3)))
+            let frame = try #require(await socket.nextEvent(timeout: .seconds(20)))
             ids.append(try #require(frame["event_id"] as? Int))
             #expect(ids == ids.sorted() && Set(ids).count == 6)
             // The relay now republishes what failed while the broker was away: the feed drops it.

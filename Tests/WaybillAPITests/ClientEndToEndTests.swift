@@ -24,7 +24,7 @@ struct ClientEndToEndTests {
 
     /// Waits (polling every 20 ms, at most `timeout`) until `condition` holds for the session.
     static func until(
-        _ session: DriverSession, timeout: Duration = .seconds(5), _ condition: @Sendable (DriverSession) async -> Bool
+        _ session: DriverSession, timeout: Duration = .seconds(20), _ condition: @Sendable (DriverSession) async -> Bool
     ) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline, !Task.isCancelled {

@@ -252,12 +252,14 @@ struct ClusterTests {
             #expect(try await cluster.request(node: 1, "GET", "/api/me", token: driver.token).status == 200)  // now cached
             #expect(try await cluster.request(node: 0, "POST", "/api/auth/logout", token: driver.token).status == 204)
             let clock = ContinuousClock(), loggedOut = clock.now
-            #expect(await phone.closed(timeout: .seconds(3)) == 4001)
-            #expect(clock.now - loggedOut < .milliseconds(1500), "closed on the other node within about a second")
-            let refused = await cluster.eventually(timeout: .milliseconds(1200)) {
+            #expect(await phone.closed(timeout: .seconds(5)) == 4001)
+            // Typically ~0.3 s (a 250 ms poll); the bound fails a node that does not poll, with
+            // room for a stalled runner (the same check in CrossNodeSessionTests once took 1.52 s).
+            #expect(clock.now - loggedOut < .seconds(3), "closed on the other node at its next poll")
+            let refused = await cluster.eventually(timeout: .seconds(3)) {
                 (try? await cluster.request(node: 1, "GET", "/api/me", token: driver.token).status) == 401
             }
-            #expect(refused, "the revoked token stops working on the other node within a second")
+            #expect(refused, "the revoked token stops working on the other node at its next poll")
         }
     }
 

@@ -75,7 +75,7 @@ struct LoginFloodTests {
             stats.stop()
             await flood.value
             #expect(login.status == 200, "got \(login.status): \(login.body)")
-            #expect(login.elapsed < .seconds(2), "the login took \(login.elapsed)")
+            #expect(login.elapsed < .seconds(5), "the login took \(login.elapsed)")
             #expect(stillRefused > 0)
         }
     }

@@ -15,7 +15,7 @@ struct ReceiptsTests {
     }
 
     /// The next `order_seen` frame (other events are skipped), or nil after `timeout`.
-    static func nextSeen(_ socket: TestSocket, timeout: Duration = .seconds(5)) async -> JSONFrame? {
+    static func nextSeen(_ socket: TestSocket, timeout: Duration = .seconds(20)) async -> JSONFrame? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             guard let frame = await socket.nextEvent(timeout: deadline - .now) else { return nil }

@@ -17,12 +17,12 @@ extension StreamCollector<BrokerDelivery> {
     /// Every event received, in order, across batches.
     var events: [StoredEvent] { batches.flatMap { $0 } }
 
-    func waitForEvents(_ count: Int, timeout: Duration = .seconds(5)) async -> Bool {
+    func waitForEvents(_ count: Int, timeout: Duration = .seconds(20)) async -> Bool {
         await wait(timeout: timeout) { _ in events.count >= count }
     }
 
     /// Waits until `.subscribed` has arrived `count` times.
-    func waitForSubscribed(count: Int = 1, timeout: Duration = .seconds(5)) async -> Bool {
+    func waitForSubscribed(count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
         await wait(timeout: timeout) { $0.filter { $0 == .subscribed }.count >= count }
     }
 }

@@ -44,8 +44,19 @@ private final class AloneRecorder: HTTPResponder {
     let seen = Mutex<[String: Bool]>([:])
     let echo = EchoResponder()
     let executor = CapturingExecutor()
+    /// `/held` answers once this is set (or after 20 s): a handler that runs as long as the test needs.
+    let letHeldAnswer = Atomic<Bool>(false)
 
-    func respond(to request: HTTPRequest) async -> HTTPResponse { await echo.respond(to: request) }
+    func respond(to request: HTTPRequest) async -> HTTPResponse {
+        if request.path == "/held" {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !letHeldAnswer.load(ordering: .relaxed), ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return HTTPResponse(status: 200, body: Array("held".utf8))
+        }
+        return await echo.respond(to: request)
+    }
 
     func executor(for request: HTTPRequest) -> (any TaskExecutor)? { executor }
 
@@ -103,11 +114,13 @@ struct AloneTests {
 
     @Test func aRequestWhoseHandlerHasNotAnsweredIsRunning() async throws {
         try await Self.withRecorder { (server: HTTPServer, recorder: AloneRecorder) async throws in
-            let slow = Task { try await Self.get(server, "/slow?ms=3000") }
-            let started = await eventually { recorder.seen.withLock { $0["/slow"] } != nil }
+            // Held until the probe is answered (a 3 s handler once could end first on a stalled runner).
+            let slow = Task { try await Self.get(server, "/held") }
+            let started = await eventually { recorder.seen.withLock { $0["/held"] } != nil }
             #expect(started)
             #expect(try await Self.get(server, "/probe") == 200)
-            #expect(recorder.seen.withLock { $0["/probe"] } == false, "the slow handler was still running")
+            #expect(recorder.seen.withLock { $0["/probe"] } == false, "the held handler was still running")
+            recorder.letHeldAnswer.store(true, ordering: .relaxed)
             #expect(try await slow.value == 200)
         }
     }

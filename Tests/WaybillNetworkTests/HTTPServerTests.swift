@@ -263,7 +263,7 @@ struct HTTPServerTests {
         try await withServer { server in
             let port = server.port
             let (interim, final) = try await runBlocking {
-                let c = try RawConnection(port: port, timeout: .milliseconds(800))
+                let c = try RawConnection(port: port, timeout: .seconds(20))  // a server that never sends 100 still fails
                 let body = String(repeating: "b", count: 2000)
                 try c.send("PUT /doc HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\nExpect: 100-continue\r\n\r\n")
                 let interim = try c.readResponse()
@@ -461,14 +461,16 @@ struct HTTPServerTests {
     @Test func duringShutdownNewConnectionsAreClosedAndOpenOnesGet503() async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
+        configuration.shutdownDrain = .seconds(15)
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
         let port = server.port
-        // An in-flight request keeps the server draining for a while.
+        // An in-flight request keeps the server draining while the test looks (8 s: 1.5 s once ran
+        // out on a stalled runner before the checks below were done, and the server was gone).
         let slow = Task {
             try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("GET", "/slow?ms=1500"))
+                let c = try RawConnection(port: port, timeout: .seconds(20))
+                try c.send(RawConnection.request("GET", "/slow?ms=8000"))
                 return try c.readResponse().status
             }
         }
@@ -482,9 +484,9 @@ struct HTTPServerTests {
         }
         let stopping = Task { await server.shutdown() }
         let closedUnanswered = try await runBlocking { () -> Bool in
-            let deadline = ContinuousClock.now + .seconds(3)
+            let deadline = ContinuousClock.now + .seconds(6)
             while ContinuousClock.now < deadline {
-                let c = try RawConnection(port: port, timeout: .seconds(1))
+                let c = try RawConnection(port: port, timeout: .seconds(3))
                 try? c.send(RawConnection.request("GET", "/new"))
                 do {
                     _ = try c.readResponse()  // answered: shutdown has not begun yet

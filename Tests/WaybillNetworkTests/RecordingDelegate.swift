@@ -60,7 +60,7 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
 /// Reads events until one matches, or nil when the stream ends or `timeout` passes.
 func nextEvent(
     _ client: WebSocketClient,
-    timeout: Duration = .seconds(5),
+    timeout: Duration = .seconds(20),
     where matches: @escaping @Sendable (WebSocketClientEvent) -> Bool = { _ in true }
 ) async -> WebSocketClientEvent? {
     await withTaskGroup(of: WebSocketClientEvent?.self) { group in

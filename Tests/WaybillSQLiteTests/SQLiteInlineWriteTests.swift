@@ -99,10 +99,11 @@ struct SQLiteInlineWriteTests {
             defer { other.close() }
             #expect(await writerIsIdle(executor))  // so the write is tried inline, and handed back
             try other.execute("BEGIN IMMEDIATE")
-            let release = ReleaseLater(other)
+            let release = ReleaseLater(other, after: 15)
             let run = startWrite(store, executor, name: "Waits")
             #expect(!release.hasReleased, "runHere returned without waiting for the lock")
             #expect(!run.isDone)
+            release.releaseNow()
             await release.wait()
             #expect(await eventually { run.isDone })
             #expect(run.failure.withLock { $0 } == nil)
@@ -255,10 +256,11 @@ struct SQLiteInlineWriteTests {
         let other = try database.openRawConnection()
         defer { other.close() }
         try other.execute("BEGIN IMMEDIATE")
-        let release = ReleaseLater(other)
+        let release = ReleaseLater(other, after: 15)
         #expect(!begins())
         #expect(!release.hasReleased, "it did not wait for the lock")
         #expect(!db.isInTransaction)
+        release.releaseNow()
         await release.wait()
         #expect(begins())
         // The busy timeout is back: a BEGIN behind a lock held for a moment waits for it (on a
@@ -272,8 +274,10 @@ struct SQLiteInlineWriteTests {
     }
 }
 
-/// Commits `connection`'s open transaction from another thread after `after` seconds: a holder of
-/// the write lock that lets go on its own, so a caller that waited for it would return only after.
+/// Commits `connection`'s open transaction from another thread after `after` seconds, or when the
+/// test calls ``releaseNow()``: a holder of the write lock that lets go on its own, so a caller
+/// that waited for it would return only after. (Checks made while it holds should be followed by
+/// `releaseNow()` and a long `after`: a fixed 2 s hold once ran out on a stalled runner.)
 /// Nothing here blocks the test's own thread (Swift's pool has one thread per core here: a test
 /// that sleeps on it stalls every other test of the process).
 final class ReleaseLater: Sendable {
@@ -282,11 +286,12 @@ final class ReleaseLater: Sendable {
         let committed = Atomic<Bool>(false)
     }
     private let flags = Flags()
+    private let early = DispatchSemaphore(value: 0)
 
     init(_ connection: SQLiteConnection, after: TimeInterval = 2) {
         nonisolated(unsafe) let connection = connection  // used by that thread only, until `wait`
-        Thread { [flags] in
-            Thread.sleep(forTimeInterval: after)
+        Thread { [flags, early] in
+            _ = early.wait(timeout: .now() + after)
             flags.released.store(true, ordering: .sequentiallyConsistent)
             try? connection.execute("COMMIT")
             flags.committed.store(true, ordering: .sequentiallyConsistent)
@@ -294,6 +299,9 @@ final class ReleaseLater: Sendable {
     }
 
     var hasReleased: Bool { flags.released.load(ordering: .sequentiallyConsistent) }
+
+    /// Lets go now instead of at `after`.
+    func releaseNow() { early.signal() }
 
     /// Returns once the lock has been let go.
     func wait() async {
