@@ -7,6 +7,7 @@ import WaybillDomain
 import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
+import WaybillTesting
 
 /// Forwards to one store, then — when the test says so — to another: a database restored from an
 /// older backup, or a failover to a standby that missed the last commits, under a running node.
@@ -55,11 +56,7 @@ struct HistoryRewindTests {
             // libwebsockets' client reports a received 1012 as 1002 (docs/DESIGN.md); the server log says what was sent
             // (from its own close callback, which may run just after the client saw the close).
             #expect(code == 1012 || code == 1002)
-            let logged = ContinuousClock.now + .seconds(20)
-            while !logs.contains("code=1012 by=server"), ContinuousClock.now < logged {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(logs.contains("code=1012 by=server"))
+            #expect(await eventually { logs.contains("code=1012 by=server") })
             let resumed = try await TestSocket.open(port: server.port, query: "token=\(after.drivers[0].token)&cursor=\(cursor)")
             #expect(await resumed.next()?["type"] as? String == "connected")
             #expect(await resumed.next()?["type"] as? String == "reset")

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import WaybillTesting
 @testable import WaybillAPI
 
 /// The bounded pool behind password checks (hardening item 1).
@@ -84,15 +85,6 @@ struct KeyStretchingPoolTests {
         #expect(pool.threads == max(1, ProcessInfo.processInfo.activeProcessorCount - 1))
     }
 
-    private func eventually(_ condition: () -> Bool) async -> Bool {
-        // Generous: the whole test suite runs in parallel on a small machine.
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return condition()
-    }
 }
 
 /// Shared mutable state for closures run on the pool's threads.

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 
 @testable import WaybillNetwork
+import WaybillTesting
 
 /// The network layer's memory bounds: the service thread's work queue and inbound messages on
 /// the client (docs/HARDENING.md, items 3 and 7).

@@ -74,16 +74,6 @@ func withServer<T>(
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline, !Task.isCancelled {  // a cancelled sleep returns at once: don't spin
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 /// Opens a raw WebSocket to `/ws/orders/` on `port` and waits until `delegate` has seen it open.
 /// - Returns: the client end, which reads and answers nothing by itself (keep it alive: dropping it
 ///   closes the socket), and the server's id of the socket.

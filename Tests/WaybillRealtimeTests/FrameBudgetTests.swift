@@ -5,6 +5,7 @@ import WaybillNetwork
 import WaybillObservability
 import WaybillRealtime
 import WaybillStorage
+import WaybillTesting
 
 /// A socket may send `burst` frames at once and `perSecond` on average; past that it is closed
 /// with 1008 (a ping flood took the service thread's time from every other socket).

@@ -7,6 +7,7 @@ import WaybillNetwork
 import WaybillObservability
 import WaybillRealtime
 import WaybillStorage
+import WaybillTesting
 
 /// A logout that the hub acts on while a socket of the same user is still authenticating
 /// (`?token=` read before the logout committed): the socket must not be admitted afterwards,

@@ -4,6 +4,7 @@ import Testing
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillTesting
 
 /// The checkpointer copies the WAL back only when it is big or old (`CheckpointPolicy`): each full
 /// checkpoint makes the next commit `fdatasync` a new WAL header inside a request.

@@ -5,6 +5,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillTesting
 
 /// `SQLiteWriterExecutor.runHere`: a task started there runs on the calling thread — its code, its
 /// commit and its code after — when the writer thread is idle and the commit cannot wait; anything

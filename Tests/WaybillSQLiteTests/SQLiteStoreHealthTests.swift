@@ -4,6 +4,7 @@ import Testing
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillTesting
 
 /// With automatic checkpoints off, failing WAL checkpoints mean a WAL that grows without bound:
 /// the store reports it through `health` (what `/readyz` and `/metrics` read).

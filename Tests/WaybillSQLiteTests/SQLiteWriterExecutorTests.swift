@@ -5,6 +5,7 @@ import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
+import WaybillTesting
 
 /// `SQLiteOrderStore.writerExecutor`: tasks that prefer it run on the writer thread, between its
 /// transactions, and never hang when the store closes under them.

@@ -61,16 +61,6 @@ func rawQuery(_ path: String, _ sql: String, column: Int32 = 0) throws -> [Strin
     return try db.query(sql) { $0.text(column) }
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes; its last value.
-func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 /// A flag set on the store's writer thread and polled by the test.
 final class Flag: Sendable {
     private let value = Mutex(false)

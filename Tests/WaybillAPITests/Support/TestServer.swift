@@ -135,14 +135,9 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         return result
     }
 
-    /// Polls `condition` every 20 ms until it holds or `timeout` passes.
+    /// Polls `condition` every 20 ms until it holds or `timeout` passes (`WaybillTesting.eventually`).
     func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline, !Task.isCancelled {  // a cancelled sleep returns at once: don't spin
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return try await condition()
+        try await WaybillTesting.eventually(timeout: timeout, poll: .milliseconds(20), condition)
     }
 
     // MARK: HTTP

@@ -101,16 +101,6 @@ final class RecordingTarget: FeedTarget {
     var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
 }
 
-/// Polls `condition` every 5 ms until it holds or `timeout` (real time) passes.
-func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return try await condition()
-}
-
 /// Forwards to one real store, then — when the test says so — to another: what a node sees when
 /// its database is restored from a backup or fails over to a standby under it.
 final class SwitchableStore: OrderStore {
