@@ -5,16 +5,6 @@ import WaybillStorage
 import WaybillTesting
 
 @Suite(.timeLimit(.minutes(1))) struct PostgresLeaseTests {
-    /// Waits until `condition` holds, checking every 50 ms; whether it did within `timeout`.
-    private func waitUntil(_ timeout: Duration, _ condition: () -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            if ContinuousClock.now >= deadline { return false }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return true
-    }
-
     @Test func aTerminatedHolderStepsDownAndAnotherNodeTakesOverWithinFiveSeconds() async throws {
         let url = try await freshDatabase()
         let nodeA = try await openStore(url, name: "node-a")
@@ -40,12 +30,12 @@ import WaybillTesting
         #expect(terminated == "1")
         #expect(await takeover.value)
         #expect(start.duration(to: .now) < .seconds(5))
-        #expect(try await waitUntil(.seconds(3)) { !holder.isHeld }, "the old holder notices at its next heartbeat")
+        #expect(await eventually(timeout: .seconds(3), poll: .milliseconds(50)) { !holder.isHeld }, "the old holder notices at its next heartbeat")
         // The old holder asks again and gets it back once the new one lets go.
         let comeback = Task { await holder.acquire() }
         await contender.release()
         #expect(await comeback.value)
-        #expect(try await waitUntil(.seconds(5)) { holder.isHeld })
+        #expect(await eventually(timeout: .seconds(5), poll: .milliseconds(50)) { holder.isHeld })
         await holder.release()
     }
 
@@ -76,7 +66,7 @@ import WaybillTesting
         try await Task.sleep(for: .milliseconds(2500))
         // Read until confirmed: a stalled runner may read just before the thread confirms again
         // (a lease that stepped down stays down, so this still fails a lost lease).
-        #expect(try await waitUntil(.seconds(5)) { lease.isHeld })
+        #expect(await eventually(timeout: .seconds(5), poll: .milliseconds(50)) { lease.isHeld })
         let other = store.lease("pruner")
         let attempt = Task { await other.acquire() }
         try await Task.sleep(for: .milliseconds(500))
@@ -97,7 +87,7 @@ import WaybillTesting
         // after every heartbeat (so a loaded machine that misses one window finds the next).
         let lease = store.lease("relay", confirmationLifetime: .milliseconds(600))
         #expect(await lease.acquire())
-        #expect(try await waitUntil(.seconds(5)) { !lease.isHeld }, "lapsed between heartbeats")
+        #expect(await eventually(timeout: .seconds(5), poll: .milliseconds(50)) { !lease.isHeld }, "lapsed between heartbeats")
         // Acquired, and held when asked right after: a stall of more than the 600 ms lifetime between
         // the two lets it lapse again (correctly), so a lapse there is tried again (bounded).
         var heldAfterAcquiring = false
