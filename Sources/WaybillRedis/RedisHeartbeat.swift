@@ -3,8 +3,14 @@
 /// A partitioned or frozen Redis sends nothing, and a subscribed socket is otherwise silent on an idle
 /// channel: without a heartbeat the loop was still waiting, unaware, after 6 s; TCP keepalive in
 /// hiredis 0.14 is 15 s idle + 3 × 5 s (notes §7). So: PING every `interval`; anything read
-/// (a pong or a message) proves the connection; nothing read for `timeout` → reconnect. That
-/// gave up after 3.0 s in the notes' partition test.
+/// (a pong or a message) proves the connection; nothing read for `timeout` while a PING has waited
+/// at least `interval` for its answer → reconnect. That gave up after 3.0 s in the notes' partition
+/// test, and after 2 s here when Redis freezes right after a reply.
+///
+/// Silence counts only while a PING is out: a stall of our own process (a slow handler, the VM
+/// paused) longer than `timeout` is not Redis's silence, since nothing was asked meanwhile. After
+/// such a stall the heartbeat pings and waits for that answer; judging the stall alone dropped and
+/// renewed a healthy subscription (found in review, test `aStallOfTheSubscriber…`).
 struct RedisHeartbeat: Sendable {
     enum Action: Equatable { case none, ping, reconnect }
 
@@ -12,6 +18,8 @@ struct RedisHeartbeat: Sendable {
     var timeout: Duration = .seconds(2)
     private var lastHeard: ContinuousClock.Instant
     private var lastPing: ContinuousClock.Instant
+    /// When the first PING since the last reply went out; nil when every PING has been answered.
+    private var unansweredSince: ContinuousClock.Instant?
 
     /// Starts counting at `now` (just subscribed: the SUBSCRIBE reply was the last thing heard).
     init(now: ContinuousClock.Instant, interval: Duration = .seconds(1), timeout: Duration = .seconds(2)) {
@@ -21,14 +29,20 @@ struct RedisHeartbeat: Sendable {
         lastPing = now
     }
 
-    /// A reply of any kind arrived.
-    mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+    /// A reply of any kind arrived (and was handled).
+    mutating func heard(at now: ContinuousClock.Instant) {
+        lastHeard = now
+        unansweredSince = nil
+    }
 
-    /// What to do at `now`: reconnect after `timeout` of silence, else ping every `interval`.
+    /// What to do at `now`: reconnect after `timeout` of silence with a PING out for at least
+    /// `interval`; else ping every `interval`, and at once after a silence nobody asked about.
     mutating func check(at now: ContinuousClock.Instant) -> Action {
-        if now - lastHeard >= timeout { return .reconnect }
-        if now - lastPing >= interval {
+        let silent = now - lastHeard >= timeout
+        if silent, let asked = unansweredSince, now - asked >= interval { return .reconnect }
+        if now - lastPing >= interval || (silent && unansweredSince == nil) {
             lastPing = now
+            if unansweredSince == nil { unansweredSince = now }
             return .ping
         }
         return .none

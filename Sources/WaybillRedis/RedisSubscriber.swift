@@ -113,12 +113,16 @@ final class RedisSubscriber: Sendable {
     private func listen(on connection: RedisConnection) -> String? {
         var heartbeat = RedisHeartbeat(
             now: .now, interval: settings.heartbeatInterval, timeout: settings.heartbeatTimeout)
+        /// Hands on every complete reply the reader holds; each one proves the connection alive.
+        func drain() throws(BrokerError) {
+            while let reply = try connection.bufferedReply() {
+                heartbeat.heard(at: .now)
+                handle(reply)
+            }
+        }
         do throws(BrokerError) {
+            try drain()  // anything that came with the SUBSCRIBE reply
             while true {
-                while let reply = try connection.bufferedReply() {
-                    heartbeat.heard(at: .now)
-                    handle(reply)
-                }
                 if stopping { return nil }
                 var fds = [
                     pollfd(fd: connection.fileDescriptor, events: Int16(POLLIN), revents: 0),
@@ -128,7 +132,10 @@ final class RedisSubscriber: Sendable {
                 if ready < 0 && errno != EINTR { return "poll failed (errno \(errno))" }
                 if fds[1].revents != 0 { wake.drain() }
                 if stopping { return nil }
-                if fds[0].revents != 0 { try connection.readAvailable() }
+                if fds[0].revents != 0 {
+                    try connection.readAvailable()
+                    try drain()  // what was read counts before the silence is judged
+                }
                 switch heartbeat.check(at: .now) {
                 case .none: break
                 case .ping:

@@ -80,6 +80,32 @@ struct LoginFloodTests {
         }
     }
 
+    /// `keyStretchingMaxWait` reaches the server's pool: with one thread and checks of about half a
+    /// second, a second login waits one whole check, past a 50 ms bound, and is refused (503
+    /// `overloaded`); with the tests' 30 s bound the same pair both run. (The expiry itself:
+    /// `KeyStretchingPoolTests`.)
+    @Test func theConfiguredMaxWaitBoundsHowLongALoginWaitsForTheHasher() async throws {
+        func pair(maxWait: Duration) async throws -> [Int] {
+            try await TestServer.withRunning(configure: {
+                $0.passwordIterations = 1_000_000
+                $0.keyStretchingThreads = 1
+                $0.keyStretchingMaxWait = maxWait
+            }) { server in
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for n in 0..<2 {
+                        group.addTask {
+                            let client = AddressedClient(port: server.port, source: "127.0.0.\(n + 20)")
+                            return try await client.login("nobody\(n)@example.com", "guess").status
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }.sorted()
+                }
+            }
+        }
+        #expect(try await pair(maxWait: .milliseconds(50)) == [401, 503])
+        #expect(try await pair(maxWait: .seconds(30)) == [401, 401])
+    }
+
     @Test func anAddressThatRetriesBeforeRetryAfterIsRefusedAtOnce() async throws {
         // The server's clock stands still until the test moves it: on a loaded machine the burst
         // alone can outlast the one second the address is told to wait.

@@ -159,6 +159,34 @@ struct RedisBrokerFailureTests {
         }
     }
 
+    /// A stall of our own subscriber thread longer than the heartbeat's 2 s timeout keeps the
+    /// subscription: nothing was asked of Redis meanwhile, so the heartbeat pings before it judges
+    /// silence. The stall is real: the log hook of a skipped batch holds the thread for 2.6 s, and a
+    /// batch is published while it holds. Judging the stall as silence (the old rule) dropped the
+    /// subscription (`.lost`, `.subscribed`) and the batch that was waiting in its socket.
+    @Test func aStallOfTheSubscriberLongerThanTheTimeoutKeepsTheSubscription() async throws {
+        let stalled = Mutex(false)
+        let stalling = Mutex(false)
+        let opening = { (url: String) in
+            try RedisBroker(url: url) { _, message, _ in
+                guard message == "redis batch skipped", stalled.withLock({ done in defer { done = true }; return !done })
+                else { return }
+                stalling.withLock { $0 = true }
+                Thread.sleep(forTimeInterval: 2.6)
+            }
+        }
+        try await withRedisBroker(opening: opening) { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            #expect(try redis.publish(Array("not json".utf8), on: broker.channel) == 1)
+            #expect(await eventually { stalling.withLock { $0 } })
+            try await broker.publish([event(5)])  // reaches the socket while the thread is held
+
+            #expect(await subscription.waitForEvents(1))
+            #expect(subscription.deliveries == [.subscribed, .events([event(5)])])
+        }
+    }
+
     @Test func closeEndsSubscriptionsAndLaterPublishesThrow() async throws {
         // The helper's own close afterwards is a no-op: `close()` is idempotent.
         try await withRedisBroker { _, broker in
