@@ -81,8 +81,8 @@ struct LoginFloodTests {
     }
 
     /// `keyStretchingMaxWait` reaches the server's pool: with one thread and checks of about half a
-    /// second, a second login waits one whole check, past a 50 ms bound, and is refused (503
-    /// `overloaded`); with the tests' 30 s bound the same pair both run. (The expiry itself:
+    /// second, the second of two logins waits one whole check, past a 50 ms bound, and is refused
+    /// (503 `overloaded`); with the tests' 30 s bound both run. (The expiry itself:
     /// `KeyStretchingPoolTests`.)
     @Test func theConfiguredMaxWaitBoundsHowLongALoginWaitsForTheHasher() async throws {
         func pair(maxWait: Duration) async throws -> [Int] {
@@ -102,7 +102,9 @@ struct LoginFloodTests {
                 }
             }
         }
-        #expect(try await pair(maxWait: .milliseconds(50)) == [401, 503])
+        // "Contains", not "== [401, 503]": a runner that delays the pool's thread past 50 ms may
+        // refuse the first check too. Without the setting (the pool's 1 s default) both run.
+        #expect(try await pair(maxWait: .milliseconds(50)).contains(503))
         #expect(try await pair(maxWait: .seconds(30)) == [401, 401])
     }
 
