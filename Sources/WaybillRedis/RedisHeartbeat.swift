@@ -29,7 +29,8 @@ struct RedisHeartbeat: Sendable {
         lastPing = now
     }
 
-    /// A reply of any kind arrived (and was handled).
+    /// A reply of any kind arrived (noted before it is handled: a slow handler's time counts as
+    /// silence, which the rule above forgives by pinging first).
     mutating func heard(at now: ContinuousClock.Instant) {
         lastHeard = now
         unansweredSince = nil

@@ -12,9 +12,9 @@ import Darwin
 /// batch out to all live subscriptions (`SubscriptionFanOut`).
 ///
 /// The thread starts with the first subscription and runs until `stop()`. Its loop follows the
-/// measured recipe (notes §7): drain complete replies from the reader, `poll` the socket and the
-/// wake pipe for up to 200 ms, `redisBufferRead` when readable, PING every second and reconnect
-/// after 2 s of silence (`RedisHeartbeat`). Blocking reads with `redisSetTimeout` as a tick are
+/// measured recipe (notes §7): `poll` the socket and the wake pipe for up to 200 ms,
+/// `redisBufferRead` when readable, hand on the complete replies, PING every second and reconnect
+/// after 2 s of silence while a PING has waited a whole second (`RedisHeartbeat`). Blocking reads with `redisSetTimeout` as a tick are
 /// not an option: a timed-out read leaves the context dead (notes §7). On a drop it yields
 /// `.lost`, reconnects with `ReconnectBackoff`, SUBSCRIBEs, then yields `.subscribed`.
 ///
@@ -129,6 +129,9 @@ final class RedisSubscriber: Sendable {
                     pollfd(fd: wake.readEnd, events: Int16(POLLIN), revents: 0),
                 ]
                 let ready = poll(&fds, 2, Duration.milliseconds(200).pollMilliseconds)
+                // Silence is judged as of this look at the socket: a stall between here and the
+                // check must not count what arrived meanwhile, unread, as missing.
+                let lookedAt = ContinuousClock.now
                 if ready < 0 && errno != EINTR { return "poll failed (errno \(errno))" }
                 if fds[1].revents != 0 { wake.drain() }
                 if stopping { return nil }
@@ -136,7 +139,7 @@ final class RedisSubscriber: Sendable {
                     try connection.readAvailable()
                     try drain()  // what was read counts before the silence is judged
                 }
-                switch heartbeat.check(at: .now) {
+                switch heartbeat.check(at: lookedAt) {
                 case .none: break
                 case .ping:
                     try connection.append([Array("PING".utf8)])

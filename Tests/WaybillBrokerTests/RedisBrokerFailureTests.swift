@@ -160,26 +160,39 @@ struct RedisBrokerFailureTests {
     }
 
     /// A stall of our own subscriber thread longer than the heartbeat's 2 s timeout keeps the
-    /// subscription: nothing was asked of Redis meanwhile, so the heartbeat pings before it judges
-    /// silence. The stall is real: the log hook of a skipped batch holds the thread for 2.6 s, and a
-    /// batch is published while it holds. Judging the stall as silence (the old rule) dropped the
-    /// subscription (`.lost`, `.subscribed`) and the batch that was waiting in its socket.
-    @Test func aStallOfTheSubscriberLongerThanTheTimeoutKeepsTheSubscription() async throws {
-        let stalled = Mutex(false)
-        let stalling = Mutex(false)
-        let opening = { (url: String) in
-            try RedisBroker(url: url) { _, message, _ in
-                guard message == "redis batch skipped", stalled.withLock({ done in defer { done = true }; return !done })
-                else { return }
-                stalling.withLock { $0 = true }
-                Thread.sleep(forTimeInterval: 2.6)
-            }
-        }
-        try await withRedisBroker(opening: opening) { redis, broker in
+    /// subscription. The stall is real: the log hook of a skipped batch holds the thread for 2.6 s.
+    /// The old heartbeat judged the stall as Redis's silence and dropped the subscription
+    /// (`.lost`, `.subscribed`), with whatever had come meanwhile unread.
+    ///
+    /// Nothing arrives after the stall here, so the first look at the socket after it finds it
+    /// quiet: only the rule "ping first when no PING was out" keeps the subscription.
+    @Test func aStallOfTheSubscriberWithNothingAfterItKeepsTheSubscription() async throws {
+        let stall = SubscriberStall()
+        try await withRedisBroker(opening: stall.opening) { redis, broker in
             let subscription = DeliveryCollector(broker.subscribe())
             #expect(await subscription.waitForSubscribed())
             #expect(try redis.publish(Array("not json".utf8), on: broker.channel) == 1)
-            #expect(await eventually { stalling.withLock { $0 } })
+            #expect(await eventually { stall.hasEnded })
+            // The old rule reconnected at the first check after the stall, within 0.2 s; the new one
+            // pings and hears the answer. 1.5 s is longer than a PING's whole allowance.
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(subscription.deliveries == [.subscribed])
+            try await broker.publish([event(5)])
+            #expect(await subscription.waitForEvents(1))
+            #expect(subscription.deliveries == [.subscribed, .events([event(5)])])
+        }
+    }
+
+    /// The same stall with a batch published while it holds: the batch waits in the socket and is
+    /// delivered after it, on the same subscription. (Either the ping-first rule or judging the
+    /// silence as of the last look at the socket keeps it here; the test above needs the rule.)
+    @Test func aStallOfTheSubscriberWithABatchMeanwhileKeepsTheSubscription() async throws {
+        let stall = SubscriberStall()
+        try await withRedisBroker(opening: stall.opening) { redis, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            #expect(try redis.publish(Array("not json".utf8), on: broker.channel) == 1)
+            #expect(await eventually { stall.hasStarted })
             try await broker.publish([event(5)])  // reaches the socket while the thread is held
 
             #expect(await subscription.waitForEvents(1))
@@ -244,6 +257,26 @@ struct RedisBrokerFailureTests {
         // connect fails at once. 5 s leaves room for a loaded machine (it took 1.75 s next to builds).
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(await subscription.wait(timeout: .milliseconds(300)) { !$0.isEmpty } == false)
+    }
+}
+
+/// Holds the subscriber thread 2.6 s, once: in the log hook of the first skipped batch.
+private final class SubscriberStall: Sendable {
+    private let state = Mutex((started: false, ended: false))
+    var hasStarted: Bool { state.withLock { $0.started } }
+    var hasEnded: Bool { state.withLock { $0.ended } }
+
+    /// A broker whose log hook stalls. Generous connect and command bounds: the tests' publishes
+    /// are not about them.
+    func opening(_ url: String) throws -> RedisBroker {
+        try RedisBroker(url: url, connectTimeout: .seconds(5), commandTimeout: .seconds(10)) { [self] _, message, _ in
+            guard message == "redis batch skipped", state.withLock({ state in
+                defer { state.started = true }
+                return !state.started
+            }) else { return }
+            Thread.sleep(forTimeInterval: 2.6)
+            state.withLock { $0.ended = true }
+        }
     }
 }
 
