@@ -29,7 +29,9 @@ public import WaybillStorage
 public final class PostgresOrderStore: OrderStore {
     /// How long after it was made a call may still be answered (queue wait included), so that a
     /// write fails within 5 s when the server hangs.
-    static let callBudget: Duration = .milliseconds(4500)
+    public static let defaultCallBudget: Duration = .milliseconds(4500)
+    /// This store's budget per call (`defaultCallBudget` unless the opener chose another).
+    private let callBudget: Duration
 
     private let writeQueue = JobQueue<PostgresJob>()
     private let readQueue = JobQueue<PostgresJob>()
@@ -50,13 +52,17 @@ public final class PostgresOrderStore: OrderStore {
     ///   - applicationName: shown in `pg_stat_activity` (use one per node).
     ///   - writerCount: writer threads (connections); 2–4 suit the one-row event counter best.
     ///   - readerCount: reader threads (connections).
+    ///   - callBudget: how long a call may take, queue wait included, before it fails with
+    ///     `StoreError.unavailable` (the 5 s failure contract; tests that are not about it give more).
     ///   - clock: the time stamped on events as `committed_at` and on logouts.
     /// - Throws: `StoreError.unavailable` with one line saying why: a malformed URL, a server
     ///   that cannot be reached, refused credentials, or a failed migration.
     public init(
         url: String, applicationName: String = "waybill", writerCount: Int = 4, readerCount: Int = 4,
+        callBudget: Duration = PostgresOrderStore.defaultCallBudget,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
+        self.callBudget = callBudget
         let parsed: PostgresConnectionSettings
         do throws(PostgresURLError) {
             parsed = try PostgresConnectionSettings(url: url, applicationName: applicationName)
@@ -125,7 +131,7 @@ public final class PostgresOrderStore: OrderStore {
         _ body: @escaping @Sendable (Transaction) throws -> T
     ) async throws -> T {
         let runner = PostgresTransactionRunner(kind: kind, clock: clock)
-        let deadline = ContinuousClock.now + Self.callBudget
+        let deadline = ContinuousClock.now + callBudget
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = PostgresJob { session in
                 continuation.resume(with: runner.run(body, on: session, deadline: deadline))
