@@ -13,7 +13,7 @@ import WaybillTesting
         let server = try await runBlocking { try PostgresServer() }
         let result = await outcome {
             let url = try await runBlocking { try server.createDatabase() }
-            let store = try await openStore(url)
+            let store = try await openStore(url, callBudget: PostgresOrderStore.defaultCallBudget)
             let result = await outcome { try await body(server, store) }
             // Off the cooperative pool: closing joins the store's threads (a call still running
             // against a stopped server holds one for its budget), and removing the server waits
