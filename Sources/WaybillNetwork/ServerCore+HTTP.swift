@@ -199,8 +199,25 @@ extension ServerCore {
         return dispatched.waiting.allSatisfy { $0.key == id || $0.value.isFilled }
     }
 
-    /// Service thread: hands the response to its session, if the connection is still there.
+    /// Service thread: hands the response to its session, if the connection is still there;
+    /// while posted work runs, after that work's frames (`woken`).
     private func responseArrived(for id: UInt64) {
+        if isDeferringWrites {
+            deferredAnswers.append(id)
+            return
+        }
+        answer(id)
+    }
+
+    /// The answers noted while posted work ran, in the order they came.
+    func answerDeferred() {
+        guard !deferredAnswers.isEmpty else { return }
+        swap(&deferredAnswers, &answering)
+        defer { answering.removeAll(keepingCapacity: true) }
+        for id in answering { answer(id) }
+    }
+
+    private func answer(_ id: UInt64) {
         guard let session = inFlight[id], session.state == .dispatched, let response = session.responseBox.take()
         else { return }
         if !isShuttingDown, session.answerNow(response) {

@@ -22,6 +22,9 @@ public final class RawConnection: @unchecked Sendable {
     private var sawEOF = false
     /// The limit of each blocking read call.
     public var timeout: Duration
+    /// The socket, for tests that look at it with their own calls (`setsockopt`, `poll`,
+    /// `recvmsg` with `MSG_PEEK`); reading from it directly would bypass `buffer`.
+    public var fileDescriptor: Int32 { fd }
 
     /// Connects to `host:port` (an IPv4 literal).
     /// - Parameters:
