@@ -37,11 +37,12 @@ struct RedisHeartbeat: Sendable {
     }
 
     /// What to do at `now`: reconnect after `timeout` of silence with a PING out for at least
-    /// `interval`; else ping every `interval`, and at once after a silence nobody asked about.
+    /// `interval`; else ping every `interval`. A silence nobody asked about (no PING since the last
+    /// reply, so the last PING is older still) is therefore met with a PING at once, as long as
+    /// `timeout` ≥ `interval` (1 s and 2 s, `RedisSettings`).
     mutating func check(at now: ContinuousClock.Instant) -> Action {
-        let silent = now - lastHeard >= timeout
-        if silent, let asked = unansweredSince, now - asked >= interval { return .reconnect }
-        if now - lastPing >= interval || (silent && unansweredSince == nil) {
+        if now - lastHeard >= timeout, let asked = unansweredSince, now - asked >= interval { return .reconnect }
+        if now - lastPing >= interval {
             lastPing = now
             if unansweredSince == nil { unansweredSince = now }
             return .ping

@@ -14,8 +14,9 @@ import Darwin
 /// The thread starts with the first subscription and runs until `stop()`. Its loop follows the
 /// measured recipe (notes §7): `poll` the socket and the wake pipe for up to 200 ms,
 /// `redisBufferRead` when readable, hand on the complete replies, PING every second and reconnect
-/// after 2 s of silence while a PING has waited a whole second (`RedisHeartbeat`). Blocking reads with `redisSetTimeout` as a tick are
-/// not an option: a timed-out read leaves the context dead (notes §7). On a drop it yields
+/// after 2 s of silence while a PING has waited a whole second (`RedisHeartbeat`). Blocking reads
+/// with `redisSetTimeout` as a tick are not an option: a timed-out read leaves the context dead
+/// (notes §7). On a drop it yields
 /// `.lost`, reconnects with `ReconnectBackoff`, SUBSCRIBEs, then yields `.subscribed`.
 ///
 /// The thread does nothing but read, decode once and hand off to unbounded streams: their one

@@ -105,11 +105,12 @@ private func receiveStamp(_ fd: Int32) throws -> timespec {
     guard received > 0 else { throw SocketCallFailed(call: "recvmsg", code: errno) }
     // struct cmsghdr { size_t len; int level; int type; } then the data, aligned to size_t.
     var offset = 0
-    let header = MemoryLayout<Int>.size + 2 * MemoryLayout<Int32>.size
+    let levelAt = MemoryLayout<Int>.size, typeAt = levelAt + MemoryLayout<Int32>.size
+    let header = typeAt + MemoryLayout<Int32>.size
     while offset + header <= received {
         let length = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int.self) }
-        let level = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 8, as: Int32.self) }
-        let type = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: Int32.self) }
+        let level = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + levelAt, as: Int32.self) }
+        let type = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + typeAt, as: Int32.self) }
         if level == SOL_SOCKET, type == SO_TIMESTAMPNS {
             return control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + header, as: timespec.self) }
         }
