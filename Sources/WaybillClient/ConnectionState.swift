@@ -9,8 +9,9 @@ public enum ConnectionState: Hashable, Sendable {
     /// The reconnect policy gave up; lists are kept current by polling until the app calls
     /// ``DriverSession/appDidBecomeActive()`` or ``DriverSession/networkDidBecomeAvailable()``.
     case pollingOnly
-    /// Not connecting, for the given reason. After a 4001/4003 the list poll goes on (it reports its own
-    /// failures); after ``DriverSession/stop()`` nothing runs.
+    /// Not connecting, for the given reason. Nothing runs then, after a 4001/4003 as after
+    /// ``DriverSession/stop()``: no poll, no fetch, no queued action is sent (the queue is kept for the
+    /// next session, e.g. after the driver logs in again).
     case stopped(StopReason)
 
     /// Whether events arrive right now.

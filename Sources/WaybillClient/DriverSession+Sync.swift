@@ -104,14 +104,15 @@ extension DriverSession {
     private func fetchDetail(_ id: OrderID) async -> Result<OrderDetail, WaybillClientError> {
         let result: Result<OrderDetail, WaybillClientError>
         do {
-            switch try await api.order(id, ifNoneMatch: details[id]?.etag) {
+            var answer = try await api.order(id, ifNoneMatch: details[id]?.etag)
+            if case .notModified = answer, details[id] == nil {
+                // The copy this fetch was conditional on was dropped meanwhile (the screen closed and
+                // opened again): the 304 confirms nothing the session still has, so ask for the order.
+                answer = try await api.order(id, ifNoneMatch: nil)
+            }
+            switch answer {
             case .modified(let detail, let etag):
-                if openDetails.contains(id) && !Task.isCancelled {
-                    details[id] = CachedDetail(detail: detail, etag: etag)
-                    publish(.detail(detail))
-                    reportShown()
-                }
-                result = .success(detail)
+                result = .success(keep(detail, etag: etag, of: id))
             case .notModified:
                 if let cached = details[id] {
                     result = .success(cached.detail)
@@ -122,6 +123,8 @@ extension DriverSession {
         } catch {
             let failure = WaybillClientError(error)
             if failure == .notFound { evict(id) }  // deleted or unassigned: it is no longer this driver's
+            // A token refused on any request stops the session as close code 4001 does (PROTOCOL.md).
+            if failure == .notAuthenticated, !Task.isCancelled, isRunning { perform(machine.tokenRefused()) }
             result = .failure(failure)
         }
         guard !Task.isCancelled else { return result }
@@ -131,6 +134,20 @@ extension DriverSession {
             detailTasks[id] = nil
         }
         return result
+    }
+
+    /// Caches a fetched detail of an opened order and returns what the session now shows for it.
+    ///
+    /// A fetch answered before the driver's own write can arrive after that write's answer: the
+    /// cache never goes back to an older version (versions only grow), or the screen would flip
+    /// back and the next tap would name a stale version and get 412.
+    private func keep(_ detail: OrderDetail, etag: String?, of id: OrderID) -> OrderDetail {
+        guard openDetails.contains(id), !Task.isCancelled else { return detail }
+        if let cached = details[id], cached.detail.version > detail.version { return cached.detail }
+        details[id] = CachedDetail(detail: detail, etag: etag)
+        publish(.detail(detail))
+        reportShown()
+        return detail
     }
 
     /// Drops a detail from the cache and tells subscribers; an event or a 404 said it is gone.
@@ -145,8 +162,11 @@ extension DriverSession {
     ///
     /// Returns the cached detail when there is one (events keep it fresh); otherwise fetches it, joining a
     /// fetch already in flight rather than starting a second.
-    /// - Throws: ``WaybillClientError/notFound`` if the order is gone or not this driver's, or another
-    ///   ``WaybillClientError``.
+    /// - Throws: ``WaybillClientError/notFound`` if the order is gone or not this driver's (it is then not
+    ///   open), or another ``WaybillClientError``. After any other failure (offline, a 503) the order
+    ///   stays open, as the screen that asked for it usually does: the next event, poll or ``refresh()``
+    ///   fetches it and publishes ``SessionUpdate/detail(_:)``. A screen that goes away on the error
+    ///   calls ``closeDetail(_:)``.
     public func detail(_ id: OrderID) async throws -> OrderDetail {
         openDetails.insert(id)
         if let cached = details[id] { return cached.detail }
@@ -223,11 +243,25 @@ extension DriverSession {
             saved = try await send(api, ifMatch)
         } catch {
             let failure = WaybillClientError(error)
-            if failure == .conflict { enqueueRefresh(of: id) }
+            if failure == .conflict {
+                await reloadOpenedDetail(id)
+                enqueueRefresh(of: id)
+            }
+            if failure == .notAuthenticated, isRunning { perform(machine.tokenRefused()) }
             throw failure
         }
         show(saved, of: id)
         enqueueRefresh(of: id)
+    }
+
+    /// Fetches an opened detail at once, outside the coalescing window: after a refusal the caller's
+    /// `catch` reads ``cachedDetail(_:)`` and the driver's next tap names the version the server has.
+    /// A failed fetch changes nothing (the queued refresh tries again).
+    private func reloadOpenedDetail(_ id: OrderID) async {
+        guard isRunning, openDetails.contains(id),
+            case .modified(let detail, let etag)? = try? await api.order(id, ifNoneMatch: nil)
+        else { return }
+        _ = keep(detail, etag: etag, of: id)
     }
 
     /// An opened detail takes the order a write answered, unless it already shows a newer version.
@@ -260,6 +294,9 @@ extension WaybillClientError {
 extension DriverSession {
     /// Whether no fetch runs or is queued and no coalescing window is open (tests wait for this).
     var isIdle: Bool { listTask == nil && coalescingTask == nil && detailTasks.isEmpty }
+
+    /// Detail fetches running or queued to run (tests wait for this).
+    var detailFetchesInFlight: Int { detailTasks.count }
 
     /// Whether no action is being sent (tests wait for this).
     var isSendingAction: Bool { actionTask != nil }

@@ -43,7 +43,21 @@
         /// ``DriverSession/stop()`` on logout.
         public func run() async {
             await session.start()
-            for await update in await session.updates() { apply(update) }
+            let updates = await session.updates()
+            // A new subscription starts with the whole present (connection, list, opened details,
+            // every pending and refused action). What changed while this store was not listening (an
+            // action applied, a detail dropped) has no update of its own in that replay, so the
+            // mirrors start over from it instead of keeping entries nothing would ever remove.
+            details = [:]
+            pendingActions = []
+            refusedActions = []
+            for await update in updates { apply(update) }
+        }
+
+        /// The driver has seen refusal `id`: it leaves ``refusedActions`` here and in the session.
+        public func dismissRefusal(_ id: ActionID) async {
+            refusedActions.removeAll { $0.id == id }
+            await session.dismissRefusal(id)
         }
 
         /// The opened detail of `id`, if fetched; open it with ``open(_:)``.

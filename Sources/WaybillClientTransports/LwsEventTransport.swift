@@ -9,13 +9,22 @@ public struct LwsEventTransport: EventTransport {
     /// - Parameter loop: the client loop (one thread) that owns every socket this transport opens.
     public init(loop: WebSocketClientLoop) { self.loop = loop }
 
+    /// - Throws: ``UnsupportedScheme`` for anything but `ws://`: this client has no TLS, and a `wss://`
+    ///   URL sent in the clear would carry the socket's ticket in plain text.
     public func connect(_ request: SocketRequest) async throws -> any EventConnection {
         let url = request.url
+        guard url.scheme?.lowercased() == "ws" else { throw UnsupportedScheme(scheme: url.scheme ?? "") }
         let client = try await WebSocketClient.connect(
-            host: url.host ?? "127.0.0.1", port: url.port ?? (url.scheme == "wss" ? 443 : 80),
+            host: url.host ?? "127.0.0.1", port: url.port ?? 80,
             path: request.pathAndQuery, headers: request.headers.map { ($0.key, $0.value) }, on: loop)
         return LwsEventConnection(client: client)
     }
+}
+
+/// The URL's scheme is not `ws` (`wss` needs TLS, which this transport does not have).
+public struct UnsupportedScheme: Error, CustomStringConvertible {
+    public let scheme: String
+    public var description: String { "only ws:// URLs are supported (got \(scheme)://; this transport has no TLS)" }
 }
 
 /// One open socket: text frames and the close code, as `WaybillClient` expects them.

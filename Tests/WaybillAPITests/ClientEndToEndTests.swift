@@ -34,6 +34,15 @@ struct ClientEndToEndTests {
         return await condition(session)
     }
 
+    /// This transport has no TLS: a `wss://` URL is refused before anything is sent, rather than sent
+    /// in the clear with its ticket.
+    @Test func theLwsTransportRefusesWssInsteadOfSendingItInTheClear() async throws {
+        let transport = LwsEventTransport(loop: try Self.loop.get())
+        await #expect(throws: UnsupportedScheme.self) {
+            _ = try await transport.connect(SocketRequest(url: URL(string: "wss://127.0.0.1:9/ws/orders/?ticket=t")!))
+        }
+    }
+
     @Test func aDispatchersWriteShowsUpWithinASecond() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

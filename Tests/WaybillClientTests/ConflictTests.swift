@@ -22,12 +22,42 @@ import WaybillTesting
         }
         #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(2, version: 1)])
         #expect(h.api.state.withLock { $0.statusChanges.isEmpty })
-        await h.clock.advance(by: .milliseconds(250))
-        await eventually("reloaded") { await h.session.cachedDetail(2)?.version == 2 }
+        // Reloaded before the error reached the caller: its `catch` already sees the server's order.
+        #expect(await h.session.cachedDetail(2)?.version == 2)
         #expect(await h.session.cachedDetail(2)?.status == .assigned)
         // Redoing the action now names the version the driver sees, and goes through.
         try await h.session.changeStatus(of: 2, to: .accepted)
         #expect(h.api.writeIfMatches.last == FakeOrdersAPI.etag(2, version: 2))
+    }
+
+    @Test func aRefetchReadBeforeTheDriversWriteDoesNotTakeTheDetailBack() async throws {
+        let h = await Harness.live()
+        try await h.open(2)
+        // The dispatcher changed the order (version 2); the refetch this starts is answered with
+        // version 2 and is still on its way when the driver acts on the order, whatever its version.
+        h.api.touch(2, status: .assigned)
+        h.api.holdDetails(true, answeredAtRequest: true)
+        await h.session.refresh()
+        await eventually("refetch in flight") { h.api.heldDetailCount == 1 }
+        try await h.session.changeStatus(of: 2, to: .accepted, expecting: .any)
+        #expect(await h.session.cachedDetail(2)?.version == 3)
+        h.api.holdDetails(false)
+        h.api.releaseDetails()
+        await eventually("refetch done") { await h.session.detailFetchesInFlight == 0 }
+        #expect(await h.session.cachedDetail(2)?.version == 3)
+        #expect(await h.session.cachedDetail(2)?.status == .accepted)
+        // So the next tap names the version the first one created, and goes through.
+        try await h.session.changeStatus(of: 2, to: .inProgress)
+        #expect(h.api.writeIfMatches == [nil, FakeOrdersAPI.etag(2, version: 3)])
+    }
+
+    @Test func aDirectWriteAnswered401StopsTheSessionAsCloseCode4001Does() async throws {
+        let h = await Harness.live()
+        h.api.failWrites([.notAuthenticated])
+        await #expect(throws: WaybillClientError.notAuthenticated) {
+            try await h.session.changeStatus(of: 1, to: .accepted)
+        }
+        #expect(await h.session.connectionState == .stopped(.notAuthenticated))
     }
 
     @Test func consecutiveActionsNameTheVersionThePreviousOneCreated() async throws {

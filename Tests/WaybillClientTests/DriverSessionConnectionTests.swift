@@ -150,7 +150,14 @@ import WaybillTesting
         let h = await Harness.live(configuration: Self.classic)
         h.transport.failNextConnects(3)
         h.transport.current?.drop(code: 1006)
-        await h.clock.advance(by: .seconds(7))  // 1 + 2 + 4 s: all three retries fail
+        // 1 + 2 + 4 s: all three retries fail. Each wait is for the backoff to be set before its time
+        // passes (time moved before the session had read the drop would leave its timer in the future).
+        for (attempt, delay) in [(0, 1), (1, 2), (2, 4)] {
+            await eventually("backing off \(attempt)") {
+                await h.session.connectionState == .backingOff(attempt: attempt, delay: .seconds(delay))
+            }
+            await h.clock.advance(by: .seconds(delay))
+        }
         await eventually("polling only") { await h.session.connectionState == .pollingOnly }
         #expect(h.transport.attempts.count == 4)
         await h.session.appDidBecomeActive()

@@ -223,4 +223,33 @@ import WaybillTesting
         await h.clock.advance(by: .milliseconds(250))
         await eventually("dropped after 404") { await h.session.cachedDetail(3) == nil }
     }
+
+    /// The screen closed and opened again while a conditional refetch was on its way: its 304 confirms a
+    /// copy the session dropped, so the session asks again instead of failing the new open.
+    @Test func reopeningADetailDuringItsRefetchGetsTheOrder() async throws {
+        let h = await Harness.live()
+        try await h.open(2)
+        h.api.resetCounts()
+        h.api.holdDetails(true)
+        await h.session.refresh()
+        await eventually("refetch in flight") { h.api.heldDetailCount == 1 }
+        await h.session.closeDetail(2)
+        async let reopened = h.session.detail(2)
+        await h.settle()
+        h.api.holdDetails(false)
+        h.api.releaseDetails()
+        let detail = try await reopened
+        #expect(detail.id == 2)
+        #expect(await h.session.cachedDetail(2)?.version == detail.version)
+        // The held request was conditional (answered 304), the second one was not.
+        #expect(h.api.detailIfNoneMatches == [FakeOrdersAPI.etag(2, version: 1), nil])
+    }
+
+    @Test func aDetailRefetchAnswered401StopsTheSessionAsCloseCode4001Does() async throws {
+        let h = await Harness.live()
+        try await h.open(2)
+        h.api.failDetails([.notAuthenticated])
+        await h.session.refresh()
+        await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
+    }
 }

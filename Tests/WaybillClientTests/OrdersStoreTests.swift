@@ -26,6 +26,39 @@ import WaybillTesting
             await running.value
         }
 
+        /// SwiftUI restarts `.task` when a view comes back: what changed meanwhile (an action applied, a
+        /// refusal dismissed) must not linger in the store, which would never hear of it.
+        @Test func aStoreThatRunsAgainForgetsWhatChangedWhileItWasAway() async throws {
+            let h = await Harness.live()
+            let store = OrdersStore(session: h.session)
+            h.api.failWrites([.unreachable("offline")])
+            h.api.refuseWrites(to: 3)
+            var running = Task { await store.run() }
+            let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+            let refused = try await h.session.queue(.changeStatus(of: 3, to: .accepted))
+            await eventually("pending shown") { store.pendingActions.map(\.id) == [accept.id, refused.id] }
+            running.cancel()
+            await running.value
+            await h.clock.advance(by: .seconds(1))  // the retry: the first goes through, the second is refused
+            await eventually("both done") { await h.session.pendingActions.isEmpty }
+            #expect(store.pendingActions.count == 2)  // nobody told the store yet
+            running = Task { await store.run() }
+            // The replay brings the refusal back and nothing else.
+            await eventually("refusal shown") { store.refusedActions.map(\.id) == [refused.id] }
+            #expect(store.pendingActions.isEmpty)
+            await store.dismissRefusal(refused.id)
+            #expect(store.refusedActions.isEmpty)
+            #expect(await h.session.refusedActions.isEmpty)
+            running.cancel()
+            await running.value
+            running = Task { await store.run() }
+            await eventually("connection shown") { store.connectionState == .live }
+            await h.settle()
+            #expect(store.refusedActions.isEmpty)
+            running.cancel()
+            await running.value
+        }
+
         @Test func observersAreNotifiedOfListChanges() {
             let store = OrdersStore(session: Harness().session)
             let changed = LockedLog()

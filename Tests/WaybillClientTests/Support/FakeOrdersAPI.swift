@@ -21,6 +21,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var writeIfMatches: [String?] = []  // the If-Match of each write
         var socketError: WaybillClientError?
         var holdDetails = false
+        /// Whether a held detail fetch answers with the order as it was when the request came (a
+        /// server that read the row, then a slow network) instead of as it is at the release.
+        var detailsAnsweredAtRequest = false
         var heldDetails: [CheckedContinuation<Void, Never>] = []
         var holdLists = false
         var heldLists: [CheckedContinuation<Void, Never>] = []
@@ -115,7 +118,12 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
 
     func setSocketError(_ error: WaybillClientError?) { state.withLock { $0.socketError = error } }
 
-    func holdDetails(_ hold: Bool) { state.withLock { $0.holdDetails = hold } }
+    func holdDetails(_ hold: Bool, answeredAtRequest: Bool = false) {
+        state.withLock {
+            $0.holdDetails = hold
+            $0.detailsAnsweredAtRequest = answeredAtRequest
+        }
+    }
 
     /// Lets every held detail fetch finish.
     func releaseDetails() {
@@ -155,20 +163,26 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     }
 
     func order(_ id: OrderID, ifNoneMatch: String?) async throws -> Fetched<OrderDetail> {
-        let hold = state.withLock { state in
+        let (hold, early) = state.withLock { state in
             state.detailRequests.append(id)
             state.detailIfNoneMatches.append(ifNoneMatch)
-            return state.holdDetails
+            let early = state.holdDetails && state.detailsAnsweredAtRequest
+            return (state.holdDetails, early ? Result { try Self.answer(id, ifNoneMatch, &state) } : nil)
         }
         if hold {
             await withCheckedContinuation { continuation in state.withLock { $0.heldDetails.append(continuation) } }
         }
-        return try state.withLock { state in
-            if !state.detailFailures.isEmpty { throw state.detailFailures.removeFirst() }
-            guard let detail = state.details[id] else { throw WaybillClientError.notFound }
-            let tag = Self.etag(id, version: detail.version)
-            return ifNoneMatch == tag ? .notModified : .modified(detail, etag: tag)
-        }
+        if let early { return try early.get() }
+        return try state.withLock { try Self.answer(id, ifNoneMatch, &$0) }
+    }
+
+    private static func answer(_ id: OrderID, _ ifNoneMatch: String?, _ state: inout State) throws
+        -> Fetched<OrderDetail>
+    {
+        if !state.detailFailures.isEmpty { throw state.detailFailures.removeFirst() }
+        guard let detail = state.details[id] else { throw WaybillClientError.notFound }
+        let tag = etag(id, version: detail.version)
+        return ifNoneMatch == tag ? .notModified : .modified(detail, etag: tag)
     }
 
     var appliedWrites: [String] { state.withLock { $0.appliedWrites.map(\.what) } }
