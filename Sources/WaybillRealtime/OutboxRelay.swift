@@ -14,7 +14,8 @@ public import WaybillStorage
 /// the relay retries with backoff from the same cursor; after `stepDownAfterFailures` failed rounds
 /// in a row it gives the lease up for `stepDownPause` (1 s), so a node that can reach the broker (or the
 /// store) takes over — a leader cut off from Redis alone would otherwise hold every node's live
-/// delivery back for as long as it runs.
+/// delivery back for as long as it runs. Reading the starting cursor counts the same way: the
+/// lease lives on a session of its own, so a node whose reads fail would otherwise keep it.
 ///
 /// Events committed on this node are published without a store read when they continue the cursor
 /// (the fast path); events committed on other nodes are found by the leader's poll, so a cluster
@@ -121,7 +122,6 @@ public final class OutboxRelay: Sendable {
         while !Task.isCancelled {
             guard await lease.acquire() else { break }
             logger.info("outbox relay leads")
-            leading.store(true, ordering: .releasing)
             let steppedDown = await lead()
             leading.store(false, ordering: .releasing)
             handed.withLock { $0.removeAll() }
@@ -143,7 +143,16 @@ public final class OutboxRelay: Sendable {
     /// Publishes while the lease is held; returns when it is lost or the task is cancelled
     /// (`false`), or when it failed `stepDownAfterFailures` rounds in a row (`true`).
     private func lead() async -> Bool {
-        guard var cursor = await initialCursor() else { return false }
+        var cursor: EventID
+        switch await initialCursor() {
+        case .read(let read): cursor = read
+        case .leaseLost: return false
+        case .failed: return true
+        }
+        // Only now are handed-over events kept: until the cursor is known nothing drains them (a
+        // leader that cannot read would gather every commit of its node), and events committed
+        // before this point are found by the first round's store read.
+        leading.store(true, ordering: .releasing)
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
@@ -259,22 +268,37 @@ public final class OutboxRelay: Sendable {
         return true
     }
 
-    /// The persisted cursor, or the store's newest if that is lower (history rewound under it);
-    /// `nil` if the lease was lost or the task cancelled first.
-    private func initialCursor() async -> EventID? {
+    private enum InitialCursor {
+        case read(EventID)
+        /// The lease was lost or the task cancelled first.
+        case leaseLost
+        /// `stepDownAfterFailures` reads in a row failed: this node cannot relay, another may.
+        case failed
+    }
+
+    /// The persisted cursor, or the store's newest if that is lower (history rewound under it).
+    ///
+    /// Failures count toward stepping down as a round's do: the lease lives on a session of its own,
+    /// so a node whose reads fail (its pool out of connection slots, its read queue full) would
+    /// otherwise hold it for good, and no node would relay.
+    private func initialCursor() async -> InitialCursor {
+        var failures = 0
         while !Task.isCancelled, lease.isHeld {
             do {
                 let (relayed, newest) = try await store.read { tx in (try tx.relayedThrough(), try tx.newestEventID()) }
                 if relayed > newest {
                     logger.error("relay cursor above the newest event; relaying from the newest", ["relayed": "\(relayed)", "newest": "\(newest)"])
                 }
-                return min(relayed, newest)
+                return .read(min(relayed, newest))
             } catch {
-                logger.warning("relay cannot read its cursor", ["error": "\(error)"])
-                try? await clock.sleep(for: .milliseconds(500))
+                failures += 1
+                metrics.relayFailed()
+                logger.warning("relay cannot read its cursor", ["error": "\(error)", "attempt": "\(failures)"])
+                if failures >= configuration.stepDownAfterFailures { return .failed }
+                try? await clock.sleep(for: backoff(failures))
             }
         }
-        return nil
+        return .leaseLost
     }
 
     private func backoff(_ failures: Int) -> Duration {

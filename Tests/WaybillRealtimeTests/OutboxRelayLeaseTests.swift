@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 import WaybillDomain
 import WaybillObservability
@@ -93,6 +94,37 @@ struct OutboxRelayLeaseTests {
         }
     }
 
+    /// A leader whose reads fail from the start (its pool out of connection slots, its read queue
+    /// full) while its lease, on a session of its own, stays held: it cannot even read its cursor.
+    /// It gives the lease up like a leader whose rounds fail, and keeps none of its node's commits
+    /// meanwhile.
+    @Test func aLeaderThatCannotReadItsCursorStepsDownForARelayThatCan() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            let unreadable = ReadFailingStore(store)
+            let first = Self.relay(unreadable, broker, clock: clock), second = Self.relay(store, broker, clock: clock)
+            let leading = Task { await first.run() }
+            defer { leading.cancel() }
+            #expect(await eventually { unreadable.failedReads > 0 }, "the first relay took the lease and tried")
+            let waiting = Task { await second.run() }
+            defer { waiting.cancel() }
+            let events = try await store.append(3)
+            first.committed(events)  // committed on the node that cannot read
+            #expect(!first.isLeading, "no cursor yet: nothing handed over is kept")
+            let handedOver = await eventually(timeout: .seconds(20)) {
+                await clock.advance(by: .milliseconds(200))
+                return second.isLeading
+            }
+            #expect(handedOver, "the relay that cannot read steps down")
+            second.notify()
+            #expect(await eventually { broker.publishedIDs == events.map(\.id) })
+            leading.cancel()
+            waiting.cancel()
+            await leading.value
+            await waiting.value
+        }
+    }
+
     @Test func aFollowerDropsHandedEventsAndTheLeaderStillFindsThemInTheStore() async throws {
         try await withStore { store in
             let broker = ScriptedBroker(), clock = TestClock()
@@ -151,4 +183,23 @@ struct OutboxRelayLeaseTests {
             }
         }
     }
+}
+
+/// A store whose reads all fail as a node's would with its pool out of connections; writes and the
+/// lease go through.
+final class ReadFailingStore: OrderStore {
+    private let store: any OrderStore
+    private let failures = Mutex(0)
+    init(_ store: any OrderStore) { self.store = store }
+    var failedReads: Int { failures.withLock { $0 } }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        failures.withLock { $0 += 1 }
+        throw StoreError.unavailable("no connection slot")
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        try await store.write(body)
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { store.lease(name) }
 }
