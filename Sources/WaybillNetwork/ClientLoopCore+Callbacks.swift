@@ -79,19 +79,24 @@ extension ClientLoopCore {
         _ length: Int
     ) -> Int32 {
         let piece = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
-        let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-        switch connection.inbound.receive(piece, isBinary: lws_frame_is_binary(wsi) != 0, isLast: isLast) {
+        let endsFrame = lws_remaining_packet_payload(wsi) == 0
+        let isLast = lws_is_final_fragment(wsi) != 0 && endsFrame
+        let outcome = connection.inbound.receive(
+            piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
+        switch outcome {
         case .partial:
             break
-        case .tooBig:
-            // The server sent more than this client takes in one message: close with 1009.
+        case .tooBig, .tooManyFragments:
+            // The server sent more than this client takes in one message (1009), or one message in
+            // more frames than it accepts (1008): close.
+            let (code, text) = outcome == .tooBig ? (1009, "message too big") : (1008, "too many fragments")
             connection.queue = []
             connection.closeSent = true
-            connection.closeCode = 1009
-            connection.closeReason = "message too big"
-            var reason = Array("message too big".utf8)
+            connection.closeCode = code
+            connection.closeReason = text
+            var reason = Array(text.utf8)
             reason.withUnsafeMutableBufferPointer { b in
-                lws_close_reason(wsi, lws_close_status(rawValue: 1009), b.baseAddress, b.count)
+                lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), b.baseAddress, b.count)
             }
             return -1
         case .complete(.binary(let message)):

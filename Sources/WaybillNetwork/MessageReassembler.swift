@@ -18,21 +18,36 @@ struct MessageReassembler {
         case complete(Message)
         /// Over `maxBytes`: close the socket with 1009. What was gathered is dropped.
         case tooBig
+        /// More than `maxFragments` frames without the final one: close the socket with 1008.
+        case tooManyFragments
     }
 
     let maxBytes: Int
+    /// Frames one message may span. A message's frames cost a callback each but only a complete
+    /// message is counted against a socket's frame budget, and an empty non-final frame adds no
+    /// bytes: without this a peer could send fragments of one never-ending message for ever (6
+    /// bytes and one callback each). Clients fragment rarely, and lws splits one frame into
+    /// pieces without making more frames of it.
+    let maxFragments: Int
     private var bytes: [UInt8] = []
     private var isBinary = false
+    private var fragments = 0
     /// Whether a message has begun and not yet ended.
     private(set) var isInMessage = false
 
-    init(maxBytes: Int) { self.maxBytes = max(0, maxBytes) }
+    init(maxBytes: Int, maxFragments: Int = 64) {
+        self.maxBytes = max(0, maxBytes)
+        self.maxFragments = max(1, maxFragments)
+    }
 
     /// Takes the next piece.
     /// - Parameters:
     ///   - isBinary: the frame's kind; only the message's first piece decides it.
+    ///   - endsFrame: the last piece of its frame (lws: no payload of the frame remaining).
     ///   - isLast: the last piece of the message's final fragment.
-    mutating func receive(_ piece: UnsafeRawBufferPointer, isBinary: Bool, isLast: Bool) -> Outcome {
+    mutating func receive(
+        _ piece: UnsafeRawBufferPointer, isBinary: Bool, endsFrame: Bool = true, isLast: Bool
+    ) -> Outcome {
         if !isInMessage {
             if isLast {
                 guard piece.count <= maxBytes else { return .tooBig }
@@ -45,6 +60,13 @@ struct MessageReassembler {
             reset()
             return .tooBig
         }
+        if endsFrame && !isLast {
+            fragments += 1
+            guard fragments < maxFragments else {
+                reset()
+                return .tooManyFragments
+            }
+        }
         bytes.append(contentsOf: piece)
         guard isLast else { return .partial }
         let whole = bytes, binary = self.isBinary
@@ -56,6 +78,7 @@ struct MessageReassembler {
     mutating func reset() {
         bytes = []
         isBinary = false
+        fragments = 0
         isInMessage = false
     }
 

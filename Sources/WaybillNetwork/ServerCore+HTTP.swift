@@ -287,3 +287,24 @@ extension ServerCore {
         .jsonError(status: 413, code: "payload_too_large", message: "The body is larger than \(limit) bytes.")
     }
 }
+
+extension ServerCore {
+    /// The answer to a `CONNECT`, which lws has already made a raw socket: a 405 in the SPEC's error
+    /// shape, written at once (a short write to a fresh socket), before the caller closes.
+    func refuseRawConnection(_ wsi: OpaquePointer) {
+        let answer = Self.connectRefusal
+        let pre = FrameStorage.headroom
+        var buffer = [UInt8](repeating: 0, count: pre + answer.count)
+        buffer.replaceSubrange(pre..., with: answer)
+        buffer.withUnsafeMutableBufferPointer { b in
+            _ = lws_write(wsi, b.baseAddress! + pre, answer.count, LWS_WRITE_HTTP)  // = LWS_WRITE_RAW (a macro Swift cannot see)
+        }
+    }
+
+    private static let connectRefusal: [UInt8] = {
+        let body = #"{"error":"method_not_allowed","message":"CONNECT is not supported here."}"#
+        return Array(
+            ("HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
+    }()
+}

@@ -3,13 +3,28 @@ import CWebSockets
 /// Server WebSockets: upgrade, receive, the write loop, closing, and the delegate calls.
 extension ServerCore {
     /// `HTTP_CONFIRM_UPGRADE` (`user` is nil here): only WebSocket upgrades on configured paths.
+    ///
+    /// Any other `Upgrade: websocket` or `h2c` is served as the plain HTTP/1.1 request it also is
+    /// (a server may ignore `Upgrade`, RFC 9110 §7.8): `curl --http2` and Java's `HttpClient` ask
+    /// for `h2c` on every plain-HTTP request, and hanging up left them with no answer at all. lws
+    /// 4.1 has no way to say "no upgrade" (non-zero here means "hang up" or "answered already"),
+    /// and it compares this very buffer with "websocket" and "h2c" right after the callback
+    /// (`lws_handshake_server`): spoiling its first byte makes it take the request as HTTP, which
+    /// then reaches `LWS_CALLBACK_HTTP` like any other (a WebSocket path so asked is a 404, a
+    /// draining server's answer is 503 `shutting_down`). Any other upgrade name lws has refused
+    /// with 403 already before asking: hang up.
     func confirmUpgrade(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let input else { return -1 }
         // `in` is a NUL-terminated upgrade name; `len` is not set for this reason.
-        let kind = String(cString: input.assumingMemoryBound(to: CChar.self))
-        guard kind.lowercased() == "websocket", !isShuttingDown, let path = LwsRequestReader.getPath(wsi),
+        let name = input.assumingMemoryBound(to: CChar.self)
+        let kind = String(cString: name).lowercased()
+        if kind == "websocket", !isShuttingDown, let path = LwsRequestReader.getPath(wsi),
             configuration.webSocketPaths.contains(path)
-        else { return -1 }  // lws hangs up
+        {
+            return 0
+        }
+        guard kind == "websocket" || kind == "h2c" else { return -1 }  // lws hangs up
+        name[0] = CChar(UInt8(ascii: "-"))
         return 0
     }
 
@@ -48,15 +63,19 @@ extension ServerCore {
         // Once the server has decided to close, the peer's further messages are not delivered.
         guard let connection = slotObject(user) as? WebSocketConnection, connection.isOpen else { return 0 }
         let piece = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: length)
-        let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-        switch connection.inbound.receive(piece, isBinary: lws_frame_is_binary(wsi) != 0, isLast: isLast) {
+        let endsFrame = lws_remaining_packet_payload(wsi) == 0
+        let isLast = lws_is_final_fragment(wsi) != 0 && endsFrame
+        let outcome = connection.inbound.receive(
+            piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
+        switch outcome {
         case .partial:
             return 0
-        case .tooBig:
+        case .tooBig, .tooManyFragments:
+            let (code, reason) = outcome == .tooBig ? (1009, "message too big") : (1008, "too many fragments")
             connection.dropQueue()
-            connection.requestClose(code: 1009, reason: "message too big")
+            connection.requestClose(code: code, reason: reason)
             connection.closeSent = true
-            closeNow(wsi, code: 1009, reason: "message too big")
+            closeNow(wsi, code: code, reason: reason)
             return -1
         case .complete(.binary(let message)):
             delegate?.socketReceived(connection.id, binary: message, io: io)

@@ -204,6 +204,14 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             detach(user)
             forgetRemoteAddress(wsi)
             return 0
+        case LWS_CALLBACK_RAW_ADOPT:
+            // lws 4.1 turns a `CONNECT` request into a raw socket and clears every timeout
+            // (`lws_http_to_fallback`). Nothing here speaks raw: without this the connection stayed
+            // open for good, unanswered, and a client could fill the open-file limit with them.
+            refuseRawConnection(wsi)
+            return -1
+        case LWS_CALLBACK_RAW_RX, LWS_CALLBACK_RAW_WRITEABLE:
+            return -1  // never reached after the refusal above; a raw socket has nothing to say here
         default:
             return 0
         }

@@ -146,6 +146,12 @@ struct IdempotencyTests {
                 #expect(answer.errorCode == "invalid_header")
             }
             #expect(try await Self.newestEvent(server) == events)
+            // Without a valid token the answer is 401 whatever the key looks like (the token first).
+            for token in ["", "not-a-token"] {
+                let answer = try await Self.send(
+                    server, "POST", "/api/orders/", token: token, body: body, key: String(repeating: "k", count: 300))
+                #expect(answer.status == 401, "token \(token.isEmpty ? "missing" : "bad")")
+            }
             let longest = " ~!" + String(repeating: "x", count: 252)
             let first = try await Self.send(server, "POST", "/api/orders/", token: boss, body: body, key: longest)
             #expect(first.status == 201)

@@ -319,6 +319,46 @@ struct HTTPServerTests {
         }
     }
 
+    /// lws makes a `CONNECT` request a raw socket with no timeout: it is answered 405 and closed at
+    /// once (it stayed open and unanswered for good, one file descriptor each).
+    @Test(arguments: ["CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"])
+    func connectIsRefusedAndClosedAtOnce(raw: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(raw)
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 405)
+            #expect(response.text.contains("method_not_allowed"))
+            #expect(closed)
+        }
+    }
+
+    /// `Upgrade: h2c` (what `curl --http2` and Java's `HttpClient` send on plain HTTP), or a WebSocket
+    /// upgrade on a path that has none, is served as the HTTP/1.1 request it also is, and the
+    /// connection stays usable (both were hung up on with no answer).
+    @Test(arguments: [
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+        "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+    ])
+    func anUpgradeThatIsNotOfferedIsServedAsHTTP(upgrade: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (first, second) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("GET /api/me?x=1 HTTP/1.1\r\nHost: x\r\n" + upgrade + "\r\n")
+                let first = try c.readResponse()
+                try c.send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
+                return (first, try c.readResponse())
+            }
+            #expect(first.status == 200)
+            #expect(first.text.contains(#""path":"\/api\/me""#) || first.text.contains(#""path":"/api/me""#))
+            #expect(second.status == 200)
+        }
+    }
+
     @Test func chunkedOversizeBodyGets413() async throws {
         try await withServer({ $0.maxBodyBytes = 1000 }) { server in
             let port = server.port

@@ -11,6 +11,19 @@ struct MessageReassemblerTests {
         }
     }
 
+    @Test func aMessageInMoreFramesThanTheLimitIsRefused() {
+        var r = MessageReassembler(maxBytes: 64, maxFragments: 3)
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        // Pieces of one frame are not frames: only a frame's last piece counts.
+        #expect(r.receive(empty, isBinary: false, endsFrame: false, isLast: false) == .partial)
+        #expect(r.receive(empty, isBinary: false, endsFrame: true, isLast: false) == .partial)
+        #expect(r.receive(empty, isBinary: false, endsFrame: true, isLast: false) == .partial)
+        #expect(r.receive(empty, isBinary: false, endsFrame: true, isLast: false) == .tooManyFragments)
+        #expect(!r.isInMessage)
+        // Two non-final frames and the final one are within a limit of three.
+        #expect(feed(&r, ["a", "b", "c"]) == [.partial, .partial, .complete(.text("abc"))])
+    }
+
     @Test func aWholeMessageInOnePieceIsCompleteAtOnce() {
         var r = MessageReassembler(maxBytes: 64)
         #expect(feed(&r, [#"{"type":"ping"}"#]) == [.complete(.text(#"{"type":"ping"}"#))])

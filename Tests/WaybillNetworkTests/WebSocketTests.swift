@@ -116,6 +116,33 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    /// Fragments of one message that never ends (empty ones add no bytes, and only a complete
+    /// message is counted against the hub's frame budget) close the socket with 1008; 63 fragments
+    /// and a final one still make a message.
+    @Test func aMessageInTooManyFragmentsClosesWith1008() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer(delegate: delegate) { server in
+            let port = server.port
+            let (echo, close) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                #expect(try c.upgradeToWebSocket("/ws/orders/").status == 101)
+                try c.sendFrame(.text, Array("a".utf8), fin: false)
+                for _ in 0..<62 { try c.sendFrame(.continuation, [], fin: false) }
+                try c.sendFrame(.continuation, Array("b".utf8))
+                let echo = try c.readDataOrCloseFrame()
+                try c.sendFrame(.text, [], fin: false)
+                for _ in 0..<10_000 { try c.sendFrame(.continuation, [], fin: false) }
+                return (echo, try c.readDataOrCloseFrame())
+            }
+            #expect(echo.text == "ab")
+            #expect(close.opcode == .close)
+            #expect(close.payload.prefix(2) == [0x03, 0xF0])  // 1008
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket)?.code == 1008 })
+        }
+        loop.shutdown()
+    }
+
     @Test func slowConsumerIsClosedWith4008() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 256 << 10 }, delegate: delegate) { server in

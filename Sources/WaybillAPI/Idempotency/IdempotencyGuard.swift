@@ -36,8 +36,13 @@ struct IdempotencyGuard: Sendable {
     func respond(
         to request: HTTPRequest, _ context: RequestContext, _ handler: Router.Handler
     ) async throws -> HTTPResponse {
+        guard let header = request.headers["idempotency-key"], !header.isEmpty else {
+            return try await handler(request, context)
+        }
+        // Keys are scoped to the user, and a request without a valid token gets its 401 whatever
+        // else is wrong with it (PROTOCOL.md): the token before the key's shape.
+        let user = try await context.requireUser().id
         guard let key = try IdempotencyKey.parse(request) else { return try await handler(request, context) }
-        let user = try await context.requireUser().id  // keys are scoped to the user: 401 first
         let incoming = IdempotentRequest(
             userID: user, key: key.value, method: request.method, path: Self.path(of: request),
             fingerprint: Self.fingerprint(request))
