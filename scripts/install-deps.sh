@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages Waybill needs, only those that are missing.
 #   scripts/install-deps.sh            build + run (C libraries, pkg-config)
-#   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, nginx, Chromium, a Python venv
-#   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx
+#   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, nginx, Chromium, a Python venv, curl
+#   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx, curl
 #   scripts/install-deps.sh --bench    also what `scripts/bench.sh compare` runs: wrk, a C compiler (the
 #                                      shared sink and publisher), Nchan (nginx + libnginx-mod-nchan), Redis
 #                                      and a Python venv (the harness and the Django peer install their
@@ -31,8 +31,10 @@ packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlit
 # Servers the multi-node tests and `make cluster` start themselves (on free loopback ports).
 services=(postgresql redis-server nginx)
 case "$mode" in
-    --test) packages+=("${services[@]}" chromium python3-venv python3-pip) ;;
-    --cluster) packages+=("${services[@]}") ;;
+    # curl: scripts/release-smoke.sh (the last step of `make test`) and scripts/cluster.sh ask the
+    # server with it; a minimal Debian has none.
+    --test) packages+=("${services[@]}" chromium python3-venv python3-pip curl) ;;
+    --cluster) packages+=("${services[@]}" curl) ;;
     --bench) packages+=(wrk gcc libc6-dev curl nginx libnginx-mod-nchan redis-server python3-venv python3-pip) ;;
     "") ;;
     *) echo "usage: scripts/install-deps.sh [--test|--cluster|--bench]" >&2; exit 2 ;;

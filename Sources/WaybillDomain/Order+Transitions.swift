@@ -130,11 +130,15 @@ extension Order {
         guard driverID == actor.userID else { throw .notAssignedDriver }
     }
 
-    /// Every change bumps `version` and `updatedAt`.
+    /// Every change bumps `version` and `updatedAt`, and `updatedAt` only moves forward: a write
+    /// that read its clock before waiting for the row (a queue, a lock, another node whose clock is
+    /// behind) would otherwise stamp version n+1 earlier than version n, and `updated_after=`
+    /// would miss an order that changed after the time asked for. One millisecond (the storage's
+    /// resolution) past the previous stamp keeps "changed strictly after" true for every version.
     private func touched(at now: Date) -> Order {
         var next = self
         next.version += 1
-        next.updatedAt = now
+        next.updatedAt = max(now, updatedAt.addingTimeInterval(0.001))
         return next
     }
 

@@ -7,17 +7,23 @@ public import WaybillStorage
 /// Every poll asks for the last `overlap` seconds, so a logout committed just before a poll's
 /// snapshot but stamped a little earlier (clocks, commit latency) is still seen by the next one;
 /// each `(user, at)` is acted on once. Nodes' clocks must agree with the store's within `overlap`.
+///
+/// The window starts at the last poll that succeeded, not at `now`: after polls failed for longer
+/// than the overlap (a store outage, a saturated pool), a logout made meanwhile would otherwise be
+/// older than the next window, and this node would never close its user's sockets.
 public struct LogoutWindow: Sendable {
     public let overlap: TimeInterval
     /// Logouts already acted on, until they fall out of every future window.
     private var handled: Set<Logout> = []
+    /// When the last poll that got an answer was made.
+    private var lastAnswered: Date?
 
     public init(overlap: TimeInterval = 5) {
         self.overlap = overlap
     }
 
-    /// The `since` of the poll made at `now`.
-    public func since(now: Date) -> Date { now.addingTimeInterval(-overlap) }
+    /// The `since` of the poll made at `now`: `overlap` before the last answered poll (or `now`).
+    public func since(now: Date) -> Date { min(lastAnswered ?? now, now).addingTimeInterval(-overlap) }
 
     /// A logout this node acted on already (it was made here): a poll that returns it skips it.
     public mutating func actedOn(_ logout: Logout) { handled.insert(logout) }
@@ -25,6 +31,7 @@ public struct LogoutWindow: Sendable {
     /// Takes a poll's answer; returns the logouts not acted on yet, one per user (the one that
     /// started the highest epoch: it revoked what the others did), in the order of the users' first.
     public mutating func received(_ logouts: [Logout], now: Date) -> [Logout] {
+        lastAnswered = now
         var new: [Logout] = []
         for logout in logouts where handled.insert(logout).inserted {
             if let index = new.firstIndex(where: { $0.userID == logout.userID }) {

@@ -184,6 +184,46 @@ struct LoginFloodTests {
         }
     }
 
+    /// IPv6 addresses count by their /64 (one subscriber holds a whole /64): a fresh address in the
+    /// attacker's /64 gets no new try at a locked email.
+    @Test func ipv6AddressesAreThrottledByTheirSlash64() async throws {
+        try await TestServer.withRunning(configure: { $0.trustedProxies = ["127.0.0.7"] }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let email = seed.dispatcher.email
+            let locker = AddressedClient(port: server.port, source: "127.0.0.3")
+            for _ in 0..<10 { #expect(try await locker.login(email, "wrong").status == 401) }
+            func from(_ address: String) -> AddressedClient {
+                AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: address)
+            }
+            #expect(try await from("2001:db8:1:2::1").login(email, "wrong").status == 401, "the /64's one clean try")
+            for n in 2...6 {
+                #expect(try await from("2001:db8:1:2::\(n)").login(email, "wrong").status == 429)
+            }
+            #expect(try await from("2001:db8:1:3::1").login(email, "wrong").status == 401, "another /64 is another client")
+        }
+        #expect(ClientAddress.throttleKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")
+        #expect(ClientAddress.throttleKey("::1") == "0:0:0:0::/64")
+        #expect(ClientAddress.throttleKey("10.0.0.5") == "10.0.0.5")
+    }
+
+    /// A login refused for a locked email checks no password, so it is no failure of the address:
+    /// a driver retrying it (or many behind one NAT) does not use up the address's quota.
+    @Test func refusalsForALockedEmailDoNotCountAgainstTheAddress() async throws {
+        try await TestServer.withRunning(configure: { $0.loginAttemptsPerAddress = 5 }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let locked = seed.dispatcher.email
+            for source in ["127.0.0.3", "127.0.0.4"] {  // five failures each: the email's ten
+                let locker = AddressedClient(port: server.port, source: source)
+                for _ in 0..<5 { #expect(try await locker.login(locked, "wrong").status == 401) }
+            }
+            let shared = AddressedClient(port: server.port, source: "127.0.0.9")
+            #expect(try await shared.login("nobody@example.com", "wrong").status == 401)  // not clean any more
+            for _ in 0..<8 { #expect(try await shared.login(locked, "wrong").status == 429) }
+            let driver = seed.drivers[0]
+            #expect(try await shared.login(driver.email, driver.password).status == 200)
+        }
+    }
+
     @Test func forwardedAddressesAreParsedStrictly() {
         let resolver = ClientAddress(trustedProxies: ["127.0.0.1"])
         func resolve(_ forwarded: String?, from peer: String = "127.0.0.1") -> String {

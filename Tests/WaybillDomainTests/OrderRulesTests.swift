@@ -23,6 +23,19 @@ struct OrderRulesTests {
         #expect(done.version == 2)
     }
 
+    /// A write whose clock read is older than the order's stamp (it waited for the row, or its node's
+    /// clock is behind) still moves `updatedAt` forward, so `updated_after=` finds every version.
+    @Test func updatedAtNeverGoesBackwards() throws {
+        let earlier = now.addingTimeInterval(-2)
+        let changed = try order().completingStage(10, by: driver, at: earlier)
+        #expect(changed.version == 2)
+        #expect(changed.updatedAt > now)
+        let again = try changed.completingStage(11, by: driver, at: earlier)
+        #expect(again.updatedAt > changed.updatedAt)
+        let later = now.addingTimeInterval(60)
+        #expect(try again.patched(OrderPatch(notes: "n"), by: dispatcher, at: later)?.updatedAt == later)
+    }
+
     @Test func aStageCannotBeCompletedTwice() throws {
         let done = try order().completingStage(10, by: driver, at: now)
         #expect(throws: OrderRuleViolation.stageAlreadyCompleted(10)) { try done.completingStage(10, by: driver, at: now) }

@@ -12,7 +12,7 @@ struct TransitionTableTests {
     static func order(_ status: OrderStatus, driver: UserID? = 7) -> Order {
         Order(
             id: 42, companyID: 1, number: "2026/11/0042", status: status, driverID: status == .new ? nil : driver,
-            title: "Load", createdAt: now, updatedAt: now, version: 3)
+            title: "Load", createdAt: now, updatedAt: now.addingTimeInterval(-60), version: 3)
     }
 
     /// The moves `POST /status` allows, by role.

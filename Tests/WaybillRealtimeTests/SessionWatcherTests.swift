@@ -23,6 +23,18 @@ struct LogoutWindowTests {
         #expect(window.received([a, b], now: Self.t + 3).isEmpty)
     }
 
+    /// Polls failed for longer than the overlap: the next window reaches back to the last poll that
+    /// got an answer, so a logout made meanwhile is still acted on.
+    @Test func afterFailedPollsTheWindowStartsAtTheLastAnsweredPoll() {
+        var window = LogoutWindow(overlap: 5)
+        #expect(window.received([], now: Self.t).isEmpty)
+        let meanwhile = Self.logout(1, at: Self.t + 1)
+        // Polls at t+0.25 … t+7 failed (no `received`); the one at t+8 answers.
+        #expect(window.since(now: Self.t + 8) == Self.t - 5)
+        #expect(window.received([meanwhile], now: Self.t + 8) == [meanwhile])
+        #expect(window.since(now: Self.t + 9) == Self.t + 3)
+    }
+
     @Test func aUserWhoLogsOutAgainIsActedOnAgain() {
         var window = LogoutWindow(overlap: 5)
         let first = Self.logout(1, at: Self.t), second = Self.logout(1, at: Self.t + 2, epoch: 2)

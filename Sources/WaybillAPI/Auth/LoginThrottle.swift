@@ -12,7 +12,7 @@ import WaybillStorage
 /// - Per address (`addressLimit`, higher than per email): one client cannot spray guesses over
 ///   many emails. The address is the socket's peer, or behind a proxy named in `--trusted-proxy`
 ///   the entry that proxy added to `X-Forwarded-For` (`ClientAddress`); a client's own header is
-///   never believed.
+///   never believed. IPv6 addresses count by their /64 (`ClientAddress.throttleKey`).
 /// - Per email (`emailLimit`): many clients cannot guess one password. A full email counter
 ///   alone would let a stranger lock the owner out, so an attempt from an address with **no**
 ///   failures (nor attempts in flight) inside the window may still try once: if the password is
@@ -58,7 +58,7 @@ final class LoginThrottle: Sendable {
     /// - Throws: `StoreError` when the store cannot count (the login answers 503 when it is unavailable).
     func begin(email: String, address: String) async throws -> Decision {
         let now = clock.now(), window = self.window, emailLimit = self.emailLimit, addressLimit = self.addressLimit
-        let addressKey = "address:" + (address.isEmpty ? "unknown" : address)
+        let addressKey = "address:" + (address.isEmpty ? "unknown" : ClientAddress.throttleKey(address))
         return try await store.write { tx in
             // A limit of 1 succeeds only when the address has nothing counted: "clean".
             let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
@@ -71,7 +71,11 @@ final class LoginThrottle: Sendable {
                 return .allowed(Attempt(started: now, keys: [addressKey, email], fromCleanAddress: clean))
             }
             // The email is locked: only a clean address may try (its failure counts on the address).
-            return clean ? .allowed(Attempt(started: now, keys: [addressKey], fromCleanAddress: true)) : .limited
+            if clean { return .allowed(Attempt(started: now, keys: [addressKey], fromCleanAddress: true)) }
+            // Refused without a password check: this is no failure, so the address keeps its quota
+            // (a driver retrying a locked email would otherwise lock every login from a shared NAT).
+            try tx.releaseLoginAttempt(key: addressKey, at: now)
+            return .limited
         }
     }
 

@@ -52,4 +52,16 @@ public struct ClientAddress: Sendable {
         let written = String(cString: buffer)
         return written.hasPrefix("::ffff:") && written.contains(".") ? String(written.dropFirst(7)) : written
     }
+
+    /// What the login throttle counts for `address`: an IPv4 address itself, an IPv6 address by its
+    /// /64. One IPv6 subscriber usually holds a whole /64 (2^64 addresses), so counting /128s gave
+    /// an attacker a fresh "clean" address for every guess at a locked email. Anything else (a
+    /// name, "") is counted as given, as before.
+    public static func throttleKey(_ address: String) -> String {
+        var v6 = in6_addr()
+        guard address.contains(":"), inet_pton(AF_INET6, address, &v6) == 1 else { return address }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0.prefix(8)) }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
+    }
 }
