@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway Waybill cluster on this machine: PostgreSQL + Redis + two `waybill serve` nodes behind
-# nginx on one port, seeded with the demo company. Everything lives in .cluster/ (git-ignored).
+# nginx on one port, seeded with the demo company. Everything lives in .cluster/ (git-ignored; as root
+# in a clone other users cannot enter, /tmp/waybill-cluster-PORT).
 #
 #   scripts/cluster.sh up              start everything, print where to look, wait; Ctrl-C stops and cleans up
 #   scripts/cluster.sh start-all       the same without waiting (tools: scripts/bench.sh cluster); `down` stops it
@@ -14,8 +15,14 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-STATE="${WAYBILL_CLUSTER_DIR:-$ROOT/.cluster}"
 LB_PORT="${WAYBILL_CLUSTER_PORT:-8080}"
+# As root, PostgreSQL runs as `postgres` and nginx's workers as `nobody`: neither can enter a
+# clone in a folder only root may enter (Debian's /root is 0700), so the state goes to /tmp then.
+default_state="$ROOT/.cluster"
+if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$ROOT"; then
+    default_state="/tmp/waybill-cluster-$LB_PORT"
+fi
+STATE="${WAYBILL_CLUSTER_DIR:-$default_state}"
 PG_PORT="${WAYBILL_CLUSTER_PG_PORT:-25432}"
 REDIS_PORT="${WAYBILL_CLUSTER_REDIS_PORT:-26379}"
 DB_URL="postgresql://waybill@127.0.0.1:$PG_PORT/waybill"
@@ -35,7 +42,7 @@ pg_bin() {
 }
 
 # PostgreSQL refuses to run as root: run its tools as the postgres user then.
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }  # from /: the cwd may be root-only
 
 wait_for() {  # wait_for SECONDS COMMAND… : polls every 0.1 s
     local tries=$(($1 * 10)); shift
@@ -209,7 +216,7 @@ Break it from another terminal and watch every change still arrive:
   scripts/cluster.sh kill redis      (then: scripts/cluster.sh start redis)
   scripts/cluster.sh kill node1      (its sockets resume on node2; then: scripts/cluster.sh start node1)
   scripts/cluster.sh kill postgres   (writes answer 503; then: scripts/cluster.sh start postgres)
-Stop with Ctrl-C (everything is stopped and .cluster/ deleted).
+Stop with Ctrl-C (everything is stopped and $STATE deleted).
 EOF
     trap 'echo; echo "cluster: stopping"; down; exit 0' INT TERM
     while true; do sleep 1; done

@@ -46,7 +46,9 @@ enum DemoCommand {
         companyName: "Demo Transport", drivers: 3, ordersPerDriver: 2, emailDomain: "demo.example.com",
         dispatcherPassword: dispatcherPassword, driverPassword: driverPassword)
 
-    static func banner(url: String) -> String {
+    /// - Parameter program: how this binary was started (`make run` starts it by its build path,
+    ///   which is not on the PATH: the printed command must work when pasted).
+    static func banner(url: String, program: String = CommandLine.arguments.first ?? "waybill") -> String {
         """
 
         Waybill demo is running.
@@ -58,7 +60,7 @@ enum DemoCommand {
           Try:  curl -s -X POST \(url)api/auth/login -H 'Content-Type: application/json' \\
                   -d '{"email":"dispatcher@demo.example.com","password":"\(dispatcherPassword)"}'
           Driver app in a terminal:
-                waybill driver --server \(url) --email driver1@demo.example.com --password \(driverPassword)
+                \(program) driver --server \(url) --email driver1@demo.example.com --password \(driverPassword)
         Stop with Ctrl-C.
 
         """

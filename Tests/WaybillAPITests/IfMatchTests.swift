@@ -122,6 +122,25 @@ struct IfMatchTests {
         }
     }
 
+    /// The body is judged after visibility and `If-Match` (DESIGN.md, "Lost updates"): an invalid
+    /// body for a missing order is 404, and for a stale version 412, not 422.
+    @Test func anInvalidBodyIsJudgedAfterTheOrderAndItsVersion() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let boss = seed.dispatcherToken, id = try #require(seed.drivers[0].orderIDs?.first)
+            let missing = try await server.request("PATCH", "/api/orders/999999/", token: boss, json: ["title": "  "])
+            #expect(missing.status == 404)
+            let stale = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["title": ""], headers: ["If-Match": "\"o\(id)-v0\""])
+            #expect(stale.status == 412)
+            let noDocument = try await server.request(
+                "POST", "/api/orders/999999/documents", token: boss, json: ["name": "", "kind": "x"])
+            #expect(noDocument.status == 404)
+            let invalid = try await server.request("PATCH", "/api/orders/\(id)/", token: boss, json: ["title": "  "])
+            #expect(invalid.status == 422, "on the order as it is, the body's problem is the answer")
+        }
+    }
+
     @Test func aWeakOrMalformedTagIsNeverAMatch() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import WaybillAPI
+@testable import WaybillAPI
 import WaybillNetwork
 
 /// Hardening item 1: a login flood must not freeze the server nor lock real users out.
@@ -222,6 +222,31 @@ struct LoginFloodTests {
             let driver = seed.drivers[0]
             #expect(try await shared.login(driver.email, driver.password).status == 200)
         }
+    }
+
+    /// Hashes made under another `--password-iterations` (here: seeded at 1 000, served at 50 000)
+    /// must not answer at another speed than an unknown email: that told an attacker which emails
+    /// exist. Compared with a 3× margin around an effect of about 10× before the fix.
+    @Test func anUnknownEmailTakesAsLongAsAWrongPasswordWhateverTheStoredIterations() async throws {
+        try await TestServer.withRunning(configure: { $0.passwordIterations = 50_000 }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            var known: [Duration] = [], unknown: [Duration] = []
+            for n in 0..<5 {
+                let client = AddressedClient(port: server.port, source: "127.0.1.\(n + 1)")
+                let wrong = try await client.login(seed.dispatcher.email, "wrong")
+                let nobody = try await client.login("nobody\(n)@example.com", "wrong")
+                #expect(wrong.status == 401 && nobody.status == 401)
+                known.append(wrong.elapsed)
+                unknown.append(nobody.elapsed)
+            }
+            let medianKnown = known.sorted()[2], medianUnknown = unknown.sorted()[2]
+            #expect(medianUnknown < medianKnown * 3 && medianKnown < medianUnknown * 3, "\(known) vs \(unknown)")
+        }
+        let hasher = PasswordHasher(iterations: 1_000)
+        let stronger = PasswordHasher(iterations: 5_000).hashNow("pw")
+        #expect(hasher.checkIterations == 1_000)
+        #expect(try await !hasher.verify("other", against: stronger))
+        #expect(hasher.checkIterations == 5_000, "an unknown email now burns what that hash costs")
     }
 
     @Test func forwardedAddressesAreParsedStrictly() {

@@ -95,3 +95,43 @@ def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(p
     expect(page.locator("#detail-error")).to_contain_text("This order was changed meanwhile")
     expect(page.locator(".notes")).to_have_text("late change")
     assert api.call("GET", f"/api/orders/{order['id']}/")[0] == 200
+
+
+def test_an_older_answer_arriving_last_does_not_take_the_detail_back(page, server, api):
+    """Two loads of one order overlap (a live event's, and opening the order again): when the older
+    answer comes last, the panel keeps the newer version it already shows."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Overlap", driver_id=server.drivers[0]["id"])
+    detail = f"/#/orders/{order['id']}"
+    page.goto(detail)
+    expect(page.locator("#detail-heading")).to_contain_text("Overlap")
+
+    held = []
+    mode = {"hold": "none"}  # none | next | all
+
+    def handle(route):
+        if route.request.method == "GET" and mode["hold"] != "none":
+            if mode["hold"] == "next":
+                mode["hold"] = "none"
+            held.append((route, route.fetch()))  # answered by the server now, delivered later (or never)
+        else:
+            route.continue_()
+
+    page.route(f"**/api/orders/{order['id']}/", handle)
+    mode["hold"] = "next"
+    api.ok("PATCH", f"/api/orders/{order['id']}/", {"notes": "second"})  # v2: the event's load is held
+    for _ in range(50):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the panel loaded the order after the event"
+    stale_route, stale_answer = held[0]
+    api.ok("PATCH", f"/api/orders/{order['id']}/", {"notes": "third"})
+    page.goto("/#/orders")
+    page.goto(detail)  # opening it again loads v3
+    expect(page.locator(".notes")).to_have_text("third")
+    mode["hold"] = "all"  # whatever loads next stays unanswered: only the stale answer can change the view
+    stale_route.fulfill(response=stale_answer)  # the v2 answer arrives last
+    page.wait_for_timeout(700)
+    expect(page.locator(".notes")).to_have_text("third")
+    expect(page.locator(".facts dd").nth(2)).to_have_text("3")

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WaybillStorage
 
 /// Salted slow password hashes: `pbkdf2_sha256$<iterations>$<salt b64>$<hash b64>`.
@@ -12,6 +13,18 @@ public struct PasswordHasher: Sendable {
     public static let defaultIterations = 210_000
     public var iterations: Int
     private let pool: KeyStretchingPool?
+    /// The most iterations any stored hash checked so far had (shared by copies of this hasher).
+    ///
+    /// Every check costs at least `max(iterations, highest)`: a stored hash with fewer iterations
+    /// is padded, and an unknown email burns that many. Without it, hashes made under another
+    /// `--password-iterations` answered faster or slower than an unknown email, which told an
+    /// attacker which emails exist (found by a review, 2026-12-03). Until a hash with more
+    /// iterations than the setting has been checked once, the unknown email costs the setting.
+    private let highest = Highest()
+
+    private final class Highest: Sendable {
+        let value = Atomic<Int>(0)
+    }
 
     public init(iterations: Int = PasswordHasher.defaultIterations) {
         self.iterations = iterations
@@ -36,13 +49,24 @@ public struct PasswordHasher: Sendable {
     /// Whether `password` matches `encoded`. A malformed `encoded` never matches.
     /// - Throws: `KeyStretchingPool.Overloaded` when too many checks are already waiting.
     func verify(_ password: String, against encoded: String, preferred: Bool = false) async throws -> Bool {
-        try await workers.run(preferred: preferred) { Self.matches(password, encoded) }
+        let configured = iterations, highest = self.highest
+        return try await workers.run(preferred: preferred) {
+            let stored = Self.iterations(of: encoded) ?? 0
+            let seen = highest.value.max(stored, ordering: .relaxed).newValue
+            let matched = Self.matches(password, encoded)
+            let floor = max(configured, seen)
+            if stored < floor { _ = Crypto.pbkdf2(password: password, salt: [0], iterations: floor - stored) }
+            return matched
+        }
     }
+
+    /// What a check costs now, in iterations: the setting, or more once a stored hash had more.
+    var checkIterations: Int { max(iterations, highest.value.load(ordering: .relaxed)) }
 
     /// Burns the same time as a real check, so an unknown email answers as slowly as a wrong password.
     /// - Throws: `KeyStretchingPool.Overloaded`, exactly as `verify` would.
     func verifyNothing(_ password: String, preferred: Bool = false) async throws {
-        let iterations = self.iterations
+        let iterations = checkIterations
         _ = try await workers.run(preferred: preferred) { Crypto.pbkdf2(password: password, salt: [0], iterations: iterations) }
     }
 
@@ -54,6 +78,13 @@ public struct PasswordHasher: Sendable {
     static func encode(_ password: String, salt: [UInt8], iterations: Int) -> String {
         let digest = Crypto.pbkdf2(password: password, salt: salt, iterations: iterations)
         return "pbkdf2_sha256$\(iterations)$\(Data(salt).base64EncodedString())$\(Data(digest).base64EncodedString())"
+    }
+
+    /// The iteration count an encoded hash names, if it is well formed enough to say.
+    static func iterations(of encoded: String) -> Int? {
+        let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "pbkdf2_sha256", let n = Int(parts[1]), n > 0 else { return nil }
+        return n
     }
 
     static func matches(_ password: String, _ encoded: String) -> Bool {

@@ -78,11 +78,14 @@ final class OrderService: Sendable {
     func patch(
         _ id: OrderID, _ request: PatchOrderRequest, by actor: Actor, ifMatch: OrderPrecondition = .none
     ) async throws -> Order {
-        let patch = OrderPatch(
-            title: try request.title.map(Validation.title), notes: try request.notes.map(Validation.notes),
-            stages: try request.stages.map(Validation.stages))
-        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
-            (try order.patched(patch, by: actor, at: now), { .updated(before: $0, after: $1) })
+        // The body is judged after the role, the order's visibility and `If-Match` (DESIGN.md, "Lost
+        // updates"): a stale client gets 412, an unknown order 404, whatever the body says.
+        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+            guard actor.isDispatcher else { throw OrderRuleViolation.roleNotAllowed(actor.role) }
+            let patch = OrderPatch(
+                title: try request.title.map(Validation.title), notes: try request.notes.map(Validation.notes),
+                stages: try request.stages.map(Validation.stages))
+            return (try order.patched(patch, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
@@ -121,9 +124,9 @@ final class OrderService: Sendable {
     func attach(
         _ request: DocumentRequest, to id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none
     ) async throws -> Order {
-        let document = try Validation.document(request, at: clock.now())
-        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
-            (try order.attaching(document, by: actor, at: now), { .updated(before: $0, after: $1) })
+        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+            let document = try Validation.document(request, at: now)  // after 404 and 412, as in `patch`
+            return (try order.attaching(document, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 

@@ -138,6 +138,9 @@ export class OrderDetail {
     try {
       const { data, changed, etag } = await this.api.order(id);
       if (id !== this.orderId) return; // another order was opened meanwhile
+      // Two loads of one order can overlap (opening it, a live event): an answer older than what is
+      // shown arrives last sometimes, and drawing it would take the screen and its If-Match back.
+      if (this.order && data && data.version < this.order.version) return;
       this.loadError.textContent = '';
       if (changed || !this.order) this.render(data);
       this.etag = etag ?? tagOf(this.order);
