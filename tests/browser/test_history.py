@@ -14,6 +14,9 @@ def test_the_history_is_paged_and_searchable(page, server, api):
     # No view renders more than one page of rows.
     assert page.locator("#orders-table tbody tr").count() <= 50
     page.locator("#filter-status").select_option("all")
+    # The box takes no more than the server accepts (100 characters; a longer `q` is a 400).
+    page.locator("#filter-q").press_sequentially("x" * 101)
+    expect(page.locator("#filter-q")).to_have_value("x" * 100)
     page.locator("#filter-q").fill(tag)
     page.locator("#filter-q").press("Enter")
     newest_first = sorted(created, reverse=True)

@@ -30,8 +30,9 @@ export class OrdersView {
   mount(main, route) {
     this.statusFilter = h('select', { id: 'filter-status', name: 'status', onchange: () => this.filtersChanged() },
       options([['', 'Active orders'], ['all', 'All orders (history)'], ...STATUSES.map((s) => [s, statusLabel(s)])]));
+    // maxlength: the server refuses a `q` over 100 characters (400); the box stops at that length.
     this.search = h('input', { id: 'filter-q', name: 'q', type: 'search', placeholder: 'Number or title',
-      autocomplete: 'off', oninput: () => this.searchTyped() });
+      autocomplete: 'off', maxlength: '100', oninput: () => this.searchTyped() });
     this.newer = h('button', { type: 'button', id: 'page-newer', onclick: () => this.showNewer() }, 'Newer');
     this.older = h('button', { type: 'button', id: 'page-older', onclick: () => this.showOlder() }, 'Older');
     this.counts = h('ul', { class: 'status-counts', id: 'status-counts', 'aria-label': 'Orders per status' });
