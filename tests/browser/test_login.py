@@ -69,6 +69,45 @@ def test_logout_says_logged_out_even_when_the_sockets_close_comes_first(page, se
         server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
 
 
+def test_logout_says_logged_out_when_a_load_in_flight_gets_its_401_first(page, server):
+    """A list load still on its way when the logout revokes the token gets a 401 before the logout's
+    own answer: that used to end the session as "Your session has ended" instead."""
+    login_as_dispatcher(page, server)
+    expect(page.locator("#orders-table tbody tr").first).to_be_visible()
+    held = []
+    hold = {"on": False}
+
+    def list_load(route):
+        if hold["on"] and route.request.method == "GET":
+            hold["on"] = False
+            held.append(route)  # answered after the logout revoked the token
+        else:
+            route.continue_()
+
+    def logout(route):
+        response = route.fetch()  # the token is revoked now
+        for waiting in held:
+            waiting.fulfill(response=waiting.fetch())  # its 401 reaches the page first
+        page.wait_for_timeout(300)
+        route.fulfill(response=response)
+
+    page.route("**/api/orders/?*", list_load)
+    page.route("**/api/auth/logout", logout)
+    try:
+        hold["on"] = True
+        page.locator("#filter-status").select_option("all")  # a list load, held
+        for _ in range(50):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the list was loaded again"
+        page.get_by_role("button", name="Log out").click()
+        expect(page).to_have_url(f"{server.base_url}/#/login")
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+    finally:
+        server.relogin_dispatcher()
+
+
 def test_a_driver_cannot_use_the_panel(page, server):
     driver = server.drivers[0]
     login(page, server, email=driver["email"], password=driver["password"])

@@ -19,9 +19,12 @@ let current = null; // { name, view, feed }
 let loginNotice = '';
 let returnTo = null; // the page asked for before login (kept in memory only)
 
+let loggingOut = false; // a 401 meanwhile is the logout's own doing: the logout says so itself
 const api = new Api({
   getToken: () => session?.token ?? null,
-  onUnauthorized: () => endSession('Your session has ended. Please log in again.'),
+  onUnauthorized: () => {
+    if (!loggingOut) endSession('Your session has ended. Please log in again.');
+  },
 });
 const indicator = new ConnectionIndicator();
 const main = document.getElementById('main');
@@ -113,6 +116,7 @@ logoutButton.addEventListener('click', async () => {
   // Revoke the token on the server first: a bearer token that only the tab forgot would stay
   // valid. Logging out locally must not depend on the server being reachable, though.
   logoutButton.disabled = true;
+  loggingOut = true;
   // The server closes this user's sockets with 4001 as it revokes the token, often before the
   // logout's own answer arrives: the live link is stopped first, or that close would end the
   // session as "The live connection was refused" instead of "You have logged out."
@@ -125,6 +129,7 @@ logoutButton.addEventListener('click', async () => {
     logoutButton.disabled = false;
   }
   endSession('You have logged out.');
+  loggingOut = false;
 });
 window.addEventListener('hashchange', route);
 window.addEventListener('unhandledrejection', (event) => {
