@@ -150,6 +150,16 @@ public struct FeedSequencer: Sendable {
         owedRead = .events
     }
 
+    /// The feed dropped inputs (its queue was full). A dropped batch may have been the only one that
+    /// named the delivered event's id with another fingerprint (a rewind under this node): the next
+    /// batch cannot be trusted to continue the delivered history by its ids alone. Nothing is
+    /// delivered until a store read, taken from now on, has compared the history.
+    public mutating func inputsDropped() {
+        awaitingHistoryCheck = true
+        doubtReadIssued = false
+        owedRead = .events
+    }
+
     /// The poll interval passed.
     public mutating func tick() {
         ticksSinceCheck += 1

@@ -137,6 +137,7 @@ public final class HubFeed: Sendable {
                     case .lost?: sequencer.lost()
                     case .events?, nil: break
                     }
+                    if lastSeen != nil { sequencer.inputsDropped() }
                 }
                 await handle(next)
             }

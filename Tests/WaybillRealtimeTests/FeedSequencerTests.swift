@@ -306,6 +306,28 @@ struct FeedSequencerRenamedEventTests {
         #expect(feed.owedRead == nil)
     }
 
+    /// The feed's queue dropped the batch that renamed the delivered event (history rewound under
+    /// the node): the next batch continues the old ids, but is not delivered before a store read
+    /// has compared the history, which finds the rewind (found by a read-only review).
+    @Test func afterDroppedInputsTheNextBatchWaitsForTheHistoryCheck() {
+        var feed = FeedSequencerTests.subscribed()
+        feed.inputsDropped()
+        #expect(feed.received(Fixtures.events(11...12, committedAt: 99)).deliver.isEmpty)
+        #expect(feed.takeRead()?.kind == .events)
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events(11...12, committedAt: 99), isFull: false,
+            newest: Fixtures.event(12, committedAt: 99).cursor, atDelivered: Self.renamed,
+            issuedAt: FeedSequencerTests.start)
+        #expect(feed.storeRead(read).rewound == Fixtures.event(12, committedAt: 99).cursor)
+        // Without a rewind the store's read delivers as usual.
+        var calm = FeedSequencerTests.subscribed()
+        calm.inputsDropped()
+        #expect(calm.received(Fixtures.events(11...11)).deliver.isEmpty)
+        _ = calm.takeRead()
+        let step = calm.storeRead(FeedSequencerTests.read([11], newest: 11, atDelivered: Fixtures.event(10)))
+        #expect(step.rewound == nil && FeedSequencerTests.ids(step) == [11])
+    }
+
     @Test func aReadTakenBeforeTheBatchDoesNotSettleTheDoubt() {
         var feed = FeedSequencerTests.subscribed()
         feed.lost()
