@@ -158,7 +158,7 @@ extension PostgresOrderStore.Transaction {
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch", [.id(user)]
             ) { row throws(PostgresError) in try row.int64(0) }
             guard let epoch else { throw PostgresError(.invalidValue, message: "no user \(user) to log out") }
-            _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1", [.id(user)])
+            _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1 AND NOT revoked", [.id(user)])  // live ones only
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             let recorded = try queryFirst(
                 "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch",

@@ -128,7 +128,7 @@ extension SQLiteOrderStore.Transaction {
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? RETURNING session_epoch", [.id(user)]
             ) { $0.int64(0) }
             guard let epoch else { throw SQLiteError(code: SQLITE_ERROR, message: "no user \(user) to log out") }
-            try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ?", [.id(user)])
+            try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0", [.id(user)])  // live ones only: fewer pages
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
             let recorded = try db.queryFirst(
                 "INSERT INTO logouts (user_id, at, session_epoch) VALUES (?, ?, ?) RETURNING user_id, at, session_epoch",

@@ -17,7 +17,7 @@ enum SQLiteValue: Equatable {
     }
 
     /// Dates are stored as INTEGER milliseconds since the epoch (UTC): sortable, compact and
-    /// readable by any backend. Sub-millisecond precision is dropped (rounded down).
+    /// readable by any backend. Sub-millisecond precision is dropped (to the nearest millisecond).
     static func date(_ value: Date?) -> SQLiteValue {
         value.map { .integer($0.sqliteMilliseconds) } ?? .null
     }
@@ -28,8 +28,8 @@ enum SQLiteValue: Equatable {
 }
 
 extension Date {
-    /// Milliseconds since the epoch, rounded down: the stored form of a date.
-    /// To the nearest millisecond: a date rebuilt from stored milliseconds (`ms / 1000`) can be a
+    /// Milliseconds since the epoch, to the nearest: the stored form of a date.
+    /// Not rounded down: a date rebuilt from stored milliseconds (`ms / 1000`) can be a
     /// hair below the exact value, and rounding down would store `ms - 1` on every rewrite.
     var sqliteMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
 

@@ -34,7 +34,7 @@ enum ServeCommand {
           --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
-          --retention-days N           how long events stay replayable (WAYBILL_RETENTION_DAYS, default 7)
+          --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, at most 60 (WAYBILL_TICKET_SECONDS, default 30)
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
           --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
@@ -68,7 +68,13 @@ enum ServeCommand {
         c.pingInterval = .seconds(pingSeconds)
         c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
         c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
-        c.outboxRetention = .seconds(try args.int("retention-days", default: 7) * 86_400)
+        // 0 or less would prune every relayed event at each run (resumes would all get `reset`);
+        // a huge value overflowed the seconds and trapped at startup.
+        let retentionDays = try args.int("retention-days", default: 7)
+        guard (1...3650).contains(retentionDays) else {
+            throw Arguments.Problem(description: "--retention-days must be 1…3650")
+        }
+        c.outboxRetention = .seconds(retentionDays * 86_400)
         c.ticketLifetime = .seconds(min(60, try args.int("ticket-seconds", default: 30)))
         let tokenDays = try args.int("token-days", default: 30)
         guard (1...3650).contains(tokenDays) else { throw Arguments.Problem(description: "--token-days must be 1…3650") }

@@ -71,6 +71,18 @@ struct ExecutableTests {
         #expect(refused.stderr.contains { $0.contains("--finished-per-driver") }, "\(refused.stderr)")
     }
 
+    /// Values out of range are refused at start with the flag's name: a retention of 0 days pruned
+    /// every relayed event at each run, and a huge one trapped on the overflow.
+    @Test(arguments: [["--retention-days", "0"], ["--retention-days", "-1"], ["--retention-days", "999999999999999"]])
+    func outOfRangeSettingsAreRefusedAtStart(flags: [String]) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + flags)
+        defer { server.terminate() }
+        #expect(await server.exitStatus(timeout: .seconds(10)) != 0)
+        #expect(server.stderr.contains { $0.contains("--retention-days must be 1…3650") }, "\(server.stderr)")
+    }
+
     /// A cluster node that cannot reach its database, or was given a bad URL, says so in one line
     /// and exits 1 (never a crash, never a hang); a bad Redis URL likewise.
     @Test(arguments: [
