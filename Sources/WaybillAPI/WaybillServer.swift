@@ -120,6 +120,7 @@ public final class WaybillServer: Sendable {
             writerExecutor: store.writerExecutor, inlineWrites: configuration.inlineWrites)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
         hub.execute = { body in _ = http.execute(body) }
+        hub.executeAlways = { body in http.executeAlways(body) }
         metrics.readAtScrape(.serviceQueue) { http.refusedWork }
         metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {

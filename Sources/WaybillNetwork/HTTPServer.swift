@@ -107,6 +107,13 @@ public final class HTTPServer: Sendable {
         return core.loop.post({ body(core.io) }, bounded: true)
     }
 
+    /// `execute` without the bound: for the caller's bookkeeping that must not be lost and is rare
+    /// by construction (the hub's receipts and rewind notices). Never refused.
+    public func executeAlways(_ body: @escaping @Sendable (any SocketIO) -> Void) {
+        let core = self.core
+        _ = core.loop.post({ body(core.io) }, bounded: false)
+    }
+
     /// For a thread that hands the server work in bursts — `execute` calls and the answers of
     /// handlers running on it, like the store's writer thread: between `beginPostingBatch()` and
     /// `endPostingBatch(idle:)` its work does not wake the service thread item by item. The

@@ -19,6 +19,6 @@ extension Hub: FeedTarget {
     }
 
     public func historyRewound(to newest: EventCursor) {
-        execute { io in self.rewound(to: newest, io: io) }
+        executeSurely { io in self.rewound(to: newest, io: io) }
     }
 }

@@ -78,7 +78,7 @@ extension Hub {
         let clock = receipts.clock, interval = receipts.interval
         Task {
             try? await clock.sleep(for: interval)
-            self.execute { _ in
+            self.executeSurely { _ in
                 self.driverReceipts[driver]?.isReleaseScheduled = false
                 self.released(driver)
             }
@@ -93,7 +93,7 @@ extension Hub {
             let clock = receipts.clock
             Task {
                 try? await clock.sleep(for: wait)
-                self.execute { _ in
+                self.executeSurely { _ in
                     guard let next = self.driverReceipts[driver]?.coalescer.woke(at: self.elapsed()) else { return }
                     self.perform(next, for: driver)
                 }
@@ -105,7 +105,7 @@ extension Hub {
             let decidedAt = receipts.now()
             Task {
                 await self.write(reports, driver: driver, company: company, at: decidedAt)
-                self.execute { _ in
+                self.executeSurely { _ in
                     guard let next = self.driverReceipts[driver]?.coalescer.written(at: self.elapsed()) else { return }
                     self.perform(next, for: driver)
                 }

@@ -70,7 +70,19 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
     /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
+    /// Bounded there: past 100 000 waiting bodies it refuses, and every socket is closed with 1013.
     public nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
+    /// Runs the hub's own bookkeeping on the service thread, never refused (`nil`: `execute`). For
+    /// the few bodies whose loss closing the sockets would not undo: the end of a driver's receipts
+    /// write (lost, that driver's receipts stopped on this node for good) and of its release, and
+    /// a history rewind (lost, sockets opened later were told the old history's newest). Each is
+    /// rare by construction: one per store write, per second, or per rewind.
+    public nonisolated(unsafe) var executeAlways: (@Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void)? = nil
+
+    /// `executeAlways`, or `execute` when none was set (tests that run bodies directly).
+    func executeSurely(_ body: @escaping @Sendable (any SocketIO) -> Void) {
+        if let always = executeAlways { always(body) } else { execute(body) }
+    }
 
     static let pongFrame = OutboundFrame(text: EventFrame.pong)
     static let resetFrameShared = OutboundFrame(text: EventFrame.reset)

@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillNetwork
+import WaybillObservability
+import WaybillRealtime
+import WaybillStorage
+import WaybillTesting
+
+/// The hub's own bookkeeping goes through `executeAlways`, which is never refused: when the
+/// service thread's bounded queue refuses work (every socket is then closed with 1013 and resumes),
+/// a refused end of a receipts write used to leave that driver's receipts stuck on this node for
+/// good (found by a read-only review).
+@Suite(.timeLimit(.minutes(1)))
+struct HubBookkeepingTests {
+    @Test func aDriversReceiptsGoOnWhileTheBoundedQueueRefusesWork() async throws {
+        try await withStore { store in
+            let counting = WriteCountingStore(store)
+            let service = ServiceThread()
+            let auth = GatedAuthenticator()
+            let hub = Hub(
+                authenticator: auth, store: counting, metrics: Metrics(), logger: Fixtures.logger,
+                startingAfter: .origin, receipts: .init(interval: .milliseconds(100)))
+            let refusing = Atomic<Bool>(false)
+            hub.execute = { body in
+                guard !refusing.load(ordering: .relaxed) else { return }  // the bounded queue is full
+                service.queue.async { body(service.io) }
+            }
+            hub.executeAlways = { body in service.queue.async { body(service.io) } }
+            let socket = SocketID(1)
+            service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
+            let answer = await auth.nextQuestion()
+            answer(HubLogoutTests.driver, SessionEpoch(0))
+            #expect(await eventually { service.io.frames(socket) == 1 })  // connected
+            refusing.store(true, ordering: .relaxed)
+            let before = counting.writes
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+            #expect(await eventually { counting.writes == before + 1 }, "the first receipt is written")
+            try await Task.sleep(for: .milliseconds(300))  // past the interval, and the first write's end handled
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":2}]}"#, io: io) }
+            #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
+        }
+    }
+}
+
+/// Passes everything through, counting writes.
+final class WriteCountingStore: OrderStore {
+    private let store: any OrderStore
+    private let count = Mutex(0)
+    init(_ store: any OrderStore) { self.store = store }
+    var writes: Int { count.withLock { $0 } }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await store.read(body)
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        count.withLock { $0 += 1 }
+        return try await store.write(body)
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { store.lease(name) }
+}
