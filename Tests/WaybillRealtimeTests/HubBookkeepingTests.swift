@@ -16,7 +16,7 @@ import WaybillTesting
 struct HubBookkeepingTests {
     @Test func aDriversReceiptsGoOnWhileTheBoundedQueueRefusesWork() async throws {
         try await withStore { store in
-            let counting = WriteCountingStore(store)
+            let counting = CountingStore(store)
             let service = ServiceThread()
             let auth = GatedAuthenticator()
             let hub = Hub(
@@ -42,22 +42,4 @@ struct HubBookkeepingTests {
             #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
         }
     }
-}
-
-/// Passes everything through, counting writes.
-final class WriteCountingStore: OrderStore {
-    private let store: any OrderStore
-    private let count = Mutex(0)
-    init(_ store: any OrderStore) { self.store = store }
-    var writes: Int { count.withLock { $0 } }
-
-    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
-        try await store.read(body)
-    }
-    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
-        count.withLock { $0 += 1 }
-        return try await store.write(body)
-    }
-    func close() {}
-    func lease(_ name: String) -> any Lease { store.lease(name) }
 }

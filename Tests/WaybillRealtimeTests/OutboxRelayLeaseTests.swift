@@ -101,11 +101,11 @@ struct OutboxRelayLeaseTests {
     @Test func aLeaderThatCannotReadItsCursorStepsDownForARelayThatCan() async throws {
         try await withStore { store in
             let broker = ScriptedBroker(), clock = TestClock()
-            let unreadable = ReadFailingStore(store)
+            let unreadable = CountingStore(store, failReads: true)
             let first = Self.relay(unreadable, broker, clock: clock), second = Self.relay(store, broker, clock: clock)
             let leading = Task { await first.run() }
             defer { leading.cancel() }
-            #expect(await eventually { unreadable.failedReads > 0 }, "the first relay took the lease and tried")
+            #expect(await eventually { unreadable.reads > 0 }, "the first relay took the lease and tried")
             let waiting = Task { await second.run() }
             defer { waiting.cancel() }
             let events = try await store.append(3)
@@ -183,23 +183,4 @@ struct OutboxRelayLeaseTests {
             }
         }
     }
-}
-
-/// A store whose reads all fail as a node's would with its pool out of connections; writes and the
-/// lease go through.
-final class ReadFailingStore: OrderStore {
-    private let store: any OrderStore
-    private let failures = Mutex(0)
-    init(_ store: any OrderStore) { self.store = store }
-    var failedReads: Int { failures.withLock { $0 } }
-
-    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
-        failures.withLock { $0 += 1 }
-        throw StoreError.unavailable("no connection slot")
-    }
-    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
-        try await store.write(body)
-    }
-    func close() {}
-    func lease(_ name: String) -> any Lease { store.lease(name) }
 }

@@ -117,3 +117,29 @@ final class SwitchableStore: OrderStore {
     func close() {}
     func lease(_ name: String) -> any Lease { current.withLock { $0 }.lease(name) }
 }
+
+/// Passes every call through to `store`, counting reads and writes; `failReads` makes every read
+/// fail as a node's would with its pool out of connections (writes and the lease still go through).
+final class CountingStore: OrderStore {
+    private let store: any OrderStore
+    private let counts = Mutex((reads: 0, writes: 0))
+    private let failingReads: Bool
+    init(_ store: any OrderStore, failReads: Bool = false) {
+        self.store = store
+        failingReads = failReads
+    }
+    var reads: Int { counts.withLock { $0.reads } }
+    var writes: Int { counts.withLock { $0.writes } }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        counts.withLock { $0.reads += 1 }
+        if failingReads { throw StoreError.unavailable("no connection slot") }
+        return try await store.read(body)
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        counts.withLock { $0.writes += 1 }
+        return try await store.write(body)
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { store.lease(name) }
+}
