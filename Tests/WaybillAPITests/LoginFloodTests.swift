@@ -249,6 +249,29 @@ struct LoginFloodTests {
         #expect(hasher.checkIterations == 5_000, "an unknown email now burns what that hash costs")
     }
 
+    /// A client that keeps asking after its 429 is refused again for a few seconds without a store
+    /// write (each refused login used to cost a write transaction on the writer order writes need).
+    @Test func repeatedLoginsPastTheLimitCostNoStoreWrites() async throws {
+        try await TestServer.withRunning(configure: { $0.loginAttemptsPerAddress = 3 }) { server in
+            _ = try await server.seed(drivers: 0, orders: 0)
+            let pushy = AddressedClient(port: server.port, source: "127.0.0.11")
+            for n in 0..<3 { #expect(try await pushy.login("user\(n)@example.com", "guess").status == 401) }
+            #expect(try await pushy.login("user3@example.com", "guess").status == 429)
+            func writes() async throws -> Int {
+                let text = try await server.request("GET", "/metrics").text
+                let line = text.split(separator: "\n").first { $0.hasPrefix("waybill_store_transactions_total{kind=\"write\"}") }
+                return Int(line?.split(separator: " ").last ?? "") ?? -1
+            }
+            let before = try await writes()
+            for n in 0..<30 { #expect(try await pushy.login("other\(n)@example.com", "guess").status == 429) }
+            let after = try await writes()
+            #expect(after - before < 5, "\(after - before) store writes for 30 refused logins")
+            // Another client is not affected.
+            let other = AddressedClient(port: server.port, source: "127.0.0.12")
+            #expect(try await other.login("user0@example.com", "guess").status == 401)
+        }
+    }
+
     @Test func forwardedAddressesAreParsedStrictly() {
         let resolver = ClientAddress(trustedProxies: ["127.0.0.1"])
         func resolve(_ forwarded: String?, from peer: String = "127.0.0.1") -> String {

@@ -28,6 +28,9 @@ final class Authenticator: SocketAuthenticating {
     private let pool: KeyStretchingPool
     /// Addresses told to retry later, refused until then without any work.
     private let retryGate = RetryAfterGate(seconds: APIError.overloaded.retryAfter ?? 1)
+    /// Addresses (or address and email) just answered 429, refused again for a few seconds at no cost.
+    private let limitedGate = RetryAfterGate(seconds: 10)
+    private static let rateLimited = APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
     /// Counts tickets refused for their shape (`malformed_ticket`).
     private let metrics: Metrics?
 
@@ -64,8 +67,21 @@ final class Authenticator: SocketAuthenticating {
         // Shed load before touching the store: a queue full of preferred checks answers every
         // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
         guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
-        guard case .allowed(let attempt) = try await throttle.begin(email: "email:" + email.lowercased(), address: address) else {
-            throw APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
+        let emailKey = "email:" + email.lowercased(), client = ClientAddress.throttleKey(address)
+        let pairKey = client + "\n" + emailKey, askedAt = clock.now()
+        // Refused a moment ago, refused again without a store write: the throttle's answer cannot
+        // have changed much within seconds, and a client that keeps asking would otherwise cost a
+        // write transaction per request on the writer that order writes need.
+        if limitedGate.mustWait(client, now: askedAt) || limitedGate.mustWait(pairKey, now: askedAt) {
+            throw Self.rateLimited
+        }
+        let attempt: LoginThrottle.Attempt
+        switch try await throttle.begin(email: emailKey, address: address) {
+        case .allowed(let allowed):
+            attempt = allowed
+        case .limited(let byAddress):
+            limitedGate.refused(byAddress ? client : pairKey, now: askedAt)
+            throw Self.rateLimited
         }
         let user: User
         do {

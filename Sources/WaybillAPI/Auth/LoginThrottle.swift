@@ -24,8 +24,9 @@ final class LoginThrottle: Sendable {
     enum Decision: Equatable {
         /// Go ahead; pass the attempt to `succeeded` (or `abandoned`) afterwards.
         case allowed(Attempt)
-        /// Refused: too many failures for this email or from this address (both answer the same 429).
-        case limited
+        /// Refused: too many failures from this address (`byAddress`, whatever the email) or for this
+        /// email from an address that is not clean. Both answer the same 429.
+        case limited(byAddress: Bool)
     }
 
     /// The reservations one login made, to take back if it was no failure.
@@ -64,7 +65,7 @@ final class LoginThrottle: Sendable {
             let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
             if !clean {
                 guard try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: addressLimit) else {
-                    return .limited
+                    return .limited(byAddress: true)
                 }
             }
             if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
@@ -75,7 +76,7 @@ final class LoginThrottle: Sendable {
             // Refused without a password check: this is no failure, so the address keeps its quota
             // (a driver retrying a locked email would otherwise lock every login from a shared NAT).
             try tx.releaseLoginAttempt(key: addressKey, at: now)
-            return .limited
+            return .limited(byAddress: false)
         }
     }
 
