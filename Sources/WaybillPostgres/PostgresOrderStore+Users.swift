@@ -199,10 +199,18 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func pruneSessionRecords(before cutoff: Date) throws -> Int {
+    func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(PostgresError) -> Int in
-            let attempts = try execute("DELETE FROM login_attempts WHERE at < $1", [.date(cutoff)]).affectedRows
-            return attempts + (try execute("DELETE FROM logouts WHERE at < $1", [.date(cutoff)]).affectedRows)
+            let attempts = try execute(
+                "DELETE FROM login_attempts WHERE id IN (SELECT id FROM login_attempts WHERE at < $1 LIMIT $2)",
+                [.date(cutoff), .integer(Int64(max(0, limit)))]
+            ).affectedRows
+            guard attempts < limit else { return attempts }
+            return attempts
+                + (try execute(
+                    "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < $1 LIMIT $2)",
+                    [.date(cutoff), .integer(Int64(limit - attempts))]
+                ).affectedRows)
         }
     }
 

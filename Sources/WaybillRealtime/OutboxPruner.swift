@@ -78,11 +78,8 @@ public final class OutboxPruner: Sendable {
         let idempotency = await inChunks("idempotency keys") { tx, limit in
             try tx.pruneIdempotencyKeys(before: keys, limit: limit)
         }
-        var records = 0
-        do {
-            records = try await store.write { tx in try tx.pruneSessionRecords(before: sessions) }
-        } catch {
-            logger.warning("prune of session records failed", ["error": "\(error)"])
+        let records = await inChunks("session records") { tx, limit in
+            try tx.pruneSessionRecords(before: sessions, limit: limit)
         }
         if events > 0 || records > 0 || idempotency > 0 {
             logger.info(

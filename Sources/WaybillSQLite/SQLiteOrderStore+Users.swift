@@ -172,11 +172,16 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func pruneSessionRecords(before cutoff: Date) throws -> Int {
+    func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(SQLiteError) -> Int in
-            try db.execute("DELETE FROM login_attempts WHERE at < ?", [.date(cutoff)])
+            try db.execute(
+                "DELETE FROM login_attempts WHERE rowid IN (SELECT rowid FROM login_attempts WHERE at < ? LIMIT ?)",
+                [.date(cutoff), .integer(Int64(max(0, limit)))])
             let attempts = db.changes
-            try db.execute("DELETE FROM logouts WHERE at < ?", [.date(cutoff)])
+            guard attempts < limit else { return attempts }
+            try db.execute(
+                "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < ? LIMIT ?)",
+                [.date(cutoff), .integer(Int64(limit - attempts))])
             return attempts + db.changes
         }
     }

@@ -207,8 +207,10 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool
     /// Takes back the attempt recorded for `key` at `at` (the login succeeded: it was no failure).
     func releaseLoginAttempt(key: String, at: Date) throws
-    /// Deletes attempts recorded before `cutoff` for every key, and logouts before it; returns how many went.
-    func pruneSessionRecords(before cutoff: Date) throws -> Int
+    /// Deletes up to `limit` rows recorded before `cutoff`: login attempts of every key first, then
+    /// logouts; returns how many went (fewer than `limit`: nothing older is left). In chunks, like
+    /// events: after a long password-guessing run one delete of them all held the writer.
+    func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int
 
     // MARK: Orders
     /// The next per-company sequence number for orders of that year and month (1, 2, …).

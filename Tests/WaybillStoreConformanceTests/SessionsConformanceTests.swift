@@ -32,7 +32,7 @@ import WaybillStoreTesting
             let returned = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
             #expect(try await store.read { tx in try tx.logouts(since: t0 + 25) } == [returned])
 
-            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15) } == 1)
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15, limit: 100) } == 1)
             #expect(try await store.read { tx in try tx.logouts(since: t0) }.map(\.userID) == [fixture.bob.id, fixture.alice.id])
         }
     }
@@ -60,6 +60,31 @@ import WaybillStoreTesting
         }
     }
 
+    /// Session records go in chunks of at most `limit` rows, attempts first, then logouts; a call
+    /// that deletes fewer than `limit` has left nothing older.
+    @Test(arguments: Backend.allCases) func sessionRecordsArePrunedInChunks(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            try await store.write { tx in
+                for n in 0..<5 { _ = try tx.reserveLoginAttempt(key: "k\(n)", at: t0 + Double(n), window: 60, limit: 9) }
+                _ = try tx.reserveLoginAttempt(key: "late", at: t0 + 100, window: 60, limit: 9)
+            }
+            clock.set(t0 + 1)
+            _ = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            clock.set(t0 + 2)
+            _ = try await store.write { tx in try tx.revokeTokens(of: fixture.bob.id) }
+            var chunks: [Int] = []
+            for _ in 0..<4 {
+                chunks.append(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 50, limit: 3) })
+            }
+            #expect(chunks == [3, 3, 1, 0], "5 attempts and 2 logouts, 3 at a time")
+            #expect(try await store.read { tx in try tx.logouts(since: t0) }.isEmpty)
+            let late = try await store.write { tx in try tx.reserveLoginAttempt(key: "late", at: t0 + 101, window: 60, limit: 1) }
+            #expect(!late, "the newer attempt is kept")
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aReleasedAttemptFreesItsSlot(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let outcome = try await store.write { tx in
@@ -71,7 +96,7 @@ import WaybillStoreTesting
                 return [first, second, refused, afterRelease]
             }
             #expect(outcome == [true, true, false, true])
-            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 2) } == 1)
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 2, limit: 100) } == 1)
         }
     }
 
