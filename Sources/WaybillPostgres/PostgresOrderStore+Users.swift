@@ -206,10 +206,20 @@ extension PostgresOrderStore.Transaction {
                 [.date(cutoff), .integer(Int64(max(0, limit)))]
             ).affectedRows
             guard attempts < limit else { return attempts }
-            return attempts
+            let records = attempts
                 + (try execute(
                     "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < $1 LIMIT $2)",
                     [.date(cutoff), .integer(Int64(limit - attempts))]
+                ).affectedRows)
+            guard records < limit else { return records }
+            // Tickets never redeemed (a client that asked and connected with its token instead).
+            return records
+                + (try execute(
+                    """
+                    DELETE FROM ws_tickets
+                    WHERE ticket_hash IN (SELECT ticket_hash FROM ws_tickets WHERE expires_at < $1 LIMIT $2)
+                    """,
+                    [.date(cutoff), .integer(Int64(limit - records))]
                 ).affectedRows)
         }
     }

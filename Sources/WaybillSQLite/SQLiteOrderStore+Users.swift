@@ -182,7 +182,13 @@ extension SQLiteOrderStore.Transaction {
             try db.execute(
                 "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < ? LIMIT ?)",
                 [.date(cutoff), .integer(Int64(limit - attempts))])
-            return attempts + db.changes
+            let records = attempts + db.changes
+            guard records < limit else { return records }
+            // Tickets never redeemed (a client that asked and connected with its token instead).
+            try db.execute(
+                "DELETE FROM ws_tickets WHERE ticket_hash IN (SELECT ticket_hash FROM ws_tickets WHERE expires_at < ? LIMIT ?)",
+                [.date(cutoff), .integer(Int64(limit - records))])
+            return records + db.changes
         }
     }
 

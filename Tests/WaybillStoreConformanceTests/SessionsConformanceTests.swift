@@ -74,11 +74,17 @@ import WaybillStoreTesting
             _ = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
             clock.set(t0 + 2)
             _ = try await store.write { tx in try tx.revokeTokens(of: fixture.bob.id) }
+            try await store.write { tx in  // asked for and never redeemed
+                try tx.insertTicket(hash: Array(repeating: 7, count: 32), for: fixture.bob.id, epoch: SessionEpoch(1), expiresAt: t0 + 30)
+                try tx.insertTicket(hash: Array(repeating: 8, count: 32), for: fixture.bob.id, epoch: SessionEpoch(1), expiresAt: t0 + 90)
+            }
             var chunks: [Int] = []
             for _ in 0..<4 {
                 chunks.append(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 50, limit: 3) })
             }
-            #expect(chunks == [3, 3, 1, 0], "5 attempts and 2 logouts, 3 at a time")
+            #expect(chunks == [3, 3, 2, 0], "5 attempts, 2 logouts and the ticket that expired first, 3 at a time")
+            let kept = try await store.write { tx in try tx.consumeTicket(hash: Array(repeating: 8, count: 32), now: t0 + 60) }
+            #expect(kept?.user == fixture.bob.id, "a ticket still valid is kept")
             #expect(try await store.read { tx in try tx.logouts(since: t0) }.isEmpty)
             let late = try await store.write { tx in try tx.reserveLoginAttempt(key: "late", at: t0 + 101, window: 60, limit: 1) }
             #expect(!late, "the newer attempt is kept")
