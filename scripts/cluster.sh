@@ -23,6 +23,11 @@ if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres --
     default_state="/tmp/waybill-cluster-$LB_PORT"
 fi
 STATE="${WAYBILL_CLUSTER_DIR:-$default_state}"
+# A name in /tmp anyone can guess: never follow another user's folder or link there.
+if [ "$STATE" = "/tmp/waybill-cluster-$LB_PORT" ] && { [ -L "$STATE" ] || { [ -e "$STATE" ] && [ "$(stat -c %u "$STATE")" != 0 ]; }; }; then
+    echo "cluster: $STATE exists and is not root's own folder; remove it or set WAYBILL_CLUSTER_DIR" >&2
+    exit 1
+fi
 PG_PORT="${WAYBILL_CLUSTER_PG_PORT:-25432}"
 REDIS_PORT="${WAYBILL_CLUSTER_REDIS_PORT:-26379}"
 DB_URL="postgresql://waybill@127.0.0.1:$PG_PORT/waybill"

@@ -272,6 +272,29 @@ struct LoginFloodTests {
         }
     }
 
+    /// The 429 remembered on the node lasts its 10 s however often the client asks meanwhile: the
+    /// throttle's window, not the client's persistence, decides when it may try again (a shared
+    /// address would otherwise stay out for as long as anyone behind it kept trying).
+    @Test func theRemembered429EndsOnTimeWhileTheClientKeepsAsking() async throws {
+        let clock = SteppedClock()
+        try await TestServer.withRunning(clock: clock, configure: { $0.loginAttemptsPerAddress = 3 }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let pushy = AddressedClient(port: server.port, source: "127.0.0.13")
+            for n in 0..<3 { #expect(try await pushy.login("user\(n)@example.com", "guess").status == 401) }
+            #expect(try await pushy.login("user3@example.com", "guess").status == 429)  // remembered until +10 s
+            // A driver behind that address keeps retrying every 6 s for longer than the throttle's
+            // 5-minute window: once the window has passed, the right password gets in.
+            let driver = seed.drivers[0]
+            var answers: [Int] = []
+            for _ in 0..<60 {
+                clock.advance(by: 6)
+                answers.append(try await pushy.login(driver.email, driver.password).status)
+            }
+            #expect(answers.prefix(40).allSatisfy { $0 == 429 }, "\(answers)")
+            #expect(answers.suffix(5).allSatisfy { $0 == 200 }, "\(answers)")
+        }
+    }
+
     @Test func forwardedAddressesAreParsedStrictly() {
         let resolver = ClientAddress(trustedProxies: ["127.0.0.1"])
         func resolve(_ forwarded: String?, from peer: String = "127.0.0.1") -> String {

@@ -72,7 +72,11 @@ final class Authenticator: SocketAuthenticating {
         // Refused a moment ago, refused again without a store write: the throttle's answer cannot
         // have changed much within seconds, and a client that keeps asking would otherwise cost a
         // write transaction per request on the writer that order writes need.
-        if limitedGate.mustWait(client, now: askedAt) || limitedGate.mustWait(pairKey, now: askedAt) {
+        // Not renewed by asking again: the throttle's own window decides when the client may try,
+        // and a shared address (a NAT of drivers) must not stay out for as long as anyone asks.
+        if limitedGate.mustWait(client, now: askedAt, renewing: false)
+            || limitedGate.mustWait(pairKey, now: askedAt, renewing: false)
+        {
             throw Self.rateLimited
         }
         let attempt: LoginThrottle.Attempt

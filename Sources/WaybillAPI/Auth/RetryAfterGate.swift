@@ -20,11 +20,12 @@ final class RetryAfterGate: Sendable {
         self.capacity = capacity
     }
 
-    /// Whether `address` must still wait; if so its wait starts over from `now`.
-    func mustWait(_ address: String, now: Date) -> Bool {
+    /// Whether `address` must still wait; if so its wait starts over from `now` when `renewing`
+    /// (the 503 gate: a client that does not wait stays out), else it ends when it was set to.
+    func mustWait(_ address: String, now: Date, renewing: Bool = true) -> Bool {
         entries.withLock { entries in
             guard let until = entries[address], until > now else { return false }
-            entries[address] = now.addingTimeInterval(TimeInterval(seconds))
+            if renewing { entries[address] = now.addingTimeInterval(TimeInterval(seconds)) }
             return true
         }
     }
