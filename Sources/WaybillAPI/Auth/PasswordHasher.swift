@@ -51,9 +51,10 @@ public struct PasswordHasher: Sendable {
     func verify(_ password: String, against encoded: String, preferred: Bool = false) async throws -> Bool {
         let configured = iterations, highest = self.highest
         return try await workers.run(preferred: preferred) {
-            let stored = Self.iterations(of: encoded) ?? 0
+            let parsed = Self.parse(encoded)
+            let stored = parsed?.iterations ?? 0
             let seen = highest.value.max(stored, ordering: .relaxed).newValue
-            let matched = Self.matches(password, encoded)
+            let matched = parsed.map { Self.matches(password, $0) } ?? false
             let floor = max(configured, seen)
             if stored < floor { _ = Crypto.pbkdf2(password: password, salt: [0], iterations: floor - stored) }
             return matched
@@ -80,19 +81,24 @@ public struct PasswordHasher: Sendable {
         return "pbkdf2_sha256$\(iterations)$\(Data(salt).base64EncodedString())$\(Data(digest).base64EncodedString())"
     }
 
-    /// The iteration count an encoded hash names, if it is well formed enough to say.
-    static func iterations(of encoded: String) -> Int? {
-        let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "pbkdf2_sha256", let n = Int(parts[1]), n > 0 else { return nil }
-        return n
+    /// The parts of an encoded hash; `nil` if it is malformed.
+    struct Stored {
+        var iterations: Int
+        var salt: [UInt8]
+        var hash: [UInt8]
     }
 
-    static func matches(_ password: String, _ encoded: String) -> Bool {
+    static func parse(_ encoded: String) -> Stored? {
         let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "pbkdf2_sha256", let iterations = Int(parts[1]), iterations > 0,
-            let salt = Data(base64Encoded: String(parts[2])), let expected = Data(base64Encoded: String(parts[3]))
-        else { return false }
-        let actual = Crypto.pbkdf2(password: password, salt: Array(salt), iterations: iterations, length: expected.count)
-        return ConstantTime.equals(actual, Array(expected))
+            let salt = Data(base64Encoded: String(parts[2])), let hash = Data(base64Encoded: String(parts[3]))
+        else { return nil }
+        return Stored(iterations: iterations, salt: Array(salt), hash: Array(hash))
+    }
+
+    /// Whether `password` matches `stored` (a malformed hash, `parse` gave nil, never does).
+    static func matches(_ password: String, _ stored: Stored) -> Bool {
+        let actual = Crypto.pbkdf2(password: password, salt: stored.salt, iterations: stored.iterations, length: stored.hash.count)
+        return ConstantTime.equals(actual, stored.hash)
     }
 }
