@@ -83,26 +83,16 @@ extension ClientLoopCore {
         let isLast = lws_is_final_fragment(wsi) != 0 && endsFrame
         let outcome = connection.inbound.receive(
             piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
-        switch outcome {
-        case .partial:
-            break
-        case .tooBig, .tooManyFragments:
+        if let (code, reason) = outcome.refusal {
             // The server sent more than this client takes in one message (1009), or one message in
             // more frames than it accepts (1008): close.
-            let (code, text) = outcome == .tooBig ? (1009, "message too big") : (1008, "too many fragments")
             connection.queue = []
-            connection.closeSent = true
-            connection.closeCode = code
-            connection.closeReason = text
-            var reason = Array(text.utf8)
-            reason.withUnsafeMutableBufferPointer { b in
-                lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), b.baseAddress, b.count)
-            }
-            return -1
-        case .complete(.binary(let message)):
-            connection.events.yield(.binary(message))
-        case .complete(.text(let message)):
-            connection.events.yield(.text(message))
+            return close(connection, wsi, code: code, reason: reason)
+        }
+        switch outcome {
+        case .complete(.binary(let message)): connection.events.yield(.binary(message))
+        case .complete(.text(let message)): connection.events.yield(.text(message))
+        default: break  // more pieces follow (a refusal returned above)
         }
         return 0
     }
@@ -118,17 +108,19 @@ extension ClientLoopCore {
             lws_callback_on_writable(wsi)
             return 0
         }
-        if let close = connection.pendingClose {
-            connection.closeSent = true
-            connection.closeCode = close.code
-            connection.closeReason = close.reason
-            var bytes = Array(close.reason.utf8.prefix(123))
-            bytes.withUnsafeMutableBufferPointer { b in
-                lws_close_reason(wsi, lws_close_status(rawValue: UInt32(close.code)), b.baseAddress, b.count)
-            }
-            return -1
+        if let pending = connection.pendingClose {
+            return close(connection, wsi, code: pending.code, reason: pending.reason)
         }
         return 0
+    }
+
+    /// Closes with `code` and `reason` (the callback's -1), remembering both for the close event.
+    private func close(_ connection: ClientConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
+        connection.closeSent = true
+        connection.closeCode = code
+        connection.closeReason = reason
+        setLwsCloseReason(wsi, code: code, reason: reason)
+        return -1
     }
 }
 

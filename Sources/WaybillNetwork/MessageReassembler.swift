@@ -20,6 +20,15 @@ struct MessageReassembler {
         case tooBig
         /// More than `maxFragments` frames without the final one: close the socket with 1008.
         case tooManyFragments
+
+        /// The close code and reason of a refused message (server and client close alike).
+        var refusal: (code: Int, reason: String)? {
+            switch self {
+            case .tooBig: (1009, "message too big")
+            case .tooManyFragments: (1008, "too many fragments")
+            case .partial, .complete: nil
+            }
+        }
     }
 
     let maxBytes: Int

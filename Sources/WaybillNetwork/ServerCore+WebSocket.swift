@@ -67,31 +67,23 @@ extension ServerCore {
         let isLast = lws_is_final_fragment(wsi) != 0 && endsFrame
         let outcome = connection.inbound.receive(
             piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
-        switch outcome {
-        case .partial:
-            return 0
-        case .tooBig, .tooManyFragments:
-            let (code, reason) = outcome == .tooBig ? (1009, "message too big") : (1008, "too many fragments")
+        if let (code, reason) = outcome.refusal {
             connection.dropQueue()
             connection.requestClose(code: code, reason: reason)
             connection.closeSent = true
             closeNow(wsi, code: code, reason: reason)
             return -1
-        case .complete(.binary(let message)):
-            delegate?.socketReceived(connection.id, binary: message, io: io)
-        case .complete(.text(let message)):
-            delegate?.socketReceived(connection.id, text: message, io: io)
+        }
+        switch outcome {
+        case .complete(.binary(let message)): delegate?.socketReceived(connection.id, binary: message, io: io)
+        case .complete(.text(let message)): delegate?.socketReceived(connection.id, text: message, io: io)
+        default: break  // more pieces follow (a refusal returned above)
         }
         return 0
     }
 
     /// Sets the close code and reason lws sends when the callback returns -1. WS wsis only.
-    func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) {
-        var bytes = Array(reason.utf8.prefix(123))
-        bytes.withUnsafeMutableBufferPointer { b in
-            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), b.baseAddress, b.count)
-        }
-    }
+    func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) { setLwsCloseReason(wsi, code: code, reason: reason) }
 
     /// `WS_PEER_INITIATED_CLOSE`: `input` holds the peer's 2-byte code (big-endian) and reason.
     func webSocketPeerClosing(_ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int) {
