@@ -201,28 +201,23 @@ extension PostgresOrderStore.Transaction {
 
     func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(PostgresError) -> Int in
-            let attempts = try execute(
-                "DELETE FROM login_attempts WHERE id IN (SELECT id FROM login_attempts WHERE at < $1 LIMIT $2)",
-                [.date(cutoff), .integer(Int64(max(0, limit)))]
-            ).affectedRows
-            guard attempts < limit else { return attempts }
-            let records = attempts
-                + (try execute(
-                    "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < $1 LIMIT $2)",
-                    [.date(cutoff), .integer(Int64(limit - attempts))]
-                ).affectedRows)
-            guard records < limit else { return records }
-            // Tickets never redeemed (a client that asked and connected with its token instead).
-            return records
-                + (try execute(
-                    """
-                    DELETE FROM ws_tickets
-                    WHERE ticket_hash IN (SELECT ticket_hash FROM ws_tickets WHERE expires_at < $1 LIMIT $2)
-                    """,
-                    [.date(cutoff), .integer(Int64(limit - records))]
-                ).affectedRows)
+            var deleted = 0
+            // In order, each taking what the chunk has left; tickets are those never redeemed (a
+            // client that asked and connected with its token instead).
+            for (table, key, time) in Self.sessionRecordTables where deleted < limit {
+                deleted += try execute(
+                    "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(time) < $1 LIMIT $2)",
+                    [.date(cutoff), .integer(Int64(limit - deleted))]
+                ).affectedRows
+            }
+            return deleted
         }
     }
+
+    /// What `pruneSessionRecords` deletes, in order: table, row key, time column.
+    private static let sessionRecordTables = [
+        ("login_attempts", "id", "at"), ("logouts", "id", "at"), ("ws_tickets", "ticket_hash", "expires_at"),
+    ]
 
     func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {
         try perform(savepoint: true) { () throws(PostgresError) in

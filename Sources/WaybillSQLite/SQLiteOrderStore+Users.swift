@@ -174,23 +174,23 @@ extension SQLiteOrderStore.Transaction {
 
     func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int {
         try perform { () throws(SQLiteError) -> Int in
-            try db.execute(
-                "DELETE FROM login_attempts WHERE rowid IN (SELECT rowid FROM login_attempts WHERE at < ? LIMIT ?)",
-                [.date(cutoff), .integer(Int64(max(0, limit)))])
-            let attempts = db.changes
-            guard attempts < limit else { return attempts }
-            try db.execute(
-                "DELETE FROM logouts WHERE id IN (SELECT id FROM logouts WHERE at < ? LIMIT ?)",
-                [.date(cutoff), .integer(Int64(limit - attempts))])
-            let records = attempts + db.changes
-            guard records < limit else { return records }
-            // Tickets never redeemed (a client that asked and connected with its token instead).
-            try db.execute(
-                "DELETE FROM ws_tickets WHERE ticket_hash IN (SELECT ticket_hash FROM ws_tickets WHERE expires_at < ? LIMIT ?)",
-                [.date(cutoff), .integer(Int64(limit - records))])
-            return records + db.changes
+            var deleted = 0
+            // In order, each taking what the chunk has left; tickets are those never redeemed (a
+            // client that asked and connected with its token instead).
+            for (table, key, time) in Self.sessionRecordTables where deleted < limit {
+                try db.execute(
+                    "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(time) < ? LIMIT ?)",
+                    [.date(cutoff), .integer(Int64(limit - deleted))])
+                deleted += db.changes
+            }
+            return deleted
         }
     }
+
+    /// What `pruneSessionRecords` deletes, in order: table, row key, time column.
+    private static let sessionRecordTables = [
+        ("login_attempts", "rowid", "at"), ("logouts", "id", "at"), ("ws_tickets", "ticket_hash", "expires_at"),
+    ]
 
     func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {
         try perform { () throws(SQLiteError) in
