@@ -42,4 +42,30 @@ struct HubBookkeepingTests {
             #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
         }
     }
+
+    /// A history rewind reaches the hub while the bounded queue refuses work: its sockets are still
+    /// closed with 1012 (lost, they would stay on the old history with no `reset`).
+    @Test func aHistoryRewindIsActedOnWhileTheBoundedQueueRefusesWork() async throws {
+        try await withStore { store in
+            let service = ServiceThread()
+            let auth = GatedAuthenticator()
+            let hub = Hub(
+                authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin)
+            let refusing = Atomic<Bool>(false)
+            hub.execute = { body in
+                guard !refusing.load(ordering: .relaxed) else { return }
+                service.queue.async { body(service.io) }
+            }
+            hub.executeAlways = { body in service.queue.async { body(service.io) } }
+            let socket = SocketID(1)
+            service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
+            let answer = await auth.nextQuestion()
+            answer(HubLogoutTests.driver, SessionEpoch(0))
+            #expect(await eventually { service.io.frames(socket) == 1 })  // connected
+            refusing.store(true, ordering: .relaxed)
+            let restored = try await store.append(2)
+            hub.historyRewound(to: restored[1].cursor)
+            #expect(await eventually { service.io.closeCode(socket) == 1012 })
+        }
+    }
 }

@@ -16,7 +16,7 @@ struct HubFeedBoundTests {
     /// Blocks its first delivery until released (a hub whose service thread is stuck).
     final class StuckTarget: FeedTarget {
         let release = DispatchSemaphore(value: 0)
-        private let state = Mutex<(ids: [Int64], entered: Bool)>(([], false))
+        private let state = Mutex<(ids: [Int64], entered: Bool, rewinds: [EventCursor])>(([], false, []))
         func deliver(_ events: [StoredEvent]) {
             let first = state.withLock { s in
                 defer { s.entered = true }
@@ -25,9 +25,10 @@ struct HubFeedBoundTests {
             if first { _ = release.wait(timeout: .now() + 10) }
             state.withLock { $0.ids += events.map(\.id.rawValue) }
         }
-        func historyRewound(to newest: EventCursor) {}
+        func historyRewound(to newest: EventCursor) { state.withLock { $0.rewinds.append(newest) } }
         var entered: Bool { state.withLock { $0.entered } }
         var ids: [Int64] { state.withLock { $0.ids } }
+        var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
     }
 
     @Test func batchesPastTheBoundAreDroppedAndReadFromTheStore() async throws {
@@ -66,6 +67,49 @@ struct HubFeedBoundTests {
             #expect(target.ids == Array(1...21))
             running.cancel()
             await running.value
+        }
+    }
+
+    /// The one batch that told of a rewind (event 1 again, with another fingerprint) is dropped while
+    /// the feed is stuck; the batches kept continue the ids as if nothing happened. The drop alone
+    /// makes the feed compare the history with the store before it delivers them, so the rewind is
+    /// seen now, not at the next periodic check minutes later.
+    @Test func aDroppedBatchMakesTheFeedCheckTheHistoryBeforeDeliveringMore() async throws {
+        try await withStore { original in
+            try await withStore { restoredStore in
+                let restored = try await restoredStore.append(5)  // ids 1...5, none of them the original's
+                let store = SwitchableStore(original)
+                let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
+                var configuration = HubFeed.Configuration()
+                configuration.maxPendingInputs = 4
+                let feed = HubFeed(
+                    broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
+                    clock: TestClock(), configuration: configuration)
+                let subscription = broker.subscribe()
+                let start = try await HubFeed.newestCursor(in: store)
+                let executor = ThreadExecutor(name: "stuck-feed")
+                defer { executor.shutdown() }
+                let running = Task(executorPreference: executor) {
+                    await feed.run(first: subscription, startingAfter: start)
+                }
+                defer { running.cancel() }
+                #expect(
+                    await eventually(timeout: .seconds(20)) {
+                        metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n")
+                    })
+                let delivered = try await original.append(1)
+                broker.send(.events(delivered))
+                #expect(await eventually { target.entered })
+                store.switchTo(restoredStore)  // restored under the node while the hub is stuck
+                for event in restored { broker.send(.events([event])) }  // 1 is dropped, 2...5 kept
+                #expect(await eventually { metrics.overflows(of: .feedInputs) == 1 })
+                target.release.signal()
+                #expect(await eventually { target.rewinds.count == 1 })
+                #expect(target.rewinds == [restored[4].cursor])
+                #expect(target.ids == [1], "nothing of the restored history is delivered as if it continued the old one")
+                running.cancel()
+                await running.value
+            }
         }
     }
 }
