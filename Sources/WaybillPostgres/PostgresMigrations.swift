@@ -20,6 +20,7 @@ enum PostgresMigrations {
         // 0006 (the SQLite outbox without its counter) has no PostgreSQL step.
         PostgresMigration(name: "0007_unicode_search", sql: PostgresSchema.unicodeSearch),
         PostgresMigration(name: "0008_session_epochs", sql: PostgresSchema.sessionEpochs),
+        PostgresMigration(name: "0009_token_expiry_index", sql: PostgresSchema.tokenExpiryIndex),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -203,7 +203,8 @@ extension PostgresOrderStore.Transaction {
         try perform { () throws(PostgresError) -> Int in
             var deleted = 0
             // In order, each taking what the chunk has left; tickets are those never redeemed (a
-            // client that asked and connected with its token instead).
+            // client that asked and connected with its token instead); tokens are those that
+            // expired (one per login; a token with no expiry is never < cutoff).
             for (table, key, time) in Self.sessionRecordTables where deleted < limit {
                 deleted += try execute(
                     "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(time) < $1 LIMIT $2)",
@@ -217,6 +218,7 @@ extension PostgresOrderStore.Transaction {
     /// What `pruneSessionRecords` deletes, in order: table, row key, time column.
     private static let sessionRecordTables = [
         ("login_attempts", "id", "at"), ("logouts", "id", "at"), ("ws_tickets", "ticket_hash", "expires_at"),
+        ("api_tokens", "id", "expires_at"),
     ]
 
     func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {

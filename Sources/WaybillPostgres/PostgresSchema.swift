@@ -180,4 +180,9 @@ extension PostgresSchema {
         ALTER TABLE ws_tickets ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 0;
         ALTER TABLE logouts ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 9223372036854775807;
         """
+
+    /// Expired API tokens are pruned, as on SQLite (`SQLiteSchema.tokenExpiryIndex`).
+    static let tokenExpiryIndex = """
+        CREATE INDEX api_tokens_by_expiry ON api_tokens (expires_at);
+        """
 }

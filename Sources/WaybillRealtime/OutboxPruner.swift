@@ -26,7 +26,8 @@ public final class OutboxPruner: Sendable {
 
     /// - Parameters:
     ///   - retention: how long events stay replayable.
-    ///   - sessionRetention: how long login attempts and logouts are kept; longer than the login
+    ///   - sessionRetention: how long login attempts, logouts, unredeemed tickets and API tokens are
+    ///     kept after their time (an attempt's, a logout's, an expiry); longer than the login
     ///     throttle's window (5 min) and the session watchers' overlap (seconds).
     ///   - idempotencyRetention: how long an `Idempotency-Key` record is kept after it was last
     ///     written (SPEC §2: at least 24 h; the server's default is 48 h).

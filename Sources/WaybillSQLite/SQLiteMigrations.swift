@@ -19,6 +19,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0006_outbox_without_counter", sql: SQLiteSchema.outboxWithoutCounter),
         // 0007 (PostgreSQL's ICU collation for search) has no SQLite step.
         SQLiteMigration(name: "0008_session_epochs", sql: SQLiteSchema.sessionEpochs),
+        SQLiteMigration(name: "0009_token_expiry_index", sql: SQLiteSchema.tokenExpiryIndex),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -176,7 +176,8 @@ extension SQLiteOrderStore.Transaction {
         try perform { () throws(SQLiteError) -> Int in
             var deleted = 0
             // In order, each taking what the chunk has left; tickets are those never redeemed (a
-            // client that asked and connected with its token instead).
+            // client that asked and connected with its token instead); tokens are those that
+            // expired (one per login; a token with no expiry is never < cutoff).
             for (table, key, time) in Self.sessionRecordTables where deleted < limit {
                 try db.execute(
                     "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(time) < ? LIMIT ?)",
@@ -190,6 +191,7 @@ extension SQLiteOrderStore.Transaction {
     /// What `pruneSessionRecords` deletes, in order: table, row key, time column.
     private static let sessionRecordTables = [
         ("login_attempts", "rowid", "at"), ("logouts", "id", "at"), ("ws_tickets", "ticket_hash", "expires_at"),
+        ("api_tokens", "id", "expires_at"),
     ]
 
     func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws {

@@ -195,3 +195,12 @@ extension SQLiteSchema {
         ALTER TABLE logouts ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 9223372036854775807;
         """
 }
+
+extension SQLiteSchema {
+    /// API tokens that expired are pruned with the other session records (`pruneSessionRecords`);
+    /// every login adds one, so without this the table grew by a row per login for good. A token
+    /// with no expiry stays (revoked or not: nothing records when it was revoked).
+    static let tokenExpiryIndex = """
+        CREATE INDEX api_tokens_by_expiry ON api_tokens (expires_at);
+        """
+}

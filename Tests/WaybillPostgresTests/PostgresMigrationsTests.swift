@@ -22,7 +22,7 @@ import WaybillTesting
         #expect(
             recorded.split(separator: "\n") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
-                "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs",
+                "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs", "0009_token_expiry_index",
             ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
@@ -51,7 +51,7 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "7")
+        #expect(count == "8")
     }
 
     /// A database that is not UTF-8 is refused at open, with the reason: an emoji in a title would

@@ -91,6 +91,39 @@ import WaybillStoreTesting
         }
     }
 
+    /// Every login adds an API token; those that expired before the cutoff go with the session
+    /// records (revoked or not), those still valid or with no expiry stay and still authenticate.
+    @Test(arguments: Backend.allCases) func expiredTokensArePrunedWithTheSessionRecords(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        clock.set(t0 + 200)  // the logout below is recorded after every cutoff here
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let expired = Array(repeating: UInt8(1), count: 32), expiredRevoked = Array(repeating: UInt8(2), count: 32)
+            let valid = Array(repeating: UInt8(3), count: 32), forever = Array(repeating: UInt8(4), count: 32)
+            let expiredLater = Array(repeating: UInt8(5), count: 32)
+            try await store.write { tx in
+                try tx.insertToken(hash: expiredRevoked, for: fixture.bob.id, createdAt: t0 - 100, expiresAt: t0 + 5)
+                _ = try tx.revokeTokens(of: fixture.bob.id)
+                try tx.insertToken(hash: expired, for: fixture.alice.id, createdAt: t0 - 100, expiresAt: t0 + 10)
+                try tx.insertToken(hash: expiredLater, for: fixture.alice.id, createdAt: t0 - 100, expiresAt: t0 + 60)
+                try tx.insertToken(hash: valid, for: fixture.alice.id, createdAt: t0, expiresAt: t0 + 1_000)
+                try tx.insertToken(hash: forever, for: fixture.alice.id, createdAt: t0, expiresAt: nil)
+            }
+            let first = try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 50, limit: 1) }
+            let rest = try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 50, limit: 100) }
+            #expect([first, rest] == [Int](arrayLiteral: 1, 1), "the two tokens that expired before the cutoff, one per chunk")
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 50, limit: 100) } == 0)
+            let kept = try await store.read { tx in
+                (try tx.user(tokenHash: valid, now: t0 + 100), try tx.user(tokenHash: forever, now: t0 + 100))
+            }
+            #expect(kept.0?.user == fixture.alice)
+            #expect(kept.1?.user == fixture.alice)
+            #expect(
+                try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 61, limit: 100) } == 1,
+                "the token that expired after the first cutoff goes at a later one")
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aReleasedAttemptFreesItsSlot(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let outcome = try await store.write { tx in
