@@ -20,6 +20,15 @@ public import WaybillStorage
 /// Events committed on this node are published without a store read when they continue the cursor
 /// (the fast path); events committed on other nodes are found by the leader's poll, so a cluster
 /// sets `pollInterval` short (10–20 ms: one indexed range read), while one SQLite process keeps 1 s.
+///
+/// A history rewound under a leader that keeps its lease (a restore on the same server) would
+/// otherwise pass unseen once new commits have gone past the cursor: they continue its *ids*. So
+/// the relay checks what it continued from (`HistoryCheck`): at least once per `pollInterval`, a
+/// store read compares the fingerprint of the oldest event it continued from without reading the
+/// store (every slow-path read does, and the fast path waits for one at least every
+/// `historyCheckInterval`). Another fingerprint there sends the cursor back to just before it, so the new history's
+/// event under that id is published: every feed then holds an id it delivered with another
+/// fingerprint, reads the store, and closes its sockets (1012) for clients to get `reset`.
 public final class OutboxRelay: Sendable {
     public struct Configuration: Sendable {
         public var publishTimeout: Duration = .seconds(2)
@@ -41,6 +50,9 @@ public final class OutboxRelay: Sendable {
         public var leaseRetryPause: Duration = .milliseconds(250)
         /// How often, at most, the relay cursor is written to the store.
         public var persistInterval: Duration = .milliseconds(100)
+        /// The longest the fast path goes on without a store read that checks the history it
+        /// continued (a rewind under the leader is seen within this; every poll checks too).
+        public var historyCheckInterval: Duration = .seconds(1)
 
         public init(publishTimeout: Duration = .seconds(2), pollInterval: Duration = .seconds(1)) {
             self.publishTimeout = publishTimeout
@@ -156,9 +168,10 @@ public final class OutboxRelay: Sendable {
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
+        var history = HistoryCheck()
         while !Task.isCancelled, lease.isHeld {
             do {
-                let round = try await relayAvailable(after: cursor)
+                let round = try await relayAvailable(after: cursor, history: &history)
                 cursor = round.cursor
                 failures = 0
                 // The cursor is saved at most every `persistInterval`: under load that keeps the
@@ -192,36 +205,71 @@ public final class OutboxRelay: Sendable {
 
     /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and
     /// whether the round only moved it past events the hub feed already had.
-    private func relayAvailable(after cursor: EventID) async throws -> (cursor: EventID, onlyDelivered: Bool) {
+    private func relayAvailable(
+        after cursor: EventID, history: inout HistoryCheck
+    ) async throws -> (cursor: EventID, onlyDelivered: Bool) {
         var cursor = cursor
         let handedOver = handed.withLock { handed in
             defer { handed.removeAll() }
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
-        if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)) {
+        let now = elapsed()
+        if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)),
+            !history.isDue(at: now, every: configuration.historyCheckInterval)
+        {
             // Another server in this process on the same in-process broker has not got them: publish
             // everything then (this server's feed drops the copies by id).
             let alone = (broker.subscriptionCount ?? 2) <= 1
             let unpublished = handedOver.filter { !$0.delivered || !alone }.map(\.event)
             if !unpublished.isEmpty { try await publishBounded(unpublished) }
             metrics.eventsRelayed(handedOver.count)
+            history.continuedUnread(to: handedOver.last!.event.cursor)
             return (handedOver.last!.event.id, unpublished.isEmpty)
         }
+        var check = history.toCheck
         while !Task.isCancelled, lease.isHeld {
-            let after = cursor, limit = configuration.batchSize
-            let (events, newest) = try await store.read { tx in
-                let events = try tx.events(after: after, limit: limit)
-                return (events, events.isEmpty ? try tx.newestEventID() : nil)
+            let after = cursor, limit = configuration.batchSize, checking = check
+            let (events, newest, stored) = try await store.read { tx in
+                // The event checked, as stored now: the first at or after its id (another id when
+                // it is gone: pruned, or above the newest). Usually the cursor's own event: then
+                // the same range read brings it first.
+                var stored: StoredEvent?, events: [StoredEvent]
+                if let checking, checking.id == after {
+                    events = try tx.events(after: EventID(after.rawValue - 1), limit: limit + 1)
+                    if events.first?.id == after { stored = events.removeFirst() }
+                } else {
+                    events = try tx.events(after: after, limit: limit)
+                    stored = try checking.flatMap { try tx.events(after: EventID($0.id.rawValue - 1), limit: 1).first }
+                }
+                return (events, events.isEmpty ? try tx.newestEventID() : nil, stored)
             }
             if let newest, newest < cursor {
                 // History rewound (a restore or a failover): ids below the cursor are new events.
                 logger.error("outbox history rewound; relaying from the store's newest", ["cursor": "\(cursor)", "newest": "\(newest)"])
+                history = HistoryCheck(verifiedAt: now)
                 return (newest, false)
+            }
+            if let checking {
+                check = nil
+                if let found = stored, found.id == checking.id, found.cursor != checking {
+                    // Rewound, and new commits already past the cursor: go back to just before the
+                    // event that differs, so its new version reaches every feed.
+                    logger.error(
+                        "outbox history rewound under the relay; relaying again from the event that changed",
+                        ["cursor": "\(cursor)", "changed": "\(checking.id)"])
+                    cursor = EventID(checking.id.rawValue - 1)
+                    history = HistoryCheck(verifiedAt: now)
+                    continue
+                }
+                history.verified(at: now)
+            } else {
+                history.verified(at: now)  // nothing known to check (a cursor read from the store)
             }
             guard let last = events.last else { break }
             try await publishBounded(events)
             metrics.eventsRelayed(events.count)
             cursor = last.id
+            history.read(to: last.cursor)
             if events.count < limit { break }
         }
         return (cursor, false)
@@ -256,6 +304,41 @@ public final class OutboxRelay: Sendable {
             }
         }
         timer.withLock { $0?.cancel() }
+    }
+
+    /// What the relay knows of the history its cursor continues, and what it has not checked yet.
+    struct HistoryCheck {
+        /// The cursor's event as the relay saw it (`nil`: the cursor came from the store's record).
+        private(set) var last: EventCursor?
+        /// The oldest event the fast path continued from without a store read since the last check.
+        private(set) var unchecked: EventCursor?
+        /// When the last check was made (`nil`: none yet as leader).
+        private(set) var verifiedAt: Duration?
+
+        init(verifiedAt: Duration? = nil) { self.verifiedAt = verifiedAt }
+
+        /// The event whose fingerprint the next store read compares.
+        var toCheck: EventCursor? { unchecked ?? last }
+
+        /// Whether the fast path must wait for a store read: the last check is `interval` old.
+        func isDue(at now: Duration, every interval: Duration) -> Bool {
+            guard let verifiedAt else { return true }
+            return now - verifiedAt >= interval
+        }
+
+        /// The fast path published events up to `newest` on top of `last`, unread.
+        mutating func continuedUnread(to newest: EventCursor) {
+            if unchecked == nil { unchecked = last }
+            last = newest
+        }
+
+        /// Events up to `newest` were read from the store.
+        mutating func read(to newest: EventCursor) { last = newest }
+
+        mutating func verified(at now: Duration) {
+            unchecked = nil
+            verifiedAt = now
+        }
     }
 
     /// Whether `events` (sorted) are exactly the ids after `cursor`, with no gap.

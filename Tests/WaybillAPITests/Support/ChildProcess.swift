@@ -105,7 +105,14 @@ final class ChildProcess: Sendable {
         while isRunning, ContinuousClock.now < deadline, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return isRunning ? nil : reaped.withLock { $0 }
+        guard !isRunning else { return nil }
+        // What it wrote last may still be in the pipes: a test reads `stderr` right after this
+        // (seen once on a busy machine: exit 1 observed, its one error line not yet read).
+        let drained = ContinuousClock.now + .seconds(2)
+        while !(stdoutLines.isComplete && stderrLines.isComplete), ContinuousClock.now < drained {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return reaped.withLock { $0 }
     }
 
     /// The first stdout line (as JSON) after `index` that satisfies `matches`, waiting at most `timeout`.
@@ -130,7 +137,10 @@ final class ChildProcess: Sendable {
     /// Reads `descriptor` to its end on a thread of its own, line by line, then closes it.
     private static func collect(_ descriptor: Int32, into lines: LineBuffer) {
         let thread = Thread {
-            defer { close(descriptor) }
+            defer {
+                close(descriptor)
+                lines.complete()
+            }
             var pending = Data()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -154,6 +164,10 @@ final class ChildProcess: Sendable {
 /// Lines collected from a child's output, shared between its reader thread and the test.
 final class LineBuffer: Sendable {
     private let lines = Mutex<[String]>([])
+    private let ended = Atomic<Bool>(false)
     func append(_ line: String) { lines.withLock { $0.append(line) } }
     var all: [String] { lines.withLock { $0 } }
+    /// The reader met the end of the pipe: every line the child wrote is in `all`.
+    func complete() { ended.store(true, ordering: .releasing) }
+    var isComplete: Bool { ended.load(ordering: .acquiring) }
 }

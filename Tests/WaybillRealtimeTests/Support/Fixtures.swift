@@ -65,12 +65,12 @@ extension OrderStore {
 /// (`.lost`, `.subscribed`, batches), and publishes are recorded (or refused).
 final class ScriptedBroker: Broker {
     private let subscribers = Mutex<[AsyncStream<BrokerDelivery>.Continuation]>([])
-    private let published = Mutex<[EventID]>([])
+    private let published = Mutex<[EventCursor]>([])
     private let refusing = Atomic<Bool>(false)
 
     func publish(_ events: [StoredEvent]) async throws {
         if refusing.load(ordering: .relaxed) { throw BrokerError("refused by the test") }
-        published.withLock { $0 += events.map(\.id) }
+        published.withLock { $0 += events.map(\.cursor) }
     }
 
     func subscribe() -> AsyncStream<BrokerDelivery> {
@@ -85,7 +85,9 @@ final class ScriptedBroker: Broker {
         for continuation in subscribers.withLock({ $0 }) { continuation.yield(delivery) }
     }
 
-    var publishedIDs: [EventID] { published.withLock { $0 } }
+    var publishedIDs: [EventID] { published.withLock { $0.map(\.id) } }
+    /// What was published, with each event's fingerprint.
+    var publishedCursors: [EventCursor] { published.withLock { $0 } }
     /// What the broker says of its subscriptions (`nil`: a network broker's "cannot know").
     let subscriptions = Mutex<Int?>(nil)
     var subscriptionCount: Int? { subscriptions.withLock { $0 } }
