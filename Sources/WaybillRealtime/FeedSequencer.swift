@@ -24,8 +24,11 @@ public import WaybillDomain
 /// - Every read also reports the store's newest event and the event at `deliveredThrough`: if the
 ///   newest id went below it, or that event now has another fingerprint, history rewound (a restore
 ///   or a failover) and the step says so; delivery restarts from the store's newest cursor. A broker
-///   batch that carries the id of `deliveredThrough` with another fingerprint holds delivery until a
-///   store read has decided (the broker may be re-sending a rewound history, or an old copy).
+///   batch that carries the id of a recently delivered event (`recentCount`) with another
+///   fingerprint holds delivery until a store read of that id has decided (the broker may be
+///   re-sending a rewound history, or an old copy). The id need not be `deliveredThrough`'s: a relay
+///   that finds the history rewound under events it already published goes back to the event that
+///   changed (`OutboxRelay`), below what the feed delivered since.
 public struct FeedSequencer: Sendable {
     /// What a store read is for.
     public enum ReadKind: Equatable, Sendable {
@@ -52,6 +55,8 @@ public struct FeedSequencer: Sendable {
         public var newest: EventCursor
         /// The store's event with the id of `issuedAt`, if it still exists.
         public var atDelivered: StoredEvent?
+        /// The store's event with the id `takeRead` named as doubted, if any and if it still exists.
+        public var atDoubted: StoredEvent?
         /// `deliveredThrough` when the read was asked for (`nil`: unchanged since). Events committed
         /// in this process reach the sequencer while a read is in flight (`received`), so by the
         /// time it answers `deliveredThrough` may be past the read's snapshot; history is compared
@@ -62,8 +67,9 @@ public struct FeedSequencer: Sendable {
 
         public init(
             events: [StoredEvent], isFull: Bool, newest: EventCursor, atDelivered: StoredEvent?,
-            issuedAt: EventCursor? = nil, kind: ReadKind = .events
+            issuedAt: EventCursor? = nil, kind: ReadKind = .events, atDoubted: StoredEvent? = nil
         ) {
+            self.atDoubted = atDoubted
             self.events = events
             self.isFull = isFull
             self.newest = newest
@@ -97,9 +103,18 @@ public struct FeedSequencer: Sendable {
     public private(set) var owedRead: ReadKind?
     /// A read of events failed: the next tick asks again even with nothing pending.
     private var retryEvents = false
-    /// A broker batch named `deliveredThrough`'s id with another fingerprint: nothing is delivered
-    /// until a store read says whether history rewound.
+    /// A broker batch named a delivered id with another fingerprint (or inputs were dropped):
+    /// nothing is delivered until a store read says whether history rewound.
     public private(set) var awaitingHistoryCheck = false
+    /// The delivered event a broker batch named with another fingerprint (the lowest such), which
+    /// the doubt's store read compares; `doubtedWhenTaken` is what the read in flight was asked for.
+    private var doubted: EventCursor?
+    private var doubtedWhenTaken: EventCursor?
+    /// The cursors of the last `recentCount` delivered events, at `id % recentCount` (delivered ids
+    /// are dense). About a second of events at the highest write rate measured; an older id named
+    /// again cannot be compared and is dropped as a duplicate, as every id was before.
+    private var recent: [EventCursor?]
+    public static let recentCount = 4_096
     /// A read was taken (`takeRead`) since the doubt arose: only its answer settles it (one read is in
     /// flight at a time, and one issued before the batch may predate a failover).
     private var doubtReadIssued = false
@@ -120,15 +135,19 @@ public struct FeedSequencer: Sendable {
         self.deliveredThrough = deliveredThrough
         self.ticksPerCheck = max(1, ticksPerCheck)
         self.maxPending = maxPending
+        recent = Array(repeating: nil, count: Self.recentCount)
+        remember(deliveredThrough)
     }
 
     /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
-        if let same = batch.first(where: { $0.id == deliveredThrough.id }), !deliveredThrough.matches(same),
-            !awaitingHistoryCheck
-        {
+        for event in batch where event.id <= deliveredThrough.id {
+            guard let known = remembered(event.id), !known.matches(event) else { continue }
+            // A read already in flight did not look at this id: only one taken from now on settles it.
             awaitingHistoryCheck = true
             doubtReadIssued = false
+            if doubted.map({ known.id < $0.id }) ?? true { doubted = known }
+            break
         }
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
         let step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
@@ -172,25 +191,31 @@ public struct FeedSequencer: Sendable {
 
     /// The feed starts the read it owes: what to read, and the cursor to read after. The feed
     /// reads one at a time and answers with `storeRead` or `storeReadFailed`.
-    public mutating func takeRead() -> (kind: ReadKind, after: EventCursor)? {
+    public mutating func takeRead() -> (kind: ReadKind, after: EventCursor, doubted: EventID?)? {
         guard let owedRead else { return nil }
         if awaitingHistoryCheck { doubtReadIssued = true }
         pendingWhenTaken = pending.last?.id
-        return (owedRead, deliveredThrough)
+        doubtedWhenTaken = doubted
+        return (owedRead, deliveredThrough, doubted?.id)
     }
 
     /// A store read answered. The store is the truth: what it has after `deliveredThrough` is
     /// delivered, then whatever pending broker events continue it.
     public mutating func storeRead(_ read: StoreRead) -> Step {
         ticksSinceCheck = 0
-        let takenWith = pendingWhenTaken
+        let takenWith = pendingWhenTaken, doubtedThen = doubtedWhenTaken
         pendingWhenTaken = nil
-        if Self.hasRewound(from: read.issuedAt ?? deliveredThrough, to: read) {
+        doubtedWhenTaken = nil
+        if Self.hasRewound(from: read.issuedAt ?? deliveredThrough, to: read)
+            || Self.differs(doubtedThen, from: read.atDoubted)
+        {
             deliveredThrough = read.newest
+            remember(read.newest)
             pending = []
             owedRead = nil
             retryEvents = false
             awaitingHistoryCheck = false
+            doubted = nil
             return Step(rewound: read.newest)
         }
         // The store still holds what was delivered: the batch in doubt was an old copy, and so may
@@ -199,6 +224,7 @@ public struct FeedSequencer: Sendable {
         var droppedDoubtful = false
         if awaitingHistoryCheck, doubtReadIssued {
             awaitingHistoryCheck = false
+            doubted = nil
             droppedDoubtful = !pending.isEmpty
             pending = []
         }
@@ -211,6 +237,7 @@ public struct FeedSequencer: Sendable {
         for event in read.events where event.id > deliveredThrough.id {
             delivered.append(event)
             deliveredThrough = event.cursor
+            remember(event.cursor)
         }
         pending.removeAll { $0.id <= deliveredThrough.id }
         // Pending before the read was taken yet above its snapshot's newest: no such event was
@@ -240,7 +267,27 @@ public struct FeedSequencer: Sendable {
         if owedRead == .events { retryEvents = true }  // e.g. the read after `.subscribed`
         owedRead = nil
         pendingWhenTaken = nil
+        doubtedWhenTaken = nil
         doubtReadIssued = false  // a doubt stays until a read answers (the tick asks again)
+    }
+
+    /// Whether the store's event under a doubted id is another event than the one delivered
+    /// (`false` when there is nothing to compare, e.g. pruned since).
+    static func differs(_ doubted: EventCursor?, from stored: StoredEvent?) -> Bool {
+        guard let doubted, let stored, stored.id == doubted.id else { return false }
+        return !doubted.matches(stored)
+    }
+
+    private mutating func remember(_ cursor: EventCursor) {
+        guard cursor.id != .zero else { return }
+        recent[Int(cursor.id.rawValue % Int64(Self.recentCount))] = cursor
+    }
+
+    private func remembered(_ id: EventID) -> EventCursor? {
+        guard id.rawValue > 0, let cursor = recent[Int(id.rawValue % Int64(Self.recentCount))], cursor.id == id else {
+            return nil
+        }
+        return cursor
     }
 
     /// Whether the store no longer holds the history delivered so far.
@@ -272,6 +319,7 @@ public struct FeedSequencer: Sendable {
         guard count > 0 else { return [] }
         let ready = Array(pending[..<count])
         pending.removeFirst(count)
+        for event in ready { remember(event.cursor) }
         deliveredThrough = ready[ready.count - 1].cursor
         return ready
     }

@@ -187,15 +187,17 @@ public final class HubFeed: Sendable {
         }
         // A full page asks for the next at once; a failed read waits for the next tick.
         while !Task.isCancelled,
-            let (kind, issuedAt) = shared.withLock({ shared in shared.sequencer?.takeRead() })
+            let (kind, issuedAt, doubted) = shared.withLock({ shared in shared.sequencer?.takeRead() })
         {
             let after = issuedAt.id, limit = kind == .events ? configuration.readLimit : 0
             do {
                 let read = try await store.read { tx in
                     let events = limit > 0 ? try tx.events(after: after, limit: limit) : []
+                    let atDelivered = after == .zero ? nil : try tx.event(after)
                     return FeedSequencer.StoreRead(
                         events: events, isFull: limit > 0 && events.count >= limit, newest: try Self.newestCursor(tx),
-                        atDelivered: after == .zero ? nil : try tx.event(after), issuedAt: issuedAt, kind: kind)
+                        atDelivered: atDelivered, issuedAt: issuedAt, kind: kind,
+                        atDoubted: try doubted.flatMap { $0 == after ? atDelivered : try tx.event($0) })
                 }
                 metrics.feedReadStore()
                 step { $0.storeRead(read) }

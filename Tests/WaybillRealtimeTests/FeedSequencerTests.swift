@@ -351,4 +351,47 @@ struct FeedSequencerRenamedEventTests {
         feed.tick()
         #expect(feed.owedRead == .events)
     }
+
+    /// A relay that finds the history rewound under events it already published goes back to the
+    /// event that changed: the feed has delivered past it (14 here, on top of the old 12), so the
+    /// renamed id is below `deliveredThrough`. The read of that id decides.
+    @Test func aBatchRenamingAnOlderDeliveredEventIsCheckedAtThatId() {
+        var feed = FeedSequencerTests.subscribed()
+        #expect(FeedSequencerTests.ids(feed.received(Fixtures.events(11...14))) == [11, 12, 13, 14])
+        let renamed = Fixtures.event(12, committedAt: 99)
+        #expect(feed.received([renamed, Fixtures.event(13, committedAt: 99)]).deliver.isEmpty)
+        #expect(feed.awaitingHistoryCheck && feed.owedRead == .events)
+        let taken = feed.takeRead()
+        #expect(taken?.doubted == EventID(12))
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(14).cursor, atDelivered: Fixtures.event(14),
+            issuedAt: taken?.after, atDoubted: renamed)
+        #expect(feed.storeRead(read).rewound == Fixtures.event(14).cursor, "the store's 12 is another event")
+        #expect(!feed.awaitingHistoryCheck)
+        #expect(feed.takeRead() == nil)
+    }
+
+    /// The store still has the delivered 12: the batch was an old copy; delivery goes on.
+    @Test func anOldCopyOfAnOlderIdIsSettledByTheStore() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received(Fixtures.events(11...14))
+        _ = feed.received([Fixtures.event(12, committedAt: 99)])
+        let taken = feed.takeRead()
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(14).cursor, atDelivered: Fixtures.event(14),
+            issuedAt: taken?.after, atDoubted: Fixtures.event(12))
+        #expect(feed.storeRead(read).rewound == nil)
+        #expect(FeedSequencerTests.ids(feed.received(Fixtures.events(15...15))) == [15])
+    }
+
+    /// Only recent ids are remembered (`recentCount`); a re-sent id older than that is a duplicate.
+    @Test func anIdOlderThanTheRememberedOnesIsDroppedAsBefore() {
+        var feed = FeedSequencerTests.subscribed()
+        let count = Int64(FeedSequencer.recentCount)
+        _ = feed.received(Fixtures.events(11...(10 + count + 1)))
+        #expect(feed.received([Fixtures.event(11, committedAt: 99)]).deliver.isEmpty)
+        #expect(!feed.awaitingHistoryCheck && feed.owedRead == nil)
+        _ = feed.received([Fixtures.event(13, committedAt: 99)])
+        #expect(feed.awaitingHistoryCheck, "13 is still remembered")
+    }
 }

@@ -1,4 +1,5 @@
 import Testing
+import WaybillBroker
 import WaybillDomain
 import WaybillObservability
 import WaybillRealtime
@@ -128,6 +129,47 @@ struct OutboxRelayRewindTests {
                 #expect(Array(broker.publishedCursors.dropFirst(3)) == [rewound[2].cursor, mine[0].cursor])
                 running.cancel()
                 await running.value
+            }
+        }
+    }
+
+    /// End to end through a broker: the fast path published the new history's 4 on top of the old
+    /// 3, and the feed delivered it as a continuation. The relay's check goes back to 3; the feed,
+    /// seeing a delivered id with another fingerprint below what it delivered since, reads that id
+    /// and closes its sockets.
+    @Test func aFeedResetsWhenTheRelayGoesBackBelowWhatItDelivered() async throws {
+        try await withStore { original in
+            try await withStore { restored in
+                let store = SwitchableStore(original)
+                let broker = InProcessBroker(), clock = TestClock(), target = RecordingTarget()
+                let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+                let feed = HubFeed(
+                    broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+                let subscription = broker.subscribe()
+                let start = try await HubFeed.newestCursor(in: store)
+                let feeding = Task { await feed.run(first: subscription, startingAfter: start) }
+                defer { feeding.cancel() }
+                let relaying = Task { await relay.run() }
+                defer { relaying.cancel() }
+                #expect(await eventually { relay.isLeading && feed.isQuiet })
+                try await store.append(3)
+                relay.notify()
+                #expect(await eventually { target.ids == [1, 2, 3] })
+                try await restored.append(3)
+                store.switchTo(restored)
+                let mine = try await store.append(1)
+                relay.committed(mine)
+                #expect(await eventually { target.ids == [1, 2, 3, 4] }, "taken as a continuation at first")
+                #expect(
+                    await eventually {
+                        await clock.advance(by: .milliseconds(200))
+                        return !target.rewinds.isEmpty
+                    })
+                #expect(target.rewinds == [mine[0].cursor])
+                relaying.cancel()
+                feeding.cancel()
+                await relaying.value
+                await feeding.value
             }
         }
     }
