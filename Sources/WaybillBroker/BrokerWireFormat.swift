@@ -17,11 +17,22 @@ public import WaybillDomain
 /// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///
-/// Decoding is strict: unknown event types, statuses or groups, non-positive ids, no groups, or a
-/// wrong version are errors, never a partial batch. It never traps on hostile bytes.
+/// Decoding is strict: unknown event types, statuses or groups, non-positive ids, ids not strictly
+/// ascending, a time outside years 1970–9999, more than `maxEvents` events or `maxBytes` bytes, no
+/// groups, or a wrong version are errors, never a partial batch. It never traps on hostile bytes,
+/// and nothing it returns can make a later step trap (a review found a `committed_at` near 2⁶³ that
+/// decoded fine and then trapped every node's feed in the cursor's fingerprint).
 public enum BrokerWireFormat {
     /// The version this build writes.
     public static let version = 1
+    /// The most events one batch may carry: the relay publishes at most 512 at a time. A foreign
+    /// batch of a few hundred thousand would otherwise cost the feed's sort under its lock.
+    public static let maxEvents = 10_000
+    /// The largest payload decoded (a batch of `maxEvents` events is about 2.5 MB); a larger one is
+    /// skipped before it is copied or parsed.
+    public static let maxBytes = 8 << 20
+    /// The latest time an event may carry: the end of year 9999, in ms since 1970.
+    static let latestMilliseconds: Int64 = 253_402_300_799_999
 
     /// The JSON bytes of `batch` (events keep their order).
     public static func encode(_ batch: [StoredEvent]) -> [UInt8] {
@@ -39,12 +50,18 @@ public enum BrokerWireFormat {
     /// The events of a batch written by `encode`.
     /// - Throws: `BrokerError` naming what is wrong (never the payload itself).
     public static func decode(_ bytes: [UInt8]) throws -> [StoredEvent] {
+        guard bytes.count <= maxBytes else { throw BrokerError("batch too large (\(bytes.count) bytes)") }
         let data = Data(bytes)
         let decoder = JSONDecoder()
         do {
             let header = try decoder.decode(Header.self, from: data)
             guard header.v == version else { throw BrokerError("unsupported wire format version \(header.v)") }
-            return try decoder.decode(Batch.self, from: data).events.map(\.stored)
+            let events = try decoder.decode(Batch.self, from: data).events.map(\.stored)
+            guard events.count <= maxEvents else { throw BrokerError("batch of \(events.count) events, more than \(maxEvents)") }
+            for (earlier, later) in zip(events, events.dropFirst()) where later.id <= earlier.id {
+                throw BrokerError("event ids not ascending (\(earlier.id), then \(later.id))")
+            }
+            return events
         } catch let error as BrokerError {
             throw error
         } catch let error as DecodingError {
@@ -157,6 +174,13 @@ public enum BrokerWireFormat {
                 }
                 return value
             }
+            func time(_ key: Key) throws -> Date {
+                let value = try c.decode(Int64.self, forKey: key)
+                guard (0...BrokerWireFormat.latestMilliseconds).contains(value) else {
+                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "out of range")
+                }
+                return BrokerWireFormat.date(milliseconds: value)
+            }
             func optionalPositive(_ key: Key) throws -> Int64? {
                 try c.decodeIfPresent(Int64.self, forKey: key) == nil ? nil : try positive(key)
             }
@@ -174,12 +198,12 @@ public enum BrokerWireFormat {
                 newStatus: try c.decode(OrderStatus.self, forKey: .newStatus),
                 driverID: try optionalPositive(.driverID).map(UserID.init),
                 oldDriverID: try optionalPositive(.oldDriverID).map(UserID.init),
-                changedAt: BrokerWireFormat.date(milliseconds: try c.decode(Int64.self, forKey: .changedAt)),
+                changedAt: try time(.changedAt),
                 groups: groups,
                 seenVersion: try optionalPositive(.seenVersion).map { Int($0) })
             stored = StoredEvent(
                 id: EventID(try positive(.id)), event: event,
-                committedAt: BrokerWireFormat.date(milliseconds: try c.decode(Int64.self, forKey: .committedAt)))
+                committedAt: try time(.committedAt))
         }
     }
 }

@@ -15,3 +15,25 @@ extension Date {
     /// This date moved by `duration` (backwards when it is negative).
     public func adding(_ duration: Duration) -> Date { addingTimeInterval(duration.timeInterval) }
 }
+
+extension Date {
+    /// Milliseconds since 1970, to the nearest: what the stores keep and fingerprints hash.
+    ///
+    /// Never traps: a date from outside (a foreign broker message, a corrupt row) can be anything a
+    /// `Double` holds, and `Int64(_:)` traps past ±2⁶³ or on NaN. Clamped to ±9·10¹⁵ ms (about
+    /// 285 000 years either way), far beyond any date the server itself makes or accepts.
+    public var epochMilliseconds: Int64 { Self.clampedMilliseconds((timeIntervalSince1970 * 1000).rounded()) }
+
+    /// The same, rounded down (what a timestamp's text shows).
+    public var epochMillisecondsDown: Int64 {
+        Self.clampedMilliseconds((timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    public static let millisecondsLimit: Int64 = 9_000_000_000_000_000
+
+    private static func clampedMilliseconds(_ value: Double) -> Int64 {
+        guard value.isFinite else { return 0 }
+        let limit = Double(millisecondsLimit)
+        return Int64(min(max(value, -limit), limit))
+    }
+}

@@ -49,7 +49,7 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
         // To the nearest millisecond, not down: a time read back from a store as `ms / 1000` is
         // sometimes a hair below the exact value in binary floating point, and rounding down would
         // then give `ms - 1` and another fingerprint for the same stored event.
-        let millis = Int64((committedAt.timeIntervalSince1970 * 1000).rounded())
+        let millis = committedAt.epochMilliseconds
         // The bytes of "\(id)|\(type)|\(orderID)|\(millis)", hashed as they are produced: every
         // event frame carries a cursor, and building the string cost more than the hash.
         var hash = FNV1a()

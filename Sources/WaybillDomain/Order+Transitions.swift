@@ -112,7 +112,7 @@ extension Order {
     /// Whether two routes are the same to the millisecond the stores keep (a time parsed from the
     /// request and the same time read back from a store may differ in the last bits of a `Double`).
     static func sameRoute(_ a: [Stage], _ b: [Stage]) -> Bool {
-        func ms(_ date: Date?) -> Int64? { date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } }
+        func ms(_ date: Date?) -> Int64? { date?.epochMilliseconds }
         return a.count == b.count
             && zip(a, b).allSatisfy { x, y in
                 x.id == y.id && x.position == y.position && x.kind == y.kind && x.address == y.address

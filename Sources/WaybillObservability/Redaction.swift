@@ -1,24 +1,22 @@
-/// Removes secrets from request targets before they are logged.
+/// Removes secrets and free text from request targets before they are logged.
 public enum Redaction {
     /// Query arguments whose values are credentials.
     static let secretNames: Set<String> = ["token", "ticket", "access_token", "password"]
+    /// Query arguments whose values are what a user typed (a search: numbers and titles, which may
+    /// name customers): only their length is logged. The panel searches as the user types, so every
+    /// prefix of a search would otherwise be in the access log.
+    static let textNames: Set<String> = ["q"]
 
-    /// `path?query` with the values of `token`, `ticket` (and similar) replaced by `[redacted]`.
+    /// `path?query` with the values of `token`, `ticket` (and similar) replaced by `[redacted]`, and
+    /// those of `q` by their length in characters.
     public static func redactedTarget(path: String, query: [(name: String, value: String)]) -> String {
         guard !query.isEmpty else { return path }
         let parts = query.map { item in
-            secretNames.contains(item.name.lowercased()) ? "\(item.name)=[redacted]" : "\(item.name)=\(item.value)"
+            let name = item.name.lowercased()
+            if secretNames.contains(name) { return "\(item.name)=[redacted]" }
+            if textNames.contains(name) { return "\(item.name)=[\(item.value.count) chars]" }
+            return "\(item.name)=\(item.value)"
         }
         return path + "?" + parts.joined(separator: "&")
-    }
-
-    /// The same for a raw target string such as `/ws/orders/?ticket=abc&since=4`.
-    public static func redactedTarget(_ raw: String) -> String {
-        guard let mark = raw.firstIndex(of: "?") else { return raw }
-        let query = raw[raw.index(after: mark)...].split(separator: "&").map { pair -> (name: String, value: String) in
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return (String(kv[0]), kv.count > 1 ? String(kv[1]) : "")
-        }
-        return redactedTarget(path: String(raw[..<mark]), query: query)
     }
 }

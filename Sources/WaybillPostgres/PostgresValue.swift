@@ -58,7 +58,7 @@ extension Date {
     /// Milliseconds since the epoch, to the nearest: the stored form of a date. Not rounded down:
     /// a date rebuilt as `ms / 1000` can sit a hair below `ms` and would drift by 1 ms per rewrite
     /// (and change the event cursor's fingerprint, which rounds to the nearest too).
-    var postgresMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    var postgresMilliseconds: Int64 { epochMilliseconds }
 
     init(postgresMilliseconds millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)

@@ -143,10 +143,14 @@ public struct FeedSequencer: Sendable {
     public mutating func received(_ batch: [StoredEvent]) -> Step {
         for event in batch where event.id <= deliveredThrough.id {
             guard let known = remembered(event.id), !known.matches(event) else { continue }
-            // A read already in flight did not look at this id: only one taken from now on settles it.
             awaitingHistoryCheck = true
-            doubtReadIssued = false
-            if doubted.map({ known.id < $0.id }) ?? true { doubted = known }
+            if doubted.map({ known.id < $0.id }) ?? true {
+                // A read already in flight did not look at this id: only one taken from now on
+                // settles it. The same doubt again (a relay re-sending its batches) changes nothing,
+                // or a stream of copies would hold delivery read after read.
+                doubted = known
+                doubtReadIssued = false
+            }
             break
         }
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
@@ -210,6 +214,9 @@ public struct FeedSequencer: Sendable {
             || Self.differs(doubtedThen, from: read.atDoubted)
         {
             deliveredThrough = read.newest
+            // The old history's cursors go: the new one's events re-sent under those ids (a relay
+            // going back, a new leader) are duplicates now, not another rewind.
+            recent = Array(repeating: nil, count: Self.recentCount)
             remember(read.newest)
             pending = []
             owedRead = nil

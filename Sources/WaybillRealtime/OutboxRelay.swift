@@ -156,8 +156,13 @@ public final class OutboxRelay: Sendable {
     /// (`false`), or when it failed `stepDownAfterFailures` rounds in a row (`true`).
     private func lead() async -> Bool {
         var cursor: EventID
+        var history = HistoryCheck()
         switch await initialCursor() {
-        case .read(let read): cursor = read
+        case .read(let read, let event):
+            cursor = read
+            // Checked from the first read on: a restore right after this leader took over would
+            // otherwise go unseen until it had published something.
+            if let event { history.read(to: event) }
         case .leaseLost: return false
         case .failed: return true
         }
@@ -168,7 +173,6 @@ public final class OutboxRelay: Sendable {
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
-        var history = HistoryCheck()
         while !Task.isCancelled, lease.isHeld {
             do {
                 let round = try await relayAvailable(after: cursor, history: &history)
@@ -214,32 +218,41 @@ public final class OutboxRelay: Sendable {
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
         let now = elapsed()
-        if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)),
-            !history.isDue(at: now, every: configuration.historyCheckInterval)
-        {
+        if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)) {
             // Another server in this process on the same in-process broker has not got them: publish
             // everything then (this server's feed drops the copies by id).
             let alone = (broker.subscriptionCount ?? 2) <= 1
             let unpublished = handedOver.filter { !$0.delivered || !alone }.map(\.event)
-            if !unpublished.isEmpty { try await publishBounded(unpublished) }
-            metrics.eventsRelayed(handedOver.count)
-            history.continuedUnread(to: handedOver.last!.event.cursor)
-            return (handedOver.last!.event.id, unpublished.isEmpty)
+            let newest = handedOver.last!.event
+            if unpublished.isEmpty {
+                // The local path: nothing leaves this process, so nothing needs checking later.
+                history.passed(handedOver.map(\.event.cursor), published: false)
+                metrics.eventsRelayed(handedOver.count)
+                return (newest.id, true)
+            }
+            if !history.isDue(at: now, every: configuration.historyCheckInterval) {
+                try await publishBounded(unpublished)
+                history.passed(handedOver.map(\.event.cursor), published: true)
+                metrics.eventsRelayed(handedOver.count)
+                return (newest.id, false)
+            }
+            // A check is due: this round goes the slow way, and the store has these events too.
         }
-        var check = history.toCheck
+        var check = history.unverified
         while !Task.isCancelled, lease.isHeld {
             let after = cursor, limit = configuration.batchSize, checking = check
             let (events, newest, stored) = try await store.read { tx in
-                // The event checked, as stored now: the first at or after its id (another id when
-                // it is gone: pruned, or above the newest). Usually the cursor's own event: then
-                // the same range read brings it first.
-                var stored: StoredEvent?, events: [StoredEvent]
-                if let checking, checking.id == after {
+                // What the relay published since its last check (or the cursor's event), as stored
+                // now. When that is only the cursor's event, the range read brings it first.
+                var stored: [StoredEvent] = [], events: [StoredEvent]
+                if checking.count == 1, checking[0].id == after {
                     events = try tx.events(after: EventID(after.rawValue - 1), limit: limit + 1)
-                    if events.first?.id == after { stored = events.removeFirst() }
+                    if events.first?.id == after { stored = [events.removeFirst()] }
                 } else {
                     events = try tx.events(after: after, limit: limit)
-                    stored = try checking.flatMap { try tx.events(after: EventID($0.id.rawValue - 1), limit: 1).first }
+                    if let first = checking.first {
+                        stored = try tx.events(after: EventID(first.id.rawValue - 1), limit: checking.count)
+                    }
                 }
                 return (events, events.isEmpty ? try tx.newestEventID() : nil, stored)
             }
@@ -249,22 +262,20 @@ public final class OutboxRelay: Sendable {
                 history = HistoryCheck(verifiedAt: now)
                 return (newest, false)
             }
-            if let checking {
-                check = nil
-                if let found = stored, found.id == checking.id, found.cursor != checking {
-                    // Rewound, and new commits already past the cursor: go back to just before the
-                    // event that differs, so its new version reaches every feed.
+            if !checking.isEmpty {
+                check = []
+                if let changed = HistoryCheck.firstChanged(checking, stored) {
+                    // Rewound, and new commits already past what was published: go back to just before
+                    // the first event that differs, so its new version reaches every feed.
                     logger.error(
                         "outbox history rewound under the relay; relaying again from the event that changed",
-                        ["cursor": "\(cursor)", "changed": "\(checking.id)"])
-                    cursor = EventID(checking.id.rawValue - 1)
+                        ["cursor": "\(cursor)", "changed": "\(changed)"])
+                    cursor = EventID(changed.rawValue - 1)
                     history = HistoryCheck(verifiedAt: now)
                     continue
                 }
-                history.verified(at: now)
-            } else {
-                history.verified(at: now)  // nothing known to check (a cursor read from the store)
             }
+            history.verified(at: now)
             guard let last = events.last else { break }
             try await publishBounded(events)
             metrics.eventsRelayed(events.count)
@@ -307,37 +318,66 @@ public final class OutboxRelay: Sendable {
     }
 
     /// What the relay knows of the history its cursor continues, and what it has not checked yet.
+    ///
+    /// Every event published by the fast path (this process's commits, unread) waits here until a
+    /// store read compares it: a restore may have happened under any of them, and commits made after
+    /// it continue the ids. The events are contiguous (the fast path only continues the cursor),
+    /// at most `maxUnverified`: the feeds remember more than that (`FeedSequencer.recentCount`), so
+    /// every id the relay may go back to is one they can compare.
     struct HistoryCheck {
-        /// The cursor's event as the relay saw it (`nil`: the cursor came from the store's record).
+        /// The cursor's event as the relay saw it (`nil`: taken from the store's record).
         private(set) var last: EventCursor?
-        /// The oldest event the fast path continued from without a store read since the last check.
-        private(set) var unchecked: EventCursor?
+        /// Events published without a store read since the last check, ascending, contiguous, after
+        /// the event the first of them continued (`published[0]`, checked too: the restore may lie
+        /// right under the first of them).
+        private(set) var published: [EventCursor] = []
         /// When the last check was made (`nil`: none yet as leader).
         private(set) var verifiedAt: Duration?
 
+        static let maxUnverified = 2_048
+
         init(verifiedAt: Duration? = nil) { self.verifiedAt = verifiedAt }
 
-        /// The event whose fingerprint the next store read compares.
-        var toCheck: EventCursor? { unchecked ?? last }
+        /// What the next store read compares: the published events and the one they continued,
+        /// else the cursor's event.
+        var unverified: [EventCursor] { published.isEmpty ? (last.map { [$0] } ?? []) : published }
 
-        /// Whether the fast path must wait for a store read: the last check is `interval` old.
+        /// Whether the fast path must wait for a store read: the last check is `interval` old, or
+        /// as many events as the feeds can compare wait for one.
         func isDue(at now: Duration, every interval: Duration) -> Bool {
-            guard let verifiedAt else { return true }
+            guard let verifiedAt, published.count <= Self.maxUnverified else { return true }
             return now - verifiedAt >= interval
         }
 
-        /// The fast path published events up to `newest` on top of `last`, unread.
-        mutating func continuedUnread(to newest: EventCursor) {
-            if unchecked == nil { unchecked = last }
-            last = newest
+        /// The cursor moved past `events` without a store read; `published`: they went to the broker.
+        mutating func passed(_ events: [EventCursor], published sent: Bool) {
+            // Unpublished ones join the list only to keep it contiguous behind published ones.
+            if sent || !published.isEmpty {
+                if published.isEmpty, let last { published = [last] }
+                published += events
+            }
+            last = events.last ?? last
         }
 
         /// Events up to `newest` were read from the store.
         mutating func read(to newest: EventCursor) { last = newest }
 
         mutating func verified(at now: Duration) {
-            unchecked = nil
+            published = []
             verifiedAt = now
+        }
+
+        /// The first of `expected` whose id the store holds with another fingerprint (`stored`: the
+        /// store's events from the first expected id on); an id the store no longer has (pruned)
+        /// cannot be compared and counts as unchanged.
+        static func firstChanged(_ expected: [EventCursor], _ stored: [StoredEvent]) -> EventID? {
+            guard let first = expected.first else { return nil }
+            for event in stored {
+                let offset = Int(event.id.rawValue - first.id.rawValue)
+                guard offset >= 0, offset < expected.count else { continue }
+                if !expected[offset].matches(event) { return event.id }
+            }
+            return nil
         }
     }
 
@@ -352,7 +392,8 @@ public final class OutboxRelay: Sendable {
     }
 
     private enum InitialCursor {
-        case read(EventID)
+        /// The cursor, and its event as the store has it (if it still has it).
+        case read(EventID, EventCursor?)
         /// The lease was lost or the task cancelled first.
         case leaseLost
         /// `stepDownAfterFailures` reads in a row failed: this node cannot relay, another may.
@@ -368,11 +409,15 @@ public final class OutboxRelay: Sendable {
         var failures = 0
         while !Task.isCancelled, lease.isHeld {
             do {
-                let (relayed, newest) = try await store.read { tx in (try tx.relayedThrough(), try tx.newestEventID()) }
+                let (relayed, newest, event) = try await store.read { tx in
+                    let relayed = try tx.relayedThrough(), newest = try tx.newestEventID()
+                    let cursor = min(relayed, newest)
+                    return (relayed, newest, cursor == .zero ? nil : try tx.event(cursor))
+                }
                 if relayed > newest {
                     logger.error("relay cursor above the newest event; relaying from the newest", ["relayed": "\(relayed)", "newest": "\(newest)"])
                 }
-                return .read(min(relayed, newest))
+                return .read(min(relayed, newest), event?.cursor)
             } catch {
                 failures += 1
                 metrics.relayFailed()

@@ -19,7 +19,7 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
 
     /// - Throws: `BrokerError` with a one-line reason.
     init(parsing text: String) throws(BrokerError) {
-        func invalid(_ why: String) -> BrokerError { BrokerError("invalid Redis URL \"\(text.prefix(200))\": \(why)") }
+        func invalid(_ why: String) -> BrokerError { BrokerError("invalid Redis URL \"\(Self.shown(text))\": \(why)") }
         let scheme = "redis://"
         guard text.lowercased().hasPrefix(scheme) else {
             if text.lowercased().hasPrefix("rediss://") { throw invalid("TLS is not supported (hiredis 0.14)") }
@@ -65,6 +65,22 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
             guard let value = Int(path), value >= 0, value < 1 << 20 else { throw invalid("bad database number") }
             database = value
         }
+    }
+
+    /// `text` as an error may show it: at most 200 characters, and what stands before an `@` in the
+    /// authority (a user and password) replaced by `…`. The error goes to stderr and from there to
+    /// the service's log.
+    static func shown(_ text: String) -> String {
+        var shown = Substring(text.prefix(200))
+        var authorityStart = shown.startIndex
+        if let colon = shown.firstIndex(of: ":"), shown[colon...].hasPrefix("://") {
+            authorityStart = shown.index(colon, offsetBy: 3)
+        }
+        let authorityEnd = shown[authorityStart...].firstIndex(of: "/") ?? shown.endIndex
+        if let at = shown[authorityStart..<authorityEnd].lastIndex(of: "@") {
+            shown.replaceSubrange(authorityStart..<at, with: "…")
+        }
+        return String(shown)
     }
 
     var description: String {

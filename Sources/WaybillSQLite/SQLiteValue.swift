@@ -31,7 +31,7 @@ extension Date {
     /// Milliseconds since the epoch, to the nearest: the stored form of a date.
     /// Not rounded down: a date rebuilt from stored milliseconds (`ms / 1000`) can be a
     /// hair below the exact value, and rounding down would store `ms - 1` on every rewrite.
-    var sqliteMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    var sqliteMilliseconds: Int64 { epochMilliseconds }
 
     init(sqliteMilliseconds millis: Int64) {
         self.init(timeIntervalSince1970: Double(millis) / 1000)

@@ -11,7 +11,7 @@ import WaybillStorage
 enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
-        "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "node-id",
+        "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
         "token-days", "metrics-token", "trusted-proxy", "inline-writes",
     ]
 
@@ -29,6 +29,9 @@ enum ServeCommand {
           --data-dir DIR               where the SQLite database lives (WAYBILL_DATA_DIR, default ./waybill-data)
           --database-url URL           PostgreSQL instead of SQLite: postgresql://USER@HOST:PORT/DB (WAYBILL_DATABASE_URL)
           --redis-url URL              Redis as the broker between nodes: redis://HOST:PORT (WAYBILL_REDIS_URL)
+          --redis-channel NAME         the pub/sub channel of this deployment (WAYBILL_REDIS_CHANNEL, default
+                                       waybill:events); deployments sharing one Redis need one each: channels
+                                       are server-wide, a /db in the URL does not separate them
           --node-id NAME               this node's name in logs and /metrics (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
@@ -131,7 +134,8 @@ enum ServeCommand {
             }
             return InProcessBroker()
         }
-        return try RedisBroker(url: url) { level, message, fields in
+        let channel = args.string("redis-channel", default: "waybill:events")
+        return try RedisBroker(url: url, channel: channel) { level, message, fields in
             let pairs = fields.sorted { $0.key < $1.key }
             var line = message
             for (key, value) in pairs { line += " \(key)=\(value)" }

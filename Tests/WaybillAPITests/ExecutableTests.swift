@@ -323,7 +323,7 @@ struct ExecutableTests {
 
     /// `waybill seed` (one driver, one order) into `directory`, then `waybill serve` on it, both as
     /// child processes; the caller stops the server.
-    static func seededServer(in directory: URL) async throws -> (Seeder.Result, ChildProcess) {
+    static func seededServer(in directory: URL, serving extra: [String] = []) async throws -> (Seeder.Result, ChildProcess) {
         let seedFile = directory.appendingPathComponent("seed.json").path
         let seeding = try ChildProcess([
             "seed", "--data-dir", directory.path, "--drivers", "1", "--orders-per-driver", "1", "--out", seedFile,
@@ -331,6 +331,6 @@ struct ExecutableTests {
         ])
         #expect(await seeding.exitStatus() == 0)
         let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: seedFile)))
-        return (seed, try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path]))
+        return (seed, try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + extra))
     }
 }

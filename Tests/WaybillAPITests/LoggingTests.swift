@@ -33,6 +33,20 @@ struct LoggingTests {
             #expect(log.contains("msg=\"socket closed\""))
         }
     }
+
+    /// A search is what a user typed (numbers, titles that may name customers), and the panel
+    /// searches as they type: the access log keeps its length only (found by a review, 2026-12-03).
+    @Test func searchTextIsLoggedAsItsLengthOnly() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let answer = try await server.request("GET", "/api/orders/?q=Hospital%20Nord&limit=5", token: seed.dispatcherToken)
+            #expect(answer.status == 200)
+            try await Task.sleep(for: .milliseconds(100))
+            let log = server.logs.all.joined(separator: "\n")
+            #expect(!log.contains("Hospital"))
+            #expect(log.contains("?q=[13 chars]&limit=5"), "\(server.logs.all.filter { $0.contains("/api/orders/?") })")
+        }
+    }
 }
 
 /// Hardening item 5: a logged value cannot end its line or start a forged one.

@@ -49,6 +49,20 @@ struct OrderListAPITests {
         }
     }
 
+    /// Only the list's own arguments travel with the link: a token a client put in the query by
+    /// mistake is not echoed into a header that proxies log (found by a review, 2026-12-03).
+    @Test func theNextLinkCarriesOnlyTheListsArguments() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 3)
+            let url = "/api/orders/?limit=1&token=\(seed.dispatcherToken)&status=new&status=assigned&x=1"
+            let first = try await server.request("GET", url, token: seed.dispatcherToken)
+            #expect(first.status == 200)
+            let next = try #require(Self.nextURL(first))
+            #expect(!next.contains("token") && !next.contains(seed.dispatcherToken) && !next.contains("x=1"))
+            #expect(next.contains("limit=1") && next.contains("status=new") && next.contains("status=assigned"))
+        }
+    }
+
     @Test func eachPageHasItsOwnETagAnd304() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 5)

@@ -89,6 +89,58 @@ struct BrokerWireFormatTests {
         }
     }
 
+    /// A time the server could never have written (found by a review: a `committed_at` near 2⁶³
+    /// decoded, then trapped every node's feed in the cursor's fingerprint; a `changed_at` near
+    /// -2⁶³ trapped building the frame) is an error, as are ids out of order and oversize batches.
+    @Test(arguments: ["9223372036854775807", "-9223372036854775808", "-1", "253402300800000"])
+    func timesOutsideTheYears1970To9999AreErrors(millis: String) throws {
+        let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(2...2)), as: UTF8.self)
+        for field in ["committed_at", "changed_at"] {
+            guard let range = valid.range(of: "\"\(field)\":") else {
+                Issue.record("sample lacks \(field)")
+                continue
+            }
+            let digits = valid[range.upperBound...].prefix { $0.isNumber }
+            let broken = valid.replacingOccurrences(of: "\"\(field)\":\(digits)", with: "\"\(field)\":\(millis)")
+            #expect(throws: BrokerError.self, "\(field)=\(millis)") { try BrokerWireFormat.decode(Array(broken.utf8)) }
+        }
+    }
+
+    @Test func theLastMillisecondOfYear9999IsAccepted() throws {
+        var event = sampleEvents(2...2)[0]
+        event.committedAt = BrokerWireFormat.date(milliseconds: 253_402_300_799_999)
+        let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode([event]))
+        #expect(decoded.map(\.cursor) == [event.cursor])
+        #expect(!EventFrame.json(decoded[0]).isEmpty)
+    }
+
+    @Test func idsNotStrictlyAscendingAreAnError() {
+        let batch = sampleEvents(1...3)
+        for broken in [[batch[1], batch[0], batch[2]], [batch[0], batch[0]]] {
+            #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(BrokerWireFormat.encode(broken)) }
+        }
+    }
+
+    @Test func batchesPastTheCountOrSizeBoundAreErrors() {
+        let many = sampleEvents(1...Int64(BrokerWireFormat.maxEvents + 1))
+        #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(BrokerWireFormat.encode(many)) }
+        #expect(throws: BrokerError.self) {
+            try BrokerWireFormat.decode(Array(repeating: UInt8(ascii: " "), count: BrokerWireFormat.maxBytes + 1))
+        }
+        #expect(throws: Never.self) { try BrokerWireFormat.decode(BrokerWireFormat.encode(Array(many.dropLast()))) }
+    }
+
+    /// Whatever `Date` a row or a message holds, its cursor and its frame never trap.
+    @Test func extremeDatesNeverTrapCursorsOrFrames() {
+        for seconds in [Double.greatestFiniteMagnitude, -Double.greatestFiniteMagnitude, 9.3e15, -9.3e15, .nan, .infinity] {
+            var event = sampleEvents(2...2)[0]
+            event.committedAt = Date(timeIntervalSince1970: seconds)
+            event.event.changedAt = Date(timeIntervalSince1970: seconds)
+            #expect(!event.cursor.description.isEmpty)
+            #expect(!EventFrame.json(event).isEmpty)
+        }
+    }
+
     @Test func unknownVersionIsNamedInTheError() {
         #expect(throws: BrokerError("unsupported wire format version 7")) {
             try BrokerWireFormat.decode(Array("{\"v\":7,\"whatever\":true}".utf8))

@@ -22,11 +22,24 @@ struct RedisURLTests {
         ("redis://:6379", "missing host"),
         ("redis://x:0", "bad port"), ("redis://x:65536", "bad port"), ("redis://x:abc", "bad port"),
         ("redis://x:1/db", "bad database number"), ("redis://x:1/-1", "bad database number"),
-        ("redis://user:secret@x:1", "credentials are not supported"), ("redis://x y:1", "bad host"),
+        ("redis://x y:1", "bad host"),
         ("redis://x:1?timeout=3", "query parameters are not supported"), ("redis://[::1:1", "unclosed [ in host"),
     ])
     func rejectsBadURLsWithAReason(text: String, reason: String) {
         #expect(throws: BrokerError("invalid Redis URL \"\(text)\": \(reason)")) { try RedisURL(parsing: text) }
+    }
+
+    /// A password in the URL is refused without being repeated: the error goes to stderr and from
+    /// there into the service's log (found by a review, 2026-12-03).
+    @Test(arguments: ["redis://user:secret@x:1", "redis://:secret@x:1/2", "rediss://u:secret@x:1"])
+    func credentialsAreRefusedWithoutRepeatingThem(text: String) {
+        do {
+            _ = try RedisURL(parsing: text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(!error.message.contains("secret"), "\(error)")
+            #expect(error.message.contains("…@x:1"), "\(error)")
+        }
     }
 
     /// What the CLI shows for a typo: the public initializer throws the same one-line error.

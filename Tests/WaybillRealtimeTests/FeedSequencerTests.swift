@@ -394,4 +394,39 @@ struct FeedSequencerRenamedEventTests {
         _ = feed.received([Fixtures.event(13, committedAt: 99)])
         #expect(feed.awaitingHistoryCheck, "13 is still remembered")
     }
+
+    /// After a rewind the old history's fingerprints are forgotten: the new history's events re-sent
+    /// under ids at or below the new start (a relay going back in batches, a new leader) are
+    /// duplicates, not a second rewind that would close every socket again (found by a review).
+    @Test func afterARewindTheNewHistoryResentIsNoSecondRewind() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received(Fixtures.events(11...14))
+        _ = feed.received([Fixtures.event(12, committedAt: 99)])
+        _ = feed.takeRead()
+        let rewound = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(14, committedAt: 99).cursor,
+            atDelivered: Fixtures.event(14, committedAt: 99), issuedAt: Fixtures.event(14).cursor,
+            atDoubted: Fixtures.event(12, committedAt: 99))
+        #expect(feed.storeRead(rewound).rewound == Fixtures.event(14, committedAt: 99).cursor)
+        #expect(feed.received(Fixtures.events(12...14, committedAt: 99)).deliver.isEmpty)
+        #expect(!feed.awaitingHistoryCheck && feed.owedRead == nil)
+        #expect(FeedSequencerTests.ids(feed.received([Fixtures.event(15, committedAt: 99)])) == [15])
+    }
+
+    /// The same doubt named again (a relay re-sending its batches) does not void the read already
+    /// asked for: otherwise a stream of copies would hold delivery read after read.
+    @Test func theSameDoubtAgainDoesNotVoidTheReadInFlight() {
+        var feed = FeedSequencerTests.subscribed()
+        _ = feed.received(Fixtures.events(11...14))
+        let copy = Fixtures.event(12, committedAt: 99)
+        _ = feed.received([copy])
+        let taken = feed.takeRead()
+        _ = feed.received([copy])  // re-sent while the read is in flight
+        let read = FeedSequencer.StoreRead(
+            events: [], isFull: false, newest: Fixtures.event(14).cursor, atDelivered: Fixtures.event(14),
+            issuedAt: taken?.after, atDoubted: Fixtures.event(12))
+        #expect(feed.storeRead(read).rewound == nil)
+        #expect(!feed.awaitingHistoryCheck, "settled by the read in flight")
+        #expect(FeedSequencerTests.ids(feed.received(Fixtures.events(15...15))) == [15])
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import WaybillBroker
 import WaybillDomain
@@ -9,29 +10,44 @@ import WaybillTesting
 
 /// A history rewound under a leader that keeps its lease, with new commits already past its cursor
 /// when it next looks (a restore on the same server): the new events continue the cursor's *ids*.
-/// The relay compares the fingerprint of what it continued from and relays again from the event
-/// that changed, so every feed sees an id it delivered with another fingerprint (and resets its
-/// sockets) instead of taking the new history as a continuation of the old.
+/// The relay compares the fingerprints of what it published since its last store read and relays
+/// again from the first event that changed, so every feed sees an id it delivered with another
+/// fingerprint (and resets its sockets) instead of taking the new history as a continuation.
 @Suite(.timeLimit(.minutes(1)))
 struct OutboxRelayRewindTests {
+    /// A relay over `store` that has published `events` (committed before it started, so no wake-up
+    /// is left over) and saved its cursor: from here on it waits for a hand-over or the clock.
+    static func quietRelay(
+        _ store: SwitchableStore, _ broker: ScriptedBroker, _ clock: TestClock, published events: [StoredEvent],
+        configuration: OutboxRelay.Configuration = .init()
+    ) async throws -> (OutboxRelay, Task<Void, Never>) {
+        let relay = OutboxRelay(
+            store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, configuration: configuration,
+            clock: clock)
+        let running = Task { await relay.run() }
+        #expect(await eventually { broker.publishedIDs == events.map(\.id) })
+        #expect(
+            try await eventually {
+                await clock.advance(by: .milliseconds(100))
+                return try await store.read { tx in try tx.relayedThrough() } == events.last?.id
+            })
+        return (relay, running)
+    }
+
     @Test func newEventsPastTheCursorOfARewoundHistoryAreRelayedFromTheEventThatChanged() async throws {
         try await withStore { original in
             try await withStore { restored in
-                let store = SwitchableStore(original)
-                let broker = ScriptedBroker(), clock = TestClock()
-                let relay = OutboxRelayLeaseTests.relay(store, broker, clock: clock)
-                let running = Task { await relay.run() }
+                let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+                let old = try await original.append(3)
+                let (_, running) = try await Self.quietRelay(store, broker, clock, published: old)
                 defer { running.cancel() }
-                #expect(await eventually { relay.isLeading })
-                let old = try await store.append(3)
-                relay.notify()
-                #expect(await eventually { broker.publishedIDs == old.map(\.id) })
                 let new = try await restored.append(5)  // 1...5, none of them the old 1...3
                 store.switchTo(restored)
-                relay.notify()
                 #expect(
-                    await eventually { broker.publishedCursors.count >= 6 },
-                    "the new 3, 4 and 5 are relayed")
+                    await eventually {
+                        await clock.advance(by: .milliseconds(200))
+                        return broker.publishedCursors.count >= 6
+                    }, "the new 3, 4 and 5 are relayed at the next poll")
                 #expect(broker.publishedCursors == old.map(\.cursor) + new[2...].map(\.cursor))
                 running.cancel()
                 await running.value
@@ -39,27 +55,21 @@ struct OutboxRelayRewindTests {
         }
     }
 
-    /// The fast path publishes this node's commits without a store read; the check that follows
-    /// within `pollInterval` compares the event it continued from.
+    /// The fast path publishes this node's commits without a store read; the next read compares
+    /// the event it continued from.
     @Test func aRewindUnderTheFastPathIsFoundByTheNextCheck() async throws {
         try await withStore { original in
             try await withStore { restored in
-                let store = SwitchableStore(original)
-                let broker = ScriptedBroker(), clock = TestClock()
-                let relay = OutboxRelayLeaseTests.relay(store, broker, clock: clock)
-                let running = Task { await relay.run() }
+                let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+                let old = try await original.append(3)
+                let (relay, running) = try await Self.quietRelay(store, broker, clock, published: old)
                 defer { running.cancel() }
-                #expect(await eventually { relay.isLeading })
-                let old = try await store.append(3)
-                relay.notify()
-                #expect(await eventually { broker.publishedIDs == old.map(\.id) })
                 let rewound = try await restored.append(3)  // the restore: 1...3 again, other events
                 store.switchTo(restored)
                 let mine = try await store.append(1)  // committed here: 4, continuing the cursor's id
                 relay.committed(mine)
                 #expect(await eventually { broker.publishedCursors.count == 4 }, "the fast path publishes it unread")
                 #expect(broker.publishedCursors.last == mine[0].cursor)
-                // The check is due once per poll interval (1 s by default): the clock moves on.
                 #expect(
                     await eventually {
                         await clock.advance(by: .milliseconds(200))
@@ -68,6 +78,39 @@ struct OutboxRelayRewindTests {
                 #expect(
                     Array(broker.publishedCursors.dropFirst(4)) == [rewound[2].cursor, mine[0].cursor],
                     "relayed again from the event it had continued from")
+                running.cancel()
+                await running.value
+            }
+        }
+    }
+
+    /// The restore point lies inside what the fast path published since the last check (a
+    /// point-in-time restore to "just before the incident"): the first event that changed is found,
+    /// not only the newest or the one the stretch started from (found by a review of the first
+    /// version, which compared only the latter).
+    @Test func aRestorePointInsideTheUncheckedStretchIsFound() async throws {
+        let fixed: @Sendable () -> Date = { Date(timeIntervalSince1970: 1_764_500_000) }
+        try await withStore(clock: fixed) { original in
+            try await withStore(clock: fixed) { restored in
+                let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+                let old = try await original.append(3)
+                let (relay, running) = try await Self.quietRelay(store, broker, clock, published: old)
+                defer { running.cancel() }
+                let stretch = try await original.append(3)  // 4...6, published unread
+                relay.committed(stretch)
+                #expect(await eventually { broker.publishedCursors.count == 6 })
+                // The backup holds 1...4 (the same events: same ids, order and commit time); the
+                // commits after the restore are other events under 5, 6 and 7.
+                let kept = try await restored.append(4)
+                #expect(kept.map(\.cursor) == (old + stretch.prefix(1)).map(\.cursor))
+                let after = try await restored.append(3, order: 2)
+                store.switchTo(restored)
+                #expect(
+                    await eventually {
+                        await clock.advance(by: .milliseconds(200))
+                        return broker.publishedCursors.count >= 9
+                    })
+                #expect(Array(broker.publishedCursors.dropFirst(6)) == after.map(\.cursor), "5, 6 and 7 of the new history")
                 running.cancel()
                 await running.value
             }
@@ -101,25 +144,13 @@ struct OutboxRelayRewindTests {
     @Test func theFastPathStopsForACheckWhenOneIsDue() async throws {
         try await withStore { original in
             try await withStore { restored in
-                let store = SwitchableStore(original)
-                let broker = ScriptedBroker(), clock = TestClock()
+                let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
                 var configuration = OutboxRelay.Configuration(pollInterval: .seconds(3600))  // no poll here
                 configuration.historyCheckInterval = .seconds(1)
-                let relay = OutboxRelay(
-                    store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger,
-                    configuration: configuration, clock: clock)
-                let running = Task { await relay.run() }
+                let old = try await original.append(3)
+                let (relay, running) = try await Self.quietRelay(
+                    store, broker, clock, published: old, configuration: configuration)
                 defer { running.cancel() }
-                #expect(await eventually { relay.isLeading })
-                let old = try await store.append(3)
-                relay.notify()
-                #expect(await eventually { broker.publishedIDs == old.map(\.id) })
-                // The cursor is saved 100 ms on; after that the relay waits for the next wake-up only.
-                #expect(
-                    try await eventually {
-                        await clock.advance(by: .milliseconds(100))
-                        return try await original.read { tx in try tx.relayedThrough() } == old[2].id
-                    })
                 let rewound = try await restored.append(3)
                 store.switchTo(restored)
                 await clock.advance(by: .seconds(1))  // a check is due
@@ -136,25 +167,29 @@ struct OutboxRelayRewindTests {
     /// End to end through a broker: the fast path published the new history's 4 on top of the old
     /// 3, and the feed delivered it as a continuation. The relay's check goes back to 3; the feed,
     /// seeing a delivered id with another fingerprint below what it delivered since, reads that id
-    /// and closes its sockets.
+    /// and closes its sockets, once.
     @Test func aFeedResetsWhenTheRelayGoesBackBelowWhatItDelivered() async throws {
         try await withStore { original in
             try await withStore { restored in
                 let store = SwitchableStore(original)
                 let broker = InProcessBroker(), clock = TestClock(), target = RecordingTarget()
-                let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
                 let feed = HubFeed(
                     broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
                 let subscription = broker.subscribe()
                 let start = try await HubFeed.newestCursor(in: store)
                 let feeding = Task { await feed.run(first: subscription, startingAfter: start) }
                 defer { feeding.cancel() }
+                #expect(await eventually { feed.isQuiet })
+                try await original.append(3)
+                let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
                 let relaying = Task { await relay.run() }
                 defer { relaying.cancel() }
-                #expect(await eventually { relay.isLeading && feed.isQuiet })
-                try await store.append(3)
-                relay.notify()
                 #expect(await eventually { target.ids == [1, 2, 3] })
+                #expect(
+                    try await eventually {
+                        await clock.advance(by: .milliseconds(100))
+                        return try await original.read { tx in try tx.relayedThrough() } == EventID(3)
+                    })
                 try await restored.append(3)
                 store.switchTo(restored)
                 let mine = try await store.append(1)
@@ -166,6 +201,8 @@ struct OutboxRelayRewindTests {
                         return !target.rewinds.isEmpty
                     })
                 #expect(target.rewinds == [mine[0].cursor])
+                for _ in 0..<10 { await clock.advance(by: .milliseconds(200)) }
+                #expect(target.rewinds.count == 1, "the new history's events re-sent after it are no second rewind")
                 relaying.cancel()
                 feeding.cancel()
                 await relaying.value

@@ -63,12 +63,21 @@ enum OrderListRequest {
     }
 
     /// `<path?same filters&before=last>; rel="next"` when more rows follow, else `nil`.
+    ///
+    /// Only the list's own arguments are carried over: anything else in the query (a `token=` a
+    /// client put there by mistake, a cache buster) would otherwise be echoed into a header that
+    /// proxies and clients log and follow.
     static func nextLink(for request: HTTPRequest, page: OrderPage) -> String? {
         guard let next = page.next else { return nil }
-        var items = request.query.filter { $0.name != "before" }.map { "\(encode($0.name))=\(encode($0.value))" }
+        var items = request.query.filter { listArguments.contains($0.name) }.map {
+            "\(encode($0.name))=\(encode($0.value))"
+        }
         items.append("before=\(next.rawValue)")
         return "<\(request.path)?\(items.joined(separator: "&"))>; rel=\"next\""
     }
+
+    /// The arguments `parse` reads, but `before` (the next page sets its own).
+    private static let listArguments: Set<String> = ["status", "limit", "driver_id", "active", "q", "updated_after", "ids"]
 
     /// Percent-encodes everything but unreserved characters (RFC 3986 §2.3).
     private static func encode(_ text: String) -> String {

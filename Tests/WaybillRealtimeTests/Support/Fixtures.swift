@@ -39,12 +39,16 @@ enum Fixtures {
 }
 
 /// A real SQLite store in a fresh temporary directory, closed and deleted after `body`.
-func withStore<T>(_ body: (SQLiteOrderStore) async throws -> T) async throws -> T {
+/// - Parameter clock: the commit time of its events (a fixed one gives two stores the same
+///   fingerprints for the same events: a backup and the database it was taken from).
+func withStore<T>(
+    clock: @escaping @Sendable () -> Date = { Date() }, _ body: (SQLiteOrderStore) async throws -> T
+) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-realtime-\(UUID().uuidString)")
     // Opening and closing block (threads started and joined, migrations, the last checkpoint):
     // off the cooperative pool, which every test in the process shares.
     let path = directory.appendingPathComponent("waybill.sqlite").path
-    let store = try await runBlocking { try SQLiteOrderStore(path: path) }
+    let store = try await runBlocking { try SQLiteOrderStore(path: path, clock: clock) }
     let result = await outcome { try await body(store) }
     _ = try? await runBlocking {
         store.close()
@@ -56,8 +60,8 @@ func withStore<T>(_ body: (SQLiteOrderStore) async throws -> T) async throws -> 
 extension OrderStore {
     /// Commits `count` events in one transaction, as a write elsewhere (another node) would.
     @discardableResult
-    func append(_ count: Int) async throws -> [StoredEvent] {
-        try await write { tx in try tx.appendEvents((0..<count).map { _ in Fixtures.orderEvent() }) }
+    func append(_ count: Int, order: Int64 = 1) async throws -> [StoredEvent] {
+        try await write { tx in try tx.appendEvents((0..<count).map { _ in Fixtures.orderEvent(order: order) }) }
     }
 }
 
