@@ -69,7 +69,7 @@ struct PostgresConnectionSettings: Sendable {
     /// as a backstop for calls outside the request path, and server-side timeouts so a stuck
     /// statement, lock wait or abandoned transaction ends by itself. Times are UTC.
     var forPool: PostgresConnectionSettings {
-        with([
+        readWrite.with([
             ("connect_timeout", "2"), ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
             ("keepalives_count", "2"), ("tcp_user_timeout", "5000"),
             (
@@ -84,7 +84,7 @@ struct PostgresConnectionSettings: Sendable {
     /// The lease session (field notes §5): tighter socket timeouts on both ends, and an idle
     /// session timeout so a frozen holder's lock is freed after 5 s by the server itself.
     var forLease: PostgresConnectionSettings {
-        with([
+        readWrite.with([
             ("connect_timeout", "2"), ("keepalives", "1"), ("keepalives_idle", "2"), ("keepalives_interval", "1"),
             ("keepalives_count", "2"), ("tcp_user_timeout", "3000"),
             (
@@ -94,6 +94,14 @@ struct PostgresConnectionSettings: Sendable {
                     + " -c TimeZone=UTC"
             ),
         ])
+    }
+
+    /// Connections only to a server that takes writes (`target_session_attrs=read-write`), unless
+    /// the URL says otherwise: after a failover the old primary may come back as a standby under
+    /// the same address, and a pool or lease session there would fail every write (or hold the
+    /// relay's lease on a server no other node writes to).
+    var readWrite: PostgresConnectionSettings {
+        keywords.contains { $0.0 == "target_session_attrs" } ? self : with([("target_session_attrs", "read-write")])
     }
 
     private static func isNumericAddress(_ host: String) -> Bool {

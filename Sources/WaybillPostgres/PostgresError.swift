@@ -68,6 +68,7 @@ struct PostgresError: Error, CustomStringConvertible {
             // lock_timeout, statement_timeout, shutdown, too many connections, idle timeout.
             return .unavailable("PostgreSQL is busy or shutting down (\(state))")
         case "40001", "40P01": return .unavailable("the transaction kept conflicting with others (\(state))")
+        case "25006": return .unavailable("PostgreSQL is read-only here (a standby?) (25006)")
         default:
             if state.hasPrefix("08") { return .unavailable("the connection to PostgreSQL failed (\(state))") }
             if state.hasPrefix("22") { return .failure(code: 22000, message: "invalid value (\(state))") }

@@ -38,6 +38,11 @@ struct PostgresTransactionRunner: Sendable {
     /// server always answers first (57014, 55P03: this call fails alone) instead of the client
     /// giving up on it and taking it for a dead one.
     static let serverMargin: Duration = .milliseconds(250)
+    /// A transaction with less than this left when its closure returns is rolled back instead of
+    /// committed: a COMMIT sent that late is likely to meet the deadline with its outcome unknown
+    /// (503 "the outcome is unknown", and a client without an `Idempotency-Key` that retries may
+    /// write twice), where a rollback is a definite "nothing was written" the client can retry.
+    static let commitReserve: Duration = .milliseconds(100)
 
     /// BEGIN and the server-side bounds of this attempt, in one round trip: `statement_timeout`
     /// and `lock_timeout` end `serverMargin` before `deadline` (but never above the pool's).
@@ -125,7 +130,19 @@ struct PostgresTransactionRunner: Sendable {
         if let failure = tx.fatalFailure {
             rollBack(db)
             if failure.isRetryable || failure.kind == .connectionLost { return .retry(failure) }
-            if failure.isConnectionFailure { return .finished(.failure(failure.storeError), reachedServer: false) }
+            if failure.sqlState == "25006", kind == .write {
+                // A write refused as read-only: a standby under the primary's address (the old
+                // primary back after a failover). Taken as the server gone, so every connection is
+                // dropped and the next ones ask for a read-write server (`target_session_attrs`).
+                return .finished(.failure(failure.storeError), reachedServer: false)
+            }
+            // The server answered BEGIN within this attempt: a later client-side timeout says it is
+            // busy, not gone. Its own timeouts are set at BEGIN but count from each statement's
+            // start, so a statement that starts late can outlast the call's deadline on a live
+            // server (found by a review; it dropped every connection and refused every call).
+            if failure.isConnectionFailure {
+                return .finished(.failure(failure.storeError), reachedServer: failure.kind == .timedOut)
+            }
             // The closure may have caught the error and returned: its transaction is void all the same.
             if case .success = result { return .finished(.failure(failure.storeError), reachedServer: true) }
             return .finished(result, reachedServer: true)
@@ -134,13 +151,20 @@ struct PostgresTransactionRunner: Sendable {
             rollBack(db)
             return .finished(result, reachedServer: true)
         }
+        if ContinuousClock.now.duration(to: deadline) < Self.commitReserve {
+            rollBack(db)
+            let late = StoreError.unavailable("no time was left to commit: nothing was written")
+            return .finished(.failure(late), reachedServer: true)
+        }
         do throws(PostgresError) {
             try db.executeScript("COMMIT", deadline: deadline)
         } catch {
             if error.isRetryable { return .retry(error) }
             if error.isConnectionFailure {
                 let unknown = StoreError.unavailable("the connection was lost during COMMIT: the outcome is unknown")
-                return .finished(.failure(unknown), reachedServer: false)
+                // A COMMIT that timed out reached a server that was answering a moment ago: slow
+                // (a disk flush, a synchronous standby), not gone.
+                return .finished(.failure(unknown), reachedServer: error.kind == .timedOut)
             }
             rollBack(db)
             return .finished(.failure(error.storeError), reachedServer: true)

@@ -109,8 +109,11 @@ extension OrderStore {
 ///
 /// A holder cannot know it still holds a lease across a network, only that it did at its last
 /// heartbeat: `isHeld` turns false as soon as a heartbeat misses, before the server could give
-/// the lease to another node. Work done under a lease must therefore be harmless if repeated
-/// (the relay republishes; subscribers drop event ids they already have).
+/// the lease to another node when the holder is cut off or frozen. When the server itself ends the
+/// holder's session (`pg_terminate_backend`, a restart, a promoted standby) the lock is free at once,
+/// and another node may take it up to a heartbeat (about 1 s) before the holder notices. Work done
+/// under a lease must therefore be harmless if repeated or overlapped (the relay republishes and
+/// subscribers drop event ids they already have; two pruners are serialized by their row locks).
 public protocol Lease: Sendable {
     /// Waits until this process holds the lease. Returns `false` only when the task is cancelled.
     func acquire() async -> Bool

@@ -106,4 +106,129 @@ import WaybillTesting
         #expect(generation == 0, "the working connection was not dropped")
         #expect(stillServes, "and still serves")
     }
+
+    /// The server's timeouts are set at BEGIN but count from each statement's start: a statement
+    /// that starts late can outlast the call's deadline on a live server, and the client's deadline
+    /// fires first. The server answered BEGIN in that attempt, so it is busy, not gone: the call
+    /// fails alone (found by a review: it dropped every connection and refused every call).
+    @Test func aStatementStartedLateThatOutlastsTheCallIsNotTakenForAnOutage() async throws {
+        let (failed, admitted, generation, next) = try await Self.withSession { session, runner in
+            let result = runner.run(
+                { tx in
+                    Thread.sleep(forTimeInterval: 0.6)  // the statement below starts 0.6 s after BEGIN
+                    // Through `perform`, as every store operation goes (it records the failure).
+                    try tx.perform { () throws(PostgresError) in _ = try tx.execute("SELECT pg_sleep(3)") }
+                }, on: session, deadline: .now + .milliseconds(2500))
+            let admitted = session.health.admit() == .proceed
+            let generation = session.health.generation
+            let next = runner.run({ tx in try tx.insertCompany(name: "next") }, on: session, deadline: .now + .seconds(2))
+            return (isUnavailable(result), admitted, generation, (try? next.get()) != nil)
+        }
+        #expect(failed)
+        #expect(admitted, "a busy server is not a dead one")
+        #expect(generation == 0, "connections were not dropped")
+        #expect(next)
+    }
+
+    /// A closure that returns with almost none of the call's time left is rolled back, not
+    /// committed: a COMMIT sent then would likely meet the deadline with its outcome unknown. The
+    /// caller learns for sure that nothing was written.
+    @Test func aTransactionWithNoTimeLeftToCommitIsRolledBackAndSaysSo() async throws {
+        let (message, stored, admitted) = try await Self.withSession { session, runner in
+            let deadline = ContinuousClock.now + .milliseconds(1200)
+            let result = runner.run(
+                { tx in
+                    let id = try tx.insertCompany(name: "too late")
+                    Thread.sleep(until: Date() + (ContinuousClock.now.duration(to: deadline) - .milliseconds(40)).timeInterval)
+                    return id
+                }, on: session, deadline: deadline)
+            var message = ""
+            if case .failure(let error) = result { message = "\(error)" }
+            let reader = PostgresTransactionRunner(kind: .read, clock: { Date() })
+            let stored = try reader.run(
+                { tx in try tx.execute("SELECT count(*) FROM companies WHERE name = 'too late'").text(0, 0) },
+                on: session, deadline: .now + .seconds(2)
+            ).get()
+            return (message, stored, session.health.admit() == .proceed)
+        }
+        #expect(message.contains("nothing was written"), "\(message)")
+        #expect(stored == "0")
+        #expect(admitted)
+    }
+
+    /// A write refused as read-only (25006: the old primary back as a standby under the same
+    /// address) is the server gone, not a 500: every connection is dropped, and new ones ask for
+    /// a read-write server (`target_session_attrs`), so they are refused while it stays read-only.
+    /// Once it takes writes again, so does the node.
+    @Test func aReadOnlyServerIsUnavailableUntilItTakesWritesAgain() async throws {
+        let url = try await freshDatabase()
+        _ = try await openStore(url).close()
+        let settings = try PostgresConnectionSettings(url: url, applicationName: "waybill-standby")
+        let outcome = try await runBlocking { () throws -> (String, Bool, Bool, Bool) in
+            let admin = PostgresSession(settings: settings, health: PostgresHealth())
+            defer { admin.close() }
+            let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
+            defer { session.close() }
+            let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+            func readOnly(_ on: Bool) throws {
+                let sql = "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = \(on)', current_database()); END $$"
+                _ = try runner.run({ tx in _ = try tx.execute(sql) }, on: admin, deadline: .now + .seconds(5)).get()
+            }
+            _ = try runner.run({ tx in try tx.insertCompany(name: "before") }, on: session, deadline: .now + .seconds(5)).get()
+            try readOnly(true)
+            // This session's next transactions are read-only too, as a standby's would be.
+            _ = try runner.run({ tx in _ = try tx.execute("SET SESSION default_transaction_read_only = on") }, on: session, deadline: .now + .seconds(5)).get()
+            let refused = runner.run({ tx in try tx.insertCompany(name: "on a standby") }, on: session, deadline: .now + .seconds(5))
+            var message = ""
+            if case .failure(let error) = refused { message = "\(error)" }
+            let markedDown = session.health.generation > 0
+            // New connections (after the health backoff) are refused while the server stays read-only.
+            Thread.sleep(forTimeInterval: 0.5)
+            let whileReadOnly = runner.run({ tx in try tx.insertCompany(name: "still") }, on: session, deadline: .now + .seconds(5))
+            try readOnly(false)
+            var back = false
+            let until = Date() + 10
+            while !back, Date() < until {
+                Thread.sleep(forTimeInterval: 0.3)
+                back = (try? runner.run({ tx in try tx.insertCompany(name: "after") }, on: session, deadline: .now + .seconds(5)).get()) != nil
+            }
+            return (message, markedDown, isUnavailable(whileReadOnly), back)
+        }
+        #expect(outcome.0.contains("25006"), "unavailable, naming the read-only server: \(outcome.0)")
+        #expect(outcome.1, "taken as the server gone: connections dropped")
+        #expect(outcome.2, "a new connection is refused by a read-only server")
+        #expect(outcome.3, "writes go on once the server takes them again")
+    }
+
+    /// A COMMIT that times out reached a server that answered the transaction's statements a
+    /// moment ago: its outcome is unknown (503), but the server is slow, not gone, and the node's
+    /// other calls go on. Here the COMMIT waits for another transaction holding the same value of
+    /// a deferred unique constraint, past the call's deadline.
+    @Test func aCommitThatTimesOutDoesNotMarkTheServerDown() async throws {
+        let url = try await freshDatabase()
+        _ = try await openStore(url).close()
+        let settings = try PostgresConnectionSettings(url: url, applicationName: "waybill-slow-commit")
+        let (message, admitted, generation) = try await runBlocking { () throws -> (String, Bool, Int) in
+            let other = try PostgresConnection(settings, deadline: .now + .seconds(5))
+            defer { other.close() }
+            _ = try other.executeScript(
+                "CREATE TABLE slow_commit (x int UNIQUE DEFERRABLE INITIALLY DEFERRED)", deadline: .now + .seconds(5))
+            _ = try other.executeScript("BEGIN; INSERT INTO slow_commit VALUES (1)", deadline: .now + .seconds(5))
+            let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
+            defer { session.close() }
+            let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+            let result = runner.run(
+                { tx in
+                    try tx.perform { () throws(PostgresError) in _ = try tx.execute("INSERT INTO slow_commit VALUES (1)") }
+                    Thread.sleep(forTimeInterval: 0.6)  // COMMIT starts late: its lock wait outlasts the call
+                }, on: session, deadline: .now + .milliseconds(2500))
+            _ = try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
+            var message = ""
+            if case .failure(let error) = result { message = "\(error)" }
+            return (message, session.health.admit() == .proceed, session.health.generation)
+        }
+        #expect(message.contains("outcome is unknown"), "\(message)")
+        #expect(admitted, "a slow COMMIT is not a dead server")
+        #expect(generation == 0, "connections were not dropped")
+    }
 }

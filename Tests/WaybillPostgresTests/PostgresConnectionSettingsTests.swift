@@ -28,6 +28,17 @@ import Testing
         #expect(found["password"] == nil)
     }
 
+    /// Pool and lease sessions connect only to a server that takes writes (a standby under the
+    /// primary's address after a failover is refused at connect), unless the URL says otherwise.
+    @Test func poolAndLeaseConnectionsAskForAReadWriteServer() throws {
+        let settings = try PostgresConnectionSettings(url: "postgresql://u@127.0.0.1/db", applicationName: "n")
+        for keywords in [settings.forPool.keywords, settings.forLease.keywords] {
+            #expect(keywords.filter { $0.0 == "target_session_attrs" }.map(\.1) == ["read-write"])
+        }
+        let chosen = try PostgresConnectionSettings(url: "postgresql://u@127.0.0.1/db?target_session_attrs=any", applicationName: "n")
+        #expect(chosen.forPool.keywords.filter { $0.0 == "target_session_attrs" }.map(\.1) == ["any"])
+    }
+
     @Test func poolAndLeaseConnectionsCarryTheirTimeouts() throws {
         let settings = try PostgresConnectionSettings(url: "postgresql://u@127.0.0.1/db", applicationName: "n")
         let pool = Dictionary(settings.forPool.keywords, uniquingKeysWith: { _, last in last })
