@@ -16,18 +16,27 @@ public struct HTTPOrdersAPI: OrdersAPI {
     public let recentWindow: Duration
     /// The clock `recentWindow` counts back from (injected by tests).
     let now: @Sendable () -> Date
+    /// Whether a server without `POST /api/ws-ticket` (one from before tickets) gets the API token
+    /// in the WebSocket URL instead (SPEC §4's second way). Off by default: a URL lands in proxy
+    /// access logs, and a proxy that merely fails to route the ticket endpoint would otherwise
+    /// make every reconnect log the 30-day token (found by a review, 2026-12-03).
+    public let tokenInURLFallback: Bool
 
     /// An API client for `server` that authenticates with `token` (from a login, or stored by the app).
-    /// - Parameter recentWindow: finished orders updated within this window stay on the list (24 h).
+    /// - Parameters:
+    ///   - recentWindow: finished orders updated within this window stay on the list (24 h).
+    ///   - tokenInURLFallback: see ``tokenInURLFallback``.
     public init(
         server: URL, token: AccessToken, transport: any HTTPTransport = URLSessionHTTPTransport(),
-        recentWindow: Duration = .seconds(24 * 3600), now: @escaping @Sendable () -> Date = { Date() }
+        recentWindow: Duration = .seconds(24 * 3600), now: @escaping @Sendable () -> Date = { Date() },
+        tokenInURLFallback: Bool = false
     ) {
         self.server = server
         self.token = token
         self.transport = transport
         self.recentWindow = recentWindow
         self.now = now
+        self.tokenInURLFallback = tokenInURLFallback
     }
 
     /// `POST /api/auth/login`: returns an API client holding the new token, and the user.
@@ -85,12 +94,13 @@ public struct HTTPOrdersAPI: OrdersAPI {
     /// answers `reset` if its history was rewound; one that predates cursors (an old node during a rolling
     /// deploy) still resumes by `since` instead of silently not resuming at all.
     ///
-    /// Falls back to `?token=` only when the ticket endpoint answers 404 (a server from before tickets);
-    /// any other failure is thrown, so a token never goes into a URL by accident.
+    /// Falls back to `?token=` only when the ticket endpoint answers 404 (a server from before tickets)
+    /// and ``tokenInURLFallback`` allows it; any other failure is thrown, so a token never goes into
+    /// a URL by accident.
     public func eventSocketRequest(since: EventID?, cursor: ResumeCursor?) async throws -> SocketRequest {
         var query: [URLQueryItem]
         let response = try await send("POST", "api/ws-ticket", body: nil)
-        if response.status == 404 {
+        if response.status == 404, tokenInURLFallback {
             query = [URLQueryItem(name: "token", value: token.value)]
         } else {
             try Self.check(response)

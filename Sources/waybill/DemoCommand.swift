@@ -60,7 +60,7 @@ enum DemoCommand {
           Try:  curl -s -X POST \(url)api/auth/login -H 'Content-Type: application/json' \\
                   -d '{"email":"dispatcher@demo.example.com","password":"\(dispatcherPassword)"}'
           Driver app in a terminal:
-                \(program) driver --server \(url) --email driver1@demo.example.com --password \(driverPassword)
+                WAYBILL_PASSWORD=\(driverPassword) \(program) driver --server \(url) --email driver1@demo.example.com
         Stop with Ctrl-C.
 
         """

@@ -10,7 +10,7 @@ import WaybillNetwork
 /// from stdin, one per line, so a person or a script can drive it.
 enum DriverCommand {
     static let help = """
-        Usage: waybill driver --server URL --email E --password P [--json] [--state-dir DIR]
+        Usage: WAYBILL_PASSWORD=P waybill driver --server URL --email E [--json] [--state-dir DIR]
 
         The driver's app in a terminal: logs in, shows the driver's orders live (WebSocket with
         single-use tickets, resume after reconnects, 120 s polling as a safety net) and moves them.
@@ -18,9 +18,14 @@ enum DriverCommand {
         Idempotency-Key, so a retry is applied once); the status line shows how many are waiting.
 
         Options (each also read from the environment variable shown):
-          --server URL       the Waybill server, e.g. http://127.0.0.1:8080 (WAYBILL_SERVER)
+          --server URL       the Waybill server, e.g. http://127.0.0.1:8080 (WAYBILL_SERVER). Plain HTTP
+                             only: a server on another machine is refused unless --insecure-http is
+                             given (the password and token would cross the network unencrypted; reach
+                             it through an SSH tunnel or a VPN instead)
           --email E          login email (WAYBILL_EMAIL)
-          --password P       password (WAYBILL_PASSWORD)
+          --password P       password (WAYBILL_PASSWORD; prefer the variable: other local users can
+                             read a program's arguments, not its environment)
+          --insecure-http    allow a server that is not on this machine over plain HTTP
           --json             one JSON line per change instead of the screen (also when stdout is not a terminal)
           --state-dir DIR    where the offline action queue is kept, one file per login and server
                              (WAYBILL_STATE_DIR; default $XDG_STATE_HOME/waybill, else ~/.local/state/waybill);
@@ -50,10 +55,31 @@ enum DriverCommand {
         (or fails, or rate-limits the login) at start.
         """
 
+    /// Whether `host` names this machine: `localhost`, or a loopback address.
+    static func isThisMachine(_ host: String) -> Bool {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if bare.lowercased() == "localhost" { return true }
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, bare, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        if inet_pton(AF_INET6, bare, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            return bytes == Array(repeating: 0, count: 15) + [1]
+        }
+        return false
+    }
+
     static func run(_ argv: [String]) async throws {
-        let args = try Arguments(argv, values: ["server", "email", "password", "state-dir"], switches: ["json"])
-        guard let serverText = args.string("server"), let server = URL(string: serverText), server.host != nil else {
+        let args = try Arguments(
+            argv, values: ["server", "email", "password", "state-dir"], switches: ["json", "insecure-http"])
+        guard let serverText = args.string("server"), let server = URL(string: serverText), let host = server.host
+        else {
             throw Arguments.Problem(description: "--server URL is required (e.g. http://127.0.0.1:8080)")
+        }
+        // This app has no TLS: a server elsewhere would get the password and every token in the
+        // clear (found by a review, 2026-12-03). On this machine (or through a tunnel) that is fine.
+        guard Self.isThisMachine(host) || args.flag("insecure-http") else {
+            throw Arguments.Problem(
+                description: "refusing to send the password and token unencrypted to \(host): this app speaks plain HTTP only; run it on the server's machine or through an SSH tunnel, or pass --insecure-http")
         }
         guard let email = args.string("email"), let password = args.string("password") else {
             throw Arguments.Problem(description: "--email and --password are required")

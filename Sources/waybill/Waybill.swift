@@ -11,6 +11,10 @@ struct Waybill {
     ]
 
     static func main() async {
+        // Everything this program creates is its user's alone: the database (password hashes,
+        // emails, login attempts), `seed --out` (passwords and tokens), the driver's action queue.
+        // Under the usual umask (022) they were readable by every local user.
+        umask(0o077)
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first, !command.hasPrefix("-") else {
             Console.out(usage)

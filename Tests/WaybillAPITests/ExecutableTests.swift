@@ -100,6 +100,26 @@ struct ExecutableTests {
         #expect(errors.count == 1 && errors[0].contains(message), "\(server.stderr)")
     }
 
+    /// What the program creates is its user's alone: the data directory, the database and its
+    /// WAL (password hashes, emails), and `seed --out` (passwords and tokens). Under the usual
+    /// umask they were readable by every local user (found by a review, 2026-12-03).
+    @Test func filesItCreatesAreReadableByItsUserOnly() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (_, server) = try await Self.seededServer(in: directory)
+        defer { server.terminate() }
+        _ = try #require(await Self.port(of: server))
+        func mode(_ name: String) throws -> Int {
+            let path = name.isEmpty ? directory.path : directory.appendingPathComponent(name).path
+            return (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int ?? 0o777) & 0o777
+        }
+        #expect(try mode("") == 0o700)
+        for file in ["waybill.sqlite", "waybill.sqlite-wal", "seed.json"] {
+            let bits = try mode(file)
+            #expect(bits & 0o077 == 0, "\(file): \(String(bits, radix: 8))")
+        }
+    }
+
     /// `seed --demo` makes the demo company of `waybill demo` (what `make cluster` seeds into PostgreSQL).
     @Test func seedDemoWritesTheDemoCompanyWithItsKnownLogins() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
@@ -237,6 +257,22 @@ struct ExecutableTests {
         let errors = app.stderr.joined(separator: "\n")
         #expect(errors.contains("--email needs a value"), "\(errors)")
         #expect(!errors.contains("hunter2-secret"))
+    }
+
+    /// The app has no TLS: a server on another machine would get the password and every token in
+    /// the clear, so it is refused before anything is sent, unless asked for (found by a review).
+    @Test func driverRefusesAServerElsewhereOverPlainHTTP() async throws {
+        for server in ["http://192.0.2.1:8080", "http://waybill.example.com", "http://[2001:db8::1]:80"] {
+            let app = try ChildProcess(["driver", "--server", server, "--email", "d@example.com", "--json"])
+            app.closeInput()
+            #expect(await app.exitStatus() == 2)
+            #expect(app.stderr.joined().contains("unencrypted"), "\(server): \(app.stderr)")
+        }
+        for server in ["http://127.0.0.1:9", "http://localhost:9", "http://[::1]:9"] {
+            let app = try ChildProcess(["driver", "--server", server, "--email", "d@example.com", "--password", "x", "--json"])
+            #expect(await app.exitStatus() == 1, "\(server): on this machine it tries, and finds nothing there")
+            #expect(!app.stderr.joined().contains("unencrypted"))
+        }
     }
 
     /// A login the server did not refuse (it cannot be reached) exits 1, not 3: a supervisor

@@ -3,6 +3,7 @@ import Testing
 @testable import WaybillAPI
 import WaybillSQLite
 import WaybillStorage
+import WaybillNetwork
 import WaybillTesting
 
 /// Hardening item 6 (token expiry, metrics token, CSP) and the error-text part of item 5.
@@ -44,6 +45,23 @@ struct SecurityDefaultsTests {
             #expect(allowed.text.contains("waybill_"))
             // The rest of the API does not change.
             #expect(try await server.request("GET", "/healthz").status == 200)
+        }
+    }
+
+    /// Without a metrics token, `/metrics` answers the machine itself only: a loopback peer that
+    /// no proxy relays (found by a review: it was open to anyone who could reach the port).
+    @Test func withoutATokenMetricsAnswerOnlyOnThisMachine() async throws {
+        try await TestServer.withRunning { server in
+            #expect(try await server.request("GET", "/metrics").status == 200)
+            let relayed = try await server.request("GET", "/metrics", headers: ["X-Forwarded-For": "203.0.113.9"])
+            #expect(relayed.status == 403)
+            #expect(!relayed.text.contains("waybill_"))
+        }
+        for (address, local) in [("127.0.0.1", true), ("127.8.9.10", true), ("::1", true), ("::ffff:127.0.0.1", true),
+            ("192.0.2.7", false), ("2001:db8::1", false), ("", false), ("localhost", false)]
+        {
+            let request = HTTPRequest(method: "GET", path: "/metrics", remoteAddress: address)
+            #expect(((try? Routes.requireLocal(request)) != nil) == local, "\(address)")
         }
     }
 

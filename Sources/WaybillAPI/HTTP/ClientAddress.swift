@@ -34,6 +34,12 @@ public struct ClientAddress: Sendable {
         return text
     }
 
+    /// Whether `address` (as the server writes peers) is this machine's loopback: 127.0.0.0/8 or ::1.
+    public static func isLoopback(_ address: String) -> Bool {
+        guard let written = normalized(address) else { return false }
+        return written == "::1" || written.hasPrefix("127.")
+    }
+
     /// Whether `text` can be an IP address literal (the `--trusted-proxy` check).
     public static func isAddress(_ text: String) -> Bool { normalized(text) != nil }
 
