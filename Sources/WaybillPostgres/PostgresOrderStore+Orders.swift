@@ -132,15 +132,20 @@ extension PostgresOrderStore.Transaction {
             [.id(id), .id(company)]
         ) { row throws(PostgresError) in
             let driver = try row.optionalInt64(4).map(UserID.init)
-            return Order(
+            let receipt = ReceiptColumns(
+                driverID: try row.optionalInt64(10), version: try row.optionalInt64(11).map(Int.init),
+                at: try row.optionalDate(12))
+            let order = Order(
                 id: OrderID(try row.int64(0)), companyID: CompanyID(try row.int64(1)), number: row.text(2),
                 status: try row.enumValue(3, as: OrderStatus.self), driverID: driver, title: row.text(5),
                 notes: row.text(6), createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9),
                 seen: OrderReceipt.stored(
-                    driverID: try row.optionalInt64(10), version: try row.optionalInt64(11).map(Int.init),
-                    at: try row.optionalDate(12), assignedTo: driver))
+                    driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: driver))
+            return (order, receipt)
         }
-        guard var order = found else { return nil }
+        guard let found else { return nil }
+        var order = found.0
+        let receipt = found.1
         order.stages = try query(
             """
             SELECT id, position, kind, address, planned_at, completed_at
@@ -156,6 +161,11 @@ extension PostgresOrderStore.Transaction {
             "SELECT id, name, kind, created_at FROM documents WHERE order_id = $1 ORDER BY id", [.id(id)]
         ) { row throws(PostgresError) in
             Document(id: DocumentID(try row.int64(0)), name: row.text(1), kind: row.text(2), createdAt: try row.date(3))
+        }
+        if lock {
+            // Locked (FOR UPDATE) until the transaction ends: nothing else can change it meanwhile.
+            loaded[id] = order
+            loadedReceipts[id] = receipt
         }
         return order
     }
@@ -205,9 +215,26 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
+    /// Writes the order's row in one statement, and its stages and documents only where they
+    /// changed, comparing with the order as this transaction read it under its row lock; when only
+    /// the row changed, the answer is built from that read instead of reading it all back. A
+    /// savepoint (two more round trips) only when the number or the driver changes, the columns a
+    /// unique or foreign key rule can refuse. The usual write (a status) is then one statement
+    /// where it was about ten (docs/BENCHMARKS.md, "Two nodes: fewer round trips per write").
     func updateOrder(_ order: Order) throws -> Order {
         guard let id = order.id else { throw StoreError.notFound }
-        let stored = try perform(savepoint: true) { () throws(PostgresError) -> Order? in
+        // Forgotten until the answer is known: a statement below that fails must not leave a stale
+        // `before` for a later update in this transaction (the closure may catch the error).
+        let cached = loaded.removeValue(forKey: id), cachedReceipt = loadedReceipts.removeValue(forKey: id)
+        let mayBreakARule = cached.map { $0.number != order.number || $0.driverID != order.driverID } ?? true
+        let stored = try perform(savepoint: mayBreakARule) { () throws(PostgresError) -> Order? in
+            var before = cached, receipt = cachedReceipt
+            if before == nil {
+                before = try loadOrder(id, in: order.companyID, lock: true)
+                receipt = loadedReceipts.removeValue(forKey: id)
+                loaded[id] = nil
+            }
+            guard let before, let receipt, before.companyID == order.companyID else { return nil }
             let changed = try execute(
                 """
                 UPDATE orders SET number = $1, status = $2, driver_id = $3, title = $4, notes = $5, created_at = $6,
@@ -221,15 +248,39 @@ extension PostgresOrderStore.Transaction {
                 ]
             ).affectedRows
             guard changed > 0 else { return nil }
-            try syncStages(order.stages, of: id)
-            for document in order.documents where document.id == nil { _ = try insertDocument(document, of: id) }
-            return try loadOrder(id, in: order.companyID, lock: false)
+            let stagesWritten = try syncStages(order.stages, of: id, existing: before.stages)
+            var documentsWritten = false
+            for document in order.documents where document.id == nil {
+                _ = try insertDocument(document, of: id)
+                documentsWritten = true
+            }
+            guard !stagesWritten, !documentsWritten else {
+                // New ids, or rows deleted: read back as stored (and remembered for a later update).
+                return try loadOrder(id, in: order.companyID, lock: true)
+            }
+            // Only the row changed: the order as the UPDATE left it, dates as stored.
+            var after = before
+            after.number = order.number
+            after.status = order.status
+            after.driverID = order.driverID
+            after.title = order.title
+            after.notes = order.notes
+            after.createdAt = order.createdAt.postgresRoundTripped
+            after.updatedAt = order.updatedAt.postgresRoundTripped
+            after.version = order.version
+            after.seen = OrderReceipt.stored(
+                driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: after.driverID)
+            loaded[id] = after
+            loadedReceipts[id] = receipt
+            return after
         }
         guard let stored else { throw StoreError.notFound }
         return stored
     }
 
     func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
+        loaded[id] = nil
+        loadedReceipts[id] = nil
         let deleted = try perform { () throws(PostgresError) -> Bool in
             // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
             try execute("DELETE FROM orders WHERE id = $1 AND company_id = $2", [.id(id), .id(company)]).affectedRows
@@ -240,16 +291,26 @@ extension PostgresOrderStore.Transaction {
 
     // MARK: Stages and documents
 
-    /// Listed stages with an id of this order are updated, the others inserted; unlisted ones deleted.
-    private func syncStages(_ stages: [Stage], of order: OrderID) throws(PostgresError) {
-        let existing = Set(
-            try query("SELECT id FROM stages WHERE order_id = $1", [.id(order)]) { row throws(PostgresError) in
-                try row.int64(0)
-            })
+    /// Listed stages with an id of this order are updated (only when they changed), the others
+    /// inserted; unlisted ones deleted. `existing` are the order's stages as stored (read under the
+    /// row lock). Returns whether it wrote anything.
+    private func syncStages(_ stages: [Stage], of order: OrderID, existing: [Stage]) throws(PostgresError) -> Bool {
+        // The usual write (a status, a driver, the notes) leaves the stages as read.
+        if stages == existing { return false }
+        var written = false
+        var stored: [Int64: Stage] = [:]
+        for stage in existing { if let id = stage.id?.rawValue { stored[id] = stage } }
         var kept: Set<Int64> = []
         for stage in stages {
             // An id from another order is treated as new: a write never touches another order's rows.
-            if let id = stage.id?.rawValue, existing.contains(id) {
+            if let id = stage.id?.rawValue, let current = stored[id] {
+                kept.insert(id)
+                let same =
+                    stage.position == current.position && stage.kind == current.kind && stage.address == current.address
+                    && stage.plannedAt?.epochMilliseconds == current.plannedAt?.epochMilliseconds
+                    && stage.completedAt?.epochMilliseconds == current.completedAt?.epochMilliseconds
+                guard !same else { continue }
+                written = true
                 _ = try execute(
                     """
                     UPDATE stages SET position = $1, kind = $2, address = $3, planned_at = $4, completed_at = $5
@@ -259,14 +320,16 @@ extension PostgresOrderStore.Transaction {
                         .int(stage.position), .text(stage.kind.rawValue), .text(stage.address), .date(stage.plannedAt),
                         .date(stage.completedAt), .integer(id), .id(order),
                     ])
-                kept.insert(id)
             } else {
                 _ = try insertStage(stage, of: order)
+                written = true
             }
         }
-        for id in existing.subtracting(kept) {
+        for id in stored.keys where !kept.contains(id) {
             _ = try execute("DELETE FROM stages WHERE id = $1", [.integer(id)])
+            written = true
         }
+        return written
     }
 
     private func insertStage(_ stage: Stage, of order: OrderID) throws(PostgresError) -> Stage {

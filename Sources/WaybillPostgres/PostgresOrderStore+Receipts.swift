@@ -8,6 +8,9 @@ extension PostgresOrderStore.Transaction {
         _ id: OrderID, version: Int, by driver: UserID, in company: CompanyID, at: Date
     ) throws -> OrderSummary? {
         guard version > 0 else { return nil }
+        // The receipt columns change: an order read before is read again by a later update.
+        loaded[id] = nil
+        loadedReceipts[id] = nil
         return try perform { () throws(PostgresError) in
             // Every rule in the WHERE clause, so the check and the write are one statement (the
             // row lock serializes it with a dispatcher's write of the same order): the driver's

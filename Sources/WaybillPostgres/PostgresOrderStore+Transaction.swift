@@ -1,4 +1,5 @@
 import Foundation
+import WaybillDomain
 import WaybillStorage
 
 extension PostgresOrderStore {
@@ -23,6 +24,20 @@ extension PostgresOrderStore {
         /// that left the transaction aborted.
         private(set) var fatalFailure: PostgresError?
         private var isActive = true
+        /// Orders as this transaction last read or wrote them (`loadOrder`), so `updateOrder` can
+        /// compare with them instead of reading the row, its stages and documents again: each
+        /// statement is a round trip to the server, and a write's round trips are what the event
+        /// counter row waits through (docs/BENCHMARKS.md, two nodes).
+        var loaded: [OrderID: Order] = [:]
+        /// The receipt columns of the orders in `loaded`, as stored (`Order.seen` keeps only the
+        /// receipt that counts for the driver it was read with).
+        var loadedReceipts: [OrderID: ReceiptColumns] = [:]
+
+        struct ReceiptColumns {
+            var driverID: Int64?
+            var version: Int?
+            var at: Date?
+        }
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,

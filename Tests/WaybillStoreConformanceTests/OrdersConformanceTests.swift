@@ -82,6 +82,37 @@ import WaybillStoreTesting
         }
     }
 
+    /// The usual write: the order read (locked) in the transaction, its row changed, stages and
+    /// documents as read. Both stores then answer without reading it back; the answer, and a second
+    /// update in the same transaction, must be what a fresh read finds.
+    @Test(arguments: Backend.allCases) func updatesOfAnOrderReadInTheSameTransactionAnswerAsStored(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let (first, second) = try await store.write { tx in
+                var current = try #require(try tx.order(order.id!, in: fixture.acme.id))
+                current.status = .assigned
+                current.driverID = fixture.bob.id
+                current.notes = "ring twice"
+                current.version += 1
+                current.updatedAt = t0 + 10.0004
+                let first = try tx.updateOrder(current)
+                var next = first
+                next.status = .accepted
+                next.version += 1
+                next.updatedAt = t0 + 20.0006
+                return (first, try tx.updateOrder(next))
+            }
+            #expect(first.status == .assigned && first.driverID == fixture.bob.id && first.notes == "ring twice")
+            #expect(first.stages == order.stages && first.documents == order.documents)
+            let stored = try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) }
+            #expect(second == stored)
+            #expect(second.status == .accepted && second.version == order.version + 2)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aStageIDOfAnotherOrderIsTreatedAsANewStage(_ backend: Backend) async throws
     {
         try await withStore(backend) { store in
