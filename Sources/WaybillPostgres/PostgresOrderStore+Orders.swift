@@ -218,15 +218,18 @@ extension PostgresOrderStore.Transaction {
     /// Writes the order's row in one statement, and its stages and documents only where they
     /// changed, comparing with the order as this transaction read it under its row lock; when only
     /// the row changed, the answer is built from that read instead of reading it all back. A
-    /// savepoint (two more round trips) only when the number or the driver changes, the columns a
-    /// unique or foreign key rule can refuse. The usual write (a status) is then one statement
+    /// savepoint (two more round trips) only when the number changes, the column a unique rule can
+    /// refuse so that a closure may catch the conflict and carry on. (A driver id breaking its
+    /// foreign key still fails the write with `conflict`, as with a savepoint, but dooms the rest of
+    /// the transaction; the order service reads the driver in the same transaction first, and users
+    /// are never deleted.) The usual write (a status) is then one statement
     /// where it was about ten (docs/BENCHMARKS.md, "Two nodes: fewer round trips per write").
     func updateOrder(_ order: Order) throws -> Order {
         guard let id = order.id else { throw StoreError.notFound }
         // Forgotten until the answer is known: a statement below that fails must not leave a stale
         // `before` for a later update in this transaction (the closure may catch the error).
         let cached = loaded.removeValue(forKey: id), cachedReceipt = loadedReceipts.removeValue(forKey: id)
-        let mayBreakARule = cached.map { $0.number != order.number || $0.driverID != order.driverID } ?? true
+        let mayBreakARule = cached.map { $0.number != order.number } ?? true
         let stored = try perform(savepoint: mayBreakARule) { () throws(PostgresError) -> Order? in
             var before = cached, receipt = cachedReceipt
             if before == nil {
