@@ -17,15 +17,8 @@ public protocol Broker: Sendable {
     /// When the connection to the broker drops it yields `.lost` and reconnects by itself with
     /// backoff; once subscribed again it yields `.subscribed`. Batches published between `.lost`
     /// and `.subscribed` are never delivered: the consumer reads them from the outbox (event ids
-    /// are dense, so a jump in ids also shows a batch that went missing). An empty batch is a
-    /// commit hint (`publishCommitHint`): consumers that only want events skip it.
+    /// are dense, so a jump in ids also shows a batch that went missing).
     func subscribe() -> AsyncStream<BrokerDelivery>
-
-    /// Tells every subscription, on every node, that this process committed events it does not
-    /// publish itself (the commit of a relay follower): the leader's relay wakes on it instead of
-    /// waiting for its next outbox poll. Arrives as an empty batch. Best effort: one lost on a
-    /// broker outage only leaves the events to that poll.
-    func publishCommitHint() async throws
 
     /// Batches this process's subscriptions dropped because their consumer fell behind their
     /// buffer bound (a metric; the consumer fills such gaps from the outbox).
@@ -43,8 +36,6 @@ public protocol Broker: Sendable {
 }
 
 extension Broker {
-    /// One process has no other process's relay to wake: nothing to do.
-    public func publishCommitHint() async throws {}
     /// No bounded buffer of its own: nothing dropped.
     public var droppedBatches: Int { 0 }
     public var publishNeverStalls: Bool { false }
@@ -55,7 +46,7 @@ extension Broker {
 public enum BrokerDelivery: Sendable, Equatable {
     /// Subscribed (first, and again after every reconnect): live batches follow.
     case subscribed
-    /// A batch of committed events, ascending by id; empty: a commit hint (`publishCommitHint`).
+    /// A batch of committed events, ascending by id.
     case events([StoredEvent])
     /// The subscription dropped: until the next `.subscribed`, published batches are missed.
     case lost

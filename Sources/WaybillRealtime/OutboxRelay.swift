@@ -20,8 +20,6 @@ public import WaybillStorage
 /// Events committed on this node are published without a store read when they continue the cursor
 /// (the fast path); events committed on other nodes are found by the leader's poll, so a cluster
 /// sets `pollInterval` short (10–20 ms: one indexed range read), while one SQLite process keeps 1 s.
-/// A follower also sends a commit hint through the broker after its commits (at most one in
-/// flight), and the leader wakes on it at once instead of at its next poll.
 ///
 /// A history rewound under a leader that keeps its lease (a restore on the same server) would
 /// otherwise pass unseen once new commits have gone past the cursor: they continue its *ids*. So
@@ -77,8 +75,6 @@ public final class OutboxRelay: Sendable {
     private let wake = WakeSignal()
     /// Whether this node leads: only then are handed-over events kept.
     private let leading = Atomic<Bool>(false)
-    /// A follower's commit hint is on its way (hints are coalesced: one in flight at a time).
-    private let hintInFlight = Atomic<Bool>(false)
     /// Events this process committed, handed over after commit: published without a store read
     /// when they continue the cursor with no gap (the usual case); anything else goes the slow way.
     /// `delivered` ones already reached this node's hub feed (the local path): they only move the
@@ -109,27 +105,9 @@ public final class OutboxRelay: Sendable {
 
     /// Called after each commit of this process with its events. Any thread; never blocks.
     public func committed(_ events: [StoredEvent]) {
-        // A follower drops them: the leader finds them in the store, woken by the hint.
-        if leading.load(ordering: .acquiring) {
-            handed.withLock { $0.append(contentsOf: events.map { ($0, false) }) }
-        } else {
-            hintLeader()
-        }
+        // A follower drops them: the leader's poll finds them in the store.
+        if leading.load(ordering: .acquiring) { handed.withLock { $0.append(contentsOf: events.map { ($0, false) }) } }
         wake.signal()
-    }
-
-    /// Tells the leader, wherever it runs, that this follower committed (see `Broker.publishCommitHint`).
-    /// A hint sent while another is still on its way is dropped: the leader reads everything after
-    /// its cursor when it wakes. A broker whose publish never stalls is in-process, with no other
-    /// process's leader to wake.
-    private func hintLeader() {
-        guard !broker.publishNeverStalls,
-            hintInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        Task {
-            try? await self.broker.publishCommitHint()
-            self.hintInFlight.store(false, ordering: .releasing)
-        }
     }
 
     /// Events this process committed that the hub feed already has (`HubFeed.committedHere`, with
@@ -153,18 +131,6 @@ public final class OutboxRelay: Sendable {
 
     /// Relays whenever this node holds the lease, until the task is cancelled; then gives it up.
     public func run() async {
-        // Followers' commit hints wake the leader (an empty batch on the broker's subscription).
-        let hints: Task<Void, Never>? =
-            broker.publishNeverStalls
-            ? nil
-            : Task { [self] in
-                for await delivery in broker.subscribe() {
-                    if case .events(let batch) = delivery, batch.isEmpty, leading.load(ordering: .acquiring) {
-                        wake.signal()
-                    }
-                }
-            }
-        defer { hints?.cancel() }
         while !Task.isCancelled {
             guard await lease.acquire() else { break }
             logger.info("outbox relay leads")

@@ -87,12 +87,6 @@ public final class RedisBroker: Broker {
         try await publisher.publish(BrokerWireFormat.encode(events))
     }
 
-    /// An empty batch on the channel (see `Broker.publishCommitHint`): a few bytes, and every node's
-    /// subscriber already reads the channel, so no second subscription is needed.
-    public func publishCommitHint() async throws {
-        try await publisher.publish(BrokerWireFormat.encode([]))
-    }
-
     /// A new subscription (see `Broker.subscribe`). `.subscribed` comes first, once the subscriber
     /// thread is subscribed; a dropped connection yields `.lost`, and `.subscribed` again after the
     /// reconnect. Ends when the broker is closed.

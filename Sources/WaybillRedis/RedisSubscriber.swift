@@ -164,8 +164,8 @@ final class RedisSubscriber: Sendable {
         }
         guard kind == "message", items.count == 3, case .bulk(let payload) = items[2] else { return }
         do {
-            // Empty: a commit hint (`Broker.publishCommitHint`), handed on as such.
-            fanOut.deliver(try BrokerWireFormat.decode(payload))
+            let events = try BrokerWireFormat.decode(payload)
+            if !events.isEmpty { fanOut.deliver(events) }
         } catch {
             log(.warning, "redis batch skipped", ["redis.error": "\(error)", "bytes": "\(payload.count)"])
         }

@@ -35,22 +35,6 @@ struct BrokerConformanceTests {
         }
     }
 
-    /// A commit hint (a relay follower's commit) reaches every subscription of a network broker as
-    /// an empty batch, in order with the events; one process has no other process to wake, so the
-    /// in-process broker sends nothing.
-    @Test(arguments: BrokerKind.allCases)
-    func aCommitHintArrivesAsAnEmptyBatch(kind: BrokerKind) async throws {
-        try await withBrokerFixture(kind) { fixture in
-            let subscription = DeliveryCollector(fixture.broker.subscribe())
-            #expect(await subscription.waitForSubscribed())
-            try await fixture.broker.publishCommitHint()
-            try await fixture.broker.publish(sampleEvents(1...2))
-            #expect(await subscription.waitForEvents(2))
-            let expected: [[StoredEvent]] = kind == .redis ? [[], sampleEvents(1...2)] : [sampleEvents(1...2)]
-            #expect(subscription.batches == expected)
-        }
-    }
-
     @Test(arguments: BrokerKind.allCases)
     func twoSubscriptionsBothReceiveEverything(kind: BrokerKind) async throws {
         try await withBrokerFixture(kind) { fixture in
