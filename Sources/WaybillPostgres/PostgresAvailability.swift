@@ -64,4 +64,6 @@ final class PostgresHealth: Sendable {
     func failed() { state.withLock { $0.failed(at: .now) } }
     func probeAbandoned() { state.withLock { $0.probeAbandoned() } }
     var generation: Int { state.withLock { $0.generation } }
+    /// Whether a failure is on record that no success has cleared (tests).
+    var isDown: Bool { state.withLock { $0.isDown } }
 }

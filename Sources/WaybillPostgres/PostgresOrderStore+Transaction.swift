@@ -76,7 +76,11 @@ extension PostgresOrderStore {
                     _ = try? db.executeScript(
                         "ROLLBACK TO SAVEPOINT wb_operation; RELEASE SAVEPOINT wb_operation", deadline: deadline)
                 }
-                if error.isRetryable || error.isConnectionFailure || !db.isUsable || db.isInFailedTransaction {
+                // A write refused as read-only dooms the call even when a savepoint caught it: the
+                // server is a standby, and only new connections find the primary (the runner).
+                if error.isRetryable || error.isConnectionFailure || !db.isUsable || db.isInFailedTransaction
+                    || error.sqlState == "25006"
+                {
                     fatalFailure = error
                 }
                 throw error.storeError

@@ -88,6 +88,10 @@ struct PostgresTransactionRunner: Sendable {
             case .finished(let result, let reachedServer):
                 if reachedServer { session.health.succeeded() } else { unreachable() }
                 return result
+            case .busy(let result):
+                // Neither up nor down: another worker's finding (a failure) stands.
+                if admission == .probe { session.health.probeAbandoned() }
+                return result
             case .retry(let failure):
                 // Another attempt only with time for it: one started with a few milliseconds left
                 // would time out and be taken for a dead server.
@@ -108,6 +112,9 @@ struct PostgresTransactionRunner: Sendable {
     private enum Attempt<T> {
         /// The call is over; `reachedServer` is false when PostgreSQL could not be reached.
         case finished(Result<T, any Error>, reachedServer: Bool)
+        /// The call is over: the server answered this attempt's BEGIN, then did not answer a later
+        /// statement or the COMMIT in time. Busy, which says nothing about whether it is up.
+        case busy(Result<T, any Error>)
         /// Nothing committed and running again may succeed.
         case retry(PostgresError)
     }
@@ -141,7 +148,8 @@ struct PostgresTransactionRunner: Sendable {
             // start, so a statement that starts late can outlast the call's deadline on a live
             // server (found by a review; it dropped every connection and refused every call).
             if failure.isConnectionFailure {
-                return .finished(.failure(failure.storeError), reachedServer: failure.kind == .timedOut)
+                if failure.kind == .timedOut { return .busy(.failure(failure.storeError)) }
+                return .finished(.failure(failure.storeError), reachedServer: false)
             }
             // The closure may have caught the error and returned: its transaction is void all the same.
             if case .success = result { return .finished(.failure(failure.storeError), reachedServer: true) }
@@ -164,7 +172,8 @@ struct PostgresTransactionRunner: Sendable {
                 let unknown = StoreError.unavailable("the connection was lost during COMMIT: the outcome is unknown")
                 // A COMMIT that timed out reached a server that was answering a moment ago: slow
                 // (a disk flush, a synchronous standby), not gone.
-                return .finished(.failure(unknown), reachedServer: error.kind == .timedOut)
+                if error.kind == .timedOut { return .busy(.failure(unknown)) }
+                return .finished(.failure(unknown), reachedServer: false)
             }
             rollBack(db)
             return .finished(.failure(error.storeError), reachedServer: true)

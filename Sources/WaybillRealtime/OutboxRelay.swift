@@ -224,19 +224,25 @@ public final class OutboxRelay: Sendable {
             let alone = (broker.subscriptionCount ?? 2) <= 1
             let unpublished = handedOver.filter { !$0.delivered || !alone }.map(\.event)
             let newest = handedOver.last!.event
-            if unpublished.isEmpty {
-                // The local path: nothing leaves this process, so nothing needs checking later.
+            let due = history.isDue(at: now, every: configuration.historyCheckInterval, adding: handedOver.count)
+            if unpublished.isEmpty, history.published.isEmpty || !due {
+                // The local path: nothing leaves this process, so nothing needs checking later
+                // (unless published events wait for a check: then these join them, bounded).
                 history.passed(handedOver.map(\.event.cursor), published: false)
                 metrics.eventsRelayed(handedOver.count)
                 return (newest.id, true)
             }
-            if !history.isDue(at: now, every: configuration.historyCheckInterval) {
+            // One broker message of at most `batchSize` events, as the slow path sends: a relay
+            // held up for seconds hands over thousands, and subscribers refuse a batch past
+            // `BrokerWireFormat.maxEvents` (found by a review).
+            if !unpublished.isEmpty, unpublished.count <= configuration.batchSize, !due {
                 try await publishBounded(unpublished)
                 history.passed(handedOver.map(\.event.cursor), published: true)
                 metrics.eventsRelayed(handedOver.count)
                 return (newest.id, false)
             }
-            // A check is due: this round goes the slow way, and the store has these events too.
+            // A check is due, or too many to send at once: this round goes the slow way (the
+            // store has these events too, and is read `batchSize` at a time).
         }
         var check = history.unverified
         while !Task.isCancelled, lease.isHeld {
@@ -343,9 +349,9 @@ public final class OutboxRelay: Sendable {
         var unverified: [EventCursor] { published.isEmpty ? (last.map { [$0] } ?? []) : published }
 
         /// Whether the fast path must wait for a store read: the last check is `interval` old, or
-        /// as many events as the feeds can compare wait for one.
-        func isDue(at now: Duration, every interval: Duration) -> Bool {
-            guard let verifiedAt, published.count <= Self.maxUnverified else { return true }
+        /// with `adding` more, more events than the feeds can compare would wait for one.
+        func isDue(at now: Duration, every interval: Duration, adding: Int = 0) -> Bool {
+            guard let verifiedAt, published.count + adding <= Self.maxUnverified else { return true }
             return now - verifiedAt >= interval
         }
 

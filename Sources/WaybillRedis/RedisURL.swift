@@ -71,16 +71,17 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     /// authority (a user and password) replaced by `…`. The error goes to stderr and from there to
     /// the service's log.
     static func shown(_ text: String) -> String {
-        var shown = Substring(text.prefix(200))
-        var authorityStart = shown.startIndex
-        if let colon = shown.firstIndex(of: ":"), shown[colon...].hasPrefix("://") {
-            authorityStart = shown.index(colon, offsetBy: 3)
+        // Everything up to the last `@` anywhere: a password may itself hold a `/` (not encoded)
+        // or run past the 200 characters shown.
+        var shown = Substring(text)
+        if let at = shown.lastIndex(of: "@") {
+            var start = shown.startIndex
+            if let colon = shown.firstIndex(of: ":"), shown[colon...].hasPrefix("://"), colon < at {
+                start = shown.index(colon, offsetBy: 3)
+            }
+            shown.replaceSubrange(start..<at, with: "…")
         }
-        let authorityEnd = shown[authorityStart...].firstIndex(of: "/") ?? shown.endIndex
-        if let at = shown[authorityStart..<authorityEnd].lastIndex(of: "@") {
-            shown.replaceSubrange(authorityStart..<at, with: "…")
-        }
-        return String(shown)
+        return String(shown.prefix(200))
     }
 
     var description: String {

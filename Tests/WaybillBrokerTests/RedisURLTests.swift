@@ -31,7 +31,10 @@ struct RedisURLTests {
 
     /// A password in the URL is refused without being repeated: the error goes to stderr and from
     /// there into the service's log (found by a review, 2026-12-03).
-    @Test(arguments: ["redis://user:secret@x:1", "redis://:secret@x:1/2", "rediss://u:secret@x:1"])
+    @Test(arguments: [
+        "redis://user:secret@x:1", "redis://:secret@x:1/2", "rediss://u:secret@x:1", "redis://:se/cret@x:1",
+        "redis://:secret\(String(repeating: "s", count: 300))@x:1",
+    ])
     func credentialsAreRefusedWithoutRepeatingThem(text: String) {
         do {
             _ = try RedisURL(parsing: text)

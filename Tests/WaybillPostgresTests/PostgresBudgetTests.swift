@@ -121,10 +121,19 @@ import WaybillTesting
                 }, on: session, deadline: .now + .milliseconds(2500))
             let admitted = session.health.admit() == .proceed
             let generation = session.health.generation
+            // Nor is it taken for a server that is up: a failure another worker found meanwhile stands.
+            let other = runner.run(
+                { tx in
+                    session.health.failed()  // another worker found the server gone
+                    Thread.sleep(forTimeInterval: 0.6)
+                    try tx.perform { () throws(PostgresError) in _ = try tx.execute("SELECT pg_sleep(3)") }
+                }, on: session, deadline: .now + .milliseconds(2500))
+            let stillDown = isUnavailable(other) && session.health.isDown
+            Thread.sleep(forTimeInterval: 2.5)  // past the health's backoff, before the next call
             let next = runner.run({ tx in try tx.insertCompany(name: "next") }, on: session, deadline: .now + .seconds(2))
-            return (isUnavailable(result), admitted, generation, (try? next.get()) != nil)
+            return (isUnavailable(result) && stillDown, admitted, generation, (try? next.get()) != nil)
         }
-        #expect(failed)
+        #expect(failed, "unavailable, and a failure found meanwhile is not cleared")
         #expect(admitted, "a busy server is not a dead one")
         #expect(generation == 0, "connections were not dropped")
         #expect(next)
@@ -174,11 +183,14 @@ import WaybillTesting
                 let sql = "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = \(on)', current_database()); END $$"
                 _ = try runner.run({ tx in _ = try tx.execute(sql) }, on: admin, deadline: .now + .seconds(5)).get()
             }
-            _ = try runner.run({ tx in try tx.insertCompany(name: "before") }, on: session, deadline: .now + .seconds(5)).get()
+            let company = try runner.run({ tx in try tx.insertCompany(name: "before") }, on: session, deadline: .now + .seconds(5)).get()
             try readOnly(true)
             // This session's next transactions are read-only too, as a standby's would be.
             _ = try runner.run({ tx in _ = try tx.execute("SET SESSION default_transaction_read_only = on") }, on: session, deadline: .now + .seconds(5)).get()
-            let refused = runner.run({ tx in try tx.insertCompany(name: "on a standby") }, on: session, deadline: .now + .seconds(5))
+            // An operation under a savepoint (which would otherwise swallow the error and carry on).
+            let refused = runner.run(
+                { tx in try tx.nextOrderSequence(company: company.id, year: 2026, month: 12) }, on: session,
+                deadline: .now + .seconds(5))
             var message = ""
             if case .failure(let error) = refused { message = "\(error)" }
             let markedDown = session.health.generation > 0
@@ -220,7 +232,9 @@ import WaybillTesting
             let result = runner.run(
                 { tx in
                     try tx.perform { () throws(PostgresError) in _ = try tx.execute("INSERT INTO slow_commit VALUES (1)") }
-                    Thread.sleep(forTimeInterval: 0.6)  // COMMIT starts late: its lock wait outlasts the call
+                    // COMMIT starts late: its lock wait (2 s at most) outlasts the call by far more
+                    // than a stalled test thread could take to notice the deadline.
+                    Thread.sleep(forTimeInterval: 1.3)
                 }, on: session, deadline: .now + .milliseconds(2500))
             _ = try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
             var message = ""

@@ -210,4 +210,25 @@ struct OutboxRelayRewindTests {
             }
         }
     }
+
+    /// A relay held up for a while is handed many commits at once: they go out `batchSize` at a
+    /// time, as the slow path sends (subscribers refuse a batch past `BrokerWireFormat.maxEvents`;
+    /// found by a review).
+    @Test func manyHandedOverEventsGoOutABatchAtATime() async throws {
+        try await withStore { original in
+            let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+            var configuration = OutboxRelay.Configuration()
+            configuration.batchSize = 4
+            let old = try await original.append(2)
+            let (relay, running) = try await Self.quietRelay(store, broker, clock, published: old, configuration: configuration)
+            defer { running.cancel() }
+            let many = try await original.append(10)
+            relay.committed(many)
+            #expect(await eventually { broker.publishedIDs.count == 12 })
+            #expect(broker.publishedIDs == (old + many).map(\.id))
+            #expect(broker.batchSizes.allSatisfy { $0 <= 4 }, "\(broker.batchSizes)")
+            running.cancel()
+            await running.value
+        }
+    }
 }

@@ -70,11 +70,13 @@ extension OrderStore {
 final class ScriptedBroker: Broker {
     private let subscribers = Mutex<[AsyncStream<BrokerDelivery>.Continuation]>([])
     private let published = Mutex<[EventCursor]>([])
+    private let sizes = Mutex<[Int]>([])
     private let refusing = Atomic<Bool>(false)
 
     func publish(_ events: [StoredEvent]) async throws {
         if refusing.load(ordering: .relaxed) { throw BrokerError("refused by the test") }
         published.withLock { $0 += events.map(\.cursor) }
+        sizes.withLock { $0.append(events.count) }
     }
 
     func subscribe() -> AsyncStream<BrokerDelivery> {
@@ -90,6 +92,8 @@ final class ScriptedBroker: Broker {
     }
 
     var publishedIDs: [EventID] { published.withLock { $0.map(\.id) } }
+    /// The size of each published batch, in order.
+    var batchSizes: [Int] { sizes.withLock { $0 } }
     /// What was published, with each event's fingerprint.
     var publishedCursors: [EventCursor] { published.withLock { $0 } }
     /// What the broker says of its subscriptions (`nil`: a network broker's "cannot know").
