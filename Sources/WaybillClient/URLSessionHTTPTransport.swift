@@ -8,11 +8,15 @@
 /// ``HTTPTransport`` over `URLSession`, on every platform.
 ///
 /// Uses an ephemeral session with no URL cache: the client does its own `ETag` handling, and a cache
-/// would turn the server's 304 back into a 200.
+/// would turn the server's 304 back into a 200. It follows no redirect: the API never redirects,
+/// and `URLSession` by default followed one to another host *with* the `Authorization` header
+/// (measured here: a 302 to another port got `Bearer …`). A redirect is answered as what it is, a
+/// 3xx the client reports (`rejected`), e.g. a proxy sending `http://` to `https://`.
 public struct URLSessionHTTPTransport: HTTPTransport {
     private let session: URLSession
 
-    /// A transport over `session`, or over a fresh ephemeral, cache-less session.
+    /// A transport over `session` (its own redirect policy applies), or over a fresh ephemeral,
+    /// cache-less session that follows no redirect.
     public init(session: URLSession? = nil) {
         if let session {
             self.session = session
@@ -20,7 +24,7 @@ public struct URLSessionHTTPTransport: HTTPTransport {
             let configuration = URLSessionConfiguration.ephemeral
             configuration.urlCache = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-            self.session = URLSession(configuration: configuration)
+            self.session = URLSession(configuration: configuration, delegate: NoRedirects(), delegateQueue: nil)
         }
     }
 
@@ -37,5 +41,16 @@ public struct URLSessionHTTPTransport: HTTPTransport {
             if let name = name as? String, let value = value as? String { headers[name] = value }
         }
         return APIResponse(status: http.statusCode, headers: headers, body: data)
+    }
+}
+
+/// Refuses every redirect: the 3xx itself is the answer (see ``URLSessionHTTPTransport``).
+/// No state: `@unchecked` only because `NSObject` is not `Sendable`.
+private final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }
