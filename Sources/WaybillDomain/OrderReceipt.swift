@@ -28,6 +28,29 @@ public struct OrderReceipt: Sendable, Equatable {
     }
 }
 
+extension OrderReceipt {
+    /// The receipt columns of an order row as stored: the receipt of whichever driver sent it.
+    /// `Order.seen` keeps only the one that counts for the driver the order was read with, so the
+    /// stores keep these beside an order a write transaction read, and an update that changes the
+    /// driver tells from them what `seen` becomes without reading the row again.
+    public struct Columns: Sendable, Equatable {
+        public var driverID: Int64?
+        public var version: Int?
+        public var at: Date?
+
+        public init(driverID: Int64?, version: Int?, at: Date?) {
+            self.driverID = driverID
+            self.version = version
+            self.at = at
+        }
+
+        /// The receipt these columns give an order whose driver is `driver` (`OrderReceipt.stored`).
+        public func receipt(assignedTo driver: UserID?) -> OrderReceipt? {
+            OrderReceipt.stored(driverID: driverID, version: version, at: at, assignedTo: driver)
+        }
+    }
+}
+
 /// One entry of a driver's `seen` frame: "my device shows version `version` of order `orderID`".
 public struct SeenReport: Sendable, Hashable {
     public var orderID: OrderID

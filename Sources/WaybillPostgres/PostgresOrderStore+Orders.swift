@@ -132,15 +132,14 @@ extension PostgresOrderStore.Transaction {
             [.id(id), .id(company)]
         ) { row throws(PostgresError) in
             let driver = try row.optionalInt64(4).map(UserID.init)
-            let receipt = ReceiptColumns(
+            let receipt = OrderReceipt.Columns(
                 driverID: try row.optionalInt64(10), version: try row.optionalInt64(11).map(Int.init),
                 at: try row.optionalDate(12))
             let order = Order(
                 id: OrderID(try row.int64(0)), companyID: CompanyID(try row.int64(1)), number: row.text(2),
                 status: try row.enumValue(3, as: OrderStatus.self), driverID: driver, title: row.text(5),
                 notes: row.text(6), createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9),
-                seen: OrderReceipt.stored(
-                    driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: driver))
+                seen: receipt.receipt(assignedTo: driver))
             return (order, receipt)
         }
         guard let found else { return nil }
@@ -222,8 +221,8 @@ extension PostgresOrderStore.Transaction {
     /// refuse so that a closure may catch the conflict and carry on. (A driver id breaking its
     /// foreign key still fails the write with `conflict`, as with a savepoint, but dooms the rest of
     /// the transaction; the order service reads the driver in the same transaction first, and users
-    /// are never deleted.) The usual write (a status) is then one statement
-    /// where it was about ten (docs/BENCHMARKS.md, "Two nodes: fewer round trips per write").
+    /// are never deleted.) The usual write (a status) is then one statement where it was about ten
+    /// (docs/BENCHMARKS.md, "Fewer round trips per write").
     func updateOrder(_ order: Order) throws -> Order {
         guard let id = order.id else { throw StoreError.notFound }
         // Forgotten until the answer is known: a statement below that fails must not leave a stale
@@ -271,8 +270,7 @@ extension PostgresOrderStore.Transaction {
             after.createdAt = order.createdAt.postgresRoundTripped
             after.updatedAt = order.updatedAt.postgresRoundTripped
             after.version = order.version
-            after.seen = OrderReceipt.stored(
-                driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: after.driverID)
+            after.seen = receipt.receipt(assignedTo: after.driverID)
             loaded[id] = after
             loadedReceipts[id] = receipt
             return after

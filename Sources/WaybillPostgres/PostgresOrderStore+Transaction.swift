@@ -31,13 +31,7 @@ extension PostgresOrderStore {
         var loaded: [OrderID: Order] = [:]
         /// The receipt columns of the orders in `loaded`, as stored (`Order.seen` keeps only the
         /// receipt that counts for the driver it was read with).
-        var loadedReceipts: [OrderID: ReceiptColumns] = [:]
-
-        struct ReceiptColumns {
-            var driverID: Int64?
-            var version: Int?
-            var at: Date?
-        }
+        var loadedReceipts: [OrderID: OrderReceipt.Columns] = [:]
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,

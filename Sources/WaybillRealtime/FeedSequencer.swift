@@ -135,8 +135,8 @@ public struct FeedSequencer: Sendable {
         self.deliveredThrough = deliveredThrough
         self.ticksPerCheck = max(1, ticksPerCheck)
         self.maxPending = maxPending
-        recent = Array(repeating: nil, count: Self.recentCount)
-        remember(deliveredThrough)
+        recent = []
+        rememberOnly(deliveredThrough)
     }
 
     /// A batch from the broker, or events this process just committed (in id order).
@@ -216,8 +216,7 @@ public struct FeedSequencer: Sendable {
             deliveredThrough = read.newest
             // The old history's cursors go: the new one's events re-sent under those ids (a relay
             // going back, a new leader) are duplicates now, not another rewind.
-            recent = Array(repeating: nil, count: Self.recentCount)
-            remember(read.newest)
+            rememberOnly(read.newest)
             pending = []
             owedRead = nil
             retryEvents = false
@@ -285,15 +284,22 @@ public struct FeedSequencer: Sendable {
         return !doubted.matches(stored)
     }
 
+    /// Where `id`'s cursor is kept in `recent` (ids are positive).
+    private static func slot(_ id: EventID) -> Int { Int(id.rawValue % Int64(recentCount)) }
+
     private mutating func remember(_ cursor: EventCursor) {
         guard cursor.id != .zero else { return }
-        recent[Int(cursor.id.rawValue % Int64(Self.recentCount))] = cursor
+        recent[Self.slot(cursor.id)] = cursor
+    }
+
+    /// Forgets every remembered cursor but `cursor` (a start, or a rewound history).
+    private mutating func rememberOnly(_ cursor: EventCursor) {
+        recent = Array(repeating: nil, count: Self.recentCount)
+        remember(cursor)
     }
 
     private func remembered(_ id: EventID) -> EventCursor? {
-        guard id.rawValue > 0, let cursor = recent[Int(id.rawValue % Int64(Self.recentCount))], cursor.id == id else {
-            return nil
-        }
+        guard id.rawValue > 0, let cursor = recent[Self.slot(id)], cursor.id == id else { return nil }
         return cursor
     }
 

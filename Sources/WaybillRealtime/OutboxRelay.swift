@@ -23,12 +23,13 @@ public import WaybillStorage
 ///
 /// A history rewound under a leader that keeps its lease (a restore on the same server) would
 /// otherwise pass unseen once new commits have gone past the cursor: they continue its *ids*. So
-/// the relay checks what it continued from (`HistoryCheck`): at least once per `pollInterval`, a
-/// store read compares the fingerprint of the oldest event it continued from without reading the
-/// store (every slow-path read does, and the fast path waits for one at least every
-/// `historyCheckInterval`). Another fingerprint there sends the cursor back to just before it, so the new history's
-/// event under that id is published: every feed then holds an id it delivered with another
-/// fingerprint, reads the store, and closes its sockets (1012) for clients to get `reset`.
+/// the relay checks what it continued (`HistoryCheck`): every slow-path read compares the
+/// fingerprints of the events the fast path published without reading the store, and of the one
+/// they continued from (else of the cursor's event), and the fast path waits for such a read at
+/// least every `historyCheckInterval`. The first event that differs sends the cursor back to just
+/// before it, so the new history's event under that id is published: every feed then holds an id
+/// it delivered with another fingerprint, reads the store, and closes its sockets (1012) for
+/// clients to get `reset`.
 public final class OutboxRelay: Sendable {
     public struct Configuration: Sendable {
         public var publishTimeout: Duration = .seconds(2)

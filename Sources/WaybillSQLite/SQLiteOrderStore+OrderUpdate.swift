@@ -62,8 +62,7 @@ extension SQLiteOrderStore.Transaction {
                 // Nothing but the order's row changed: the answer is that row as the UPDATE left
                 // it, not read back (one statement of a write's nine; the receipt counts only for
                 // the driver assigned now, as when read). A test holds the two equal.
-                after.seen = OrderReceipt.stored(
-                    driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: after.driverID)
+                after.seen = receipt.receipt(assignedTo: after.driverID)
                 loaded[id] = after
                 return after
             }

@@ -123,15 +123,14 @@ extension SQLiteOrderStore.Transaction {
             [.id(id), .id(company)]
         ) { row throws(SQLiteError) in
             let driver = row.optionalInt64(4).map(UserID.init)
-            let receipt = ReceiptColumns(
+            let receipt = OrderReceipt.Columns(
                 driverID: row.optionalInt64(10), version: row.optionalInt64(11).map(Int.init), at: row.optionalDate(12))
             let order = Order(
                 id: OrderID(row.int64(0)), companyID: CompanyID(row.int64(1)), number: row.text(2),
                 status: try row.enumValue(3, as: OrderStatus.self), driverID: driver,
                 title: row.text(5), notes: row.text(6), createdAt: row.date(7), updatedAt: row.date(8),
                 version: row.int(9),
-                seen: OrderReceipt.stored(
-                    driverID: receipt.driverID, version: receipt.version, at: receipt.at, assignedTo: driver))
+                seen: receipt.receipt(assignedTo: driver))
             return (order, receipt)
         }
         guard let found else { return nil }

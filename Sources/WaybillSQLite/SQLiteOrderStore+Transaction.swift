@@ -22,13 +22,8 @@ extension SQLiteOrderStore {
         /// The receipt columns of the orders in `loaded`, as stored: `Order.seen` keeps only the
         /// receipt that counts for the driver it was read with, and `updateOrder` builds its answer
         /// for a new driver from these.
-        var loadedReceipts: [OrderID: ReceiptColumns] = [:]
+        var loadedReceipts: [OrderID: OrderReceipt.Columns] = [:]
 
-        struct ReceiptColumns {
-            var driverID: Int64?
-            var version: Int?
-            var at: Date?
-        }
         /// Events this transaction's closure appended, in id order: handed to the commit observer
         /// if the closure's work commits.
         var appended: [StoredEvent] = []

@@ -211,8 +211,9 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// Takes back the attempt recorded for `key` at `at` (the login succeeded: it was no failure).
     func releaseLoginAttempt(key: String, at: Date) throws
     /// Deletes up to `limit` rows recorded before `cutoff`: login attempts of every key first, then
-    /// logouts, then WebSocket tickets that expired unredeemed; returns how many went (fewer than `limit`: nothing older is left). In chunks, like
-    /// events: after a long password-guessing run one delete of them all held the writer.
+    /// logouts, then WebSocket tickets that expired unredeemed, then API tokens that expired;
+    /// returns how many went (fewer than `limit`: nothing older is left). In chunks, like events:
+    /// after a long password-guessing run one delete of them all held the writer.
     func pruneSessionRecords(before cutoff: Date, limit: Int) throws -> Int
 
     // MARK: Orders
