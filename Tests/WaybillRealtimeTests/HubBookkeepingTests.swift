@@ -14,32 +14,45 @@ import WaybillTesting
 /// good (found by a read-only review).
 @Suite(.timeLimit(.minutes(1)))
 struct HubBookkeepingTests {
+    /// A hub on `store` whose bounded queue refuses work once `refuseWork` was called
+    /// (`executeAlways` still runs), with one driver's socket admitted: `body` gets the hub, the
+    /// service thread, that switch and the socket.
+    static func withAdmittedSocket(
+        on store: any OrderStore, receipts: Hub.Receipts = Hub.Receipts(),
+        _ body: (Hub, ServiceThread, _ refuseWork: () -> Void, SocketID) async throws -> Void
+    ) async throws {
+        let service = ServiceThread()
+        let auth = GatedAuthenticator()
+        let hub = Hub(
+            authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
+            receipts: receipts)
+        let refusing = Atomic<Bool>(false)
+        hub.execute = { body in
+            guard !refusing.load(ordering: .relaxed) else { return }  // the bounded queue is full
+            service.queue.async { body(service.io) }
+        }
+        hub.executeAlways = { body in service.queue.async { body(service.io) } }
+        let socket = SocketID(1)
+        service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
+        let answer = await auth.nextQuestion()
+        answer(HubLogoutTests.driver, SessionEpoch(0))
+        #expect(await eventually { service.io.frames(socket) == 1 })  // connected
+        try await body(hub, service, { refusing.store(true, ordering: .relaxed) }, socket)
+    }
+
     @Test func aDriversReceiptsGoOnWhileTheBoundedQueueRefusesWork() async throws {
         try await withStore { store in
             let counting = CountingStore(store)
-            let service = ServiceThread()
-            let auth = GatedAuthenticator()
-            let hub = Hub(
-                authenticator: auth, store: counting, metrics: Metrics(), logger: Fixtures.logger,
-                startingAfter: .origin, receipts: .init(interval: .milliseconds(100)))
-            let refusing = Atomic<Bool>(false)
-            hub.execute = { body in
-                guard !refusing.load(ordering: .relaxed) else { return }  // the bounded queue is full
-                service.queue.async { body(service.io) }
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(100))) {
+                hub, service, refuseWork, socket in
+                refuseWork()
+                let before = counting.writes
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+                #expect(await eventually { counting.writes == before + 1 }, "the first receipt is written")
+                try await Task.sleep(for: .milliseconds(300))  // past the interval, and the first write's end handled
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":2}]}"#, io: io) }
+                #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
             }
-            hub.executeAlways = { body in service.queue.async { body(service.io) } }
-            let socket = SocketID(1)
-            service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
-            let answer = await auth.nextQuestion()
-            answer(HubLogoutTests.driver, SessionEpoch(0))
-            #expect(await eventually { service.io.frames(socket) == 1 })  // connected
-            refusing.store(true, ordering: .relaxed)
-            let before = counting.writes
-            service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
-            #expect(await eventually { counting.writes == before + 1 }, "the first receipt is written")
-            try await Task.sleep(for: .milliseconds(300))  // past the interval, and the first write's end handled
-            service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":2}]}"#, io: io) }
-            #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
         }
     }
 
@@ -47,25 +60,12 @@ struct HubBookkeepingTests {
     /// closed with 1012 (lost, they would stay on the old history with no `reset`).
     @Test func aHistoryRewindIsActedOnWhileTheBoundedQueueRefusesWork() async throws {
         try await withStore { store in
-            let service = ServiceThread()
-            let auth = GatedAuthenticator()
-            let hub = Hub(
-                authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin)
-            let refusing = Atomic<Bool>(false)
-            hub.execute = { body in
-                guard !refusing.load(ordering: .relaxed) else { return }
-                service.queue.async { body(service.io) }
+            try await Self.withAdmittedSocket(on: store) { hub, service, refuseWork, socket in
+                refuseWork()
+                let restored = try await store.append(2)
+                hub.historyRewound(to: restored[1].cursor)
+                #expect(await eventually { service.io.closeCode(socket) == 1012 })
             }
-            hub.executeAlways = { body in service.queue.async { body(service.io) } }
-            let socket = SocketID(1)
-            service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
-            let answer = await auth.nextQuestion()
-            answer(HubLogoutTests.driver, SessionEpoch(0))
-            #expect(await eventually { service.io.frames(socket) == 1 })  // connected
-            refusing.store(true, ordering: .relaxed)
-            let restored = try await store.append(2)
-            hub.historyRewound(to: restored[1].cursor)
-            #expect(await eventually { service.io.closeCode(socket) == 1012 })
         }
     }
 }

@@ -31,42 +31,51 @@ struct HubFeedBoundTests {
         var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
     }
 
+    /// Runs a feed on `store` with an input bound of 4, delivering to a `StuckTarget`, until `body`
+    /// returns; `body` starts once the read after the first `.subscribed` is over.
+    static func withStuckFeed(
+        on store: any OrderStore, _ body: (ScriptedBroker, StuckTarget, Metrics) async throws -> Void
+    ) async throws {
+        let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
+        var configuration = HubFeed.Configuration()
+        configuration.maxPendingInputs = 4
+        let feed = HubFeed(
+            broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
+            clock: TestClock(), configuration: configuration)
+        let subscription = broker.subscribe()
+        let start = try await HubFeed.newestCursor(in: store)
+        // The feed runs on threads of its own: the stuck delivery blocks one of them, not one
+        // of the two the cooperative pool has on a 2-core machine.
+        let executor = ThreadExecutor(name: "stuck-feed")
+        defer { executor.shutdown() }
+        let running = Task(executorPreference: executor) {
+            await feed.run(first: subscription, startingAfter: start)
+        }
+        defer { running.cancel() }
+        // The read after the first `.subscribed` (nothing to deliver yet) is over. It waits up
+        // to 20 s: this once missed a 5 s window in a clean-clone CI run, with 450 other tests
+        // sharing two cores (not reproduced alone or beside busy loops).
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n")
+            })
+        try await body(broker, target, metrics)
+        running.cancel()
+        await running.value
+    }
+
     @Test func batchesPastTheBoundAreDroppedAndReadFromTheStore() async throws {
         try await withStore { store in
-            let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
-            var configuration = HubFeed.Configuration()
-            configuration.maxPendingInputs = 4
-            let feed = HubFeed(
-                broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
-                clock: TestClock(), configuration: configuration)
-            let subscription = broker.subscribe()
-            let start = try await HubFeed.newestCursor(in: store)
-            // The feed runs on threads of its own: the stuck delivery blocks one of them, not one
-            // of the two the cooperative pool has on a 2-core machine.
-            let executor = ThreadExecutor(name: "stuck-feed")
-            defer { executor.shutdown() }
-            let running = Task(executorPreference: executor) {
-                await feed.run(first: subscription, startingAfter: start)
+            try await Self.withStuckFeed(on: store) { broker, target, metrics in
+                let events = try await store.append(21)
+                broker.send(.events([events[0]]))
+                #expect(await eventually { target.entered })
+                for event in events.dropFirst() { broker.send(.events([event])) }
+                #expect(await eventually { metrics.overflows(of: .feedInputs) == 16 })
+                target.release.signal()
+                #expect(await eventually { target.ids.count >= 21 })
+                #expect(target.ids == Array(1...21))
             }
-            defer { running.cancel() }
-
-            // The read after the first `.subscribed` (nothing to deliver yet) is over. It waits up
-            // to 20 s: this once missed a 5 s window in a clean-clone CI run, with 450 other tests
-            // sharing two cores (not reproduced alone or beside busy loops).
-            #expect(
-                await eventually(timeout: .seconds(20)) {
-                    metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n")
-                })
-            let events = try await store.append(21)
-            broker.send(.events([events[0]]))
-            #expect(await eventually { target.entered })
-            for event in events.dropFirst() { broker.send(.events([event])) }
-            #expect(await eventually { metrics.overflows(of: .feedInputs) == 16 })
-            target.release.signal()
-            #expect(await eventually { target.ids.count >= 21 })
-            #expect(target.ids == Array(1...21))
-            running.cancel()
-            await running.value
         }
     }
 
@@ -79,36 +88,18 @@ struct HubFeedBoundTests {
             try await withStore { restoredStore in
                 let restored = try await restoredStore.append(5)  // ids 1...5, none of them the original's
                 let store = SwitchableStore(original)
-                let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
-                var configuration = HubFeed.Configuration()
-                configuration.maxPendingInputs = 4
-                let feed = HubFeed(
-                    broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
-                    clock: TestClock(), configuration: configuration)
-                let subscription = broker.subscribe()
-                let start = try await HubFeed.newestCursor(in: store)
-                let executor = ThreadExecutor(name: "stuck-feed")
-                defer { executor.shutdown() }
-                let running = Task(executorPreference: executor) {
-                    await feed.run(first: subscription, startingAfter: start)
+                try await Self.withStuckFeed(on: store) { broker, target, metrics in
+                    let delivered = try await original.append(1)
+                    broker.send(.events(delivered))
+                    #expect(await eventually { target.entered })
+                    store.switchTo(restoredStore)  // restored under the node while the hub is stuck
+                    for event in restored { broker.send(.events([event])) }  // 1 is dropped, 2...5 kept
+                    #expect(await eventually { metrics.overflows(of: .feedInputs) == 1 })
+                    target.release.signal()
+                    #expect(await eventually { target.rewinds.count == 1 })
+                    #expect(target.rewinds == [restored[4].cursor])
+                    #expect(target.ids == [1], "nothing of the restored history is delivered as if it continued the old one")
                 }
-                defer { running.cancel() }
-                #expect(
-                    await eventually(timeout: .seconds(20)) {
-                        metrics.render(outboxLagSeconds: 0).contains("waybill_feed_store_reads_total 1\n")
-                    })
-                let delivered = try await original.append(1)
-                broker.send(.events(delivered))
-                #expect(await eventually { target.entered })
-                store.switchTo(restoredStore)  // restored under the node while the hub is stuck
-                for event in restored { broker.send(.events([event])) }  // 1 is dropped, 2...5 kept
-                #expect(await eventually { metrics.overflows(of: .feedInputs) == 1 })
-                target.release.signal()
-                #expect(await eventually { target.rewinds.count == 1 })
-                #expect(target.rewinds == [restored[4].cursor])
-                #expect(target.ids == [1], "nothing of the restored history is delivered as if it continued the old one")
-                running.cancel()
-                await running.value
             }
         }
     }
