@@ -146,18 +146,18 @@ struct Routes {
         return try JSONCoding.response(OrderDetailJSON(order: order), status: status, headers: headers)
     }
 
-    /// Checks `Authorization: Bearer <expected>`, comparing hashes in constant time (no early exit
-    /// that would tell an attacker how much of a guess was right). - Throws: 401.
     /// Without `--metrics-token`, `/metrics` is for the operator on the machine itself (SPEC §2:
     /// "operator"): a loopback peer, and no `X-Forwarded-For` (a proxy on the machine relaying
     /// someone else). A server bound to a public interface no longer shows its metrics to anyone
-    /// who can reach the port (found by a review, 2026-12-03).
+    /// who can reach the port (found by a review, 2026-12-03). - Throws: 403.
     static func requireLocal(_ request: HTTPRequest) throws {
         guard ClientAddress.isLoopback(request.remoteAddress), request.headers["x-forwarded-for"] == nil else {
             throw APIError(403, "forbidden", "/metrics answers only on this machine; set --metrics-token to read it from elsewhere.")
         }
     }
 
+    /// Checks `Authorization: Bearer <expected>`, comparing hashes in constant time (no early exit
+    /// that would tell an attacker how much of a guess was right). - Throws: 401.
     private static func requireBearer(_ expected: Secret, in request: HTTPRequest) throws {
         let header = request.headers["authorization"] ?? ""
         guard header.count > 7, header.lowercased().hasPrefix("bearer ") else { throw APIError.unauthenticated }
