@@ -67,12 +67,12 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// `text` as an error may show it: at most 200 characters, and what stands before an `@` in the
-    /// authority (a user and password) replaced by `…`. The error goes to stderr and from there to
-    /// the service's log.
+    /// `text` as an error may show it: everything between `://` and the last `@` (a user and
+    /// password) replaced by `…`, then at most 200 characters. The error goes to stderr and from
+    /// there to the service's log.
     static func shown(_ text: String) -> String {
-        // Everything up to the last `@` anywhere: a password may itself hold a `/` (not encoded)
-        // or run past the 200 characters shown.
+        // The last `@` anywhere, not only in the authority: a password may itself hold a `/` (not
+        // encoded) or run past the 200 characters shown.
         var shown = Substring(text)
         if let at = shown.lastIndex(of: "@") {
             var start = shown.startIndex
