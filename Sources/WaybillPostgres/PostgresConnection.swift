@@ -16,6 +16,8 @@ final class PostgresConnection {
     /// none, so "prepare after every reconnect" holds by construction. The SQL texts are
     /// constants of this module, so the cache is bounded.
     private var prepared: [String: String] = [:]
+    /// How many statements of the last `executePipeline` were answered in full, also when it threw.
+    private(set) var answeredInLastPipeline = 0
 
     /// Connects with `settings`, waiting at most until `deadline`.
     /// - Throws: `.connectFailed` (refused, bad credentials…) or `.timedOut`.
@@ -61,6 +63,95 @@ final class PostgresConnection {
         guard sent == 1 else { throw failure(sql: sql) }
         try flush(sql: sql, db: db, deadline: deadline)
         return try awaitResult(sql: sql, db: db, deadline: deadline)
+    }
+
+    /// Runs `statements` in order in one round trip (libpq's pipeline mode) and returns their
+    /// results in the same order. Inside a transaction they run in it; outside one, they form one
+    /// implicit transaction. The first failure is thrown, and every statement after it is skipped
+    /// by the server (an aborted pipeline).
+    ///
+    /// Why: every round trip of a write is a wake-up of the server's backend and of this worker,
+    /// and on PostgreSQL each write holds the event counter row through the round trips after its
+    /// append (docs/BENCHMARKS.md, "Pipelined writes on PostgreSQL").
+    ///
+    /// - Parameter flushingAfter: the server is asked to send the answers of this many leading
+    ///   statements at once (a Flush), instead of with the rest: so a caller that meets its deadline
+    ///   can tell a server that answered those (busy) from one that answered nothing (gone). The
+    ///   count of statements answered in full is left in `answeredInLastPipeline`.
+    func executePipeline(
+        _ statements: [PostgresStatement], flushingAfter: Int = 0, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> [PostgresResult] {
+        answeredInLastPipeline = 0
+        if statements.count == 1 && flushingAfter == 0 {
+            let result = try execute(statements[0].sql, statements[0].arguments, deadline: deadline)
+            answeredInLastPipeline = 1
+            return [result]
+        }
+        guard let first = statements.first else { return [] }
+        let texts = try statements.map { statement throws(PostgresError) in
+            try statement.arguments.map { value throws(PostgresError) in try value.wireText() }
+        }
+        let db = try open(first.sql)
+        // Prepared before the pipeline starts (once per connection and statement): a pipeline's
+        // results are then exactly one per statement.
+        var names: [String] = []
+        names.reserveCapacity(statements.count)
+        for (statement, arguments) in zip(statements, texts) {
+            names.append(try preparedName(for: statement.sql, parameterCount: arguments.count, db: db, deadline: deadline))
+        }
+        guard PQenterPipelineMode(db) == 1 else { throw failure(sql: first.sql) }
+        for (index, statement) in statements.enumerated() {
+            let sent = withCStrings(texts[index]) { pointers in
+                PQsendQueryPrepared(db, names[index], Int32(pointers.count), pointers, nil, nil, 0)
+            }
+            // Half a pipeline queued in libpq cannot be taken back: the connection goes.
+            guard sent == 1 else { throw abandon(sql: statement.sql) }
+            if index + 1 == flushingAfter && index + 1 < statements.count {
+                guard PQsendFlushRequest(db) == 1 else { throw abandon(sql: statement.sql) }
+            }
+        }
+        guard PQpipelineSync(db) == 1 else { throw abandon(sql: first.sql) }
+        try flush(sql: first.sql, db: db, deadline: deadline)
+
+        var results: [PostgresResult?] = Array(repeating: nil, count: statements.count)
+        var firstError: PostgresError?
+        for (index, statement) in statements.enumerated() {
+            // Each statement's results end with a NULL (a skipped one gives PGRES_PIPELINE_ABORTED).
+            while true {
+                try waitUntilNotBusy(sql: statement.sql, db: db, deadline: deadline)
+                guard let raw = PQgetResult(db) else { break }
+                let result = PostgresResult(handle: raw, sql: statement.sql)
+                switch PQresultStatus(raw) {
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: results[index] = result
+                case PGRES_PIPELINE_ABORTED: break
+                default: if firstError == nil { firstError = error(from: raw, sql: statement.sql) }
+                }
+                if PQstatus(db) == CONNECTION_BAD { break }
+            }
+            if PQstatus(db) == CONNECTION_BAD { break }
+            answeredInLastPipeline = index + 1
+        }
+        if PQstatus(db) != CONNECTION_BAD {
+            try waitUntilNotBusy(sql: first.sql, db: db, deadline: deadline)
+            let sync = PQgetResult(db)
+            let synced = sync.map { PQresultStatus($0) == PGRES_PIPELINE_SYNC } ?? false
+            if let sync { PQclear(sync) }
+            if synced && PQexitPipelineMode(db) == 1 {
+                if let firstError { throw firstError }
+                var answered: [PostgresResult] = []
+                answered.reserveCapacity(results.count)
+                for (result, statement) in zip(results, statements) {
+                    guard let result else { throw abandon(sql: statement.sql) }
+                    answered.append(result)
+                }
+                return answered
+            }
+        }
+        // Broken, or out of step with libpq's pipeline: judged as in `awaitResult`.
+        close()
+        throw PostgresError(
+            .connectionLost, sqlState: firstError?.sqlState,
+            message: firstError?.message ?? "the connection was closed", sql: first.sql)
     }
 
     /// Runs one or more statements without parameters (schema scripts, BEGIN, COMMIT) through the
@@ -202,6 +293,14 @@ final class PostgresConnection {
         return PostgresError(.server, message: message, sql: sql)
     }
 
+    /// The failure of a pipeline that cannot be finished: the connection is closed, since libpq
+    /// would still expect the rest of it.
+    private func abandon(sql: String) -> PostgresError {
+        let message = handle.map { Self.firstLine(PQerrorMessage($0)) } ?? "connection is closed"
+        close()
+        return PostgresError(.connectionLost, message: message, sql: sql)
+    }
+
     /// Whether a refused connect says the server (or the role's, or the database's limit) has no
     /// connection slot left. PostgreSQL's English messages; a server set to another language for
     /// `lc_messages` is taken for unreachable, as before.
@@ -258,6 +357,17 @@ final class PostgresConnection {
             throw PostgresError(.connectFailed, message: message)
         }
         return db
+    }
+}
+
+/// One statement of a pipeline (`PostgresConnection.executePipeline`).
+struct PostgresStatement {
+    let sql: String
+    let arguments: [PostgresValue]
+
+    init(_ sql: String, _ arguments: [PostgresValue] = []) {
+        self.sql = sql
+        self.arguments = arguments
     }
 }
 

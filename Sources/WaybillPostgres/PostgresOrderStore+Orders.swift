@@ -123,14 +123,26 @@ extension PostgresOrderStore.Transaction {
     }
 
     private func loadOrder(_ id: OrderID, in company: CompanyID, lock: Bool) throws(PostgresError) -> Order? {
-        let found = try queryFirst(
-            """
-            SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
-                seen_driver_id, seen_version, seen_at
-            FROM orders WHERE id = $1 AND company_id = $2\(lock ? " FOR UPDATE" : "")
-            """,
-            [.id(id), .id(company)]
-        ) { row throws(PostgresError) in
+        // The row, its stages and its documents in one round trip (a pipeline). Those of an order
+        // that is not this company's are read with it, and dropped unseen.
+        let results = try run([
+            PostgresStatement(
+                """
+                SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
+                    seen_driver_id, seen_version, seen_at
+                FROM orders WHERE id = $1 AND company_id = $2\(lock ? " FOR UPDATE" : "")
+                """,
+                [.id(id), .id(company)]),
+            PostgresStatement(
+                """
+                SELECT id, position, kind, address, planned_at, completed_at
+                FROM stages WHERE order_id = $1 ORDER BY position, id
+                """,
+                [.id(id)]),
+            PostgresStatement(
+                "SELECT id, name, kind, created_at FROM documents WHERE order_id = $1 ORDER BY id", [.id(id)]),
+        ])
+        let found = try results[0].rows { row throws(PostgresError) in
             let driver = try row.optionalInt64(4).map(UserID.init)
             let receipt = OrderReceipt.Columns(
                 driverID: try row.optionalInt64(10), version: try row.optionalInt64(11).map(Int.init),
@@ -141,24 +153,16 @@ extension PostgresOrderStore.Transaction {
                 notes: row.text(6), createdAt: try row.date(7), updatedAt: try row.date(8), version: try row.int(9),
                 seen: receipt.receipt(assignedTo: driver))
             return (order, receipt)
-        }
+        }.first
         guard let found else { return nil }
         var order = found.0
         let receipt = found.1
-        order.stages = try query(
-            """
-            SELECT id, position, kind, address, planned_at, completed_at
-            FROM stages WHERE order_id = $1 ORDER BY position, id
-            """,
-            [.id(id)]
-        ) { row throws(PostgresError) in
+        order.stages = try results[1].rows { row throws(PostgresError) in
             Stage(
                 id: StageID(try row.int64(0)), position: try row.int(1), kind: try row.enumValue(2, as: StageKind.self),
                 address: row.text(3), plannedAt: try row.optionalDate(4), completedAt: try row.optionalDate(5))
         }
-        order.documents = try query(
-            "SELECT id, name, kind, created_at FROM documents WHERE order_id = $1 ORDER BY id", [.id(id)]
-        ) { row throws(PostgresError) in
+        order.documents = try results[2].rows { row throws(PostgresError) in
             Document(id: DocumentID(try row.int64(0)), name: row.text(1), kind: row.text(2), createdAt: try row.date(3))
         }
         if lock {
@@ -237,7 +241,7 @@ extension PostgresOrderStore.Transaction {
                 loaded[id] = nil
             }
             guard let before, let receipt, before.companyID == order.companyID else { return nil }
-            let changed = try execute(
+            let update = PostgresStatement(
                 """
                 UPDATE orders SET number = $1, status = $2, driver_id = $3, title = $4, notes = $5, created_at = $6,
                     updated_at = $7, version = $8
@@ -247,9 +251,15 @@ extension PostgresOrderStore.Transaction {
                     .text(order.number), .text(order.status.rawValue), .id(order.driverID), .text(order.title),
                     .text(order.notes), .date(order.createdAt), .date(order.updatedAt), .int(order.version), .id(id),
                     .id(order.companyID),
-                ]
-            ).affectedRows
-            guard changed > 0 else { return nil }
+                ])
+            if cached != nil && !mayBreakARule {
+                // The row is there and locked by this transaction (read FOR UPDATE), so the UPDATE
+                // changes it: it goes out with the next statement (the event append, usually),
+                // and a failure (a driver id breaking its foreign key) fails that statement.
+                deferWrite(update)
+            } else {
+                guard try run([update])[0].affectedRows > 0 else { return nil }
+            }
             let stagesWritten = try syncStages(order.stages, of: id, existing: before.stages)
             var documentsWritten = false
             for document in order.documents where document.id == nil {

@@ -94,7 +94,44 @@ extension PostgresOrderStore.Transaction {
 
     // MARK: Writing
 
-    /// Appends `events` to the outbox, numbering them from the `event_counter` row.
+    /// Appends `events` to the outbox, numbering them from the `event_counter` row (see
+    /// `appendStatement` for why the ids follow commit order).
+    func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
+        guard !events.isEmpty else { return [] }
+        let committedAt = clock()
+        return try perform { () throws(PostgresError) in
+            // One statement, one round trip: the counter row is locked from here until COMMIT, and
+            // every writer of every node waits for it, so nothing else may happen in between
+            // (../shared/notes/postgres-redis.md §4: hold the row briefly). `appendAtCommit` does
+            // better: no round trip at all between the append and the COMMIT.
+            let result = try run([Self.appendStatement(events, committedAt: committedAt)])[0]
+            return try Self.storedEvents(events, last: result, committedAt: committedAt)
+        }
+    }
+
+    /// Events to append with the COMMIT, in one round trip (`PostgresOrderStore.write(appendingEvents:)`):
+    /// the counter row is then held only while the server runs the append and the COMMIT, never
+    /// while a message travels to this node and back. `nil` when there is nothing to append.
+    func appendAtCommit(_ events: [OrderEvent]) -> PendingAppend? {
+        guard !events.isEmpty else { return nil }
+        let pending = PendingAppend(events: events, committedAt: clock())
+        finalAppend = pending
+        return pending
+    }
+
+    /// Sends what is deferred, the final append (if any) and COMMIT in one round trip; nothing at
+    /// all when the closure ran no statement and appends nothing (no transaction was begun).
+    func commit() throws(PostgresError) {
+        let commit = PostgresStatement("COMMIT")
+        guard let append = finalAppend else {
+            if hasBegun { _ = try run([commit]) }
+            return
+        }
+        let results = try run([Self.appendStatement(append.events, committedAt: append.committedAt), commit])
+        append.stored = try Self.storedEvents(append.events, last: results[0], committedAt: append.committedAt)
+    }
+
+    /// The append: ids from the `event_counter` row, the events and their groups, in one statement.
     ///
     /// ## Why the ids follow commit order
     /// `UPDATE event_counter … RETURNING last_id` locks the counter row until this transaction
@@ -103,65 +140,63 @@ extension PostgresOrderStore.Transaction {
     /// row lock until this one has committed (then reads its new value) or rolled back (then
     /// reuses the same ids, leaving no hole). Callers append as the last step of their
     /// transaction, so the row is held only for the inserts and the COMMIT.
-    func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
-        guard !events.isEmpty else { return [] }
-        let committedAt = clock()
-        return try perform { () throws(PostgresError) in
-            // One statement, one round trip: the counter row is locked from here until COMMIT, and
-            // every writer of every node waits for it, so nothing else may happen in between
-            // (../shared/notes/postgres-redis.md §4: hold the row briefly). The CTEs that insert
-            // run even though the final SELECT does not read them.
-            let last = try required(
-                try queryFirst(
-                    """
-                    WITH counter AS (
-                        UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
-                    ), new_events AS (
-                        INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status,
-                            driver_id, old_driver_id, groups, changed_at, committed_at, seen_version)
-                        SELECT (SELECT last_id FROM counter) - $1 + e.n, e.company_id, e.type, e.order_id, e.number,
-                            e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12,
-                            e.seen_version
-                        FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-                            $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[])
-                            WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
-                                old_driver_id, groups, changed_at, seen_version, n)
-                        RETURNING event_id, groups
-                    ), new_groups AS (
-                        -- DISTINCT: a group listed twice is still one delivery.
-                        INSERT INTO event_groups (group_name, event_id)
-                        SELECT DISTINCT g.name, new_events.event_id
-                        FROM new_events, unnest(string_to_array(new_events.groups, ' ')) AS g(name)
-                        ON CONFLICT DO NOTHING
-                    )
-                    SELECT last_id FROM counter
-                    """,
-                    [
-                        .int(events.count),
-                        .text(PostgresArray.literal(events.map { "\($0.companyID.rawValue)" })),
-                        .text(PostgresArray.literal(events.map { $0.type.rawValue })),
-                        .text(PostgresArray.literal(events.map { "\($0.orderID.rawValue)" })),
-                        .text(PostgresArray.literal(events.map { $0.number })),
-                        .text(PostgresArray.literal(events.map { $0.oldStatus?.rawValue })),
-                        .text(PostgresArray.literal(events.map { $0.newStatus.rawValue })),
-                        .text(PostgresArray.literal(events.map { $0.driverID.map { "\($0.rawValue)" } })),
-                        .text(PostgresArray.literal(events.map { $0.oldDriverID.map { "\($0.rawValue)" } })),
-                        .text(PostgresArray.literal(events.map { $0.groups.map(\.name).joined(separator: " ") })),
-                        .text(PostgresArray.literal(events.map { "\($0.changedAt.postgresMilliseconds)" })),
-                        .date(committedAt),
-                        .text(PostgresArray.literal(events.map { $0.seenVersion.map { "\($0)" } })),
-                    ]
-                ) { row throws(PostgresError) in try row.int64(0) }, "event_counter")
-            var stored: [StoredEvent] = []
-            stored.reserveCapacity(events.count)
-            for (offset, event) in events.enumerated() {
-                let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
-                var saved = event
-                saved.changedAt = event.changedAt.postgresRoundTripped
-                stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped))
-            }
-            return stored
+    private static func appendStatement(_ events: [OrderEvent], committedAt: Date) -> PostgresStatement {
+        // The CTEs that insert run even though the final SELECT does not read them.
+        PostgresStatement(
+            """
+            WITH counter AS (
+                UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
+            ), new_events AS (
+                INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status,
+                    driver_id, old_driver_id, groups, changed_at, committed_at, seen_version)
+                SELECT (SELECT last_id FROM counter) - $1 + e.n, e.company_id, e.type, e.order_id, e.number,
+                    e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12,
+                    e.seen_version
+                FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                    $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[])
+                    WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
+                        old_driver_id, groups, changed_at, seen_version, n)
+                RETURNING event_id, groups
+            ), new_groups AS (
+                -- DISTINCT: a group listed twice is still one delivery.
+                INSERT INTO event_groups (group_name, event_id)
+                SELECT DISTINCT g.name, new_events.event_id
+                FROM new_events, unnest(string_to_array(new_events.groups, ' ')) AS g(name)
+                ON CONFLICT DO NOTHING
+            )
+            SELECT last_id FROM counter
+            """,
+            [
+                .int(events.count),
+                .text(PostgresArray.literal(events.map { "\($0.companyID.rawValue)" })),
+                .text(PostgresArray.literal(events.map { $0.type.rawValue })),
+                .text(PostgresArray.literal(events.map { "\($0.orderID.rawValue)" })),
+                .text(PostgresArray.literal(events.map { $0.number })),
+                .text(PostgresArray.literal(events.map { $0.oldStatus?.rawValue })),
+                .text(PostgresArray.literal(events.map { $0.newStatus.rawValue })),
+                .text(PostgresArray.literal(events.map { $0.driverID.map { "\($0.rawValue)" } })),
+                .text(PostgresArray.literal(events.map { $0.oldDriverID.map { "\($0.rawValue)" } })),
+                .text(PostgresArray.literal(events.map { $0.groups.map(\.name).joined(separator: " ") })),
+                .text(PostgresArray.literal(events.map { "\($0.changedAt.postgresMilliseconds)" })),
+                .date(committedAt),
+                .text(PostgresArray.literal(events.map { $0.seenVersion.map { "\($0)" } })),
+            ])
+    }
+
+    /// The events as stored, numbered up to the counter's new `last_id` (the append's one row).
+    private static func storedEvents(
+        _ events: [OrderEvent], last result: PostgresResult, committedAt: Date
+    ) throws(PostgresError) -> [StoredEvent] {
+        let last = try required(try result.rows { row throws(PostgresError) in try row.int64(0) }.first, "event_counter")
+        var stored: [StoredEvent] = []
+        stored.reserveCapacity(events.count)
+        for (offset, event) in events.enumerated() {
+            let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
+            var saved = event
+            saved.changedAt = event.changedAt.postgresRoundTripped
+            stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped))
         }
+        return stored
     }
 
     func markRelayed(through: EventID) throws {
@@ -201,5 +236,19 @@ extension PostgresOrderStore.Transaction {
             _ = try execute("UPDATE outbox_state SET pruned_through = $1 WHERE id = 1", [.integer(highest)])
             return found.count
         }
+    }
+}
+
+/// Events a write appends with its COMMIT (`Transaction.appendAtCommit`), and, once committed,
+/// as stored. Written by the worker that ran the transaction before the caller is resumed, read
+/// by the caller after: the continuation orders the two.
+final class PendingAppend: @unchecked Sendable {
+    let events: [OrderEvent]
+    let committedAt: Date
+    fileprivate(set) var stored: [StoredEvent] = []
+
+    init(events: [OrderEvent], committedAt: Date) {
+        self.events = events
+        self.committedAt = committedAt
     }
 }

@@ -33,15 +33,70 @@ extension PostgresOrderStore {
         /// receipt that counts for the driver it was read with).
         var loadedReceipts: [OrderID: OrderReceipt.Columns] = [:]
 
+        /// The transaction's BEGIN and its timeouts, not sent yet: they go out in one pipeline with
+        /// the first statement (so a transaction costs no round trip of its own), made when that
+        /// statement is sent so that the timeouts count from then. `nil` once sent. A transaction
+        /// that never runs a statement never begins.
+        private var pendingBegin: (() -> [PostgresStatement])?
+        /// Writes whose outcome is known before they are sent (`deferWrite`), to go out with the
+        /// next statement that is waited for, or with the COMMIT.
+        private var deferred: [PostgresStatement] = []
+        /// The pipeline that carried the BEGIN got no answer (the connection broke or timed out):
+        /// the server may be gone, where a failure after it says only that it is busy.
+        private(set) var beginWentUnanswered = false
+
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
-            deadline: ContinuousClock.Instant
+            deadline: ContinuousClock.Instant, begin: (() -> [PostgresStatement])?
         ) {
             self.db = db
             self.clock = clock
             self.isWriter = isWriter
             self.deadline = deadline
+            self.pendingBegin = begin
         }
+
+        /// Sends `statements` after the BEGIN (if not sent yet) and whatever is deferred, in one
+        /// round trip, and returns their results. A failure of a pipeline that carried the BEGIN
+        /// dooms the transaction, whatever the error: what follows would otherwise run outside it.
+        func run(_ statements: [PostgresStatement]) throws(PostgresError) -> [PostgresResult] {
+            let begin = pendingBegin?() ?? []
+            guard !begin.isEmpty || !deferred.isEmpty else { return try db.executePipeline(statements, deadline: deadline) }
+            let queued = begin + deferred
+            let unsent = (begin: pendingBegin, deferred: deferred)
+            pendingBegin = nil
+            deferred = []
+            do throws(PostgresError) {
+                // The BEGIN's answer is asked for at once (a Flush): a deadline met after it says
+                // the server is busy, one met before it that the server may be gone.
+                let results = try db.executePipeline(queued + statements, flushingAfter: begin.count, deadline: deadline)
+                return Array(results.dropFirst(queued.count))
+            } catch {
+                if error.kind == .invalidValue {
+                    // Refused before anything was sent (a text with a NUL): nothing happened yet.
+                    (pendingBegin, deferred) = unsent
+                    throw error
+                }
+                if !begin.isEmpty {
+                    if fatalFailure == nil { fatalFailure = error }
+                    beginWentUnanswered = error.isConnectionFailure && db.answeredInLastPipeline < begin.count
+                }
+                throw error
+            }
+        }
+
+        /// Whether the BEGIN was sent: the closure ran at least one statement.
+        var hasBegun: Bool { pendingBegin == nil }
+
+        /// Queues a write whose answer is known before it is sent (an `UPDATE` of a row this
+        /// transaction holds locked), to go out with the next statement: a write that appends its
+        /// events then costs one round trip for both. Its failure is thrown by that statement.
+        func deferWrite(_ statement: PostgresStatement) {
+            deferred.append(statement)
+        }
+
+        /// The events `appendAtCommit` put off to the COMMIT.
+        var finalAppend: PendingAppend?
 
         /// Called by the store when the closure returned: later use throws.
         func end() { isActive = false }
@@ -61,7 +116,9 @@ extension PostgresOrderStore {
             }
             let guarded = savepoint && isWriter
             do throws(PostgresError) {
-                if guarded { try db.executeScript("SAVEPOINT wb_operation", deadline: deadline) }
+                // With whatever is deferred (the BEGIN, a deferred write), whose failure the
+                // savepoint must not catch: it comes before the savepoint.
+                if guarded { _ = try run([PostgresStatement("SAVEPOINT wb_operation")]) }
                 let value = try operation()
                 if guarded { try db.executeScript("RELEASE SAVEPOINT wb_operation", deadline: deadline) }
                 return value
@@ -84,19 +141,19 @@ extension PostgresOrderStore {
         // MARK: Shorthands for the extensions (the transaction's deadline on every call)
 
         func execute(_ sql: String, _ arguments: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
-            try db.execute(sql, arguments, deadline: deadline)
+            try run([PostgresStatement(sql, arguments)])[0]
         }
 
         func query<T>(
             _ sql: String, _ arguments: [PostgresValue] = [], _ decode: (PostgresRow) throws(PostgresError) -> T
         ) throws(PostgresError) -> [T] {
-            try db.query(sql, arguments, deadline: deadline, decode)
+            try execute(sql, arguments).rows(decode)
         }
 
         func queryFirst<T>(
             _ sql: String, _ arguments: [PostgresValue] = [], _ decode: (PostgresRow) throws(PostgresError) -> T
         ) throws(PostgresError) -> T? {
-            try db.queryFirst(sql, arguments, deadline: deadline, decode)
+            try query(sql, arguments, decode).first
         }
     }
 }

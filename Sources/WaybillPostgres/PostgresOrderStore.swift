@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-import WaybillDomain
+public import WaybillDomain
 public import WaybillStorage
 
 /// The cluster order store: PostgreSQL shared by several Waybill nodes.
@@ -124,6 +124,19 @@ public final class PostgresOrderStore: OrderStore {
     /// - Throws: `StoreError`, or whatever `body` throws (the transaction is rolled back).
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         try await submit(.write, to: writeQueue) { tx in try body(tx) }
+    }
+
+    /// `write`, with the events `body` returns appended in the same round trip as the COMMIT
+    /// (`Transaction.appendAtCommit`): the event counter row, which every writer of every node
+    /// waits for, is held only while PostgreSQL runs the two, never across a round trip.
+    public func write<T: Sendable>(
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        let (value, append) = try await submit(.write, to: writeQueue) { tx in
+            let (value, events) = try body(tx)
+            return (value, tx.appendAtCommit(events))
+        }
+        return (value, append?.stored ?? [])
     }
 
     private func submit<T: Sendable>(

@@ -44,13 +44,20 @@ struct PostgresTransactionRunner: Sendable {
     /// write twice), where a rollback is a definite "nothing was written" the client can retry.
     static let commitReserve: Duration = .milliseconds(100)
 
-    /// BEGIN and the server-side bounds of this attempt, in one round trip: `statement_timeout`
-    /// and `lock_timeout` end `serverMargin` before `deadline` (but never above the pool's).
-    func beginScript(deadline: ContinuousClock.Instant) -> String {
+    /// BEGIN and the server-side bounds of this attempt: `statement_timeout` and `lock_timeout`
+    /// end `serverMargin` before `deadline` (but never above the pool's). Not sent on their own:
+    /// they go out with the transaction's first statement, in one pipeline (`Transaction.run`),
+    /// and a setting made in a pipeline bounds the statements after it in the same pipeline.
+    func beginStatements(deadline: ContinuousClock.Instant) -> [PostgresStatement] {
         let left = ContinuousClock.now.duration(to: deadline) - Self.serverMargin
         let statement = max(50, min(left.milliseconds, PostgresConnectionSettings.statementTimeout.milliseconds))
         let lock = max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds))
-        return "\(kind.begin); SET LOCAL statement_timeout = \(statement); SET LOCAL lock_timeout = \(lock)"
+        return [
+            PostgresStatement(kind.begin),
+            PostgresStatement(
+                "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+                [.text(String(statement)), .text(String(lock))]),
+        ]
     }
 
     let kind: Kind
@@ -113,7 +120,8 @@ struct PostgresTransactionRunner: Sendable {
         /// The call is over; `reachedServer` is false when PostgreSQL could not be reached.
         case finished(Result<T, any Error>, reachedServer: Bool)
         /// The call is over: the server answered this attempt's BEGIN, then did not answer a later
-        /// statement or the COMMIT in time. Busy, which says nothing about whether it is up.
+        /// statement or the COMMIT in time; or the closure sent nothing at all. Either says nothing
+        /// about whether the server is up.
         case busy(Result<T, any Error>)
         /// Nothing committed and running again may succeed.
         case retry(PostgresError)
@@ -126,17 +134,24 @@ struct PostgresTransactionRunner: Sendable {
         let db: PostgresConnection
         do throws(PostgresError) {
             db = try session.connection(deadline: deadline)
-            try db.executeScript(beginScript(deadline: deadline), deadline: deadline)
         } catch {
             if error.kind == .connectionLost { return .retry(error) }
             return .finished(.failure(error.storeError), reachedServer: !error.isConnectionFailure)
         }
-        let tx = PostgresOrderStore.Transaction(db: db, clock: clock, isWriter: kind == .write, deadline: deadline)
+        let tx = PostgresOrderStore.Transaction(
+            db: db, clock: clock, isWriter: kind == .write, deadline: deadline,
+            begin: { beginStatements(deadline: deadline) })
         let result = Result { try body(tx) }.mapError { $0.translatedForStore }
         tx.end()
         if let failure = tx.fatalFailure {
             rollBack(db)
             if failure.isRetryable || failure.kind == .connectionLost { return .retry(failure) }
+            // No answer at all to the pipeline that carried the BEGIN (its server-side timeouts
+            // bound every statement in it, so a live server answers before the deadline): as a
+            // BEGIN that timed out, PostgreSQL is taken for unreachable.
+            if failure.isConnectionFailure && tx.beginWentUnanswered {
+                return .finished(.failure(failure.storeError), reachedServer: false)
+            }
             if failure.sqlState == "25006", kind == .write {
                 // A write refused as read-only: a standby under the primary's address (the old
                 // primary back after a failover). Taken as the server gone, so every connection is
@@ -155,6 +170,9 @@ struct PostgresTransactionRunner: Sendable {
             if case .success = result { return .finished(.failure(failure.storeError), reachedServer: true) }
             return .finished(result, reachedServer: true)
         }
+        // A closure that ran no statement never reached the server: its outcome says nothing
+        // about the server's health (a probe among them lets the next call probe).
+        guard tx.hasBegun || tx.finalAppend != nil else { return .busy(result) }
         guard case .success = result else {
             rollBack(db)
             return .finished(result, reachedServer: true)
@@ -165,7 +183,7 @@ struct PostgresTransactionRunner: Sendable {
             return .finished(.failure(late), reachedServer: true)
         }
         do throws(PostgresError) {
-            try db.executeScript("COMMIT", deadline: deadline)
+            try tx.commit()
         } catch {
             if error.isRetryable { return .retry(error) }
             if error.isConnectionFailure {

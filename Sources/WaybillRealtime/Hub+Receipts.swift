@@ -117,20 +117,21 @@ extension Hub {
     /// device reports what it shows again after its next fetch, and a receipt is never worth a retry loop.
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async {
         do {
-            let events = try await store.write { tx in
-                try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx)
-            }
+            // The events are appended as the last step before commit (docs/DESIGN.md, "Event ids").
+            let (_, events) = try await store.write(appendingEvents: { tx in
+                ((), try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx))
+            })
             if !events.isEmpty { receipts.committed(events) }
         } catch {
             logger.warning("receipts not recorded", ["driver": "\(driver)", "error": "\(error)"])
         }
     }
 
-    /// Records each receipt the store accepts and appends its `order_seen` event, in the caller's
-    /// transaction (the receipts and their events commit together).
+    /// Records each receipt the store accepts, in the caller's transaction, and returns the
+    /// `order_seen` events to append in it (the receipts and their events commit together).
     static func recordReceipts(
         _ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date, in tx: any StoreWriter
-    ) throws -> [StoredEvent] {
+    ) throws -> [OrderEvent] {
         var events: [OrderEvent] = []
         for report in reports {
             guard
@@ -139,7 +140,6 @@ extension Hub {
             else { continue }
             events += Broadcaster.events(for: .seen(summary, company: company), at: now)
         }
-        // Last step before commit: ids are taken in commit order (docs/DESIGN.md, "Event ids").
-        return try tx.appendEvents(events)
+        return events
     }
 }

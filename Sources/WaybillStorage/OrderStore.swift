@@ -21,6 +21,16 @@ public protocol OrderStore: Sendable {
     /// - Throws: `StoreError`, or whatever `body` throws.
     func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T
 
+    /// `write`, with the events `body` returns appended as the transaction's last step (as
+    /// `appendEvents` would: ids in commit order), and the stored events returned with `body`'s value.
+    ///
+    /// The same as calling `appendEvents` last inside `write` (the default does exactly that), but
+    /// a store may send the append with its COMMIT: PostgreSQL then holds the event counter row,
+    /// which every writer of every node waits for, for no round trip to the client.
+    func write<T: Sendable>(
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent])
+
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
     func close()
 
@@ -92,6 +102,16 @@ public enum WriterBatchPoint: Sendable, Equatable {
 }
 
 extension OrderStore {
+    /// `appendEvents` as the closure's last step.
+    public func write<T: Sendable>(
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        try await write { tx in
+            let (value, events) = try body(tx)
+            return (value, events.isEmpty ? [] : try tx.appendEvents(events))
+        }
+    }
+
     /// Nothing to report (stores without background work of their own).
     public var health: StoreHealth { StoreHealth() }
 

@@ -107,14 +107,16 @@ import WaybillTesting
         #expect(stillServes, "and still serves")
     }
 
-    /// The server's timeouts are set at BEGIN but count from each statement's start: a statement
-    /// that starts late can outlast the call's deadline on a live server, and the client's deadline
-    /// fires first. The server answered BEGIN in that attempt, so it is busy, not gone: the call
-    /// fails alone (found by a review: it dropped every connection and refused every call).
+    /// The server's timeouts are set with the first statement (in its pipeline, after BEGIN) but
+    /// count from each statement's start: a later statement that starts late can outlast the call's
+    /// deadline on a live server, and the client's deadline fires first. The server answered the
+    /// BEGIN in that attempt, so it is busy, not gone: the call fails alone (found by a review: it
+    /// dropped every connection and refused every call).
     @Test func aStatementStartedLateThatOutlastsTheCallIsNotTakenForAnOutage() async throws {
         let (failed, admitted, generation, next) = try await Self.withSession { session, runner in
             let result = runner.run(
                 { tx in
+                    _ = try tx.execute("SELECT 1")  // BEGIN and the timeouts go out with it
                     Thread.sleep(forTimeInterval: 0.6)  // the statement below starts 0.6 s after BEGIN
                     // Through `perform`, as every store operation goes (it records the failure).
                     try tx.perform { () throws(PostgresError) in _ = try tx.execute("SELECT pg_sleep(3)") }
@@ -124,6 +126,7 @@ import WaybillTesting
             // Nor is it taken for a server that is up: a failure another worker found meanwhile stands.
             let other = runner.run(
                 { tx in
+                    _ = try tx.execute("SELECT 1")
                     session.health.failed()  // another worker found the server gone
                     Thread.sleep(forTimeInterval: 0.6)
                     try tx.perform { () throws(PostgresError) in _ = try tx.execute("SELECT pg_sleep(3)") }
@@ -137,6 +140,46 @@ import WaybillTesting
         #expect(admitted, "a busy server is not a dead one")
         #expect(generation == 0, "connections were not dropped")
         #expect(next)
+    }
+
+    /// A transaction's BEGIN and its timeouts are sent with its first statement, and the timeouts
+    /// count from then: a first statement that starts late is still ended by the server before the
+    /// call's deadline, as one sent at once would be.
+    @Test func theTimeoutsOfABeginSentLateCountFromWhenItIsSent() async throws {
+        let timeout = try await Self.withSession { session, runner in
+            try runner.run(
+                { tx in
+                    Thread.sleep(forTimeInterval: 0.8)  // nothing sent yet: BEGIN goes with the statement
+                    return try tx.perform { () throws(PostgresError) in
+                        try tx.queryFirst("SELECT current_setting('statement_timeout')") { row in row.text(0) }
+                    }
+                }, on: session, deadline: .now + .milliseconds(2500)
+            ).get()
+        }
+        // 2.5 s − 0.8 s slept − the 250 ms margin: about 1 450 ms (2 250 if counted from the start).
+        let milliseconds = Int(timeout?.replacingOccurrences(of: "ms", with: "") ?? "") ?? -1
+        #expect(milliseconds > 0 && milliseconds <= 1_500, "statement_timeout = \(timeout ?? "nil")")
+    }
+
+    /// The BEGIN goes out in one pipeline with the first statement, and its answer is asked for
+    /// at once: when that first statement outlasts the call (here it lifts its own timeout), the
+    /// server has answered the BEGIN, so it is busy, not gone, and no connection is dropped.
+    @Test func aFirstStatementThatOutlastsTheCallIsNotTakenForAnOutage() async throws {
+        let (failed, admitted, generation) = try await Self.withSession { session, runner in
+            let result = runner.run(
+                { tx in
+                    try tx.perform { () throws(PostgresError) in
+                        _ = try tx.run([
+                            PostgresStatement("SELECT set_config('statement_timeout', '0', true)"),
+                            PostgresStatement("SELECT pg_sleep(3)"),
+                        ])
+                    }
+                }, on: session, deadline: .now + .milliseconds(2000))  // over `fairShare`: a real verdict
+            return (isUnavailable(result), session.health.admit() == .proceed, session.health.generation)
+        }
+        #expect(failed)
+        #expect(admitted, "a busy server is not a dead one")
+        #expect(generation == 0, "connections were not dropped")
     }
 
     /// A closure that returns with almost none of the call's time left is rolled back, not

@@ -231,6 +231,73 @@ import WaybillStoreTesting
         }
     }
 
+    /// An update to an unknown driver of an order read in the same transaction, followed by its
+    /// event, fails the write with a conflict and writes neither, whether the event is appended
+    /// inside the closure or with the commit (PostgreSQL sends such an update with the statement
+    /// after it, and the append with the COMMIT: the failure comes back there).
+    @Test(arguments: Backend.allCases) func anUpdateToAnUnknownDriverFailsWithItsEventAndWritesNothing(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let newest = try await store.read { tx in try tx.newestEventID() }
+            @Sendable func change(_ tx: any StoreWriter) throws -> [OrderEvent] {
+                guard var loaded = try tx.order(order.id!, in: fixture.acme.id) else { throw StoreError.notFound }
+                loaded.driverID = UserID(999)
+                loaded.status = .assigned
+                loaded.version += 1
+                let saved = try tx.updateOrder(loaded)
+                return Broadcaster.events(for: .updated(before: order, after: saved), at: t0)
+            }
+            let inside = await #expect(throws: StoreError.self) {
+                try await store.write { tx in try tx.appendEvents(try change(tx)) }
+            }
+            let atCommit = await #expect(throws: StoreError.self) {
+                try await store.write(appendingEvents: { tx in ((), try change(tx)) })
+            }
+            for error in [inside, atCommit] {
+                guard case .conflict = error else {
+                    Issue.record("expected a conflict, got \(String(describing: error))")
+                    continue
+                }
+            }
+            let (after, newestAfter) = try await store.read { tx in
+                (try tx.order(order.id!, in: fixture.acme.id), try tx.newestEventID())
+            }
+            #expect(after == order)
+            #expect(newestAfter == newest)
+        }
+    }
+
+    /// `write(appendingEvents:)` returns the closure's value and the events as stored, numbered
+    /// after every earlier one, exactly as they read back; with no events it appends nothing.
+    @Test(arguments: Backend.allCases) func eventsAppendedWithTheCommitAreStoredAndNumberedInOrder(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let first = try await store.write { tx in
+                try tx.appendEvents([createdEvent(try tx.insertOrder(sampleOrder(in: fixture.acme.id)))])
+            }
+            let base = first[0].id.rawValue
+            let (order, stored) = try await store.write(appendingEvents: { tx in
+                let order = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "2026/11/0002"))
+                return (order, [createdEvent(order), createdEvent(order)])
+            })
+            #expect(stored.map(\.id) == [EventID(base + 1), EventID(base + 2)])
+            #expect(stored.allSatisfy { $0.event.orderID == order.id })
+            let read = try await store.read { tx in try tx.events(after: first[0].id, limit: 10) }
+            #expect(read == stored)
+            let (value, none) = try await store.write(appendingEvents: { tx in
+                (try tx.order(order.id!, in: fixture.acme.id)?.id, [OrderEvent]())
+            })
+            #expect(value == order.id)
+            #expect(none.isEmpty)
+            #expect(try await store.read { tx in try tx.newestEventID() } == stored[1].id)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func orderSequencesCountPerCompanyAndMonth(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)

@@ -177,13 +177,13 @@ final class OrderService: Sendable {
         // runs on the store's thread. Must have no effect outside the store (PostgreSQL may run a
         // transaction twice).
         let now = clock.now(), hook = IdempotentWrite.current?.inTransaction
-        let (order, events) = try await store.write { tx in
+        // The events are appended as the last step before commit: ids are taken in commit order
+        // (docs/DESIGN.md, "Event ids").
+        let (order, events) = try await store.write(appendingEvents: { tx in
             let (order, change) = try body(tx, now)
             try hook?(order, tx, now)
-            guard let change else { return (order, [StoredEvent]()) }
-            // Last step before commit: ids are taken in commit order (docs/DESIGN.md, "Event ids").
-            return (order, try tx.appendEvents(Broadcaster.events(for: change, at: now)))
-        }
+            return (order, change.map { Broadcaster.events(for: $0, at: now) } ?? [])
+        })
         if !events.isEmpty { committed(events) }
         return order
     }
