@@ -5,6 +5,11 @@
 #   scripts/bench.sh cluster                        the suite: fan-out at 200/s; 500, 1000, 1500/s; 200/s with Redis killed 10 s
 #   scripts/bench.sh cluster fanout RATE SECONDS    one fan-out run
 #   scripts/bench.sh cluster outage RATE SECONDS    one run with Redis SIGKILLed from 5 s to 15 s
+#   scripts/bench.sh cluster paced RATE SECONDS     C clients instead of the Python harness: one wrk per
+#                                                   node (scripts/bench_paced.lua, half the rate each, any
+#                                                   driver's order) and one wsdrain per node (half the
+#                                                   drivers each), so most events cross nodes; lost =
+#                                                   events committed (PostgreSQL's counter) - frames
 #
 # Results (one JSON line each) are appended to bench-results/results.jsonl, labelled waybill-cluster-….
 set -euo pipefail
@@ -65,14 +70,100 @@ outage() {  # outage RATE SECONDS: Redis SIGKILLed 5 s into the run, back 10 s l
     wait "$killer" || true
 }
 
+# "unix_time node1_ticks node2_ticks postgres_ticks machine_total machine_idle" (utime+stime, /proc).
+cluster_cpu() {
+    local pg=0 p
+    for p in /proc/[0-9]*; do
+        [ "$(cat "$p/comm" 2>/dev/null)" = postgres ] || continue
+        pg=$((pg + $(awk '{print $14+$15}' "$p/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$(date +%s.%N) $(awk '{print $14+$15}' "/proc/$(cat "$STATE/node1.pid")/stat") \
+$(awk '{print $14+$15}' "/proc/$(cat "$STATE/node2.pid")/stat") $pg \
+$(awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat)"
+}
+
+committed_events() {
+    psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill -qtAc "SELECT last_id FROM event_counter"
+}
+
+paced() {  # paced RATE SECONDS
+    local rate="$1" dur="$2" half
+    half="$(python3 -c "print($rate / 2)")"
+    python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" <<'PY'
+import json, sys
+fx = json.load(open(sys.argv[1])); state = sys.argv[2]
+drivers = fx["drivers"]; half = len(drivers) // 2
+ids = [i for d in drivers for i in d["order_ids"]]
+open(f"{state}/paced-fixtures.lua", "w").write(
+    "return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
+for n, (port, part) in enumerate([(sys.argv[3], drivers[:half]), (sys.argv[4], drivers[half:])], 1):
+    json.dump(dict(fx, drivers=part, ws_url=f"ws://127.0.0.1:{port}/ws/orders/"), open(f"{state}/drain{n}.json", "w"))
+PY
+    local drains=() n
+    for n in 1 2; do
+        WAYBILL_BENCH_STATE="$STATE/drain$n" "$BENCH/drain.sh" --fixtures "$STATE/drain$n.json" \
+            --connections "$(( DRIVERS / 2 ))" --duration "$(( dur + 4 ))" >"$STATE/drain$n.out" 2>"$STATE/drain$n.err" &
+        drains+=($!)
+    done
+    sleep 2
+    local c0 c1 before after
+    c0="$(committed_events)"
+    before="$(cluster_cpu)"
+    local writers=() port
+    for n in 1 2; do
+        port=$N1; [ "$n" = 2 ] && port=$N2
+        timeout -k 5 $(( dur + 30 )) wrk -t 1 -c "${WAYBILL_BENCH_WRK_CONNECTIONS:-64}" -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
+            "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $half)")" \
+            >"$STATE/wrk$n.txt" &
+        writers+=($!)
+    done
+    wait "${writers[@]}" || true
+    after="$(cluster_cpu)"
+    wait "${drains[@]}" || true
+    sleep 1
+    c1="$(committed_events)"
+    cat "$STATE/drain1.err" "$STATE/drain2.err" >&2
+    python3 - "$STATE" "$before" "$after" "$dur" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$OUT/results.jsonl"
+import json, re, sys
+state = sys.argv[1]
+b, a = [list(map(float, x.split())) for x in sys.argv[2:4]]
+dur, rate, tck = float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+committed = int(sys.argv[8]) - int(sys.argv[7])
+drains = [json.loads(open(f"{state}/drain{n}.out").read().strip().splitlines()[-1]) for n in (1, 2)]
+writes, errors, answers = 0, 0, []
+for n in (1, 2):
+    wrk = open(f"{state}/wrk{n}.txt").read()
+    m = re.search(r"(\d+) requests in ([\d.]+)s", wrk)
+    s = re.search(r"errors: (\d+) of \d+; answer p50 ([\d.]+) ms, p99 ([\d.]+) ms", wrk)
+    writes += int(m.group(1)) if m else 0
+    errors += int(s.group(1)) if s else 0
+    answers.append({"p50": float(s.group(2)), "p99": float(s.group(3))} if s else None)
+frames = sum(d["latency_ms"]["n"] for d in drains)
+wall = a[0] - b[0]
+per_write = lambda i: round((a[i] - b[i]) / tck * 1e6 / committed, 1) if committed else None
+print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}",
+    "offered_writes_per_s": rate, "duration_s": dur, "writes": writes,
+    "writes_per_s": round(writes / dur, 1), "write_errors": errors, "answer_ms": answers,
+    "events_committed": committed, "committed_per_s": round(committed / dur, 1), "event_frames": frames,
+    "lost": committed - frames,
+    "delivery_latency_ms": [d["latency_ms"] for d in drains],
+    "cpu_us_per_write": {"node1": per_write(1), "node2": per_write(2), "postgres": per_write(3)},
+    "cpu": {"wall_s": round(wall, 2), "node1": round((a[1] - b[1]) / tck / wall, 3),
+            "node2": round((a[2] - b[2]) / tck / wall, 3), "postgres": round((a[3] - b[3]) / tck / wall, 3),
+            "machine_busy": round(1 - (a[5] - b[5]) / (a[4] - b[4]), 3) if a[4] > b[4] else None}},
+    separators=(",", ":")))
+PY
+}
+
 case "${1:-suite}" in
     fanout) fanout "${2:-200}" "${3:-20}" "waybill-cluster-fanout-${2:-200}" ;;
     outage) outage "${2:-200}" "${3:-20}" ;;
+    paced) paced "${2:-1000}" "${3:-15}" ;;
     suite)
         fanout 200 20 waybill-cluster-fanout-200
         for rate in 500 1000 1500; do fanout "$rate" 15 "waybill-cluster-fanout-$rate"; done
         outage 200 20
         ;;
-    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh cluster [fanout|outage|paced RATE SECONDS]" >&2; exit 2 ;;
 esac
 echo "node logs: $(grep -c 'level=error' "$STATE/node1.log" "$STATE/node2.log" | tr '\n' ' ') error lines" >&2

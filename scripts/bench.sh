@@ -10,7 +10,7 @@
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers [CONNECTIONS]]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens,
 #                                         wrk connections (default 32, patchload.sh's)
-#   scripts/bench.sh cluster [fanout|outage RATE SECONDS]
+#   scripts/bench.sh cluster [fanout|outage|paced RATE SECONDS]
 #                                         two nodes on PostgreSQL + Redis (scripts/bench-cluster.sh)
 #   scripts/bench.sh compare [--quick]    Waybill, the Django Channels peer and Nchan on the issue-10
 #                                         scenarios, one markdown table (scripts/bench-compare.sh)
