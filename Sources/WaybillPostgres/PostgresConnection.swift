@@ -16,6 +16,8 @@ final class PostgresConnection {
     /// none, so "prepare after every reconnect" holds by construction. The SQL texts are
     /// constants of this module, so the cache is bounded.
     private var prepared: [String: String] = [:]
+    /// The number in the next prepared statement's name (names are never reused on a connection).
+    private var nextStatementNumber = 1
     /// How many statements of the last `executePipeline` were answered in full, also when it threw.
     private(set) var answeredInLastPipeline = 0
 
@@ -92,20 +94,31 @@ final class PostgresConnection {
             try statement.arguments.map { value throws(PostgresError) in try value.wireText() }
         }
         let db = try open(first.sql)
-        // Prepared before the pipeline starts (once per connection and statement): a pipeline's
-        // results are then exactly one per statement.
-        var names: [String] = []
-        names.reserveCapacity(statements.count)
-        for (statement, arguments) in zip(statements, texts) {
-            names.append(try preparedName(for: statement.sql, parameterCount: arguments.count, db: db, deadline: deadline))
-        }
         guard PQenterPipelineMode(db) == 1 else { throw failure(sql: first.sql) }
+        // What the server will answer, in order: a statement not prepared yet on this connection
+        // is prepared inside the pipeline, just before its first use, so nothing reaches the
+        // server before the pipeline's BEGIN (a prepare waits on the tables' locks).
+        var answers: [(statement: Int, preparing: String?)] = []
+        var names: [String: String] = [:]
         for (index, statement) in statements.enumerated() {
+            var name = prepared[statement.sql] ?? names[statement.sql]
+            if name == nil {
+                let fresh = "wb\(nextStatementNumber)"
+                nextStatementNumber += 1
+                // nil parameter types: the server infers each from the statement.
+                guard PQsendPrepare(db, fresh, statement.sql, Int32(texts[index].count), nil) == 1 else {
+                    throw abandon(sql: statement.sql)
+                }
+                answers.append((index, fresh))
+                names[statement.sql] = fresh
+                name = fresh
+            }
             let sent = withCStrings(texts[index]) { pointers in
-                PQsendQueryPrepared(db, names[index], Int32(pointers.count), pointers, nil, nil, 0)
+                PQsendQueryPrepared(db, name, Int32(pointers.count), pointers, nil, nil, 0)
             }
             // Half a pipeline queued in libpq cannot be taken back: the connection goes.
             guard sent == 1 else { throw abandon(sql: statement.sql) }
+            answers.append((index, nil))
             if index + 1 == flushingAfter && index + 1 < statements.count {
                 guard PQsendFlushRequest(db) == 1 else { throw abandon(sql: statement.sql) }
             }
@@ -115,21 +128,30 @@ final class PostgresConnection {
 
         var results: [PostgresResult?] = Array(repeating: nil, count: statements.count)
         var firstError: PostgresError?
-        for (index, statement) in statements.enumerated() {
-            // Each statement's results end with a NULL (a skipped one gives PGRES_PIPELINE_ABORTED).
+        for answer in answers {
+            let sql = statements[answer.statement].sql
+            // Each answer's results end with a NULL (a skipped one gives PGRES_PIPELINE_ABORTED).
+            var succeeded = false
             while true {
-                try waitUntilNotBusy(sql: statement.sql, db: db, deadline: deadline)
+                try waitUntilNotBusy(sql: sql, db: db, deadline: deadline)
                 guard let raw = PQgetResult(db) else { break }
-                let result = PostgresResult(handle: raw, sql: statement.sql)
+                let result = PostgresResult(handle: raw, sql: sql)
                 switch PQresultStatus(raw) {
-                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: results[index] = result
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                    succeeded = true
+                    if answer.preparing == nil { results[answer.statement] = result }
                 case PGRES_PIPELINE_ABORTED: break
-                default: if firstError == nil { firstError = error(from: raw, sql: statement.sql) }
+                default: if firstError == nil { firstError = error(from: raw, sql: sql) }
                 }
                 if PQstatus(db) == CONNECTION_BAD { break }
             }
             if PQstatus(db) == CONNECTION_BAD { break }
-            answeredInLastPipeline = index + 1
+            if let name = answer.preparing {
+                // Prepared statements outlive the transaction (a rolled-back one too).
+                if succeeded { prepared[sql] = name }
+            } else {
+                answeredInLastPipeline = answer.statement + 1
+            }
         }
         if PQstatus(db) != CONNECTION_BAD {
             try waitUntilNotBusy(sql: first.sql, db: db, deadline: deadline)
@@ -191,7 +213,8 @@ final class PostgresConnection {
         for sql: String, parameterCount: Int, db: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> String {
         if let name = prepared[sql] { return name }
-        let name = "wb\(prepared.count + 1)"
+        let name = "wb\(nextStatementNumber)"
+        nextStatementNumber += 1
         // nil parameter types: the server infers each from the statement.
         guard PQsendPrepare(db, name, sql, Int32(parameterCount), nil) == 1 else { throw failure(sql: sql) }
         try flush(sql: sql, db: db, deadline: deadline)

@@ -44,6 +44,8 @@ extension PostgresOrderStore {
         /// The pipeline that carried the BEGIN got no answer (the connection broke or timed out):
         /// the server may be gone, where a failure after it says only that it is busy.
         private(set) var beginWentUnanswered = false
+        /// The `statement_timeout` the server applies to this transaction's statements, in ms.
+        private(set) var statementTimeout = PostgresConnectionSettings.statementTimeout.milliseconds
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
@@ -61,6 +63,7 @@ extension PostgresOrderStore {
         /// dooms the transaction, whatever the error: what follows would otherwise run outside it.
         func run(_ statements: [PostgresStatement]) throws(PostgresError) -> [PostgresResult] {
             let begin = pendingBegin?() ?? []
+            if !begin.isEmpty { statementTimeout = PostgresTransactionRunner.timeouts(deadline: deadline).statement }
             guard !begin.isEmpty || !deferred.isEmpty else { return try db.executePipeline(statements, deadline: deadline) }
             let queued = begin + deferred
             let unsent = (begin: pendingBegin, deferred: deferred)
@@ -83,6 +86,18 @@ extension PostgresOrderStore {
                 }
                 throw error
             }
+        }
+
+        /// The statement that lowers the transaction's timeouts to what is left of the call, when
+        /// the ones in effect could outlast it by more than a little of the server's margin: put
+        /// in front of a pipeline that may wait for a lock (the append and the COMMIT), so that a
+        /// live server answers "nothing was written" (55P03) before the caller's deadline, rather
+        /// than the deadline leaving the outcome unknown.
+        func freshTimeouts() -> PostgresStatement? {
+            let (statement, lock) = PostgresTransactionRunner.timeouts(deadline: deadline)
+            guard statementTimeout - statement > 100 else { return nil }
+            statementTimeout = statement
+            return PostgresTransactionRunner.timeoutStatement(statement: statement, lock: lock)
         }
 
         /// Whether the BEGIN was sent: the closure ran at least one statement.
@@ -115,15 +130,24 @@ extension PostgresOrderStore {
                 throw .unavailable("the transaction was rolled back after an earlier error")
             }
             let guarded = savepoint && isWriter
+            var savepointTaken = false
             do throws(PostgresError) {
                 // With whatever is deferred (the BEGIN, a deferred write), whose failure the
-                // savepoint must not catch: it comes before the savepoint.
-                if guarded { _ = try run([PostgresStatement("SAVEPOINT wb_operation")]) }
+                // savepoint must not catch: it comes before the savepoint, and fails this call
+                // with the transaction left failed.
+                if guarded {
+                    _ = try run([PostgresStatement("SAVEPOINT wb_operation")])
+                    savepointTaken = true
+                }
                 let value = try operation()
                 if guarded { try db.executeScript("RELEASE SAVEPOINT wb_operation", deadline: deadline) }
                 return value
             } catch {
-                if guarded && error.kind == .server && db.isUsable {
+                // Any failure once the savepoint is taken, the server's or ours (a value refused
+                // before it was sent): a savepoint left open would later catch what it must not.
+                // Writes deferred inside the savepoint go with it.
+                if savepointTaken { deferred.removeAll() }
+                if savepointTaken && db.isUsable {
                     _ = try? db.executeScript(
                         "ROLLBACK TO SAVEPOINT wb_operation; RELEASE SAVEPOINT wb_operation", deadline: deadline)
                 }

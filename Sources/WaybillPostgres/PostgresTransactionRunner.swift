@@ -49,15 +49,30 @@ struct PostgresTransactionRunner: Sendable {
     /// they go out with the transaction's first statement, in one pipeline (`Transaction.run`),
     /// and a setting made in a pipeline bounds the statements after it in the same pipeline.
     func beginStatements(deadline: ContinuousClock.Instant) -> [PostgresStatement] {
-        let left = ContinuousClock.now.duration(to: deadline) - Self.serverMargin
+        let (statement, lock) = Self.timeouts(deadline: deadline)
+        // A call with its whole budget left gets the pool's own values, which every pool connection
+        // starts with (`forPool`): no statement to set them (one statement fewer per transaction).
+        if statement == PostgresConnectionSettings.statementTimeout.milliseconds
+            && lock == PostgresConnectionSettings.lockTimeout.milliseconds
+        {
+            return [PostgresStatement(kind.begin)]
+        }
+        return [PostgresStatement(kind.begin), Self.timeoutStatement(statement: statement, lock: lock)]
+    }
+
+    /// The server-side bounds, in milliseconds, for statements sent now: they end `serverMargin`
+    /// before `deadline`, never above the pool's own.
+    static func timeouts(deadline: ContinuousClock.Instant) -> (statement: Int64, lock: Int64) {
+        let left = ContinuousClock.now.duration(to: deadline) - serverMargin
         let statement = max(50, min(left.milliseconds, PostgresConnectionSettings.statementTimeout.milliseconds))
-        let lock = max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds))
-        return [
-            PostgresStatement(kind.begin),
-            PostgresStatement(
-                "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-                [.text(String(statement)), .text(String(lock))]),
-        ]
+        return (statement, max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds)))
+    }
+
+    /// Sets both bounds for the rest of the transaction; in a pipeline, for the statements after it.
+    static func timeoutStatement(statement: Int64, lock: Int64) -> PostgresStatement {
+        PostgresStatement(
+            "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+            [.text(String(statement)), .text(String(lock))])
     }
 
     let kind: Kind
@@ -134,6 +149,8 @@ struct PostgresTransactionRunner: Sendable {
         let db: PostgresConnection
         do throws(PostgresError) {
             db = try session.connection(deadline: deadline)
+            // Never left so, but a transaction still open here would swallow this attempt's BEGIN.
+            if db.isInTransaction { _ = try db.executeScript("ROLLBACK", deadline: deadline) }
         } catch {
             if error.kind == .connectionLost { return .retry(error) }
             return .finished(.failure(error.storeError), reachedServer: !error.isConnectionFailure)
@@ -185,7 +202,12 @@ struct PostgresTransactionRunner: Sendable {
         do throws(PostgresError) {
             try tx.commit()
         } catch {
-            if error.isRetryable { return .retry(error) }
+            if error.isRetryable {
+                // A deadlock or serialization failure of the append (sent with the COMMIT) leaves the
+                // transaction open and failed, and the next attempt takes the same connection.
+                rollBack(db)
+                return .retry(error)
+            }
             if error.isConnectionFailure {
                 let unknown = StoreError.unavailable("the connection was lost during COMMIT: the outcome is unknown")
                 // A COMMIT that timed out reached a server that was answering a moment ago: slow

@@ -161,6 +161,18 @@ import WaybillTesting
         #expect(milliseconds > 0 && milliseconds <= 1_500, "statement_timeout = \(timeout ?? "nil")")
     }
 
+    /// A call with its whole budget begins with BEGIN alone (the pool's connections already carry
+    /// those timeouts); one with less sets both, counted from when the BEGIN is sent.
+    @Test func theTimeoutsAreSetOnlyWhenTheCallHasLessThanThePoolsOwn() {
+        let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+        let full = runner.beginStatements(deadline: .now + .seconds(10))
+        #expect(full.map(\.sql) == ["BEGIN"])
+        let short = runner.beginStatements(deadline: .now + .seconds(2))
+        #expect(short.count == 2)
+        let values = short.last?.arguments.compactMap { try? $0.wireText() }.compactMap { Int($0) } ?? []
+        #expect(values.count == 2 && values.allSatisfy { $0 > 1_500 && $0 <= 1_750 }, "\(values)")
+    }
+
     /// The BEGIN goes out in one pipeline with the first statement, and its answer is asked for
     /// at once: when that first statement outlasts the call (here it lifts its own timeout), the
     /// server has answered the BEGIN, so it is busy, not gone, and no connection is dropped.
