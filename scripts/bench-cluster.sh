@@ -10,6 +10,9 @@
 #                                                   driver's order) and one wsdrain per node (half the
 #                                                   drivers each), so most events cross nodes; lost =
 #                                                   events committed (PostgreSQL's counter) - frames
+#   scripts/bench.sh cluster paced RATE SECONDS redis   the same with Redis SIGKILLed from 5 s to 15 s
+#   scripts/bench.sh cluster paced RATE SECONDS node2   writes through nginx, every socket on node 1,
+#                                                   node 2 SIGKILLed at 5 s and started again at 15 s
 #
 # Results (one JSON line each) are appended to bench-results/results.jsonl, labelled waybill-cluster-….
 set -euo pipefail
@@ -77,8 +80,9 @@ cluster_cpu() {
         [ "$(cat "$p/comm" 2>/dev/null)" = postgres ] || continue
         pg=$((pg + $(awk '{print $14+$15}' "$p/stat" 2>/dev/null || echo 0)))
     done
-    echo "$(date +%s.%N) $(awk '{print $14+$15}' "/proc/$(cat "$STATE/node1.pid")/stat") \
-$(awk '{print $14+$15}' "/proc/$(cat "$STATE/node2.pid")/stat") $pg \
+    # A node killed and started again is another process: its figure then means nothing.
+    echo "$(date +%s.%N) $(awk '{print $14+$15}' "/proc/$(cat "$STATE/node1.pid")/stat" 2>/dev/null || echo 0) \
+$(awk '{print $14+$15}' "/proc/$(cat "$STATE/node2.pid")/stat" 2>/dev/null || echo 0) $pg \
 $(awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat)"
 }
 
@@ -86,44 +90,59 @@ committed_events() {
     psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill -qtAc "SELECT last_id FROM event_counter"
 }
 
-paced() {  # paced RATE SECONDS
-    local rate="$1" dur="$2" half
+paced() {  # paced RATE SECONDS [redis|node2]
+    local rate="$1" dur="$2" outage="${3:-}" half
     half="$(python3 -c "print($rate / 2)")"
-    python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" <<'PY'
+    python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" <<'PY'
 import json, sys
-fx = json.load(open(sys.argv[1])); state = sys.argv[2]
+fx = json.load(open(sys.argv[1])); state = sys.argv[2]; outage = sys.argv[5]
 drivers = fx["drivers"]; half = len(drivers) // 2
 ids = [i for d in drivers for i in d["order_ids"]]
 open(f"{state}/paced-fixtures.lua", "w").write(
     "return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
-for n, (port, part) in enumerate([(sys.argv[3], drivers[:half]), (sys.argv[4], drivers[half:])], 1):
+# With node 2 killed, every socket is on node 1 (a killed node's sockets would count as lost).
+parts = [drivers, []] if outage == "node2" else [drivers[:half], drivers[half:]]
+for n, (port, part) in enumerate(zip(sys.argv[3:5], parts), 1):
     json.dump(dict(fx, drivers=part, ws_url=f"ws://127.0.0.1:{port}/ws/orders/"), open(f"{state}/drain{n}.json", "w"))
 PY
-    local drains=() n
+    local drains=() n sockets=$(( DRIVERS / 2 ))
+    [ "$outage" = node2 ] && sockets=$DRIVERS
     for n in 1 2; do
+        [ "$outage" = node2 ] && [ "$n" = 2 ] && { echo '{"latency_ms":{"n":0}}' >"$STATE/drain2.out"; : >"$STATE/drain2.err"; continue; }
         WAYBILL_BENCH_STATE="$STATE/drain$n" "$BENCH/drain.sh" --fixtures "$STATE/drain$n.json" \
-            --connections "$(( DRIVERS / 2 ))" --duration "$(( dur + 4 ))" >"$STATE/drain$n.out" 2>"$STATE/drain$n.err" &
+            --connections "$sockets" --duration "$(( dur + 4 ))" >"$STATE/drain$n.out" 2>"$STATE/drain$n.err" &
         drains+=($!)
     done
     sleep 2
-    local c0 c1 before after
+    local c0 c1 before after killer=""
     c0="$(committed_events)"
     before="$(cluster_cpu)"
+    case "$outage" in
+        redis) ( sleep 5; "$ROOT/scripts/cluster.sh" kill redis >/dev/null; sleep 10; "$ROOT/scripts/cluster.sh" start redis >/dev/null ) &
+            killer=$! ;;
+        node2) ( sleep 5; "$ROOT/scripts/cluster.sh" kill node2 >/dev/null; sleep 10; "$ROOT/scripts/cluster.sh" start node2 >/dev/null ) &
+            killer=$! ;;
+        "") ;;
+        *) echo "paced: the outage is redis or node2" >&2; exit 2 ;;
+    esac
     local writers=() port
     for n in 1 2; do
         port=$N1; [ "$n" = 2 ] && port=$N2
+        # Through nginx when a node is killed: it sends each request to a live node.
+        [ "$outage" = node2 ] && port=$WAYBILL_CLUSTER_PORT
         timeout -k 5 $(( dur + 30 )) wrk -t 1 -c "${WAYBILL_BENCH_WRK_CONNECTIONS:-64}" -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
             "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $half)")" \
             >"$STATE/wrk$n.txt" &
         writers+=($!)
     done
     wait "${writers[@]}" || true
+    [ -n "$killer" ] && { wait "$killer" || true; }
     after="$(cluster_cpu)"
     wait "${drains[@]}" || true
     sleep 1
     c1="$(committed_events)"
     cat "$STATE/drain1.err" "$STATE/drain2.err" >&2
-    python3 - "$STATE" "$before" "$after" "$dur" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" <<'PY' | tee -a "$OUT/results.jsonl"
+    python3 - "$STATE" "$before" "$after" "$dur" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" "$outage" <<'PY' | tee -a "$OUT/results.jsonl"
 import json, re, sys
 state = sys.argv[1]
 b, a = [list(map(float, x.split())) for x in sys.argv[2:4]]
@@ -141,7 +160,8 @@ for n in (1, 2):
 frames = sum(d["latency_ms"]["n"] for d in drains)
 wall = a[0] - b[0]
 per_write = lambda i: round((a[i] - b[i]) / tck * 1e6 / committed, 1) if committed else None
-print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}",
+outage = sys.argv[9]
+print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-killed" if outage else ""),
     "offered_writes_per_s": rate, "duration_s": dur, "writes": writes,
     "writes_per_s": round(writes / dur, 1), "write_errors": errors, "answer_ms": answers,
     "events_committed": committed, "committed_per_s": round(committed / dur, 1), "event_frames": frames,
@@ -158,12 +178,12 @@ PY
 case "${1:-suite}" in
     fanout) fanout "${2:-200}" "${3:-20}" "waybill-cluster-fanout-${2:-200}" ;;
     outage) outage "${2:-200}" "${3:-20}" ;;
-    paced) paced "${2:-1000}" "${3:-15}" ;;
+    paced) paced "${2:-1000}" "${3:-15}" "${4:-}" ;;
     suite)
         fanout 200 20 waybill-cluster-fanout-200
         for rate in 500 1000 1500; do fanout "$rate" 15 "waybill-cluster-fanout-$rate"; done
         outage 200 20
         ;;
-    *) echo "usage: scripts/bench.sh cluster [fanout|outage|paced RATE SECONDS]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS | paced RATE SECONDS [redis|node2]]" >&2; exit 2 ;;
 esac
 echo "node logs: $(grep -c 'level=error' "$STATE/node1.log" "$STATE/node2.log" | tr '\n' ' ') error lines" >&2
