@@ -123,16 +123,20 @@ extension PostgresOrderStore.Transaction {
     /// all when the closure ran no statement and appends nothing (no transaction was begun).
     func commit() throws(PostgresError) {
         let commit = PostgresStatement("COMMIT")
+        // Whatever may wait for a lock before the COMMIT (the append, a deferred write) is bounded
+        // from what the call has left, ahead of all of it (`freshTimeouts`).
+        if hasBegun && (finalAppend != nil || hasDeferredWrites), let timeouts = freshTimeouts() {
+            deferFirst(timeouts)
+        }
         guard let append = finalAppend else {
             if hasBegun { _ = try run([commit]) }
             return
         }
-        let timeouts = hasBegun ? freshTimeouts().map { [$0] } ?? [] : []
-        let results = try run(timeouts + [Self.appendStatement(append.events, committedAt: append.committedAt), commit])
+        let results = try run([Self.appendStatement(append.events, committedAt: append.committedAt), commit])
         // Committed: an answer this build cannot read must not turn the write into a failure. The
         // events then reach the sockets through the relay's poll instead of this node's own path.
         append.stored =
-            (try? Self.storedEvents(append.events, last: results[timeouts.count], committedAt: append.committedAt)) ?? []
+            (try? Self.storedEvents(append.events, last: results[0], committedAt: append.committedAt)) ?? []
     }
 
     /// The append: ids from the `event_counter` row, the events and their groups, in one statement.

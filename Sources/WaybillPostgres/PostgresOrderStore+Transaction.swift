@@ -37,7 +37,7 @@ extension PostgresOrderStore {
         /// the first statement (so a transaction costs no round trip of its own), made when that
         /// statement is sent so that the timeouts count from then. `nil` once sent. A transaction
         /// that never runs a statement never begins.
-        private var pendingBegin: (() -> [PostgresStatement])?
+        private var pendingBegin: (() -> (statements: [PostgresStatement], statementTimeout: Int64))?
         /// Writes whose outcome is known before they are sent (`deferWrite`), to go out with the
         /// next statement that is waited for, or with the COMMIT.
         private var deferred: [PostgresStatement] = []
@@ -49,7 +49,8 @@ extension PostgresOrderStore {
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
-            deadline: ContinuousClock.Instant, begin: (() -> [PostgresStatement])?
+            deadline: ContinuousClock.Instant,
+            begin: (() -> (statements: [PostgresStatement], statementTimeout: Int64))?
         ) {
             self.db = db
             self.clock = clock
@@ -62,8 +63,9 @@ extension PostgresOrderStore {
         /// round trip, and returns their results. A failure of a pipeline that carried the BEGIN
         /// dooms the transaction, whatever the error: what follows would otherwise run outside it.
         func run(_ statements: [PostgresStatement]) throws(PostgresError) -> [PostgresResult] {
-            let begin = pendingBegin?() ?? []
-            if !begin.isEmpty { statementTimeout = PostgresTransactionRunner.timeouts(deadline: deadline).statement }
+            let made = pendingBegin?()
+            let begin = made?.statements ?? []
+            if let made { statementTimeout = made.statementTimeout }
             guard !begin.isEmpty || !deferred.isEmpty else { return try db.executePipeline(statements, deadline: deadline) }
             let queued = begin + deferred
             let unsent = (begin: pendingBegin, deferred: deferred)
@@ -109,6 +111,13 @@ extension PostgresOrderStore {
         func deferWrite(_ statement: PostgresStatement) {
             deferred.append(statement)
         }
+
+        /// Puts `statement` in front of the deferred writes (after the BEGIN, if not sent yet).
+        func deferFirst(_ statement: PostgresStatement) {
+            deferred.insert(statement, at: 0)
+        }
+
+        var hasDeferredWrites: Bool { !deferred.isEmpty }
 
         /// The events `appendAtCommit` put off to the COMMIT.
         var finalAppend: PendingAppend?

@@ -49,15 +49,21 @@ struct PostgresTransactionRunner: Sendable {
     /// they go out with the transaction's first statement, in one pipeline (`Transaction.run`),
     /// and a setting made in a pipeline bounds the statements after it in the same pipeline.
     func beginStatements(deadline: ContinuousClock.Instant) -> [PostgresStatement] {
+        begin(deadline: deadline).statements
+    }
+
+    /// `beginStatements`, with the `statement_timeout` they leave in effect (ms).
+    func begin(deadline: ContinuousClock.Instant) -> (statements: [PostgresStatement], statementTimeout: Int64) {
         let (statement, lock) = Self.timeouts(deadline: deadline)
         // A call with its whole budget left gets the pool's own values, which every pool connection
-        // starts with (`forPool`): no statement to set them (one statement fewer per transaction).
+        // starts with (`forPool`'s startup options; a proxy that dropped them is not supported,
+        // docs/SCALING.md): no statement to set them (one statement fewer per transaction).
         if statement == PostgresConnectionSettings.statementTimeout.milliseconds
             && lock == PostgresConnectionSettings.lockTimeout.milliseconds
         {
-            return [PostgresStatement(kind.begin)]
+            return ([PostgresStatement(kind.begin)], statement)
         }
-        return [PostgresStatement(kind.begin), Self.timeoutStatement(statement: statement, lock: lock)]
+        return ([PostgresStatement(kind.begin), Self.timeoutStatement(statement: statement, lock: lock)], statement)
     }
 
     /// The server-side bounds, in milliseconds, for statements sent now: they end `serverMargin`
@@ -157,11 +163,11 @@ struct PostgresTransactionRunner: Sendable {
         }
         let tx = PostgresOrderStore.Transaction(
             db: db, clock: clock, isWriter: kind == .write, deadline: deadline,
-            begin: { beginStatements(deadline: deadline) })
+            begin: { begin(deadline: deadline) })
         let result = Result { try body(tx) }.mapError { $0.translatedForStore }
         tx.end()
         if let failure = tx.fatalFailure {
-            rollBack(db)
+            rollBack(db, deadline: deadline)
             if failure.isRetryable || failure.kind == .connectionLost { return .retry(failure) }
             // No answer at all to the pipeline that carried the BEGIN (its server-side timeouts
             // bound every statement in it, so a live server answers before the deadline): as a
@@ -191,11 +197,11 @@ struct PostgresTransactionRunner: Sendable {
         // about the server's health (a probe among them lets the next call probe).
         guard tx.hasBegun || tx.finalAppend != nil else { return .busy(result) }
         guard case .success = result else {
-            rollBack(db)
+            rollBack(db, deadline: deadline)
             return .finished(result, reachedServer: true)
         }
         if ContinuousClock.now.duration(to: deadline) < Self.commitReserve {
-            rollBack(db)
+            rollBack(db, deadline: deadline)
             let late = StoreError.unavailable("no time was left to commit: nothing was written")
             return .finished(.failure(late), reachedServer: true)
         }
@@ -205,17 +211,18 @@ struct PostgresTransactionRunner: Sendable {
             if error.isRetryable {
                 // A deadlock or serialization failure of the append (sent with the COMMIT) leaves the
                 // transaction open and failed, and the next attempt takes the same connection.
-                rollBack(db)
+                rollBack(db, deadline: deadline)
                 return .retry(error)
             }
             if error.isConnectionFailure {
                 let unknown = StoreError.unavailable("the connection was lost during COMMIT: the outcome is unknown")
                 // A COMMIT that timed out reached a server that was answering a moment ago: slow
-                // (a disk flush, a synchronous standby), not gone.
-                if error.kind == .timedOut { return .busy(.failure(unknown)) }
+                // (a disk flush, a synchronous standby), not gone. Unless this pipeline carried the
+                // BEGIN (a closure that ran no statement but appends) and even that went unanswered.
+                if error.kind == .timedOut && !tx.beginWentUnanswered { return .busy(.failure(unknown)) }
                 return .finished(.failure(unknown), reachedServer: false)
             }
-            rollBack(db)
+            rollBack(db, deadline: deadline)
             return .finished(.failure(error.storeError), reachedServer: true)
         }
         return .finished(result, reachedServer: true)
@@ -223,8 +230,10 @@ struct PostgresTransactionRunner: Sendable {
 
     /// Ends a transaction that must not commit. A connection that cannot roll back within a
     /// second is dropped instead, which rolls back just as well.
-    private func rollBack(_ db: PostgresConnection) {
+    private func rollBack(_ db: PostgresConnection, deadline: ContinuousClock.Instant) {
         guard db.isUsable, db.isInTransaction else { return }
-        _ = try? db.executeScript("ROLLBACK", deadline: .now + .seconds(1))
+        // Within the call's deadline where it can (at least 100 ms): past it, the connection is
+        // dropped, which rolls back just as well.
+        _ = try? db.executeScript("ROLLBACK", deadline: max(.now + .milliseconds(100), min(deadline, .now + .seconds(1))))
     }
 }

@@ -100,6 +100,45 @@ import WaybillTesting
         #expect(newest == "0", "nothing was written")
     }
 
+    /// A deferred write goes out with the COMMIT and may wait too (here its foreign key check
+    /// waits for a driver row another session holds): the refreshed timeouts come ahead of it, so
+    /// the server answers with its own timeout before the deadline, not an unknown outcome.
+    @Test func aDeferredWriteWaitingAtCommitEndsBeforeTheDeadline() async throws {
+        let (message, driverAfter) = try await Self.withSession { session, runner, other in
+            let seeded = runner.run(
+                { tx in
+                    let company = try tx.insertCompany(name: "Acme")
+                    let driver = try tx.insertUser(
+                        companyID: company.id, role: .driver, email: "d@acme.test", name: "D", passwordHash: "h")
+                    let order = try tx.insertOrder(
+                        Order(companyID: company.id, number: "2026/11/0001", title: "x", createdAt: t0, updatedAt: t0))
+                    return (order, driver.id)
+                }, on: session, deadline: .now + .seconds(5))
+            guard case .success(let (order, driver)) = seeded else { return ("seed failed: \(seeded)", "") }
+            try other.executeScript(
+                "BEGIN; SELECT id FROM users WHERE id = \(driver.rawValue) FOR UPDATE", deadline: .now + .seconds(5))
+            let result = runner.run(
+                { tx in
+                    guard var loaded = try tx.order(order.id!, in: order.companyID) else { throw StoreError.notFound }
+                    Thread.sleep(forTimeInterval: 1.0)  // the timeouts sent with the BEGIN: about 2.25 s
+                    loaded.driverID = driver
+                    _ = try tx.updateOrder(loaded)  // deferred to the COMMIT
+                }, on: session, deadline: .now + .milliseconds(2500))
+            try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
+            var message = ""
+            if case .failure(let error) = result { message = "\(error)" }
+            let driverAfter = try other.queryFirst(
+                "SELECT coalesce(driver_id::text, 'none') FROM orders WHERE id = \(order.id!.rawValue)",
+                deadline: .now + .seconds(5)
+            ) { $0.text(0) }
+            return (message, driverAfter ?? "")
+        }
+        #expect(
+            message.contains("55P03") || message.contains("57014"),
+            "the server's own timeout, not an unknown outcome: \(message)")
+        #expect(driverAfter == "none", "nothing was written")
+    }
+
     /// A savepoint taken by an operation that then failed before reaching the server (a text with
     /// a NUL) is rolled back too. Left open, it let a later failure, of a deferred write sent in
     /// front of another savepoint, be rolled back to it: the transaction looked healthy and
