@@ -130,21 +130,10 @@ final class PostgresConnection {
         var firstError: PostgresError?
         for answer in answers {
             let sql = statements[answer.statement].sql
-            // Each answer's results end with a NULL (a skipped one gives PGRES_PIPELINE_ABORTED).
-            var succeeded = false
-            while true {
-                try waitUntilNotBusy(sql: sql, db: db, deadline: deadline)
-                guard let raw = PQgetResult(db) else { break }
-                let result = PostgresResult(handle: raw, sql: sql)
-                switch PQresultStatus(raw) {
-                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
-                    succeeded = true
-                    if answer.preparing == nil { results[answer.statement] = result }
-                case PGRES_PIPELINE_ABORTED: break
-                default: if firstError == nil { firstError = error(from: raw, sql: sql) }
-                }
-                if PQstatus(db) == CONNECTION_BAD { break }
-            }
+            let (result, failed) = try drainQuery(sql: sql, db: db, deadline: deadline)
+            if firstError == nil { firstError = failed }
+            let succeeded = result != nil
+            if answer.preparing == nil { results[answer.statement] = result }
             if PQstatus(db) == CONNECTION_BAD { break }
             if let name = answer.preparing {
                 // Prepared statements outlive the transaction (a rolled-back one too).
@@ -252,21 +241,7 @@ final class PostgresConnection {
     private func awaitResult(
         sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> PostgresResult {
-        var firstError: PostgresError?
-        var last: PostgresResult?
-        // Before every PQgetResult, not only the first: it blocks until the next message is in, and
-        // a server that froze between a result and its ReadyForQuery would hold this thread forever.
-        while true {
-            try waitUntilNotBusy(sql: sql, db: db, deadline: deadline)
-            guard let raw = PQgetResult(db) else { break }
-            let result = PostgresResult(handle: raw, sql: sql)
-            switch PQresultStatus(raw) {
-            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
-                last = result
-            default:
-                if firstError == nil { firstError = error(from: raw, sql: sql) }
-            }
-        }
+        let (last, firstError) = try drainQuery(sql: sql, db: db, deadline: deadline)
         // Judge the connection only after draining: a terminated backend first sends its FATAL
         // (57P01) as an ordinary error result, and only the next read finds the socket closed.
         if let handle, PQstatus(handle) == CONNECTION_BAD {
@@ -278,6 +253,30 @@ final class PostgresConnection {
         if let firstError { throw firstError }
         if let last { return last }
         throw failure(sql: sql)
+    }
+
+    /// Reads one query's results up to the NULL that ends them: its last good result and its
+    /// first error (a statement a failed pipeline skipped, PGRES_PIPELINE_ABORTED, gives neither).
+    /// Waits before every PQgetResult, not only the first: it blocks until the next message is in,
+    /// and a server that froze between a result and its ReadyForQuery would hold this thread forever.
+    private func drainQuery(
+        sql: String, db: OpaquePointer, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> (result: PostgresResult?, error: PostgresError?) {
+        var last: PostgresResult?
+        var firstError: PostgresError?
+        while true {
+            try waitUntilNotBusy(sql: sql, db: db, deadline: deadline)
+            guard let raw = PQgetResult(db) else { break }
+            let result = PostgresResult(handle: raw, sql: sql)
+            switch PQresultStatus(raw) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: last = result
+            case PGRES_PIPELINE_ABORTED: break
+            default: if firstError == nil { firstError = error(from: raw, sql: sql) }
+            }
+            // Broken: libpq may keep handing out error results; the caller judges the connection.
+            if PQstatus(db) == CONNECTION_BAD { break }
+        }
+        return (last, firstError)
     }
 
     /// Reads until libpq has a whole message to return, up to `deadline`; past it the connection
