@@ -132,12 +132,11 @@ final class PostgresConnection {
             let sql = statements[answer.statement].sql
             let (result, failed) = try drainQuery(sql: sql, db: db, deadline: deadline)
             if firstError == nil { firstError = failed }
-            let succeeded = result != nil
             if answer.preparing == nil { results[answer.statement] = result }
             if PQstatus(db) == CONNECTION_BAD { break }
             if let name = answer.preparing {
                 // Prepared statements outlive the transaction (a rolled-back one too).
-                if succeeded { prepared[sql] = name }
+                if result != nil { prepared[sql] = name }
             } else {
                 answeredInLastPipeline = answer.statement + 1
             }

@@ -61,7 +61,7 @@ struct PostgresConnectionSettings: Sendable {
     }
 
     /// The pool's server-side bounds on one statement and one lock wait; a transaction lowers them
-    /// to what its call has left (`PostgresTransactionRunner.beginStatements`).
+    /// to what its call has left (`PostgresTransactionRunner.begin(deadline:)`).
     static let statementTimeout: Duration = .seconds(4)
     static let lockTimeout: Duration = .seconds(2)
 

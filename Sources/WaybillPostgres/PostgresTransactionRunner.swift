@@ -44,15 +44,11 @@ struct PostgresTransactionRunner: Sendable {
     /// write twice), where a rollback is a definite "nothing was written" the client can retry.
     static let commitReserve: Duration = .milliseconds(100)
 
-    /// BEGIN and the server-side bounds of this attempt: `statement_timeout` and `lock_timeout`
-    /// end `serverMargin` before `deadline` (but never above the pool's). Not sent on their own:
-    /// they go out with the transaction's first statement, in one pipeline (`Transaction.run`),
-    /// and a setting made in a pipeline bounds the statements after it in the same pipeline.
-    func beginStatements(deadline: ContinuousClock.Instant) -> [PostgresStatement] {
-        begin(deadline: deadline).statements
-    }
-
-    /// `beginStatements`, with the `statement_timeout` they leave in effect (ms).
+    /// BEGIN and the server-side bounds of this attempt, with the `statement_timeout` they leave
+    /// in effect (ms): `statement_timeout` and `lock_timeout` end `serverMargin` before `deadline`
+    /// (but never above the pool's). Not sent on their own: they go out with the transaction's
+    /// first statement, in one pipeline (`Transaction.run`), and a setting made in a pipeline
+    /// bounds the statements after it in the same pipeline.
     func begin(deadline: ContinuousClock.Instant) -> (statements: [PostgresStatement], statementTimeout: Int64) {
         let (statement, lock) = Self.timeouts(deadline: deadline)
         // A call with its whole budget left gets the pool's own values, which every pool connection
@@ -228,12 +224,11 @@ struct PostgresTransactionRunner: Sendable {
         return .finished(result, reachedServer: true)
     }
 
-    /// Ends a transaction that must not commit. A connection that cannot roll back within a
-    /// second is dropped instead, which rolls back just as well.
+    /// Ends a transaction that must not commit, within the call's deadline (but given at least
+    /// 100 ms, at most 1 s). A connection that cannot roll back by then is dropped instead, which
+    /// rolls back just as well.
     private func rollBack(_ db: PostgresConnection, deadline: ContinuousClock.Instant) {
         guard db.isUsable, db.isInTransaction else { return }
-        // Within the call's deadline where it can (at least 100 ms): past it, the connection is
-        // dropped, which rolls back just as well.
         _ = try? db.executeScript("ROLLBACK", deadline: max(.now + .milliseconds(100), min(deadline, .now + .seconds(1))))
     }
 }

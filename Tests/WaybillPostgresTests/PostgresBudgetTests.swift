@@ -165,9 +165,9 @@ import WaybillTesting
     /// those timeouts); one with less sets both, counted from when the BEGIN is sent.
     @Test func theTimeoutsAreSetOnlyWhenTheCallHasLessThanThePoolsOwn() {
         let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
-        let full = runner.beginStatements(deadline: .now + .seconds(10))
+        let full = runner.begin(deadline: .now + .seconds(10)).statements
         #expect(full.map(\.sql) == ["BEGIN"])
-        let short = runner.beginStatements(deadline: .now + .seconds(2))
+        let short = runner.begin(deadline: .now + .seconds(2)).statements
         #expect(short.count == 2)
         let values = short.last?.arguments.compactMap { try? $0.wireText() }.compactMap { Int($0) } ?? []
         #expect(values.count == 2 && values.allSatisfy { $0 > 1_500 && $0 <= 1_750 }, "\(values)")

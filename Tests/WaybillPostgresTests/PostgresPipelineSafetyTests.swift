@@ -30,6 +30,19 @@ import WaybillTesting
         }
     }
 
+    /// How a 2.5 s call of `body` failed ("" if it did not) while `other` held the rows `locking`
+    /// locks, in a transaction of its own that ends after the call.
+    private static func failure(
+        whileHolding locking: String, on other: PostgresConnection, _ runner: PostgresTransactionRunner,
+        _ session: PostgresSession, _ body: (PostgresOrderStore.Transaction) throws -> Void
+    ) throws -> String {
+        try other.executeScript("BEGIN; \(locking)", deadline: .now + .seconds(5))
+        let result = runner.run(body, on: session, deadline: .now + .milliseconds(2500))
+        try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
+        if case .failure(let error) = result { return "\(error)" }
+        return ""
+    }
+
     /// A statement's first use on a connection prepares it, and a prepare waits for the locks of
     /// its tables (here behind an `ACCESS EXCLUSIVE` lock, as a migration takes). It goes out in
     /// the pipeline after the BEGIN, bounded by the call's own timeouts: the server answers
@@ -75,20 +88,16 @@ import WaybillTesting
     /// timeout ("nothing was written") before the deadline instead of leaving the outcome unknown.
     @Test func aLockWaitAtCommitEndsBeforeTheDeadlineWithNothingWritten() async throws {
         let (message, newest) = try await Self.withSession { session, runner, other in
-            try other.executeScript(
-                "BEGIN; SELECT last_id FROM event_counter WHERE id = 1 FOR UPDATE", deadline: .now + .seconds(5))
             let order = Order(
                 id: OrderID(1), companyID: CompanyID(1), number: "2026/11/0001", title: "x", createdAt: t0,
                 updatedAt: t0)
-            let result = runner.run(
-                { tx in
-                    _ = try tx.execute("SELECT 1")  // BEGIN: the timeouts count from here (about 2.25 s)
-                    Thread.sleep(forTimeInterval: 1.0)
-                    return tx.appendAtCommit([createdEvent(order)])
-                }, on: session, deadline: .now + .milliseconds(2500))
-            try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
-            var message = ""
-            if case .failure(let error) = result { message = "\(error)" }
+            let message = try Self.failure(
+                whileHolding: "SELECT last_id FROM event_counter WHERE id = 1 FOR UPDATE", on: other, runner, session
+            ) { tx in
+                _ = try tx.execute("SELECT 1")  // BEGIN: the timeouts count from here (about 2.25 s)
+                Thread.sleep(forTimeInterval: 1.0)
+                _ = tx.appendAtCommit([createdEvent(order)])  // sent with the COMMIT
+            }
             let newest = try other.queryFirst("SELECT last_id FROM event_counter", deadline: .now + .seconds(5)) {
                 $0.text(0)
             }
@@ -113,18 +122,14 @@ import WaybillTesting
                     return (order, driver.id)
                 }, on: session, deadline: .now + .seconds(5))
             guard case .success(let (order, driver)) = seeded else { return ("seed failed: \(seeded)", "") }
-            try other.executeScript(
-                "BEGIN; SELECT id FROM users WHERE id = \(driver.rawValue) FOR UPDATE", deadline: .now + .seconds(5))
-            let result = runner.run(
-                { tx in
-                    guard var loaded = try tx.order(order.id!, in: order.companyID) else { throw StoreError.notFound }
-                    Thread.sleep(forTimeInterval: 1.0)  // the timeouts sent with the BEGIN: about 2.25 s
-                    loaded.driverID = driver
-                    _ = try tx.updateOrder(loaded)  // deferred to the COMMIT
-                }, on: session, deadline: .now + .milliseconds(2500))
-            try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
-            var message = ""
-            if case .failure(let error) = result { message = "\(error)" }
+            let message = try Self.failure(
+                whileHolding: "SELECT id FROM users WHERE id = \(driver.rawValue) FOR UPDATE", on: other, runner, session
+            ) { tx in
+                guard var loaded = try tx.order(order.id!, in: order.companyID) else { throw StoreError.notFound }
+                Thread.sleep(forTimeInterval: 1.0)  // the timeouts sent with the BEGIN: about 2.25 s
+                loaded.driverID = driver
+                _ = try tx.updateOrder(loaded)  // deferred to the COMMIT
+            }
             let driverAfter = try other.queryFirst(
                 "SELECT coalesce(driver_id::text, 'none') FROM orders WHERE id = \(order.id!.rawValue)",
                 deadline: .now + .seconds(5)
