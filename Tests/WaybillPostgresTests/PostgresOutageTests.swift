@@ -1,8 +1,10 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillDomain
-import WaybillPostgres
+@testable import WaybillPostgres
 import WaybillStorage
+import WaybillStoreTesting
 import WaybillTesting
 
 /// The server goes away under a running store: calls fail with `unavailable` within the 5 s
@@ -125,6 +127,73 @@ extension PostgresOutageTests {
                 throw lastError!
             }
             _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
+        }
+    }
+}
+
+/// Two bounds of the pipelined transaction that only a server frozen mid-call shows.
+extension PostgresOutageTests {
+    /// A closure that runs no statement but appends sends BEGIN, the append and COMMIT in one
+    /// pipeline. If not even the BEGIN of it is answered, the server is taken for gone, as for any
+    /// BEGIN that times out (taken for busy, every later call would wait out its own deadline).
+    @Test func anUnansweredBeginSentWithTheCommitCountsTheServerAsUnreachable() async throws {
+        let server = try await runBlocking { try PostgresServer() }
+        let result = await outcome {
+            let url = try await runBlocking { try server.createDatabase() }
+            let store = try await openStore(url)
+            let order = try await seedOrder(store)
+            try await runBlocking { store.close() }
+            let settings = try PostgresConnectionSettings(url: url, applicationName: "waybill-frozen")
+            let (unavailable, down) = try await runBlocking {
+                let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
+                defer { session.close() }
+                let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+                // The connection is open and answering before the server freezes.
+                _ = try runner.run({ tx in try tx.execute("SELECT 1") }, on: session, deadline: .now + .seconds(5)).get()
+                try server.freeze()
+                defer { try? server.thaw() }
+                let result = runner.run(
+                    { tx in _ = tx.appendAtCommit([createdEvent(order)]) }, on: session, deadline: .now + .seconds(2))
+                return (isUnavailable(result), session.health.isDown)
+            }
+            #expect(unavailable)
+            #expect(down, "the frozen server was taken for busy, not unreachable")
+        }
+        _ = try? await runBlocking { server.remove() }
+        try result.get()
+    }
+
+    /// A closure that throws after its statements ran is rolled back; if the server stops
+    /// answering in between, the ROLLBACK waits at most a second (then the connection is dropped,
+    /// which rolls back as well), and the caller gets the closure's own error, not a hang for the
+    /// call's whole budget.
+    @Test func aRollbackTheServerDoesNotAnswerEndsWithinASecond() async throws {
+        struct Refused: Error {}
+        let inserted = Mutex<CompanyID?>(nil)
+        try await withOwnServer { server, store in
+            _ = try await write(store)
+            let (elapsed, outcome) = await timed {
+                try await store.write { tx in
+                    let company = try tx.insertCompany(name: "Globex")
+                    inserted.withLock { $0 = company.id }
+                    try server.freeze()
+                    throw Refused()
+                }
+            }
+            try await runBlocking { try server.thaw() }
+            if case .failure(let error) = outcome {
+                #expect(error is Refused, "\(error)")
+            } else {
+                Issue.record("the closure's error was lost: \(outcome)")
+            }
+            // The bound is 1 s; the rest is room for a loaded runner. Unbounded, the ROLLBACK
+            // waited out the call's 4.5 s budget.
+            #expect(elapsed < .seconds(3), "\(elapsed)")
+            let id = try #require(inserted.withLock { $0 })
+            let company = try await eventually(timeout: .seconds(15)) {
+                try await store.read { tx in try tx.company(id) }
+            }
+            #expect(company == nil, "the refused write was committed")
         }
     }
 }
