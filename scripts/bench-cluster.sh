@@ -14,6 +14,9 @@
 #   scripts/bench.sh cluster paced RATE SECONDS node2   writes through nginx, every socket on node 1,
 #                                                   node 2 SIGKILLed at 5 s and started again at 15 s
 #
+# WAYBILL_BENCH_PG_STATEMENTS=1 (paced only) loads pg_stat_statements and writes what PostgreSQL ran
+# during the window, by total time, to bench-results/pg-statements-<UTC time>.txt.
+#
 # Results (one JSON line each) are appended to bench-results/results.jsonl, labelled waybill-cluster-….
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +35,9 @@ export WAYBILL_BIN="$BIN"
 STATE="$WAYBILL_CLUSTER_DIR"
 N1=$((WAYBILL_CLUSTER_PORT + 1))
 N2=$((WAYBILL_CLUSTER_PORT + 2))
+
+PG_STATEMENTS="${WAYBILL_BENCH_PG_STATEMENTS:-0}"
+[ "$PG_STATEMENTS" = 1 ] && export WAYBILL_CLUSTER_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 
 cleanup() { "$ROOT/scripts/cluster.sh" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -86,9 +92,9 @@ $(awk '{print $14+$15}' "/proc/$(cat "$STATE/node2.pid")/stat" 2>/dev/null || ec
 $(awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $5+$6}' /proc/stat)"
 }
 
-committed_events() {
-    psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill -qtAc "SELECT last_id FROM event_counter"
-}
+pg_sql() { psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill -qtAc "$1"; }
+
+committed_events() { pg_sql "SELECT last_id FROM event_counter"; }
 
 paced() {  # paced RATE SECONDS [redis|node2]
     local rate="$1" dur="$2" outage="${3:-}" half
@@ -117,6 +123,10 @@ PY
     done
     sleep 2
     local c0 c1 before after killer=""
+    if [ "$PG_STATEMENTS" = 1 ]; then
+        pg_sql "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+        pg_sql "SELECT pg_stat_statements_reset()" >/dev/null
+    fi
     c0="$(committed_events)"
     before="$(cluster_cpu)"
     case "$outage" in
@@ -138,6 +148,13 @@ PY
     wait "${writers[@]}" || true
     [ -n "$killer" ] && { wait "$killer" || true; }
     after="$(cluster_cpu)"
+    if [ "$PG_STATEMENTS" = 1 ]; then
+        local report; report="$OUT/pg-statements-$(date -u +%Y%m%d-%H%M%S).txt"
+        pg_sql "SELECT calls, round(total_exec_time::numeric, 1) AS ms, round((total_exec_time / greatest(calls, 1) * 1000)::numeric, 1) AS us_per_call,
+                       rows, shared_blks_hit + shared_blks_read AS blocks, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+                FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 30" >"$report"
+        echo "PostgreSQL statements: $report" >&2
+    fi
     wait "${drains[@]}" || true
     sleep 1
     c1="$(committed_events)"

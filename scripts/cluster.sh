@@ -64,7 +64,7 @@ start_postgres() {
             || die "initdb failed, see $STATE/pg/initdb.log"
     fi
     as_pg "$bin/pg_ctl" -D "$STATE/pg/data" -l "$STATE/pg/server.log" -w -t 20 \
-        -o "-p $PG_PORT -k $STATE/pg -c listen_addresses=127.0.0.1 -c fsync=on" start >/dev/null \
+        -o "-p $PG_PORT -k $STATE/pg -c listen_addresses=127.0.0.1 -c fsync=on ${WAYBILL_CLUSTER_PG_OPTIONS:-}" start >/dev/null \
         || die "PostgreSQL did not start, see $STATE/pg/server.log"
     as_pg "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U waybill -d postgres -qtAc \
         "SELECT 1 FROM pg_database WHERE datname = 'waybill'" | grep -q 1 \
