@@ -19,7 +19,7 @@ let package = Package(
         .library(
             name: "WaybillFuzzable",
             targets: ["WaybillNetwork", "WaybillRealtime", "WaybillAPI", "WaybillSQLite", "WaybillBroker",
-                      "WaybillStorage", "WaybillDomain", "WaybillObservability"]),
+                      "WaybillStorage", "WaybillDomain", "WaybillObservability", "WaybillJSON"]),
     ],
     targets: [
         // C libraries from the system, each imported by exactly one Swift module.
@@ -42,6 +42,9 @@ let package = Package(
 
         // Pure rules: no I/O, Foundation only.
         .target(name: "WaybillDomain", swiftSettings: swiftSettings),
+        // A strict JSON reader from bytes to a small tree: request bodies and broker batches
+        // (Foundation's JSONDecoder was a large share of both, docs/BENCHMARKS.md).
+        .target(name: "WaybillJSON", swiftSettings: swiftSettings),
         // Storage protocol and its SQLite implementation.
         .target(name: "WaybillStorage", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .target(
@@ -52,7 +55,7 @@ let package = Package(
             name: "WaybillPostgres", dependencies: ["WaybillStorage", "WaybillDomain", "CPostgres"],
             swiftSettings: swiftSettings),
         // Broker protocol and the in-process broker.
-        .target(name: "WaybillBroker", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        .target(name: "WaybillBroker", dependencies: ["WaybillDomain", "WaybillJSON"], swiftSettings: swiftSettings),
         // The Redis pub/sub broker (scale-out): hiredis on its own publisher and subscriber threads.
         .target(
             name: "WaybillRedis", dependencies: ["WaybillBroker", "WaybillDomain", "CHiredis"],
@@ -71,7 +74,7 @@ let package = Package(
             name: "WaybillAPI",
             dependencies: [
                 "WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability",
-                "WaybillRealtime", "CCrypto",
+                "WaybillRealtime", "WaybillJSON", "CCrypto",
             ],
             resources: [.copy("Web")],
             swiftSettings: swiftSettings),
@@ -94,6 +97,7 @@ let package = Package(
             swiftSettings: swiftSettings),
 
         .testTarget(name: "WaybillDomainTests", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
+        .testTarget(name: "WaybillJSONTests", dependencies: ["WaybillJSON"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillSQLiteTests", dependencies: ["WaybillSQLite", "WaybillStorage", "WaybillDomain", "WaybillStoreTesting", "WaybillTesting"],
             swiftSettings: swiftSettings),
@@ -126,7 +130,7 @@ let package = Package(
             name: "WaybillFuzzSeedTests",
             dependencies: ["WaybillAPI", "WaybillNetwork", "WaybillRealtime", "WaybillSQLite", "WaybillBroker",
                            "WaybillStorage", "WaybillDomain", "WaybillObservability", "WaybillClient",
-                           "WaybillTesting"],
+                           "WaybillTesting", "WaybillJSON"],
             exclude: ["Targets/Entry.swift"],
             swiftSettings: swiftSettings),
         // The broker conformance suite (in-process and Redis, one body each) and Redis's own failure tests.

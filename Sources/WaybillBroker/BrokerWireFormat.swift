@@ -1,5 +1,6 @@
 public import Foundation
 public import WaybillDomain
+import WaybillJSON
 
 /// How a batch of committed events crosses a network broker: compact, versioned JSON.
 ///
@@ -48,27 +49,37 @@ public enum BrokerWireFormat {
     }
 
     /// The events of a batch written by `encode`.
+    ///
+    /// Read with `JSONReader` into a small tree, then field by field: every node decodes every
+    /// batch, and Foundation's `JSONDecoder` (which parsed the batch twice, for the version and for
+    /// the events) was about 7 % of a node's CPU at 1 000 writes/s (docs/BENCHMARKS.md). The rules
+    /// are `JSONDecoder`'s for these types: the first member with a key counts, unknown keys are
+    /// ignored, an optional field may be absent or `null`, a number is an integer only if its exact
+    /// value is a whole `Int64`.
     /// - Throws: `BrokerError` naming what is wrong (never the payload itself).
     public static func decode(_ bytes: [UInt8]) throws -> [StoredEvent] {
         guard bytes.count <= maxBytes else { throw BrokerError("batch too large (\(bytes.count) bytes)") }
-        let data = Data(bytes)
-        let decoder = JSONDecoder()
+        let document: JSONValue
         do {
-            let header = try decoder.decode(Header.self, from: data)
-            guard header.v == version else { throw BrokerError("unsupported wire format version \(header.v)") }
-            let events = try decoder.decode(Batch.self, from: data).events.map(\.stored)
-            guard events.count <= maxEvents else { throw BrokerError("batch of \(events.count) events, more than \(maxEvents)") }
-            for (earlier, later) in zip(events, events.dropFirst()) where later.id <= earlier.id {
-                throw BrokerError("event ids not ascending (\(earlier.id), then \(later.id))")
-            }
-            return events
-        } catch let error as BrokerError {
-            throw error
-        } catch let error as DecodingError {
-            throw BrokerError("undecodable batch: \(summary(of: error))")
+            document = try JSONReader.parse(bytes)
         } catch {
-            throw BrokerError("undecodable batch")
+            throw BrokerError("undecodable batch: not JSON")
         }
+        let batch = try WireObject(document, path: "")
+        let v = try batch.integer("v")
+        guard v == Int64(version) else { throw BrokerError("unsupported wire format version \(v)") }
+        let items = try batch.array("events")
+        guard items.count <= maxEvents else { throw BrokerError("batch of \(items.count) events, more than \(maxEvents)") }
+        var events: [StoredEvent] = []
+        events.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            let event = try self.event(WireObject(item, path: "events.\(index)"))
+            if let earlier = events.last, event.id <= earlier.id {
+                throw BrokerError("event ids not ascending (\(earlier.id), then \(event.id))")
+            }
+            events.append(event)
+        }
+        return events
     }
 
     // MARK: Encoding
@@ -137,73 +148,100 @@ public enum BrokerWireFormat {
 
     // MARK: Decoding
 
-    private static func summary(of error: DecodingError) -> String {
-        let (context, what): (DecodingError.Context, String) =
-            switch error {
-            case .dataCorrupted(let c): (c, "invalid")
-            case .keyNotFound(let key, let c): (c, "missing \(key.stringValue)")
-            case .typeMismatch(_, let c): (c, "wrong type")
-            case .valueNotFound(_, let c): (c, "null")
-            @unknown default: (DecodingError.Context(codingPath: [], debugDescription: ""), "invalid")
-            }
-        let path = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        let text = path.isEmpty ? "\(what): \(context.debugDescription)" : "\(what) at \(path)"
-        return String(text.prefix(200))
+    private static func event(_ fields: WireObject) throws -> StoredEvent {
+        let names = try fields.array("groups").enumerated().map { index, value in
+            guard case .string(let name) = value else { throw fields.invalid("groups.\(index)", "wrong type") }
+            return name
+        }
+        let groups = names.compactMap(Group.init(name:))
+        guard !groups.isEmpty, groups.count == names.count else { throw fields.invalid("groups", "bad groups") }
+        guard let type = OrderEventType(rawValue: try fields.string("type")) else { throw fields.invalid("type", "invalid") }
+        guard let newStatus = OrderStatus(rawValue: try fields.string("new_status")) else {
+            throw fields.invalid("new_status", "invalid")
+        }
+        var oldStatus: OrderStatus?
+        if let text = try fields.optionalString("old_status") {
+            guard let status = OrderStatus(rawValue: text) else { throw fields.invalid("old_status", "invalid") }
+            oldStatus = status
+        }
+        let event = OrderEvent(
+            type: type,
+            companyID: CompanyID(try fields.positive("company_id")),
+            orderID: OrderID(try fields.positive("order_id")),
+            number: try fields.string("number"),
+            oldStatus: oldStatus,
+            newStatus: newStatus,
+            driverID: try fields.optionalPositive("driver_id").map(UserID.init),
+            oldDriverID: try fields.optionalPositive("old_driver_id").map(UserID.init),
+            changedAt: try fields.time("changed_at"),
+            groups: groups,
+            seenVersion: try fields.optionalPositive("seen_version").map { Int($0) })
+        return StoredEvent(id: EventID(try fields.positive("id")), event: event, committedAt: try fields.time("committed_at"))
     }
 
-    private struct Header: Decodable { var v: Int }
+    /// The members of one JSON object of a batch, read as `JSONDecoder`'s keyed container would.
+    private struct WireObject {
+        let members: [JSONValue.Member]
+        /// Where the object sits in the batch (`events.3`), for the errors.
+        let path: String
 
-    private struct Batch: Decodable { var events: [WireEvent] }
-
-    private struct WireEvent: Decodable {
-        var stored: StoredEvent
-
-        enum Key: String, CodingKey {
-            case id, type, number, groups
-            case companyID = "company_id", orderID = "order_id", oldStatus = "old_status", newStatus = "new_status"
-            case driverID = "driver_id", oldDriverID = "old_driver_id", changedAt = "changed_at"
-            case committedAt = "committed_at", seenVersion = "seen_version"
+        init(_ value: JSONValue, path: String) throws {
+            guard case .object(let members) = value else {
+                throw BrokerError("undecodable batch: wrong type\(path.isEmpty ? "" : " at \(path)")")
+            }
+            self.members = members
+            self.path = path
         }
 
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: Key.self)
-            func positive(_ key: Key) throws -> Int64 {
-                let value = try c.decode(Int64.self, forKey: key)
-                guard value > 0 else {
-                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "not positive")
-                }
-                return value
-            }
-            func time(_ key: Key) throws -> Date {
-                let value = try c.decode(Int64.self, forKey: key)
-                guard (0...BrokerWireFormat.latestMilliseconds).contains(value) else {
-                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "out of range")
-                }
-                return BrokerWireFormat.date(milliseconds: value)
-            }
-            func optionalPositive(_ key: Key) throws -> Int64? {
-                try c.decodeIfPresent(Int64.self, forKey: key) == nil ? nil : try positive(key)
-            }
-            let names = try c.decode([String].self, forKey: .groups)
-            let groups = names.compactMap(Group.init(name:))
-            guard !groups.isEmpty, groups.count == names.count else {
-                throw DecodingError.dataCorruptedError(forKey: .groups, in: c, debugDescription: "bad groups")
-            }
-            let event = OrderEvent(
-                type: try c.decode(OrderEventType.self, forKey: .type),
-                companyID: CompanyID(try positive(.companyID)),
-                orderID: OrderID(try positive(.orderID)),
-                number: try c.decode(String.self, forKey: .number),
-                oldStatus: try c.decodeIfPresent(OrderStatus.self, forKey: .oldStatus),
-                newStatus: try c.decode(OrderStatus.self, forKey: .newStatus),
-                driverID: try optionalPositive(.driverID).map(UserID.init),
-                oldDriverID: try optionalPositive(.oldDriverID).map(UserID.init),
-                changedAt: try time(.changedAt),
-                groups: groups,
-                seenVersion: try optionalPositive(.seenVersion).map { Int($0) })
-            stored = StoredEvent(
-                id: EventID(try positive(.id)), event: event,
-                committedAt: try time(.committedAt))
+        func invalid(_ key: String, _ what: String) -> BrokerError {
+            BrokerError("undecodable batch: \(what) at \(path.isEmpty ? key : "\(path).\(key)")")
+        }
+
+        /// The first member named `key`; `nil` when absent or `null`.
+        private func value(_ key: String) -> JSONValue? {
+            guard let member = members.first(where: { $0.key == key }), member.value != .null else { return nil }
+            return member.value
+        }
+
+        private func required(_ key: String) throws -> JSONValue {
+            if let value = value(key) { return value }
+            throw invalid(key, members.contains { $0.key == key } ? "null" : "missing")
+        }
+
+        func integer(_ key: String) throws -> Int64 {
+            guard case .integer(let value) = try required(key) else { throw invalid(key, "wrong type") }
+            return value
+        }
+
+        func positive(_ key: String) throws -> Int64 {
+            let value = try integer(key)
+            guard value > 0 else { throw invalid(key, "not positive") }
+            return value
+        }
+
+        func optionalPositive(_ key: String) throws -> Int64? {
+            value(key) == nil ? nil : try positive(key)
+        }
+
+        func string(_ key: String) throws -> String {
+            guard case .string(let value) = try required(key) else { throw invalid(key, "wrong type") }
+            return value
+        }
+
+        func optionalString(_ key: String) throws -> String? {
+            value(key) == nil ? nil : try string(key)
+        }
+
+        func array(_ key: String) throws -> [JSONValue] {
+            guard case .array(let value) = try required(key) else { throw invalid(key, "wrong type") }
+            return value
+        }
+
+        /// Milliseconds since 1970 within years 1970–9999, as the date `decode` gives.
+        func time(_ key: String) throws -> Date {
+            let value = try integer(key)
+            guard (0...BrokerWireFormat.latestMilliseconds).contains(value) else { throw invalid(key, "out of range") }
+            return BrokerWireFormat.date(milliseconds: value)
         }
     }
 }

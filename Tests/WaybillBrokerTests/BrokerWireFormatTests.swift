@@ -166,4 +166,72 @@ struct BrokerWireFormatTests {
         }
         #expect(rejected > 1000)
     }
+
+    /// The decoder that replaced `JSONDecoder` accepts exactly the batches it accepted and reads
+    /// the same events: hand-made variants (member order, duplicate and unknown keys, `null`
+    /// optionals, numbers written otherwise, whitespace), then thousands of random corruptions.
+    @Test func theDecoderAgreesWithJSONDecoderOnEveryBatch() {
+        var accepted = 0
+        func agree(_ bytes: [UInt8]) -> Bool {
+            let new = try? BrokerWireFormat.decode(bytes)
+            let reference = try? ReferenceWireDecoder.decode(bytes)
+            if new != nil { accepted += 1 }
+            return new == reference
+        }
+        let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(1...3)), as: UTF8.self)
+        let id = "\"id\":2,"
+        let status = "\"new_status\""
+        let edits: [(String, String)] = [
+            (id, "\"id\":2,\"id\":9,"),
+            (id, "\"extra\":{\"a\":[1,2.5,null]},\"id\":2,"),
+            (id, "\"id\":2.0,"), (id, "\"id\":2e0,"), (id, "\"id\":20e-1,"), (id, "\"id\":null,"), (id, "\"id\":\"2\","),
+            (status, "\"driver_id\":null,\"old_status\":null," + status),
+            (status, "\"seen_version\":null," + status),
+            (status, "\"old_status\":\"nope\"," + status),
+            (status, "\"old_status\":7," + status),
+            (status, "\"seen_version\":0," + status),
+            ("\"groups\":[", "\"groups\":[null,"),
+            ("\"v\":1", "\"v\":1.0"), ("\"v\":1", "\"v\":true"),
+            (",", " ,\n\t"), (":", "\r: "),
+        ]
+        var variants: [String] = [valid, valid + " ", valid + "x", "\u{FEFF}" + valid]
+        variants += edits.map { valid.replacingOccurrences(of: $0.0, with: $0.1) }
+        // The version last instead of first.
+        let versionLast = valid.replacingOccurrences(of: "{\"v\":1,\"events\":", with: "{\"events\":")
+        variants.append(String(versionLast.dropLast()) + ",\"v\":1}")
+        for variant in variants {
+            #expect(agree(Array(variant.utf8)), "\(variant)")
+        }
+        var random = SeededRandom(seed: 20261204)
+        let bytes = Array(valid.utf8)
+        let alphabet = Array("0123456789-.eE+\"\\,:[]{}nultrfase _xz".utf8)
+        for round in 0..<4000 {
+            var mutated = bytes
+            for _ in 0...(round % 4) {
+                let position = Int(random.next() % UInt64(mutated.count))
+                let byte = alphabet[Int(random.next() % UInt64(alphabet.count))]
+                switch random.next() % 3 {
+                case 0: mutated[position] = byte
+                case 1: mutated.insert(byte, at: position)
+                default: if mutated.count > 1 { mutated.remove(at: position) }
+                }
+            }
+            #expect(agree(mutated), "\(String(decoding: mutated, as: UTF8.self))")
+        }
+        // Not only refusals agree: some corruptions (in a number, a string, whitespace) still decode.
+        #expect(accepted > 100, "\(accepted) accepted")
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so a disagreement found once is found again.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

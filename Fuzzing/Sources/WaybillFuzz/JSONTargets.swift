@@ -1,4 +1,5 @@
 import Foundation
+import WaybillJSON
 @testable import WaybillAPI
 
 extension FuzzTarget {

@@ -1,3 +1,5 @@
+import WaybillJSON
+
 /// The fields of one JSON object in a request body, read with the errors `JSONDecoder` gave.
 ///
 /// Why: docs/BENCHMARKS.md, "JSONDecoder in the write path". These accessors are the few

@@ -1,5 +1,6 @@
 import Foundation
 import WaybillDomain
+import WaybillJSON
 import WaybillNetwork
 
 /// JSON in and out, with the SPEC's conventions: snake_case keys, ISO 8601 UTC milliseconds, explicit nulls.
@@ -8,7 +9,10 @@ enum JSONCoding {
     /// (docs/BENCHMARKS.md: "JSONDecoder in the write path"); a fault throws `BodyError`.
     /// An empty body reads as `null` (so "The body must be a JSON object."), as it did before.
     static func decode<T: JSONBodyDecodable>(_ type: T.Type, from request: HTTPRequest) throws(BodyError) -> T {
-        let value = request.body.isEmpty ? JSONValue.null : try JSONReader.parse(request.body)
+        var value = JSONValue.null
+        if !request.body.isEmpty {
+            do { value = try JSONReader.parse(request.body) } catch { throw .malformed }
+        }
         return try T(body: BodyFields(body: value))
     }
 

@@ -1,11 +1,11 @@
 import Testing
 
-@testable import WaybillAPI
+@testable import WaybillJSON
 
 /// `JSONReader`: RFC 8259 JSON from bytes, strictly (request bodies; docs/BENCHMARKS.md,
 /// "JSONDecoder in the write path").
 @Suite struct JSONReaderTests {
-    private static func parse(_ text: String) throws(BodyError) -> JSONValue { try JSONReader.parse(Array(text.utf8)) }
+    private static func parse(_ text: String) throws(JSONSyntaxError) -> JSONValue { try JSONReader.parse(Array(text.utf8)) }
 
     private static func object(_ members: (String, JSONValue)...) -> JSONValue {
         .object(members.map { JSONValue.Member(key: $0.0, value: $0.1) })
@@ -72,10 +72,10 @@ import Testing
         let limit = JSONReader.maximumDepth
         let deepest = String(repeating: "[", count: limit) + String(repeating: "]", count: limit)
         #expect(throws: Never.self) { try Self.parse(deepest) }
-        #expect(throws: BodyError.malformed) { try Self.parse("[" + deepest + "]") }
+        #expect(throws: JSONSyntaxError()) { try Self.parse("[" + deepest + "]") }
         let objects = String(repeating: #"{"a":"#, count: limit) + "1" + String(repeating: "}", count: limit)
         #expect(throws: Never.self) { try Self.parse(objects) }
-        #expect(throws: BodyError.malformed) { try Self.parse(#"{"a":"# + objects + "}") }
+        #expect(throws: JSONSyntaxError()) { try Self.parse(#"{"a":"# + objects + "}") }
         // Depth is nesting, not a count of containers.
         let wide = "[" + Array(repeating: "[[]]", count: limit * 2).joined(separator: ",") + "]"
         #expect(throws: Never.self) { try Self.parse(wide) }
@@ -94,7 +94,7 @@ import Testing
 
     @Test(arguments: malformedTexts)
     func refusesMalformedText(text: String) {
-        #expect(throws: BodyError.malformed) { try Self.parse(text) }
+        #expect(throws: JSONSyntaxError()) { try Self.parse(text) }
     }
 
     static let malformedBytes: [[UInt8]] = [
@@ -115,6 +115,6 @@ import Testing
 
     @Test(arguments: malformedBytes)
     func refusesMalformedBytes(bytes: [UInt8]) {
-        #expect(throws: BodyError.malformed) { try JSONReader.parse(bytes) }
+        #expect(throws: JSONSyntaxError()) { try JSONReader.parse(bytes) }
     }
 }

@@ -8,7 +8,7 @@
 /// - a number whose exact value is a whole number that `Int64` holds is `.integer` (so `3`, `-0`,
 ///   `3.0` and `3e2` are integers, as `JSONDecoder` reads them for an `Int64` field); any other
 ///   number is `.number` with its text (`1.5`, `1e400`, `9223372036854775808`).
-enum JSONValue: Equatable, Sendable {
+public enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -18,9 +18,14 @@ enum JSONValue: Equatable, Sendable {
     case object([Member])
 
     /// One `"key": value` of an object.
-    struct Member: Equatable, Sendable {
-        var key: String
-        var value: JSONValue
+    public struct Member: Equatable, Sendable {
+        public var key: String
+        public var value: JSONValue
+
+        public init(key: String, value: JSONValue) {
+            self.key = key
+            self.value = value
+        }
     }
 
 }

@@ -1,4 +1,5 @@
-/// A strict RFC 8259 JSON parser from bytes to `JSONValue`, for request bodies.
+/// A strict RFC 8259 JSON parser from bytes to `JSONValue`: request bodies (WaybillAPI) and the
+/// broker's batches (`BrokerWireFormat`).
 ///
 /// Why: docs/BENCHMARKS.md, "JSONDecoder in the write path": Foundation's `JSONDecoder` was one of
 /// the larger user-space costs of each write, and at low rates its large code ran with cold
@@ -14,14 +15,14 @@
 /// - no trailing commas, comments or single quotes;
 /// - at most `maximumDepth` nested arrays and objects (JSONDecoder's limit too), so a hostile body
 ///   cannot exhaust the stack.
-/// Every error is `BodyError.malformed`: a client only learns that the body is not JSON.
-struct JSONReader {
+/// Every error is `JSONSyntaxError`: a client only learns that the body is not JSON.
+public struct JSONReader {
     /// Nested arrays and objects allowed, the outermost counting as 1 (JSONDecoder's limit, 512).
-    static let maximumDepth = 512
+    public static let maximumDepth = 512
 
     /// The value of the whole document `bytes`.
-    static func parse(_ bytes: [UInt8]) throws(BodyError) -> JSONValue {
-        try bytes.withUnsafeBufferPointer { (buffer) throws(BodyError) -> JSONValue in
+    public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONSyntaxError) -> JSONValue in
             var reader = JSONReader(buffer)
             return try reader.document()
         }
@@ -33,7 +34,7 @@ struct JSONReader {
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-    private mutating func document() throws(BodyError) -> JSONValue {
+    private mutating func document() throws(JSONSyntaxError) -> JSONValue {
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF { index = 3 }
         skipWhitespace()
         let value = try self.value()
@@ -42,7 +43,7 @@ struct JSONReader {
         return value
     }
 
-    private mutating func value() throws(BodyError) -> JSONValue {
+    private mutating func value() throws(JSONSyntaxError) -> JSONValue {
         guard index < bytes.count else { throw .malformed }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try object()
@@ -56,7 +57,7 @@ struct JSONReader {
         }
     }
 
-    private mutating func object() throws(BodyError) -> JSONValue {
+    private mutating func object() throws(JSONSyntaxError) -> JSONValue {
         try enter()
         var members: [JSONValue.Member] = []
         skipWhitespace()
@@ -75,7 +76,7 @@ struct JSONReader {
         return leave(.object(members))
     }
 
-    private mutating func array() throws(BodyError) -> JSONValue {
+    private mutating func array() throws(JSONSyntaxError) -> JSONValue {
         try enter()
         var elements: [JSONValue] = []
         skipWhitespace()
@@ -90,7 +91,7 @@ struct JSONReader {
     }
 
     /// Consumes the `[` or `{` at `index`, one level deeper.
-    private mutating func enter() throws(BodyError) {
+    private mutating func enter() throws(JSONSyntaxError) {
         depth += 1
         guard depth <= Self.maximumDepth else { throw .malformed }
         index += 1
@@ -108,7 +109,7 @@ struct JSONReader {
         return true
     }
 
-    private mutating func literal(_ word: StaticString) throws(BodyError) {
+    private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
         let count = word.utf8CodeUnitCount
         guard bytes.count - index >= count else { throw .malformed }
         for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { throw .malformed }
@@ -128,7 +129,7 @@ struct JSONReader {
 
     /// The string whose opening quote is at `index`. Without escapes (the usual case) its bytes
     /// are validated as UTF-8 in place; with escapes they are copied and decoded.
-    private mutating func string() throws(BodyError) -> String {
+    private mutating func string() throws(JSONSyntaxError) -> String {
         index += 1
         let start = index
         while index < bytes.count {
@@ -147,7 +148,7 @@ struct JSONReader {
     }
 
     /// The rest of a string with escapes: `start` is its first byte, `index` at its first `\`.
-    private mutating func escapedString(from start: Int) throws(BodyError) -> String {
+    private mutating func escapedString(from start: Int) throws(JSONSyntaxError) -> String {
         var decoded = Array(bytes[start..<index])
         while index < bytes.count {
             let byte = bytes[index]
@@ -168,7 +169,7 @@ struct JSONReader {
     }
 
     /// One escape after its `\`, appended to `decoded` as UTF-8.
-    private mutating func escape(into decoded: inout [UInt8]) throws(BodyError) {
+    private mutating func escape(into decoded: inout [UInt8]) throws(JSONSyntaxError) {
         guard index < bytes.count else { throw .malformed }
         let letter = bytes[index]
         index += 1
@@ -198,7 +199,7 @@ struct JSONReader {
     }
 
     /// The four hex digits at `index`.
-    private mutating func hexQuad() throws(BodyError) -> UInt16 {
+    private mutating func hexQuad() throws(JSONSyntaxError) -> UInt16 {
         guard bytes.count - index >= 4 else { throw .malformed }
         var value: UInt16 = 0
         for _ in 0..<4 {
@@ -220,7 +221,7 @@ struct JSONReader {
 
     /// The number at `index` (RFC grammar), as `.integer` when its exact value is a whole number
     /// `Int64` holds (`JSONNumberValue`), otherwise as `.number` with its text.
-    private mutating func number() throws(BodyError) -> JSONValue {
+    private mutating func number() throws(JSONSyntaxError) -> JSONValue {
         let start = index
         let negative = bytes[index] == UInt8(ascii: "-")
         if negative { index += 1 }
@@ -263,4 +264,10 @@ struct JSONReader {
         while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
         return index - start
     }
+}
+
+/// The bytes are not one JSON document (the reader says no more: a client learns only that).
+public struct JSONSyntaxError: Error, Equatable {
+    public init() {}
+    static let malformed = JSONSyntaxError()
 }
