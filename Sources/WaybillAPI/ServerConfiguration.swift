@@ -58,6 +58,10 @@ public struct ServerConfiguration: Sendable {
     /// suits one SQLite process (its own commits take the fast path); with several nodes on one
     /// store, followers' commits wait for this poll, so set it short (10–20 ms: one indexed read).
     public var relayPollInterval: Duration = .seconds(1)
+    /// The shortest time between two relay rounds that published (`OutboxRelay.Configuration`):
+    /// zero for one process; a few milliseconds with several nodes, so the leader reads and
+    /// publishes the commits of all of them together instead of one round per commit.
+    public var relayMinimumRoundInterval: Duration = .zero
     /// This node's name among several (e.g. the host name): added to every log line as `node=…`
     /// and exported as `waybill_node_info{node="…"} 1`. `nil` for a single node.
     public var nodeID: String?

@@ -73,7 +73,9 @@ public final class WaybillServer: Sendable {
             tokenLifetime: configuration.tokenLifetime, metrics: metrics)
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
-            configuration: .init(publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval))
+            configuration: .init(
+                publishTimeout: configuration.publishTimeout, pollInterval: configuration.relayPollInterval,
+                minimumRoundInterval: configuration.relayMinimumRoundInterval))
         let localPath = LocalPath()
         let committed: @Sendable ([StoredEvent]) -> Void = { events in
             metrics.eventsCommitted(events.count)

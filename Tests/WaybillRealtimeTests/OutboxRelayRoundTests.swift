@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import WaybillBroker
+import WaybillDomain
+import WaybillRealtime
+import WaybillTesting
+
+/// `minimumRoundInterval`: with several nodes the leader lets commits gather between rounds, so
+/// one store read and one message carry all of them instead of one round per commit.
+@Suite(.timeLimit(.minutes(1)))
+struct OutboxRelayRoundTests {
+    @Test func commitsDuringTheIntervalGoOutTogetherInTheNextRound() async throws {
+        try await withStore { original in
+            let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+            let configuration = OutboxRelay.Configuration(
+                pollInterval: .seconds(3600), minimumRoundInterval: .milliseconds(5))
+            let old = try await original.append(2)
+            let (relay, running) = try await OutboxRelayRewindTests.quietRelay(
+                store, broker, clock, published: old, configuration: configuration)
+            defer { running.cancel() }
+            let before = broker.batchSizes.count
+
+            let first = try await store.append(1)
+            relay.committed(first)
+            #expect(await eventually { broker.batchSizes.count == before + 1 }, "a commit after a quiet spell goes at once")
+            // The round that published it started less than 5 ms ago on the relay's clock.
+            let second = try await store.append(1)
+            relay.committed(second)
+            let third = try await store.append(1)
+            relay.committed(third)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(broker.batchSizes.count == before + 1, "nothing more before the interval is over")
+
+            await clock.advance(by: .milliseconds(5))
+            #expect(await eventually { broker.publishedIDs.count == old.count + 3 })
+            #expect(Array(broker.batchSizes.dropFirst(before)) == [1, 2], "the two later commits in one message")
+            #expect(broker.publishedIDs == (old + first + second + third).map(\.id))
+            running.cancel()
+            await running.value
+        }
+    }
+
+    /// Zero, the default (one process): every commit wakes a round at once.
+    @Test func withoutAnIntervalEachCommitGoesAtOnce() async throws {
+        try await withStore { original in
+            let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+            let old = try await original.append(2)
+            let (relay, running) = try await OutboxRelayRewindTests.quietRelay(
+                store, broker, clock, published: old, configuration: .init(pollInterval: .seconds(3600)))
+            defer { running.cancel() }
+            for _ in 0..<2 {
+                let mine = try await store.append(1)
+                relay.committed(mine)
+                #expect(await eventually { broker.publishedIDs.last == mine.last?.id })
+            }
+            running.cancel()
+            await running.value
+        }
+    }
+}
