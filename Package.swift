@@ -67,7 +67,9 @@ let package = Package(
         // The live path: outbox relay (under a lease), hub feed (gaps, broker down, rewind), hub and its per-socket protocol.
         .target(
             name: "WaybillRealtime",
-            dependencies: ["WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
+            dependencies: [
+                "WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability", "WaybillJSON",
+            ],
             swiftSettings: swiftSettings),
         // REST API, auth, metrics endpoint: the server application.
         .target(
@@ -122,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "WaybillRealtimeTests",
             dependencies: ["WaybillRealtime", "WaybillTesting", "WaybillDomain", "WaybillStorage", "WaybillSQLite",
-                           "WaybillBroker", "WaybillNetwork", "WaybillObservability"],
+                           "WaybillBroker", "WaybillNetwork", "WaybillObservability", "WaybillJSON"],
             swiftSettings: swiftSettings),
         // The fuzz targets (Fuzzing/, through the `Targets` link) replaying their seed corpus: the
         // harness is built with every `make test`, and each seed is a regression test.
@@ -136,7 +138,7 @@ let package = Package(
         // The broker conformance suite (in-process and Redis, one body each) and Redis's own failure tests.
         .testTarget(
             name: "WaybillBrokerTests",
-            dependencies: ["WaybillBroker", "WaybillRedis", "WaybillDomain", "WaybillTesting"],
+            dependencies: ["WaybillBroker", "WaybillRedis", "WaybillDomain", "WaybillTesting", "WaybillJSON"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),

@@ -17,6 +17,13 @@ public enum JSONValue: Equatable, Sendable {
     case array([JSONValue])
     case object([Member])
 
+    /// The value of this object's first member named `key` (the member `JSONDecoder` reads when
+    /// a key repeats); `nil` when there is none or this is not an object.
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.key == key }?.value
+    }
+
     /// One `"key": value` of an object.
     public struct Member: Equatable, Sendable {
         public var key: String

@@ -1,5 +1,5 @@
-import Foundation
 import WaybillDomain
+import WaybillJSON
 
 /// Client → server frames (SPEC §4): `{"type":"ping"}`, and from drivers
 /// `{"type":"seen","orders":[{"id":42,"version":5}]}`. Anything else is ignored.
@@ -14,21 +14,30 @@ enum ClientFrame: Equatable {
     /// Entries of one `seen` frame beyond this are ignored (a 4 KiB frame holds about 120).
     static let maxSeenOrders = 100
 
+    /// Read with `JSONReader` (a driver sends a `seen` frame for each change it shows, so this
+    /// runs about once per event a driver gets), by `JSONDecoder`'s rules for the types it
+    /// replaced: the first member of a key counts, unknown keys are ignored, an integer is a number
+    /// whose exact value is whole.
     static func parse(_ text: String) -> ClientFrame {
         // The common case costs a string comparison, no JSON parse.
         if text == #"{"type":"ping"}"# { return .ping }
-        guard text.utf8.count <= 8192, let data = text.data(using: .utf8),
-            let head = try? JSONDecoder().decode(Head.self, from: data)
+        guard text.utf8.count <= 8192, let frame = try? JSONReader.parse(Array(text.utf8)),
+            case .string(let type)? = frame["type"]
         else { return .ignored }
-        switch head.type {
+        switch type {
         case "ping":
             return .ping
         case "seen":
-            // Strict: one entry that is not {"id": <integer>, "version": <integer>} voids the frame.
-            guard let frame = try? JSONDecoder().decode(Seen.self, from: data) else { return .ignored }
-            let reports = frame.orders.prefix(maxSeenOrders).compactMap { entry -> SeenReport? in
-                guard entry.id > 0, entry.version > 0, entry.version <= Int(Int32.max) else { return nil }
-                return SeenReport(orderID: OrderID(entry.id), version: entry.version)
+            // Strict: one entry that is not {"id": <integer>, "version": <integer>} voids the frame,
+            // even past the first `maxSeenOrders`.
+            guard case .array(let entries)? = frame["orders"] else { return .ignored }
+            var reports: [SeenReport] = []
+            for (index, entry) in entries.enumerated() {
+                guard case .integer(let id)? = entry["id"], case .integer(let version)? = entry["version"] else {
+                    return .ignored
+                }
+                guard index < maxSeenOrders, id > 0, version > 0, version <= Int64(Int32.max) else { continue }
+                reports.append(SeenReport(orderID: OrderID(id), version: Int(version)))
             }
             return reports.isEmpty ? .ignored : .seen(reports)
         default:
@@ -37,14 +46,4 @@ enum ClientFrame: Equatable {
     }
 
     static func isPing(_ text: String) -> Bool { parse(text) == .ping }
-
-    private struct Head: Decodable { var type: String }
-
-    private struct Seen: Decodable {
-        struct Entry: Decodable {
-            var id: Int64
-            var version: Int
-        }
-        var orders: [Entry]
-    }
 }
