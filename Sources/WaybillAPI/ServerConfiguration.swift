@@ -59,8 +59,9 @@ public struct ServerConfiguration: Sendable {
     /// store, followers' commits wait for this poll, so set it short (10–20 ms: one indexed read).
     public var relayPollInterval: Duration = .seconds(1)
     /// The shortest time between two relay rounds that published (`OutboxRelay.Configuration`):
-    /// zero for one process; a few milliseconds with several nodes, so the leader reads and
-    /// publishes the commits of all of them together instead of one round per commit.
+    /// zero alone on SQLite (every commit is handed to the relay); `ServeCommand` sets 5 ms with
+    /// `--database-url` (a shared store, one node or several), so the leader reads and publishes
+    /// the commits of all nodes together instead of one round per commit.
     public var relayMinimumRoundInterval: Duration = .zero
     /// This node's name among several (e.g. the host name): added to every log line as `node=…`
     /// and exported as `waybill_node_info{node="…"} 1`. `nil` for a single node.

@@ -52,10 +52,12 @@ public enum BrokerWireFormat {
     ///
     /// Read with `JSONReader` into a small tree, then field by field: every node decodes every
     /// batch, and Foundation's `JSONDecoder` (which parsed the batch twice, for the version and for
-    /// the events) was about 7 % of a node's CPU at 1 000 writes/s (docs/BENCHMARKS.md). The rules
+    /// the events) was about 10 % of a node's CPU at 1 000 writes/s (docs/BENCHMARKS.md). The rules
     /// are `JSONDecoder`'s for these types: the first member with a key counts, unknown keys are
-    /// ignored, an optional field may be absent or `null`, a number is an integer only if its exact
-    /// value is a whole `Int64`.
+    /// ignored, an optional field may be absent or `null`. Where `JSONDecoder` was looser it is
+    /// strict (docs/DESIGN.md): only RFC 8259 JSON in UTF-8 (no trailing comma, no UTF-16/32), and
+    /// a number is an integer only if its exact value is a whole `Int64` (`JSONDecoder` rounded
+    /// through `Double`). No node writes anything these rules refuse.
     /// - Throws: `BrokerError` naming what is wrong (never the payload itself).
     public static func decode(_ bytes: [UInt8]) throws -> [StoredEvent] {
         guard bytes.count <= maxBytes else { throw BrokerError("batch too large (\(bytes.count) bytes)") }

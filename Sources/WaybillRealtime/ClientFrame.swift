@@ -16,8 +16,9 @@ enum ClientFrame: Equatable {
 
     /// Read with `JSONReader` (a driver sends a `seen` frame for each change it shows, so this
     /// runs about once per event a driver gets), by `JSONDecoder`'s rules for the types it
-    /// replaced: the first member of a key counts, unknown keys are ignored, an integer is a number
-    /// whose exact value is whole.
+    /// replaced: the first member of a key counts, unknown keys are ignored. Stricter where it was
+    /// looser (docs/DESIGN.md): a frame that is not RFC 8259 JSON (a trailing comma) is ignored, and
+    /// an integer is a number whose exact value is whole (`JSONDecoder` rounded through `Double`).
     static func parse(_ text: String) -> ClientFrame {
         // The common case costs a string comparison, no JSON parse.
         if text == #"{"type":"ping"}"# { return .ping }

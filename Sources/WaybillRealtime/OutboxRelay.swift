@@ -56,7 +56,8 @@ public final class OutboxRelay: Sendable {
         public var historyCheckInterval: Duration = .seconds(1)
         /// The shortest time from the start of a round that published to the start of the next:
         /// commits that arrive meanwhile go out together, one store read and one message for all of
-        /// them. Zero (one process) runs a round as soon as a commit wakes it. A cluster sets a few
+        /// them. Zero (the default; one SQLite process) runs a round as soon as a commit wakes it.
+        /// On a shared database (`waybill serve --database-url`) the server sets a few
         /// milliseconds: at 1 000 writes/s over two nodes the leader otherwise ran about 360 rounds
         /// a second, most of them a store read (the other node's commits sit between its own) and a
         /// publish for one or two events, about 0.4 ms of its CPU each (docs/BENCHMARKS.md).
@@ -208,7 +209,11 @@ public final class OutboxRelay: Sendable {
                     let rest = configuration.minimumRoundInterval - (elapsed() - roundStart)
                     if rest > .zero { try? await clock.sleep(for: rest) }
                 }
-                let timeout = cursor != persisted ? configuration.persistInterval : configuration.pollInterval
+                // An unsaved cursor wakes the relay to save it, but never later than the next poll:
+                // other nodes' commits are found only by the poll.
+                let timeout =
+                    cursor != persisted
+                    ? min(configuration.persistInterval, configuration.pollInterval) : configuration.pollInterval
                 await wake.wait(timeout: timeout, now: elapsed(), clock: clock)
             } catch {
                 failures += 1

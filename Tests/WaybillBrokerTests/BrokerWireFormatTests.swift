@@ -3,6 +3,7 @@ import Testing
 import WaybillBroker
 import WaybillDomain
 import WaybillJSON
+import WaybillTesting
 
 struct BrokerWireFormatTests {
     @Test func roundTripKeepsEveryField() throws {
@@ -168,18 +169,22 @@ struct BrokerWireFormatTests {
         #expect(rejected > 1000)
     }
 
-    /// The decoder that replaced `JSONDecoder` accepts exactly the JSON batches it accepted and
-    /// reads the same events, and refuses what is not JSON: hand-made variants (member order, duplicate and unknown keys, `null`
-    /// optionals, numbers written otherwise, whitespace), then thousands of random corruptions.
+    /// The decoder that replaced `JSONDecoder` reads every batch as it did — same refusals, same
+    /// events — except in the categories of `KnownJSONDifference` (a trailing comma, UTF-16/32,
+    /// numbers past `Double`'s exactness), where it must refuse what is not RFC 8259 JSON: hand-made
+    /// variants (member order, duplicate and unknown keys, `null` optionals, numbers written
+    /// otherwise, whitespace), then thousands of random corruptions.
     @Test func theDecoderAgreesWithJSONDecoderOnEveryBatch() {
         var accepted = 0
-        // What is not JSON (RFC 8259) is refused; `JSONDecoder` took some of it (a trailing comma),
-        // which no node ever wrote.
         func agree(_ bytes: [UInt8]) -> Bool {
             let new = try? BrokerWireFormat.decode(bytes)
             if new != nil { accepted += 1 }
-            if (try? JSONReader.parse(bytes)) == nil { return new == nil }
-            return new == (try? ReferenceWireDecoder.decode(bytes))
+            if new == (try? ReferenceWireDecoder.decode(bytes)) { return true }
+            switch KnownJSONDifference.of(bytes) {
+            case .trailingComma?, .notUTF8?: return new == nil
+            case .inexactNumber?: return true
+            case nil: return false
+            }
         }
         let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(1...3)), as: UTF8.self)
         let id = "\"id\":2,"
@@ -223,6 +228,33 @@ struct BrokerWireFormatTests {
         }
         // Not only refusals agree: some corruptions (in a number, a string, whitespace) still decode.
         #expect(accepted > 100, "\(accepted) accepted")
+    }
+
+    /// Numbers are read exactly, not through `Double`: an id that is not a whole `Int64` is refused
+    /// even where `JSONDecoder` rounded it to one, and a whole one is read even where `Double`
+    /// rounded it past `Int64`. UTF-16 batches, which no node writes, are refused.
+    @Test func numbersAreReadExactlyWhereJSONDecoderRounded() throws {
+        let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(1...3)), as: UTF8.self)
+        for (number, exact) in [
+            ("3.0000000000000001", nil), ("3.00000000000000000000000001e0", nil), ("9007199254740993.5", nil),
+            ("9223372036854775807.0", Int64.max),
+        ] {
+            // The last event's id, so a larger one keeps the ids ascending.
+            let batch = Array(valid.replacingOccurrences(of: "\"id\":3,", with: "\"id\":\(number),").utf8)
+            #expect(KnownJSONDifference.of(batch) == .inexactNumber)
+            let read = try? BrokerWireFormat.decode(batch)
+            #expect(read?[2].id.rawValue == exact, "\(number)")
+            #expect((read == nil) != (exact != nil), "\(number): refused exactly when not a whole Int64")
+            let rounded = try? ReferenceWireDecoder.decode(batch)
+            #expect((rounded == nil) == (exact != nil), "\(number): JSONDecoder rounded it the other way")
+        }
+        // `JSONDecoder` reads an exponent past Double's range as 0 (or infinity).
+        #expect(KnownJSONDifference.of(Array("[1e-400]".utf8)) == .inexactNumber)
+        #expect(KnownJSONDifference.of(Array("[1e-300,3.00000000000001,\"1e-400,\"]".utf8)) == nil)
+        let utf16 = Array(valid.utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+        #expect(KnownJSONDifference.of(utf16) == .notUTF8)
+        #expect((try? ReferenceWireDecoder.decode(utf16)) != nil, "JSONDecoder reads UTF-16")
+        #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(utf16) }
     }
 }
 

@@ -3,6 +3,7 @@ import Testing
 import WaybillBroker
 import WaybillDomain
 import WaybillRealtime
+import WaybillStorage
 import WaybillTesting
 
 /// `minimumRoundInterval`: with several nodes the leader lets commits gather between rounds, so
@@ -53,6 +54,51 @@ struct OutboxRelayRoundTests {
                 relay.committed(mine)
                 #expect(await eventually { broker.publishedIDs.last == mine.last?.id })
             }
+            running.cancel()
+            await running.value
+        }
+    }
+}
+
+/// A cursor not yet saved must not stretch the wait for the next poll: another node's commits are
+/// found only by the poll, and with `pollInterval` 10 ms and `persistInterval` 100 ms a follower's
+/// commit once waited for the save (up to 100 ms) instead of the poll.
+@Suite(.timeLimit(.minutes(1)))
+struct OutboxRelayPollTests {
+    @Test func anotherNodesCommitIsFoundAtThePollWhileTheCursorWaitsToBeSaved() async throws {
+        try await withStore { original in
+            let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
+            let configuration = OutboxRelay.Configuration(pollInterval: .milliseconds(10))
+            #expect(configuration.persistInterval == .milliseconds(100))
+            let old = try await original.append(2)
+            let (relay, running) = try await OutboxRelayRewindTests.quietRelay(
+                store, broker, clock, published: old, configuration: configuration)
+            defer { running.cancel() }
+
+            // Two of this node's commits at one instant: the second round's cursor is not saved
+            // (the last save is less than `persistInterval` ago).
+            for _ in 0..<2 {
+                let mine = try await store.append(1)
+                relay.committed(mine)
+                #expect(await eventually { broker.publishedIDs.last == mine.last?.id })
+            }
+            // Let the timer armed before these rounds (a poll's) fire first: the wait that follows
+            // arms its own.
+            #expect(await eventually { !clock.deadlines.isEmpty }, "the relay waits on the clock")
+            await clock.advance(by: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(try await store.read { tx in try tx.relayedThrough() } != broker.publishedIDs.last)
+
+            // Another node's commit: nothing hands it over, only the poll reads it.
+            let theirs = try await original.append(1)
+            var advanced = Duration.zero
+            while broker.publishedIDs.last != theirs.last?.id, advanced < .milliseconds(60) {
+                #expect(await eventually { !clock.deadlines.isEmpty }, "the relay waits on the clock")
+                await clock.advance(by: .milliseconds(10))
+                advanced += .milliseconds(10)
+                _ = await eventually(timeout: .milliseconds(300)) { broker.publishedIDs.last == theirs.last?.id }
+            }
+            #expect(broker.publishedIDs.last == theirs.last?.id, "found by a poll, within 60 ms on the relay's clock")
             running.cancel()
             await running.value
         }

@@ -1,0 +1,63 @@
+/// Where `JSONReader` (strict RFC 8259, exact numbers) is allowed to read a document differently
+/// from Foundation's `JSONDecoder`, which it replaced for broker batches and socket frames.
+///
+/// Why: the tests that compare the two parsers on thousands of corrupted documents must see a
+/// wrong refusal as a failure, not excuse every refusal as "not JSON". Only these categories may
+/// differ (docs/DESIGN.md, "Decisions where the SPEC is silent"):
+/// - `trailingComma`: `[1,]`, `{"a":1,}` — not JSON; `JSONDecoder` takes them.
+/// - `notUTF8`: UTF-16 or UTF-32 text (a NUL byte, or a UTF-16 byte order mark) — the SPEC says
+///   UTF-8; `JSONDecoder` detects the other encodings.
+/// - `inexactNumber`: a number with a fraction or an exponent and more than 15 significant digits
+///   or an exponent past ±300. `JSONDecoder` reads such a number through `Double`, so it takes
+///   `2.0000000000000001` as 2 and `1e-400` as 0, and refuses `9223372036854775807.0` (rounded
+///   past `Int64`); `JSONReader` computes the exact value and does the opposite. Below 16
+///   significant digits a `Double` keeps whether the value is whole, so both agree there.
+public enum KnownJSONDifference: Equatable, Sendable {
+    case trailingComma, notUTF8, inexactNumber
+
+    /// The first category `bytes` falls in, scanning outside strings; `nil` when the two parsers
+    /// must agree on it.
+    public static func of(_ bytes: [UInt8]) -> KnownJSONDifference? {
+        if bytes.contains(0) || bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) { return .notUTF8 }
+        var index = 0, inString = false
+        while index < bytes.count {
+            let byte = bytes[index]
+            if inString {
+                if byte == UInt8(ascii: "\\") { index += 1 } else if byte == UInt8(ascii: "\"") { inString = false }
+                index += 1
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+            case UInt8(ascii: ","):
+                var next = index + 1
+                while next < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[next]) { next += 1 }
+                if next < bytes.count, bytes[next] == UInt8(ascii: "]") || bytes[next] == UInt8(ascii: "}") {
+                    return .trailingComma
+                }
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                var end = index
+                while end < bytes.count, Array("0123456789+-.eE".utf8).contains(bytes[end]) { end += 1 }
+                if inexact(bytes[index..<end]) { return .inexactNumber }
+                index = end
+                continue
+            default:
+                break
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func inexact(_ token: ArraySlice<UInt8>) -> Bool {
+        guard token.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") })
+        else { return false }
+        let mantissa = token.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+        let digits = mantissa.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        let significant = digits.drop { $0 == UInt8(ascii: "0") }.reversed().drop { $0 == UInt8(ascii: "0") }
+        if significant.count > 15 { return true }
+        let exponent = token.dropFirst(mantissa.count + 1).filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        return exponent.count > 3 || (Int(String(decoding: exponent, as: UTF8.self)) ?? 0) > 300
+    }
+}
