@@ -11,7 +11,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
 BUILD="$ROOT/.build-fuzz"
-ALL="chunked-body http-response http-wire api-request router order-list-query if-match json-bodies json-reader ws-handshake ws-client-frame server-frame"
+ALL="chunked-body http-response http-wire api-request router order-list-query if-match json-bodies json-reader ws-handshake ws-client-frame server-frame broker-batch"
 
 if [ "${1:-}" = --list ]; then echo "$ALL" | tr ' ' '\n'; exit 0; fi
 TARGETS="${*:-$ALL}"

@@ -26,6 +26,7 @@ extension FuzzTarget {
         .webSocketHandshake,
         .clientFrame,
         .serverFrame,
+        .brokerBatch,
     ]
 
     static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
