@@ -14,6 +14,9 @@
 #   scripts/bench.sh cluster paced RATE SECONDS node2   writes through nginx, every socket on node 1,
 #                                                   node 2 SIGKILLed at 5 s and started again at 15 s
 #
+# WAYBILL_BENCH_CLUSTER_WRITE_NODES="2" (paced only; default "1 2") sends every write to node 2 at the
+# whole rate: node 1 starts first and leads the relay, so every event is then a follower's commit,
+# found by the leader's poll (the result line says which node led).
 # WAYBILL_BENCH_PG_STATEMENTS=1 (paced only) loads pg_stat_statements and writes what PostgreSQL ran
 # during the window, by total time, to bench-results/pg-statements-<UTC time>.txt.
 #
@@ -97,9 +100,11 @@ pg_sql() { psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill
 committed_events() { pg_sql "SELECT last_id FROM event_counter"; }
 
 paced() {  # paced RATE SECONDS [redis|node2]
-    local rate="$1" dur="$2" outage="${3:-}" half
+    local rate="$1" dur="$2" outage="${3:-}" half write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
     case "$outage" in redis|node2|"") ;; *) echo "paced: the outage is redis or node2" >&2; exit 2 ;; esac
-    half="$(python3 -c "print($rate / 2)")"
+    case "$write_nodes" in "1 2"|1|2) ;; *) echo "paced: WAYBILL_BENCH_CLUSTER_WRITE_NODES is \"1 2\", 1 or 2" >&2; exit 2 ;; esac
+    # The rate each writer sends (the name stays from when there were always two).
+    half="$(python3 -c "print($rate / len('$write_nodes'.split()))")"
     python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" <<'PY'
 import json, sys
 fx = json.load(open(sys.argv[1])); state = sys.argv[2]; outage = sys.argv[5]
@@ -136,7 +141,7 @@ PY
             killer=$! ;;
     esac
     local writers=() port
-    for n in 1 2; do
+    for n in $write_nodes; do
         port=$N1; [ "$n" = 2 ] && port=$N2
         # Through nginx when a node is killed: it sends each request to a live node.
         [ "$outage" = node2 ] && port=$WAYBILL_CLUSTER_PORT
@@ -159,15 +164,18 @@ PY
     sleep 1
     c1="$(committed_events)"
     cat "$STATE/drain1.err" "$STATE/drain2.err" >&2
-    python3 - "$STATE" "$before" "$after" "$dur" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" "$outage" <<'PY' | tee -a "$OUT/results.jsonl"
+    local leader=""
+    grep -q 'outbox relay leads' "$STATE/node1.log" && leader="node1"
+    grep -q 'outbox relay leads' "$STATE/node2.log" && leader="$leader${leader:+ }node2"
+    python3 - "$STATE" "$before" "$after" "$dur" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" "$outage" "$write_nodes" "$leader" <<'PY' | tee -a "$OUT/results.jsonl"
 import json, re, sys
-state, outage = sys.argv[1], sys.argv[9]
+state, outage, write_nodes, leader = sys.argv[1], sys.argv[9], sys.argv[10].split(), sys.argv[11]
 b, a = [list(map(float, x.split())) for x in sys.argv[2:4]]
 dur, rate, tck = float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 committed = int(sys.argv[8]) - int(sys.argv[7])
 drains = [json.loads(open(f"{state}/drain{n}.out").read().strip().splitlines()[-1]) for n in (1, 2)]
 writes, errors, answers = 0, 0, []
-for n in (1, 2):
+for n in map(int, write_nodes):
     wrk = open(f"{state}/wrk{n}.txt").read()
     m = re.search(r"(\d+) requests in ([\d.]+)s", wrk)
     s = re.search(r"errors: (\d+) of \d+; answer p50 ([\d.]+) ms, p99 ([\d.]+) ms", wrk)
@@ -180,7 +188,9 @@ per_write = lambda i: round((a[i] - b[i]) / tck * 1e6 / committed, 1) if committ
 # PostgreSQL's figure sums the backends alive at both samples: a node killed mid-run takes its
 # backends' ticks with it, so that figure (and node 2's, another process after its restart) is left out.
 pg_cpu = None if outage == "node2" else per_write(3)
-print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-killed" if outage else ""),
+print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-killed" if outage else "")
+    + ("" if write_nodes == ["1", "2"] else f"-writes-node{write_nodes[0]}"),
+    "write_nodes": write_nodes, "relay_leader": leader,
     "offered_writes_per_s": rate, "duration_s": dur, "writes": writes,
     "writes_per_s": round(writes / dur, 1), "write_errors": errors, "answer_ms": answers,
     "events_committed": committed, "committed_per_s": round(committed / dur, 1), "event_frames": frames,
