@@ -210,20 +210,10 @@ struct BrokerWireFormatTests {
         for variant in variants {
             #expect(agree(Array(variant.utf8)), "\(variant)")
         }
-        var random = SeededRandom(seed: 20261204)
+        var random = SeededGenerator(seed: 20261204)
         let bytes = Array(valid.utf8)
-        let alphabet = Array("0123456789-.eE+\"\\,:[]{}nultrfase _xz".utf8)
         for round in 0..<4000 {
-            var mutated = bytes
-            for _ in 0...(round % 4) {
-                let position = Int(random.next() % UInt64(mutated.count))
-                let byte = alphabet[Int(random.next() % UInt64(alphabet.count))]
-                switch random.next() % 3 {
-                case 0: mutated[position] = byte
-                case 1: mutated.insert(byte, at: position)
-                default: if mutated.count > 1 { mutated.remove(at: position) }
-                }
-            }
+            let mutated = random.corrupted(bytes, edits: 1 + round % 4)
             #expect(agree(mutated), "\(String(decoding: mutated, as: UTF8.self))")
         }
         // Not only refusals agree: some corruptions (in a number, a string, whitespace) still decode.
@@ -255,18 +245,5 @@ struct BrokerWireFormatTests {
         #expect(KnownJSONDifference.of(utf16) == .notUTF8)
         #expect((try? ReferenceWireDecoder.decode(utf16)) != nil, "JSONDecoder reads UTF-16")
         #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(utf16) }
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a disagreement found once is found again.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

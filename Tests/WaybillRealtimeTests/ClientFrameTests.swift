@@ -101,21 +101,11 @@ extension ClientFrameTests {
         }
         #expect(ClientFrame.parse(#"{"type":"ping",}"#) == .ignored, "not JSON (JSONDecoder took it)")
         let long = "{\"type\":\"seen\",\"orders\":[" + (1...120).map { "{\"id\":\($0),\"version\":1}" }.joined(separator: ",") + "]}"
-        var random = SplitMix(state: 20_261_204)
-        let alphabet = Array("0123456789-.eE+\"\\,:[]{}nultrfase _xz".utf8)
+        var random = SeededGenerator(seed: 20_261_204)
         var seenAccepted = 0
         for base in [#"{"type":"ping","x":[1]}"#, seen, long] {
             for round in 0..<1500 {
-                var bytes = Array(base.utf8)
-                for _ in 0...(round % 3) {
-                    let position = Int(random.next() % UInt64(bytes.count))
-                    let byte = alphabet[Int(random.next() % UInt64(alphabet.count))]
-                    switch random.next() % 3 {
-                    case 0: bytes[position] = byte
-                    case 1: bytes.insert(byte, at: position)
-                    default: if bytes.count > 1 { bytes.remove(at: position) }
-                    }
-                }
+                let bytes = random.corrupted(Array(base.utf8), edits: 1 + round % 3)
                 let text = String(decoding: bytes, as: UTF8.self)
                 let parsed = ClientFrame.parse(text)
                 if case .seen = parsed { seenAccepted += 1 }
@@ -131,17 +121,5 @@ extension ClientFrameTests {
             }
         }
         #expect(seenAccepted > 50, "\(seenAccepted) corrupted seen frames still read")
-    }
-}
-
-/// A small deterministic generator, so a disagreement found once is found again.
-private struct SplitMix {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
