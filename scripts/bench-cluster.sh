@@ -18,7 +18,8 @@
 # whole rate: node 1 starts first and leads the relay, so every event is then a follower's commit,
 # found by the leader's poll (the result line says which node led).
 # WAYBILL_BENCH_PG_STATEMENTS=1 (paced only) loads pg_stat_statements and writes what PostgreSQL ran
-# during the window, by total time, to bench-results/pg-statements-<UTC time>.txt.
+# during the window, by total time, to bench-results/pg-statements-<UTC time>.txt. The statistics
+# cost PostgreSQL CPU: compare the CPU figures only of runs without them.
 #
 # Results (one JSON line each) are appended to bench-results/results.jsonl, labelled waybill-cluster-….
 set -euo pipefail
