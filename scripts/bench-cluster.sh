@@ -16,7 +16,8 @@
 #
 # WAYBILL_BENCH_CLUSTER_WRITE_NODES="2" (paced only; default "1 2") sends every write to node 2 at the
 # whole rate: node 1 starts first and leads the relay, so every event is then a follower's commit,
-# found by the leader's poll (the result line says which node led).
+# found by the leader's poll. The result line's relay_leader names every node that logged taking the
+# lease since the cluster started (one name unless the lease moved).
 # WAYBILL_BENCH_PG_STATEMENTS=1 (paced only) loads pg_stat_statements and writes what PostgreSQL ran
 # during the window, by total time, to bench-results/pg-statements-<UTC time>.txt. The statistics
 # cost PostgreSQL CPU: compare the CPU figures only of runs without them.
@@ -104,6 +105,9 @@ paced() {  # paced RATE SECONDS [redis|node2]
     local rate="$1" dur="$2" outage="${3:-}" half write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
     case "$outage" in redis|node2|"") ;; *) echo "paced: the outage is redis or node2" >&2; exit 2 ;; esac
     case "$write_nodes" in "1 2"|1|2) ;; *) echo "paced: WAYBILL_BENCH_CLUSTER_WRITE_NODES is \"1 2\", 1 or 2" >&2; exit 2 ;; esac
+    if [ "$outage" = node2 ] && [ "$write_nodes" != "1 2" ]; then
+        echo "paced: with node 2 killed every write goes through nginx; WAYBILL_BENCH_CLUSTER_WRITE_NODES does not apply" >&2; exit 2
+    fi
     # The rate each writer sends (the name stays from when there were always two).
     half="$(python3 -c "print($rate / len('$write_nodes'.split()))")"
     python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" <<'PY'

@@ -56,8 +56,9 @@ public enum BrokerWireFormat {
     /// are `JSONDecoder`'s for these types: the first member with a key counts, unknown keys are
     /// ignored, an optional field may be absent or `null`. Where `JSONDecoder` was looser it is
     /// strict (docs/DESIGN.md): only RFC 8259 JSON in UTF-8 (no trailing comma, no UTF-16/32), and
-    /// a number is an integer only if its exact value is a whole `Int64` (`JSONDecoder` rounded
-    /// through `Double`). No node writes anything these rules refuse.
+    /// a number is an integer only if its exact value is a whole `Int64` (`JSONDecoder` read long
+    /// fractions with limited precision, so it took `2.0000000000000001` as 2 and refused
+    /// `9223372036854775807.0`). No node writes anything these rules refuse.
     /// - Throws: `BrokerError` naming what is wrong (never the payload itself).
     public static func decode(_ bytes: [UInt8]) throws -> [StoredEvent] {
         guard bytes.count <= maxBytes else { throw BrokerError("batch too large (\(bytes.count) bytes)") }

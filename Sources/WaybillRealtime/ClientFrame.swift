@@ -18,7 +18,8 @@ enum ClientFrame: Equatable {
     /// runs about once per event a driver gets), by `JSONDecoder`'s rules for the types it
     /// replaced: the first member of a key counts, unknown keys are ignored. Stricter where it was
     /// looser (docs/DESIGN.md): a frame that is not RFC 8259 JSON (a trailing comma) is ignored, and
-    /// an integer is a number whose exact value is whole (`JSONDecoder` rounded through `Double`).
+    /// an integer is a number whose exact value is whole (`JSONDecoder` read long fractions with
+    /// limited precision, taking `42.0000000000000001` as 42).
     static func parse(_ text: String) -> ClientFrame {
         // The common case costs a string comparison, no JSON parse.
         if text == #"{"type":"ping"}"# { return .ping }

@@ -179,10 +179,16 @@ struct BrokerWireFormatTests {
         func agree(_ bytes: [UInt8]) -> Bool {
             let new = try? BrokerWireFormat.decode(bytes)
             if new != nil { accepted += 1 }
+            return same(bytes, new)
+        }
+        func same(_ bytes: [UInt8], _ new: [StoredEvent]?) -> Bool {
             if new == (try? ReferenceWireDecoder.decode(bytes)) { return true }
             switch KnownJSONDifference.of(bytes) {
             case .trailingComma?, .notUTF8?: return new == nil
-            case .inexactNumber?: return true
+            case .inexactNumber?:
+                // Nothing else in the document may differ.
+                let exact = KnownJSONDifference.withInexactNumbersReplaced(bytes)
+                return same(exact, try? BrokerWireFormat.decode(exact))
             case nil: return false
             }
         }
@@ -220,9 +226,9 @@ struct BrokerWireFormatTests {
         #expect(accepted > 100, "\(accepted) accepted")
     }
 
-    /// Numbers are read exactly, not through `Double`: an id that is not a whole `Int64` is refused
-    /// even where `JSONDecoder` rounded it to one, and a whole one is read even where `Double`
-    /// rounded it past `Int64`. UTF-16 batches, which no node writes, are refused.
+    /// Numbers are read exactly: an id that is not a whole `Int64` is refused even where
+    /// `JSONDecoder`'s limited precision made it one, and a whole one is read even where that
+    /// precision pushed it past `Int64`. UTF-16 batches, which no node writes, are refused.
     @Test func numbersAreReadExactlyWhereJSONDecoderRounded() throws {
         let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(1...3)), as: UTF8.self)
         for (number, exact) in [
@@ -241,6 +247,8 @@ struct BrokerWireFormatTests {
         // `JSONDecoder` reads an exponent past Double's range as 0 (or infinity).
         #expect(KnownJSONDifference.of(Array("[1e-400]".utf8)) == .inexactNumber)
         #expect(KnownJSONDifference.of(Array("[1e-300,3.00000000000001,\"1e-400,\"]".utf8)) == nil)
+        let replaced = KnownJSONDifference.withInexactNumbersReplaced(Array(#"[1e-400,"a\"2.00000000000000001",-2.00000000000000001e0,3.5]"#.utf8))
+        #expect(String(decoding: replaced, as: UTF8.self) == #"[1,"a\"2.00000000000000001",1,3.5]"#)
         let utf16 = Array(valid.utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
         #expect(KnownJSONDifference.of(utf16) == .notUTF8)
         #expect((try? ReferenceWireDecoder.decode(utf16)) != nil, "JSONDecoder reads UTF-16")
