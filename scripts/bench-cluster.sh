@@ -102,14 +102,14 @@ pg_sql() { psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill
 committed_events() { pg_sql "SELECT last_id FROM event_counter"; }
 
 paced() {  # paced RATE SECONDS [redis|node2]
-    local rate="$1" dur="$2" outage="${3:-}" half write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
+    local rate="$1" dur="$2" outage="${3:-}" per_writer write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
     case "$outage" in redis|node2|"") ;; *) echo "paced: the outage is redis or node2" >&2; exit 2 ;; esac
     case "$write_nodes" in "1 2"|1|2) ;; *) echo "paced: WAYBILL_BENCH_CLUSTER_WRITE_NODES is \"1 2\", 1 or 2" >&2; exit 2 ;; esac
     if [ "$outage" = node2 ] && [ "$write_nodes" != "1 2" ]; then
         echo "paced: with node 2 killed every write goes through nginx; WAYBILL_BENCH_CLUSTER_WRITE_NODES does not apply" >&2; exit 2
     fi
-    # The rate each writer sends (the name stays from when there were always two).
-    half="$(python3 -c "print($rate / len('$write_nodes'.split()))")"
+    # The rate each writer sends.
+    per_writer="$(python3 -c "print($rate / len('$write_nodes'.split()))")"
     python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" <<'PY'
 import json, sys
 fx = json.load(open(sys.argv[1])); state = sys.argv[2]; outage = sys.argv[5]
@@ -151,7 +151,7 @@ PY
         # Through nginx when a node is killed: it sends each request to a live node.
         [ "$outage" = node2 ] && port=$WAYBILL_CLUSTER_PORT
         timeout -k 5 $(( dur + 30 )) wrk -t 1 -c "${WAYBILL_BENCH_WRK_CONNECTIONS:-64}" -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
-            "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $half)")" \
+            "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $per_writer)")" \
             >"$STATE/wrk$n.txt" &
         writers+=($!)
     done

@@ -21,33 +21,17 @@ public enum KnownJSONDifference: Equatable, Sendable {
     /// must agree on it.
     public static func of(_ bytes: [UInt8]) -> KnownJSONDifference? {
         if bytes.contains(0) || bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) { return .notUTF8 }
-        var index = 0, inString = false
-        while index < bytes.count {
-            let byte = bytes[index]
-            if inString {
-                if byte == UInt8(ascii: "\\") { index += 1 } else if byte == UInt8(ascii: "\"") { inString = false }
-                index += 1
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""):
-                inString = true
-            case UInt8(ascii: ","):
-                var next = index + 1
-                while next < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[next]) { next += 1 }
-                if next < bytes.count, bytes[next] == UInt8(ascii: "]") || bytes[next] == UInt8(ascii: "}") {
-                    return .trailingComma
-                }
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                var end = index
-                while end < bytes.count, numberBytes.contains(bytes[end]) { end += 1 }
-                if inexact(bytes[index..<end]) { return .inexactNumber }
-                index = end
-                continue
-            default:
+        for piece in pieces(of: bytes) {
+            switch piece.kind {
+            case .string:
                 break
+            case .number:
+                if inexact(bytes[piece.range]) { return .inexactNumber }
+            case .other:
+                guard bytes[piece.range.lowerBound] == UInt8(ascii: ",") else { break }
+                let next = bytes[piece.range.upperBound...].first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+                if next == UInt8(ascii: "]") || next == UInt8(ascii: "}") { return .trailingComma }
             }
-            index += 1
         }
         return nil
     }
@@ -55,34 +39,45 @@ public enum KnownJSONDifference: Equatable, Sendable {
     /// `bytes` with every `inexactNumber` token (outside strings) replaced by `1`: where the two
     /// parsers must agree again.
     public static func withInexactNumbersReplaced(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = [], index = 0, inString = false
+        var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
-        while index < bytes.count {
-            let byte = bytes[index]
-            if inString {
-                out.append(byte)
-                if byte == UInt8(ascii: "\\"), index + 1 < bytes.count {
-                    out.append(bytes[index + 1])
-                    index += 1
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-                index += 1
-                continue
+        for piece in pieces(of: bytes) {
+            if piece.kind == .number, inexact(bytes[piece.range]) {
+                out.append(UInt8(ascii: "1"))
+            } else {
+                out += bytes[piece.range]
             }
-            if byte == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
-                var end = index
-                while end < bytes.count, numberBytes.contains(bytes[end]) { end += 1 }
-                if inexact(bytes[index..<end]) { out.append(UInt8(ascii: "1")) } else { out += bytes[index..<end] }
-                index = end
-                continue
-            }
-            if byte == UInt8(ascii: "\"") { inString = true }
-            out.append(byte)
-            index += 1
         }
         return out
     }
+
+    /// `bytes` cut into strings (quotes and escapes included, to the end if unclosed), number
+    /// tokens (a run of number bytes from a `-` or a digit) and single other bytes, in order: the
+    /// one walk both questions above share.
+    private static func pieces(of bytes: [UInt8]) -> [(kind: PieceKind, range: Range<Int>)] {
+        var pieces: [(kind: PieceKind, range: Range<Int>)] = []
+        var index = 0
+        while index < bytes.count {
+            let start = index, byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                    index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                index = min(index + 1, bytes.count)
+                pieces.append((.string, start..<index))
+            } else if byte == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+                while index < bytes.count, numberBytes.contains(bytes[index]) { index += 1 }
+                pieces.append((.number, start..<index))
+            } else {
+                index += 1
+                pieces.append((.other, start..<index))
+            }
+        }
+        return pieces
+    }
+
+    private enum PieceKind { case string, number, other }
 
     private static let numberBytes = Array("0123456789+-.eE".utf8)
 

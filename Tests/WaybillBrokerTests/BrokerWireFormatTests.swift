@@ -2,7 +2,6 @@ import Foundation
 import Testing
 import WaybillBroker
 import WaybillDomain
-import WaybillJSON
 import WaybillTesting
 
 struct BrokerWireFormatTests {

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import WaybillDomain
-import WaybillJSON
 import WaybillTesting
 
 @testable import WaybillRealtime
