@@ -24,11 +24,6 @@ extension Date {
     /// 285 000 years either way), far beyond any date the server itself makes or accepts.
     public var epochMilliseconds: Int64 { Self.clampedMilliseconds((timeIntervalSince1970 * 1000).rounded()) }
 
-    /// The same, rounded down (what a timestamp's text shows).
-    public var epochMillisecondsDown: Int64 {
-        Self.clampedMilliseconds((timeIntervalSince1970 * 1000).rounded(.down))
-    }
-
     public static let millisecondsLimit: Int64 = 9_000_000_000_000_000
 
     private static func clampedMilliseconds(_ value: Double) -> Int64 {

@@ -97,6 +97,12 @@ public enum EventFrame {
 }
 
 /// ISO 8601 timestamps in UTC with milliseconds: `2026-11-30T10:15:00.123Z`.
+///
+/// Both directions use the proleptic Gregorian calendar and whole milliseconds, rounded to the
+/// nearest as the stores keep them (`Date.epochMilliseconds`), so a time written by `string` reads
+/// back as the same instant and a time read by `parse` is written back as the same text (found by
+/// a review: `ISO8601DateFormatter` switched to the Julian calendar before 1582 and rolled
+/// `2026-02-30` over into March, so a stage sent back unchanged moved by days each time).
 public enum Timestamp {
     public static func string(_ date: Date) -> String {
         var bytes: [UInt8] = []
@@ -109,8 +115,12 @@ public enum Timestamp {
     ///
     /// Digits are written by hand: `String(format:)` went through CoreFoundation's formatter and was
     /// about 5 % of the server's CPU at 1 000 writes/s (several timestamps per answer and per event).
+    ///
+    /// The milliseconds are the nearest, like the stores': a stored time is `Double(ms) / 1000`, and
+    /// rounding that back down gave one millisecond less for about one value in a hundred outside
+    /// 2004–2039 (`1001 / 1000 * 1000` is `1000.9999999999999`).
     public static func append(_ date: Date, to bytes: inout [UInt8]) {
-        let millis = date.epochMillisecondsDown
+        let millis = date.epochMilliseconds
         // Floor division: a time before 1970 has a negative remainder with `/` and `%`.
         let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
         let ms = Int(millis - seconds * 1000)
@@ -144,13 +154,93 @@ public enum Timestamp {
         bytes.append(UInt8(ascii: "Z"))
     }
 
-    /// Parses ISO 8601 with or without fractional seconds; `nil` if it is not a timestamp.
+    /// The earliest and latest instants `parse` accepts: the four-digit years, in UTC.
+    public static let earliestMilliseconds: Int64 = -62_167_219_200_000  // 0000-01-01T00:00:00.000Z
+    public static let latestMilliseconds: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
+
+    /// Parses an RFC 3339 time (`2026-11-30T10:15:00Z`, `2026-11-30T11:15:00.5+01:00`): `nil` for
+    /// anything else, including a day the month does not have, hour 24, a leap second, or an
+    /// instant outside the four-digit years in UTC. Digits past the milliseconds are dropped.
     public static func parse(_ text: String) -> Date? {
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = withFraction.date(from: text) { return date }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
+        var text = text
+        return text.withUTF8 { bytes in parseMilliseconds(bytes) }.map {
+            Date(timeIntervalSince1970: Double($0) / 1000)
+        }
+    }
+
+    /// Milliseconds since 1970 of an RFC 3339 time (see `parse`).
+    public static func parseMilliseconds(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var i = 0
+        func number(_ count: Int) -> Int? {
+            guard i + count <= bytes.count else { return nil }
+            var value = 0
+            for _ in 0..<count {
+                let digit = Int(bytes[i]) - 48
+                guard (0...9).contains(digit) else { return nil }
+                value = value * 10 + digit
+                i += 1
+            }
+            return value
+        }
+        func literal(_ allowed: UInt8...) -> Bool {
+            guard i < bytes.count, allowed.contains(bytes[i]) else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), literal(UInt8(ascii: "-")), let month = number(2), literal(UInt8(ascii: "-")),
+            let day = number(2), literal(UInt8(ascii: "T"), UInt8(ascii: "t")),
+            let hour = number(2), literal(UInt8(ascii: ":")), let minute = number(2), literal(UInt8(ascii: ":")),
+            let second = number(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
+            hour < 24, minute < 60, second < 60
+        else { return nil }
+        var millis = 0
+        if literal(UInt8(ascii: ".")) {
+            var count = 0
+            while i < bytes.count, (48...57).contains(bytes[i]) {
+                if count < 3 { millis = millis * 10 + Int(bytes[i]) - 48 }
+                count += 1
+                i += 1
+            }
+            guard count > 0 else { return nil }
+            for _ in count..<max(count, 3) { millis *= 10 }
+        }
+        var offsetMinutes = 0
+        if !literal(UInt8(ascii: "Z"), UInt8(ascii: "z")) {
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") else { return nil }
+            let sign = bytes[i] == UInt8(ascii: "-") ? -1 : 1
+            i += 1
+            guard let hours = number(2), literal(UInt8(ascii: ":")), let minutes = number(2), hours < 24, minutes < 60
+            else { return nil }
+            offsetMinutes = sign * (hours * 60 + minutes)
+        }
+        guard i == bytes.count else { return nil }
+        let days = daysSince1970(year: year, month: month, day: day)
+        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second - offsetMinutes * 60)
+        let result = seconds * 1000 + Int64(millis)
+        guard (earliestMilliseconds...latestMilliseconds).contains(result) else { return nil }
+        return result
+    }
+
+    private static func isLeap(_ year: Int) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days from 1970-01-01 to a proleptic Gregorian date (the civil-from-days inverse, counted in
+    /// 400-year eras of 146 097 days with March as the first month, so the leap day comes last).
+    private static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
     }
 }

@@ -23,6 +23,8 @@ struct BadInputTests {
         Case(name: "missing field", method: "POST", path: "/api/orders/", body: #"{"notes": "x"}"#, status: 400, code: "missing_field"),
         Case(name: "empty title", method: "POST", path: "/api/orders/", body: #"{"title": "  "}"#, status: 422, code: "validation_error"),
         Case(name: "bad stage kind", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"fly","address":"a"}]}"#, status: 400, code: "invalid_field"),
+        Case(name: "planned_at on a day the month lacks", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"stop","address":"a","planned_at":"2026-02-30T10:00:00Z"}]}"#, status: 422, code: "validation_error"),
+        Case(name: "planned_at at hour 24", method: "PATCH", path: "/api/orders/ID/", body: #"{"stages":[{"kind":"stop","address":"a","planned_at":"2026-12-01T24:00:00Z"}]}"#, status: 422, code: "validation_error"),
         Case(name: "bad planned_at", method: "POST", path: "/api/orders/", body: #"{"title":"t","stages":[{"kind":"stop","address":"a","planned_at":"tomorrow"}]}"#, status: 422, code: "validation_error"),
         Case(name: "duplicate stage id", method: "PATCH", path: "/api/orders/ID/", body: #"{"stages":[{"id":1,"kind":"stop","address":"a"},{"id":1,"kind":"stop","address":"b"}]}"#, status: 422, code: "validation_error"),
         Case(name: "unknown status", method: "POST", path: "/api/orders/ID/status", body: #"{"status": "flying"}"#, status: 400, code: "invalid_field"),

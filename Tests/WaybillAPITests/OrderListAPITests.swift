@@ -142,6 +142,7 @@ struct OrderListAPITests {
     @Test(arguments: [
         "limit=0", "limit=501", "limit=ten", "status=lost", "status=new,", "ids=1,x", "ids=0",
         "ids=" + (1...101).map(String.init).joined(separator: ","), "active=maybe", "updated_after=yesterday",
+        "updated_after=2026-02-30T00:00:00Z",
         "before=-4", "driver_id=abc", "q=" + String(repeating: "x", count: 101),
     ])
     func badValuesAreA400NamingTheArgument(_ query: String) async throws {

@@ -71,6 +71,42 @@ struct OrdersAPITests {
         }
     }
 
+    /// A client that sends the stages back as it got them changes no time: the times read back as
+    /// the same instants. Once, a date before 1582 moved 10 days per round trip, and a finished
+    /// order refused its own stages sent back with 409 (its route looked changed).
+    @Test func stagesSentBackUnchangedKeepTheirTimes() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let boss = seed.dispatcherToken, driver = seed.drivers[0]
+            let times = ["1500-06-01T00:00:00.000Z", "1970-01-01T00:00:01.001Z", "2048-03-01T12:30:45.067Z"]
+            let created = try await server.request("POST", "/api/orders/", token: boss, json: [
+                "title": "Old maps", "driver_id": driver.id,
+                "stages": times.map { ["kind": "stop", "address": "Somewhere", "planned_at": $0] },
+            ])
+            #expect(created.status == 201)
+            let id = try #require(created.object.int("id"))
+            var stages = try #require(created.object["stages"] as? [[String: Any]])
+            #expect(stages.map { $0.string("planned_at") } == times)
+            for round in 0..<3 {
+                if round == 2 {
+                    for next in ["accepted", "in_progress", "completed"] {
+                        let moved = try await server.request(
+                            "POST", "/api/orders/\(id)/status", token: driver.token, json: ["status": next])
+                        #expect(moved.status == 200)
+                    }
+                }
+                let sentBack = stages.map { stage in
+                    ["id": stage["id"] as Any, "kind": stage["kind"] as Any, "address": stage["address"] as Any,
+                     "planned_at": stage["planned_at"] as Any]
+                }
+                let patched = try await server.request("PATCH", "/api/orders/\(id)/", token: boss, json: ["stages": sentBack])
+                #expect(patched.status == 200, "round \(round)")
+                stages = try #require(patched.object["stages"] as? [[String: Any]])
+                #expect(stages.map { $0.string("planned_at") } == times)
+            }
+        }
+    }
+
     @Test func createWithDriverAssignsAtOnceAndNumbersCount() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 0)

@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import WaybillDomain
 
-/// `Timestamp` writes its digits by hand; it must agree with the `String(format:)` it replaced.
+/// `Timestamp` writes and reads its digits by hand: the text must agree with `String(format:)` over
+/// `gmtime_r`, read back as the instant the stores keep, and refuse what is not a time.
 @Suite struct TimestampTests {
     private static func reference(_ date: Date) -> String {
-        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
         let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
         var t = time_t(seconds)
         var parts = tm()
@@ -35,5 +36,72 @@ import WaybillDomain
         var bytes = Array("at ".utf8)
         Timestamp.append(Date(timeIntervalSince1970: 0.25), to: &bytes)
         #expect(String(decoding: bytes, as: UTF8.self) == "at 1970-01-01T00:00:00.250Z")
+    }
+
+    /// A date as the stores read it back: whole milliseconds over 1000.
+    private static func stored(_ millis: Int64) -> Date { Date(timeIntervalSince1970: Double(millis) / 1000) }
+
+    @Test func everyStoredMillisecondReadsBackAsWritten() throws {
+        var generator = SystemRandomNumberGenerator()
+        // 1001 ms is 1000.9999999999999 ms as a Double over 1000: rounding down printed .000.
+        var values: [Int64] = [0, 1, 999, 1_001, 1_003, -1, -1_001, Timestamp.earliestMilliseconds, Timestamp.latestMilliseconds]
+        for _ in 0..<20_000 {
+            values.append(Int64.random(in: Timestamp.earliestMilliseconds...Timestamp.latestMilliseconds, using: &generator))
+        }
+        for millis in values {
+            let text = Timestamp.string(Self.stored(millis))
+            let read = try #require(Timestamp.parse(text), "\(millis): \(text)")
+            #expect(read.epochMilliseconds == millis, "\(millis): \(text)")
+            #expect(Timestamp.string(read) == text)
+        }
+    }
+
+    @Test func readsRFC3339() {
+        func utc(_ text: String) -> String? { Timestamp.parse(text).map(Timestamp.string) }
+        #expect(utc("2026-12-01T08:00:00Z") == "2026-12-01T08:00:00.000Z")
+        #expect(utc("2026-12-01t08:00:00z") == "2026-12-01T08:00:00.000Z")
+        #expect(utc("2026-12-01T08:00:00.5Z") == "2026-12-01T08:00:00.500Z")
+        #expect(utc("2026-12-01T08:00:00.12Z") == "2026-12-01T08:00:00.120Z")
+        #expect(utc("2026-12-01T08:00:00.123999999Z") == "2026-12-01T08:00:00.123Z")  // past ms: dropped
+        #expect(utc("2026-12-01T09:15:00+01:15") == "2026-12-01T08:00:00.000Z")
+        #expect(utc("2026-12-01T00:30:00-08:00") == "2026-12-01T08:30:00.000Z")
+        #expect(utc("2026-12-31T23:00:00-01:00") == "2027-01-01T00:00:00.000Z")
+        #expect(utc("2026-12-01T08:00:00-00:00") == "2026-12-01T08:00:00.000Z")
+        #expect(utc("2000-02-29T00:00:00Z") == "2000-02-29T00:00:00.000Z")
+        #expect(utc("2024-02-29T23:59:59.999Z") == "2024-02-29T23:59:59.999Z")
+        #expect(utc("1500-06-01T00:00:00Z") == "1500-06-01T00:00:00.000Z")  // proleptic Gregorian, no Julian shift
+        #expect(utc("0000-01-01T00:00:00Z") == "0000-01-01T00:00:00.000Z")
+        #expect(utc("9999-12-31T23:59:59.999Z") == "9999-12-31T23:59:59.999Z")
+        #expect(utc("1969-12-31T23:59:59.999Z") == "1969-12-31T23:59:59.999Z")
+    }
+
+    @Test func refusesWhatIsNotATime() {
+        let refused = [
+            "", "tomorrow", "2026-12-01", "2026-12-01T08:00Z", "2026-12-01T08:00:00", "2026-12-01 08:00:00Z",
+            "2026-02-30T10:00:00Z", "2026-04-31T00:00:00Z", "2025-02-29T00:00:00Z", "2100-02-29T00:00:00Z",
+            "2026-00-10T00:00:00Z", "2026-13-01T00:00:00Z", "2026-12-00T00:00:00Z", "2026-12-01T24:00:00Z",
+            "2026-12-01T23:60:00Z", "2026-12-31T23:59:60Z", "2026-12-01T08:00:00.Z", "2026-12-01T08:00:00,5Z",
+            "2026-12-01T08:00:00+0100", "2026-12-01T08:00:00+01", "2026-12-01T08:00:00+24:00", "2026-12-01T08:00:00+01:60",
+            "2026-12-01T08:00:00Zjunk", " 2026-12-01T08:00:00Z", "+2026-12-01T08:00:00Z", "12026-12-01T08:00:00Z",
+            "999999-01-01T00:00:00Z", "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59.999-00:01",
+            "２０２６-12-01T08:00:00Z", "2026-1a-01T08:00:00Z",
+        ]
+        for text in refused { #expect(Timestamp.parse(text) == nil, "\(text)") }
+    }
+
+    /// Where Foundation's formatter is right (Gregorian years, valid dates), both read the same instant.
+    @Test func agreesWithFoundationOnOrdinaryTimes() throws {
+        var generator = SystemRandomNumberGenerator()
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for _ in 0..<2_000 {
+            let millis = Int64.random(in: -2_208_988_800_000...4_102_444_800_000, using: &generator)  // 1900–2100
+            let offset = Int.random(in: -14 * 60...14 * 60, using: &generator)
+            formatter.timeZone = TimeZone(secondsFromGMT: offset * 60)
+            let text = formatter.string(from: Self.stored(millis))
+            let ours = try #require(Timestamp.parse(text), "\(text)")
+            let theirs = try #require(formatter.date(from: text))
+            #expect(ours.epochMilliseconds == theirs.epochMilliseconds, "\(text)")
+        }
     }
 }
