@@ -67,6 +67,7 @@ extension DriverSession {
 
     private func send(_ queued: QueuedAction) async {
         let outcome: ActionQueue.Outcome
+        let generation = historyGeneration
         do {
             let saved = try await queued.action.send(
                 via: api, ifMatch: queued.ifMatch, idempotencyKey: queued.id.rawValue)
@@ -84,7 +85,7 @@ extension DriverSession {
         case .applied(let action, let saved):
             persistActions()
             publish(.action(action))
-            show(saved, of: action.orderID)
+            show(saved, of: action.orderID, readIn: generation)
             enqueueRefresh(of: action.orderID)
         case .refused(let action):
             persistActions()

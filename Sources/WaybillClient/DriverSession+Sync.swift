@@ -87,6 +87,9 @@ extension DriverSession {
         for (id, cached) in details where !detailFetches.isFetching(id) {
             if versions[id] != cached.detail.version { refreshDetail(id) }
         }
+        // Opened, but never fetched: its first fetch failed (offline, a 503), and the screen still
+        // waits for it (found by a review: neither the poll nor a reconnect ever asked again).
+        for id in openDetails.sorted() where details[id] == nil && !detailFetches.isFetching(id) { refreshDetail(id) }
     }
 
     // MARK: - Details
@@ -103,6 +106,7 @@ extension DriverSession {
 
     private func fetchDetail(_ id: OrderID) async -> Result<OrderDetail, WaybillClientError> {
         let result: Result<OrderDetail, WaybillClientError>
+        let generation = historyGeneration
         do {
             var answer = try await api.order(id, ifNoneMatch: details[id]?.etag)
             if case .notModified = answer, details[id] == nil {
@@ -112,7 +116,7 @@ extension DriverSession {
             }
             switch answer {
             case .modified(let detail, let etag):
-                result = .success(keep(detail, etag: etag, of: id))
+                result = .success(keep(detail, etag: etag, of: id, readIn: generation))
             case .notModified:
                 if let cached = details[id] {
                     result = .success(cached.detail)
@@ -138,13 +142,17 @@ extension DriverSession {
 
     /// Caches a fetched detail of an opened order and returns what the session now shows for it.
     ///
-    /// A fetch answered before the driver's own write can arrive after that write's answer: the
-    /// cache never goes back to an older version (versions only grow), or the screen would flip
-    /// back and the next tap would name a stale version and get 412.
-    private func keep(_ detail: OrderDetail, etag: String?, of id: OrderID) -> OrderDetail {
+    /// A fetch answered before the driver's own write can arrive after that write's answer: within
+    /// one history the cache never goes back to an older version (versions only grow), or the screen
+    /// would flip back and the next tap would name a stale version and get 412. After a `reset` the
+    /// refetch replaces the cache whatever its version: history rewound (found by a review: the
+    /// guard kept a version the restored server no longer had, and with it no `If-Match`).
+    private func keep(_ detail: OrderDetail, etag: String?, of id: OrderID, readIn generation: Int) -> OrderDetail {
         guard openDetails.contains(id), !Task.isCancelled else { return detail }
-        if let cached = details[id], cached.detail.version > detail.version { return cached.detail }
-        details[id] = CachedDetail(detail: detail, etag: etag)
+        if let cached = details[id], !cached.isReplaced(byVersion: detail.version, readIn: generation, orSame: true) {
+            return cached.detail
+        }
+        details[id] = CachedDetail(detail: detail, etag: etag, generation: generation)
         publish(.detail(detail))
         reportShown()
         return detail
@@ -238,6 +246,7 @@ extension DriverSession {
         _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
     ) async throws {
         let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag)
+        let generation = historyGeneration
         let saved: SavedOrder
         do {
             saved = try await send(api, ifMatch)
@@ -250,7 +259,7 @@ extension DriverSession {
             if failure == .notAuthenticated, isRunning { perform(machine.tokenRefused()) }
             throw failure
         }
-        show(saved, of: id)
+        show(saved, of: id, readIn: generation)
         enqueueRefresh(of: id)
     }
 
@@ -258,16 +267,21 @@ extension DriverSession {
     /// `catch` reads ``cachedDetail(_:)`` and the driver's next tap names the version the server has.
     /// A failed fetch changes nothing (the queued refresh tries again).
     private func reloadOpenedDetail(_ id: OrderID) async {
+        let generation = historyGeneration
         guard isRunning, openDetails.contains(id),
             case .modified(let detail, let etag)? = try? await api.order(id, ifNoneMatch: nil)
         else { return }
-        _ = keep(detail, etag: etag, of: id)
+        _ = keep(detail, etag: etag, of: id, readIn: generation)
     }
 
-    /// An opened detail takes the order a write answered, unless it already shows a newer version.
-    func show(_ saved: SavedOrder, of id: OrderID) {
-        guard openDetails.contains(id), saved.order.version > (details[id]?.detail.version ?? 0) else { return }
-        details[id] = CachedDetail(detail: saved.order, etag: saved.etag)
+    /// An opened detail takes the order a write answered, unless it already shows the same or a newer
+    /// version of the same history (`generation`: the session's when the write was sent).
+    func show(_ saved: SavedOrder, of id: OrderID, readIn generation: Int) {
+        guard openDetails.contains(id) else { return }
+        if let cached = details[id], !cached.isReplaced(byVersion: saved.order.version, readIn: generation, orSame: false) {
+            return
+        }
+        details[id] = CachedDetail(detail: saved.order, etag: saved.etag, generation: generation)
         publish(.detail(saved.order))
         reportShown()
     }

@@ -82,6 +82,10 @@ public actor DriverSession {
     /// Orders whose detail the app opened: these are "cached" in the sense of the sync rules.
     var openDetails: Set<OrderID> = []
     var details: [OrderID: CachedDetail] = [:]
+    /// How many `reset`s this session has had. An answer read before the last one may show what no
+    /// longer exists, and one read after it is the truth even when its version is lower (a restore
+    /// or a failover took versions back): the cache compares versions only within one history.
+    var historyGeneration = 0
     var detailTasks: [OrderID: Task<Result<OrderDetail, WaybillClientError>, Never>] = [:]
 
     // Timers and the socket; each replaced or cancelled by the code that owns it.
@@ -111,6 +115,16 @@ public actor DriverSession {
     struct CachedDetail: Sendable {
         var detail: OrderDetail
         var etag: String?
+        /// The `historyGeneration` its request was sent in.
+        var generation: Int
+
+        /// Whether an answer of `version`, requested in history `generation`, replaces this copy:
+        /// always when asked for after a `reset` this copy predates, never when asked for before
+        /// one it postdates, and otherwise when it is at least as new (`orSame`) or newer.
+        func isReplaced(byVersion version: Int64, readIn generation: Int, orSame: Bool) -> Bool {
+            if generation != self.generation { return generation > self.generation }
+            return orSame ? version >= detail.version : version > detail.version
+        }
     }
 
     /// A session that talks to `api` and `transport`; it does nothing until ``start()``.

@@ -146,6 +146,66 @@ import WaybillTesting
         #expect(h.api.detailIfNoneMatches == [nil, nil])
     }
 
+    /// A restore took order 1 back from version 3 to 1: after the `reset` the session shows version 1
+    /// and the driver's next action names it. Once, the cache kept version 3 (versions "only grow"),
+    /// and with the tag dropped by the reset the action went out with no `If-Match` at all.
+    @Test func afterAResetALowerVersionReplacesTheCache() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.touch(1)
+        h.api.touch(1)
+        await h.session.refresh()
+        await eventually("version 3 shown") { await h.session.cachedDetail(1)?.version == 3 }
+        h.api.rewind(1, to: 1)
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the restored version shown") { await h.session.cachedDetail(1)?.version == 1 }
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        try await h.session.changeStatus(of: 1, to: .accepted)
+        #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 1)])
+        #expect(await h.session.cachedDetail(1)?.version == 2)
+    }
+
+    /// A refetch in flight when the `reset` came (it read version 3, before the restore) is followed
+    /// by one asked for after it, whose lower version is what the session keeps.
+    @Test func aRefetchInFlightAtTheResetIsFollowedByOneAfterIt() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.touch(1)
+        h.api.touch(1)
+        h.api.holdDetails(true, answeredAtRequest: true)
+        await h.session.refresh()
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("a refetch of version 3 in flight") { h.api.heldDetailCount == 1 }
+        h.api.rewind(1, to: 1)
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        h.api.releaseDetails()  // version 3, read before the restore
+        await eventually("the refetch after the reset is in flight") { h.api.heldDetailCount == 1 }
+        h.api.holdDetails(false)
+        h.api.releaseDetails()  // version 1
+        await h.waitUntilIdle()
+        await eventually("idle") { await h.session.detailFetchesInFlight == 0 }
+        #expect(await h.session.cachedDetail(1)?.version == 1)
+    }
+
+    /// The cache's rule, on plain values: versions are compared only within one history; an answer
+    /// asked for after a `reset` always replaces, one asked for before a later copy's reset never does.
+    @Test func cachedDetailsCompareVersionsOnlyWithinOneHistory() {
+        let copy = DriverSession.CachedDetail(
+            detail: OrderDetail(id: 1, number: "2026/11/1", status: .assigned, driverID: 7, title: "x", version: 5),
+            etag: nil, generation: 2)
+        for orSame in [true, false] {
+            #expect(copy.isReplaced(byVersion: 1, readIn: 3, orSame: orSame))  // after a reset: lower is the truth
+            #expect(!copy.isReplaced(byVersion: 9, readIn: 1, orSame: orSame))  // before the copy's reset: never
+            #expect(copy.isReplaced(byVersion: 6, readIn: 2, orSame: orSame))
+            #expect(!copy.isReplaced(byVersion: 4, readIn: 2, orSame: orSame))
+        }
+        #expect(copy.isReplaced(byVersion: 5, readIn: 2, orSame: true))  // a refetch of the same version
+        #expect(!copy.isReplaced(byVersion: 5, readIn: 2, orSame: false))  // a write answer names a new one
+    }
+
     @Test func returningToTheForegroundReconnectsAtOnce() async {
         let h = await Harness.live(configuration: Self.classic)
         h.transport.failNextConnects(3)

@@ -214,6 +214,20 @@ import WaybillTesting
         await eventually("fresh") { await h.session.cachedDetail(3)?.version == h.api.version(of: 3) }
     }
 
+    /// The first fetch of an opened order failed (offline): the screen still shows it as open, and the
+    /// next poll fetches it. Once, only orders fetched at least once were ever asked for again.
+    @Test func anOpenedOrderWhoseFirstFetchFailedIsFetchedByTheNextPoll() async throws {
+        let h = await Harness.live()
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        h.api.failDetails([.unreachable("offline")])
+        await #expect(throws: WaybillClientError.unreachable("offline")) { try await h.session.detail(3) }
+        #expect(await h.session.cachedDetail(3) == nil)
+        await h.clock.advance(by: .seconds(120))
+        await eventually("fetched by the poll") { await h.session.cachedDetail(3)?.id == 3 }
+        #expect(h.api.detailRequests == [3, 3])
+    }
+
     @Test func aDetailThatIsGoneIsDropped() async throws {
         let h = await Harness.live()
         await #expect(throws: WaybillClientError.notFound) { try await h.session.detail(99) }

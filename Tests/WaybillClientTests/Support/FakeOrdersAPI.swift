@@ -104,6 +104,20 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         }
     }
 
+    /// Takes order `id` back to `version`, as a restore from a backup or a failover to a lagging
+    /// replica does: a lower version, another list tag.
+    func rewind(_ id: OrderID, to version: Int64, status: OrderStatus = .assigned) {
+        state.withLock { state in
+            state.dataRevision += 1
+            if let index = state.rows.firstIndex(where: { $0.id == id }) {
+                state.rows[index].status = status
+                state.rows[index].version = version
+            }
+            state.details[id]?.status = status
+            state.details[id]?.version = version
+        }
+    }
+
     /// The "server's" current version of order `id`.
     func version(of id: OrderID) -> Int64? { state.withLock { $0.details[id]?.version } }
 
