@@ -68,6 +68,13 @@ struct PostgresConnectionSettings: Sendable {
     /// Pool connections (field notes §2): a 2 s connect bound, keepalives and a TCP user timeout
     /// as a backstop for calls outside the request path, and server-side timeouts so a stuck
     /// statement, lock wait or abandoned transaction ends by itself. Times are UTC.
+    ///
+    /// The server's own keepalives too (found by a review): a node that dies, or is cut off, after
+    /// part of a pipeline arrived leaves its backend waiting to read the rest, holding the event
+    /// counter's row lock. Neither `statement_timeout` (it stops after each Execute) nor
+    /// `idle_in_transaction_session_timeout` (it starts only after a Sync) ends that wait, and with
+    /// the system's default keepalive (two hours) every write of every node would time out on the
+    /// lock until then. With these the backend finds the dead peer in about 9 s and its lock goes.
     var forPool: PostgresConnectionSettings {
         readWrite.with([
             ("connect_timeout", "2"), ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
@@ -76,6 +83,8 @@ struct PostgresConnectionSettings: Sendable {
                 "options",
                 "-c statement_timeout=\(Self.statementTimeout.milliseconds) -c lock_timeout=\(Self.lockTimeout.milliseconds)"
                     + " -c idle_in_transaction_session_timeout=10000"
+                    + " -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=2"
+                    + " -c tcp_user_timeout=10000"
                     + " -c TimeZone=UTC"
             ),
         ])

@@ -20,6 +20,18 @@ import WaybillTesting
         }
     }
 
+    /// A pool session's backend finds a dead client by itself within seconds (its own keepalives):
+    /// one cut off in the middle of a pipeline would otherwise hold the event counter's lock for the
+    /// system default of two hours. Checked on the server, which is what applies them.
+    @Test func poolSessionsUseShortServerSideKeepalives() async throws {
+        let values = try await Self.withConnection { db, deadline in
+            try ["tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"].map {
+                try db.executePipeline([PostgresStatement("SHOW \($0)")], deadline: deadline)[0].text(0, 0)
+            }
+        }
+        #expect(values == ["5", "2", "2", "10000"])
+    }
+
     @Test func eachStatementGetsItsOwnResultInOrder() async throws {
         let (texts, answered) = try await Self.withConnection { db, deadline in
             let results = try db.executePipeline(
