@@ -6,6 +6,7 @@ import WaybillNetwork
 import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
+import WaybillTesting
 
 @testable import WaybillAPI
 
@@ -83,7 +84,8 @@ struct IdempotencyGuardTests {
                 throw StoreError.unavailable("the database is down")
             }
             #expect(try await setup.send(key: "k", failing).status == 503)
-            #expect(try await setup.record("k") == nil, "released")
+            let released = try await eventually { try await setup.record("k") == nil }
+            #expect(released, "released")
             let working: Router.Handler = { _, _ in
                 runs.add(1, ordering: .relaxed)
                 return HTTPResponse(status: 202, headers: HTTPHeaders([("Location", "/somewhere")]), body: [1, 2, 3])
@@ -98,6 +100,35 @@ struct IdempotencyGuardTests {
             #expect(again.body == [1, 2, 3])
             #expect(again.headers["location"] == "/somewhere")
             #expect(again.headers["idempotent-replayed"] == "true")
+        }
+    }
+
+    /// A 5xx is answered without waiting out its claim's release: here the store's writer is held for
+    /// 3 s by another write when the handler fails, and the 503 still comes at once (it once waited for
+    /// the release in full: with a frozen PostgreSQL, a second store budget after the first). The key
+    /// is released when the writer is free, and the retry then runs.
+    @Test func aServerErrorIsAnsweredWithoutWaitingOutTheRelease() async throws {
+        try await Self.withSetup { setup in
+            let store = setup.store, holding = Flag()
+            let failing: Router.Handler = { _, _ in
+                Task.detached {
+                    try await store.write { _ in
+                        holding.value.store(true, ordering: .relaxed)
+                        Thread.sleep(forTimeInterval: 3)
+                    }
+                }
+                _ = await eventually { holding.value.load(ordering: .relaxed) }
+                throw StoreError.unavailable("the database is down")
+            }
+            let started = ContinuousClock.now
+            let answer = try await setup.send(key: "k", failing)
+            #expect(answer.status == 503)
+            #expect(ContinuousClock.now - started < .seconds(2))
+            let released = try await eventually { try await setup.record("k") == nil }
+            #expect(released, "released once the writer is free")
+            let retry: Router.Handler = { _, _ in HTTPResponse(status: 201) }
+            let retried = try await setup.send(key: "k", retry)
+            #expect(retried.status == 201)
         }
     }
 
@@ -130,3 +161,6 @@ struct IdempotencyGuardTests {
         }
     }
 }
+
+/// A flag a handler's detached task sets.
+private final class Flag: Sendable { let value = Atomic<Bool>(false) }
