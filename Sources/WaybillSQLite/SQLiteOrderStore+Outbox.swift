@@ -196,7 +196,7 @@ extension SQLiteOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (clocks step back; two processes
             // stamp their own times), so `pruned_through` means "everything up to here is gone".
-            let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, limit: limit)
+            let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, newest: try newestID(), limit: limit)
             let firstKept = try db.queryFirst(
                 "SELECT event_id FROM events WHERE event_id > ? AND event_id <= ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
                 [.integer(state.pruned), .integer(upper), .date(cutoff)]

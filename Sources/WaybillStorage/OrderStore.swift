@@ -266,7 +266,7 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent]
     /// Moves the relay cursor forward (never back).
     func markRelayed(through: EventID) throws
-    /// Deletes relayed events committed before `cutoff`, at most the `limit` oldest, and returns
+    /// Deletes relayed events committed before `cutoff` (never the newest), at most the `limit` oldest, and returns
     /// how many went (fewer than `limit`: nothing more is due). Resumes from before the pruned range
     /// get a reset afterwards. Callers prune in chunks, one short transaction each: a day of events
     /// in one transaction outlasts PostgreSQL's statement timeout and holds SQLite's writer.
@@ -274,12 +274,16 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
 }
 
 /// The last event id one `pruneEvents(committedBefore:limit:)` call may delete: at most `limit` ids
-/// past `pruned` (ids are dense above it, so at most `limit` events), never past `relayed`. For
-/// the store modules, which scan only up to it for the first event to keep (there is no index by
-/// time: an unbounded scan would walk the whole backlog once per chunk).
-package func pruneChunkEnd(pruned: Int64, relayed: Int64, limit: Int) -> Int64 {
+/// past `pruned` (ids are dense above it, so at most `limit` events), never past `relayed`, and
+/// never the `newest` event. For the store modules, which scan only up to it for the first event
+/// to keep (there is no index by time: an unbounded scan would walk the whole backlog once per chunk).
+///
+/// The newest event stays however old: its cursor is what every `connected` frame hands out, and a
+/// resume from a cursor whose event is gone gets `reset`. Once every event had aged out, each
+/// reconnect of every client was a `reset` and a refetch of everything (found by a review).
+package func pruneChunkEnd(pruned: Int64, relayed: Int64, newest: Int64, limit: Int) -> Int64 {
     let (end, overflow) = pruned.addingReportingOverflow(Int64(clamping: limit))
-    return min(relayed, overflow ? .max : end)
+    return min(relayed, newest - 1, overflow ? .max : end)
 }
 
 extension StoreWriter {

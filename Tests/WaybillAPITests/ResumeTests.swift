@@ -104,6 +104,25 @@ struct ResumeTests {
         }
     }
 
+    /// Every event aged out while nothing new happened: the newest stays, so a client resuming from the
+    /// cursor its `connected` frame gave it is checked and goes live, with no `reset`. Once the newest
+    /// went too, and every reconnect of every client was a reset and a refetch of everything.
+    @Test func resumingFromTheNewestCursorAfterEverythingAgedOutIsNoReset() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 3)
+            let driver = seed.drivers[0]
+            try await Self.waitUntilRelayed(server)
+            let pruned = try await server.store.write { tx in try tx.pruneEvents(committedBefore: Date().addingTimeInterval(3600)) }
+            #expect(pruned > 0)
+            let (first, connected) = try await server.connectedSocket(token: driver.token)
+            let cursor = try #require(connected["cursor"] as? String)
+            await first.close()
+            let (socket, _) = try await server.connectedSocket(token: driver.token, query: "cursor=\(cursor)")
+            _ = try await server.request("PATCH", "/api/orders/\(driver.orderIDs![0])/", token: seed.dispatcherToken, json: ["notes": "x"])
+            #expect(await socket.next()?["type"] as? String == "order_updated", "no reset before it")
+        }
+    }
+
     @Test func sinceBeyondTheNewestEventGetsReset() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

@@ -141,9 +141,10 @@ import WaybillStoreTesting
             for _ in 0..<4 {
                 deleted.append(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100, limit: 2) })
             }
-            #expect(deleted == [2, 2, 1, 0])
-            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(5))
-            #expect(try await store.read { tx in try tx.events(after: .zero, limit: 10) }.isEmpty)
+            // The newest event (5) stays however old: a `connected` frame hands out its cursor.
+            #expect(deleted == [2, 2, 0, 0])
+            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(4))
+            #expect(try await store.read { tx in try tx.events(after: .zero, limit: 10) }.map(\.id) == [5])
 
             // Idempotency records the same way.
             try await store.write { tx in
@@ -188,18 +189,23 @@ import WaybillStoreTesting
             #expect(state.1 == [3, 4, 5, 6])
             #expect(state.2 == [3, 4, 5, 6])
 
-            // Everything relayed and old: 3…6 go, and event 6's older stamp never caused a hole before.
+            // Everything relayed and old: 3…5 go, and event 6's older stamp never caused a hole before.
+            // Event 6, the newest, stays: a resume from the cursor a `connected` frame hands out
+            // must find its event, or it is a reset.
             try await store.write { tx in try tx.markRelayed(through: EventID(6)) }
-            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 4)
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 3)
             state = try await store.read { tx in
                 (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id), [])
             }
-            #expect(state.0 == EventID(6))
-            #expect(state.1 == [])
+            #expect(state.0 == EventID(5))
+            #expect(state.1 == [6])
             #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
             #expect(try await store.read { tx in try tx.newestEventID() } == EventID(6), "pruning never rewinds ids")
             let next = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
             #expect(next.map(\.id) == [7])
+            try await store.write { tx in try tx.markRelayed(through: EventID(7)) }
+            clock.set(t0 + 200)
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 300) } == 1, "6 is no longer the newest")
         }
     }
 
