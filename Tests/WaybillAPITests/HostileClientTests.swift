@@ -74,6 +74,27 @@ struct HostileClientTests {
         }
     }
 
+    /// A `%` not followed by two hex digits in the target: libwebsockets refuses the request itself
+    /// (403, its own small HTML page) before Waybill sees it; nothing reaches a handler, the server
+    /// stays healthy (a known limit, docs/HARDENING.md: encode `%` as `%25`).
+    @Test(arguments: ["/api/orders/?q=50%", "/api/orders/%ZZ", "/api/orders/?q=%4"])
+    func badPercentEncodingIsRefusedBeforeAnyHandler(_ target: String) async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let port = server.port, token = seed.dispatcherToken
+            let answer = try await runBlocking {
+                let raw = try RawConnection(port: port, timeout: .seconds(5))
+                defer { raw.close() }
+                try raw.send(RawConnection.request("GET", target, headers: [("Authorization", "Bearer \(token)")]))
+                return try raw.readResponse()
+            }
+            #expect(answer.status == 403)
+            let encoded = try await server.request("GET", "/api/orders/?q=50%25", token: token)
+            #expect(encoded.status == 200)
+            #expect(try await server.request("GET", "/healthz").status == 200)
+        }
+    }
+
     /// A client that stops reading while live events keep coming is closed with 4008.
     @Test func socketThatStopsReadingIsClosedWith4008() async throws {
         try await TestServer.withRunning(configure: { $0.maxQueuedBytesPerSocket = 64 << 10 }) { server in
