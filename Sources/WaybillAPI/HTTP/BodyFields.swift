@@ -6,7 +6,9 @@ import WaybillJSON
 /// `KeyedDecodingContainer` calls the request types made, with the same outcomes:
 /// - a required field that is absent → `missing`; `null` or the wrong JSON type → `wrongType`;
 /// - an optional field that is absent or `null` → `nil` (`decodeIfPresent`), otherwise as required;
-/// - a number an integer field cannot hold exactly (`1.5`, `1e400`) → `malformed`, as before;
+/// - a number an integer field cannot hold exactly (`1.5`, `1e400`) → `wrongType` ("must be an
+///   integer"): `JSONDecoder` called the whole body invalid JSON, which sent clients looking for a
+///   syntax error that is not there (found by a review, the one difference on purpose);
 /// - the first member with a key counts; unknown keys are ignored.
 /// `path` is the object's dotted path (`""` for the body, `stages.0` for a stage): built into a
 /// message only when a field fails.
@@ -95,7 +97,7 @@ struct BodyFields {
     private func int64(_ key: String, in value: JSONValue) throws(BodyError) -> Int64 {
         switch value {
         case .integer(let integer): return integer
-        case .number: throw .malformed
+        case .number: throw .wrongType(path: field(key), expected: .integer)
         default: throw .wrongType(path: field(key), expected: .integer)
         }
     }
