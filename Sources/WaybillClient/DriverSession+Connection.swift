@@ -31,7 +31,8 @@ extension DriverSession {
             // After a restore or failover the same versions (and so the same tags) can name other
             // content: refetch without If-None-Match, or a 304 would keep what no longer exists.
             // Versions may also have gone down: what the refetch brings replaces the cache whatever
-            // its version, and nothing asked for before the reset does (`CachedDetail.isReplaced`).
+            // its version, nothing asked for before the reset replaces what it brought, and nothing
+            // asked for before the reset brings its tag back (`CachedDetail.isReplaced`, `keep`).
             historyGeneration += 1
             list.forgetTag()
             for id in details.keys { details[id]?.etag = nil }

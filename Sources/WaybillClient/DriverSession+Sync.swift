@@ -152,6 +152,10 @@ extension DriverSession {
         if let cached = details[id], !cached.isReplaced(byVersion: detail.version, readIn: generation, orSame: true) {
             return cached.detail
         }
+        // An answer asked for before the last reset may replace a copy as old as itself, but never
+        // with its tag: after a failover its version can name other content, and the refetch the
+        // reset queued would send that tag and keep what no longer exists on a 304 (found by a review).
+        let etag = generation < historyGeneration ? nil : etag
         details[id] = CachedDetail(detail: detail, etag: etag, generation: generation)
         publish(.detail(detail))
         reportShown()
@@ -281,7 +285,8 @@ extension DriverSession {
         if let cached = details[id], !cached.isReplaced(byVersion: saved.order.version, readIn: generation, orSame: false) {
             return
         }
-        details[id] = CachedDetail(detail: saved.order, etag: saved.etag, generation: generation)
+        let etag = generation < historyGeneration ? nil : saved.etag  // as in `keep`
+        details[id] = CachedDetail(detail: saved.order, etag: etag, generation: generation)
         publish(.detail(saved.order))
         reportShown()
     }

@@ -120,7 +120,9 @@ public actor DriverSession {
 
         /// Whether an answer of `version`, requested in history `generation`, replaces this copy:
         /// always when asked for after a `reset` this copy predates, never when asked for before
-        /// one it postdates, and otherwise when it is at least as new (`orSame`) or newer.
+        /// one it postdates, and otherwise when it is at least as new (`orSame`) or newer. (An answer
+        /// asked for before the session's last reset may thus replace a copy as old as itself; it
+        /// is then kept without its tag.)
         func isReplaced(byVersion version: Int64, readIn generation: Int, orSame: Bool) -> Bool {
             if generation != self.generation { return generation > self.generation }
             return orSame ? version >= detail.version : version > detail.version

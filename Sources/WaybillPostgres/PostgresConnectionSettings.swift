@@ -74,7 +74,8 @@ struct PostgresConnectionSettings: Sendable {
     /// counter's row lock. Neither `statement_timeout` (it stops after each Execute) nor
     /// `idle_in_transaction_session_timeout` (it starts only after a Sync) ends that wait, and with
     /// the system's default keepalive (two hours) every write of every node would time out on the
-    /// lock until then. With these the backend finds the dead peer in about 9 s and its lock goes.
+    /// lock until then. With these the backend finds the dead peer in about 10 s (on Linux
+    /// `tcp_user_timeout` takes over from the probe count) and its lock goes.
     var forPool: PostgresConnectionSettings {
         readWrite.with([
             ("connect_timeout", "2"), ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),

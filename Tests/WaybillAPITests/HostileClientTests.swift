@@ -89,6 +89,9 @@ struct HostileClientTests {
                 return try raw.readResponse()
             }
             #expect(answer.status == 403)
+            // libwebsockets' own page, not Waybill's JSON error: no handler saw the request.
+            #expect(answer.header("content-type")?.hasPrefix("text/html") == true)
+            #expect(!answer.body.starts(with: Array("{".utf8)))
             let encoded = try await server.request("GET", "/api/orders/?q=50%25", token: token)
             #expect(encoded.status == 200)
             #expect(try await server.request("GET", "/healthz").status == 200)
