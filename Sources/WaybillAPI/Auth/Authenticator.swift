@@ -54,7 +54,7 @@ final class Authenticator: SocketAuthenticating {
     ///   429 `rate_limited` after too many failures for one email or from one address,
     ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting.
     func login(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
-        guard !retryGate.mustWait(address, now: clock.now()) else { throw KeyStretchingPool.Overloaded() }
+        guard !retryGate.mustWait(address, now: clock.now(), renewing: false) else { throw KeyStretchingPool.Overloaded() }
         do {
             return try await checkedLogin(email: email, password: password, from: address)
         } catch let overloaded as KeyStretchingPool.Overloaded {

@@ -7,9 +7,12 @@ import Synchronization
 /// Why: under a flood most logins are refused for overload anyway, but each one that reached the
 /// store cost two writes (reserve, release) on the one writer that live events also need, and a
 /// flood from many fresh addresses looks "clean" to the throttle. Real clients wait the second
-/// they were told; flood tools do not. An address that comes back early is refused again and its
-/// wait starts over, so it stays out for as long as it keeps pushing, and the queue stays free
-/// for everyone else. Node-local on purpose: it only protects this node's CPU.
+/// they were told; flood tools do not. An address that comes back early is refused again, for
+/// free, until the second it was told is over; then one login gets through to the pool (and a
+/// 503 there sets a new second). So a pushing address costs the pool at most one login a second.
+/// Its wait does not start over when it asks early: many drivers behind one NAT who each wait
+/// their second still ask more than once a second together, and were kept out for as long as
+/// anyone there asked (found by a review). Node-local on purpose: it only protects this node's CPU.
 final class RetryAfterGate: Sendable {
     private let entries = Mutex<[String: Date]>([:])
     let seconds: Int
