@@ -37,6 +37,8 @@ export WAYBILL_CLUSTER_REDIS_PORT="${WAYBILL_BENCH_REDIS_PORT:-26389}"
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
 export WAYBILL_BIN="$BIN"
+# The nodes read it from the environment: the sinks open many sockets per seeded token (bench.sh).
+export WAYBILL_MAX_SOCKETS_PER_USER=1000000
 STATE="$WAYBILL_CLUSTER_DIR"
 N1=$((WAYBILL_CLUSTER_PORT + 1))
 N2=$((WAYBILL_CLUSTER_PORT + 2))

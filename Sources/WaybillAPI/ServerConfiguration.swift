@@ -74,6 +74,8 @@ public struct ServerConfiguration: Sendable {
     public var maxConcurrentSocketAuthentications = 1024
     public var socketAuthenticationTimeout: Duration = .seconds(10)
     public var maxConcurrentReplays = 64
+    /// WebSockets one user may have open on one node (more: 1013).
+    public var maxSocketsPerUser = 32
     public var maxQueuedServiceWork = 100_000
     /// How long shutdown waits for sockets to flush and close.
     public var shutdownDrain: Duration = .seconds(3)

@@ -87,6 +87,7 @@ public final class WaybillServer: Sendable {
         limits.maxConcurrentAuthentications = configuration.maxConcurrentSocketAuthentications
         limits.authenticationTimeout = configuration.socketAuthenticationTimeout
         limits.maxConcurrentReplays = configuration.maxConcurrentReplays
+        limits.maxSocketsPerUser = configuration.maxSocketsPerUser
         limits.maxReplayBufferEvents = configuration.maxReplayEvents
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,

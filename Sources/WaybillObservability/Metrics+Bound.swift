@@ -22,5 +22,7 @@ extension Metrics {
         case malformedTicket = "malformed_ticket"
         /// A socket sent text frames faster than its budget: closed with 1008.
         case inboundFrames = "inbound_frames"
+        /// A user already had `maxSocketsPerUser` sockets open on this node: the new one was closed with 1013.
+        case socketsPerUser = "sockets_per_user"
     }
 }

@@ -83,10 +83,18 @@ extension Hub {
             refuse(socket, .notAuthenticated, io: io)
             return
         }
+        guard socketsPerUser[user.id, default: 0] < configuration.limits.maxSocketsPerUser else {
+            metrics.overflowed(.socketsPerUser)
+            logger.warning("user has too many sockets open; closing the new one", ["socket": "\(socket)", "user": "\(user.id)"])
+            connections[socket]?.machine.closing()
+            io.close(socket, code: 1013, reason: "too many sockets for this user")
+            return
+        }
         connections[socket]?.epoch = credential.epoch
         guard let actions = connections[socket]?.machine.authenticated(
                 user: user.id, group: group, resume: resume, newest: newestDelivered)
         else { return }
+        socketsPerUser[user.id, default: 0] += 1
         join(socket, group)
         if case .driver = group, let company = user.companyID { acceptReceipts(on: socket, company: company) }
         metrics.socketClosed(kind: "pending")

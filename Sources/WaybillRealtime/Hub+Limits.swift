@@ -21,6 +21,11 @@ extension Hub {
         /// ping, a socket at the limit costs 0.5 % of a core (one at line rate took all of it).
         public var maxFramesPerSecond = 100.0
         public var frameBurst = 200
+        /// Sockets one user may have open on this node; one more is closed with 1013. A phone has
+        /// one (two while a reconnect overlaps a half-open one), a dispatcher one per tab and
+        /// stream. Without it one token, stolen or buggy, could open sockets until the process ran
+        /// out of file descriptors, `/healthz` included (found by a review).
+        public var maxSocketsPerUser = 32
 
         public init() {}
     }

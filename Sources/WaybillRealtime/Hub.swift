@@ -67,6 +67,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// Logouts this node has acted on (`closeSockets(revokedBy:)`), to refuse sockets authenticated before them.
     var logouts = LogoutLedger()
     private var members: [Group: Set<SocketID>] = [:]
+    /// Admitted sockets per user (`Limits.maxSocketsPerUser`).
+    var socketsPerUser: [UserID: Int] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
     /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
@@ -227,6 +229,10 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         if let group = entry.machine.group {
             members[group]?.remove(socket)
             if members[group]?.isEmpty == true { members[group] = nil }
+            if let user = entry.machine.userID {
+                let left = (socketsPerUser[user] ?? 1) - 1
+                socketsPerUser[user] = left > 0 ? left : nil
+            }
             metrics.socketClosed(kind: group.kind)
         } else {
             metrics.socketClosed(kind: "pending")

@@ -10,7 +10,7 @@ import WaybillStorage
 /// `waybill serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.
 enum ServeCommand {
     static let valueFlags: Set<String> = [
-        "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes",
+        "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes", "max-sockets-per-user",
         "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
         "token-days", "metrics-token", "trusted-proxy", "inline-writes",
     ]
@@ -36,6 +36,8 @@ enum ServeCommand {
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
+          --max-sockets-per-user N     WebSockets one user may have open on this node; one more is closed with
+                                       1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, at most 60 (WAYBILL_TICKET_SECONDS, default 30)
@@ -71,6 +73,8 @@ enum ServeCommand {
         guard pingSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
         c.pingInterval = .seconds(pingSeconds)
         c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
+        c.maxSocketsPerUser = try args.int("max-sockets-per-user", default: c.maxSocketsPerUser)
+        guard c.maxSocketsPerUser >= 1 else { throw Arguments.Problem(description: "--max-sockets-per-user must be ≥ 1") }
         c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
         // 0 or less would prune every relayed event at each run (resumes would all get `reset`);
         // a huge value overflowed the seconds and trapped at startup.

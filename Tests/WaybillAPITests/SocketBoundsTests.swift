@@ -56,6 +56,30 @@ struct SocketBoundsTests {
         }
     }
 
+    /// One user may hold `maxSocketsPerUser` sockets on a node; one more is closed with 1013 (before
+    /// it is ever `connected`), another user is not affected, and a closed socket frees its place.
+    /// Once one token could open sockets until the process ran out of file descriptors.
+    @Test func aUserPastTheirSocketLimitIsClosedWith1013() async throws {
+        try await TestServer.withRunning(configure: { $0.maxSocketsPerUser = 3 }) { server in
+            let seed = try await server.seed(drivers: 2, orders: 0)
+            let driver = seed.drivers[0].token
+            var open: [TestSocket] = []
+            for _ in 0..<3 { open.append(try await server.connectedSocket(token: driver).0) }
+            let extra = try await server.socket(token: driver)
+            #expect(await extra.closed() != nil)  // an lws client reads 1013 as 1002: the server's log says
+            #expect(await server.eventually { Self.closeLogged(server, code: 1013) })
+            let (other, _) = try await server.connectedSocket(token: seed.drivers[1].token)
+            await open[0].close()
+            #expect(await server.eventually {
+                (try? await server.request("GET", "/metrics").text.contains("waybill_websockets_open{group=\"driver\"} 3\n")) == true
+            })
+            let (again, _) = try await server.connectedSocket(token: driver)
+            let metrics = try await server.request("GET", "/metrics").text
+            #expect(metrics.contains("waybill_bound_overflows_total{bound=\"sockets_per_user\"} 1\n"))
+            for socket in open.dropFirst() + [other, again] { await socket.close() }
+        }
+    }
+
     /// A socket whose authentication does not finish in time is closed with 1013 (not kept, with
     /// its task, until the store answers).
     @Test func anAuthenticationThatTakesTooLongIsClosedWith1013() async throws {
