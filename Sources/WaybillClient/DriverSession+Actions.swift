@@ -18,7 +18,9 @@ extension DriverSession {
         let queued = QueuedAction(
             id: id,
             action: action,
-            ifMatch: expecting.ifMatch(for: action.orderID, cachedETag: details[action.orderID]?.etag),
+            ifMatch: expecting.ifMatch(
+                for: action.orderID, cachedETag: details[action.orderID]?.etag,
+                cachedVersion: details[action.orderID]?.detail.version),
             queuedAt: wallClock()
         )
         var candidate = actionQueue

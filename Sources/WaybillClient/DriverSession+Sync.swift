@@ -249,7 +249,7 @@ extension DriverSession {
         _ id: OrderID, _ expecting: ExpectedVersion,
         _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
     ) async throws {
-        let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag)
+        let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version)
         let generation = historyGeneration
         let saved: SavedOrder
         do {

@@ -30,12 +30,15 @@ public struct ExpectedVersion: Hashable, Sendable {
     /// Exactly the version this `ETag` names (as a fetch or an earlier write returned it).
     public static func etag(_ etag: String) -> Self { Self(kind: .etag(etag)) }
 
-    /// The `If-Match` value for order `id`, given the ETag of the detail the session has cached.
+    /// The `If-Match` value for order `id`, given the ETag and version of the detail the session has
+    /// cached.
     ///
-    /// An order's ETag is `"o<id>-v<version>"` (SPEC §2), so a version alone is enough to name it.
-    func ifMatch(for id: OrderID, cachedETag: String?) -> String? {
+    /// An order's ETag is `"o<id>-v<version>"` (SPEC §2), so a version alone is enough to name it. A
+    /// detail kept without its tag (a `reset` drops tags, so that a refetch is not answered 304 for
+    /// content that may no longer exist) is still what the screen shows: its version names it.
+    func ifMatch(for id: OrderID, cachedETag: String?, cachedVersion: Int64?) -> String? {
         switch kind {
-        case .shownDetail: cachedETag
+        case .shownDetail: cachedETag ?? cachedVersion.map { "\"o\(id.rawValue)-v\($0)\"" }
         case .any: nil
         case .version(let version): "\"o\(id.rawValue)-v\(version)\""
         case .etag(let etag): etag

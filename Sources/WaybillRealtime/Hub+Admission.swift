@@ -92,8 +92,9 @@ extension Hub {
         }
         connections[socket]?.epoch = credential.epoch
         guard let actions = connections[socket]?.machine.authenticated(
-                user: user.id, group: group, resume: resume, newest: newestDelivered)
-        else { return }
+                user: user.id, group: group, resume: resume, newest: newestDelivered),
+            connections[socket]?.machine.group == group
+        else { return }  // no longer authenticating: nothing joined, nothing counted (`socketClosed` undoes both)
         socketsPerUser[user.id, default: 0] += 1
         join(socket, group)
         if case .driver = group, let company = user.companyID { acceptReceipts(on: socket, company: company) }

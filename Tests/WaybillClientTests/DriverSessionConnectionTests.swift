@@ -167,6 +167,28 @@ import WaybillTesting
         #expect(await h.session.cachedDetail(1)?.version == 2)
     }
 
+    /// The `reset` dropped the shown detail's tag and its refetch failed (offline): the driver's next
+    /// action still names the version on screen. Once it went out with no `If-Match` at all.
+    @Test func afterAResetWhoseRefetchFailedAnActionStillNamesTheShownVersion() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        h.api.touch(1)
+        await h.session.refresh()
+        await eventually("version 2 shown") { await h.session.cachedDetail(1)?.version == 2 }
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        h.api.failDetails([.unreachable("offline")])
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the refetch was tried") { h.api.detailFetches(1) == 1 }
+        await h.waitUntilIdle()
+        await eventually("and failed") { await h.session.detailFetchesInFlight == 0 }
+        #expect(await h.session.cachedDetail(1)?.version == 2)
+        h.api.resetCounts()
+        try await h.session.changeStatus(of: 1, to: .accepted)
+        #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 2)])
+    }
+
     /// A refetch in flight when the `reset` came (it read version 3, before the restore) is followed
     /// by one asked for after it, whose lower version is what the session keeps.
     @Test func aRefetchInFlightAtTheResetIsFollowedByOneAfterIt() async throws {

@@ -54,12 +54,18 @@ final class Authenticator: SocketAuthenticating {
     ///   429 `rate_limited` after too many failures for one email or from one address,
     ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting.
     func login(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
-        guard !retryGate.mustWait(address, now: clock.now(), renewing: false) else { throw KeyStretchingPool.Overloaded() }
+        let pass = retryGate.passOne(address, now: clock.now())
+        guard pass != .wait else { throw KeyStretchingPool.Overloaded() }
         do {
-            return try await checkedLogin(email: email, password: password, from: address)
+            let login = try await checkedLogin(email: email, password: password, from: address)
+            if pass == .passed { retryGate.cleared(address) }
+            return login
         } catch let overloaded as KeyStretchingPool.Overloaded {
             retryGate.refused(address, now: clock.now())
             throw overloaded
+        } catch {
+            if pass == .passed { retryGate.cleared(address) }  // answered (401, 429, …): the pool had room
+            throw error
         }
     }
 
@@ -74,8 +80,7 @@ final class Authenticator: SocketAuthenticating {
         // write transaction per request on the writer that order writes need.
         // Not renewed by asking again: the throttle's own window decides when the client may try,
         // and a shared address (a NAT of drivers) must not stay out for as long as anyone asks.
-        if limitedGate.mustWait(client, now: askedAt, renewing: false)
-            || limitedGate.mustWait(pairKey, now: askedAt, renewing: false)
+        if limitedGate.mustWait(client, now: askedAt) || limitedGate.mustWait(pairKey, now: askedAt)
         {
             throw Self.rateLimited
         }
