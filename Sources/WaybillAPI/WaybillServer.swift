@@ -18,7 +18,7 @@ public final class WaybillServer: Sendable {
     private let services: Task<Void, Never>
     private let relay: OutboxRelay
     private let store: any OrderStore
-    private let pool: KeyStretchingPool
+    let pool: KeyStretchingPool  // internal: tests read its queue (`LoginFloodTests`)
     private let metrics: Metrics
     /// Whether this server observes the store writer's batches (removed at `shutdown`).
     private let observesWriterBatches: Bool
