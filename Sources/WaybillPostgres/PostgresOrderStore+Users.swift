@@ -130,6 +130,10 @@ extension PostgresOrderStore.Transaction {
                 """,
                 // No user: 0 here, and the foreign key refuses the row (a conflict, as before).
                 [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt), .integer(epoch ?? 0)])
+            // By the user index: only this user's rows past the newest `maxTokensPerUser`.
+            _ = try execute(
+                "DELETE FROM api_tokens WHERE user_id = $1 AND id <= (SELECT id FROM api_tokens WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+                [.id(user), .integer(Int64(maxTokensPerUser))])
         }
     }
 

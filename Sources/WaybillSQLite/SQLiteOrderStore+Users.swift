@@ -105,6 +105,10 @@ extension SQLiteOrderStore.Transaction {
                 VALUES (?, ?, ?, ?, (SELECT session_epoch FROM users WHERE id = ?))
                 """,
                 [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user)])
+            // By the user index: only this user's rows past the newest `maxTokensPerUser`.
+            try db.execute(
+                "DELETE FROM api_tokens WHERE user_id = ? AND id <= (SELECT id FROM api_tokens WHERE user_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                [.id(user), .id(user), .integer(Int64(maxTokensPerUser))])
         }
     }
 

@@ -198,7 +198,10 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     func insertCompany(name: String) throws -> Company
     /// - Throws: `StoreError.conflict` when the email is taken.
     func insertUser(companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String) throws -> User
-    /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire.
+    /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire. Keeps the user's
+    /// newest `maxTokensPerUser` tokens and deletes older ones (their devices must log in again):
+    /// successful logins are not throttled, and each added a row kept until its expiry, so one
+    /// account could grow the table by millions of rows (found by a review).
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
     /// Revokes every token of `user` (they stop authenticating at once), deletes their unredeemed
     /// WebSocket tickets (a ticket taken before a logout must not open a socket after it), starts
@@ -272,6 +275,9 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// in one transaction outlasts PostgreSQL's statement timeout and holds SQLite's writer.
     func pruneEvents(committedBefore cutoff: Date, limit: Int) throws -> Int
 }
+
+/// API tokens one user keeps (`StoreWriter.insertToken`): one per device that logged in, newest first.
+public let maxTokensPerUser = 100
 
 /// The last event id one `pruneEvents(committedBefore:limit:)` call may delete: at most `limit` ids
 /// past `pruned` (ids are dense above it, so at most `limit` events), never past `relayed`, and

@@ -37,6 +37,27 @@ import WaybillStoreTesting
         }
     }
 
+    /// A user keeps their newest `maxTokensPerUser` tokens: a login past that deletes the oldest
+    /// (logins are not throttled once they succeed, and each added a row kept until it expired).
+    /// Another user's tokens stay.
+    @Test(arguments: Backend.allCases) func aUserKeepsTheirNewestTokensOnly(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            @Sendable func hash(_ n: Int) -> [UInt8] { Array(repeating: UInt8(n % 256), count: 31) + [UInt8(n / 256)] }
+            let bobs = Array(repeating: UInt8(0xB0), count: 32)
+            let extra = 3, total = maxTokensPerUser + extra
+            try await store.write { tx in
+                try tx.insertToken(hash: bobs, for: fixture.bob.id, createdAt: t0, expiresAt: nil)
+                for n in 0..<total { try tx.insertToken(hash: hash(n), for: fixture.alice.id, createdAt: t0, expiresAt: nil) }
+            }
+            let valid = try await store.write { tx in
+                try (0..<total).map { try tx.validTokenUser(tokenHash: hash($0), now: t0) != nil }
+            }
+            #expect(valid == Array(repeating: false, count: extra) + Array(repeating: true, count: maxTokensPerUser))
+            #expect(try await store.write { tx in try tx.validTokenUser(tokenHash: bobs, now: t0) }?.user == fixture.bob.id)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func loginAttemptsStopAtTheLimitWithinTheWindow(_ backend: Backend) async throws
     {
         try await withStore(backend) { store in
