@@ -152,11 +152,7 @@ extension DriverSession {
         if let cached = details[id], !cached.isReplaced(byVersion: detail.version, readIn: generation, orSame: true) {
             return cached.detail
         }
-        // An answer asked for before the last reset may replace a copy as old as itself, but never
-        // with its tag: after a failover its version can name other content, and the refetch the
-        // reset queued would send that tag and keep what no longer exists on a 304 (found by a review).
-        let etag = generation < historyGeneration ? nil : etag
-        details[id] = CachedDetail(detail: detail, etag: etag, generation: generation)
+        cache(detail, etag: etag, of: id, readIn: generation)
         publish(.detail(detail))
         reportShown()
         return detail
@@ -278,6 +274,14 @@ extension DriverSession {
         _ = keep(detail, etag: etag, of: id, readIn: generation)
     }
 
+    /// Stores a detail asked for in history `generation`. One asked for before the last reset may
+    /// replace a copy as old as itself, but never with its tag: after a failover its version can
+    /// name other content, and the refetch the reset queued would send that tag and keep what no
+    /// longer exists on a 304 (found by a review).
+    private func cache(_ detail: OrderDetail, etag: String?, of id: OrderID, readIn generation: Int) {
+        details[id] = CachedDetail(detail: detail, etag: generation < historyGeneration ? nil : etag, generation: generation)
+    }
+
     /// An opened detail takes the order a write answered, unless it already shows the same or a newer
     /// version of the same history (`generation`: the session's when the write was sent).
     func show(_ saved: SavedOrder, of id: OrderID, readIn generation: Int) {
@@ -285,8 +289,7 @@ extension DriverSession {
         if let cached = details[id], !cached.isReplaced(byVersion: saved.order.version, readIn: generation, orSame: false) {
             return
         }
-        let etag = generation < historyGeneration ? nil : saved.etag  // as in `keep`
-        details[id] = CachedDetail(detail: saved.order, etag: etag, generation: generation)
+        cache(saved.order, etag: saved.etag, of: id, readIn: generation)
         publish(.detail(saved.order))
         reportShown()
     }

@@ -36,11 +36,13 @@ public struct ExpectedVersion: Hashable, Sendable {
     /// An order's ETag is `"o<id>-v<version>"` (SPEC §2), so a version alone is enough to name it. A
     /// detail kept without its tag (a `reset` drops tags, so that a refetch is not answered 304 for
     /// content that may no longer exist) is still what the screen shows: its version names it.
+    static func etag(of id: OrderID, version: Int64) -> String { "\"o\(id.rawValue)-v\(version)\"" }
+
     func ifMatch(for id: OrderID, cachedETag: String?, cachedVersion: Int64?) -> String? {
         switch kind {
-        case .shownDetail: cachedETag ?? cachedVersion.map { "\"o\(id.rawValue)-v\($0)\"" }
+        case .shownDetail: cachedETag ?? cachedVersion.map { Self.etag(of: id, version: $0) }
         case .any: nil
-        case .version(let version): "\"o\(id.rawValue)-v\(version)\""
+        case .version(let version): Self.etag(of: id, version: version)
         case .etag(let etag): etag
         }
     }

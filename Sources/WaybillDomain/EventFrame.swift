@@ -169,7 +169,7 @@ public enum Timestamp {
     }
 
     /// Milliseconds since 1970 of an RFC 3339 time (see `parse`).
-    public static func parseMilliseconds(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+    static func parseMilliseconds(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         var i = 0
         func number(_ count: Int) -> Int? {
             guard i + count <= bytes.count else { return nil }

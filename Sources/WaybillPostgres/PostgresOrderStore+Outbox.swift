@@ -51,12 +51,12 @@ extension PostgresOrderStore.Transaction {
     }
 
     func newestEventID() throws -> EventID {
-        try perform { () throws(PostgresError) in
-            EventID(
-                try queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { row throws(PostgresError) in
-                    try row.int64(0)
-                } ?? 0)
-        }
+        try perform { () throws(PostgresError) in EventID(try newestID()) }
+    }
+
+    /// The counter's last id (0 before any event): a plain read, never waiting for an append's lock.
+    private func newestID() throws(PostgresError) -> Int64 {
+        try queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { row throws(PostgresError) in try row.int64(0) } ?? 0
     }
 
     func prunedThrough() throws -> EventID {
@@ -227,11 +227,7 @@ extension PostgresOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (each node stamps its own clock), so
             // `pruned_through` means "everything up to here is gone".
-            let newest =
-                try queryFirst("SELECT last_id FROM event_counter WHERE id = 1") { row throws(PostgresError) in
-                    try row.int64(0)
-                } ?? 0
-            let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, newest: newest, limit: limit)
+            let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, newest: try newestID(), limit: limit)
             let firstKept = try queryFirst(
                 "SELECT event_id FROM events WHERE event_id > $1 AND event_id <= $3 AND committed_at >= $2 ORDER BY event_id LIMIT 1",
                 [.integer(state.pruned), .date(cutoff), .integer(upper)]

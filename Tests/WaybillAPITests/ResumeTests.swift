@@ -91,12 +91,8 @@ struct ResumeTests {
 
     @Test func sinceOlderThanRetentionGetsResetFirst() async throws {
         try await TestServer.withRunning { server in
-            let seed = try await server.seed(drivers: 1, orders: 3)
+            let seed = try await Self.seedAndAgeEverythingOut(server)
             let driver = seed.drivers[0]
-            // Everything relayed, then pruned as if the retention had passed.
-            try await Self.waitUntilRelayed(server)
-            let pruned = try await server.store.write { tx in try tx.pruneEvents(committedBefore: Date().addingTimeInterval(3600)) }
-            #expect(pruned > 0)
             let (socket, _) = try await server.connectedSocket(token: driver.token, query: "since=1")
             #expect(await socket.next()?["type"] as? String == "reset")
             _ = try await server.request("PATCH", "/api/orders/\(driver.orderIDs![0])/", token: seed.dispatcherToken, json: ["notes": "x"])
@@ -109,11 +105,8 @@ struct ResumeTests {
     /// went too, and every reconnect of every client was a reset and a refetch of everything.
     @Test func resumingFromTheNewestCursorAfterEverythingAgedOutIsNoReset() async throws {
         try await TestServer.withRunning { server in
-            let seed = try await server.seed(drivers: 1, orders: 3)
+            let seed = try await Self.seedAndAgeEverythingOut(server)
             let driver = seed.drivers[0]
-            try await Self.waitUntilRelayed(server)
-            let pruned = try await server.store.write { tx in try tx.pruneEvents(committedBefore: Date().addingTimeInterval(3600)) }
-            #expect(pruned > 0)
             let (first, connected) = try await server.connectedSocket(token: driver.token)
             let cursor = try #require(connected["cursor"] as? String)
             await first.close()
@@ -171,6 +164,15 @@ struct ResumeTests {
             #expect(first == beforeRestart)
             #expect(second > first)
         }
+    }
+
+    /// One driver with three orders, every event relayed, then pruned as if the retention had passed.
+    static func seedAndAgeEverythingOut(_ server: TestServer) async throws -> Seeder.Result {
+        let seed = try await server.seed(drivers: 1, orders: 3)
+        try await waitUntilRelayed(server)
+        let pruned = try await server.store.write { tx in try tx.pruneEvents(committedBefore: Date().addingTimeInterval(3600)) }
+        #expect(pruned > 0)
+        return seed
     }
 
     static func waitUntilRelayed(_ server: TestServer) async throws {

@@ -97,8 +97,7 @@ struct BodyFields {
     private func int64(_ key: String, in value: JSONValue) throws(BodyError) -> Int64 {
         switch value {
         case .integer(let integer): return integer
-        case .number: throw .wrongType(path: field(key), expected: .integer)
-        default: throw .wrongType(path: field(key), expected: .integer)
+        default: throw .wrongType(path: field(key), expected: .integer)  // `.number` too: not an integer
         }
     }
 
