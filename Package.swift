@@ -142,5 +142,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),
+        // The `waybill` command's own parts (flags, the driver app's screen and queue file), tested in process.
+        .testTarget(name: "WaybillCommandTests", dependencies: ["waybill", "WaybillClient"], swiftSettings: swiftSettings),
     ]
 )

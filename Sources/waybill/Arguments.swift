@@ -9,6 +9,7 @@ struct Arguments {
 
     private var values: [String: String] = [:]
     private var switches: Set<String> = []
+    private var switchedOff: Set<String> = []
     private let environment: [String: String]
 
     /// - Parameter known: the value flags this command takes; `switches` take no value.
@@ -26,7 +27,17 @@ struct Arguments {
                 name = String(name[..<equals])
             }
             if knownSwitches.contains(name) {
-                switches.insert(name)
+                // `--insecure-http=no` must not turn it on (found by a review, 2026-12-04): a value,
+                // if given, is read as the environment's is, and anything else is refused.
+                switch value.map({ $0.lowercased() }) {
+                case nil, "1", "true", "yes":
+                    switches.insert(name)
+                    switchedOff.remove(name)
+                case "0", "false", "no":
+                    switches.remove(name)
+                    switchedOff.insert(name)  // beats the environment, as a flag does
+                case let other?: throw Problem(description: "--\(name) takes no value (or true/false), not '\(other)'")
+                }
             } else if known.contains(name) {
                 if value == nil {
                     index += 1
@@ -62,6 +73,7 @@ struct Arguments {
 
     func flag(_ name: String) -> Bool {
         if switches.contains(name) { return true }
+        if switchedOff.contains(name) { return false }
         let env = environment[Self.environmentName(name)]?.lowercased()
         return env == "1" || env == "true" || env == "yes"
     }

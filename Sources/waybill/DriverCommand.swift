@@ -25,8 +25,9 @@ enum DriverCommand {
           --email E          login email (WAYBILL_EMAIL)
           --password P       password (WAYBILL_PASSWORD; prefer the variable: other local users can
                              read a program's arguments, not its environment)
-          --insecure-http    allow a server that is not on this machine over plain HTTP
-          --json             one JSON line per change instead of the screen (also when stdout is not a terminal)
+          --insecure-http    allow a server that is not on this machine over plain HTTP (WAYBILL_INSECURE_HTTP=1)
+          --json             one JSON line per change instead of the screen (also when stdout is not a terminal;
+                             WAYBILL_JSON=1). Either switch also takes =true or =false
           --state-dir DIR    where the offline action queue is kept, one file per login and server
                              (WAYBILL_STATE_DIR; default $XDG_STATE_HOME/waybill, else ~/.local/state/waybill);
                              one app per login and server at a time (a second one refuses to start)
@@ -46,12 +47,14 @@ enum DriverCommand {
           {"action":"document","order":ID,"name":"POD.pdf","kind":"proof_of_delivery"}
           refresh            refetch the list now
           quit               leave (queued actions get up to 3 s to go out, then wait on disk for the next start)
+        On a terminal, Ctrl-D leaves as quit does. When stdin is not a terminal (a script), its end
+        does not: the app keeps following until quit, SIGINT or SIGTERM.
 
-        JSON lines: {"kind":"list","orders":[…]}, {"kind":"detail","order":{…}},
+        JSON lines: {"kind":"list","orders":[…]}, {"kind":"detail","order":{…}}, {"kind":"detail_removed","id":ID},
         {"kind":"connection","state":"live"|"connecting"|"backing_off"|"polling_only"|"stopped",…},
         {"kind":"action","id":KEY,"action":…,"order":ID,…,"state":"waiting"|"sending"|"applied"|"refused",
         "reason":{…} (refused only),"waiting":N}, {"kind":"error","message":…}.
-        Exit status 3 when the server refuses the login or the token; 1 when it cannot be reached
+        Exit status 3 when the server refuses the login or the token, or the login is not a driver's; 1 when it cannot be reached
         (or fails, or rate-limits the login) at start.
         """
 
@@ -95,9 +98,9 @@ enum DriverCommand {
             exit(1)
         }
         defer { withExtendedLifetime(lock) {} }
-        let api: HTTPOrdersAPI
+        let api: HTTPOrdersAPI, user: DriverUser
         do {
-            (api, _) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
+            (api, user) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
         } catch let error as WaybillClientError {
             view.error("login failed: \(error)")
             // 3 only when the server refused the login (a supervisor should not retry that); an
@@ -105,6 +108,12 @@ enum DriverCommand {
             let refused = error == .notAuthenticated || error == .notAllowed
                 || (error == .rejected && error.status != 429 && error.status != 408)
             exit(refused ? 3 : 1)
+        }
+        // The app's list and actions are a driver's (its list asks for the driver's own orders and
+        // its actions are the driver's moves); the panel likewise refuses drivers.
+        guard user.role == "driver" else {
+            view.error("this app is for drivers: \(email) is a \(user.role); use the web panel")
+            exit(3)
         }
         let loop = try WebSocketClientLoop()
         let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
@@ -140,10 +149,26 @@ extension DriverCommand {
     }
 
     /// One queue per login and server (keys are scoped to the user): `actions-<email>@<host>_<port>.json`.
+    ///
+    /// The email and host are lower-cased and every name of this machine is `localhost`: logins
+    /// ignore case, and `127.0.0.1` and `localhost` reach the same server, so a restart that spells
+    /// either another way must find the queue (and the lock) the last run left (found by a review,
+    /// 2026-12-04: the actions waited in a file no later start read). A queue kept under the
+    /// spelling of a version before this one is moved to the new name when the new one is absent.
     static func queueFile(in directory: URL, server: URL, email: String) -> URL {
-        let name = "\(email)@\(server.host ?? "server")_\(server.port.map(String.init) ?? "default")"
-        let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
-        return directory.appendingPathComponent("actions-\(safe).json")
+        func file(_ email: String, _ host: String) -> URL {
+            let name = "\(email)@\(host)_\(server.port.map(String.init) ?? "default")"
+            let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
+            return directory.appendingPathComponent("actions-\(safe).json")
+        }
+        let host = server.host ?? "server"
+        let url = file(email.lowercased(), isThisMachine(host) ? "localhost" : host.lowercased())
+        let legacy = file(email, host)
+        let files = FileManager.default
+        if legacy != url, files.fileExists(atPath: legacy.path), !files.fileExists(atPath: url.path) {
+            try? files.moveItem(at: legacy, to: url)
+        }
+        return url
     }
 }
 

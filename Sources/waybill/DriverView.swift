@@ -73,8 +73,13 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
     private var connection = "connecting…"
     private var message = ""
     private var pending = PendingActions()
+    private let output: @Sendable (Data) -> Void
 
-    init(email: String) { self.email = email }
+    /// - Parameter output: where each redrawn screen goes (stdout; a test keeps it).
+    init(email: String, output: @escaping @Sendable (Data) -> Void = Console.write) {
+        self.email = email
+        self.output = output
+    }
 
     func show(_ update: SessionUpdate) {
         lock.withLock {
@@ -83,11 +88,11 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
             case .detail(let detail): details[detail.id] = detail
             case .detailRemoved(let id): details[id] = nil
             case .connection(let state): connection = Self.describe(state)
-            case .failure(let error): message = "⚠ \(error)"
+            case .failure(let error): message = "⚠ " + TerminalText.visible("\(error)")
             case .action(let action):
                 pending.take(action)
                 if case .refused(let reason) = action.state {
-                    message = "⚠ not done: \(action.action) — \(reason)"
+                    message = "⚠ not done: " + TerminalText.visible("\(action.action) — \(reason)")
                 }
             }
             redraw()
@@ -96,7 +101,7 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
 
     func error(_ text: String) {
         lock.withLock {
-            message = "⚠ \(text)"
+            message = "⚠ " + TerminalText.visible(text)
             redraw()
         }
     }
@@ -104,27 +109,34 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
     private func redraw() {
         var screen = "\u{1B}[2J\u{1B}[H"
         let waiting = pending.count == 0 ? "" : " — \(pending.count) action\(pending.count == 1 ? "" : "s") waiting"
-        screen += "Waybill driver — \(email) — \(connection)\(waiting)\n\n"
+        screen += "Waybill driver — \(TerminalText.visible(email)) — \(connection)\(waiting)\n\n"
         screen += "  ID  NUMBER         STATUS       TITLE\n"
         for order in orders {
             screen +=
-                "  " + pad("\(order.id)", 4) + pad(order.number, 15) + pad(order.status.rawValue, 13) + order.title
-            if let overlay = pending.overlay(for: order.id) { screen += "   → \(overlay)" }
+                "  " + pad("\(order.id)", 4) + pad(TerminalText.visible(order.number), 15) + pad(order.status.rawValue, 13)
+                + TerminalText.visible(order.title)
+            if let overlay = pending.overlay(for: order.id) { screen += "   → " + TerminalText.visible(overlay) }
             screen += "\n"
         }
         if orders.isEmpty { screen += "  (no orders)\n" }
         for detail in details.values.sorted(by: { $0.id < $1.id }) {
-            screen += "\nOrder \(detail.id) \(detail.number) — \(detail.title) [\(detail.status.rawValue)]"
-            if let overlay = pending.overlay(for: detail.id) { screen += " → \(overlay)" }
+            screen += "\nOrder \(detail.id) " + TerminalText.visible("\(detail.number) — \(detail.title)")
+                + " [\(detail.status.rawValue)]"
+            if let overlay = pending.overlay(for: detail.id) { screen += " → " + TerminalText.visible(overlay) }
             screen += "\n"
-            if !detail.notes.isEmpty { screen += "  \(detail.notes)\n" }
+            if !detail.notes.isEmpty {
+                // Kept on their own lines, each indented: a line of the notes never starts at the margin.
+                let lines = TerminalText.visible(detail.notes, keepingLineBreaks: true).split(separator: "\n", omittingEmptySubsequences: false)
+                for line in lines { screen += "  \(line)\n" }
+            }
             for stage in detail.stages {
-                screen += "  stage \(stage.id): \(stage.kind) \(stage.address) \(stage.isCompleted ? "✓ done" : "")\n"
+                screen += "  stage \(stage.id): " + TerminalText.visible("\(stage.kind) \(stage.address)")
+                    + " \(stage.isCompleted ? "✓ done" : "")\n"
             }
         }
         screen += "\n\(message)\nopen ID | close ID | accept ID | start ID | complete ID | stage ID SID | "
         screen += "document ID KIND NAME | refresh | quit\n> "
-        Console.write(Data(screen.utf8))
+        output(Data(screen.utf8))
     }
 
     private func pad(_ text: String, _ width: Int) -> String {

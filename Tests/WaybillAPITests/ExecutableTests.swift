@@ -250,6 +250,18 @@ struct ExecutableTests {
         }
     }
 
+    /// The driver app with a dispatcher's login would follow the whole company as if it were the
+    /// driver's list: it refuses, with the exit status of a refused login (found by a review).
+    @Test func driverAppRefusesADispatchersLogin() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let app = try Self.driverApp(on: server, as: seed.dispatcher)
+            defer { app.signal(SIGKILL) }
+            #expect(await app.exitStatus() == 3)
+            #expect(app.stdout.contains { $0.contains("this app is for drivers") }, "\(app.stdout)")
+        }
+    }
+
     /// `--email --password secret`: the missing email is reported, and the secret is not echoed.
     @Test func aFlagWithoutItsValueDoesNotEchoTheNextOne() async throws {
         let app = try ChildProcess(["driver", "--server", "http://127.0.0.1:9", "--email", "--password", "hunter2-secret"])
