@@ -20,6 +20,7 @@ enum SQLiteMigrations {
         // 0007 (PostgreSQL's ICU collation for search) has no SQLite step.
         SQLiteMigration(name: "0008_session_epochs", sql: SQLiteSchema.sessionEpochs),
         SQLiteMigration(name: "0009_token_expiry_index", sql: SQLiteSchema.tokenExpiryIndex),
+        SQLiteMigration(name: "0010_driver_status_index", sql: SQLiteSchema.driverStatusIndex),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

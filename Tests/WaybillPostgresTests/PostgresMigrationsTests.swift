@@ -23,13 +23,17 @@ import WaybillTesting
             recorded.split(separator: "\n") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs", "0009_token_expiry_index",
+                "0010_driver_status_index",
             ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
             try PostgresServer.shared().psql(
                 "SELECT indexdef FROM pg_indexes WHERE tablename = 'orders' ORDER BY indexname", database: databaseName(url))
         }
-        for columns in ["(company_id, id)", "(company_id, status, id)", "(company_id, driver_id, id)"] {
+        for columns in [
+            "(company_id, id)", "(company_id, status, id)", "(company_id, driver_id, id)",
+            "(company_id, driver_id, status, id)",  // 0010: a driver's status pages and counts
+        ] {
             #expect(indexes.contains(columns), "no index on orders \(columns)")
         }
         // Every store works on the one schema.
@@ -51,7 +55,7 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "8")
+        #expect(count == "9")
     }
 
     /// A database that is not UTF-8 is refused at open, with the reason: an emoji in a title would

@@ -25,6 +25,7 @@ import WaybillStoreTesting
             try rawQuery(database.path, "SELECT name FROM schema_migrations") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0006_outbox_without_counter", "0008_session_epochs", "0009_token_expiry_index",
+                "0010_driver_status_index",
             ])
         // 0006: no counter row and no by-event index; every commit wrote both.
         #expect(!tables.contains("event_counter"))
@@ -37,6 +38,17 @@ import WaybillStoreTesting
         ).joined(separator: "\n")
         #expect(plan.contains("orders_by_status"), "\(plan)")
         #expect(!plan.contains("TEMP B-TREE"), "\(plan)")
+        // 0010: a driver's status page and counts are ranges of that driver's statuses, not a walk
+        // of the driver's whole history checking each row's status.
+        for (what, sql) in [
+            ("page", "SELECT id, title FROM orders WHERE company_id = 1 AND status = 'completed' AND driver_id = 2 AND id < 50 ORDER BY id DESC LIMIT 101"),
+            ("recent half", "SELECT id, title FROM orders WHERE company_id = 1 AND status = 'cancelled' AND driver_id = 2 AND updated_at > 5 ORDER BY id DESC LIMIT 501"),
+            ("counts", "SELECT status, count(*) FROM orders WHERE company_id = 1 AND driver_id = 2 GROUP BY status"),
+        ] {
+            let driverPlan = try rawQuery(database.path, "EXPLAIN QUERY PLAN " + sql, column: 3).joined(separator: "\n")
+            #expect(driverPlan.contains("orders_by_driver_status (company_id=? AND driver_id=?"), "\(what): \(driverPlan)")
+            #expect(!driverPlan.contains("TEMP B-TREE"), "\(what): \(driverPlan)")
+        }
         #expect(try rawQuery(database.path, "PRAGMA journal_mode") == ["wal"])
     }
 
@@ -45,7 +57,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["8"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["9"])
         #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 
