@@ -31,10 +31,10 @@ FAKE_SOCKET = """
   }
   let tickets = 0;
   const api = { wsTicket: async () => ({ ticket: 't' + (++tickets), expires_in: 60 }) };
-  const signals = [], statuses = [];
+  const signals = [], statuses = [], resets = [];
   const feed = new live.LiveFeed({
     api, WebSocketImpl: FakeSocket, random: () => 0, coalesceMs: 100,
-    onSignal: async (s) => { signals.push({ all: s.all, ids: [...s.orderIds].sort((a, b) => a - b), deleted: [...s.deletedIds] });
+    onSignal: async (s) => { if (s.reset) resets.push(signals.length); signals.push({ all: s.all, ids: [...s.orderIds].sort((a, b) => a - b), deleted: [...s.deletedIds] });
                              await new Promise((r) => setTimeout(r, 50)); },
     onStatus: (s) => statuses.push(s.state), onAuthFailure: (code) => statuses.push('auth-' + code),
   });
@@ -147,9 +147,11 @@ def test_a_reset_drops_the_cached_etags_and_small_refetches_do_not_postpone_the_
       }
       const fullAfter = signals.filter((s) => s.all).length;
       feed.stop();
-      return { cleared, fullBefore, fullAfter };
+      return { cleared, fullBefore, fullAfter, resets };
     """)
     assert result["cleared"] == 1
+    # The views are told: they take the refetch even at a lower or equal version (test_panel_reset.py).
+    assert len(result["resets"]) == 1, result
     assert result["fullAfter"] > result["fullBefore"], result
 
 

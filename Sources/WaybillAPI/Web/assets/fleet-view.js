@@ -37,6 +37,8 @@ export class FleetView {
 
   /** `signal`: the live feed's coalesced `{ all, orderIds }` (none: load everything). */
   async refresh(signal = { all: true }) {
+    // After a `reset` a card whose versions did not change may still show other content.
+    if (signal.reset) for (const card of this.cards.values()) card.signature = null;
     try {
       if (signal.all || this.orders === null || signal.orderIds.size > MAX_IDS) {
         await this.loadAll();

@@ -28,12 +28,13 @@ function cursorOf(frame) {
 }
 
 function emptySignal() {
-  return { all: false, orderIds: new Set(), deletedIds: new Set(), createdIds: new Set(), countsChanged: false };
+  return { all: false, reset: false, orderIds: new Set(), deletedIds: new Set(), createdIds: new Set(), countsChanged: false };
 }
 
 function mergeSignal(into, part) {
   const signal = into ?? emptySignal();
   if (part.all) signal.all = true;
+  if (part.reset) signal.reset = true;
   for (const id of part.orderIds ?? []) signal.orderIds.add(id);
   for (const id of part.deletedIds ?? []) signal.deletedIds.add(id);
   for (const id of part.createdIds ?? []) signal.createdIds.add(id);
@@ -45,7 +46,7 @@ function mergeSignal(into, part) {
  * One live feed per page that needs one (`stream` = null for the company stream, 'fleet' for
  * the fleet board).
  *
- * `onSignal({all, orderIds, deletedIds, createdIds, countsChanged})` is awaited; while it runs new signals accumulate and
+ * `onSignal({all, reset, orderIds, deletedIds, createdIds, countsChanged})` is awaited; while it runs new signals accumulate and
  * are delivered together afterwards, so a burst of 50 events costs one list fetch.
  * `onStatus({state, retryAt})`: state is connecting | live | reconnecting | polling | stopped.
  * `onAuthFailure(code)`: the socket was refused for good (4001/4003 or a 401/403 ticket).
@@ -204,7 +205,9 @@ export class LiveFeed {
       // After a restore or failover the same version (and ETag) can name other content: refetch
       // without If-None-Match, or a 304 would keep what no longer exists (docs/PROTOCOL.md).
       this.api?.clearCache?.();
-      this.queue({ all: true });
+      // `reset`: what is shown may be of the other history: views take the refetch as it comes,
+      // even a lower version, and redraw rows whose version did not change.
+      this.queue({ all: true, reset: true });
     } else if (typeof frame.type === 'string' && frame.type.startsWith('order_')) {
       if (Number.isInteger(frame.event_id) && frame.event_id > (this.lastEventId ?? 0)) {
         this.lastEventId = frame.event_id;

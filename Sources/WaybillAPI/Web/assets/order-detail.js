@@ -32,6 +32,10 @@ export class OrderDetail {
     this.orderId = null;
     this.order = null;
     this.etag = null; // the version of `order`: every write sends it as If-Match
+    // Bumped by a `reset`: versions compare only within one history. After a restore the refetch
+    // can bring a lower version, which is then the truth (docs/PROTOCOL.md, "Resume by cursor").
+    this.history = 0;
+    this.shownHistory = 0; // the history `order` was fetched in
     this.build();
   }
 
@@ -128,6 +132,7 @@ export class OrderDetail {
   /** Signal from the live feed. */
   async refresh(signal) {
     const id = this.orderId;
+    if (signal.reset) this.history += 1;
     if (id === null) return;
     if (signal.deletedIds.has(id)) return this.showGone();
     if (signal.all || signal.orderIds.has(id)) await this.load();
@@ -135,14 +140,21 @@ export class OrderDetail {
 
   async load() {
     const id = this.orderId;
+    const history = this.history;
     try {
       const { data, changed, etag } = await this.api.order(id);
       if (id !== this.orderId) return; // another order was opened meanwhile
+      // Asked before a `reset`: the load the reset started draws what is true now.
+      if (history !== this.history) return;
       // Two loads of one order can overlap (opening it, a live event): an answer older than what is
       // shown arrives last sometimes, and drawing it would take the screen and its If-Match back.
-      if (this.order && data && data.version < this.order.version) return;
+      // Only within one history: after a reset a lower version is the restored truth (found by a
+      // review, 2026-12-04: the detail kept the lost version, and every save got 412).
+      const sameHistory = this.shownHistory === history;
+      if (this.order && data && data.version < this.order.version && sameHistory) return;
       this.loadError.textContent = '';
-      if (changed || !this.order) this.render(data);
+      if (changed || !this.order || !sameHistory) this.render(data);
+      this.shownHistory = history;
       this.etag = etag ?? tagOf(this.order);
     } catch (error) {
       if (id !== this.orderId || error.status === 401) return;

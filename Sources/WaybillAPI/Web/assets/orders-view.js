@@ -22,6 +22,7 @@ export class OrdersView {
     this.page = { before: null, rows: [], hasMore: false, next: null };
     this.cursors = []; // the `before` of each newer page, for "Newer"
     this.generation = 0; // bumps on every page load: an older answer is dropped
+    this.pageStale = false; // a refetch failed: the next signal reloads the whole page
   }
 
   /** The live stream this page listens to (company events). */
@@ -138,6 +139,8 @@ export class OrdersView {
    * server a count over the company's history); rows by the rule of `planRefresh`.
    */
   async refresh(signal) {
+    // After a `reset` the same version can name other content: every row is drawn again.
+    if (signal.reset) for (const row of this.rows.values()) row.version = null;
     // Drivers first: the table and the detail show their names.
     if (signal.all || this.drivers.size === 0) await this.loadDrivers();
     const tasks = [this.refreshList(signal)];
@@ -159,7 +162,9 @@ export class OrdersView {
   }
 
   async refreshList(signal) {
-    const plan = planRefresh(signal, this.page);
+    // A failed refetch used up its signal: the next one reloads the page, or the rows it named
+    // would stay old until the safety poll (found by a review, 2026-12-04).
+    const plan = this.pageStale ? { page: true } : planRefresh(signal, this.page);
     if (plan.page) return this.loadPage();
     if (plan.ids.length === 0) return undefined;
     const generation = this.generation;
@@ -170,8 +175,10 @@ export class OrdersView {
       const fresh = new Map(data.map((order) => [order.id, order]));
       this.orders = this.orders.map((order) => fresh.get(order.id) ?? order);
       this.page.rows = this.orders;
+      this.listError.textContent = '';
       this.render();
     } catch (error) {
+      if (generation === this.generation) this.pageStale = true;
       this.listFailed(error);
     }
     return undefined;
@@ -204,7 +211,10 @@ export class OrdersView {
     try {
       const { data, next } = await this.api.orders({ ...serverFilters(this.query), before, limit: PAGE_SIZE });
       if (generation !== this.generation) return;
-      if (data.length === 0 && this.cursors.length > 0) {
+      this.pageStale = false;
+      // An empty page that has a `next` is a search window with no match: Older goes on past it
+      // (going back would keep every match beyond it out of reach; found by a review).
+      if (data.length === 0 && next === null && this.cursors.length > 0) {
         // Everything on this older page went away: show the one before it.
         this.page = { ...this.page, before: this.cursors.pop() };
         await this.loadPage();
@@ -284,6 +294,9 @@ export class OrdersView {
     this.highlightId = null;
     this.rendered = true;
     this.empty.hidden = visible.length > 0;
+    setText(this.empty, this.page.next === null
+      ? 'No orders match these filters.'
+      : 'No matches among these orders: Older searches further back.');
     const pageNumber = this.cursors.length + 1;
     setText(this.count, `Page ${pageNumber}: ${visible.length} order${visible.length === 1 ? '' : 's'}`);
     this.newer.disabled = this.cursors.length === 0;

@@ -1,0 +1,109 @@
+"""The orders page and the order detail on plain values (a fake API) in the real browser: what
+they draw after a `reset`, after a failed refetch, and on a search window with no match.
+Found by a review (2026-12-04)."""
+
+SETUP = """
+  const { OrdersView } = await import('/assets/orders-view.js');
+  const { OrderDetail } = await import('/assets/order-detail.js');
+  const row = (id, version, title, extra = {}) => ({
+    id, number: '2026/12/' + String(id).padStart(4, '0'), status: 'assigned', driver_id: null, title,
+    notes: '', stages: [], documents: [], created_at: '2026-12-01T10:00:00.000Z',
+    updated_at: '2026-12-01T10:00:00.000Z', version, ...extra });
+  const signal = (fields = {}) => ({ all: false, reset: false, orderIds: new Set(), deletedIds: new Set(),
+    createdIds: new Set(), countsChanged: false, ...fields });
+  const calls = [];
+  const api = {
+    pages: [], byIds: [],
+    drivers: async () => ({ data: [], changed: true }),
+    orderCounts: async () => ({ data: {}, changed: true }),
+    orders: async (params) => { calls.push(['orders', params.before ?? null]); return api.pages.shift(); },
+    ordersByIds: async (ids) => { calls.push(['ids', ids]); const next = api.byIds.shift(); if (next instanceof Error) throw next; return next; },
+    order: async () => api.detail,
+  };
+  const main = document.createElement('main');
+  document.body.replaceChildren(main);
+  const view = new OrdersView({ api, feed: { refresh() {} } });
+  view.mount(main, { orderId: null, query: {} });
+  const titles = () => [...main.querySelectorAll('#orders-table tbody tr')].map((tr) => tr.querySelector('.cell-title').textContent);
+"""
+
+
+def run(page, script):
+    page.goto("/")
+    return page.evaluate(f"async () => {{ {SETUP} {script} }}")
+
+
+def test_after_a_reset_the_detail_takes_the_restored_order_even_at_a_lower_version(page, server):
+    result = run(page, """
+      const root = document.createElement('div');
+      document.body.append(root);
+      const detail = new OrderDetail({ api, root, drivers: () => new Map(), onChanged: () => {}, onClose: () => {} });
+      api.detail = { data: row(5, 4, 'before the restore'), changed: true, etag: '"o5-v4"' };
+      await detail.show(5);
+      // Within one history a lower version is an older answer arriving late: kept out.
+      api.detail = { data: row(5, 3, 'an older answer'), changed: true, etag: '"o5-v3"' };
+      await detail.refresh(signal({ all: true }));
+      const kept = [detail.order.title, detail.etag];
+      // After a reset it is the restored truth: shown, and its tag is what the next save sends.
+      api.detail = { data: row(5, 2, 'restored'), changed: true, etag: '"o5-v2"' };
+      await detail.refresh(signal({ all: true, reset: true }));
+      return { kept, after: [detail.order.title, detail.etag], shown: root.textContent.includes('restored') };
+    """)
+    assert result["kept"] == ["before the restore", '"o5-v4"'], result
+    assert result["after"] == ["restored", '"o5-v2"'], result
+    assert result["shown"], result
+
+
+def test_after_a_reset_a_row_at_the_same_version_is_drawn_again(page, server):
+    result = run(page, """
+      api.pages.push({ data: [row(3, 3, 'X before the restore')], next: null });
+      await view.refresh(signal({ all: true }));
+      const before = titles();
+      // The same version with other content: without the reset, an unchanged version keeps its row.
+      api.pages.push({ data: [row(3, 3, 'X restored')], next: null });
+      await view.refresh(signal({ all: true }));
+      const withoutReset = titles();
+      api.pages.push({ data: [row(3, 3, 'X restored')], next: null });
+      await view.refresh(signal({ all: true, reset: true }));
+      return { before, withoutReset, after: titles() };
+    """)
+    assert result["before"] == ["X before the restore"], result
+    assert result["withoutReset"] == ["X before the restore"], result
+    assert result["after"] == ["X restored"], result
+
+
+def test_a_failed_row_refetch_reloads_the_page_at_the_next_signal_and_clears_its_message(page, server):
+    result = run(page, """
+      api.pages.push({ data: [row(7, 1, 'Alpha'), row(6, 1, 'Bravo')], next: null });
+      await view.refresh(signal({ all: true }));
+      api.byIds.push(Object.assign(new Error('Service Unavailable'), { status: 503 }));
+      await view.refresh(signal({ orderIds: new Set([7]) }));        // Alpha renamed: this fetch fails
+      const message = main.querySelector('#orders-error').textContent;
+      api.pages.push({ data: [row(7, 2, 'Alpha renamed'), row(6, 2, 'Bravo renamed')], next: null });
+      await view.refresh(signal({ orderIds: new Set([6]) }));        // Bravo renamed: the page comes again
+      return { message, after: titles(), error: main.querySelector('#orders-error').textContent, calls };
+    """)
+    assert "Could not refresh" in result["message"], result
+    assert result["after"] == ["Alpha renamed", "Bravo renamed"], result
+    assert result["error"] == "", result
+    assert result["calls"][-1] == ["orders", None], result
+
+
+def test_older_goes_on_past_a_search_window_without_a_match(page, server):
+    result = run(page, """
+      view.update({ orderId: null, query: { status: 'all', q: 'Zebra' } });
+      api.pages.push({ data: [], next: 40101 });
+      await view.refresh(signal({ all: true }));
+      const first = { titles: titles(), older: main.querySelector('#page-older').disabled,
+                      empty: main.querySelector('.empty').textContent };
+      api.pages.push({ data: [], next: 30101 });
+      await view.showOlder();
+      api.pages.push({ data: [row(42, 1, 'Zebra crossing')], next: null });
+      await view.showOlder();
+      return { first, titles: titles(), count: main.querySelector('#orders-count').textContent, calls };
+    """)
+    assert result["first"]["titles"] == [] and result["first"]["older"] is False, result
+    assert "Older searches further back" in result["first"]["empty"], result
+    assert result["titles"] == ["Zebra crossing"], result
+    assert result["count"].startswith("Page 3"), result
+    assert [c for c in result["calls"] if c[0] == "orders"][-2:] == [["orders", 40101], ["orders", 30101]], result
