@@ -105,8 +105,12 @@ struct ActionQueue: Sendable {
             if let expected = applied.ifMatch.map(Self.versionTag) ?? Self.tagBefore(saved) {
                 for index in actions.indices where actions[index].orderID == applied.orderID {
                     // `"o42-v7"` and `"o42-v7-s7"` (with the driver's receipt) name one version.
+                    // An answer without an ETag (a proxy that strips it) still names the new version:
+                    // the later action keeps a precondition (found by a review, 2026-12-04: it
+                    // went out with none, applied whatever changed meanwhile).
                     if let tag = actions[index].ifMatch, Self.versionTag(tag) == expected {
-                        actions[index].ifMatch = saved.etag
+                        actions[index].ifMatch =
+                            saved.etag ?? ExpectedVersion.etag(of: saved.order.id, version: saved.order.version)
                     }
                 }
             }
@@ -120,8 +124,13 @@ struct ActionQueue: Sendable {
             if countsAsServerFailure { actions[0].serverFailures += 1 }
             let attempt = failures
             failures += 1
+            // Only server failures and the age drop an action: a policy's `maxAttempts` (a preset
+            // such as `.classic` has 3) must not turn minutes out of coverage into `gave_up` (found
+            // by a review, 2026-12-04; PROTOCOL.md, "unreachable attempts only count toward the age").
+            var retry = policy.retry
+            retry.maxAttempts = nil
             guard actions[0].serverFailures < policy.maxServerFailures,
-                let delay = policy.retry.delay(forAttempt: attempt, random: &random)
+                let delay = retry.delay(forAttempt: attempt, random: &random)
             else {
                 var refused = actions.removeFirst()
                 refused.state = .refused(
@@ -183,8 +192,8 @@ struct ActionQueue: Sendable {
 
 /// When the offline queue retries and when it gives up (part of ``DriverSession/Configuration``).
 public struct ActionQueuePolicy: Hashable, Sendable {
-    /// Delays between attempts (exponential, with jitter). Default: 1 s doubling to 60 s, never giving up
-    /// by count (the age and server-failure limits bound it instead).
+    /// Delays between attempts (exponential, with jitter). Default: 1 s doubling to 60 s. Its
+    /// `maxAttempts` is not used: only the age and server-failure limits drop an action.
     public var retry: ReconnectPolicy
     /// An action not sent successfully within this time after the driver made it is dropped as `expired`.
     /// Default 24 h: the time the server is required to keep idempotency keys, so no retry can apply twice.

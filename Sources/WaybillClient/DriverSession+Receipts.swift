@@ -1,10 +1,15 @@
 /// Receipts (SPEC §5 rule 7): the device tells the server which order versions it now shows.
 extension DriverSession {
-    /// The version of each order on screen: list rows and opened details (the newer where both show it).
+    /// The version of each order on screen: list rows, and for an opened order its detail's.
+    ///
+    /// An opened order is seen as its detail shows it, also when its row is newer: a row carries
+    /// no stages or notes, so a receipt for the row's version would tell the dispatcher a new
+    /// address was seen while the screen still shows the old one (its refetch failed; found by
+    /// a review, 2026-12-04).
     var shownVersions: [OrderID: Int64] {
         var shown: [OrderID: Int64] = [:]
-        for row in orders { shown[row.id] = max(shown[row.id] ?? 0, row.version) }
-        for (id, cached) in details { shown[id] = max(shown[id] ?? 0, cached.detail.version) }
+        for row in orders { shown[row.id] = row.version }
+        for (id, cached) in details { shown[id] = cached.detail.version }
         return shown
     }
 

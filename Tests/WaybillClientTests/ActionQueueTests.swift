@@ -47,6 +47,38 @@ struct ActionQueueTests {
         #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), FakeOrdersAPI.etag(2, version: 1)])
     }
 
+    /// The answer came without an ETag (a proxy stripped it): the later action names the new version
+    /// instead of losing its precondition.
+    @Test func anAnswerWithoutATagStillMovesLaterActionsToTheNewVersion() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        let shown = FakeOrdersAPI.etag(1, version: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: shown))
+        queue.add(action("b", .completeStage(5, of: 1), ifMatch: shown))
+        _ = queue.next(now: start)
+        var untagged = saved(1, version: 2)
+        untagged.etag = nil
+        _ = queue.finished(.applied(untagged), random: &random)
+        #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2)])
+    }
+
+    /// A retry policy with a count limit (`.classic`: 3) does not drop an action that only found
+    /// the server unreachable: the age limit bounds that.
+    @Test func aRetryPolicyWithACountLimitDoesNotDropAnUnreachableAction() {
+        var queue = ActionQueue(policy: ActionQueuePolicy(retry: .classic))
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted)))
+        for _ in 0..<10 {
+            _ = queue.next(now: start)
+            guard case .retry = queue.finished(.retry(countsAsServerFailure: false), random: &random) else {
+                Issue.record("gave up on being offline")
+                return
+            }
+            queue.backoffElapsed()
+        }
+        #expect(queue.actions.map(\.id.rawValue) == ["a"])
+    }
+
     /// The driver queued A with the detail's tag, then refetched it after its own receipt (same
     /// version, tag `"o1-v1-s1"`) and queued B: B is on the same version and moves on with A.
     @Test func aTagWithAReceiptSuffixNamesTheSameVersion() {
