@@ -94,6 +94,38 @@ struct OutboxRelayLeaseTests {
         }
     }
 
+    /// After a broker outage the backlog is what every feed read from the store meanwhile: only its
+    /// last batch goes out, and a commit made after the broker is back is not held behind the rest
+    /// (found by a review: about 1 s per 150 000 events republished, while new commits waited).
+    @Test func afterABrokerOutageOnlyTheLastBatchOfTheBacklogIsPublished() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            broker.refuse(true)
+            let relay = Self.relay(store, broker, clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            #expect(await eventually { relay.isLeading })
+            let backlog = try await store.append(3_000)
+            relay.committed(backlog)
+            // Failed rounds (and maybe a step-down and a new leadership) while the broker refuses.
+            for _ in 0..<20 { await clock.advance(by: .milliseconds(500)) }
+            broker.refuse(false)
+            let after = try await store.append(1)
+            relay.committed(after)
+            let caughtUp = await eventually(timeout: .seconds(20)) {
+                await clock.advance(by: .milliseconds(500))
+                relay.notify()
+                return broker.publishedIDs.last == after[0].id
+            }
+            #expect(caughtUp)
+            let batch = OutboxRelay.Configuration().batchSize
+            #expect(broker.publishedIDs.count <= batch + 1, "published \(broker.publishedIDs.count) events")
+            #expect(broker.publishedIDs.first.map { $0.rawValue > backlog[0].id.rawValue + 2_000 } == true)
+            running.cancel()
+            await running.value
+        }
+    }
+
     /// A leader whose reads fail from the start (its pool out of connection slots, its read queue
     /// full) while its lease, on a session of its own, stays held: it cannot even read its cursor.
     /// It gives the lease up like a leader whose rounds fail, and keeps none of its node's commits
