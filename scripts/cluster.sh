@@ -134,7 +134,9 @@ http {
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection \$connection_upgrade;
-            # A dead node: retry idempotent requests on the other one (writes are never retried by nginx).
+            # A dead node: retry idempotent requests on the other one. nginx never retries POST or PATCH,
+            # but it does retry DELETE (idempotent in HTTP): one whose first try committed answers 404
+            # from the other node, which the panel shows as "gone" (docs/SCALING.md).
             proxy_next_upstream error timeout http_502 http_503;
             proxy_connect_timeout 2s;
             # WebSockets stay open for hours; the server pings every 25 s.

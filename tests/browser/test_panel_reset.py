@@ -1,5 +1,6 @@
 """The orders page and the order detail on plain values (a fake API) in the real browser: what
-they draw after a `reset`, after a failed refetch, and on a search window with no match.
+they draw after a `reset`, after a failed refetch, on a search window with no match, and when a
+delete finds the order gone.
 Found by a review (2026-12-04)."""
 
 SETUP = """
@@ -21,7 +22,7 @@ SETUP = """
     order: async () => api.detail,
   };
   const main = document.createElement('main');
-  document.body.replaceChildren(main);
+  document.body.append(main);  // beside the page's own (its confirm dialog stays)
   const view = new OrdersView({ api, feed: { refresh() {} } });
   view.mount(main, { orderId: null, query: {} });
   const titles = () => [...main.querySelectorAll('#orders-table tbody tr')].map((tr) => tr.querySelector('.cell-title').textContent);
@@ -107,3 +108,25 @@ def test_older_goes_on_past_a_search_window_without_a_match(page, server):
     assert result["titles"] == ["Zebra crossing"], result
     assert result["count"].startswith("Page 3"), result
     assert [c for c in result["calls"] if c[0] == "orders"][-2:] == [["orders", 40101], ["orders", 30101]], result
+
+
+def test_a_delete_answered_404_shows_the_order_gone_not_an_error(page, server):
+    """Behind a proxy that sends a DELETE again (nginx retries it), the first try may have
+    committed: the second answers 404. The order is gone, as asked."""
+    result = run(page, """
+      const root = document.createElement('div');
+      document.body.append(root);
+      let changed = 0;
+      const detail = new OrderDetail({ api, root, drivers: () => new Map(), onChanged: () => { changed += 1; }, onClose: () => {} });
+      api.detail = { data: row(5, 4, 'to delete'), changed: true, etag: '"o5-v4"' };
+      api.forgetOrder = () => {};
+      api.deleteOrder = async () => { throw Object.assign(new Error('Not found.'), { status: 404 }); };
+      await detail.show(5);
+      const removing = detail.remove();
+      document.getElementById('confirm-dialog').close('confirm');
+      await removing;
+      return { gone: !detail.gone.hidden, error: detail.error.textContent, changed };
+    """)
+    assert result["gone"] is True, result
+    assert result["error"] == "", result
+    assert result["changed"] >= 1, result

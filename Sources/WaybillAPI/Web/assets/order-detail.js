@@ -331,6 +331,13 @@ export class OrderDetail {
       if (error.status === 412) {
         this.error.textContent = CHANGED_MEANWHILE;
         this.onChanged();
+      } else if (error.status === 404) {
+        // Gone, which is what was asked: this delete committed and its answer was lost (a proxy
+        // in front of two nodes sends a DELETE again, HTTP calls it idempotent), or another
+        // dispatcher deleted it first. Said as such, not as an error (found by a review).
+        this.api.forgetOrder(order.id);
+        this.onChanged();
+        this.showGone();
       } else if (error.status !== 401) {
         this.error.textContent = error.message;
       }
