@@ -130,3 +130,31 @@ def test_a_delete_answered_404_shows_the_order_gone_not_an_error(page, server):
     assert result["gone"] is True, result
     assert result["error"] == "", result
     assert result["changed"] >= 1, result
+
+
+def test_a_change_during_a_page_load_is_not_drawn_over_by_its_older_answer(page, server):
+    """The user paged (a page load in flight), an order was cancelled meanwhile and its event came
+    before the page's answer, which the server made before the cancel."""
+    result = run(page, """
+      view.update({ orderId: null, query: { status: 'all' } });          // the history: cancelled rows stay
+      api.pages.push({ data: [row(5, 1, 'Zebra')], next: null });
+      await view.refresh(signal({ all: true }));
+      let answer, hold = true;
+      const pages = api.orders;
+      api.orders = (params) => {
+        if (!hold) return pages(params);
+        hold = false;                                                    // only the first is held
+        calls.push(['orders', params.before ?? null]);
+        return new Promise((resolve) => { answer = resolve; });
+      };
+      const loading = view.loadPage();                                   // the user's page load
+      api.byIds.push({ data: [row(5, 2, 'Zebra', { status: 'cancelled' })] });
+      api.pages.push({ data: [row(5, 2, 'Zebra', { status: 'cancelled' })], next: null });
+      await view.refresh(signal({ orderIds: new Set([5]) }));            // the cancel's event
+      answer({ data: [row(5, 1, 'Zebra')], next: null });                // made before the cancel
+      await loading;
+      const status = main.querySelector('#orders-table tbody tr .badge').textContent;
+      return { status, loads: calls.filter((c) => c[0] === 'orders').length };
+    """)
+    assert result["status"] == "Cancelled", result
+    assert result["loads"] == 3, result

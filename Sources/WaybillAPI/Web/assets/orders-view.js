@@ -23,6 +23,8 @@ export class OrdersView {
     this.cursors = []; // the `before` of each newer page, for "Newer"
     this.generation = 0; // bumps on every page load: an older answer is dropped
     this.pageStale = false; // a refetch failed: the next signal reloads the whole page
+    this.loading = null; // the generation of the page load in flight, if any
+    this.signalledWhileLoading = false; // a signal came meanwhile: that load's answer may predate it
   }
 
   /** The live stream this page listens to (company events). */
@@ -166,6 +168,13 @@ export class OrdersView {
     // would stay old until the safety poll (found by a review, 2026-12-04).
     const plan = this.pageStale ? { page: true } : planRefresh(signal, this.page);
     if (plan.page) return this.loadPage();
+    if (this.loading !== null && plan.ids.length > 0) {
+      // A page load (the user paged or searched) is in flight and its answer may be older than
+      // this change: rows fetched now would be drawn over by it. It loads once more when it ends
+      // (found by a review, 2026-12-04: a cancelled order showed as assigned until the poll).
+      this.signalledWhileLoading = true;
+      return undefined;
+    }
     if (plan.ids.length === 0) return undefined;
     const generation = this.generation;
     try {
@@ -208,9 +217,12 @@ export class OrdersView {
   async loadPage() {
     const generation = ++this.generation;
     const before = this.page.before;
+    this.loading = generation;
+    this.signalledWhileLoading = false;
     try {
       const { data, next } = await this.api.orders({ ...serverFilters(this.query), before, limit: PAGE_SIZE });
       if (generation !== this.generation) return;
+      this.loading = null;
       this.pageStale = false;
       // An empty page that has a `next` is a search window with no match: Older goes on past it
       // (going back would keep every match beyond it out of reach; found by a review).
@@ -224,7 +236,12 @@ export class OrdersView {
       this.orders = data;
       this.listError.textContent = '';
       this.render();
+      if (this.signalledWhileLoading) await this.loadPage();
     } catch (error) {
+      if (generation === this.generation) {
+        this.loading = null;
+        if (this.signalledWhileLoading) this.pageStale = true;
+      }
       this.listFailed(error);
     }
   }
