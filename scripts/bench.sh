@@ -6,7 +6,9 @@
 #   scripts/bench.sh connections 5000 30  idle sockets: count, hold seconds (+ scripts/pong_probe.py on one more socket)
 #   scripts/bench.sh paced 2000 20 [50 [drivers|dispatcher]]
 #                                         wrk PATCHes on a fixed schedule (scripts/bench_paced.lua) + wsdrain:
-#                                         rate, duration, sockets, whose (dispatcher: every socket gets every event)
+#                                         rate, duration, sockets, whose (dispatcher: every socket gets every event);
+#                                         WAYBILL_PACED_GET=PATH sends GETs of PATH instead (ID: a random order id),
+#                                         for what a request without a write costs (server_cpu_us_per_request)
 #   scripts/bench.sh saturate 20 [2000 [all|dispatcher|drivers [CONNECTIONS]]]
 #                                         wrk PATCH load + wsdrain: duration, sink sockets, whose tokens,
 #                                         wrk connections (default 32, patchload.sh's)
@@ -162,6 +164,7 @@ print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{con
     "event_frames": events, "event_frames_per_s_write_window": round(events / dur),
     "events_committed": committed, "lost": lost,
     "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
+    "server_cpu_us_per_request": round((a[1] - b[1]) / tck * 1e6 / requests, 1) if requests else None,
     "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
             "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
             "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None},
@@ -204,7 +207,7 @@ PY
             c1="$(committed_events)"
             cat "$DATA/drain.err" >&2
             python3 - "$DATA/drain.json" "$DATA/wrk.txt" "$before" "$after" "$dur" "$conns" "$rate" "$(getconf CLK_TCK)" "$c0" "$c1" "$who" <<'PY' | tee -a "$RESULTS"
-import json, re, sys
+import json, os, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
 b, a = [list(map(float, x.split())) for x in sys.argv[3:5]]
@@ -216,7 +219,10 @@ committed = int(float(sys.argv[10])) - int(float(sys.argv[9]))
 frames = drain["latency_ms"]["n"]  # frames carrying changed_at: the event frames
 who = sys.argv[11]
 expected = committed * (drain.get("connected") or 0) if who == "dispatcher" else committed
-print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + ("-dispatcher" if who == "dispatcher" else ""),
+get_path = os.environ.get("WAYBILL_PACED_GET") or None
+requests = int(m.group(1)) if m else None
+print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + ("-dispatcher" if who == "dispatcher" else "")
+    + ("-get" if get_path else ""), "get_path": get_path,
     "offered_writes_per_s": rate, "who": who,
     "duration_s": dur, "sockets": conns, "connected": drain.get("connected"),
     "writes": int(m.group(1)) if m else None, "writes_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
@@ -228,6 +234,7 @@ print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + (
     "event_frames_per_s": round(frames / dur),
     "delivery_latency_ms": drain["latency_ms"],
     "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
+    "server_cpu_us_per_request": round((a[1] - b[1]) / tck * 1e6 / requests, 1) if requests else None,
     "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
             "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
             "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None}},

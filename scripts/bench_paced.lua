@@ -46,9 +46,16 @@ function delay()
   return math.floor(wait)
 end
 
+-- WAYBILL_PACED_GET=PATH sends GETs of PATH instead ("ID" in it becomes a random order id), with
+-- the same token: what a request costs the server without a write (docs/BENCHMARKS.md).
+local get_path = os.getenv("WAYBILL_PACED_GET")
+
 function request()
   sent = sent + 1
   local id = ids[math.random(#ids)]
+  if get_path and get_path ~= "" then
+    return wrk.format("GET", (get_path:gsub("ID", tostring(id))), { ["Authorization"] = "Bearer " .. token })
+  end
   return wrk.format("PATCH", "/api/orders/" .. id .. "/",
     { ["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json" },
     '{"notes":"paced ' .. sent .. '"}')
