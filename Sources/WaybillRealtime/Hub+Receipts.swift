@@ -104,26 +104,33 @@ extension Hub {
             // driver's writes are at least `interval` apart, whenever the task gets a thread.
             let decidedAt = receipts.now()
             Task {
-                await self.write(reports, driver: driver, company: company, at: decidedAt)
+                let committed = await self.write(reports, driver: driver, company: company, at: decidedAt)
                 self.executeSurely { _ in
-                    guard let next = self.driverReceipts[driver]?.coalescer.written(at: self.elapsed()) else { return }
+                    guard
+                        let next = self.driverReceipts[driver]?.coalescer.written(
+                            at: self.elapsed(), failed: committed ? [] : reports)
+                    else { return }
                     self.perform(next, for: driver)
                 }
             }
         }
     }
 
-    /// One store write for a driver's receipts, off the service thread. A failure drops them: the
-    /// device reports what it shows again after its next fetch, and a receipt is never worth a retry loop.
-    private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async {
+    /// One store write for a driver's receipts, off the service thread; whether it committed. A
+    /// failure goes back to the driver's coalescer, which tries again a few times with a backoff
+    /// (`ReceiptCoalescer`). Recording is idempotent: a retry of a write that did commit (its
+    /// outcome unknown) records nothing new.
+    private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async -> Bool {
         do {
             // The events are appended as the last step before commit (docs/DESIGN.md, "Event ids").
             let (_, events) = try await store.write(appendingEvents: { tx in
                 ((), try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx))
             })
             if !events.isEmpty { receipts.committed(events) }
+            return true
         } catch {
-            logger.warning("receipts not recorded", ["driver": "\(driver)", "error": "\(error)"])
+            logger.warning("receipts not recorded; tried again later", ["driver": "\(driver)", "error": "\(error)"])
+            return false
         }
     }
 

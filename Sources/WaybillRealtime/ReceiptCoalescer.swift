@@ -15,8 +15,12 @@ public import WaybillDomain
 ///   after the last write began, and go out together in one write;
 /// - never two writes of one driver at a time: the next waits for the previous one to finish;
 /// - at most `maxPending` orders wait (a hostile client cannot grow the hub's memory); receipts
-///   for further orders are dropped until the next write (the device reports them again after
-///   its next fetch).
+///   for further orders are dropped until the next write (the device reports them again only for
+///   a version it has not reported on that socket: a new version, or after a reconnect);
+/// - a write that failed (the store down for a moment, a failover) goes back into the queue and is
+///   tried again after a backoff that doubles from `interval` up to 30 s, `maxRetries` times: the
+///   device does not send a version twice on one socket, so a receipt dropped here stayed "not
+///   seen" on the panel until the order's next version (found by a review, 2026-12-04).
 public struct ReceiptCoalescer: Sendable {
     /// What the hub does next for this socket.
     public enum Action: Equatable, Sendable {
@@ -34,14 +38,25 @@ public struct ReceiptCoalescer: Sendable {
     private var lastWriteStart: Duration?
     private var isWriting = false
     private var isWakeScheduled = false
+    /// Failed writes in a row (0 after one that committed).
+    public private(set) var failures = 0
+    /// How many times in a row a failed write is tried again before its receipts are dropped.
+    public let maxRetries: Int
+    static let longestBackoff: Duration = .seconds(30)
 
-    public init(interval: Duration = .seconds(1), maxPending: Int = 500) {
+    public init(interval: Duration = .seconds(1), maxPending: Int = 500, maxRetries: Int = 6) {
         self.interval = interval
         self.maxPending = maxPending
+        self.maxRetries = maxRetries
     }
 
     /// A `seen` frame's entries arrived at `now` (time elapsed on the hub's clock).
     public mutating func received(_ reports: [SeenReport], at now: Duration) -> Action {
+        merge(reports)
+        return next(at: now)
+    }
+
+    private mutating func merge(_ reports: [SeenReport]) {
         for report in reports where report.version > 0 {
             if let known = pending[report.orderID] {
                 pending[report.orderID] = max(known, report.version)
@@ -49,7 +64,6 @@ public struct ReceiptCoalescer: Sendable {
                 pending[report.orderID] = report.version
             }
         }
-        return next(at: now)
     }
 
     /// The wake-up asked for by `.wake` is due.
@@ -58,9 +72,18 @@ public struct ReceiptCoalescer: Sendable {
         return next(at: now)
     }
 
-    /// The write asked for by `.write` has finished (committed or failed).
-    public mutating func written(at now: Duration) -> Action {
+    /// The write asked for by `.write` has finished: committed (`failed` empty), or failed with
+    /// the receipts it carried, which wait for the next write (up to `maxRetries` times in a row).
+    public mutating func written(at now: Duration, failed: [SeenReport] = []) -> Action {
         isWriting = false
+        if failed.isEmpty {
+            failures = 0
+        } else if failures < maxRetries {
+            failures += 1
+            merge(failed)
+        } else {
+            failures = 0  // given up: these are dropped, what comes next starts afresh
+        }
         return next(at: now)
     }
 
@@ -83,10 +106,13 @@ public struct ReceiptCoalescer: Sendable {
         return .wake(after: wait)
     }
 
-    /// How long until a write may begin: a second after the previous one began.
+    /// How long until a write may begin: a second after the previous one began, or after failed
+    /// ones the backoff (`interval` doubled per failure, at most `longestBackoff`).
     private func delay(at now: Duration) -> Duration {
         guard let lastWriteStart else { return .zero }
-        return max(.zero, lastWriteStart + interval - now)
+        var gap = interval
+        for _ in 0..<failures where gap < Self.longestBackoff { gap = gap * 2 }
+        return max(.zero, lastWriteStart + min(gap, max(interval, Self.longestBackoff)) - now)
     }
 
     private mutating func takePending() -> [SeenReport] {

@@ -56,6 +56,22 @@ struct HubBookkeepingTests {
         }
     }
 
+    /// A receipts write that fails (the store down for a moment) is tried again: the device will
+    /// not send that version again on this socket (found by a review, 2026-12-04).
+    @Test func aFailedReceiptsWriteIsTriedAgain() async throws {
+        try await withStore { store in
+            let counting = CountingStore(store)
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(100))) {
+                hub, service, _, socket in
+                counting.failWrites(1)
+                let before = counting.writes
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+                #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
+                #expect(await eventually { counting.writes == before + 2 }, "tried again, with nothing new from the socket")
+            }
+        }
+    }
+
     /// A history rewind reaches the hub while the bounded queue refuses work: its sockets are still
     /// closed with 1012 (lost, they would stay on the old history with no `reset`).
     @Test func aHistoryRewindIsActedOnWhileTheBoundedQueueRefusesWork() async throws {

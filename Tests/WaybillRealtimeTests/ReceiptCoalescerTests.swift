@@ -26,6 +26,29 @@ struct ReceiptCoalescerTests {
         #expect(coalescer.woke(at: .milliseconds(11_000)) == .write(Self.seen((2, 4), (3, 1))))
     }
 
+    /// The store was down for a moment: the failed write's receipts go out again, after a backoff
+    /// that doubles, merged with what came meanwhile (the device never sends a version twice on one
+    /// socket, so a dropped receipt stayed "not seen"). After `maxRetries` failures they are dropped.
+    @Test func aFailedWriteIsTriedAgainAfterABackoffThenGivenUp() {
+        var coalescer = ReceiptCoalescer(interval: .seconds(1), maxRetries: 2)
+        #expect(coalescer.received(Self.seen((1, 1), (2, 1)), at: .seconds(0)) == .write(Self.seen((1, 1), (2, 1))))
+        // Failed: back in the queue, the next try 2 s after this one began.
+        #expect(coalescer.written(at: .milliseconds(100), failed: Self.seen((1, 1), (2, 1))) == .wake(after: .milliseconds(1_900)))
+        #expect(coalescer.received(Self.seen((2, 3)), at: .milliseconds(500)) == .none)
+        #expect(coalescer.woke(at: .seconds(2)) == .write(Self.seen((1, 1), (2, 3))))
+        // Failed again: 4 s this time.
+        #expect(coalescer.written(at: .milliseconds(2_100), failed: Self.seen((1, 1), (2, 3))) == .wake(after: .milliseconds(3_900)))
+        #expect(coalescer.woke(at: .seconds(6)) == .write(Self.seen((1, 1), (2, 3))))
+        // A third failure with `maxRetries: 2`: dropped, and the pace is a second again.
+        #expect(coalescer.written(at: .milliseconds(6_100), failed: Self.seen((1, 1), (2, 3))) == .none)
+        #expect(coalescer.pending.isEmpty && coalescer.isIdle)
+        #expect(coalescer.received(Self.seen((3, 1)), at: .milliseconds(6_500)) == .wake(after: .milliseconds(500)))
+        // One that commits resets the count.
+        #expect(coalescer.woke(at: .seconds(7)) == .write(Self.seen((3, 1))))
+        #expect(coalescer.written(at: .milliseconds(7_100)) == .none)
+        #expect(coalescer.failures == 0)
+    }
+
     @Test func writesNeverOverlap() {
         var coalescer = ReceiptCoalescer()
         _ = coalescer.received(Self.seen((1, 1)), at: .seconds(0))

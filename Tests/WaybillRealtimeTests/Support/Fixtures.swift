@@ -134,10 +134,13 @@ final class CountingStore: OrderStore {
     private let store: any OrderStore
     private let counts = Mutex((reads: 0, writes: 0))
     private let failingReads: Bool
+    private let writesToFail = Atomic<Int>(0)
     init(_ store: any OrderStore, failReads: Bool = false) {
         self.store = store
         failingReads = failReads
     }
+    /// The next `count` writes fail as with a store that is down for a moment.
+    func failWrites(_ count: Int) { writesToFail.store(count, ordering: .relaxed) }
     var reads: Int { counts.withLock { $0.reads } }
     var writes: Int { counts.withLock { $0.writes } }
 
@@ -148,6 +151,10 @@ final class CountingStore: OrderStore {
     }
     func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         counts.withLock { $0.writes += 1 }
+        if writesToFail.load(ordering: .relaxed) > 0 {
+            writesToFail.subtract(1, ordering: .relaxed)
+            throw StoreError.unavailable("store down for a moment")
+        }
         return try await store.write(body)
     }
     func close() {}
