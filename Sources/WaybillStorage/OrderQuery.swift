@@ -15,7 +15,8 @@ public struct OrderQuery: Sendable, Equatable {
     /// Only orders not completed or cancelled (the panel's default view). Combines with `statuses`
     /// by intersection.
     public var activeOnly: Bool
-    /// Number or title contains this text (case-insensitive for ASCII; `%` and `_` are literal).
+    /// Number or title contains this text (case-folded with Unicode's default mapping, not only
+    /// ASCII; `%` and `_` are literal).
     public var text: String?
     /// Only orders updated strictly after this moment.
     public var updatedAfter: Date?

@@ -158,3 +158,20 @@ def test_a_change_during_a_page_load_is_not_drawn_over_by_its_older_answer(page,
     """)
     assert result["status"] == "Cancelled", result
     assert result["loads"] == 3, result
+
+
+def test_the_etag_cache_keeps_a_bounded_number_of_answers(page, server):
+    """Every typed search and page visited was kept until logout."""
+    page.goto("/")
+    result = page.evaluate("""async () => {
+      const { Api, MAX_CACHED } = await import('/assets/api.js');
+      const fetchImpl = async (path) => new Response(JSON.stringify([{ id: 1 }]),
+        { status: 200, headers: { 'Content-Type': 'application/json', ETag: '"t-' + path.length + '"' } });
+      const api = new Api({ getToken: () => 't', fetchImpl });
+      for (let i = 0; i < MAX_CACHED + 50; i++) await api.get('/api/orders/?q=' + 'x'.repeat(i + 1));
+      const size = api.etags.size;
+      await api.get('/api/orders/?q=x');                // evicted long ago: asked for again, kept
+      return { size, max: MAX_CACHED, newest: api.etags.has('/api/orders/?q=x') };
+    }""")
+    assert result["size"] == result["max"], result
+    assert result["newest"] is True, result

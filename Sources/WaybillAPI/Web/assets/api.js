@@ -37,6 +37,9 @@ function fallbackMessage(status) {
  * `getToken()` supplies the bearer token; `onUnauthorized()` runs on any 401 except the login
  * call itself (a wrong password is an error to show, not a session that ended).
  */
+/** How many answers the ETag cache keeps (each a page of at most 50 rows, or one order). */
+export const MAX_CACHED = 200;
+
 export class Api {
   constructor({ getToken, onUnauthorized, fetchImpl = (...args) => fetch(...args), timeoutMs = 20_000 }) {
     this.getToken = getToken;
@@ -107,7 +110,13 @@ export class Api {
     }
     const etag = response.headers.get('ETag');
     const next = nextCursor(response.headers.get('Link'));
-    if (method === 'GET' && cache && etag) this.etags.set(path, { etag, data, next });
+    if (method === 'GET' && cache && etag) {
+      // Newest last; at most MAX_CACHED bodies (every typed search and page visited was kept until
+      // logout; found by a review, 2026-12-04). A path asked for again moves to the end.
+      this.etags.delete(path);
+      this.etags.set(path, { etag, data, next });
+      while (this.etags.size > MAX_CACHED) this.etags.delete(this.etags.keys().next().value);
+    }
     return { data, changed: true, etag, next };
   }
 

@@ -23,8 +23,9 @@ export function serverFilters({ status = '', driver = '', q = '' }) {
 
 /**
  * Whether `order` passes the filters, as the server decides it. (Text matching lower-cases the
- * way JavaScript does, the server with Unicode's default mapping too; where they differ (Greek
- * final sigma) the page is refetched, which is merely one request too many.)
+ * way JavaScript does, the server with Unicode's default mapping too. Where they differ (Greek
+ * final sigma) either the page is refetched once too often, or a hidden row that now matches on
+ * the server is not fetched until the next full refetch (the 120 s poll at the latest): rare.)
  */
 export function matchesFilters(order, { status = '', driver = '', q = '' }) {
   if (status === '' || status === 'active') {
