@@ -73,17 +73,42 @@ public final class InMemoryActionStorage: ActionStorage {
 }
 
 /// The stored form: `{"format":1,"actions":[…]}`, so a later app version can read (or migrate) it.
+/// Refusals the driver has not dismissed yet are kept too (`"refused":[{"action":{…},"status":409,
+/// "code":…,"message":…}]`, absent when there are none and in files of earlier versions, which
+/// read this format as theirs): an app killed after a refusal in the background, or one that
+/// expires an action at launch, still shows it next time (SPEC §5 rule 8; found by a review,
+/// 2026-12-04).
 struct StoredActionQueue: Codable {
     var format = 1
     var actions: [QueuedAction]
+    var refused: [StoredRefusal]?
 
-    static func decode(_ data: Data) throws -> [QueuedAction] {
-        let stored = try WireJSON.decoder().decode(StoredActionQueue.self, from: data)
-        guard stored.format == 1 else { throw WaybillClientError.badResponse("queue format \(stored.format)") }
-        return stored.actions
+    struct StoredRefusal: Codable {
+        var action: QueuedAction
+        var status: Int?
+        var code: String
+        var message: String
     }
 
-    static func encode(_ actions: [QueuedAction]) throws -> Data {
-        try WireJSON.encoder().encode(StoredActionQueue(actions: actions))
+    static func decode(_ data: Data) throws -> [QueuedAction] { try read(data).actions }
+
+    /// The queued actions and the refusals not yet dismissed (each with its `refused` state).
+    static func read(_ data: Data) throws -> (actions: [QueuedAction], refused: [QueuedAction]) {
+        let stored = try WireJSON.decoder().decode(StoredActionQueue.self, from: data)
+        guard stored.format == 1 else { throw WaybillClientError.badResponse("queue format \(stored.format)") }
+        let refused = (stored.refused ?? []).map { entry in
+            var action = entry.action
+            action.state = .refused(ActionRefusal(status: entry.status, code: entry.code, message: entry.message))
+            return action
+        }
+        return (stored.actions, refused)
+    }
+
+    static func encode(_ actions: [QueuedAction], refused: [QueuedAction] = []) throws -> Data {
+        let entries = refused.compactMap { action -> StoredRefusal? in
+            guard case .refused(let reason) = action.state else { return nil }
+            return StoredRefusal(action: action, status: reason.status, code: reason.code, message: reason.message)
+        }
+        return try WireJSON.encoder().encode(StoredActionQueue(actions: actions, refused: entries.isEmpty ? nil : entries))
     }
 }

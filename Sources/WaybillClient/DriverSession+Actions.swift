@@ -25,7 +25,7 @@ extension DriverSession {
         )
         var candidate = actionQueue
         candidate.add(queued)
-        try actionStorage.save(StoredActionQueue.encode(candidate.actions))
+        try actionStorage.save(StoredActionQueue.encode(candidate.actions, refused: refused))
         actionQueue = candidate
         publish(.action(queued))
         sendNextAction()
@@ -39,12 +39,26 @@ extension DriverSession {
     /// server's state ("accepted — waiting for coverage").
     public func pendingActions(for id: OrderID) -> [QueuedAction] { actionQueue.actions.filter { $0.orderID == id } }
 
-    /// Actions dropped from the queue since the session was created (refused by the server, or given up),
-    /// oldest first, until ``dismissRefusal(_:)``: so a screen opened later still shows them.
+    /// Actions dropped from the queue (refused by the server, given up, or expired), oldest first,
+    /// until ``dismissRefusal(_:)``: so a screen opened later still shows them. Kept in the action
+    /// storage too, so a new session (the app killed and started again) still has them; the newest 100.
     public var refusedActions: [QueuedAction] { refused }
 
-    /// The driver has seen refusal `id`: forget it.
-    public func dismissRefusal(_ id: ActionID) { refused.removeAll { $0.id == id } }
+    /// The driver has seen refusal `id`: forget it (also in the storage).
+    public func dismissRefusal(_ id: ActionID) {
+        refused.removeAll { $0.id == id }
+        persistActions()
+    }
+
+    /// How many refusals are kept for the driver to see; older ones go first.
+    static let keptRefusals = 100
+
+    /// `action` was dropped from the queue: kept for the driver (in memory and in the storage).
+    func keepRefusal(_ action: QueuedAction) {
+        refused.append(action)
+        if refused.count > Self.keptRefusals { refused.removeFirst(refused.count - Self.keptRefusals) }
+        persistActions()
+    }
 
     // MARK: - Sending
 
@@ -58,8 +72,7 @@ extension DriverSession {
                 actionTask = Task { await self.send(action) }
                 return
             case .expired(let action):
-                persistActions()
-                refused.append(action)
+                keepRefusal(action)
                 publish(.action(action))
             case .idle:
                 return
@@ -90,8 +103,7 @@ extension DriverSession {
             show(saved, of: action.orderID, readIn: generation)
             enqueueRefresh(of: action.orderID)
         case .refused(let action):
-            persistActions()
-            refused.append(action)
+            keepRefusal(action)
             publish(.action(action))
             enqueueRefresh(of: action.orderID)  // what is shown is probably stale: that is why it was refused
         case .retry(let action, let delay):
@@ -144,7 +156,7 @@ extension DriverSession {
     func persistActions() {
         guard !storedQueueNotLoaded else { return }  // never write over a queue that was not read
         do {
-            try actionStorage.save(StoredActionQueue.encode(actionQueue.actions))
+            try actionStorage.save(StoredActionQueue.encode(actionQueue.actions, refused: refused))
         } catch {
             publish(.failure(.badResponse("cannot save the action queue")))
         }
@@ -161,21 +173,24 @@ extension DriverSession {
     }
 
     /// Reads the queue a previous session left in `storage`.
-    static func loadActions(from storage: any ActionStorage) -> (actions: [QueuedAction], problem: StoredQueueProblem?) {
-        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], .notLoaded) }
+    static func loadActions(
+        from storage: any ActionStorage
+    ) -> (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?) {
+        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], [], .notLoaded) }
         return decode(loaded, from: storage)
     }
 
-    /// The actions in what `storage` held (nothing: none); what cannot be decoded is set aside.
+    /// The actions and refusals in what `storage` held (nothing: none); what cannot be decoded is set aside.
     private static func decode(
         _ data: Data?, from storage: any ActionStorage
-    ) -> (actions: [QueuedAction], problem: StoredQueueProblem?) {
-        guard let data else { return ([], nil) }
+    ) -> (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?) {
+        guard let data else { return ([], [], nil) }
         do {
-            return (try StoredActionQueue.decode(data), nil)
+            let stored = try StoredActionQueue.read(data)
+            return (stored.actions, stored.refused, nil)
         } catch {
             storage.setAsideUnreadable()
-            return ([], .setAside)
+            return ([], [], .setAside)
         }
     }
 
@@ -185,10 +200,11 @@ extension DriverSession {
     /// - Throws: the storage's error when it still cannot be read; the new action is then not kept.
     func loadStoredQueueIfNeeded() throws {
         guard storedQueueNotLoaded else { return }
-        let (earlier, problem) = Self.decode(try actionStorage.load(), from: actionStorage)
+        let (earlier, earlierRefused, problem) = Self.decode(try actionStorage.load(), from: actionStorage)
         storedQueueNotLoaded = false
         actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
+        refused = earlierRefused + refused
         if !earlier.isEmpty { sendNextAction() }
     }
 }

@@ -166,6 +166,7 @@ public actor DriverSession {
         self.wallClock = wallClock
         let stored = Self.loadActions(from: actionStorage)
         actionQueue = ActionQueue(policy: configuration.actionPolicy, actions: stored.actions)
+        refused = stored.refused
         actionStorageUnreadable = stored.problem != nil
         storedQueueNotLoaded = stored.problem == .notLoaded
     }

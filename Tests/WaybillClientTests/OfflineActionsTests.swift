@@ -119,6 +119,25 @@ struct OfflineActionsTests {
         #expect(await h.session.refusedActions.isEmpty)
     }
 
+    /// The app is killed after a refusal in the background: the next session still shows it,
+    /// with its reason, until the driver dismisses it (found by a review, 2026-12-04).
+    @Test func aRefusalSurvivesARestartUntilItIsDismissed() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        h.api.refuseWrites(to: 2)
+        let refused = try await h.session.queue(.changeStatus(of: 2, to: .accepted))
+        await eventually("refused") { await !h.session.refusedActions.isEmpty }
+        let restarted = DriverSession(
+            api: h.api, transport: FakeEventTransport(), clock: h.clock, random: SeededGenerator(seed: 2),
+            actionStorage: h.storage, wallClock: Harness.wallClock(h.clock))
+        let kept = await restarted.refusedActions
+        #expect(kept.map(\.id) == [refused.id])
+        #expect(kept.first?.state == .refused(ActionRefusal(status: 409, code: "invalid_transition", message: "order is cancelled")))
+        #expect(await restarted.pendingActions.isEmpty, "refused, not queued again")
+        await restarted.dismissRefusal(refused.id)
+        let again = DriverSession(api: h.api, transport: FakeEventTransport(), clock: h.clock, actionStorage: h.storage)
+        #expect(await again.refusedActions.isEmpty)
+    }
+
     @Test func anActionForAVersionThatChangedMeanwhileIsRefusedWith412() async throws {
         let h = await Harness.live(configuration: Self.configuration)
         try await h.open(1)
