@@ -164,7 +164,6 @@ print(json.dumps({"scenario": "saturate", "label": f"waybill-saturate-{who}-{con
     "event_frames": events, "event_frames_per_s_write_window": round(events / dur),
     "events_committed": committed, "lost": lost,
     "server_cpu_us_per_write": round((a[1] - b[1]) / tck * 1e6 / committed, 1) if committed else None,
-    "server_cpu_us_per_request": round((a[1] - b[1]) / tck * 1e6 / requests, 1) if requests else None,
     "cpu": {"wall_s": round(wall, 2), "server": round((a[1] - b[1]) / tck / wall, 3),
             "wsdrain": round((a[2] - b[2]) / tck / wall, 3),
             "machine_busy": round(1 - (a[4] - b[4]) / (a[3] - b[3]), 3) if a[3] > b[3] else None},
