@@ -110,9 +110,15 @@ public struct ReceiptCoalescer: Sendable {
     /// ones the backoff (`interval` doubled per failure, at most `longestBackoff`).
     private func delay(at now: Duration) -> Duration {
         guard let lastWriteStart else { return .zero }
+        return max(.zero, lastWriteStart + gap - now)
+    }
+
+    /// Between two write starts: `interval`, doubled per failed write in a row up to
+    /// `longestBackoff` (never less than `interval`).
+    private var gap: Duration {
         var gap = interval
         for _ in 0..<failures where gap < Self.longestBackoff { gap = gap * 2 }
-        return max(.zero, lastWriteStart + min(gap, max(interval, Self.longestBackoff)) - now)
+        return max(interval, min(gap, Self.longestBackoff))
     }
 
     private mutating func takePending() -> [SeenReport] {

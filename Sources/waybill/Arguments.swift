@@ -8,8 +8,8 @@ struct Arguments {
     }
 
     private var values: [String: String] = [:]
-    private var switches: Set<String> = []
-    private var switchedOff: Set<String> = []
+    /// The switches given, on or off (`--json`, `--json=false`): they beat the environment.
+    private var switches: [String: Bool] = [:]
     private let environment: [String: String]
 
     /// - Parameter known: the value flags this command takes; `switches` take no value.
@@ -30,12 +30,9 @@ struct Arguments {
                 // `--insecure-http=no` must not turn it on (found by a review, 2026-12-04): a value,
                 // if given, is read as the environment's is, and anything else is refused.
                 switch value.map({ $0.lowercased() }) {
-                case nil, "1", "true", "yes":
-                    switches.insert(name)
-                    switchedOff.remove(name)
-                case "0", "false", "no":
-                    switches.remove(name)
-                    switchedOff.insert(name)  // beats the environment, as a flag does
+                case nil: switches[name] = true
+                case let text? where Self.on.contains(text): switches[name] = true
+                case let text? where Self.off.contains(text): switches[name] = false
                 case let other?: throw Problem(description: "--\(name) takes no value (or true/false), not '\(other)'")
                 }
             } else if known.contains(name) {
@@ -72,9 +69,10 @@ struct Arguments {
     }
 
     func flag(_ name: String) -> Bool {
-        if switches.contains(name) { return true }
-        if switchedOff.contains(name) { return false }
-        let env = environment[Self.environmentName(name)]?.lowercased()
-        return env == "1" || env == "true" || env == "yes"
+        if let given = switches[name] { return given }
+        return environment[Self.environmentName(name)].map { Self.on.contains($0.lowercased()) } ?? false
     }
+
+    /// A switch's value, on the command line (`--json=true`) or in the environment (`WAYBILL_JSON=1`).
+    private static let on: Set = ["1", "true", "yes"], off: Set = ["0", "false", "no"]
 }

@@ -10,8 +10,7 @@
 enum TerminalText {
     static func visible(_ text: String, keepingLineBreaks: Bool = false) -> String {
         var out = String.UnicodeScalarView()
-        var scalars = text.unicodeScalars.makeIterator()
-        while let scalar = scalars.next() {
+        for scalar in text.unicodeScalars {
             switch scalar.value {
             case 0x09: out.append(" ")
             case 0x0A where keepingLineBreaks: out.append(scalar)
