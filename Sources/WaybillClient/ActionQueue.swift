@@ -143,6 +143,23 @@ struct ActionQueue: Sendable {
         }
     }
 
+    /// The server's history rewound (`reset`): the waiting actions that name a version are refused
+    /// (`history_rewound`) and returned, oldest first. The one sending, if any, stays: it is out.
+    mutating func historyRewound() -> [QueuedAction] {
+        var dropped: [QueuedAction] = []
+        actions.removeAll { action in
+            guard action.state == .waiting, let tag = action.ifMatch, tag != "*" else { return false }
+            var refused = action
+            refused.state = .refused(
+                ActionRefusal(
+                    status: nil, code: "history_rewound",
+                    message: "the server's data was restored to an earlier point: check the order and do this again"))
+            dropped.append(refused)
+            return true
+        }
+        return dropped
+    }
+
     /// The delay of the last ``Finish/retry(_:after:)`` has passed.
     mutating func backoffElapsed() { isBackingOff = false }
 

@@ -21,7 +21,9 @@ extension DriverSession {
             ifMatch: expecting.ifMatch(
                 for: action.orderID, cachedETag: details[action.orderID]?.etag,
                 cachedVersion: details[action.orderID]?.detail.version),
-            queuedAt: wallClock()
+            queuedAt: wallClock(),
+            seenEventID: machine.lastEventID,
+            seenCursor: machine.lastCursor
         )
         var candidate = actionQueue
         candidate.add(queued)
@@ -64,7 +66,8 @@ extension DriverSession {
 
     /// Sends the head of the queue if nothing is in flight and no backoff runs; drops expired heads.
     func sendNextAction() {
-        guard isRunning else { return }
+        // While a resume's outcome is unknown, a `reset` may still come (`StateMachine.holdsActions`).
+        guard isRunning, !machine.holdsActions else { return }
         while true {
             switch actionQueue.next(now: wallClock()) {
             case .send(let action):
@@ -135,6 +138,20 @@ extension DriverSession {
             actionBackoffTask = nil
         }
         sendNextAction()
+    }
+
+    /// The socket said `reset`: the server's history is not the one the queued actions were made in
+    /// (a restore or a failover that lost commits). An action that names a version (`If-Match`) may
+    /// now match a version with other content, so it is refused for the driver to check the order
+    /// and act again; one without a precondition still goes. One already sent cannot be recalled.
+    func refuseActionsFromBeforeTheRewind() {
+        let dropped = actionQueue.historyRewound()
+        guard !dropped.isEmpty else { return }
+        for action in dropped {
+            keepRefusal(action)
+            publish(.action(action))
+        }
+        persistActions()
     }
 
     /// The session stops: a send in flight is abandoned (it is resent, with the same key, after `start()`).

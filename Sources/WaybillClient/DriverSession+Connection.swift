@@ -20,13 +20,20 @@ extension DriverSession {
             closeSocket()
         case .orderChanged(let event):
             enqueue(SyncRules.work(for: event, cached: openDetails))
-        case .refreshList:
+        case .refreshList, .refreshListAndProbeResume:
             // A socket went live: the server is reachable, and nothing is reported on this socket yet.
             watchStability(generation: connectionGeneration)
             enqueue(.list)
             receipts.connectionOpened()
             reportShown()
-            serverLooksReachable()
+            if action == .refreshListAndProbeResume, let connection {
+                // Answered after the replay: a `reset` comes before this pong (docs/PROTOCOL.md, "Resume").
+                Task { await connection.send(Heartbeat.ping) }
+                startResumeCheck()
+            }
+            serverLooksReachable()  // held while the resume's outcome is unknown (`holdsActions`)
+        case .resumeConfirmed:
+            break  // the queue is released below
         case .refreshEverything:
             // After a restore or failover the same versions (and so the same tags) can name other
             // content: refetch without If-None-Match, or a 304 would keep what no longer exists.
@@ -37,10 +44,42 @@ extension DriverSession {
             list.forgetTag()
             for id in details.keys { details[id]?.etag = nil }
             enqueue(.everything)
+            refuseActionsFromBeforeTheRewind()
         case .none:
             break
         }
+        releaseActionsIfResumeSettled()
         publishStateIfChanged()
+    }
+
+    /// Queued actions wait while a resume's outcome is unknown (`StateMachine.holdsActions`); once it
+    /// is known (a pong, an event, a `reset`, the socket gone, the limit passed) they go.
+    private func releaseActionsIfResumeSettled() {
+        if machine.holdsActions {
+            actionsHeldForResume = true
+        } else {
+            if resumeCheckTask != nil {
+                resumeCheckTask?.cancel()
+                resumeCheckTask = nil
+            }
+            if actionsHeldForResume {
+                actionsHeldForResume = false
+                sendNextAction()
+            }
+        }
+    }
+
+    /// Bounds the wait, on a live socket, for a resume's outcome: an older server answers the probe
+    /// before its replay, a replay may be slow; after `resumeCheckLimit` the queue goes without it.
+    private func startResumeCheck() {
+        resumeCheckTask?.cancel()
+        let timer = startTimer(resumeCheckLimit)
+        resumeCheckTask = Task {
+            do { try await timer(1) } catch { return }
+            self.resumeCheckTask = nil
+            guard self.isRunning else { return }
+            self.perform(self.machine.resumeProbeTimedOut())
+        }
     }
 
     private func backoffElapsed() {

@@ -22,6 +22,12 @@ extension DriverSession {
             case orderChanged(OrderEventFrame)
             /// The socket is (again) live: refetch the list, events may have been missed before it.
             case refreshList
+            /// The socket is live after a resume: refetch the list and send a ping. The server answers
+            /// it after the replay, so a `reset` (history rewound) comes before its pong; until one of
+            /// them, queued actions wait (``holdsActions``).
+            case refreshListAndProbeResume
+            /// The resume's outcome is known and was not a `reset`: queued actions may go.
+            case resumeConfirmed
             /// The server cannot replay: refetch everything shown.
             case refreshEverything
             /// Nothing to do.
@@ -39,10 +45,48 @@ extension DriverSession {
         private var connected: ConnectedFrame?
         /// Connection attempts that failed since a socket last proved stable (``provedStable()``).
         private var failures = 0
+        /// Whether the session has a cursor to resume from and no socket has yet shown whether the
+        /// server's history is still the one the cursor came from.
+        private(set) var resumeOutcomePending = false
+        /// Whether a REST call answered since the socket was last live: the server is reachable.
+        private var restAnsweredWhileDown = false
 
-        init(policy: ReconnectPolicy, lastEventID: EventID? = nil) {
+        /// Whether queued actions must wait: a resume is under way and its outcome is unknown.
+        ///
+        /// After a restore or a failover that lost commits, versions repeat with other content: an
+        /// action queued with `If-Match` for a version seen before the rewind could match a new
+        /// version the driver never saw. The `reset` that says so comes on the socket, after
+        /// `connected`; this holds the queue until it, an event, or the probe's pong comes
+        /// (docs/PROTOCOL.md, "Offline actions"). Held while backing off too: when the server comes
+        /// back, the action's own retry must not go before the socket's resume. Not held once the
+        /// socket gives up (polling only), and not while a socket fails to connect to a server whose
+        /// REST calls answer (a proxy that blocks WebSockets): that socket can never tell.
+        var holdsActions: Bool {
+            guard resumeOutcomePending else { return false }
+            switch state {
+            case .connecting, .live, .backingOff: return true
+            case .pollingOnly, .stopped: return false
+            }
+        }
+
+        /// Every connect: a connection that resumes must show its outcome before actions go.
+        private mutating func connecting(attempt: Int) -> Action {
+            connected = nil
+            state = .connecting(attempt: attempt)
+            resumeOutcomePending = lastEventID != nil
+            return .connect(since: lastEventID)
+        }
+
+        /// A REST call answered (a list or detail fetch): the server is reachable.
+        mutating func restAnswered() {
+            if case .live = state { return }
+            restAnsweredWhileDown = true
+        }
+
+        init(policy: ReconnectPolicy, lastEventID: EventID? = nil, lastCursor: ResumeCursor? = nil) {
             self.policy = policy
             self.lastEventID = lastEventID
+            self.lastCursor = lastEventID == nil ? nil : lastCursor
         }
 
         /// The app starts the session.
@@ -50,9 +94,7 @@ extension DriverSession {
             switch state {
             case .stopped:
                 failures = 0
-                connected = nil
-                state = .connecting(attempt: 0)
-                return .connect(since: lastEventID)
+                return connecting(attempt: 0)
             case .connecting, .live, .backingOff, .pollingOnly:
                 return .none
             }
@@ -65,14 +107,17 @@ extension DriverSession {
             case .connected(let frame):
                 // Not a reason to count from 0 yet: a server at capacity says `connected`, then closes.
                 state = .live
+                restAnsweredWhileDown = false
                 connected = frame
                 // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
                 if lastEventID == nil {
                     lastEventID = frame.newestEventID
                     lastCursor = frame.cursor
                 }
-                return .refreshList
+                return resumeOutcomePending ? .refreshListAndProbeResume : .refreshList
             case .event(let event):
+                // The server sends `reset` before any replayed or live event: an event settles it.
+                if case .live = state { resumeOutcomePending = false }
                 // Replays never repeat, but a duplicate must not cost a refetch if one ever arrives.
                 if let lastEventID, event.eventID <= lastEventID { return .none }
                 lastEventID = event.eventID
@@ -84,8 +129,14 @@ extension DriverSession {
                 // Keeping the old id would drop every live event below it — after a restore, all of them.
                 lastEventID = connected?.newestEventID
                 lastCursor = connected?.cursor
+                resumeOutcomePending = false
                 return .refreshEverything
-            case .pong, .unknown, .malformed:
+            case .pong:
+                // The server answers a ping after the replay or its `reset` (docs/PROTOCOL.md, "Resume").
+                guard resumeOutcomePending, case .live = state else { return .none }
+                resumeOutcomePending = false
+                return .resumeConfirmed
+            case .unknown, .malformed:
                 return .none
             }
         }
@@ -98,6 +149,9 @@ extension DriverSession {
             case .connecting, .live, .backingOff:
                 break
             }
+            // The server answers REST calls but this socket still closed before the resume's outcome:
+            // it cannot tell (`holdsActions`), so the queue goes without the check.
+            if resumeOutcomePending, restAnsweredWhileDown { resumeOutcomePending = false }
             switch code {
             case 4001:
                 state = .stopped(.notAuthenticated)
@@ -125,9 +179,7 @@ extension DriverSession {
         /// The backoff delay of the last ``Action/reconnect(after:since:)`` has passed.
         mutating func backoffElapsed() -> Action {
             guard case .backingOff(let attempt, _) = state else { return .none }
-            connected = nil
-            state = .connecting(attempt: attempt + 1)
-            return .connect(since: lastEventID)
+            return connecting(attempt: attempt + 1)
         }
 
         /// The app came to the foreground or the network came back: a waiting socket reconnects at once.
@@ -138,12 +190,18 @@ extension DriverSession {
             switch state {
             case .backingOff, .pollingOnly:
                 failures = 0
-                connected = nil
-                state = .connecting(attempt: 0)
-                return .connect(since: lastEventID)
+                return connecting(attempt: 0)
             case .connecting, .live, .stopped:
                 return .none
             }
+        }
+
+        /// The resume's outcome did not come in time (an older server answers pings before the
+        /// replay; a replay slower than this): queued actions go without it.
+        mutating func resumeProbeTimedOut() -> Action {
+            guard resumeOutcomePending, case .live = state else { return .none }
+            resumeOutcomePending = false
+            return .resumeConfirmed
         }
 
         /// A REST call answered 401: the token expired or was revoked while the socket stayed up (it

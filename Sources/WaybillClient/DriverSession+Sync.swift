@@ -67,6 +67,7 @@ extension DriverSession {
                 checkOpenDetails(against: orders)
                 outcome = .notModified
             }
+            machine.restAnswered()
             serverLooksReachable()
         } catch {
             guard !Task.isCancelled else { return }

@@ -36,6 +36,10 @@ public actor DriverSession {
         public var heartbeatInterval: Duration?
         /// When queued actions are retried and when the queue gives up on one (``ActionQueuePolicy``).
         public var actionPolicy: ActionQueuePolicy
+        /// How long queued actions wait, after a socket that resumes connects, for the server to say
+        /// whether its history is the one the session resumes from (a `reset`, or the pong that
+        /// comes after the replay). Past it they go anyway. Default 10 s.
+        public var resumeCheckLimit: Duration
 
         /// A configuration with the given fields.
         public init(
@@ -43,13 +47,15 @@ public actor DriverSession {
             pollInterval: Duration = .seconds(120),
             coalescingWindow: Duration = .milliseconds(250),
             heartbeatInterval: Duration? = .seconds(30),
-            actionPolicy: ActionQueuePolicy = ActionQueuePolicy()
+            actionPolicy: ActionQueuePolicy = ActionQueuePolicy(),
+            resumeCheckLimit: Duration = .seconds(10)
         ) {
             self.reconnectPolicy = reconnectPolicy
             self.pollInterval = pollInterval
             self.coalescingWindow = coalescingWindow
             self.heartbeatInterval = heartbeatInterval
             self.actionPolicy = actionPolicy
+            self.resumeCheckLimit = resumeCheckLimit
         }
     }
 
@@ -101,6 +107,11 @@ public actor DriverSession {
     var listTask: Task<Void, Never>?
     var actionTask: Task<Void, Never>?
     var actionBackoffTask: Task<Void, Never>?
+    /// Ends the wait for a resume's outcome after the configuration's `resumeCheckLimit`.
+    var resumeCheckTask: Task<Void, Never>?
+    /// Whether queued actions were held for a resume's outcome at the end of the last `perform`.
+    var actionsHeldForResume = false
+    let resumeCheckLimit: Duration
 
     // The offline queue and receipts.
     var actionQueue: ActionQueue
@@ -161,10 +172,17 @@ public actor DriverSession {
         coalescer = Coalescer(window: configuration.coalescingWindow)
         list = ListLoader(pollInterval: configuration.pollInterval)
         heartbeatInterval = configuration.heartbeatInterval
+        resumeCheckLimit = configuration.resumeCheckLimit
         publishedState = machine.state
         self.actionStorage = actionStorage
         self.wallClock = wallClock
         let stored = Self.loadActions(from: actionStorage)
+        // A stored queue's actions were made in the history their cursor names: the first socket
+        // resumes from there, so a restore that lost it says `reset` before they go (`holdsActions`).
+        if let newest = stored.actions.filter({ $0.seenEventID != nil }).max(by: { $0.seenEventID! < $1.seenEventID! }) {
+            machine = StateMachine(
+                policy: configuration.reconnectPolicy, lastEventID: newest.seenEventID, lastCursor: newest.seenCursor)
+        }
         actionQueue = ActionQueue(policy: configuration.actionPolicy, actions: stored.actions)
         refused = stored.refused
         actionStorageUnreadable = stored.problem != nil

@@ -17,6 +17,12 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     public internal(set) var ifMatch: String?
     /// When the driver acted (wall clock); the queue gives up on an action older than its maximum age.
     public let queuedAt: Date
+    /// The newest event the session had seen when the driver acted (its id and cursor), `nil` before
+    /// the first socket went live: a new session over a stored queue resumes from the newest of these,
+    /// so that a history that rewound since (a restore that lost the commits the driver saw) says
+    /// `reset` before the queue goes (docs/PROTOCOL.md, "Offline actions").
+    let seenEventID: EventID?
+    let seenCursor: ResumeCursor?
     /// Where the action stands now.
     public internal(set) var state: ActionState
     /// Attempts the server answered with a failure (5xx, unreadable answer); bounded by the queue's policy.
@@ -25,17 +31,23 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     /// The order the action changes.
     public var orderID: OrderID { action.orderID }
 
-    init(id: ActionID, action: DriverAction, ifMatch: String?, queuedAt: Date) {
+    init(
+        id: ActionID, action: DriverAction, ifMatch: String?, queuedAt: Date, seenEventID: EventID? = nil,
+        seenCursor: ResumeCursor? = nil
+    ) {
         self.id = id
         self.action = action
         self.ifMatch = ifMatch
         self.queuedAt = queuedAt
+        self.seenEventID = seenEventID
+        self.seenCursor = seenEventID == nil ? nil : seenCursor
         self.state = .waiting
         self.serverFailures = 0
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
+        case seenEventID = "seen_event_id", seenCursor = "seen_cursor"
     }
 
     /// Decodes a stored action; it is waiting again (a send cut short by a restart is retried with its key).
@@ -46,6 +58,9 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         ifMatch = try c.decodeIfPresent(String.self, forKey: .ifMatch)
         queuedAt = try c.decode(Date.self, forKey: .queuedAt)
         serverFailures = try c.decodeIfPresent(Int.self, forKey: .serverFailures) ?? 0
+        // Absent in a queue an older version wrote: that session then starts without a cursor.
+        seenEventID = try c.decodeIfPresent(EventID.self, forKey: .seenEventID)
+        seenCursor = seenEventID == nil ? nil : try c.decodeIfPresent(ResumeCursor.self, forKey: .seenCursor)
         state = .waiting
     }
 
@@ -56,6 +71,8 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         try c.encodeIfPresent(ifMatch, forKey: .ifMatch)
         try c.encode(queuedAt, forKey: .queuedAt)
         try c.encode(serverFailures, forKey: .serverFailures)
+        try c.encodeIfPresent(seenEventID, forKey: .seenEventID)
+        try c.encodeIfPresent(seenCursor, forKey: .seenCursor)
     }
 }
 

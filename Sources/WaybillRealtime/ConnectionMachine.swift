@@ -14,7 +14,9 @@ public import WaybillDomain
 ///   go out merged in id order, each id once;
 /// - nothing at or below `lastSent` is ever sent again (a broker or relay that delivers twice
 ///   cannot duplicate a frame);
-/// - after `reset`, the socket continues from the store's newest id, not the client's cursor.
+/// - after `reset`, the socket continues from the store's newest id, not the client's cursor;
+/// - a ping that arrives during the replay is answered after it (and after a `reset`): a client
+///   that pings right after `connected` learns from the `pong` that no `reset` is coming.
 ///
 /// `Frame` is the encoded event (`OutboundFrame` in the hub, anything in tests).
 public struct ConnectionMachine<Frame> {
@@ -64,6 +66,8 @@ public struct ConnectionMachine<Frame> {
         case sendReset
         /// Event frames, in order.
         case send([Frame])
+        /// `{"type":"pong"}`, this many times: the pings that arrived during the replay.
+        case sendPongs(Int)
         /// Start the replay query; its answer comes back through `replayLoaded`.
         case runReplay(ReplayRequest)
         case close(code: Int, reason: String)
@@ -78,6 +82,16 @@ public struct ConnectionMachine<Frame> {
         case skip
         /// The replay buffer is full: close the socket (it resumes later, missing nothing).
         case close(code: Int, reason: String)
+    }
+
+    /// How to answer a client's ping.
+    public enum PingAnswer: Equatable, Sendable {
+        /// `{"type":"pong"}` now.
+        case pong
+        /// After the replay (``Action/sendPongs(_:)`` from ``replayLoaded(_:)``).
+        case afterReplay
+        /// Not at all: not authenticated yet, or closing.
+        case ignore
     }
 
     /// Why authentication did not admit the socket.
@@ -109,6 +123,11 @@ public struct ConnectionMachine<Frame> {
     public private(set) var lastSent: EventID = .zero
     /// Live events that arrived while replaying.
     private var buffer: [(id: EventID, frame: Frame)] = []
+    /// Pings that arrived while replaying, answered after it (at most ``maxOwedPongs``).
+    private var owedPongs = 0
+    /// A client needs one pong after the replay to know its outcome; more pings than this during one
+    /// replay (the frame budget already limits them) are answered this many times.
+    static var maxOwedPongs: Int { 8 }
     /// The most live events kept while replaying. Frames are shared with every other socket, so
     /// an entry costs an id and a reference; the bound is on their number.
     public let maxBufferedEvents: Int
@@ -185,6 +204,7 @@ public struct ConnectionMachine<Frame> {
         switch result {
         case .failed:
             phase = .closing
+            owedPongs = 0
             return [.close(code: 1011, reason: "replay failed; reconnect")]
         case .reset(let newest):
             actions.append(.sendReset)
@@ -200,6 +220,9 @@ public struct ConnectionMachine<Frame> {
             frames.append(frame)
         }
         if !frames.isEmpty { actions.append(.send(frames)) }
+        // Last: a pong says everything the resume owed is out, `reset` included (docs/PROTOCOL.md).
+        if owedPongs > 0 { actions.append(.sendPongs(owedPongs)) }
+        owedPongs = 0
         phase = .live
         return actions
     }
@@ -208,10 +231,21 @@ public struct ConnectionMachine<Frame> {
     public mutating func closing() {
         phase = .closing
         buffer = []
+        owedPongs = 0
     }
 
-    /// Whether client frames (pings) are answered: only once authenticated, and not while closing.
+    /// Whether client frames (pings, receipts) are taken: only once authenticated, and not while closing.
     public var answersPings: Bool { group != nil && phase != .closing }
+
+    /// The client sent `{"type":"ping"}`. During the replay the answer waits for it, so that the pong
+    /// comes after the replay's frames or its `reset`: before this, a pong could overtake a `reset`,
+    /// and a client resuming with queued actions had no way to know a `reset` was still coming.
+    public mutating func ping() -> PingAnswer {
+        guard answersPings else { return .ignore }
+        guard phase == .replaying else { return .pong }
+        owedPongs = min(owedPongs + 1, Self.maxOwedPongs)
+        return .afterReplay
+    }
 }
 
 extension ConnectionMachine.Action: Equatable where Frame: Equatable {}

@@ -118,6 +118,8 @@ extension Hub {
                 var sent = 0
                 for frame in frames where io.send(frame, to: socket) { sent += 1 }
                 metrics.framesSent(sent)
+            case .sendPongs(let count):
+                for _ in 0..<count { io.send(Self.pongFrame, to: socket) }
             case .runReplay(let request):
                 metrics.resumed()
                 guard replays.tryEnter() else {

@@ -213,7 +213,8 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             return
         }
         switch ClientFrame.parse(text) {
-        case .ping: io.send(Self.pongFrame, to: socket)
+        case .ping:
+            if connections[socket]?.machine.ping() == .pong { io.send(Self.pongFrame, to: socket) }
         case .seen(let reports): received(reports, on: socket)  // Hub+Receipts
         case .ignored: break  // anything else a client sends is ignored (SPEC §4)
         }

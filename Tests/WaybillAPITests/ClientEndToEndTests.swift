@@ -11,13 +11,15 @@ struct ClientEndToEndTests {
     static let loop = Result { try WebSocketClientLoop() }
 
     /// A logged-in session with quick reconnects (so a restart is caught up in seconds, not a poll).
-    static func session(_ server: TestServer, email: String, password: String) async throws -> DriverSession {
+    static func session(
+        _ server: TestServer, email: String, password: String, storage: any ActionStorage = InMemoryActionStorage()
+    ) async throws -> DriverSession {
         let (api, _) = try await HTTPOrdersAPI.logIn(
             server: URL(string: server.baseURL)!, email: email, password: password, transport: SocketHTTPTransport())
         let policy = ReconnectPolicy(base: .milliseconds(200), cap: .seconds(1))
         let session = DriverSession(
             api: api, transport: LwsEventTransport(loop: try loop.get()),
-            configuration: .init(reconnectPolicy: policy, pollInterval: .seconds(120)))
+            configuration: .init(reconnectPolicy: policy, pollInterval: .seconds(120)), actionStorage: storage)
         await session.start()
         return session
     }
@@ -115,6 +117,57 @@ struct ClientEndToEndTests {
                 let after = await session.lastEventID
                 return after != nil && after != before
             })
+            await session.stop()
+        }
+    }
+
+    /// The database is restored from a backup while a driver is offline with an action queued for
+    /// the version they saw; before they come back, a dispatcher's edit gives the restored order that
+    /// same version number with other content. The action must not apply to what the driver never
+    /// saw: the resumed socket's `reset` refuses it (`history_rewound`), and the order is unchanged.
+    /// With `loggedInAfterTheBackup`, the restore also lost the driver's login: the session stops
+    /// (4001), the app logs in again, and the new session over the same action storage resumes from
+    /// the cursor stored with the action, so it gets the `reset` too.
+    @Test(arguments: [false, true])
+    func anActionQueuedBeforeARestoreIsRefusedNotAppliedToAVersionTheDriverNeverSaw(loggedInAfterTheBackup: Bool) async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let storage = InMemoryActionStorage()
+            var backup = loggedInAfterTheBackup ? try await server.backUp() : nil
+            var session = try await Self.session(server, email: driver.email, password: driver.password, storage: storage)
+            if backup == nil { backup = try await server.backUp() }
+            #expect(await Self.until(session) { await $0.connectionState == .live })
+            _ = try await session.detail(OrderID(id))
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "seen by the driver"])
+            #expect(await Self.until(session) { await $0.cachedDetail(OrderID(id))?.notes == "seen by the driver" })
+            let seenVersion = try #require(await session.cachedDetail(OrderID(id))?.version)
+
+            await server.stopServer()
+            #expect(await Self.until(session) { await $0.connectionState != .live })
+            let accept = try await session.queue(.changeStatus(of: OrderID(id), to: .accepted))
+            #expect(accept.ifMatch?.hasPrefix("\"o\(id)-v\(seenVersion)") == true)
+            try await server.restoreData(from: try #require(backup))
+            try await server.writeNotesDirectly(order: id, company: seed.companyID, notes: "never seen by the driver")
+            try await server.startServer()
+
+            if loggedInAfterTheBackup {
+                #expect(await Self.until(session) { await $0.connectionState == .stopped(.notAuthenticated) })
+                await session.stop()
+                session = try await Self.session(server, email: driver.email, password: driver.password, storage: storage)
+            }
+            #expect(await Self.until(session) { await !$0.refusedActions.isEmpty })
+            let refused = await session.refusedActions
+            #expect(refused.map(\.id) == [accept.id])
+            if case .refused(let reason) = refused.first?.state { #expect(reason.code == "history_rewound") }
+            #expect(await session.pendingActions.isEmpty)
+            let order = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
+            #expect(order.object.int("version") == seenVersion, "the restored order's version repeats")
+            #expect(order.object.string("status") == "assigned", "the action was not applied")
+            #expect(order.object.string("notes") == "never seen by the driver")
+            // The driver is shown the restored order, not the lost one.
+            _ = try await session.detail(OrderID(id))
+            #expect(await Self.until(session) { await $0.cachedDetail(OrderID(id))?.notes == "never seen by the driver" })
             await session.stop()
         }
     }

@@ -66,6 +66,11 @@ struct OfflineActionsTests {
         #expect(await restarted.session.pendingActions.map(\.id) == [accept.id, stage.id])
         #expect(await restarted.session.pendingActions.map(\.action) == [accept.action, stage.action])
         await restarted.session.start()
+        // It resumes from the cursor stored with the actions: they wait for the socket to show the
+        // server's history is the same (here its pong: no `reset`).
+        await restarted.waitForConnections(1)
+        #expect(restarted.api.socketCursors.last == ResumeCursor(FakeConnection.cursor(10)), "resumed from the stored cursor")
+        restarted.transport.current?.receiveConnected(newest: 10)
         await advanceUntilSent(restarted)  // two more failures, then both go through
         #expect(restarted.api.appliedWrites == ["status 2 accepted", "stage 2 7"])
         #expect(restarted.api.appliedWriteKeys == [accept.id.rawValue, stage.id.rawValue])

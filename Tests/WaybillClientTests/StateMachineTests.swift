@@ -120,8 +120,73 @@ import WaybillTesting
         _ = machine.socketClosed(code: 1012, random: &random)
         #expect(machine.backoffElapsed() == .connect(since: 12))
         // The server's newest id does not move the cursor past events still to be replayed.
-        #expect(machine.received(connected(20)) == .refreshList)
+        #expect(machine.received(connected(20)) == .refreshListAndProbeResume)
         #expect(machine.lastEventID == 12)
+    }
+
+    /// After a restore or failover versions repeat with other content: queued actions wait, on a
+    /// socket that resumes, until the server shows whether its history is the one resumed from.
+    @Test func aResumingSocketHoldsQueuedActionsUntilThePongAnEventOrAReset() {
+        var random = MaxGenerator()
+        func resumed() -> Machine {
+            var machine = Machine(policy: .standard)
+            _ = machine.start()
+            #expect(!machine.holdsActions, "a first connect has nothing to resume: no reset can come")
+            #expect(machine.received(connected(10)) == .refreshList)
+            _ = machine.received(event(1, 11))
+            _ = machine.socketClosed(code: 1006, random: &random)
+            #expect(!machine.holdsActions, "backing off after a socket that was live and had nothing to resume")
+            #expect(machine.backoffElapsed() == .connect(since: 11))
+            #expect(machine.holdsActions, "connecting to resume")
+            #expect(machine.received(connected(20)) == .refreshListAndProbeResume)
+            #expect(machine.holdsActions, "live, outcome unknown")
+            return machine
+        }
+        var ponged = resumed()
+        #expect(ponged.received(.pong) == .resumeConfirmed)
+        #expect(!ponged.holdsActions)
+        #expect(ponged.received(.pong) == .none, "a heartbeat's pong later means nothing more")
+
+        var replayed = resumed()
+        #expect(replayed.received(event(2, 12)) == .orderChanged(OrderEventFrame(kind: .statusChanged, orderID: 2, eventID: 12)))
+        #expect(!replayed.holdsActions, "reset never follows an event")
+
+        var rewound = resumed()
+        #expect(rewound.received(.reset) == .refreshEverything)
+        #expect(!rewound.holdsActions)
+
+        var slow = resumed()
+        #expect(slow.resumeProbeTimedOut() == .resumeConfirmed)
+        #expect(!slow.holdsActions)
+        #expect(slow.resumeProbeTimedOut() == .none)
+
+        var dropped = resumed()
+        _ = dropped.socketClosed(code: nil, random: &random)
+        #expect(dropped.holdsActions, "backing off: the server may be down; the action must not race the resume")
+        #expect(dropped.resumeProbeTimedOut() == .none, "the limit is for a live socket")
+        #expect(dropped.backoffElapsed() == .connect(since: 11))
+        #expect(dropped.holdsActions, "the next connect asks again")
+
+        // A socket that keeps failing while REST calls answer (a proxy blocks WebSockets) cannot tell.
+        var blocked = resumed()
+        _ = blocked.socketClosed(code: nil, random: &random)
+        _ = blocked.backoffElapsed()
+        blocked.restAnswered()
+        #expect(blocked.holdsActions, "not until this attempt fails too")
+        _ = blocked.socketClosed(code: nil, random: &random)
+        #expect(!blocked.holdsActions)
+
+        var classic = Machine(policy: .classic)
+        _ = classic.start()
+        _ = classic.received(connected(10))
+        _ = classic.received(event(1, 11))
+        for _ in 0..<3 {
+            _ = classic.socketClosed(code: nil, random: &random)
+            _ = classic.backoffElapsed()
+        }
+        #expect(classic.holdsActions)
+        #expect(classic.socketClosed(code: nil, random: &random) == .pollOnly)
+        #expect(!classic.holdsActions, "a socket given up on does not hold the queue")
     }
 
     @Test func aSocketThatProvedStableResetsTheAttemptCount() {

@@ -89,6 +89,43 @@ struct ConnectionMachineTests {
         #expect(Self.live(&machine, [14]) == ["e14"])
     }
 
+    /// A ping during the replay is answered after the replay's frames, or after its `reset`: the
+    /// pong tells a resuming client that no `reset` is still coming (its queued actions may go).
+    @Test func aPingDuringTheReplayIsAnsweredAfterItsFramesOrItsReset() {
+        var replaying = Machine()
+        _ = replaying.authenticated(user: 7, group: Self.group, resume: .since(4), newest: Self.newest)
+        #expect(replaying.ping() == .afterReplay)
+        #expect(replaying.ping() == .afterReplay)
+        #expect(replaying.replayLoaded(Self.replayed([5, 6])) == [.send(["e5", "e6"]), .sendPongs(2)])
+        #expect(replaying.ping() == .pong, "live: at once")
+
+        var rewound = Machine()
+        _ = rewound.authenticated(user: 7, group: Self.group, resume: .cursor(EventCursor(id: 9, check: "deadbeef")), newest: Self.newest)
+        #expect(rewound.ping() == .afterReplay)
+        _ = Self.live(&rewound, [11])
+        #expect(rewound.replayLoaded(.reset(newest: 10)) == [.sendReset, .send(["e11"]), .sendPongs(1)])
+
+        var quiet = Machine()
+        _ = quiet.authenticated(user: 7, group: Self.group, resume: .since(10), newest: Self.newest)
+        for _ in 0..<50 { _ = quiet.ping() }
+        #expect(quiet.replayLoaded(Self.replayed([])) == [.sendPongs(8)], "bounded")
+        #expect(quiet.replayLoaded(Self.replayed([])).isEmpty, "owed once")
+    }
+
+    @Test func pingsAreAnsweredAtOnceWhenLiveAndNeverBeforeAuthenticationOrWhileClosing() {
+        var machine = Machine()
+        #expect(machine.ping() == .ignore)
+        _ = machine.authenticated(user: 7, group: Self.group, resume: .none, newest: Self.newest)
+        #expect(machine.ping() == .pong)
+        machine.closing()
+        #expect(machine.ping() == .ignore)
+
+        var failing = Machine()
+        _ = failing.authenticated(user: 7, group: Self.group, resume: .since(3), newest: Self.newest)
+        _ = failing.ping()
+        #expect(failing.replayLoaded(.failed) == [.close(code: 1011, reason: "replay failed; reconnect")], "no pong on a close")
+    }
+
     @Test func aFailedReplayClosesWith1011AndSendsNothing() {
         var machine = Machine()
         _ = machine.authenticated(user: 7, group: Self.group, resume: .since(3), newest: Self.newest)

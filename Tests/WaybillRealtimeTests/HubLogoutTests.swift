@@ -163,10 +163,10 @@ final class ServiceThread: Sendable {
 }
 
 final class RecordingIO: SocketIO, Sendable {
-    private let state = Mutex<(frames: [SocketID: Int], closed: [SocketID: Int])>(([:], [:]))
+    private let state = Mutex<(sent: [SocketID: [OutboundFrame]], closed: [SocketID: Int])>(([:], [:]))
 
     func send(_ frame: OutboundFrame, to socket: SocketID) -> Bool {
-        state.withLock { $0.frames[socket, default: 0] += 1 }
+        state.withLock { $0.sent[socket, default: []].append(frame) }
         return true
     }
     func close(_ socket: SocketID, code: Int, reason: String) { state.withLock { $0.closed[socket] = code } }
@@ -174,6 +174,8 @@ final class RecordingIO: SocketIO, Sendable {
     func queuedBytes(_ socket: SocketID) -> Int { 0 }
 
     /// Frames sent to `socket` (an admitted socket without a resume gets one: `connected`).
-    func frames(_ socket: SocketID) -> Int { state.withLock { $0.frames[socket] ?? 0 } }
+    func frames(_ socket: SocketID) -> Int { state.withLock { $0.sent[socket]?.count ?? 0 } }
+    /// The frames sent to `socket`, in order.
+    func sent(_ socket: SocketID) -> [OutboundFrame] { state.withLock { $0.sent[socket] ?? [] } }
     func closeCode(_ socket: SocketID) -> Int? { state.withLock { $0.closed[socket] } }
 }

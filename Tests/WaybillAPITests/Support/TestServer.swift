@@ -102,6 +102,33 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
 
     private var stoppedPort: Int?
 
+    /// A backup of the data as it is now, as an operator takes one: the server restarts around it
+    /// (its sockets get 1001 and resume), so the file is whole. Returns the copy's path.
+    func backUp() async throws -> URL {
+        await stopServer()
+        let (closing, path, openStore) = (store, directory.appendingPathComponent("waybill.sqlite").path, openStore)
+        let copy = directory.appendingPathComponent("backup-\(UUID().uuidString).sqlite")
+        store = try await runBlocking {
+            closing.close()  // the last checkpoint: everything is in the main file
+            try FileManager.default.copyItem(atPath: path, toPath: copy.path)
+            return try openStore(path)
+        }
+        try await startServer()
+        return copy
+    }
+
+    /// While the server is stopped: the data file is replaced by `backup`, as a restore does
+    /// (every commit since the backup is lost). The store is open again for writes afterwards.
+    func restoreData(from backup: URL) async throws {
+        let (closing, path, openStore) = (store, directory.appendingPathComponent("waybill.sqlite").path, openStore)
+        store = try await runBlocking {
+            closing.close()
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            try FileManager.default.copyItem(atPath: backup.path, toPath: path)
+            return try openStore(path)
+        }
+    }
+
     /// Changes an order's notes straight through the store, with its outbox event, as a second
     /// process on the same data file would (used while the server is down).
     func writeNotesDirectly(order id: Int64, company: Int64, notes: String) async throws {

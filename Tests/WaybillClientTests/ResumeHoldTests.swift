@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import WaybillTesting
+
+@testable import WaybillClient
+
+/// The offline queue across a resume (docs/PROTOCOL.md, "Resume"): after a restore or a failover
+/// that lost commits, versions repeat with other content, so an action queued with `If-Match` for a
+/// version seen before could match a version the driver never saw. The queue waits, on a socket
+/// that resumes, until the server's pong (answered after the replay) or its `reset`; on `reset`,
+/// actions that name a version are refused for the driver to check the order again.
+@Suite(.timeLimit(.minutes(1)))
+struct ResumeHoldTests {
+    /// Sockets come back after 1 s; a failed action waits 300 s, so only the socket can let it go.
+    static let configuration = DriverSession.Configuration(
+        reconnectPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(1), jitter: .none),
+        actionPolicy: ActionQueuePolicy(retry: ReconnectPolicy(base: .seconds(300), cap: .seconds(300), jitter: .none)),
+        resumeCheckLimit: .seconds(10))
+
+    /// A live session with order 1 opened, an accept for it queued with `If-Match` (its first send
+    /// failed: offline), and a stage of order 2 queued behind it without a precondition; then the
+    /// socket drops and a new one connects, resuming, to a server that does not answer pings by
+    /// itself. Returns the harness, the two actions and the new socket, `connected` received.
+    static func resumedWithQueue() async throws -> (Harness, QueuedAction, QueuedAction, FakeConnection) {
+        let h = await Harness.live(configuration: configuration)
+        try await h.open(1)
+        h.api.failWrites([.unreachable("offline")])
+        let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("first attempt") { let sending = await h.session.isSendingAction; return h.api.writeKeys.count == 1 && !sending }
+        let stage = try await h.session.queue(.completeStage(5, of: 2), expecting: .any)
+        #expect(accept.ifMatch == FakeOrdersAPI.etag(1, version: 1))
+        h.transport.current?.drop(code: 1012)
+        await eventually("backing off") {
+            if case .backingOff = await h.session.connectionState { return true } else { return false }
+        }
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        let socket = try #require(h.transport.current)
+        socket.goSilent()  // the test plays the pong
+        socket.receiveConnected(newest: 20)
+        await eventually("probe sent") { socket.sent.contains(#"{"type":"ping"}"#) }
+        await h.settle()
+        return (h, accept, stage, socket)
+    }
+
+    @Test func queuedActionsWaitForThePongThatFollowsTheReplay() async throws {
+        let (h, accept, stage, socket) = try await Self.resumedWithQueue()
+        #expect(await h.session.connectionState == .live)
+        #expect(h.api.writeKeys == [accept.id.rawValue], "nothing sent while a reset may still come")
+        socket.receive(#"{"type":"pong"}"#)
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 2 5"])
+        #expect(h.api.appliedWriteKeys == [accept.id.rawValue, stage.id.rawValue])
+        #expect(await h.session.refusedActions.isEmpty)
+    }
+
+    @Test func onResetActionsThatNameAVersionAreRefusedAndTheOthersGo() async throws {
+        let (h, accept, stage, socket) = try await Self.resumedWithQueue()
+        socket.receive(#"{"type":"reset"}"#)
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["stage 2 5"], "the action without a precondition still goes")
+        let refused = await h.session.refusedActions
+        #expect(refused.map(\.id) == [accept.id])
+        guard case .refused(let reason) = refused.first?.state else {
+            Issue.record("not refused: \(String(describing: refused.first?.state))")
+            return
+        }
+        #expect(reason.code == "history_rewound")
+        // Kept in the storage too, as every refusal is, until the driver dismisses it.
+        let data = try #require(try h.storage.load())
+        let stored = try StoredActionQueue.read(data)
+        #expect(stored.refused.map(\.id) == [accept.id])
+        #expect(stored.actions.isEmpty)
+        _ = stage
+    }
+
+    @Test func anEventSettlesTheResumeAsThePongDoes() async throws {
+        let (h, _, _, socket) = try await Self.resumedWithQueue()
+        socket.receiveEvent(order: 3, eventID: 12)
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 2 5"])
+    }
+
+    /// An older server answers pings before its replay; a replay may be slow: the wait is bounded.
+    @Test func withoutAnOutcomeTheQueueGoesAfterTheLimit() async throws {
+        let (h, accept, _, _) = try await Self.resumedWithQueue()
+        await h.clock.advance(by: .seconds(9))
+        #expect(h.api.writeKeys == [accept.id.rawValue])
+        await h.clock.advance(by: .seconds(1))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 2 5"])
+    }
+
+    /// A first connect has no cursor, so no `reset` can come: actions go as soon as it is live.
+    @Test func aFirstConnectDoesNotHoldTheQueue() async throws {
+        let h = Harness(configuration: Self.configuration)
+        let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await h.session.start()
+        await h.waitForConnections(1)
+        h.transport.current?.goSilent()
+        h.transport.current?.receiveConnected()
+        await eventually("sent") { h.api.appliedWriteKeys == [accept.id.rawValue] }
+        #expect(h.transport.current?.sent.contains(#"{"type":"ping"}"#) == false, "no probe without a resume")
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillDomain
+import WaybillNetwork
+import WaybillSQLite
+import WaybillStorage
+import WaybillTesting
+
+@testable import WaybillRealtime
+
+/// Holds every read while the test says so: a replay query that is slow to answer.
+final class HeldReadsStore: OrderStore {
+    private let store: any OrderStore
+    private let state = Mutex<(holding: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+    init(_ store: any OrderStore) { self.store = store }
+
+    func hold() { state.withLock { $0.holding = true } }
+    /// Lets the held reads (and every later one) go on.
+    func release() {
+        let waiting = state.withLock { state in
+            state.holding = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+    var heldReads: Int { state.withLock { $0.waiting.count } }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        await withCheckedContinuation { continuation in
+            let go = state.withLock { state in
+                if state.holding { state.waiting.append(continuation) }
+                return !state.holding
+            }
+            if go { continuation.resume() }
+        }
+        return try await store.read(body)
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        try await store.write(body)
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { store.lease(name) }
+}
+
+/// A pong answers after the replay (docs/PROTOCOL.md, "Resume"): a client that resumes with actions
+/// queued pings right after `connected`, and holds them until the pong or a `reset` (an action
+/// queued for a version the server no longer has must not go out before the `reset` says so).
+@Suite(.timeLimit(.minutes(1)))
+struct HubResumeBarrierTests {
+    static func admit(_ hub: Hub, _ auth: GatedAuthenticator, _ service: ServiceThread, query: [(name: String, value: String)]) async {
+        let request = HTTPRequest(method: "GET", path: "/ws", query: [(name: "token", value: "t")] + query)
+        service.run { io in hub.socketOpened(SocketID(1), request: request, io: io) }
+        let answer = await auth.nextQuestion()
+        answer(HubLogoutTests.driver, SessionEpoch(0))
+    }
+
+    @Test func aPingDuringASlowReplayIsAnsweredAfterTheReset() async throws {
+        try await withStore { store in
+            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let hub = service.hub(authenticator: auth, store: held)
+            let socket = SocketID(1)
+            held.hold()
+            // A cursor of another history: event 5 is not in this (empty) store.
+            await Self.admit(hub, auth, service, query: [(name: "cursor", value: "5-deadbeef")])
+            #expect(await eventually { service.io.frames(socket) == 1 }, "connected")
+            #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"ping"}"#, io: io) }
+            service.run { _ in }
+            #expect(service.io.frames(socket) == 1, "no pong while the replay's outcome is unknown")
+            held.release()
+            #expect(await eventually { service.io.frames(socket) == 3 })
+            #expect(service.io.sent(socket).dropFirst().map(ObjectIdentifier.init)
+                == [ObjectIdentifier(Hub.resetFrameShared), ObjectIdentifier(Hub.pongFrame)])
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"ping"}"#, io: io) }
+            #expect(service.io.frames(socket) == 4, "live: answered at once")
+        }
+    }
+
+    @Test func aPingDuringASlowReplayIsAnsweredAfterTheReplayedEvents() async throws {
+        try await withStore { store in
+            let event = OrderEvent(
+                type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .assigned,
+                driverID: 7, changedAt: Date(), groups: [.company(1), .driver(7)])
+            let events = try await store.write { tx in try tx.appendEvents([event, event, event]) }
+            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let hub = service.hub(authenticator: auth, store: held)
+            let socket = SocketID(1)
+            held.hold()
+            await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
+            #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"ping"}"#, io: io) }
+            #expect(service.io.frames(socket) == 1, "connected only")
+            held.release()
+            #expect(await eventually { service.io.frames(socket) == 4 }, "connected, two replayed events, pong")
+            #expect(service.io.sent(socket).last.map(ObjectIdentifier.init) == ObjectIdentifier(Hub.pongFrame))
+        }
+    }
+}
