@@ -216,6 +216,121 @@ struct ClusterTests {
         }
     }
 
+    /// The relay's leader freezes (SIGSTOP for 8 s) while writes go on through the other node: its
+    /// PostgreSQL session times out, the lease moves, and when the frozen node goes on it has
+    /// stepped down. Every socket, on either node, gets every event once, in order (a publish the
+    /// frozen leader had in flight is dropped by id downstream). Run live by a review (2026-12-04).
+    @Test func aFrozenRelayLeaderLosesTheLeaseAndNothingIsLostOrRepeated() async throws {
+        try await TestCluster.withRunning(nodes: 1) { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            #expect(await cluster.eventually { cluster.logged(node: 0, "outbox relay leads") }, "the first node leads")
+            let second = try await cluster.startNode()
+            try await cluster.settle()
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: 0, token: driver.token),
+                try await EventCollector(cluster: cluster, node: second, token: seed.dispatcherToken),
+            ]
+            let writes = 120
+            let clock = ContinuousClock(), start = clock.now
+            for n in 0..<writes {
+                try await clock.sleep(until: start + .milliseconds(100 * n))
+                if n == 10 { cluster.freeze(node: 0) }
+                if n == 90 { cluster.thaw(node: 0) }
+                let status = try await cluster.patchNotesStatus(node: second, order: id, "w\(n)", token: seed.dispatcherToken)
+                #expect(status == 200)
+            }
+            #expect(cluster.logged(node: second, "outbox relay leads"), "the lease moved while the leader was frozen")
+            for watcher in watchers {
+                let ids = try await watcher.collect(count: writes, timeout: .seconds(30))
+                #expect(ids.count == writes, "every event arrives")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+            }
+            #expect(await cluster.eventually { cluster.logged(node: 0, "outbox relay lost its lease") },
+                "the thawed node noticed it no longer leads")
+        }
+    }
+
+    /// The relay's leader is stopped for a deploy (SIGTERM) while writes go on through the other
+    /// node: it closes its sockets with 1001 and releases the lease at once; its clients resume on
+    /// the other node, which takes the lease over, with nothing lost and nothing twice.
+    @Test func aGracefulLeaderHandoverLosesNothing() async throws {
+        try await TestCluster.withRunning(nodes: 1) { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            #expect(await cluster.eventually { cluster.logged(node: 0, "outbox relay leads") }, "the first node leads")
+            let second = try await cluster.startNode()
+            try await cluster.settle()
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: 0, token: seed.dispatcherToken, failover: second),
+                try await EventCollector(cluster: cluster, node: 0, token: driver.token, failover: second),
+                try await EventCollector(cluster: cluster, node: second, token: driver.token),
+            ]
+            let writes = 60
+            let clock = ContinuousClock(), start = clock.now
+            for n in 0..<writes {
+                try await clock.sleep(until: start + .milliseconds(100 * n))
+                if n == 15 { Task { await cluster.terminate(node: 0) } }
+                let status = try await cluster.patchNotesStatus(node: second, order: id, "w\(n)", token: seed.dispatcherToken)
+                #expect(status == 200)
+            }
+            #expect(cluster.logged(node: second, "outbox relay leads"), "the lease moved")
+            for (index, watcher) in watchers.enumerated() {
+                let ids = try await watcher.collect(count: writes, timeout: .seconds(30))
+                #expect(ids.count == writes, "every event arrives (watcher \(index))")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once (watcher \(index))")
+                if index < 2 { #expect(await watcher.reconnects >= 1, "the socket did move to the other node") }
+            }
+        }
+    }
+
+    /// PostgreSQL stops for a few seconds under writes through both nodes, with sockets on both:
+    /// every write is answered 200 or 503 `store_unavailable` within 5 s (never a 500, never a
+    /// hang), the nodes recover by themselves, and every socket gets exactly the events of the
+    /// writes that committed (counted by the order's versions: a write whose answer was lost may
+    /// have committed), once each, in order.
+    @Test func aPostgresOutageUnderWritesLosesNoCommittedEvent() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            try await cluster.settle()
+            let before = try #require(try await cluster.request(node: 0, "GET", "/api/orders/\(id)/", token: seed.dispatcherToken).object.int("version"))
+            let watchers = [
+                try await EventCollector(cluster: cluster, node: 0, token: driver.token),
+                try await EventCollector(cluster: cluster, node: 1, token: seed.dispatcherToken),
+            ]
+            let postgres = cluster.postgres
+            let writes = 80
+            var answers: [Int: Int] = [:]
+            let clock = ContinuousClock(), start = clock.now
+            for n in 0..<writes {
+                try await clock.sleep(until: start + .milliseconds(100 * n))
+                if n == 20 { try await runBlocking { try postgres.stop(mode: .immediate) } }
+                if n == 40 { try await runBlocking { try postgres.start() } }
+                var status = 0
+                let elapsed = try await clock.measure {
+                    status = try await cluster.patchNotesStatus(node: n % 2, order: id, "w\(n)", token: seed.dispatcherToken)
+                }
+                #expect(status == 200 || status == 503, "write \(n) answered \(status)")
+                #expect(elapsed < .seconds(5), "write \(n) answered within 5 s")
+                answers[status, default: 0] += 1
+            }
+            #expect((answers[503] ?? 0) > 0, "the outage was seen")
+            let recovered = await cluster.eventually(timeout: .seconds(20)) {
+                (try? await cluster.patchNotesStatus(node: 0, order: id, "last", token: seed.dispatcherToken)) == 200
+            }
+            #expect(recovered)
+            let after = try #require(try await cluster.request(node: 1, "GET", "/api/orders/\(id)/", token: seed.dispatcherToken).object.int("version"))
+            let committed = Int(after - before)
+            #expect(committed >= (answers[200] ?? 0) + 1, "every write answered 200 committed")
+            for watcher in watchers {
+                let ids = try await watcher.collect(count: committed, timeout: .seconds(30))
+                #expect(ids.count == committed, "one event per committed write")
+                #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+            }
+        }
+    }
+
     @Test func postgresRestartAnswers503ThenRecoversWithoutRestartingNodes() async throws {
         try await TestCluster.withRunning { cluster in
             let seed = try await cluster.seed(drivers: 1, orders: 1)

@@ -105,6 +105,24 @@ final class TestCluster: @unchecked Sendable {  // mutated only by the test body
         nodes[index] = nil
     }
 
+    /// SIGSTOP: the node keeps its connections open and answers nothing (a stalled VM, a GC pause,
+    /// a debugger); `thaw` lets it go on.
+    func freeze(node index: Int) { nodes[index]?.signal(SIGSTOP) }
+    func thaw(node index: Int) { nodes[index]?.signal(SIGCONT) }
+
+    /// SIGTERM, as a deploy does: the node closes its sockets with 1001 and releases its leases.
+    func terminate(node index: Int) async {
+        nodes[index]?.signal(SIGTERM)
+        _ = await nodes[index]?.exitStatus(timeout: .seconds(15))
+        nodes[index] = nil
+    }
+
+    /// Whether node `index` logged a line containing `text` (stdout or stderr).
+    func logged(node index: Int, _ text: String) -> Bool {
+        guard let node = nodes[index] else { return false }
+        return (node.stdout + node.stderr).contains { $0.contains(text) }
+    }
+
     /// Blocking: call through `runBlocking`.
     func stopAll() {
         for node in nodes { node?.signal(SIGKILL) }
