@@ -10,8 +10,9 @@ struct ActionQueue: Sendable {
     enum Step: Hashable, Sendable {
         /// Send this action (it is now ``ActionState/sending``), then call ``finished(_:random:)``.
         case send(QueuedAction)
-        /// The head was too old to send: it left the queue, refused. Report it and ask ``next(now:)`` again.
-        case expired(QueuedAction)
+        /// The head must not be sent (too old, or it was on its way when a `reset` came and its send
+        /// ended without an answer): it left the queue, refused. Report it and ask ``next(now:)`` again.
+        case dropped(QueuedAction)
         /// Nothing to send now (empty, a send in flight, or backing off).
         case idle
     }
@@ -67,7 +68,14 @@ struct ActionQueue: Sendable {
             var expired = actions.removeFirst()
             expired.state = .refused(
                 ActionRefusal(status: nil, code: "expired", message: "not sent within \(Int(policy.maxAge.seconds)) s"))
-            return .expired(expired)
+            return .dropped(expired)
+        }
+        if head.sentBeforeReset {
+            // It may have been applied, or not: sent again, its `If-Match` could match a repeated
+            // version with other content (`historyRewound()`).
+            var dropped = actions.removeFirst()
+            dropped.state = .refused(Self.rewound)
+            return .dropped(dropped)
         }
         actions[0].state = .sending
         return .send(actions[0])
@@ -146,19 +154,25 @@ struct ActionQueue: Sendable {
     /// The server's history rewound (`reset`): the waiting actions that name a version are refused
     /// (`history_rewound`) and returned, oldest first. The one sending, if any, stays: it is out.
     mutating func historyRewound() -> [QueuedAction] {
+        if isSending, let tag = actions[0].ifMatch, tag != "*" { actions[0].sentBeforeReset = true }
         var dropped: [QueuedAction] = []
         actions.removeAll { action in
             guard action.state == .waiting, let tag = action.ifMatch, tag != "*" else { return false }
             var refused = action
-            refused.state = .refused(
-                ActionRefusal(
-                    status: nil, code: "history_rewound",
-                    message: "the server's data was restored to an earlier point: check the order and do this again"))
+            refused.state = .refused(Self.rewound)
             dropped.append(refused)
             return true
         }
         return dropped
     }
+
+    /// Why an action that names a version is dropped after a `reset`: the server cannot replay the
+    /// device's history (restored, failed over, pruned, or too far behind), so the version the driver
+    /// saw may now name other content, or the driver may not have seen the newest.
+    static let rewound = ActionRefusal(
+        status: nil, code: "history_rewound",
+        message: "the server could not resume this device's history (its data was restored, or the device was"
+            + " away too long): check the order and do this again")
 
     /// The delay of the last ``Finish/retry(_:after:)`` has passed.
     mutating func backoffElapsed() { isBackingOff = false }

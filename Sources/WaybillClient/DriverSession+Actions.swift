@@ -25,6 +25,16 @@ extension DriverSession {
             seenEventID: machine.lastEventID,
             seenCursor: machine.lastCursor
         )
+        if showsDetailFromAnEarlierHistory(action.orderID, expecting) {
+            // The detail on screen predates a `reset` and its refetch has not come: its version may
+            // name other content now. Refused at once, like a queued action at the `reset`.
+            var refusal = queued
+            refusal.state = .refused(ActionQueue.rewound)
+            keepRefusal(refusal)
+            publish(.action(refusal))
+            enqueueRefresh(of: action.orderID)
+            return refusal
+        }
         var candidate = actionQueue
         candidate.add(queued)
         try actionStorage.save(StoredActionQueue.encode(candidate.actions, refused: refused))
@@ -32,6 +42,13 @@ extension DriverSession {
         publish(.action(queued))
         sendNextAction()
         return queued
+    }
+
+    /// Whether an action `expecting` the shown detail of order `id` would name the version of a
+    /// detail fetched before the session's last `reset` (its refetch is still on its way).
+    func showsDetailFromAnEarlierHistory(_ id: OrderID, _ expecting: ExpectedVersion) -> Bool {
+        guard expecting.kind == .shownDetail, let cached = details[id] else { return false }
+        return cached.generation < historyGeneration
     }
 
     /// Actions waiting or being sent, oldest first.
@@ -74,7 +91,7 @@ extension DriverSession {
                 publish(.action(action))
                 actionTask = Task { await self.send(action) }
                 return
-            case .expired(let action):
+            case .dropped(let action):
                 keepRefusal(action)
                 publish(.action(action))
             case .idle:
@@ -145,13 +162,13 @@ extension DriverSession {
     /// now match a version with other content, so it is refused for the driver to check the order
     /// and act again; one without a precondition still goes. One already sent cannot be recalled.
     func refuseActionsFromBeforeTheRewind() {
+        guard !actionQueue.actions.isEmpty else { return }
         let dropped = actionQueue.historyRewound()
-        guard !dropped.isEmpty else { return }
         for action in dropped {
             keepRefusal(action)
             publish(.action(action))
         }
-        persistActions()
+        persistActions()  // also the mark on an action that was on its way
     }
 
     /// The session stops: a send in flight is abandoned (it is resent, with the same key, after `start()`).
@@ -222,6 +239,10 @@ extension DriverSession {
         actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
         refused = earlierRefused + refused
+        // Their history must be checked as at a start (`DriverSession.init`): resume from it.
+        if let newest = earlier.last(where: { $0.seenEventID != nil }), let eventID = newest.seenEventID {
+            perform(machine.adoptResumePoint(eventID: eventID, cursor: newest.seenCursor))
+        }
         if !earlier.isEmpty { sendNextAction() }
     }
 }

@@ -74,10 +74,12 @@ extension DriverSession {
     private func startResumeCheck() {
         resumeCheckTask?.cancel()
         let timer = startTimer(resumeCheckLimit)
+        let generation = connectionGeneration
         resumeCheckTask = Task {
             do { try await timer(1) } catch { return }
+            // A timer of an earlier socket that fired just as it was replaced: not this socket's limit.
+            guard !Task.isCancelled, generation == self.connectionGeneration, self.isRunning else { return }
             self.resumeCheckTask = nil
-            guard self.isRunning else { return }
             self.perform(self.machine.resumeProbeTimedOut())
         }
     }

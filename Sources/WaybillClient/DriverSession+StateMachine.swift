@@ -46,10 +46,14 @@ extension DriverSession {
         /// Connection attempts that failed since a socket last proved stable (``provedStable()``).
         private var failures = 0
         /// Whether the session has a cursor to resume from and no socket has yet shown whether the
-        /// server's history is still the one the cursor came from.
+        /// server's history is still the one the cursor came from: set at every connect and when a
+        /// live socket drops, cleared by a pong, an event or a `reset` (or the bounds of `holdsActions`).
         private(set) var resumeOutcomePending = false
-        /// Whether a REST call answered since the socket was last live: the server is reachable.
+        /// Whether a REST call answered since the last connect attempt that failed before its upgrade.
         private var restAnsweredWhileDown = false
+        /// Connect attempts in a row that failed before the upgrade (no close code) with a REST call
+        /// answered before each: two mean the socket cannot get through while the server can.
+        private var upgradesFailedWithRESTUp = 0
 
         /// Whether queued actions must wait: a resume is under way and its outcome is unknown.
         ///
@@ -77,10 +81,28 @@ extension DriverSession {
             return .connect(since: lastEventID)
         }
 
-        /// A REST call answered (a list or detail fetch): the server is reachable.
+        /// A REST call answered (a list fetch): the server is reachable.
         mutating func restAnswered() {
             if case .live = state { return }
             restAnsweredWhileDown = true
+        }
+
+        /// A connect attempt ended: one that never opened (no close code) while REST calls answer
+        /// counts toward releasing a held queue; a socket the server closed shows WebSockets do get
+        /// through (a 1013 in a reconnect storm), so it does not.
+        private mutating func attemptEnded(code: Int?) {
+            guard resumeOutcomePending else { return }
+            guard code == nil, case .connecting = state else {
+                upgradesFailedWithRESTUp = 0
+                return
+            }
+            if restAnsweredWhileDown {
+                upgradesFailedWithRESTUp += 1
+                restAnsweredWhileDown = false
+            }
+            // The server answers REST calls but twice the socket could not open: it cannot tell
+            // (`holdsActions`), so the queue goes without the check.
+            if upgradesFailedWithRESTUp >= 2 { resumeOutcomePending = false }
         }
 
         init(policy: ReconnectPolicy, lastEventID: EventID? = nil, lastCursor: ResumeCursor? = nil) {
@@ -94,9 +116,26 @@ extension DriverSession {
             switch state {
             case .stopped:
                 failures = 0
+                restAnsweredWhileDown = false
+                upgradesFailedWithRESTUp = 0
                 return connecting(attempt: 0)
             case .connecting, .live, .backingOff, .pollingOnly:
                 return .none
+            }
+        }
+
+        /// A stored queue was read only now (the phone was locked when the session was made): its
+        /// actions were made in the history `eventID`/`cursor` name. A session that did not resume
+        /// from there connects again from it, so a `reset` can still say the history rewound.
+        mutating func adoptResumePoint(eventID: EventID, cursor: ResumeCursor?) -> Action {
+            lastEventID = eventID
+            lastCursor = cursor
+            switch state {
+            case .stopped:
+                return .none  // `start()` resumes from it
+            case .connecting, .live, .backingOff, .pollingOnly:
+                failures = 0
+                return connecting(attempt: 0)
             }
         }
 
@@ -108,6 +147,7 @@ extension DriverSession {
                 // Not a reason to count from 0 yet: a server at capacity says `connected`, then closes.
                 state = .live
                 restAnsweredWhileDown = false
+                upgradesFailedWithRESTUp = 0
                 connected = frame
                 // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
                 if lastEventID == nil {
@@ -149,9 +189,11 @@ extension DriverSession {
             case .connecting, .live, .backingOff:
                 break
             }
-            // The server answers REST calls but this socket still closed before the resume's outcome:
-            // it cannot tell (`holdsActions`), so the queue goes without the check.
-            if resumeOutcomePending, restAnsweredWhileDown { resumeOutcomePending = false }
+            attemptEnded(code: code)
+            // A live socket went down: whatever it settled, the next one may meet another history
+            // (a failover is a drop and a reconnect to a database that lost the last commits), and
+            // an action's retry may come before that socket's resume does.
+            if case .live = state { resumeOutcomePending = lastEventID != nil }
             switch code {
             case 4001:
                 state = .stopped(.notAuthenticated)

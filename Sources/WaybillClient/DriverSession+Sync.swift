@@ -246,6 +246,12 @@ extension DriverSession {
         _ id: OrderID, _ expecting: ExpectedVersion,
         _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
     ) async throws {
+        // The shown detail predates a `reset`: its version may name other content now (its refetch
+        // is on its way; the driver acts again on what it brings).
+        if showsDetailFromAnEarlierHistory(id, expecting) {
+            await reloadOpenedDetail(id)  // as after a 412: the next try names what this brings
+            throw WaybillClientError.conflict
+        }
         let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version)
         let generation = historyGeneration
         let saved: SavedOrder

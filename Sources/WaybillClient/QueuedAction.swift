@@ -23,6 +23,9 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     /// `reset` before the queue goes (docs/PROTOCOL.md, "Offline actions").
     let seenEventID: EventID?
     let seenCursor: ResumeCursor?
+    /// It was on its way when the socket said `reset`: if that send ends without an answer it is not
+    /// sent again with its old `If-Match`, which may now name a version with other content.
+    var sentBeforeReset = false
     /// Where the action stands now.
     public internal(set) var state: ActionState
     /// Attempts the server answered with a failure (5xx, unreadable answer); bounded by the queue's policy.
@@ -47,7 +50,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
 
     private enum CodingKeys: String, CodingKey {
         case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
-        case seenEventID = "seen_event_id", seenCursor = "seen_cursor"
+        case seenEventID = "seen_event_id", seenCursor = "seen_cursor", sentBeforeReset = "sent_before_reset"
     }
 
     /// Decodes a stored action; it is waiting again (a send cut short by a restart is retried with its key).
@@ -61,6 +64,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         // Absent in a queue an older version wrote: that session then starts without a cursor.
         seenEventID = try c.decodeIfPresent(EventID.self, forKey: .seenEventID)
         seenCursor = seenEventID == nil ? nil : try c.decodeIfPresent(ResumeCursor.self, forKey: .seenCursor)
+        sentBeforeReset = try c.decodeIfPresent(Bool.self, forKey: .sentBeforeReset) ?? false
         state = .waiting
     }
 
@@ -73,6 +77,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         try c.encode(serverFailures, forKey: .serverFailures)
         try c.encodeIfPresent(seenEventID, forKey: .seenEventID)
         try c.encodeIfPresent(seenCursor, forKey: .seenCursor)
+        if sentBeforeReset { try c.encode(true, forKey: .sentBeforeReset) }
     }
 }
 
@@ -126,7 +131,8 @@ public struct ActionRefusal: Hashable, Sendable, CustomStringConvertible {
     /// The HTTP status, when the server refused it (409, 412, 422, 404, 403, …); `nil` when the queue gave up.
     public var status: Int?
     /// The server's error code (`invalid_transition`, `precondition_failed`, …), or the queue's own:
-    /// `expired` (older than the maximum age) or `gave_up` (too many server failures or retries).
+    /// `expired` (older than the maximum age), `gave_up` (too many server failures or retries) or
+    /// `history_rewound` (it names a version, and the socket said `reset`: docs/PROTOCOL.md).
     public var code: String
     /// Human-readable text.
     public var message: String

@@ -199,10 +199,36 @@ struct ActionQueueTests {
         var queue = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)))
         queue.add(action("old", .changeStatus(of: 1, to: .accepted)))
         queue.add(action("new", .completeStage(5, of: 1), at: 1800))
-        guard case .expired(let old) = queue.next(now: start + 3601) else { Issue.record("not expired"); return }
+        guard case .dropped(let old) = queue.next(now: start + 3601) else { Issue.record("not expired"); return }
         #expect(old.id.rawValue == "old")
         guard case .send(let next) = queue.next(now: start + 3601) else { Issue.record("younger one not sent"); return }
         #expect(next.id.rawValue == "new")
+    }
+
+    /// An action on its way when the socket said `reset` stays (it is out), but if that send ends
+    /// without an answer it is not sent again with its old `If-Match`: refused `history_rewound`,
+    /// also after a restart (the mark is stored). One without `If-Match` still goes.
+    @Test func anActionOnItsWayWhenAResetCameIsNotSentAgain() throws {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: "\"o1-v2\""))
+        queue.add(action("b", .completeStage(5, of: 1)))
+        queue.add(action("c", .completeStage(6, of: 1), ifMatch: "\"o1-v2\""))
+        _ = queue.next(now: start)
+        #expect(queue.historyRewound().map(\.id.rawValue) == ["c"], "the one on its way stays until its send ends")
+        guard case .retry = queue.finished(.retry(countsAsServerFailure: false), random: &random) else {
+            Issue.record("not retried")
+            return
+        }
+        queue.backoffElapsed()
+        let restarted = try StoredActionQueue.decode(StoredActionQueue.encode(queue.actions))
+        for var candidate in [queue, ActionQueue(policy: ActionQueuePolicy(), actions: restarted)] {
+            guard case .dropped(let dropped) = candidate.next(now: start) else { Issue.record("sent again"); return }
+            #expect(dropped.id.rawValue == "a")
+            #expect(dropped.state == .refused(ActionQueue.rewound))
+            guard case .send(let next) = candidate.next(now: start) else { Issue.record("b not sent"); return }
+            #expect(next.id.rawValue == "b")
+        }
     }
 
     @Test func wakingCutsABackoffShortAndAnInterruptedSendWaitsAgain() {

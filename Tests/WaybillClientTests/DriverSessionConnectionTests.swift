@@ -167,9 +167,12 @@ import WaybillTesting
         #expect(await h.session.cachedDetail(1)?.version == 2)
     }
 
-    /// The `reset` dropped the shown detail's tag and its refetch failed (offline): the driver's next
-    /// action still names the version on screen. Once it went out with no `If-Match` at all.
-    @Test func afterAResetWhoseRefetchFailedAnActionStillNamesTheShownVersion() async throws {
+    /// The `reset` dropped the shown detail's tag and its refetch failed (offline): the version on
+    /// screen is from the history before the `reset` and may name other content now, so an action
+    /// on it is refused (`conflict`; queued: `history_rewound`) until a refetch brings the order
+    /// again, and then names the refetched version. Once it went out with no `If-Match` at all;
+    /// then with the old version's, which could match a repeated version (review, 2026-12-04).
+    @Test func afterAResetWhoseRefetchFailedAnActionWaitsForTheRefetch() async throws {
         let h = await Harness.live()
         try await h.open(1)
         h.api.touch(1)
@@ -185,6 +188,15 @@ import WaybillTesting
         await eventually("and failed") { await h.session.detailFetchesInFlight == 0 }
         #expect(await h.session.cachedDetail(1)?.version == 2)
         h.api.resetCounts()
+        let queued = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        #expect(queued.state == .refused(ActionQueue.rewound))
+        #expect(await h.session.refusedActions.map(\.id) == [queued.id])
+        #expect(await h.session.pendingActions.isEmpty)
+        h.api.failDetails([.unreachable("offline")])
+        await #expect(throws: WaybillClientError.conflict) { try await h.session.changeStatus(of: 1, to: .accepted) }
+        #expect(h.api.writeIfMatches.isEmpty, "nothing sent")
+        // The refused write reloaded the order; this time the fetch answers.
+        await #expect(throws: WaybillClientError.conflict) { try await h.session.changeStatus(of: 1, to: .accepted) }
         try await h.session.changeStatus(of: 1, to: .accepted)
         #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 2)])
     }

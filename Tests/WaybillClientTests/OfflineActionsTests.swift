@@ -341,10 +341,10 @@ struct OfflineActionsTests {
 }
 
 /// A storage whose first `failingLoads` reads fail, as a file does on a phone not yet unlocked.
-private final class LockedStorage: ActionStorage {
-    private let wrapped: FileActionStorage
+final class LockedStorage: ActionStorage {
+    private let wrapped: any ActionStorage
     private let remainingFailures: Mutex<Int>
-    init(_ wrapped: FileActionStorage, failingLoads: Int) {
+    init(_ wrapped: any ActionStorage, failingLoads: Int) {
         self.wrapped = wrapped
         remainingFailures = Mutex(failingLoads)
     }

@@ -91,6 +91,63 @@ struct ResumeHoldTests {
         #expect(h.api.appliedWrites == ["status 1 accepted", "stage 2 5"])
     }
 
+    /// A new session over a stored queue resumes from the cursor of its newest action (ids from
+    /// before and after an earlier `reset` do not compare, so not the highest id).
+    @Test func aNewSessionResumesFromItsNewestActionsCursor() async throws {
+        let storage = InMemoryActionStorage()
+        let older = QueuedAction(
+            id: ActionID(rawValue: "a"), action: .completeStage(5, of: 2), ifMatch: nil,
+            queuedAt: Date(timeIntervalSince1970: 1_800_000_000), seenEventID: 50, seenCursor: ResumeCursor("50-e0"))
+        let newer = QueuedAction(
+            id: ActionID(rawValue: "b"), action: .changeStatus(of: 1, to: .accepted), ifMatch: FakeOrdersAPI.etag(1, version: 1),
+            queuedAt: Date(timeIntervalSince1970: 1_800_000_001), seenEventID: 12, seenCursor: ResumeCursor("12-e1"))
+        try storage.save(StoredActionQueue.encode([older, newer]))
+        let h = Harness(configuration: Self.configuration, storage: storage)
+        await h.session.start()
+        await h.waitForConnections(1)
+        #expect(h.api.socketRequests == [12])
+        #expect(h.api.socketCursors == [ResumeCursor("12-e1")])
+        #expect(await h.session.connectionState == .connecting(attempt: 0))
+    }
+
+    /// The stored queue could not be read when the app started (a phone still locked), so the
+    /// session started without a cursor; when it is read, the session connects again from the
+    /// queue's cursor and its actions wait for that resume's outcome like any other.
+    @Test func aQueueReadLateIsCheckedAgainstItsHistoryToo() async throws {
+        let first = await Harness.live(configuration: Self.configuration)
+        try await first.open(1)
+        first.api.failWrites([.unreachable("offline")])
+        let accept = try await first.session.queue(.changeStatus(of: 1, to: .accepted))
+        await eventually("first attempt") { let sending = await first.session.isSendingAction; return first.api.writeKeys.count == 1 && !sending }
+        await first.session.stop()
+
+        var configuration = Self.configuration
+        configuration.heartbeatInterval = nil
+        let transport = FakeEventTransport()
+        let session = DriverSession(
+            api: first.api, transport: transport, clock: first.clock, configuration: configuration,
+            actionStorage: LockedStorage(first.storage, failingLoads: 2), wallClock: Harness.wallClock(first.clock))
+        await session.start()
+        await eventually("connected") { transport.connections.count == 1 }
+        #expect(first.api.socketCursors.last == .some(nil), "nothing to resume from yet")
+        transport.current?.receiveConnected(newest: 20)
+        await eventually("live") { await session.connectionState == .live }
+        await session.appDidBecomeActive()  // unlocked now: the queue is read
+        #expect(await session.pendingActions.map(\.id) == [accept.id])
+        await eventually("connected again") { transport.connections.count == 2 }
+        #expect(first.api.socketCursors.last == ResumeCursor(FakeConnection.cursor(10)), "from the queue's history")
+        let socket = try #require(transport.current)
+        socket.goSilent()
+        socket.receiveConnected(newest: 20)
+        await first.clock.settle()
+        #expect(first.api.writeKeys == [accept.id.rawValue], "held")
+        socket.receive(#"{"type":"reset"}"#)
+        await eventually("refused") { await !session.refusedActions.isEmpty }
+        #expect(await session.refusedActions.map(\.id) == [accept.id])
+        #expect(first.api.appliedWrites.isEmpty)
+        await session.stop()
+    }
+
     /// A first connect has no cursor, so no `reset` can come: actions go as soon as it is live.
     @Test func aFirstConnectDoesNotHoldTheQueue() async throws {
         let h = Harness(configuration: Self.configuration)

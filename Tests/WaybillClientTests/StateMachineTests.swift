@@ -135,7 +135,7 @@ import WaybillTesting
             #expect(machine.received(connected(10)) == .refreshList)
             _ = machine.received(event(1, 11))
             _ = machine.socketClosed(code: 1006, random: &random)
-            #expect(!machine.holdsActions, "backing off after a socket that was live and had nothing to resume")
+            #expect(machine.holdsActions, "backing off after a live socket: the next one resumes, an action must not go first")
             #expect(machine.backoffElapsed() == .connect(since: 11))
             #expect(machine.holdsActions, "connecting to resume")
             #expect(machine.received(connected(20)) == .refreshListAndProbeResume)
@@ -167,14 +167,36 @@ import WaybillTesting
         #expect(dropped.backoffElapsed() == .connect(since: 11))
         #expect(dropped.holdsActions, "the next connect asks again")
 
-        // A socket that keeps failing while REST calls answer (a proxy blocks WebSockets) cannot tell.
+        // A socket that keeps failing to open while REST calls answer (a proxy blocks WebSockets)
+        // cannot tell: after two such attempts the queue goes.
         var blocked = resumed()
         _ = blocked.socketClosed(code: nil, random: &random)
         _ = blocked.backoffElapsed()
         blocked.restAnswered()
-        #expect(blocked.holdsActions, "not until this attempt fails too")
+        _ = blocked.socketClosed(code: nil, random: &random)
+        #expect(blocked.holdsActions, "one failed upgrade is not enough")
+        _ = blocked.backoffElapsed()
+        _ = blocked.socketClosed(code: nil, random: &random)
+        #expect(blocked.holdsActions, "nor two without REST answering before the second")
+        _ = blocked.backoffElapsed()
+        blocked.restAnswered()
         _ = blocked.socketClosed(code: nil, random: &random)
         #expect(!blocked.holdsActions)
+
+        // A server that closes the socket (1013 in a reconnect storm) shows WebSockets get through.
+        var busy = resumed()
+        _ = busy.socketClosed(code: nil, random: &random)
+        for _ in 0..<3 {
+            _ = busy.backoffElapsed()
+            busy.restAnswered()
+            _ = busy.socketClosed(code: 1013, random: &random)
+        }
+        #expect(busy.holdsActions)
+        _ = busy.stop()
+        _ = busy.start()
+        busy.restAnswered()
+        _ = busy.socketClosed(code: nil, random: &random)
+        #expect(busy.holdsActions, "a start counts afresh")
 
         var classic = Machine(policy: .classic)
         _ = classic.start()
