@@ -81,15 +81,21 @@ struct ActionQueue: Sendable {
         return .send(actions[0])
     }
 
-    /// The part of an order ETag that names its version: `"o42-v7-s5"` → `"o42-v7"` (the server
-    /// adds `-s<version>` once the driver's device has reported a receipt; SPEC §2, docs/PROTOCOL.md).
-    /// Any other tag is returned unchanged.
+    /// The part of an order ETag that names its version: `"o42-v7-h0b7e55d1-s5"` → `"o42-v7"`: the
+    /// order and version number, without the server's check of the version in its history (`-h…`)
+    /// or the receipt it adds (`-s<version>`; SPEC §2, docs/PROTOCOL.md). Any other tag is returned
+    /// unchanged. For comparing the driver's own actions with each other only: what goes out as
+    /// `If-Match` keeps the check, so the server can tell a version of another history.
     static func versionTag(_ tag: String) -> String {
         guard tag.count > 2, tag.hasPrefix("\""), tag.hasSuffix("\"") else { return tag }
         let parts = tag.dropFirst().dropLast().split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2].first == "s", parts[2].count > 1,
-            parts[2].dropFirst().allSatisfy({ $0.isASCII && $0.isNumber })
-        else { return tag }
+        func isNumber(_ part: Substring, after prefix: Character) -> Bool {
+            part.first == prefix && part.count > 1 && part.dropFirst().allSatisfy { $0.isASCII && $0.isNumber }
+        }
+        guard parts.count >= 2, parts.count <= 4, isNumber(parts[0], after: "o"), isNumber(parts[1], after: "v") else {
+            return tag
+        }
+        for part in parts.dropFirst(2) where !(isNumber(part, after: "s") || part.first == "h") { return tag }
         return "\"" + parts[0] + "-" + parts[1] + "\""
     }
 
@@ -112,7 +118,8 @@ struct ActionQueue: Sendable {
             // it is moved on to the new version: their own change must not refuse their next one.
             if let expected = applied.ifMatch.map(Self.versionTag) ?? Self.tagBefore(saved) {
                 for index in actions.indices where actions[index].orderID == applied.orderID {
-                    // `"o42-v7"` and `"o42-v7-s7"` (with the driver's receipt) name one version.
+                    // `"o42-v7"`, `"o42-v7-h…"` and `"o42-v7-h…-s7"` (with the driver's receipt) name
+                    // one version.
                     // An answer without an ETag (a proxy that strips it) still names the new version:
                     // the later action keeps a precondition (found by a review, 2026-12-04: it
                     // went out with none, applied whatever changed meanwhile).

@@ -54,6 +54,12 @@ extension DriverSession {
         /// Connect attempts in a row that failed before the upgrade (no close code) with a REST call
         /// answered before each: two mean the socket cannot get through while the server can.
         private var upgradesFailedWithRESTUp = 0
+        /// Sockets in a row that said `connected` and closed before the resume's outcome (a replay
+        /// that keeps failing, 1013s): three mean the server cannot give it for now.
+        private var connectedWithoutOutcome = 0
+        /// The last attempts showed no socket can give the outcome: connects do not hold the queue
+        /// again until a socket gets through (`connected`), which probes once more.
+        private var cannotTell = false
 
         /// Whether queued actions must wait: a resume is under way and its outcome is unknown.
         ///
@@ -77,7 +83,7 @@ extension DriverSession {
         private mutating func connecting(attempt: Int) -> Action {
             connected = nil
             state = .connecting(attempt: attempt)
-            resumeOutcomePending = lastEventID != nil
+            resumeOutcomePending = lastEventID != nil && !cannotTell
             return .connect(since: lastEventID)
         }
 
@@ -102,7 +108,18 @@ extension DriverSession {
             }
             // The server answers REST calls but twice the socket could not open: it cannot tell
             // (`holdsActions`), so the queue goes without the check.
-            if upgradesFailedWithRESTUp >= 2 { resumeOutcomePending = false }
+            if upgradesFailedWithRESTUp >= 2 { giveUpTheCheck() }
+        }
+
+        private mutating func giveUpTheCheck() {
+            resumeOutcomePending = false
+            cannotTell = true
+        }
+
+        /// A pong, an event or a `reset` settled the resume.
+        private mutating func outcomeKnown() {
+            resumeOutcomePending = false
+            connectedWithoutOutcome = 0
         }
 
         init(policy: ReconnectPolicy, lastEventID: EventID? = nil, lastCursor: ResumeCursor? = nil) {
@@ -118,6 +135,8 @@ extension DriverSession {
                 failures = 0
                 restAnsweredWhileDown = false
                 upgradesFailedWithRESTUp = 0
+                connectedWithoutOutcome = 0
+                cannotTell = false
                 return connecting(attempt: 0)
             case .connecting, .live, .backingOff, .pollingOnly:
                 return .none
@@ -148,6 +167,10 @@ extension DriverSession {
                 state = .live
                 restAnsweredWhileDown = false
                 upgradesFailedWithRESTUp = 0
+                if cannotTell {
+                    cannotTell = false  // this one got through: it can tell
+                    resumeOutcomePending = lastEventID != nil
+                }
                 connected = frame
                 // Without a cursor, everything up to the server's newest is covered by the fetch we do now.
                 if lastEventID == nil {
@@ -157,7 +180,7 @@ extension DriverSession {
                 return resumeOutcomePending ? .refreshListAndProbeResume : .refreshList
             case .event(let event):
                 // The server sends `reset` before any replayed or live event: an event settles it.
-                if case .live = state { resumeOutcomePending = false }
+                if case .live = state, resumeOutcomePending { outcomeKnown() }
                 // Replays never repeat, but a duplicate must not cost a refetch if one ever arrives.
                 if let lastEventID, event.eventID <= lastEventID { return .none }
                 lastEventID = event.eventID
@@ -169,12 +192,12 @@ extension DriverSession {
                 // Keeping the old id would drop every live event below it — after a restore, all of them.
                 lastEventID = connected?.newestEventID
                 lastCursor = connected?.cursor
-                resumeOutcomePending = false
+                outcomeKnown()
                 return .refreshEverything
             case .pong:
                 // The server answers a ping after the replay or its `reset` (docs/PROTOCOL.md, "Resume").
                 guard resumeOutcomePending, case .live = state else { return .none }
-                resumeOutcomePending = false
+                outcomeKnown()
                 return .resumeConfirmed
             case .unknown, .malformed:
                 return .none
@@ -190,10 +213,19 @@ extension DriverSession {
                 break
             }
             attemptEnded(code: code)
-            // A live socket went down: whatever it settled, the next one may meet another history
-            // (a failover is a drop and a reconnect to a database that lost the last commits), and
-            // an action's retry may come before that socket's resume does.
-            if case .live = state { resumeOutcomePending = lastEventID != nil }
+            if case .live = state {
+                if resumeOutcomePending {
+                    // Closed after `connected`, before the outcome: three in a row and the server
+                    // cannot give it for now (a failing replay, 1013s); the queue goes without it.
+                    connectedWithoutOutcome += 1
+                    if connectedWithoutOutcome >= 3 { giveUpTheCheck() }
+                } else if !cannotTell {
+                    // A live socket went down: whatever it settled, the next one may meet another
+                    // history (a failover is a drop and a reconnect to a database that lost the
+                    // last commits), and an action's retry may come before that socket's resume.
+                    resumeOutcomePending = lastEventID != nil
+                }
+            }
             switch code {
             case 4001:
                 state = .stopped(.notAuthenticated)
@@ -242,7 +274,7 @@ extension DriverSession {
         /// replay; a replay slower than this): queued actions go without it.
         mutating func resumeProbeTimedOut() -> Action {
             guard resumeOutcomePending, case .live = state else { return .none }
-            resumeOutcomePending = false
+            outcomeKnown()
             return .resumeConfirmed
         }
 

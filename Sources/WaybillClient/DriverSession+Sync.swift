@@ -86,7 +86,10 @@ extension DriverSession {
     private func checkOpenDetails(against rows: [OrderSummary]) {
         let versions = Dictionary(rows.map { ($0.id, $0.version) }, uniquingKeysWith: max)
         for (id, cached) in details where !detailFetches.isFetching(id) {
-            if versions[id] != cached.detail.version { refreshDetail(id) }
+            // One fetched before the last `reset` whose refetch failed or was dropped by a stop: its
+            // row may show the same version (a restore), but actions on it are refused until it is
+            // fetched again (`showsDetailFromAnEarlierHistory`).
+            if versions[id] != cached.detail.version || cached.generation < historyGeneration { refreshDetail(id) }
         }
         // Opened, but never fetched: its first fetch failed (offline, a 503), and the screen still
         // waits for it (found by a review: neither the poll nor a reconnect ever asked again).

@@ -33,9 +33,11 @@ public struct ExpectedVersion: Hashable, Sendable {
     /// The `If-Match` value for order `id`, given the ETag and version of the detail the session has
     /// cached.
     ///
-    /// An order's ETag is `"o<id>-v<version>"` (SPEC §2), so a version alone is enough to name it. A
-    /// detail kept without its tag (a `reset` drops tags, so that a refetch is not answered 304 for
-    /// content that may no longer exist) is still what the screen shows: its version names it.
+    /// An order's ETag is `"o<id>-v<version>-h<check>"` (SPEC §2, and the version's check in the
+    /// server's history: docs/PROTOCOL.md), and the server matches `"o<id>-v<version>"` by version
+    /// alone, so a version is enough to name it, though not its history: the server's own tag is
+    /// used whenever the session has it. A detail kept without its tag (a proxy stripped it) is
+    /// still what the screen shows: its version names it.
     static func etag(of id: OrderID, version: Int64) -> String { "\"o\(id.rawValue)-v\(version)\"" }
 
     func ifMatch(for id: OrderID, cachedETag: String?, cachedVersion: Int64?) -> String? {

@@ -96,3 +96,22 @@ struct FNV1a {
         }
     }
 }
+
+extension Order {
+    /// 8 hex digits naming this version of the order in its history: a hash of its id, version and
+    /// `updatedAt` (whole milliseconds, strictly increasing with the version within one history).
+    ///
+    /// After a restore or a failover that lost commits the same version number comes back for
+    /// other content; its `updatedAt` differs (written later), so its check does too. The order's
+    /// ETag carries it (`"o42-v7-h0b7e55d1"`), and an `If-Match` naming the version of another
+    /// history is refused (docs/PROTOCOL.md, "Lost updates"), as SPEC §4's cursors do for events.
+    public var versionCheck: String {
+        var hash = FNV1a()
+        hash.decimal(id?.rawValue ?? 0)
+        hash.byte(0x7c)
+        hash.decimal(Int64(version))
+        hash.byte(0x7c)
+        hash.decimal(updatedAt.epochMilliseconds)
+        return hash.hex
+    }
+}

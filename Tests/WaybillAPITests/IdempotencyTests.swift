@@ -73,7 +73,7 @@ struct IdempotencyTests {
                 server, "POST", path, token: driver.token, body: accept, key: "accept-\(id)")
             #expect(again.status == 200, "without the key this would be 409 invalid_transition: \(again.text)")
             #expect(again.body == first.body)
-            #expect(again.headers["etag"] == "\"o\(id)-v\(version)\"")
+            #expect(IfMatchTests.isOrderTag(again.headers["etag"], id: id, version: version))
             #expect(again.headers["idempotent-replayed"] == "true")
             #expect(try await Self.newestEvent(server) == events)
             let now = try await server.request("GET", "/api/orders/\(id)/", token: driver.token)

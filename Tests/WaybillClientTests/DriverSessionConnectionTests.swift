@@ -201,6 +201,27 @@ import WaybillTesting
         #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 2)])
     }
 
+    /// A detail whose refetch after a `reset` failed is fetched again at the next list answer, even
+    /// though its row shows the same version (a restore): until then actions on it are refused, so
+    /// without this an offline driver could not queue one for that order at all (found by a review).
+    @Test func aDetailFromBeforeAResetIsFetchedAgainAtTheNextListAnswer() async throws {
+        let h = await Harness.live()
+        try await h.open(1)
+        await h.waitUntilIdle()
+        h.api.failDetails(Array(repeating: .unreachable("offline"), count: 20))
+        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the refetch was tried") { h.api.detailFetches(1) >= 1 }
+        await h.waitUntilIdle()
+        await eventually("and failed") { await h.session.detailFetchesInFlight == 0 }
+        #expect(await h.session.showsDetailFromAnEarlierHistory(1, .shownDetail))
+        h.api.clearDetailFailures()
+        await h.clock.advance(by: .seconds(120))  // the poll: a list answer with the same version
+        await eventually("fetched again") { await !h.session.showsDetailFromAnEarlierHistory(1, .shownDetail) }
+        let queued = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        #expect(queued.state != .refused(ActionQueue.rewound))
+    }
+
     /// A refetch in flight when the `reset` came (it read version 3, before the restore) is followed
     /// by one asked for after it, whose lower version is what the session keeps.
     @Test func aRefetchInFlightAtTheResetIsFollowedByOneAfterIt() async throws {

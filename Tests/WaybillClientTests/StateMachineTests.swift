@@ -182,6 +182,22 @@ import WaybillTesting
         blocked.restAnswered()
         _ = blocked.socketClosed(code: nil, random: &random)
         #expect(!blocked.holdsActions)
+        _ = blocked.backoffElapsed()
+        #expect(!blocked.holdsActions, "the release lasts over the next attempts")
+        #expect(blocked.received(connected(20)) == .refreshListAndProbeResume, "until one gets through: it can tell")
+        #expect(blocked.holdsActions)
+
+        // Sockets that say `connected` and close before the outcome (a failing replay): three in a row.
+        var failing = resumed()
+        for round in 1...3 {
+            #expect(failing.holdsActions, "round \(round)")
+            _ = failing.socketClosed(code: 1011, random: &random)
+            _ = failing.backoffElapsed()
+            if round < 3 { _ = failing.received(connected(20)) }
+        }
+        #expect(!failing.holdsActions)
+        #expect(failing.received(connected(20)) == .refreshListAndProbeResume)
+        #expect(failing.received(.pong) == .resumeConfirmed)
 
         // A server that closes the socket (1013 in a reconnect storm) shows WebSockets get through.
         var busy = resumed()

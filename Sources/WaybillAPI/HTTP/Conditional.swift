@@ -3,23 +3,35 @@ import WaybillNetwork
 
 /// `ETag` / `If-None-Match`: an unchanged list or order costs a 304 with no body.
 enum Conditional {
-    /// An order's tag: `"o42-v7"`, the order's version (SPEC §2), which every write bumps; with
-    /// `-s<version>` added while the assigned driver's receipt counts (`"o42-v7-s7"`).
+    /// An order's tag: `"o42-v7-h0b7e55d1"`, the order's version (SPEC §2), which every write bumps,
+    /// and its check in this history (`Order.versionCheck`); with `-s<version>` added while the
+    /// assigned driver's receipt counts (`"o42-v7-h0b7e55d1-s7"`).
+    ///
+    /// The check: after a restore or a failover that lost commits, version 7 can come back with
+    /// other content, and a client's `If-Match` for the version it saw must not match it (a driver's
+    /// queued action, a dispatcher's open edit form). A tag without a check (`"o42-v7"`, which
+    /// clients build from a version alone) still matches by version.
     ///
     /// A receipt is not a write (the version stays), yet it changes the detail's body: with the
     /// version alone, `If-None-Match` would answer 304 and a panel would keep showing "not seen"
     /// after `order_seen`. The receipt's version is enough: for one order version and driver a
     /// receipt is recorded once (it only moves forward), so it names the whole `seen` object.
-    /// `If-Match` compares the version part only (`versionTag`): a receipt never makes a
-    /// dispatcher's write fail, and a client that builds `"o42-v7"` itself still matches.
+    /// `If-Match` compares the version part only (`versionPart`): a receipt never makes a
+    /// dispatcher's write fail.
     static func etag(_ order: Order) -> String {
-        let version = "o\(order.id ?? OrderID(0))-v\(order.version)"
+        let version = "o\(order.id ?? OrderID(0))-v\(order.version)-h" + order.versionCheck
         guard let seen = order.seen else { return "\"" + version + "\"" }
         return "\"" + version + "-s\(seen.version)\""
     }
 
-    /// The version part of an order's tag, `"o42-v7"`, whatever receipt it carried: what `If-Match` compares.
-    static func versionTag(_ order: Order) -> String { "\"o\(order.id ?? OrderID(0))-v\(order.version)\"" }
+    /// The version part of an order's tag, `"o42-v7-h0b7e55d1"`, whatever receipt it carried: what
+    /// `If-Match` compares.
+    static func versionTag(_ order: Order) -> String {
+        "\"o\(order.id ?? OrderID(0))-v\(order.version)-h" + order.versionCheck + "\""
+    }
+
+    /// The tag a client builds from the version alone, `"o42-v7"`: it matches by version.
+    static func bareVersionTag(_ order: Order) -> String { "\"o\(order.id ?? OrderID(0))-v\(order.version)\"" }
 
     /// `"o42-v7-s5"` → `"o42-v7"`; any other tag unchanged.
     static func versionPart(of tag: String) -> String {

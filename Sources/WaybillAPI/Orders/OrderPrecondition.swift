@@ -12,8 +12,9 @@ enum OrderPrecondition: Sendable, Equatable {
     case none
     /// `If-Match: *`: any existing order.
     case anyExisting
-    /// `If-Match: "o42-v7", …`: the order's current ETag must be one of these (strong comparison
-    /// of the version part: `"o42-v7-s5"` matches version 7 whatever its receipt is now).
+    /// `If-Match: "o42-v7-h0b7e55d1", …`: the order's current ETag must be one of these (strong
+    /// comparison of the version part: `"o42-v7-h0b7e55d1-s5"` matches version 7 of this history
+    /// whatever its receipt is now; `"o42-v7"`, without the check, version 7 of any history).
     case oneOf([String])
 
     /// - Throws: `PreconditionFailed` when `order` is not what the client expected.
@@ -23,8 +24,11 @@ enum OrderPrecondition: Sendable, Equatable {
             return
         case .oneOf(let tags):
             // The version names what the client saw; a newer receipt is no conflict (Conditional.etag).
-            let current = Conditional.versionTag(order)
-            guard tags.contains(where: { Conditional.versionPart(of: $0) == current }) else {
+            // With its check, the version of this history only; without (built by a client from a
+            // version), any content under that version number.
+            let current = Conditional.versionTag(order), bare = Conditional.bareVersionTag(order)
+            guard tags.contains(where: { Conditional.versionPart(of: $0) == current || Conditional.versionPart(of: $0) == bare })
+            else {
                 throw PreconditionFailed(currentETag: Conditional.etag(order))
             }
         }

@@ -208,6 +208,8 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
 
     /// The next detail fetches fail with these errors, in order.
     func failDetails(_ errors: [WaybillClientError]) { state.withLock { $0.detailFailures += errors } }
+    /// Detail fetches answer again (failures still queued are dropped).
+    func clearDetailFailures() { state.withLock { $0.detailFailures = [] } }
 
     /// The next writes fail with these errors, in order, before reaching the "server".
     func failWrites(_ errors: [WaybillClientError]) { state.withLock { $0.writeFailures += errors } }
