@@ -45,6 +45,15 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         var epoch = SessionEpoch(0)
         /// Text frames it may still send (`Limits.maxFramesPerSecond`).
         var budget: FrameBudget
+
+        enum FrameAdmission { case taken, overBudget, ignored }
+
+        /// A client frame arrived at `now`: ignored before authentication and while closing,
+        /// otherwise taken from the budget if it allows.
+        mutating func admitFrame(at now: Duration) -> FrameAdmission {
+            guard machine.answersPings else { return .ignored }
+            return budget.take(at: now) ? .taken : .overBudget
+        }
     }
 
     let authenticator: any SocketAuthenticating
@@ -207,9 +216,13 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     }
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
-        guard connections[socket]?.machine.answersPings == true else { return }
-        guard connections[socket]?.budget.take(at: elapsed()) == true else {
+        // One look-up for both checks: every app ping of every socket comes through here.
+        switch connections[socket]?.admitFrame(at: elapsed()) {
+        case .taken?: break
+        case .overBudget?:
             frameBudgetExceeded(socket, io: io)
+            return
+        case .ignored?, nil:
             return
         }
         switch ClientFrame.parse(text) {
