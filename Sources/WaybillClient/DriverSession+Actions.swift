@@ -240,8 +240,8 @@ extension DriverSession {
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
         refused = earlierRefused + refused
         // Their history must be checked as at a start (`DriverSession.init`): resume from it.
-        if let newest = earlier.last(where: { $0.seenEventID != nil }), let eventID = newest.seenEventID {
-            perform(machine.adoptResumePoint(eventID: eventID, cursor: newest.seenCursor))
+        if let point = QueuedAction.resumePoint(of: earlier) {
+            perform(machine.adoptResumePoint(eventID: point.eventID, cursor: point.cursor))
         }
         if !earlier.isEmpty { sendNextAction() }
     }

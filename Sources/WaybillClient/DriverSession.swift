@@ -179,10 +179,8 @@ public actor DriverSession {
         let stored = Self.loadActions(from: actionStorage)
         // A stored queue's actions were made in the history their cursor names: the first socket
         // resumes from there, so a restore that lost it says `reset` before they go (`holdsActions`).
-        // The newest action's: ids from before and after an earlier `reset` do not compare.
-        if let newest = stored.actions.last(where: { $0.seenEventID != nil }) {
-            machine = StateMachine(
-                policy: configuration.reconnectPolicy, lastEventID: newest.seenEventID, lastCursor: newest.seenCursor)
+        if let point = QueuedAction.resumePoint(of: stored.actions) {
+            machine = StateMachine(policy: configuration.reconnectPolicy, lastEventID: point.eventID, lastCursor: point.cursor)
         }
         actionQueue = ActionQueue(policy: configuration.actionPolicy, actions: stored.actions)
         refused = stored.refused

@@ -34,6 +34,15 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     /// The order the action changes.
     public var orderID: OrderID { action.orderID }
 
+    /// Where a session over `actions` (a stored queue) resumes from: the newest action's event and
+    /// cursor, not the highest id, since ids from before and after an earlier `reset` do not compare.
+    static func resumePoint(of actions: [QueuedAction]) -> (eventID: EventID, cursor: ResumeCursor?)? {
+        guard let newest = actions.last(where: { $0.seenEventID != nil }), let eventID = newest.seenEventID else {
+            return nil
+        }
+        return (eventID, newest.seenCursor)
+    }
+
     init(
         id: ActionID, action: DriverAction, ifMatch: String?, queuedAt: Date, seenEventID: EventID? = nil,
         seenCursor: ResumeCursor? = nil

@@ -222,11 +222,8 @@ struct ClusterTests {
     /// frozen leader had in flight is dropped by id downstream). Run live by a review (2026-12-04).
     @Test func aFrozenRelayLeaderLosesTheLeaseAndNothingIsLostOrRepeated() async throws {
         try await TestCluster.withRunning(nodes: 1) { cluster in
-            let seed = try await cluster.seed(drivers: 1, orders: 1)
-            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
-            #expect(await cluster.eventually { cluster.logged(node: 0, "outbox relay leads") }, "the first node leads")
-            let second = try await cluster.startNode()
-            try await cluster.settle()
+            let (seed, id, second) = try await cluster.leaderAndFollower()
+            let driver = seed.drivers[0]
             let watchers = [
                 try await EventCollector(cluster: cluster, node: 0, token: driver.token),
                 try await EventCollector(cluster: cluster, node: second, token: seed.dispatcherToken),
@@ -256,11 +253,8 @@ struct ClusterTests {
     /// the other node, which takes the lease over, with nothing lost and nothing twice.
     @Test func aGracefulLeaderHandoverLosesNothing() async throws {
         try await TestCluster.withRunning(nodes: 1) { cluster in
-            let seed = try await cluster.seed(drivers: 1, orders: 1)
-            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
-            #expect(await cluster.eventually { cluster.logged(node: 0, "outbox relay leads") }, "the first node leads")
-            let second = try await cluster.startNode()
-            try await cluster.settle()
+            let (seed, id, second) = try await cluster.leaderAndFollower()
+            let driver = seed.drivers[0]
             let watchers = [
                 try await EventCollector(cluster: cluster, node: 0, token: seed.dispatcherToken, failover: second),
                 try await EventCollector(cluster: cluster, node: 0, token: driver.token, failover: second),
@@ -433,6 +427,18 @@ extension TestCluster {
             if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return Int64(value) }
         }
         return -1
+    }
+
+    /// With node 0 alone: seeds one driver with one order, waits until node 0 leads the relay, then
+    /// starts a second node and lets both deliver the seed. Returns the seed, the order and the
+    /// second node's index.
+    func leaderAndFollower() async throws -> (seed: Seeder.Result, order: Int64, follower: Int) {
+        let seed = try await seed(drivers: 1, orders: 1)
+        let id = try #require(seed.drivers[0].orderIDs?.first)
+        #expect(await eventually { self.logged(node: 0, "outbox relay leads") }, "the first node leads")
+        let second = try await startNode()
+        try await settle()
+        return (seed, id, second)
     }
 
     func patchNotes(node: Int, order id: Int64, _ notes: String, token: String) async throws {

@@ -19,19 +19,19 @@ enum Conditional {
     /// `If-Match` compares the version part only (`versionPart`): a receipt never makes a
     /// dispatcher's write fail.
     static func etag(_ order: Order) -> String {
-        let version = "o\(order.id ?? OrderID(0))-v\(order.version)-h" + order.versionCheck
-        guard let seen = order.seen else { return "\"" + version + "\"" }
-        return "\"" + version + "-s\(seen.version)\""
+        guard let seen = order.seen else { return versionTag(order) }
+        return "\"" + versionName(order) + "-h" + order.versionCheck + "-s\(seen.version)\""
     }
 
     /// The version part of an order's tag, `"o42-v7-h0b7e55d1"`, whatever receipt it carried: what
     /// `If-Match` compares.
-    static func versionTag(_ order: Order) -> String {
-        "\"o\(order.id ?? OrderID(0))-v\(order.version)-h" + order.versionCheck + "\""
-    }
+    static func versionTag(_ order: Order) -> String { "\"" + versionName(order) + "-h" + order.versionCheck + "\"" }
 
     /// The tag a client builds from the version alone, `"o42-v7"`: it matches by version.
-    static func bareVersionTag(_ order: Order) -> String { "\"o\(order.id ?? OrderID(0))-v\(order.version)\"" }
+    static func bareVersionTag(_ order: Order) -> String { "\"" + versionName(order) + "\"" }
+
+    /// `o42-v7`: the order and its version number, what every tag of it starts with.
+    private static func versionName(_ order: Order) -> String { "o\(order.id ?? OrderID(0))-v\(order.version)" }
 
     /// `"o42-v7-s5"` → `"o42-v7"`; any other tag unchanged.
     static func versionPart(of tag: String) -> String {

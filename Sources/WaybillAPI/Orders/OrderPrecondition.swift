@@ -27,8 +27,7 @@ enum OrderPrecondition: Sendable, Equatable {
             // With its check, the version of this history only; without (built by a client from a
             // version), any content under that version number.
             let current = Conditional.versionTag(order), bare = Conditional.bareVersionTag(order)
-            guard tags.contains(where: { Conditional.versionPart(of: $0) == current || Conditional.versionPart(of: $0) == bare })
-            else {
+            guard tags.map(Conditional.versionPart(of:)).contains(where: { $0 == current || $0 == bare }) else {
                 throw PreconditionFailed(currentETag: Conditional.etag(order))
             }
         }
