@@ -28,6 +28,8 @@ public final class RawConnection: @unchecked Sendable {
 
     /// Connects to `host:port` (an IPv4 literal).
     /// - Parameters:
+    ///   - timeout: how long a read waits. Generous: a CI runner busy with the parallel suite has
+    ///     stalled a plain GET past 5 s (2026-12-04); tests of "nothing comes" pass their own.
     ///   - receiveBufferSize: sets `SO_RCVBUF` before connecting (small values make slow-consumer
     ///     tests quick).
     ///   - sourceAddress: a local IPv4 address to connect from, e.g. `127.0.0.2` (all of 127/8 is
@@ -36,7 +38,7 @@ public final class RawConnection: @unchecked Sendable {
     public init(
         host: String = "127.0.0.1",
         port: Int,
-        timeout: Duration = .seconds(5),
+        timeout: Duration = .seconds(20),
         receiveBufferSize: Int? = nil,
         sourceAddress: String? = nil
     ) throws {
