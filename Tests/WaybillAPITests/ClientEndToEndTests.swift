@@ -59,11 +59,12 @@ struct ClientEndToEndTests {
             #expect(opened.title.hasPrefix("Delivery"))
             _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["title": "Moved pallets"])
             let started = ContinuousClock.now
-            #expect(await Self.until(session, timeout: .seconds(5)) { await $0.orders.first?.title == "Moved pallets" })
-            #expect(await Self.until(session, timeout: .seconds(5)) { await $0.cachedDetail(OrderID(id))?.title == "Moved pallets" })
+            #expect(await Self.until(session) { await $0.orders.first?.title == "Moved pallets" })
+            #expect(await Self.until(session) { await $0.cachedDetail(OrderID(id))?.title == "Moved pallets" })
             // Typically ~0.3 s (the 250 ms coalescing window, then two fetches). The bound tells a
-            // pushed change from the 120 s safety poll; tighter, it failed on a loaded 2-core machine.
-            #expect(ContinuousClock.now - started < .seconds(3))
+            // pushed change from the 120 s safety poll; tighter (3 s), it could fail on a CI runner
+            // stalled for seconds by the parallel suite.
+            #expect(ContinuousClock.now - started < .seconds(15))
             await session.stop()
         }
     }
@@ -107,13 +108,11 @@ struct ClientEndToEndTests {
             try await server.writeNotesDirectly(order: id, company: seed.companyID, notes: "changed while down")
             try await server.startServer()
             // The 120 s poll cannot be what brings it: this must come from reconnect + resume.
-            #expect(await Self.until(session, timeout: .seconds(10)) { await $0.connectionState == .live })
-            #expect(await Self.until(session, timeout: .seconds(5)) {
-                await $0.cachedDetail(OrderID(id))?.notes == "changed while down"
-            })
+            #expect(await Self.until(session, timeout: .seconds(30)) { await $0.connectionState == .live })
+            #expect(await Self.until(session) { await $0.cachedDetail(OrderID(id))?.notes == "changed while down" })
             // The refetch after the reconnect may show the change before the replayed event is
             // processed; the event itself must arrive too and move the resume cursor.
-            #expect(await Self.until(session, timeout: .seconds(5)) { session in
+            #expect(await Self.until(session) { session in
                 let after = await session.lastEventID
                 return after != nil && after != before
             })

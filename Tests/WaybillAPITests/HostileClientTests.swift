@@ -83,7 +83,7 @@ struct HostileClientTests {
             let seed = try await server.seed(drivers: 1, orders: 1)
             let port = server.port, token = seed.dispatcherToken
             let answer = try await runBlocking {
-                let raw = try RawConnection(port: port, timeout: .seconds(5))
+                let raw = try RawConnection(port: port)
                 defer { raw.close() }
                 try raw.send(RawConnection.request("GET", target, headers: [("Authorization", "Bearer \(token)")]))
                 return try raw.readResponse()

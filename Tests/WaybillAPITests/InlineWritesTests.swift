@@ -41,7 +41,8 @@ struct InlineWritesTests {
         let path = directory.appendingPathComponent("i.sqlite").path
         // No checkpoints during the test: each one sends the next write to the writer thread.
         let sqlite = try SQLiteOrderStore(
-            path: path, readerCount: 2, checkpointInterval: .seconds(3600), checkpoint: SQLiteCheckpointer.passive)
+            path: path, readerCount: 2, busyTimeout: .seconds(60),  // the held lock outlasts 5 s on a stalled runner
+            checkpointInterval: .seconds(3600), checkpoint: SQLiteCheckpointer.passive)
         defer { sqlite.close() }
         let seed = try await Seeder(store: sqlite, passwordIterations: 1_000)
             .seed(.init(companyName: "Acme", drivers: 1, ordersPerDriver: 1))

@@ -17,7 +17,7 @@ struct BoundsTests {
     @Test func workPastTheQueueBoundIsRefusedAndSocketsAreClosedWith1013() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedWork = 4 }, delegate: delegate) { server in
-            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            let client = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
             #expect(await eventually { delegate.openedSockets.count == 1 })
             let stuck = DispatchSemaphore(value: 0), entered = DispatchSemaphore(value: 0)
             #expect(server.execute { _ in
@@ -50,7 +50,7 @@ struct BoundsTests {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
             let client = try await WebSocketClient.connect(
-                host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, maxMessageBytes: 1000)
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, timeout: .seconds(20), maxMessageBytes: 1000)
             let fits = String(repeating: "a", count: 1000)
             client.send(text: fits)
             #expect(await nextEvent(client) == .text(fits))

@@ -90,18 +90,20 @@ struct EventLoopTests {
         try await withServer(
             {
                 $0.eventLoop = kind
-                $0.pingInterval = .seconds(1)
+                // 2 s: a peer is dropped after two missed pings, and a client thread starved for
+                // 2 s on a busy runner would be one (1 s was a flake risk).
+                $0.pingInterval = .seconds(2)
             }, delegate: delegate
         ) { server in
             let client = try await WebSocketClient.connect(
-                host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
             let start = ContinuousClock.now
-            let deadline = start + .seconds(8)
+            let deadline = start + .seconds(30)
             while await server.writeStatistics().pings < 3, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(await server.writeStatistics().pings >= 3)
-            #expect(ContinuousClock.now - start >= .seconds(2))
+            #expect(ContinuousClock.now - start >= .seconds(4))
             let socket = try #require(delegate.openedSockets.first)
             #expect(delegate.closeReport(for: socket) == nil)
             client.send(text: "still here")
@@ -145,9 +147,9 @@ struct EventLoopTests {
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
         try server.start()
         let first = try await WebSocketClient.connect(
-            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
         let second = try await WebSocketClient.connect(
-            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop)
+            host: "127.0.0.1", port: server.port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
         for i in 0..<20 {
             first.send(text: "m\(i)")
             #expect(await nextEvent(first) == .text("m\(i)"))

@@ -501,16 +501,17 @@ struct HTTPServerTests {
     @Test func duringShutdownNewConnectionsAreClosedAndOpenOnesGet503() async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
-        configuration.shutdownDrain = .seconds(15)
+        configuration.shutdownDrain = .seconds(40)
+        configuration.keepAliveTimeout = .seconds(60)  // `kept` waits idle while the test probes
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
         let port = server.port
-        // An in-flight request keeps the server draining while the test looks (8 s: 1.5 s once ran
+        // An in-flight request keeps the server draining while the test looks (20 s: 1.5 s once ran
         // out on a stalled runner before the checks below were done, and the server was gone).
         let slow = Task {
             try await runBlocking {
-                let c = try RawConnection(port: port, timeout: .seconds(20))
-                try c.send(RawConnection.request("GET", "/slow?ms=8000"))
+                let c = try RawConnection(port: port, timeout: .seconds(40))
+                try c.send(RawConnection.request("GET", "/slow?ms=20000"))
                 return try c.readResponse().status
             }
         }
@@ -524,9 +525,9 @@ struct HTTPServerTests {
         }
         let stopping = Task { await server.shutdown() }
         let closedUnanswered = try await runBlocking { () -> Bool in
-            let deadline = ContinuousClock.now + .seconds(6)
+            let deadline = ContinuousClock.now + .seconds(15)
             while ContinuousClock.now < deadline {
-                let c = try RawConnection(port: port, timeout: .seconds(3))
+                let c = try RawConnection(port: port, timeout: .seconds(8))
                 try? c.send(RawConnection.request("GET", "/new"))
                 do {
                     _ = try c.readResponse()  // answered: shutdown has not begun yet

@@ -61,6 +61,9 @@ func withServer<T>(
 ) async throws -> T {
     var configuration = HTTPServerConfiguration()
     configuration.port = 0
+    // Tests reuse kept-alive connections across steps; on a runner stalled by the parallel suite
+    // the 5 s default closed one between two steps. Tests of the keep-alive timer set their own.
+    configuration.keepAliveTimeout = .seconds(60)
     configure(&configuration)
     let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
     try server.start()

@@ -15,7 +15,7 @@ struct WebSocketTests {
 
     /// A client on this suite's loop, connected to `server` at `path`.
     func connect(to server: HTTPServer, path: String = "/ws/orders/") async throws -> WebSocketClient {
-        try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: path, on: loop)
+        try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: path, on: loop, timeout: .seconds(20))
     }
 
     @Test func echoThroughTheClientAndCleanClose() async throws {
@@ -27,8 +27,7 @@ struct WebSocketTests {
                 port: server.port,
                 path: "/ws/orders/?token=abc&since=5",
                 headers: [("Authorization", "Bearer t1")],
-                on: loop
-            )
+                on: loop, timeout: .seconds(20))
             client.send(text: "héllo")
             #expect(await nextEvent(client) == .text("héllo"))
             let socket = try #require(delegate.openedSockets.first)
@@ -208,7 +207,7 @@ struct WebSocketTests {
     @Test func connectingToAClosedPortThrows() async throws {
         let port = try await withServer { $0.port }  // a port that was free a moment ago
         await #expect(throws: WebSocketClientError.self) {
-            _ = try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop)
+            _ = try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
         }
         loop.shutdown()
     }
@@ -234,7 +233,7 @@ struct WebSocketTests {
             let clients = try await withThrowingTaskGroup(of: WebSocketClient.self) { group in
                 for _ in 0..<50 {
                     group.addTask { [loop] in
-                        try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop)
+                        try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
                     }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
@@ -286,7 +285,7 @@ struct WebSocketTests {
     @Test func upgradeOnAnUnknownPathIsRefused() async throws {
         try await withServer { server in
             await #expect(throws: WebSocketClientError.self) {
-                _ = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/nope", on: loop)
+                _ = try await WebSocketClient.connect(host: "127.0.0.1", port: server.port, path: "/nope", on: loop, timeout: .seconds(20))
             }
         }
         loop.shutdown()

@@ -37,7 +37,7 @@ actor TestSocket {
     /// Opens `/ws/orders/` with the given query and waits for the upgrade.
     static func open(port: Int, query: String) async throws -> TestSocket {
         let client = try await WebSocketClient.connect(
-            host: "127.0.0.1", port: port, path: "/ws/orders/?" + query, on: try loop.get(), timeout: .seconds(5))
+            host: "127.0.0.1", port: port, path: "/ws/orders/?" + query, on: try loop.get(), timeout: .seconds(20))
         let socket = TestSocket(client: client)
         await socket.startPump()
         return socket
