@@ -21,6 +21,9 @@ struct ActionQueue: Sendable {
     enum Outcome: Hashable, Sendable {
         /// 2xx, or the stored answer of an earlier attempt (`Idempotent-Replayed: true`).
         case applied(SavedOrder)
+        /// 2xx whose body could not be read (``WaybillClientError/isUnreadableSuccess``): applied;
+        /// `etag` is the answer's `ETag`, if it had one.
+        case appliedUnread(etag: String?)
         /// The server will never accept it: drop it and tell the driver.
         case refused(ActionRefusal)
         /// Try again later; `countsAsServerFailure` when the server answered (5xx) rather than being unreachable.
@@ -31,6 +34,8 @@ struct ActionQueue: Sendable {
     enum Finish: Hashable, Sendable {
         /// It left the queue, applied; later actions may now name `saved`'s version.
         case applied(QueuedAction, SavedOrder)
+        /// It left the queue, applied, but its answer was unreadable: the order must be fetched to be shown.
+        case appliedUnread(QueuedAction)
         /// It left the queue, refused.
         case refused(QueuedAction)
         /// It waits again; call ``backoffElapsed()`` after `after`.
@@ -99,6 +104,23 @@ struct ActionQueue: Sendable {
         return "\"" + parts[0] + "-" + parts[1] + "\""
     }
 
+    /// Later actions on `order` whose `If-Match` names `expected` (`"o42-v7"`, `"o42-v7-h…"` and
+    /// `"o42-v7-h…-s7"`, with the driver's receipt, name one version) now name `tag`.
+    private mutating func moveOn(_ order: OrderID, from expected: String, to tag: String) {
+        for index in actions.indices where actions[index].orderID == order {
+            if let current = actions[index].ifMatch, Self.versionTag(current) == expected { actions[index].ifMatch = tag }
+        }
+    }
+
+    /// The version tag after `tag` (`"o42-v8"` for `"o42-v7"`), nil for a tag of another shape.
+    static func tagAfter(_ tag: String) -> String? {
+        let parts = versionTag(tag).dropFirst().dropLast().split(separator: "-")
+        guard parts.count == 2, parts[0].first == "o", parts[1].first == "v",
+            let version = Int(parts[1].dropFirst()), version >= 0, version < Int.max
+        else { return nil }
+        return "\"\(parts[0])-v\(version + 1)\""
+    }
+
     /// The version tag of the order just before the write that saved it (`"o42-v7"` for v8).
     static func tagBefore(_ saved: SavedOrder) -> String? {
         guard saved.order.version > 1 else { return nil }
@@ -116,20 +138,25 @@ struct ActionQueue: Sendable {
             // The version this action moved the order from: its own If-Match, or (sent without one)
             // the one just before the version it made. A later action of the driver's that expects
             // it is moved on to the new version: their own change must not refuse their next one.
+            // An answer without an ETag (a proxy that strips it) still names the new version: the
+            // later action keeps a precondition (found by a review, 2026-12-04: it went out with
+            // none, applied whatever changed meanwhile).
             if let expected = applied.ifMatch.map(Self.versionTag) ?? Self.tagBefore(saved) {
-                for index in actions.indices where actions[index].orderID == applied.orderID {
-                    // `"o42-v7"`, `"o42-v7-h…"` and `"o42-v7-h…-s7"` (with the driver's receipt) name
-                    // one version.
-                    // An answer without an ETag (a proxy that strips it) still names the new version:
-                    // the later action keeps a precondition (found by a review, 2026-12-04: it
-                    // went out with none, applied whatever changed meanwhile).
-                    if let tag = actions[index].ifMatch, Self.versionTag(tag) == expected {
-                        actions[index].ifMatch =
-                            saved.etag ?? ExpectedVersion.etag(of: saved.order.id, version: saved.order.version)
-                    }
-                }
+                moveOn(applied.orderID, from: expected,
+                    to: saved.etag ?? ExpectedVersion.etag(of: saved.order.id, version: saved.order.version))
             }
             return .applied(applied, saved)
+        case .appliedUnread(let etag):
+            failures = 0
+            var applied = actions.removeFirst()
+            applied.state = .applied
+            // The write made exactly one new version (SPEC §1: +1 on every change), so the later
+            // actions that expect the one it moved from still name the right one. The answer's ETag
+            // carries the server's check; without it, the bare version (matched by number).
+            if let expected = applied.ifMatch.map(Self.versionTag), let next = etag ?? Self.tagAfter(expected) {
+                moveOn(applied.orderID, from: expected, to: next)
+            }
+            return .appliedUnread(applied)
         case .refused(let reason):
             failures = 0
             var refused = actions.removeFirst()
@@ -200,6 +227,8 @@ struct ActionQueue: Sendable {
 
     /// What a failed send means: retried (offline, 5xx, 401, 429, a key still in use) or refused for good.
     static func outcome(for error: WaybillClientError) -> Outcome {
+        // Applied, only its answer is unreadable (its retries would replay the same answer).
+        if error.isUnreadableSuccess { return .appliedUnread(etag: error.etag) }
         guard let status = error.status else {
             // No answer (offline, timeout, a lost response) or an unreadable one: same key, later.
             return .retry(countsAsServerFailure: error == .badResponse)

@@ -122,6 +122,10 @@ extension DriverSession {
             publish(.action(action))
             show(saved, of: action.orderID, readIn: generation)
             enqueueRefresh(of: action.orderID)
+        case .appliedUnread(let action):
+            persistActions()
+            publish(.action(action))
+            enqueueRefresh(of: action.orderID)  // nothing readable to show: the order is fetched
         case .refused(let action):
             keepRefusal(action)
             publish(.action(action))

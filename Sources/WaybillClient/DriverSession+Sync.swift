@@ -245,6 +245,7 @@ extension DriverSession {
     /// The answer is REST state (not an event payload), so an opened detail takes it at once: the driver's
     /// next action then names the version this one created instead of failing with 412 against it. A
     /// refusal (409/412) means what is shown is stale: it is refreshed too, before the error is thrown.
+    /// A 2xx whose body cannot be read is a success: the order is fetched instead of taken from it.
     private func write(
         _ id: OrderID, _ expecting: ExpectedVersion,
         _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
@@ -262,6 +263,12 @@ extension DriverSession {
             saved = try await send(api, ifMatch)
         } catch {
             let failure = WaybillClientError(error)
+            if failure.isUnreadableSuccess {
+                // The server did it; only its answer is unreadable: show the order as it now is.
+                await reloadOpenedDetail(id)
+                enqueueRefresh(of: id)
+                return
+            }
             if failure == .conflict {
                 await reloadOpenedDetail(id)
                 enqueueRefresh(of: id)

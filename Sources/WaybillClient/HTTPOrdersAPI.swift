@@ -129,7 +129,14 @@ public struct HTTPOrdersAPI: OrdersAPI {
         if let key { headers["Idempotency-Key"] = key }
         let response = try await send("POST", path, headers: headers, body: body)
         try Self.check(response)
-        let order = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
+        let order: OrderDetail
+        do {
+            order = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
+        } catch {
+            // Applied, whatever became of its answer: an offline queue must not retry it as a failure
+            // (its retries replay the same answer) and give up on a write that is done.
+            throw WaybillClientError.unreadableAnswer(status: response.status, etag: response.header("ETag"))
+        }
         let replayed = response.header("Idempotent-Replayed")?.lowercased() == "true"
         return SavedOrder(order: order, etag: response.header("ETag"), isReplay: replayed)
     }

@@ -19,12 +19,15 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
     public let code: String?
     /// Human-readable text; never contains a token or ticket.
     public let message: String
+    /// The `ETag` of a 2xx answer whose body could not be read (``unreadableAnswer(status:etag:)``).
+    let etag: String?
 
-    private init(_ kind: Kind, status: Int? = nil, code: String? = nil, message: String = "") {
+    private init(_ kind: Kind, status: Int? = nil, code: String? = nil, message: String = "", etag: String? = nil) {
         self.kind = kind
         self.status = status
         self.code = code
         self.message = message
+        self.etag = etag
     }
 
     /// 401 or close code 4001: the token is missing, bad or expired. Log in again.
@@ -43,11 +46,21 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
     public static let server = Self(.server)
     /// No response: offline, DNS, refused, timed out.
     public static let unreachable = Self(.unreachable)
-    /// A response this client cannot read.
+    /// A response this client cannot read. With a 2xx `status` the server did the write, but its
+    /// answer was unreadable (something between mangled it): fetch the order to show it.
     public static let badResponse = Self(.badResponse)
 
     static func unreachable(_ message: String) -> Self { Self(.unreachable, message: message) }
     static func badResponse(_ message: String) -> Self { Self(.badResponse, message: message) }
+
+    /// A write's 2xx answer whose body cannot be read: the write was applied. `etag` is the answer's
+    /// `ETag` header, when it had one (it names the version the write made).
+    static func unreadableAnswer(status: Int, etag: String?) -> Self {
+        Self(.badResponse, status: status, message: "HTTP \(status) with a body this client cannot read", etag: etag)
+    }
+
+    /// Whether this is a 2xx answer whose body could not be read: the server applied the write.
+    public var isUnreadableSuccess: Bool { kind == .badResponse && status.map { (200..<300).contains($0) } == true }
 
     /// The error for a non-2xx response with the server's `{"error","message"}` body.
     static func http(status: Int, code: String?, message: String?) -> Self {

@@ -167,6 +167,28 @@ struct ActionQueueTests {
         #expect(delays == [.seconds(1), .seconds(2), .seconds(4)])
     }
 
+    /// An unreadable 2xx is an applied action (not a server failure toward `gave_up`), and the next
+    /// version's tag is the one after the version the action named.
+    @Test func anUnreadableSuccessIsAppliedAndTheNextTagFollows() {
+        #expect(ActionQueue.outcome(for: .unreadableAnswer(status: 200, etag: nil)) == .appliedUnread(etag: nil))
+        #expect(ActionQueue.outcome(for: .badResponse("cannot read order")) == .retry(countsAsServerFailure: true))
+        #expect(ActionQueue.tagAfter(#""o42-v7""#) == #""o42-v8""#)
+        #expect(ActionQueue.tagAfter(#""o42-v7-h0b7e55d1-s7""#) == #""o42-v8""#)
+        #expect(ActionQueue.tagAfter("*") == nil && ActionQueue.tagAfter(#""e1""#) == nil)
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxServerFailures: 1))
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: #""o1-v1-h00000001""#))
+        queue.add(action("b", .completeStage(5, of: 1), ifMatch: #""o1-v1-h00000001""#))
+        queue.add(action("c", .completeStage(5, of: 2), ifMatch: #""o2-v1""#))
+        _ = queue.next(now: start)
+        guard case .appliedUnread(let applied) = queue.finished(.appliedUnread(etag: nil), random: &random) else {
+            Issue.record("not applied")
+            return
+        }
+        #expect(applied.state == .applied && applied.id.rawValue == "a")
+        #expect(queue.actions.map(\.ifMatch) == [#""o1-v2""#, #""o2-v1""#])
+    }
+
     @Test func givesUpAfterTooManyServerFailuresButNotForBeingOffline() {
         var queue = ActionQueue(policy: ActionQueuePolicy(maxServerFailures: 2))
         var random = SeededGenerator(seed: 1)

@@ -27,6 +27,34 @@ struct HTTPOrdersAPIIdempotencyTests {
         #expect(http.requests.first?.headers["If-Match"] == #""o42-v7""#)
     }
 
+    /// A write answered 2xx with a body that cannot be read was applied: the error says so (its
+    /// status and ETag), so a queue does not count it as a server failure. A 5xx with such a body
+    /// stays a server failure.
+    @Test func aWritesUnreadableSuccessCarriesItsStatusAndETag() async throws {
+        http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8-h0b7e55d1""#], json: "<html>proxy</html>")
+        http.route("POST", "/api/orders/42/stages/3/complete", status: 201, json: "{")
+        http.route("POST", "/api/orders/42/documents", status: 500, json: "<html>proxy</html>")
+        do {
+            _ = try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil, idempotencyKey: "k1")
+            Issue.record("no error")
+        } catch let error as WaybillClientError {
+            #expect(error == .badResponse && error.isUnreadableSuccess)
+            #expect(error.status == 200 && error.etag == #""o42-v8-h0b7e55d1""#)
+        }
+        do {
+            _ = try await api.completeStage(3, of: 42, ifMatch: nil, idempotencyKey: "k2")
+            Issue.record("no error")
+        } catch let error as WaybillClientError {
+            #expect(error.isUnreadableSuccess && error.status == 201 && error.etag == nil)
+        }
+        do {
+            _ = try await api.attachDocument(named: "POD.pdf", kind: "pod", to: 42, ifMatch: nil, idempotencyKey: "k3")
+            Issue.record("no error")
+        } catch let error as WaybillClientError {
+            #expect(error == .server && !error.isUnreadableSuccess)
+        }
+    }
+
     @Test func writesWithoutAKeySendNoHeader() async throws {
         http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8""#], json: order)
         _ = try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil)

@@ -170,6 +170,74 @@ struct OfflineActionsTests {
         #expect(await h.session.refusedActions.isEmpty)
     }
 
+    /// The server applied the write, but its answer came back unreadable (a proxy that mangled the
+    /// body; every retry would replay the same answer): the action is applied, not retried toward
+    /// `gave_up`; the driver's next action on the order names the version it made, and the order
+    /// is fetched to be shown. With and without the answer's `ETag`.
+    @Test(arguments: [true, false])
+    func anAppliedActionWhoseAnswerIsUnreadableIsAppliedAndTheOrderFetched(keepETag: Bool) async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        try await h.open(1)
+        let updates = await h.session.updates()
+        let fetchesBefore = h.api.state.withLock { $0.detailRequests.count }
+        h.api.garbleResponses(1, keepETag: keepETag)
+        h.api.holdWrites(true)
+        let accept = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        let stage = try await h.session.queue(.completeStage(5, of: 1))
+        await eventually("accept sent") { h.api.heldWriteCount == 1 }
+        h.api.holdWrites(false)
+        h.api.releaseWrites()
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5"], "each once")
+        #expect(h.api.writeKeys == [accept.id.rawValue, stage.id.rawValue], "none retried")
+        // The answer's ETag when it had one (the fake's carries a check, as the server's does), else
+        // the bare next version.
+        let expected = keepETag ? FakeOrdersAPI.garbledETag(1, version: 2) : #""o1-v2""#
+        #expect(h.api.writeIfMatches == [FakeOrdersAPI.etag(1, version: 1), expected], "the stage follows the accept")
+        #expect(await h.session.refusedActions.isEmpty)
+        var states: [String] = []
+        for await update in updates {
+            guard case .action(let action) = update, action.id == accept.id else { continue }
+            states.append(Self.name(action.state))
+            if action.state == .applied { break }
+        }
+        #expect(states == ["waiting", "sending", "applied"])
+        await h.clock.advance(by: .seconds(1))  // the refresh's coalescing window
+        await eventually("the order fetched") {
+            let fetched = h.api.state.withLock { $0.detailRequests.count } > fetchesBefore
+            let shown = await h.session.cachedDetail(1)?.status
+            return fetched && shown == .accepted
+        }
+    }
+
+    /// A lone applied action with an unreadable answer: nothing else on the order would fetch it, and
+    /// the driver must see what they did.
+    @Test func aLoneActionWhoseAnswerIsUnreadableHasItsOrderFetched() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        try await h.open(2)
+        let fetchesBefore = h.api.state.withLock { $0.detailRequests.filter { $0 == 2 }.count }
+        h.api.garbleResponses(1, keepETag: true)
+        try await h.session.queue(.changeStatus(of: 2, to: .accepted))
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(await h.session.cachedDetail(2)?.status == .assigned, "nothing readable came back")
+        await h.clock.advance(by: .seconds(1))  // the refresh's coalescing window
+        await eventually("the order fetched") {
+            let fetched = h.api.state.withLock { $0.detailRequests.filter { $0 == 2 }.count } > fetchesBefore
+            let shown = await h.session.cachedDetail(2)?.status
+            return fetched && shown == .accepted
+        }
+    }
+
+    /// The same for a direct write: it succeeded, so it does not throw; the opened order is fetched.
+    @Test func aDirectWriteWhoseAnswerIsUnreadableSucceedsAndReloadsTheOrder() async throws {
+        let h = await Harness.live(configuration: Self.configuration)
+        try await h.open(1)
+        h.api.garbleResponses(1, keepETag: false)
+        try await h.session.changeStatus(of: 1, to: .accepted)
+        #expect(h.api.appliedWrites == ["status 1 accepted"])
+        #expect(await h.session.cachedDetail(1)?.status == .accepted, "reloaded before returning")
+    }
+
     @Test func anOpenedOrdersQueuedActionsFollowEachOthersVersions() async throws {
         let h = await Harness.live(configuration: Self.configuration)
         try await h.open(1)

@@ -41,6 +41,10 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var listFailures: [WaybillClientError] = []
         /// How many of the next applied writes lose their answer on the way back (applied, then "offline").
         var responsesToLose = 0
+        /// How many of the next applied writes come back as a 2xx with an unreadable body, and whether
+        /// their `ETag` header survives (something between mangled the body).
+        var responsesToGarble = 0
+        var garbledKeepETag = true
         /// Orders whose writes the "server" refuses with 409 (e.g. cancelled by the dispatcher).
         var refusing: Set<OrderID> = []
         var holdWrites = false
@@ -77,6 +81,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
 
     /// The server's ETag of an order version.
     static func etag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)\"" }
+    /// The ETag of a garbled answer: with a check, as the real server's carries, so a test can tell it
+    /// from the bare tag the client builds itself. The fake matches `If-Match` by version.
+    static func garbledETag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)-h0000beef\"" }
     var heldDetailCount: Int { state.withLock { $0.heldDetails.count } }
 
     /// Forgets the request log (not the data).
@@ -215,6 +222,13 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     func failWrites(_ errors: [WaybillClientError]) { state.withLock { $0.writeFailures += errors } }
     /// The next `count` applied writes lose their answer: the server applied them, the client sees "unreachable".
     func loseResponses(_ count: Int) { state.withLock { $0.responsesToLose += count } }
+    /// The next `count` applied writes are answered 200 with a body the client cannot read.
+    func garbleResponses(_ count: Int, keepETag: Bool) {
+        state.withLock {
+            $0.responsesToGarble += count
+            $0.garbledKeepETag = keepETag
+        }
+    }
     /// Writes to order `id` are refused with 409 `invalid_transition` (as after a dispatcher cancelled it).
     func refuseWrites(to id: OrderID) { state.withLock { _ = $0.refusing.insert(id) } }
 
@@ -277,7 +291,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             if state.refusing.contains(id) {
                 return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
             }
-            if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version) {
+            if let ifMatch, ifMatch != "*", ActionQueue.versionTag(ifMatch) != Self.etag(id, version: current.version) {
                 return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
             }
             record(&state)
@@ -295,6 +309,11 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             if state.responsesToLose > 0 {
                 state.responsesToLose -= 1
                 return .failure(.unreachable("answer lost"))
+            }
+            if state.responsesToGarble > 0 {
+                state.responsesToGarble -= 1
+                let etag = state.garbledKeepETag ? Self.garbledETag(id, version: current.version) : nil
+                return .failure(.unreadableAnswer(status: 200, etag: etag))
             }
             return .success(saved)
         }
