@@ -41,6 +41,7 @@ extension DriverSession {
             // its version, nothing asked for before the reset replaces what it brought, and nothing
             // asked for before the reset brings its tag back (`CachedDetail.isReplaced`, `keep`).
             historyGeneration += 1
+            receipts.connectionOpened()  // what the refetch brings is reported again, same numbers or not
             list.forgetTag()
             for id in details.keys { details[id]?.etag = nil }
             enqueue(.everything)
@@ -65,6 +66,10 @@ extension DriverSession {
             if actionsHeldForResume {
                 actionsHeldForResume = false
                 sendNextAction()
+            }
+            if receiptsHeldForResume {
+                receiptsHeldForResume = false
+                reportShown()
             }
         }
     }

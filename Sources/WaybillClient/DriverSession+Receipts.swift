@@ -13,13 +13,20 @@ extension DriverSession {
         return shown
     }
 
-    /// Sends `seen` for every shown version not yet reported on the live socket; nothing when not live.
+    /// Sends `seen` for every shown version not yet reported on the live socket; nothing when not live
+    /// or while a resume's outcome is unknown.
     ///
     /// Called after each fetch that changed what is shown and when a socket goes live (a receipt sent on
     /// a dropped socket may be lost, so a new socket reports everything shown again). Frames go out in
     /// the order they were decided.
     func reportShown() {
         guard machine.state == .live, let connection else { return }
+        // While a resume's outcome is unknown a `reset` may still come (`StateMachine.holdsActions`):
+        // the versions shown may be of a history the server no longer has. Sent once it is known.
+        guard !machine.holdsActions else {
+            receiptsHeldForResume = true
+            return
+        }
         let receipts = self.receipts.unreported(shownVersions)
         guard !receipts.isEmpty else { return }
         let frames = ReceiptTracker.frames(receipts)

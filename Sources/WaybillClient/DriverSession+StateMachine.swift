@@ -196,7 +196,16 @@ extension DriverSession {
                 return .refreshEverything
             case .pong:
                 // The server answers a ping after the replay or its `reset` (docs/PROTOCOL.md, "Resume").
-                guard resumeOutcomePending, case .live = state else { return .none }
+                guard case .live = state else { return .none }
+                // So every event of ours up to the `connected` frame's newest is in: resume from
+                // there next time. Kept at our own last event, a cursor would age while nothing
+                // happened to this driver's orders, be pruned after the retention (7 days), and
+                // the next resume would get a needless `reset` that refuses queued actions.
+                if let newest = connected?.newestEventID, let cursor = connected?.cursor, newest > (lastEventID ?? 0) {
+                    lastEventID = newest
+                    lastCursor = cursor
+                }
+                guard resumeOutcomePending else { return .none }
                 outcomeKnown()
                 return .resumeConfirmed
             case .unknown, .malformed:

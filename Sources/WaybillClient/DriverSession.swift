@@ -111,6 +111,9 @@ public actor DriverSession {
     var resumeCheckTask: Task<Void, Never>?
     /// Whether queued actions were held for a resume's outcome at the end of the last `perform`.
     var actionsHeldForResume = false
+    /// Receipts waited for the same outcome: before a `reset`, a version may name content the
+    /// driver never saw (a restore), and a receipt would tell the dispatcher it was seen.
+    var receiptsHeldForResume = false
     let resumeCheckLimit: Duration
 
     // The offline queue and receipts.

@@ -46,7 +46,7 @@ enum SeedCommand {
         }
         let store = try ServeCommand.openStore(args)
         defer { store.close() }
-        let seeder = Seeder(store: store, passwordIterations: try args.int("password-iterations", default: 210_000))
+        let seeder = Seeder(store: store, passwordIterations: try ServeCommand.passwordIterations(args, default: 210_000))
         let plan =
             args.flag("demo")
             ? DemoCommand.plan

@@ -40,7 +40,7 @@ enum ServeCommand {
                                        1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
-          --ticket-seconds N           WebSocket ticket lifetime, at most 60 (WAYBILL_TICKET_SECONDS, default 30)
+          --ticket-seconds N           WebSocket ticket lifetime, 1…60 (WAYBILL_TICKET_SECONDS, default 30)
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
           --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
                                        default: /metrics answers only on this machine: a loopback peer
@@ -64,18 +64,39 @@ enum ServeCommand {
         try await serve(configuration: configuration, store: store, broker: broker, logger: logger) { _ in }
     }
 
+    /// `--password-iterations`: 0 made the first login with an unknown email stop the process
+    /// (OpenSSL refuses a PBKDF2 of 0 iterations), and past 2³¹−1 OpenSSL cannot count them.
+    static func passwordIterations(_ args: Arguments, default value: Int = ServerConfiguration().passwordIterations) throws
+        -> Int
+    {
+        let iterations = try args.int("password-iterations", default: value)
+        guard (1...Int(Int32.max)).contains(iterations) else {
+            throw Arguments.Problem(description: "--password-iterations must be 1…2147483647")
+        }
+        return iterations
+    }
+
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
         var c = ServerConfiguration()
         c.host = args.string("host", default: c.host)
         c.port = try args.int("port", default: c.port)
         c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes)
+        // Below a login's body every login was 413; above 1 GiB one request could hold the memory.
+        guard (4096...(1 << 30)).contains(c.maxBodyBytes) else {
+            throw Arguments.Problem(description: "--max-body-bytes must be 4096…1073741824")
+        }
         let pingSeconds = try args.int("ping-interval", default: 25)
         guard pingSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
         c.pingInterval = .seconds(pingSeconds)
         c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
+        // 0 closed every socket with 4008 as its `connected` frame was queued (and the apps reconnected
+        // in a loop); a bound below one replayed page would do the same to every resume.
+        guard (65536...(1 << 30)).contains(c.maxQueuedBytesPerSocket) else {
+            throw Arguments.Problem(description: "--max-socket-queue-bytes must be 65536…1073741824")
+        }
         c.maxSocketsPerUser = try args.int("max-sockets-per-user", default: c.maxSocketsPerUser)
         guard c.maxSocketsPerUser >= 1 else { throw Arguments.Problem(description: "--max-sockets-per-user must be ≥ 1") }
-        c.passwordIterations = try args.int("password-iterations", default: c.passwordIterations)
+        c.passwordIterations = try Self.passwordIterations(args)
         // 0 or less would prune every relayed event at each run (resumes would all get `reset`);
         // a huge value overflowed the seconds and trapped at startup.
         let retentionDays = try args.int("retention-days", default: 7)
@@ -83,7 +104,11 @@ enum ServeCommand {
             throw Arguments.Problem(description: "--retention-days must be 1…3650")
         }
         c.outboxRetention = .seconds(retentionDays * 86_400)
-        c.ticketLifetime = .seconds(min(60, try args.int("ticket-seconds", default: 30)))
+        // 0 or less made every ticket expire as it was issued: each socket closed 4001 and the apps
+        // stopped and asked for a new login. SPEC §2: at most 60 s.
+        let ticketSeconds = try args.int("ticket-seconds", default: 30)
+        guard (1...60).contains(ticketSeconds) else { throw Arguments.Problem(description: "--ticket-seconds must be 1…60") }
+        c.ticketLifetime = .seconds(ticketSeconds)
         let tokenDays = try args.int("token-days", default: 30)
         guard (1...3650).contains(tokenDays) else { throw Arguments.Problem(description: "--token-days must be 1…3650") }
         c.tokenLifetime = .seconds(tokenDays * 86_400)

@@ -72,15 +72,28 @@ struct ExecutableTests {
     }
 
     /// Values out of range are refused at start with the flag's name: a retention of 0 days pruned
-    /// every relayed event at each run, and a huge one trapped on the overflow.
-    @Test(arguments: [["--retention-days", "0"], ["--retention-days", "-1"], ["--retention-days", "999999999999999"]])
-    func outOfRangeSettingsAreRefusedAtStart(flags: [String]) async throws {
+    /// every relayed event at each run, and a huge one trapped on the overflow; a ticket lifetime
+    /// of 0 made every ticket expire as it was issued (every socket 4001); 0 password iterations
+    /// stopped the process at the first login with an unknown email; a socket queue of 0 bytes
+    /// closed every socket at its `connected` frame; a body limit of 0 refused every login.
+    @Test(arguments: [
+        (["--retention-days", "0"], "--retention-days must be 1…3650"),
+        (["--retention-days", "-1"], "--retention-days must be 1…3650"),
+        (["--retention-days", "999999999999999"], "--retention-days must be 1…3650"),
+        (["--ticket-seconds", "0"], "--ticket-seconds must be 1…60"),
+        (["--ticket-seconds", "61"], "--ticket-seconds must be 1…60"),
+        (["--password-iterations", "0"], "--password-iterations must be 1…2147483647"),
+        (["--password-iterations", "2147483648"], "--password-iterations must be 1…2147483647"),
+        (["--max-body-bytes", "0"], "--max-body-bytes must be 4096…1073741824"),
+        (["--max-socket-queue-bytes", "0"], "--max-socket-queue-bytes must be 65536…1073741824"),
+    ])
+    func outOfRangeSettingsAreRefusedAtStart(flags: [String], message: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + flags)
         defer { server.terminate() }
         #expect(await server.exitStatus(timeout: .seconds(10)) != 0)
-        #expect(server.stderr.contains { $0.contains("--retention-days must be 1…3650") }, "\(server.stderr)")
+        #expect(server.stderr.contains { $0.contains(message) }, "\(server.stderr)")
     }
 
     /// A cluster node that cannot reach its database, or was given a bad URL, says so in one line

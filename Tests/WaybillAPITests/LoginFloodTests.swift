@@ -280,6 +280,19 @@ struct LoginFloodTests {
         #expect(hasher.checkIterations == 5_000, "an unknown email now burns what that hash costs")
     }
 
+    /// Iteration counts OpenSSL cannot run never stop the process: a stored hash that claims more
+    /// than 2³¹−1 is not a hash (it matches nothing), and a hasher made with 0 (a library user's
+    /// setting; the command line refuses it) still answers an unknown email. Both trapped before.
+    @Test func iterationCountsOutOfRangeNeitherTrapNorMatch() async throws {
+        let salt = Data([1, 2, 3]).base64EncodedString(), digest = Data([4, 5, 6]).base64EncodedString()
+        #expect(PasswordHasher.parse("pbkdf2_sha256$2147483648$\(salt)$\(digest)") == nil)
+        #expect(PasswordHasher.parse("pbkdf2_sha256$2147483647$\(salt)$\(digest)") != nil)
+        let hasher = PasswordHasher(iterations: 1_000)
+        #expect(try await !hasher.verify("pw", against: "pbkdf2_sha256$99999999999$\(salt)$\(digest)"))
+        try await PasswordHasher(iterations: 0).verifyNothing("pw")
+        #expect(Crypto.pbkdf2(password: "pw", salt: [0], iterations: 0) == Crypto.pbkdf2(password: "pw", salt: [0], iterations: 1))
+    }
+
     /// A client that keeps asking after its 429 is refused again for a few seconds without a store
     /// write (each refused login used to cost a write transaction on the writer order writes need).
     @Test func repeatedLoginsPastTheLimitCostNoStoreWrites() async throws {

@@ -125,12 +125,15 @@ import WaybillTesting
         await h.waitForConnections(2)
         #expect(h.api.socketRequests == [12])
         #expect(h.transport.current?.request.queryValue("since") == "12")
+        h.transport.current?.goSilent()  // the test plays the pong that follows the replay
         h.transport.current?.receiveConnected(newest: 20)
         await eventually("live") { await h.session.connectionState == .live }
         await h.clock.advance(by: .milliseconds(250))
         await eventually("list refetched") { h.api.listFetches == 1 }
         #expect(await h.session.listRevision == revision + 1)
         #expect(await h.session.lastEventID == 12)  // replay still to come
+        h.transport.current?.receive(#"{"type":"pong"}"#)
+        await eventually("resume point moved on") { await h.session.lastEventID == 20 }
     }
 
     @Test func resetRefetchesTheListAndEveryOpenedDetail() async throws {

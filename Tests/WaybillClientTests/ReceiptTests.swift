@@ -97,6 +97,52 @@ struct ReceiptTests {
         #expect(receipts(on: h.transport.current) == [[1: 2, 2: 1, 3: 1]])
     }
 
+    /// A live session that has seen event 11, its socket dropped, and a new socket that resumes
+    /// (the test plays the pong): `connected` received and the reconnect's list refetch in.
+    func resumed() async throws -> (Harness, FakeConnection) {
+        let h = await Harness.live(
+            configuration: .init(
+                reconnectPolicy: .init(base: .seconds(1), cap: .seconds(1), jitter: .none), resumeCheckLimit: .seconds(10)))
+        await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
+        h.transport.current?.receiveEvent(order: 2, eventID: 11)
+        await eventually("event 11 read") { await h.session.lastEventID == 11 }
+        h.transport.current?.drop(code: 1012)
+        await eventually("backing off") {
+            if case .backingOff = await h.session.connectionState { return true } else { return false }
+        }
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        let socket = try #require(h.transport.current)
+        socket.goSilent()
+        socket.receiveConnected(newest: 20)
+        await eventually("probe sent") { socket.sent.contains(#"{"type":"ping"}"#) }
+        await h.settle()
+        return (h, socket)
+    }
+
+    /// Before a resume's outcome a `reset` may still come, and after a restore a version number can
+    /// name content the driver never saw: receipts wait for the pong (or the reset's refetch).
+    @Test func receiptsWaitForTheResumesOutcome() async throws {
+        let (h, socket) = try await resumed()
+        #expect(receipts(on: socket).isEmpty, "nothing reported while a reset may still come")
+        socket.receive(#"{"type":"pong"}"#)
+        await eventually("reported after the pong") { receipts(on: socket).count == 1 }
+        #expect(receipts(on: socket) == [[1: 1, 2: 1, 3: 1]])
+        _ = h
+    }
+
+    /// A `reset` after the wait's limit (receipts already went): the refetch's versions are reported
+    /// again, though their numbers are the same (they may name other content now).
+    @Test func aResetReportsWhatTheRefetchBringsAgain() async throws {
+        let (h, socket) = try await resumed()
+        await h.clock.advance(by: .seconds(10))  // no outcome within the limit: receipts go
+        await eventually("reported at the limit") { receipts(on: socket).count == 1 }
+        socket.receive(#"{"type":"reset"}"#)
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("reported again after the reset's refetch") { receipts(on: socket).count == 2 }
+        #expect(receipts(on: socket).last == [1: 1, 2: 1, 3: 1])
+    }
+
     @Test func theFrameListsOrdersByIDInTheWireShape() {
         var tracker = ReceiptTracker()
         let receipts = tracker.unreported([3: 2, 1: 5])

@@ -38,6 +38,36 @@ import WaybillTesting
         #expect(machine.lastCursor == ResumeCursor("41-y"))
     }
 
+    /// A pong comes after the replay: the resume point moves on to the `connected` frame's newest
+    /// event, so a cursor does not age past the server's retention while nothing happens to this
+    /// driver's orders (its next resume would get a needless `reset`). Never backwards, never
+    /// before the pong (replayed events below it are still on their way), never without a cursor.
+    @Test func aPongMovesTheResumePointToTheConnectedFramesNewest() {
+        var machine = Machine(policy: .standard, lastEventID: 500, lastCursor: ResumeCursor("500-a"))
+        _ = machine.start()
+        _ = machine.received(
+            .connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 9_000, cursor: ResumeCursor("9000-b"))))
+        #expect(machine.lastCursor == ResumeCursor("500-a"), "not before the replay is in")
+        let replayed = OrderEventFrame(kind: .updated, orderID: 3, eventID: 700, cursor: ResumeCursor("700-c"))
+        #expect(machine.received(.event(replayed)) == .orderChanged(replayed))
+        _ = machine.received(.pong)
+        #expect(machine.lastEventID == 9_000 && machine.lastCursor == ResumeCursor("9000-b"))
+        let live = OrderEventFrame(kind: .updated, orderID: 3, eventID: 9_001, cursor: ResumeCursor("9001-d"))
+        #expect(machine.received(.event(live)) == .orderChanged(live))
+
+        var ahead = Machine(policy: .standard, lastEventID: 500, lastCursor: ResumeCursor("500-a"))
+        _ = ahead.start()
+        _ = ahead.received(.connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 400, cursor: ResumeCursor("400-e"))))
+        _ = ahead.received(.pong)
+        #expect(ahead.lastCursor == ResumeCursor("500-a"), "never backwards (a rewind is the reset's to tell)")
+
+        var old = Machine(policy: .standard, lastEventID: 500, lastCursor: ResumeCursor("500-a"))
+        _ = old.start()
+        _ = old.received(.connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 9_000)))
+        _ = old.received(.pong)
+        #expect(old.lastEventID == 500 && old.lastCursor == ResumeCursor("500-a"), "a server without cursors")
+    }
+
     @Test func reconnectResumesWithTheLastCursorSeen() async throws {
         let h = await Harness.live()
         await h.receiveEvents([(order: 2, eventID: 11), (order: 3, eventID: 12)])

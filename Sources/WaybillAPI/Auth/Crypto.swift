@@ -36,7 +36,10 @@ enum Crypto {
             salt.withUnsafeBufferPointer { s in
                 out.withUnsafeMutableBufferPointer { o in
                     PKCS5_PBKDF2_HMAC(
-                        p.baseAddress, Int32(pass.count - 1), s.baseAddress, Int32(salt.count), Int32(iterations),
+                        // Clamped, never trapping: the edges refuse settings out of range, and a
+                        // library user's 0 must not stop the process at a login.
+                        p.baseAddress, Int32(pass.count - 1), s.baseAddress, Int32(salt.count),
+                        Int32(clamping: max(1, iterations)),
                         EVP_sha256(), Int32(length), o.baseAddress)
                 }
             }

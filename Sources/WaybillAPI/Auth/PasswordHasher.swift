@@ -91,6 +91,7 @@ public struct PasswordHasher: Sendable {
     static func parse(_ encoded: String) -> Stored? {
         let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "pbkdf2_sha256", let iterations = Int(parts[1]), iterations > 0,
+            iterations <= Int(Int32.max),  // what OpenSSL can count; a row with more is not a hash we made
             let salt = Data(base64Encoded: String(parts[2])), let hash = Data(base64Encoded: String(parts[3]))
         else { return nil }
         return Stored(iterations: iterations, salt: Array(salt), hash: Array(hash))
