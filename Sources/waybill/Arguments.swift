@@ -60,6 +60,9 @@ struct Arguments {
 
     func string(_ name: String) -> String? { values[name] ?? environment[Self.environmentName(name)] }
 
+    /// Whether `--name` was on the command line (not only in the environment).
+    func isGiven(_ name: String) -> Bool { values[name] != nil }
+
     func string(_ name: String, default fallback: String) -> String { string(name) ?? fallback }
 
     func int(_ name: String, default fallback: Int) throws -> Int {

@@ -148,14 +148,34 @@ enum ServeCommand {
         return try SQLiteOrderStore(path: (dataDirectory as NSString).appendingPathComponent("waybill.sqlite"))
     }
 
-    /// PostgreSQL when `--database-url` is given, else the SQLite file in `--data-dir`.
-    /// A bad URL or an unreachable server is one clear line (StoreError.unavailable), not a crash.
+    /// Which store the settings name.
+    enum StoreChoice: Equatable {
+        case postgres(url: String)
+        case sqlite(directory: String)
+    }
+
+    /// PostgreSQL when `--database-url` is set, else the SQLite file in `--data-dir`, except that a
+    /// `--data-dir` flag beats a `WAYBILL_DATABASE_URL` from the environment ("flags beat the
+    /// environment": it used PostgreSQL, found by a review, 2026-12-04). Both given the same way:
+    /// PostgreSQL, as before (`--data-dir` is then unused).
+    static func storeChoice(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") -> StoreChoice {
+        let directory = args.string("data-dir")
+        if let url = args.string("database-url"), !(args.isGiven("data-dir") && !args.isGiven("database-url")) {
+            return .postgres(url: url)
+        }
+        return .sqlite(directory: directory ?? dataDirectoryDefault)
+    }
+
+    /// The store `storeChoice` names, open. A bad URL or an unreachable server is one clear line
+    /// (StoreError.unavailable), not a crash.
     static func openStore(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") throws -> any OrderStore {
-        if let url = args.string("database-url") {
+        switch storeChoice(args, dataDirectoryDefault: dataDirectoryDefault) {
+        case .postgres(let url):
             let name = args.string("node-id").map { "waybill-\($0)" } ?? "waybill"
             return try PostgresOrderStore(url: url, applicationName: name)
+        case .sqlite(let directory):
+            return try openStore(directory)
         }
-        return try openStore(args.string("data-dir", default: dataDirectoryDefault))
     }
 
     /// Redis when `--redis-url` is given, else the in-process broker (one node).

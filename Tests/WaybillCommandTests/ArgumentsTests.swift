@@ -25,4 +25,20 @@ struct ArgumentsTests {
         #expect(try Arguments([], values: [], switches: ["json"], environment: env).flag("json"))
         #expect(try !Arguments(["--json=false"], values: [], switches: ["json"], environment: env).flag("json"))
     }
+
+    /// `--data-dir` on the command line beats `WAYBILL_DATABASE_URL` in the environment (it used
+    /// PostgreSQL), and the other way round; both given the same way is PostgreSQL, as before.
+    @Test func theStoreNamedByAFlagBeatsOneFromTheEnvironment() throws {
+        let known: Set<String> = ["data-dir", "database-url"]
+        func choice(_ flags: [String], _ env: [String: String]) throws -> ServeCommand.StoreChoice {
+            ServeCommand.storeChoice(try Arguments(flags, values: known, environment: env))
+        }
+        let url = "postgresql://waybill@127.0.0.1/waybill"
+        #expect(try choice(["--data-dir", "/d"], ["WAYBILL_DATABASE_URL": url]) == .sqlite(directory: "/d"))
+        #expect(try choice(["--database-url", url], ["WAYBILL_DATA_DIR": "/d"]) == .postgres(url: url))
+        #expect(try choice([], ["WAYBILL_DATABASE_URL": url]) == .postgres(url: url))
+        #expect(try choice([], [:]) == .sqlite(directory: "./waybill-data"))
+        #expect(try choice(["--data-dir", "/d", "--database-url", url], [:]) == .postgres(url: url))
+        #expect(try choice([], ["WAYBILL_DATA_DIR": "/d", "WAYBILL_DATABASE_URL": url]) == .postgres(url: url))
+    }
 }
