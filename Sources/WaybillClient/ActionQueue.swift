@@ -121,6 +121,15 @@ struct ActionQueue: Sendable {
         return "\"\(parts[0])-v\(version + 1)\""
     }
 
+    /// The version tag before `tag` (`"o42-v7"` for `"o42-v8-h…"`), nil for v1 or a tag of another shape.
+    static func tagBefore(tag: String) -> String? {
+        let parts = versionTag(tag).dropFirst().dropLast().split(separator: "-")
+        guard parts.count == 2, parts[0].first == "o", parts[1].first == "v",
+            let version = Int(parts[1].dropFirst()), version > 1
+        else { return nil }
+        return "\"\(parts[0])-v\(version - 1)\""
+    }
+
     /// The version tag of the order just before the write that saved it (`"o42-v7"` for v8).
     static func tagBefore(_ saved: SavedOrder) -> String? {
         guard saved.order.version > 1 else { return nil }
@@ -150,11 +159,13 @@ struct ActionQueue: Sendable {
             failures = 0
             var applied = actions.removeFirst()
             applied.state = .applied
-            // The write made exactly one new version (SPEC §1: +1 on every change), so the later
-            // actions that expect the one it moved from still name the right one. The answer's ETag
-            // carries the server's check; without it, the bare version (matched by number).
-            if let expected = applied.ifMatch.map(Self.versionTag), let next = etag ?? Self.tagAfter(expected) {
-                moveOn(applied.orderID, from: expected, to: next)
+            // The write made exactly one new version (SPEC §1: +1 on every change): later actions
+            // that expect the one it moved from name that one. The answer's ETag, when it names it,
+            // carries the server's check; else the bare version (matched by number). Sent without
+            // If-Match, the version it moved from is the one before the ETag's.
+            let before = applied.ifMatch.map(Self.versionTag) ?? etag.flatMap(Self.tagBefore(tag:))
+            if let expected = before, let next = Self.tagAfter(expected) {
+                moveOn(applied.orderID, from: expected, to: etag.map(Self.versionTag) == next ? etag! : next)
             }
             return .appliedUnread(applied)
         case .refused(let reason):

@@ -125,7 +125,10 @@ extension DriverSession {
         case .appliedUnread(let action):
             persistActions()
             publish(.action(action))
-            enqueueRefresh(of: action.orderID)  // nothing readable to show: the order is fetched
+            // Nothing readable to show: the opened detail is fetched at once (a tap meanwhile would
+            // name the version this action moved from), the list through the usual window.
+            refreshDetail(action.orderID)
+            enqueueRefresh(of: action.orderID)
         case .refused(let action):
             keepRefusal(action)
             publish(.action(action))

@@ -6,10 +6,15 @@ extension DriverSession {
     /// no stages or notes, so a receipt for the row's version would tell the dispatcher a new
     /// address was seen while the screen still shows the old one (its refetch failed; found by
     /// a review, 2026-12-04).
+    ///
+    /// Nothing read before the last `reset` counts until it is fetched again: after a restore, a
+    /// version number may name content the driver never saw (found by a review, 2026-12-04).
     var shownVersions: [OrderID: Int64] {
         var shown: [OrderID: Int64] = [:]
-        for row in orders { shown[row.id] = row.version }
-        for (id, cached) in details { shown[id] = cached.detail.version }
+        if ordersGeneration == historyGeneration { for row in orders { shown[row.id] = row.version } }
+        for (id, cached) in details {
+            if cached.generation == historyGeneration { shown[id] = cached.detail.version } else { shown[id] = nil }
+        }
         return shown
     }
 

@@ -51,11 +51,13 @@ extension DriverSession {
 
     private func fetchList(ifNoneMatch etag: String?) async {
         let outcome: ListLoader.Outcome
+        let generation = historyGeneration
         do {
             switch try await api.orders(ifNoneMatch: etag) {
             case .modified(let rows, let newTag):
                 guard !Task.isCancelled else { return }
                 orders = rows
+                ordersGeneration = generation  // receipts skip rows read before a `reset`
                 hasLoadedOrders = true
                 publish(.orders(rows))
                 checkOpenDetails(against: rows)

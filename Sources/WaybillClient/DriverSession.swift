@@ -114,6 +114,8 @@ public actor DriverSession {
     /// Receipts waited for the same outcome: before a `reset`, a version may name content the
     /// driver never saw (a restore), and a receipt would tell the dispatcher it was seen.
     var receiptsHeldForResume = false
+    /// The `historyGeneration` in which the list fetch that set `orders` was asked for.
+    var ordersGeneration = 0
     let resumeCheckLimit: Duration
 
     // The offline queue and receipts.

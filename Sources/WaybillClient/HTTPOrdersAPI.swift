@@ -72,20 +72,22 @@ public struct HTTPOrdersAPI: OrdersAPI {
         async throws -> SavedOrder
     {
         try await write(
-            "api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch, key: idempotencyKey)
+            order, "api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch, key: idempotencyKey)
     }
 
     public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        try await write("api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch, key: idempotencyKey)
+        try await write(
+            order, "api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch, key: idempotencyKey)
     }
 
     public func attachDocument(
         named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?
     ) async throws -> SavedOrder {
         try await write(
-            "api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch, key: idempotencyKey)
+            order, "api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch,
+            key: idempotencyKey)
     }
 
     /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&cursor=C&since=N`.
@@ -121,24 +123,37 @@ public struct HTTPOrdersAPI: OrdersAPI {
 
     /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on
     /// and with `Idempotency-Key` when the caller may retry it.
-    private func write(_ path: String, body: [String: String]?, ifMatch: String?, key: String?) async throws
-        -> SavedOrder
+    private func write(_ order: OrderID, _ path: String, body: [String: String]?, ifMatch: String?, key: String?)
+        async throws -> SavedOrder
     {
         var headers = ["Accept": "application/json"]
         if let ifMatch { headers["If-Match"] = ifMatch }
         if let key { headers["Idempotency-Key"] = key }
         let response = try await send("POST", path, headers: headers, body: body)
         try Self.check(response)
-        let order: OrderDetail
-        do {
-            order = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
-        } catch {
-            // Applied, whatever became of its answer: an offline queue must not retry it as a failure
-            // (its retries replay the same answer) and give up on a write that is done.
-            throw WaybillClientError.unreadableAnswer(status: response.status, etag: response.header("ETag"))
-        }
         let replayed = response.header("Idempotent-Replayed")?.lowercased() == "true"
-        return SavedOrder(order: order, etag: response.header("ETag"), isReplay: replayed)
+        let saved: OrderDetail
+        do {
+            saved = try WireJSON.decode(OrderDetail.self, from: response.body, what: "order")
+        } catch {
+            throw Self.unreadable(response, of: order, replayed: replayed)
+        }
+        return SavedOrder(order: saved, etag: response.header("ETag"), isReplay: replayed)
+    }
+
+    /// A write's 2xx whose body cannot be read. Applied only if Waybill answered: its `ETag` names
+    /// this order's new version, or it says it replayed a stored answer; then an offline queue must
+    /// not retry it as a failure (every retry replays the same answer) and give up on a write that
+    /// is done. Anything else (a captive portal's or a proxy's own 200 page) never reached the
+    /// server as far as the client can tell: like no answer at all, it is retried with the same key.
+    static func unreadable(_ response: APIResponse, of order: OrderID, replayed: Bool) -> WaybillClientError {
+        let etag = response.header("ETag").flatMap { tag in
+            ActionQueue.versionTag(tag).hasPrefix("\"o\(order)-v") && ActionQueue.tagAfter(tag) != nil ? tag : nil
+        }
+        guard etag != nil || replayed else {
+            return .unreachable("HTTP \(response.status) with a body that is not Waybill's (a captive portal?)")
+        }
+        return .unreadableAnswer(status: response.status, etag: etag)
     }
 
     func conditionalGet<T: Decodable & Sendable>(

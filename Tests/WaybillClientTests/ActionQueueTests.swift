@@ -187,6 +187,23 @@ struct ActionQueueTests {
         }
         #expect(applied.state == .applied && applied.id.rawValue == "a")
         #expect(queue.actions.map(\.ifMatch) == [#""o1-v2""#, #""o2-v1""#])
+
+        // Sent without If-Match: the answer's ETag tells which version it moved from; followers
+        // take that ETag when it names the next version, else the bare next version.
+        #expect(ActionQueue.tagBefore(tag: #""o1-v3-h0000000a""#) == #""o1-v2""#)
+        var untagged = ActionQueue(policy: ActionQueuePolicy())
+        untagged.add(action("d", .changeStatus(of: 1, to: .accepted)))
+        untagged.add(action("e", .completeStage(5, of: 1), ifMatch: #""o1-v2-h0000000b""#))
+        untagged.add(action("f", .completeStage(6, of: 1), ifMatch: #""o1-v9""#))
+        _ = untagged.next(now: start)
+        _ = untagged.finished(.appliedUnread(etag: #""o1-v3-h0000000a""#), random: &random)
+        #expect(untagged.actions.map(\.ifMatch) == [#""o1-v3-h0000000a""#, #""o1-v9""#])
+        var weak = ActionQueue(policy: ActionQueuePolicy())
+        weak.add(action("g", .changeStatus(of: 1, to: .accepted), ifMatch: #""o1-v2""#))
+        weak.add(action("h", .completeStage(5, of: 1), ifMatch: #""o1-v2""#))
+        _ = weak.next(now: start)
+        _ = weak.finished(.appliedUnread(etag: #"W/"o1-v3""#), random: &random)
+        #expect(weak.actions.map(\.ifMatch) == [#""o1-v3""#], "a tag a proxy rewrote is not used")
     }
 
     @Test func givesUpAfterTooManyServerFailuresButNotForBeingOffline() {

@@ -27,32 +27,38 @@ struct HTTPOrdersAPIIdempotencyTests {
         #expect(http.requests.first?.headers["If-Match"] == #""o42-v7""#)
     }
 
-    /// A write answered 2xx with a body that cannot be read was applied: the error says so (its
-    /// status and ETag), so a queue does not count it as a server failure. A 5xx with such a body
-    /// stays a server failure.
-    @Test func aWritesUnreadableSuccessCarriesItsStatusAndETag() async throws {
-        http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8-h0b7e55d1""#], json: "<html>proxy</html>")
-        http.route("POST", "/api/orders/42/stages/3/complete", status: 201, json: "{")
-        http.route("POST", "/api/orders/42/documents", status: 500, json: "<html>proxy</html>")
-        do {
-            _ = try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil, idempotencyKey: "k1")
-            Issue.record("no error")
-        } catch let error as WaybillClientError {
-            #expect(error == .badResponse && error.isUnreadableSuccess)
-            #expect(error.status == 200 && error.etag == #""o42-v8-h0b7e55d1""#)
+    /// A write answered 2xx with a body that cannot be read was applied when Waybill answered it (an
+    /// ETag that names this order's version, or a replayed answer): the error says so, with the
+    /// status and that ETag, so a queue does not count it as a server failure. A 200 page that is
+    /// not Waybill's (a captive portal; no ETag, or one for something else) is like no answer: the
+    /// action is retried with its key (it was silently dropped as applied before a review). A 5xx
+    /// with such a body stays a server failure.
+    @Test func aWritesUnreadableAnswerIsASuccessOnlyWhenWaybillGaveIt() async throws {
+        func failure(_ write: () async throws -> SavedOrder) async -> WaybillClientError? {
+            do {
+                _ = try await write()
+                return nil
+            } catch { return error as? WaybillClientError }
         }
-        do {
-            _ = try await api.completeStage(3, of: 42, ifMatch: nil, idempotencyKey: "k2")
-            Issue.record("no error")
-        } catch let error as WaybillClientError {
-            #expect(error.isUnreadableSuccess && error.status == 201 && error.etag == nil)
+        let html = "<html>proxy</html>"
+        http.route("POST", "/api/orders/42/status", headers: ["ETag": #""o42-v8-h0b7e55d1""#], json: html)
+        let named = await failure { try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil, idempotencyKey: "k1") }
+        #expect(named?.isUnreadableSuccess == true && named?.status == 200 && named?.etag == #""o42-v8-h0b7e55d1""#)
+        http.route("POST", "/api/orders/43/status", status: 201, headers: ["Idempotent-Replayed": "true"], json: "{")
+        let replayed = await failure { try await api.changeStatus(of: 43, to: .accepted, ifMatch: nil, idempotencyKey: "k2") }
+        #expect(replayed?.isUnreadableSuccess == true && replayed?.status == 201 && replayed?.etag == nil)
+        http.route("POST", "/api/orders/44/status", json: html)
+        let portal = await failure { try await api.changeStatus(of: 44, to: .accepted, ifMatch: nil, idempotencyKey: "k3") }
+        #expect(portal == .unreachable && portal?.isUnreadableSuccess == false)
+        http.route("POST", "/api/orders/45/status", headers: ["ETag": #""o4-v8""#], json: html)
+        let other = await failure { try await api.changeStatus(of: 45, to: .accepted, ifMatch: nil, idempotencyKey: "k4") }
+        #expect(other == .unreachable, "an ETag for another order is no evidence")
+        http.route("POST", "/api/orders/42/documents", status: 500, json: html)
+        let server = await failure {
+            try await api.attachDocument(named: "POD.pdf", kind: "pod", to: 42, ifMatch: nil, idempotencyKey: "k5")
         }
-        do {
-            _ = try await api.attachDocument(named: "POD.pdf", kind: "pod", to: 42, ifMatch: nil, idempotencyKey: "k3")
-            Issue.record("no error")
-        } catch let error as WaybillClientError {
-            #expect(error == .server && !error.isUnreadableSuccess)
-        }
+        #expect(server == .server && server?.isUnreadableSuccess == false)
+        #expect(ActionQueue.outcome(for: try #require(portal)) == .retry(countsAsServerFailure: false))
     }
 
     @Test func writesWithoutAKeySendNoHeader() async throws {

@@ -131,6 +131,19 @@ struct ReceiptTests {
         _ = h
     }
 
+    /// A `reset` while receipts wait: nothing read before it is reported, neither at the reset nor
+    /// by the first refetch that lands; only what the refetch brings (here order 1 at v2).
+    @Test func aResetWhileReceiptsWaitReportsOnlyWhatTheRefetchBrings() async throws {
+        let (h, socket) = try await resumed()
+        h.api.touch(1)  // the server's order 1 is at v2 now; the screen still shows v1
+        socket.receive(#"{"type":"reset"}"#)
+        await h.settle()
+        #expect(receipts(on: socket).isEmpty, "nothing from before the reset")
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("reported after the reset's refetch") { receipts(on: socket).count == 1 }
+        #expect(receipts(on: socket) == [[1: 2, 2: 1, 3: 1]])
+    }
+
     /// A `reset` after the wait's limit (receipts already went): the refetch's versions are reported
     /// again, though their numbers are the same (they may name other content now).
     @Test func aResetReportsWhatTheRefetchBringsAgain() async throws {

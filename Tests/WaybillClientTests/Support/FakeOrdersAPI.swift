@@ -82,7 +82,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     /// The server's ETag of an order version.
     static func etag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)\"" }
     /// The ETag of a garbled answer: with a check, as the real server's carries, so a test can tell it
-    /// from the bare tag the client builds itself. The fake matches `If-Match` by version.
+    /// from the bare tag the client builds itself. The fake matches either, exactly.
     static func garbledETag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)-h0000beef\"" }
     var heldDetailCount: Int { state.withLock { $0.heldDetails.count } }
 
@@ -291,7 +291,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             if state.refusing.contains(id) {
                 return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
             }
-            if let ifMatch, ifMatch != "*", ActionQueue.versionTag(ifMatch) != Self.etag(id, version: current.version) {
+            if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
+                ifMatch != Self.garbledETag(id, version: current.version)
+            {
                 return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
             }
             record(&state)
