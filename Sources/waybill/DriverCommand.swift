@@ -53,7 +53,8 @@ enum DriverCommand {
         JSON lines: {"kind":"list","orders":[…]}, {"kind":"detail","order":{…}}, {"kind":"detail_removed","id":ID},
         {"kind":"connection","state":"live"|"connecting"|"backing_off"|"polling_only"|"stopped",…},
         {"kind":"action","id":KEY,"action":…,"order":ID,…,"state":"waiting"|"sending"|"applied"|"refused",
-        "reason":{…} (refused only),"waiting":N}, {"kind":"error","message":…}.
+        "reason":{…} (refused only; each refusal is reported once, also across restarts),"waiting":N},
+        {"kind":"error","message":…}.
         Exit status 3 when the server refuses the login or the token, or the login is not a driver's; 1 when it cannot be reached
         (or fails, or rate-limits the login) at start.
         """
@@ -186,6 +187,11 @@ struct DriverApp {
             group.addTask {
                 for await update in await session.updates() {
                     view.show(update)
+                    // Shown (or printed) once, then dismissed: the session keeps refusals until then,
+                    // and every later start would show the same old ones again (found by a review).
+                    if case .action(let action) = update, case .refused = action.state {
+                        await session.dismissRefusal(action.id)
+                    }
                     if case .connection(.stopped(let reason)) = update, reason == .notAuthenticated || reason == .notAllowed {
                         view.error("stopped: \(reason == .notAuthenticated ? "the server no longer accepts this login" : "not allowed")")
                         exit(3)

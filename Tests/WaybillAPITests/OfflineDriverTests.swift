@@ -77,4 +77,37 @@ struct OfflineDriverTests {
             #expect(events == [.statusChanged, .updated], "one event per action, in order")
         }
     }
+
+    /// A refused action is reported once: the next start of the app does not report it again (the
+    /// session kept refusals until dismissed, and the app never dismissed them, so every start
+    /// printed the same old refusals as if new; found by a review).
+    @Test func aRefusalIsReportedOnceAcrossRestarts() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let stateDir = server.directory.appendingPathComponent("driver-state")
+            let arguments = [
+                "driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
+                "--state-dir", stateDir.path,
+            ]
+            let first = try ChildProcess(arguments)
+            _ = try #require(await first.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+            _ = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: seed.dispatcherToken, json: ["status": "cancelled"])
+            first.type(#"{"action":"status","order":\#(id),"status":"accepted"}"#)
+            let refused = await first.line(timeout: .seconds(30)) { $0["kind"] as? String == "action" && $0["state"] as? String == "refused" }
+            #expect(refused != nil, "the cancelled order's accept is refused")
+            first.type("quit")
+            #expect(await first.exitStatus(timeout: .seconds(20)) == 0)
+
+            let second = try ChildProcess(arguments)
+            defer { second.terminate() }
+            let live = await second.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" }
+            #expect(live != nil)
+            _ = await second.line { $0["kind"] as? String == "list" }
+            try await Task.sleep(for: .milliseconds(500))
+            let again = second.stdout.filter { $0.contains(#""state":"refused""#) }
+            #expect(again.isEmpty, "\(again)")
+        }
+    }
 }
