@@ -135,3 +135,27 @@ def test_an_older_answer_arriving_last_does_not_take_the_detail_back(page, serve
     page.wait_for_timeout(700)
     expect(page.locator(".notes")).to_have_text("third")
     expect(page.locator(".facts dd").nth(2)).to_have_text("3")
+
+
+def test_a_confirmation_dialog_open_while_the_order_changes_does_not_act_on_the_new_version(page, server, api):
+    """Delete and Cancel name the version the dialog showed: a live event that reloads the detail
+    behind an open dialog (someone changed the order while the user read it) must not let the
+    confirm apply to a version the user never saw (found by a review: it read the tag after the
+    dialog closed)."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Dialog race", driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#detail-heading")).to_contain_text("Dialog race")
+
+    for button in ("#delete-order", "#cancel-order"):
+        page.locator(button).click()
+        expect(page.locator("#confirm-ok")).to_be_visible()
+        version = api.ok("GET", f"/api/orders/{order['id']}/")["version"]
+        api.ok("PATCH", f"/api/orders/{order['id']}/", {"notes": f"changed under the {button} dialog"})
+        # The live event has reloaded the detail behind the dialog.
+        expect(page.locator(".notes")).to_have_text(f"changed under the {button} dialog")
+        expect(page.locator(".facts dd").nth(2)).to_have_text(str(version + 1))
+        page.locator("#confirm-ok").click()
+        expect(page.locator("#detail-error")).to_contain_text("This order was changed meanwhile")
+        stored = api.ok("GET", f"/api/orders/{order['id']}/")
+        assert stored["status"] == "assigned" and stored["version"] == version + 1

@@ -259,13 +259,15 @@ export class OrderDetail {
   // refetches. A 412 means someone else changed the order first: nothing was done, and the
   // refetch puts their version on screen for the user to decide again.
 
-  async run(description, action) {
-    const order = this.order;
+  // `shown`: the order and tag the user decided on, when a confirmation dialog stood between (a live
+  // event may have reloaded the detail behind it: the write must name what the dialog showed).
+  async run(description, action, shown = { order: this.order, etag: this.etag }) {
+    const { order, etag } = shown;
     if (!order) return;
     this.actions.disabled = true;
     this.error.textContent = '';
     try {
-      await action(order, this.etag);
+      await action(order, etag);
       announce(description(order));
     } catch (error) {
       if (error.status === 412) this.error.textContent = CHANGED_MEANWHILE;
@@ -300,17 +302,22 @@ export class OrderDetail {
 
   async cancel() {
     const order = this.order;
+    const etag = this.etag; // read before the dialog: see run()
     if (!order) return;
     const ok = await confirmAction({
       title: `Cancel order ${order.number}?`,
       message: `“${order.title}” will be cancelled. This cannot be undone, and the driver is told at once.`,
       confirmLabel: 'Cancel order',
     });
-    if (ok) this.run((o) => `Order ${o.number} cancelled.`, (o, etag) => this.api.changeStatus(o.id, 'cancelled', etag));
+    if (ok) {
+      this.run((o) => `Order ${o.number} cancelled.`, (o, tag) => this.api.changeStatus(o.id, 'cancelled', tag),
+        { order, etag });
+    }
   }
 
   async remove() {
     const order = this.order;
+    const etag = this.etag; // read before the dialog: see run()
     if (!order) return;
     const ok = await confirmAction({
       title: `Delete order ${order.number}?`,
@@ -322,7 +329,7 @@ export class OrderDetail {
     this.error.textContent = '';
     try {
       // The version the user confirmed deleting: an order changed meanwhile is not deleted unseen.
-      await this.api.deleteOrder(order.id, this.etag);
+      await this.api.deleteOrder(order.id, etag);
       announce(`Order ${order.number} deleted.`);
       this.api.forgetOrder(order.id);
       this.onChanged();
