@@ -254,6 +254,9 @@ def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, 
     page.get_by_role("button", name="Create order").click()
     expect(page.locator("#order-dialog")).to_be_visible()
     expect(page.locator("#order-dialog")).to_contain_text("cannot be reached")
+    # Nothing resends it for the user: the message must not say the panel keeps trying.
+    expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
+    expect(page.locator("#order-dialog")).not_to_contain_text("keeps trying")
     page.get_by_role("button", name="Create order").click()
     expect(page.locator("#order-dialog")).to_be_hidden()
     page.unroute("**/api/orders/")

@@ -26,6 +26,17 @@ const FALLBACK_MESSAGES = {
   429: 'Too many requests. Wait a moment and try again.',
 };
 
+// No answer to a write or a login: nothing retries it for the user (only loads are retried, by the
+// live link and the poll), and a write may or may not have been applied (found by a review: the
+// panel said it "keeps trying" after a failed save).
+const UNREACHABLE_WRITE = 'The server cannot be reached, so this change is not confirmed. Check the order, then try again.';
+const UNREACHABLE_LOGIN = 'The server cannot be reached. Check the connection and try again.';
+
+function unreachableMessage(method, path) {
+  if (method === 'GET') return fallbackMessage(0);
+  return path === '/api/auth/login' ? UNREACHABLE_LOGIN : UNREACHABLE_WRITE;
+}
+
 function fallbackMessage(status) {
   if (FALLBACK_MESSAGES[status]) return FALLBACK_MESSAGES[status];
   if (status >= 500) return 'The server had a problem. Try again in a moment.';
@@ -87,7 +98,7 @@ export class Api {
         signal: timeoutSignal(this.timeoutMs),
       });
     } catch {
-      throw new ApiError(0, 'network_error', fallbackMessage(0));
+      throw new ApiError(0, 'network_error', unreachableMessage(method, path));
     }
 
     if (response.status === 304 && cached) {
@@ -98,7 +109,7 @@ export class Api {
       data = await readJSON(response);
     } catch {
       // The body stopped coming (a timeout or a drop mid-answer): nothing is cached from it.
-      throw new ApiError(0, 'network_error', fallbackMessage(0));
+      throw new ApiError(0, 'network_error', unreachableMessage(method, path));
     }
     if (!response.ok) {
       // A 412's server text names ETags; a person needs to hear what happened in plain words.
