@@ -175,3 +175,26 @@ def test_the_etag_cache_keeps_a_bounded_number_of_answers(page, server):
     }""")
     assert result["size"] == result["max"], result
     assert result["newest"] is True, result
+
+
+def test_a_second_click_on_older_before_the_page_is_in_is_one_page_not_two(page, server):
+    """A double click on Older pushed the same cursor twice: "Page 3" over page 2's rows, and
+    Newer then showed page 2 again (found by a review)."""
+    result = run(page, """
+      view.update({ orderId: null, query: { status: 'all' } });
+      api.pages.push({ data: [row(90, 1, 'Newest')], next: 500 });
+      await view.refresh(signal({ all: true }));
+      api.pages.push({ data: [row(40, 1, 'Older one')], next: null });
+      api.pages.push({ data: [row(30, 1, 'Never asked for')], next: null });
+      const first = view.showOlder(), second = view.showOlder();  // the second click, before the page is in
+      await first; await second;
+      const older = { titles: titles(), count: main.querySelector('#orders-count').textContent };
+      api.pages.length = 0;  // the page a second load would have taken
+      api.pages.push({ data: [row(90, 1, 'Newest')], next: 500 });
+      await view.showNewer();
+      return { older, titles: titles(), newer: main.querySelector('#page-newer').disabled, calls };
+    """)
+    assert result["older"]["titles"] == ["Older one"], result
+    assert result["older"]["count"].startswith("Page 2"), result
+    assert [c for c in result["calls"] if c[0] == "orders"] == [["orders", None], ["orders", 500], ["orders", None]], result
+    assert result["titles"] == ["Newest"] and result["newer"] is True, result

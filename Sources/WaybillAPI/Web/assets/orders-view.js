@@ -203,7 +203,9 @@ export class OrdersView {
   showOlder() {
     if (this.page.next === null) return undefined;
     this.cursors.push(this.page.before);
-    this.page = { ...this.page, before: this.page.next };
+    // `next: null` until the page is in: a second click meanwhile (a double click) must not push
+    // the same cursor again (found by a review: "Page 3" over page 2's rows).
+    this.page = { ...this.page, before: this.page.next, next: null };
     return this.loadPage();
   }
 
