@@ -79,6 +79,11 @@ enum DriverCommand {
         else {
             throw Arguments.Problem(description: "--server URL is required (e.g. http://127.0.0.1:8080)")
         }
+        // An https:// server was reported as unreachable (exit 1: "worth retrying") for ever.
+        guard server.scheme?.lowercased() == "http" else {
+            throw Arguments.Problem(
+                description: "--server must be an http:// URL: this app speaks plain HTTP only (for a server elsewhere, use an SSH tunnel)")
+        }
         // This app has no TLS: a server elsewhere would get the password and every token in the
         // clear (found by a review, 2026-12-03). On this machine (or through a tunnel) that is fine.
         guard Self.isThisMachine(host) || args.flag("insecure-http") else {
@@ -157,14 +162,16 @@ extension DriverCommand {
     /// 2026-12-04: the actions waited in a file no later start read). A queue kept under the
     /// spelling of a version before this one is moved to the new name when the new one is absent.
     static func queueFile(in directory: URL, server: URL, email: String) -> URL {
-        func file(_ email: String, _ host: String) -> URL {
-            let name = "\(email)@\(host)_\(server.port.map(String.init) ?? "default")"
+        func file(_ email: String, _ host: String, _ port: Int?) -> URL {
+            let name = "\(email)@\(host)_\(port.map(String.init) ?? "default")"
             let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
             return directory.appendingPathComponent("actions-\(safe).json")
         }
         let host = server.host ?? "server"
-        let url = file(email.lowercased(), isThisMachine(host) ? "localhost" : host.lowercased())
-        let legacy = file(email, host)
+        // `http://host` and `http://host:80` are one server (found by a review: two files, two locks).
+        let port = server.port == 80 ? nil : server.port
+        let url = file(email.lowercased(), isThisMachine(host) ? "localhost" : host.lowercased(), port)
+        let legacy = file(email, host, server.port)
         let files = FileManager.default
         if legacy != url, files.fileExists(atPath: legacy.path), !files.fileExists(atPath: url.path) {
             try? files.moveItem(at: legacy, to: url)

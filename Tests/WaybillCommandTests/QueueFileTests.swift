@@ -20,6 +20,9 @@ struct QueueFileTests {
         #expect(DriverCommand.queueFile(in: dir, server: URL(string: "http://127.0.0.1:8080")!, email: "driver2@demo.example.com") != first)
         #expect(DriverCommand.queueFile(in: dir, server: URL(string: "http://Tunnel.Example:80")!, email: "d@x")
             == DriverCommand.queueFile(in: dir, server: URL(string: "http://tunnel.example:80")!, email: "D@X"))
+        // The scheme's default port spelt out or not: one server, one file (and one lock).
+        #expect(DriverCommand.queueFile(in: dir, server: URL(string: "http://tunnel.example:80")!, email: "d@x")
+            == DriverCommand.queueFile(in: dir, server: URL(string: "http://tunnel.example")!, email: "d@x"))
     }
 
     /// A queue an earlier version kept under the spelling typed is moved to the one name, not left behind.
@@ -38,5 +41,12 @@ struct QueueFileTests {
         try Data(#"{"actions":[]}"#.utf8).write(to: legacy)
         #expect(DriverCommand.queueFile(in: dir, server: URL(string: "http://127.0.0.1:8080")!, email: "DRIVER1@Demo.example") == url)
         #expect(try Data(contentsOf: url) == kept)
+    }
+
+    /// An https:// server is a usage error (exit 2), not "unreachable" (exit 1, retried for ever).
+    @Test func anHTTPSServerIsRefusedAsAUsageError() async throws {
+        await #expect(throws: Arguments.Problem.self) {
+            try await DriverCommand.run(["--server", "https://localhost:8443", "--email", "d@x", "--password", "p"])
+        }
     }
 }
