@@ -139,7 +139,8 @@ extension DriverSession {
                 heartbeat?.frameReceived()
                 switch message {
                 case .text(let text):
-                    perform(machine.received(ServerFrame.parse(text)))
+                    let parsed = ServerFrame.parseWithPosition(text)
+                    perform(machine.received(parsed.frame, position: parsed.position))
                 case .closed(let code):
                     closeCode = code
                     break receiving

@@ -158,8 +158,8 @@ extension DriverSession {
             }
         }
 
-        /// A text frame arrived on the current socket.
-        mutating func received(_ frame: ServerFrame) -> Action {
+        /// A text frame arrived on the current socket; `position`, what a pong said about it.
+        mutating func received(_ frame: ServerFrame, position: ServerFrame.Position? = nil) -> Action {
             if case .stopped = state { return .none }
             switch frame {
             case .connected(let frame):
@@ -204,6 +204,12 @@ extension DriverSession {
                 if let newest = connected?.newestEventID, let cursor = connected?.cursor, newest > (lastEventID ?? 0) {
                     lastEventID = newest
                     lastCursor = cursor
+                }
+                // A server that says how far this socket is (its newest delivered event): on a socket
+                // that stays up for days without the driver's own events, the point moves on too.
+                if let position, position.eventID > (lastEventID ?? 0) {
+                    lastEventID = position.eventID
+                    lastCursor = position.cursor
                 }
                 guard resumeOutcomePending else { return .none }
                 outcomeKnown()

@@ -23,10 +23,30 @@ public enum ServerFrame: Hashable, Sendable {
     /// `order_id` is preferred over `id` (the server sends both; older servers only one of them).
     /// Any `order_…` type with both ids counts as an order event, so event types added later still
     /// invalidate the right order.
-    public static func parse(_ text: String) -> ServerFrame {
+    public static func parse(_ text: String) -> ServerFrame { parseWithPosition(text).frame }
+
+    /// How far a pong says its socket has been sent everything: the server's newest delivered event
+    /// (`{"type":"pong","event_id":…,"cursor":"…"}`; older servers send a bare pong).
+    struct Position: Hashable, Sendable {
+        var eventID: EventID
+        var cursor: ResumeCursor
+    }
+
+    /// ``parse(_:)``, and for a pong that names one, the position.
+    static func parseWithPosition(_ text: String) -> (frame: ServerFrame, position: Position?) {
         guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(text.utf8)), let type = wire.type else {
-            return .malformed
+            return (.malformed, nil)
         }
+        if type == "pong" {
+            let position = wire.eventID.flatMap { id in
+                wire.cursor.map { Position(eventID: EventID(id), cursor: ResumeCursor($0)) }
+            }
+            return (.pong, position)
+        }
+        return (frame(type, wire), nil)
+    }
+
+    private static func frame(_ type: String, _ wire: Wire) -> ServerFrame {
         switch type {
         case "connected":
             guard let userID = wire.userID else { return .malformed }

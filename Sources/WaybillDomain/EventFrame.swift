@@ -63,6 +63,14 @@ public enum EventFrame {
     }
 
     public static let pong = "{\"type\":\"pong\"}"
+
+    /// `{"type":"pong","event_id":1234,"cursor":"1234-0b7e55d1"}`: a pong that also says how far this
+    /// socket has been sent everything (the node's newest delivered event): a client resumes from
+    /// there, so a long-lived socket's resume point does not age past the server's retention while
+    /// none of its own events come (SPEC §4 names `type` only; clients ignore the rest).
+    public static func pong(newest: EventCursor) -> String {
+        "{\"type\":\"pong\",\"event_id\":\(newest.id),\"cursor\":\"\(newest)\"}"
+    }
     public static let reset = "{\"type\":\"reset\"}"
 
     /// A JSON string literal for `text`, escaped.

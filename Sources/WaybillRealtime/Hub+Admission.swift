@@ -119,7 +119,8 @@ extension Hub {
                 for frame in frames where io.send(frame, to: socket) { sent += 1 }
                 metrics.framesSent(sent)
             case .sendPongs(let count):
-                for _ in 0..<count { io.send(Self.pongFrame, to: socket) }
+                let pong = pongFrame()
+                for _ in 0..<count { io.send(pong, to: socket) }
             case .runReplay(let request):
                 metrics.resumed()
                 guard replays.tryEnter() else {

@@ -95,7 +95,18 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         if let always = executeAlways { always(body) } else { execute(body) }
     }
 
-    static let pongFrame = OutboundFrame(text: EventFrame.pong)
+    /// The pong every socket gets for the newest delivered event, built once per position: a pong
+    /// follows on its socket every frame queued before it, so it can name how far the socket is.
+    /// During a replay pongs wait for its end (`ConnectionMachine.ping()`), when the socket is live.
+    private(set) var pong: (newest: EventCursor, frame: OutboundFrame)?
+
+    /// `pong`'s frame for `lastDelivered`, rebuilt when that moved (service thread).
+    func pongFrame() -> OutboundFrame {
+        if let pong, pong.newest == lastDelivered { return pong.frame }
+        let frame = OutboundFrame(text: EventFrame.pong(newest: lastDelivered))
+        pong = (lastDelivered, frame)
+        return frame
+    }
     static let resetFrameShared = OutboundFrame(text: EventFrame.reset)
 
     /// - Parameter lastDelivered: where live delivery starts (the feed's start: the store's newest cursor).
@@ -227,7 +238,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         }
         switch ClientFrame.parse(text) {
         case .ping:
-            if connections[socket]?.machine.ping() == .pong { io.send(Self.pongFrame, to: socket) }
+            if connections[socket]?.machine.ping() == .pong { io.send(pongFrame(), to: socket) }
         case .seen(let reports): received(reports, on: socket)  // Hub+Receipts
         case .ignored: break  // anything else a client sends is ignored (SPEC §4)
         }

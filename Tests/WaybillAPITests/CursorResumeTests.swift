@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import WaybillAPI
 import WaybillDomain
+import WaybillSQLite
+import WaybillStorage
 
 /// `?cursor=<id>-<check>`: a replay only when the store's event under that id is the one the client saw.
 @Suite(.timeLimit(.minutes(1)))
@@ -28,6 +30,39 @@ struct CursorResumeTests {
             _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "live"])
             let live = try #require(await resumed.nextEvent())
             #expect((live["event_id"] as? Int).map(Int64.init) ?? 0 > ids.last!)
+        }
+    }
+
+    /// A pong names the node's newest delivered event, also when none of it was this driver's: a
+    /// socket up for days resumes from there, not from its last own event, which the retention
+    /// may have pruned by then (a needless `reset` that refuses the driver's queued actions).
+    /// Resuming from the pong's cursor replays nothing and is no `reset`.
+    @Test func aPongNamesTheNewestDeliveredEventAndResumingFromItIsNoReset() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 2, orders: 1)
+            let driver = seed.drivers[0], other = try #require(seed.drivers[1].orderIDs?.first)
+            let (socket, connected) = try await server.connectedSocket(token: driver.token)
+            let start = try #require((connected["event_id"] as? Int).map(Int64.init))
+            for n in 0..<3 {  // another driver's order: nothing of it reaches this socket
+                _ = try await server.request("PATCH", "/api/orders/\(other)/", token: seed.dispatcherToken, json: ["notes": "\(n)"])
+            }
+            let newest = try await server.store.read { tx in try tx.newestEventID() }
+            #expect(newest.rawValue > start)
+            var pong: JSONFrame?
+            for _ in 0..<50 {  // the hub delivers the events just after their commits
+                await socket.send(#"{"type":"ping"}"#)
+                pong = await socket.next()
+                if (pong?["event_id"] as? Int).map(Int64.init) == newest.rawValue { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(pong?["type"] as? String == "pong")
+            #expect((pong?["event_id"] as? Int).map(Int64.init) == newest.rawValue)
+            let cursor = try #require(pong?["cursor"] as? String)
+            #expect(EventCursor(parsing: cursor)?.id == newest)
+            await socket.close()
+            let (resumed, _) = try await server.connectedSocket(token: driver.token, query: "cursor=\(cursor)")
+            await resumed.send(#"{"type":"ping"}"#)
+            #expect(await resumed.next()?["type"] as? String == "pong", "no reset, no replay")
         }
     }
 

@@ -68,6 +68,32 @@ import WaybillTesting
         #expect(old.lastEventID == 500 && old.lastCursor == ResumeCursor("500-a"), "a server without cursors")
     }
 
+    /// A pong that names the server's position moves the resume point there, past the `connected`
+    /// frame's: a socket up for days without the driver's own events keeps a fresh cursor.
+    @Test func aPongThatNamesThePositionMovesTheResumePointThere() {
+        var machine = Machine(policy: .standard)
+        _ = machine.start()
+        _ = machine.received(
+            .connected(ConnectedFrame(userID: 7, groups: [], newestEventID: 100, cursor: ResumeCursor("100-a"))))
+        #expect(machine.lastCursor == ResumeCursor("100-a"))
+        _ = machine.received(.pong, position: ServerFrame.Position(eventID: 9_000, cursor: ResumeCursor("9000-b")))
+        #expect(machine.lastEventID == 9_000 && machine.lastCursor == ResumeCursor("9000-b"))
+        _ = machine.received(.pong, position: ServerFrame.Position(eventID: 50, cursor: ResumeCursor("50-c")))
+        #expect(machine.lastCursor == ResumeCursor("9000-b"), "never backwards")
+    }
+
+    /// The session hands a pong's position to the machine: the next socket resumes from it.
+    @Test func aSessionResumesFromWhereItsLastPongSaidItWas() async throws {
+        let h = await Harness.live()
+        h.transport.current?.receive(#"{"type":"pong","event_id":500,"cursor":"500-0b7e55d1"}"#)
+        await eventually("position taken") { await h.session.lastCursor == ResumeCursor("500-0b7e55d1") }
+        h.api.resetCounts()
+        h.transport.current?.drop(code: 1012)
+        await h.clock.advance(by: .seconds(1))
+        await h.waitForConnections(2)
+        #expect(h.transport.current?.request.queryValue("cursor") == "500-0b7e55d1")
+    }
+
     @Test func reconnectResumesWithTheLastCursorSeen() async throws {
         let h = await Harness.live()
         await h.receiveEvents([(order: 2, eventID: 11), (order: 3, eventID: 12)])

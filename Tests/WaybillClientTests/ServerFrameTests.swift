@@ -33,6 +33,17 @@ import Testing
         #expect(ServerFrame.parse(#"{"type":"reset"}"#) == .reset)
     }
 
+    /// A pong may say how far its socket is (the server's newest delivered event); a bare one, or
+    /// one with half of it, says nothing.
+    @Test func aPongsPositionIsReadWhenItHasOne() {
+        let full = ServerFrame.parseWithPosition(#"{"type":"pong","event_id":1234,"cursor":"1234-0b7e55d1"}"#)
+        #expect(full.frame == .pong)
+        #expect(full.position == ServerFrame.Position(eventID: 1234, cursor: ResumeCursor("1234-0b7e55d1")))
+        #expect(ServerFrame.parseWithPosition(#"{"type":"pong"}"#).position == nil)
+        #expect(ServerFrame.parseWithPosition(#"{"type":"pong","event_id":1234}"#).position == nil)
+        #expect(ServerFrame.parseWithPosition(#"{"type":"order_updated","id":4,"event_id":12,"cursor":"12-a"}"#).position == nil)
+    }
+
     @Test func unknownTypesAreIgnorableNotMalformed() {
         #expect(ServerFrame.parse(#"{"type":"hello","x":1}"#) == .unknown(type: "hello"))
     }

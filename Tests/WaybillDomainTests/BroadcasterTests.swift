@@ -112,5 +112,8 @@ struct BroadcasterTests {
 
     @Test func quotedEscapesControlAndMarkup() {
         #expect(EventFrame.quoted("a\"b\\c\n<") == "\"a\\\"b\\\\c\\n\\u003c\"")
+        // A pong names the newest delivered event, as `connected` does.
+        #expect(EventFrame.pong(newest: EventCursor(id: 1234, check: "0b7e55d1"))
+            == #"{"type":"pong","event_id":1234,"cursor":"1234-0b7e55d1"}"#)
     }
 }
