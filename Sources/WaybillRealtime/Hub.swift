@@ -98,6 +98,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// The pong every socket gets for the newest delivered event, built once per position: a pong
     /// follows on its socket every frame queued before it, so it can name how far the socket is.
     /// During a replay pongs wait for its end (`ConnectionMachine.ping()`), when the socket is live.
+    /// A deliver batch the service thread refused never reaches the sockets while `lastDelivered`
+    /// later moves past it: safe only because that refusal closes every socket (1013), so no pong
+    /// is sent on a socket that missed it.
     private(set) var pong: (newest: EventCursor, frame: OutboundFrame)?
 
     /// `pong`'s frame for `lastDelivered`, rebuilt when that moved (service thread).
