@@ -71,8 +71,9 @@ struct InlineWritesTests {
                 #expect(status == 200)
             }
             // The seed's last commit was the writer thread's, so every one of these may run inline;
-            // a few may still go to the writer (a request of the test client still in hand).
-            #expect(s.sqlite.writerStatistics.inlineTransactions >= 5)
+            // a few may still go to the writer (a request of the test client still in hand; on a
+            // runner with both cores busy, 6 of 10 once). Without inline commits it is 0.
+            #expect(s.sqlite.writerStatistics.inlineTransactions >= 3)
             let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
             #expect(order?.notes == "n9")
         }

@@ -81,11 +81,11 @@ private func stampReceives(_ fd: Int32) throws {
     }
 }
 
-/// Waits (≤ 5 s) until `fd` has data, and returns the kernel's receive stamp of it without
+/// Waits (≤ 20 s: a runner busy with the parallel suite starves the responder for seconds) until `fd` has data, and returns the kernel's receive stamp of it without
 /// consuming it (`MSG_PEEK`): the `SCM_TIMESTAMPNS` control message.
 private func receiveStamp(_ fd: Int32) throws -> timespec {
     var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    guard poll(&entry, 1, 5_000) == 1 else { throw SocketCallFailed(call: "poll", code: errno) }
+    guard poll(&entry, 1, 20_000) == 1 else { throw SocketCallFailed(call: "poll", code: errno) }
     var byte: UInt8 = 0
     var control = [UInt8](repeating: 0, count: 128)
     let received = withUnsafeMutablePointer(to: &byte) { bytePointer in

@@ -70,7 +70,9 @@ struct SQLiteWriterExecutorTests {
     }
 
     @Test func theObserverHearsABatchsPointsAndCommittingComesBeforeTheLockWait() async throws {
-        try await withStore { store, path in
+        // The write waits for the test's lock: with the 5 s default it gave up first on a runner
+        // busy with the parallel suite (an extra `.ended`, and "database is locked").
+        try await withStore(busyTimeout: .seconds(60)) { store, path in
             let executor = try #require(store.writerExecutor)
             let heard = Mutex<[WriterBatchPoint]>([])
             #expect(executor.observeBatches { point in heard.withLock { $0.append(point) } })

@@ -33,7 +33,7 @@ struct TemporaryDatabase {
 
 /// Runs `body` with a fresh store on a fresh file, and closes it afterwards.
 func withStore<T>(
-    readers: Int = 2, clock: ManualClock = ManualClock(),
+    readers: Int = 2, clock: ManualClock = ManualClock(), busyTimeout: Duration = .seconds(5),
     _ body: (SQLiteOrderStore, String) async throws -> T
 ) async throws -> T {
     let database = TemporaryDatabase()
@@ -41,7 +41,9 @@ func withStore<T>(
     // Opening and closing block (threads started and joined, migrations, the last checkpoint):
     // off the cooperative pool, which every test in the process shares.
     let (path, function) = (database.path, clock.function)
-    let store = try await runBlocking { try SQLiteOrderStore(path: path, readerCount: readers, clock: function) }
+    let store = try await runBlocking {
+        try SQLiteOrderStore(path: path, readerCount: readers, busyTimeout: busyTimeout, clock: function)
+    }
     let result = await outcome { try await body(store, path) }
     _ = try? await runBlocking { store.close() }
     return try result.get()
