@@ -112,22 +112,26 @@ struct ActionQueue: Sendable {
         }
     }
 
-    /// The version tag after `tag` (`"o42-v8"` for `"o42-v7"`), nil for a tag of another shape.
-    static func tagAfter(_ tag: String) -> String? {
+    /// The order and version a version tag names (`"o42-v7-h…-s7"` → (42, 7)), nil for a tag of
+    /// another shape.
+    static func orderVersion(of tag: String) -> (order: OrderID, version: Int64)? {
         let parts = versionTag(tag).dropFirst().dropLast().split(separator: "-")
         guard parts.count == 2, parts[0].first == "o", parts[1].first == "v",
-            let version = Int(parts[1].dropFirst()), version >= 0, version < Int.max
+            let order = Int64(parts[0].dropFirst()), let version = Int64(parts[1].dropFirst())
         else { return nil }
-        return "\"\(parts[0])-v\(version + 1)\""
+        return (OrderID(order), version)
+    }
+
+    /// The version tag after `tag` (`"o42-v8"` for `"o42-v7"`), nil for a tag of another shape.
+    static func tagAfter(_ tag: String) -> String? {
+        guard let named = orderVersion(of: tag), named.version >= 0, named.version < Int64.max else { return nil }
+        return ExpectedVersion.etag(of: named.order, version: named.version + 1)
     }
 
     /// The version tag before `tag` (`"o42-v7"` for `"o42-v8-h…"`), nil for v1 or a tag of another shape.
     static func tagBefore(tag: String) -> String? {
-        let parts = versionTag(tag).dropFirst().dropLast().split(separator: "-")
-        guard parts.count == 2, parts[0].first == "o", parts[1].first == "v",
-            let version = Int(parts[1].dropFirst()), version > 1
-        else { return nil }
-        return "\"\(parts[0])-v\(version - 1)\""
+        guard let named = orderVersion(of: tag), named.version > 1 else { return nil }
+        return ExpectedVersion.etag(of: named.order, version: named.version - 1)
     }
 
     /// The version tag of the order just before the write that saved it (`"o42-v7"` for v8).

@@ -147,9 +147,7 @@ public struct HTTPOrdersAPI: OrdersAPI {
     /// is done. Anything else (a captive portal's or a proxy's own 200 page) never reached the
     /// server as far as the client can tell: like no answer at all, it is retried with the same key.
     static func unreadable(_ response: APIResponse, of order: OrderID, replayed: Bool) -> WaybillClientError {
-        let etag = response.header("ETag").flatMap { tag in
-            ActionQueue.versionTag(tag).hasPrefix("\"o\(order)-v") && ActionQueue.tagAfter(tag) != nil ? tag : nil
-        }
+        let etag = response.header("ETag").flatMap { tag in ActionQueue.orderVersion(of: tag)?.order == order ? tag : nil }
         guard etag != nil || replayed else {
             return .unreachable("HTTP \(response.status) with a body that is not Waybill's (a captive portal?)")
         }

@@ -37,13 +37,9 @@ public enum ServerFrame: Hashable, Sendable {
         guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(text.utf8)), let type = wire.type else {
             return (.malformed, nil)
         }
-        if type == "pong" {
-            let position = wire.eventID.flatMap { id in
-                wire.cursor.map { Position(eventID: EventID(id), cursor: ResumeCursor($0)) }
-            }
-            return (.pong, position)
-        }
-        return (frame(type, wire), nil)
+        let frame = frame(type, wire)
+        guard frame == .pong, let id = wire.eventID, let cursor = wire.cursor else { return (frame, nil) }
+        return (frame, Position(eventID: EventID(id), cursor: ResumeCursor(cursor)))
     }
 
     private static func frame(_ type: String, _ wire: Wire) -> ServerFrame {

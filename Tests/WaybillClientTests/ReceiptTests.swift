@@ -106,17 +106,7 @@ struct ReceiptTests {
         await eventually("first receipt") { receipts(on: h.transport.current).count == 1 }
         h.transport.current?.receiveEvent(order: 2, eventID: 11)
         await eventually("event 11 read") { await h.session.lastEventID == 11 }
-        h.transport.current?.drop(code: 1012)
-        await eventually("backing off") {
-            if case .backingOff = await h.session.connectionState { return true } else { return false }
-        }
-        await h.clock.advance(by: .seconds(1))
-        await h.waitForConnections(2)
-        let socket = try #require(h.transport.current)
-        socket.goSilent()
-        socket.receiveConnected(newest: 20)
-        await eventually("probe sent") { socket.sent.contains(#"{"type":"ping"}"#) }
-        await h.settle()
+        let socket = try await h.dropAndResume()
         return (h, socket)
     }
 

@@ -29,17 +29,7 @@ struct ResumeHoldTests {
         await eventually("first attempt") { let sending = await h.session.isSendingAction; return h.api.writeKeys.count == 1 && !sending }
         let stage = try await h.session.queue(.completeStage(5, of: 2), expecting: .any)
         #expect(accept.ifMatch == FakeOrdersAPI.etag(1, version: 1))
-        h.transport.current?.drop(code: 1012)
-        await eventually("backing off") {
-            if case .backingOff = await h.session.connectionState { return true } else { return false }
-        }
-        await h.clock.advance(by: .seconds(1))
-        await h.waitForConnections(2)
-        let socket = try #require(h.transport.current)
-        socket.goSilent()  // the test plays the pong
-        socket.receiveConnected(newest: 20)
-        await eventually("probe sent") { socket.sent.contains(#"{"type":"ping"}"#) }
-        await h.settle()
+        let socket = try await h.dropAndResume()
         return (h, accept, stage, socket)
     }
 

@@ -86,6 +86,26 @@ struct Harness {
         }
     }
 
+    /// Drops the live socket (1012) and lets the session connect again, resuming; the new socket
+    /// answers no ping by itself (the test plays the pong that follows the replay). Returns it once
+    /// `connected` (newest event `newest`) is in and the client's probe ping went out.
+    func dropAndResume(newest: Int64 = 20, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> FakeConnection
+    {
+        transport.current?.drop(code: 1012)
+        await eventually("backing off", sourceLocation: sourceLocation) {
+            if case .backingOff = await session.connectionState { return true } else { return false }
+        }
+        await clock.advance(by: .seconds(1))
+        await waitForConnections(2, sourceLocation: sourceLocation)
+        let socket = try #require(transport.current, sourceLocation: sourceLocation)
+        socket.goSilent()
+        socket.receiveConnected(newest: newest)
+        await eventually("probe sent", sourceLocation: sourceLocation) { socket.sent.contains(#"{"type":"ping"}"#) }
+        await settle()
+        return socket
+    }
+
     /// Opens detail `id` the way the app does (one fetch, then it is cached and kept current).
     func open(_ id: OrderID) async throws {
         _ = try await session.detail(id)
