@@ -71,6 +71,22 @@ struct Arguments {
         return value
     }
 
+    /// An integer setting that must lie in `range`; outside it the start is refused with the
+    /// flag's name and range, since a value out of range broke the server quietly (see ServeCommand).
+    func int(_ name: String, default fallback: Int, in range: ClosedRange<Int>) throws -> Int {
+        let value = try int(name, default: fallback)
+        guard range.contains(value) else {
+            throw Problem(description: "--\(name) must be \(range.lowerBound)…\(range.upperBound)")
+        }
+        return value
+    }
+
+    func int(_ name: String, default fallback: Int, in range: PartialRangeFrom<Int>) throws -> Int {
+        let value = try int(name, default: fallback)
+        guard range.contains(value) else { throw Problem(description: "--\(name) must be ≥ \(range.lowerBound)") }
+        return value
+    }
+
     func flag(_ name: String) -> Bool {
         if let given = switches[name] { return given }
         return environment[Self.environmentName(name)].map { Self.on.contains($0.lowercased()) } ?? false

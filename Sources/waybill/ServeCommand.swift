@@ -69,48 +69,32 @@ enum ServeCommand {
     static func passwordIterations(_ args: Arguments, default value: Int = ServerConfiguration().passwordIterations) throws
         -> Int
     {
-        let iterations = try args.int("password-iterations", default: value)
-        guard (1...Int(Int32.max)).contains(iterations) else {
-            throw Arguments.Problem(description: "--password-iterations must be 1…2147483647")
-        }
-        return iterations
+        try args.int("password-iterations", default: value, in: 1...Int(Int32.max))
     }
 
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
         var c = ServerConfiguration()
         c.host = args.string("host", default: c.host)
-        c.port = try args.int("port", default: c.port)
-        c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes)
+        c.port = try args.int("port", default: c.port, in: 0...65_535)
         // Below a login's body every login was 413; above 1 GiB one request could hold the memory.
-        guard (4096...(1 << 30)).contains(c.maxBodyBytes) else {
-            throw Arguments.Problem(description: "--max-body-bytes must be 4096…1073741824")
-        }
-        let pingSeconds = try args.int("ping-interval", default: 25)
-        guard pingSeconds >= 1 else { throw Arguments.Problem(description: "--ping-interval must be ≥ 1") }
+        c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes, in: 4096...(1 << 30))
+        let pingSeconds = try args.int("ping-interval", default: 25, in: 1...)
         c.pingInterval = .seconds(pingSeconds)
-        c.maxQueuedBytesPerSocket = try args.int("max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket)
         // 0 closed every socket with 4008 as its `connected` frame was queued (and the apps reconnected
         // in a loop); a bound below one replayed page would do the same to every resume.
-        guard (65536...(1 << 30)).contains(c.maxQueuedBytesPerSocket) else {
-            throw Arguments.Problem(description: "--max-socket-queue-bytes must be 65536…1073741824")
-        }
-        c.maxSocketsPerUser = try args.int("max-sockets-per-user", default: c.maxSocketsPerUser)
-        guard c.maxSocketsPerUser >= 1 else { throw Arguments.Problem(description: "--max-sockets-per-user must be ≥ 1") }
+        c.maxQueuedBytesPerSocket = try args.int(
+            "max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket, in: 65536...(1 << 30))
+        c.maxSocketsPerUser = try args.int("max-sockets-per-user", default: c.maxSocketsPerUser, in: 1...)
         c.passwordIterations = try Self.passwordIterations(args)
         // 0 or less would prune every relayed event at each run (resumes would all get `reset`);
         // a huge value overflowed the seconds and trapped at startup.
-        let retentionDays = try args.int("retention-days", default: 7)
-        guard (1...3650).contains(retentionDays) else {
-            throw Arguments.Problem(description: "--retention-days must be 1…3650")
-        }
+        let retentionDays = try args.int("retention-days", default: 7, in: 1...3650)
         c.outboxRetention = .seconds(retentionDays * 86_400)
         // 0 or less made every ticket expire as it was issued: each socket closed 4001 and the apps
         // stopped and asked for a new login. SPEC §2: at most 60 s.
-        let ticketSeconds = try args.int("ticket-seconds", default: 30)
-        guard (1...60).contains(ticketSeconds) else { throw Arguments.Problem(description: "--ticket-seconds must be 1…60") }
+        let ticketSeconds = try args.int("ticket-seconds", default: 30, in: 1...60)
         c.ticketLifetime = .seconds(ticketSeconds)
-        let tokenDays = try args.int("token-days", default: 30)
-        guard (1...3650).contains(tokenDays) else { throw Arguments.Problem(description: "--token-days must be 1…3650") }
+        let tokenDays = try args.int("token-days", default: 30, in: 1...3650)
         c.tokenLifetime = .seconds(tokenDays * 86_400)
         if let token = args.string("metrics-token") {
             // A short token is guessable; an empty one would be a typo that silently opens nothing.
@@ -139,7 +123,6 @@ enum ServeCommand {
             c.relayPollInterval = .milliseconds(10)
             c.relayMinimumRoundInterval = .milliseconds(5)
         }
-        guard (0...65_535).contains(c.port) else { throw Arguments.Problem(description: "--port must be 0…65535") }
         return c
     }
 

@@ -86,6 +86,11 @@ struct ExecutableTests {
         (["--password-iterations", "2147483648"], "--password-iterations must be 1…2147483647"),
         (["--max-body-bytes", "0"], "--max-body-bytes must be 4096…1073741824"),
         (["--max-socket-queue-bytes", "0"], "--max-socket-queue-bytes must be 65536…1073741824"),
+        (["--token-days", "0"], "--token-days must be 1…3650"),
+        (["--ping-interval", "0"], "--ping-interval must be ≥ 1"),
+        (["--max-sockets-per-user", "0"], "--max-sockets-per-user must be ≥ 1"),
+        (["--port", "65536"], "--port must be 0…65535"),
+        (["--port", "eighty"], "--port must be a whole number, not 'eighty'"),
     ])
     func outOfRangeSettingsAreRefusedAtStart(flags: [String], message: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
