@@ -100,7 +100,7 @@ enum DriverCommand {
         // before the login, so a refused second app leaves no token behind.
         let lock: QueueLock
         do { lock = try QueueLock(for: storage.url) } catch {
-            view.error("\(error)")
+            view.startFailed("\(error)")
             exit(1)
         }
         defer { withExtendedLifetime(lock) {} }
@@ -108,7 +108,7 @@ enum DriverCommand {
         do {
             (api, user) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
         } catch let error as WaybillClientError {
-            view.error("login failed: \(error)")
+            view.startFailed("login failed: \(error)")
             // 3 only when the server refused the login (a supervisor should not retry that); an
             // unreachable or failing server, or a rate limit, is worth trying again later: 1.
             let refused = error == .notAuthenticated || error == .notAllowed
@@ -118,7 +118,7 @@ enum DriverCommand {
         // The app's list and actions are a driver's (its list asks for the driver's own orders and
         // its actions are the driver's moves); the panel likewise refuses drivers.
         guard user.role == "driver" else {
-            view.error("this app is for drivers: \(email) is a \(user.role); use the web panel")
+            view.startFailed("this app is for drivers: \(email) is a \(user.role); use the web panel")
             exit(3)
         }
         let loop = try WebSocketClientLoop()

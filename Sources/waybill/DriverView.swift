@@ -6,6 +6,8 @@ import WaybillClient
 protocol DriverView: Sendable {
     func show(_ update: SessionUpdate)
     func error(_ message: String)
+    /// A failure before the session started (login refused, queue locked), right before the exit.
+    func startFailed(_ message: String)
 }
 
 /// The queued actions the view has been told about: which are still pending, per order.
@@ -55,6 +57,8 @@ final class JSONLinesView: DriverView {
 
     func error(_ message: String) { emit(["kind": "error", "message": message]) }
 
+    func startFailed(_ message: String) { error(message) }
+
     private func emit(_ object: [String: Any]) {
         guard
             let data = try? JSONSerialization.data(
@@ -74,10 +78,17 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
     private var message = ""
     private var pending = PendingActions()
     private let output: @Sendable (Data) -> Void
+    private let errorOutput: @Sendable (String) -> Void
 
-    /// - Parameter output: where each redrawn screen goes (stdout; a test keeps it).
-    init(email: String, output: @escaping @Sendable (Data) -> Void = Console.write) {
+    /// - Parameters:
+    ///   - output: where each redrawn screen goes (stdout; a test keeps it).
+    ///   - errorOutput: where a failure before the session goes (stderr).
+    init(
+        email: String, output: @escaping @Sendable (Data) -> Void = Console.write,
+        errorOutput: @escaping @Sendable (String) -> Void = Console.error
+    ) {
         self.email = email
+        self.errorOutput = errorOutput
         self.output = output
     }
 
@@ -105,6 +116,10 @@ final class ScreenView: DriverView, @unchecked Sendable {  // state behind `lock
             redraw()
         }
     }
+
+    /// One plain line on stderr, no screen: a cleared screen with an empty order list and a prompt
+    /// the process no longer reads was the last thing the terminal showed (found by a review).
+    func startFailed(_ text: String) { errorOutput("waybill driver: " + TerminalText.visible(text)) }
 
     private func redraw() {
         var screen = "\u{1B}[2J\u{1B}[H"

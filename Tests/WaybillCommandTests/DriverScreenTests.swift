@@ -34,6 +34,18 @@ struct DriverScreenTests {
         #expect(rest.contains("\n  line one\n  \u{FFFD}]52;c;ZWNobyBwd25lZA==\u{FFFD}line two\n"), "\(rest)")
     }
 
+    /// A failure before the session (login refused, queue locked) is one plain line on stderr: the
+    /// screen is not drawn (an empty order list and a prompt nobody reads were left on the terminal).
+    @Test func aFailureBeforeTheSessionIsOnePlainLineNotAScreen() throws {
+        let screens = Mutex<[Data]>([]), lines = Mutex<[String]>([])
+        let view = ScreenView(
+            email: "driver1@example.com", output: { data in screens.withLock { $0.append(data) } },
+            errorOutput: { line in lines.withLock { $0.append(line) } })
+        view.startFailed("login failed: not authenticated\u{1B}[2J")
+        #expect(screens.withLock { $0.isEmpty })
+        #expect(lines.withLock { $0 } == ["waybill driver: login failed: not authenticated\u{FFFD}[2J"])
+    }
+
     @Test func oneLineFieldsStayOnOneLine() {
         #expect(TerminalText.visible("a\nb\r\nc\td") == "a b  c d")
         #expect(TerminalText.visible("a\nb", keepingLineBreaks: true) == "a\nb")
