@@ -227,12 +227,13 @@ extension PostgresOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (each node stamps its own clock), so
             // `pruned_through` means "everything up to here is gone".
+            // The event before the first one kept stays too (`pruneBound`): a pong's cursor names it.
             let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, newest: try newestID(), limit: limit)
             let firstKept = try queryFirst(
                 "SELECT event_id FROM events WHERE event_id > $1 AND event_id <= $3 AND committed_at >= $2 ORDER BY event_id LIMIT 1",
-                [.integer(state.pruned), .date(cutoff), .integer(upper)]
+                [.integer(state.pruned), .date(cutoff), .integer(upper + 1)]
             ) { row throws(PostgresError) in try row.int64(0) }
-            let bound = min(upper, firstKept.map { $0 - 1 } ?? .max)
+            let bound = pruneBound(upper: upper, firstKept: firstKept)
             guard bound > state.pruned else { return 0 }
             let range: [PostgresValue] = [.integer(state.pruned), .integer(bound)]
             let found = try queryFirst(

@@ -196,12 +196,13 @@ extension SQLiteOrderStore.Transaction {
             // The pruned range stays a prefix of the ids: stop before the first event that is too
             // new even if a later one carries an older time (clocks step back; two processes
             // stamp their own times), so `pruned_through` means "everything up to here is gone".
+            // The event before the first one kept stays too (`pruneBound`): a pong's cursor names it.
             let upper = pruneChunkEnd(pruned: state.pruned, relayed: state.relayed, newest: try newestID(), limit: limit)
             let firstKept = try db.queryFirst(
                 "SELECT event_id FROM events WHERE event_id > ? AND event_id <= ? AND committed_at >= ? ORDER BY event_id LIMIT 1",
-                [.integer(state.pruned), .integer(upper), .date(cutoff)]
+                [.integer(state.pruned), .integer(upper + 1), .date(cutoff)]
             ) { $0.int64(0) }
-            let bound = min(upper, firstKept.map { $0 - 1 } ?? .max)
+            let bound = pruneBound(upper: upper, firstKept: firstKept)
             guard bound > state.pruned else { return 0 }
             let range: [SQLiteValue] = [.integer(state.pruned), .integer(bound)]
             let found = try db.queryFirst(

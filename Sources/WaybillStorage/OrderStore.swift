@@ -281,8 +281,8 @@ public let maxTokensPerUser = 100
 
 /// The last event id one `pruneEvents(committedBefore:limit:)` call may delete: at most `limit` ids
 /// past `pruned` (ids are dense above it, so at most `limit` events), never past `relayed`, and
-/// never the `newest` event. For the store modules, which scan only up to it for the first event
-/// to keep (there is no index by time: an unbounded scan would walk the whole backlog once per chunk).
+/// never the `newest` event. For the store modules, which scan only up to one past it for the first
+/// event to keep (there is no index by time: an unbounded scan would walk the whole backlog once per chunk).
 ///
 /// The newest event stays however old: its cursor is what every `connected` frame hands out, and a
 /// resume from a cursor whose event is gone gets `reset`. Once every event had aged out, each
@@ -290,6 +290,19 @@ public let maxTokensPerUser = 100
 package func pruneChunkEnd(pruned: Int64, relayed: Int64, newest: Int64, limit: Int) -> Int64 {
     let (end, overflow) = pruned.addingReportingOverflow(Int64(clamping: limit))
     return min(relayed, newest - 1, overflow ? .max : end)
+}
+
+/// The last event id a prune may delete, given the chunk's end and the first event at or after
+/// `pruned + 1` (searched through `upper + 1`) that is younger than the cutoff.
+///
+/// An event goes only when the one after it is old too. A driver's cursor is where its last pong
+/// said the node's newest delivered event was, so after a quiet spell (no commit for longer than
+/// the retention) it names the event before the first new one: pruned at once, a resume within
+/// seconds of that new commit would get a needless `reset`. Kept, a cursor is good for the
+/// retention counted from the first event the driver has not seen.
+package func pruneBound(upper: Int64, firstKept: Int64?) -> Int64 {
+    guard let firstKept else { return upper }
+    return min(upper, firstKept - 2)
 }
 
 extension StoreWriter {

@@ -43,11 +43,12 @@ import WaybillStoreTesting
                 _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
             }
             try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
-            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 3)
+            // 1 and 2 go; 3 stays with 4, the first event kept.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 2)
 
             let rows = try rawQuery(path, "SELECT group_name || ':' || event_id FROM event_groups ORDER BY event_id, group_name")
-            let expected = createdEvent(toBob).groups.map { "\($0.name):4" }
-            #expect(expected.contains("driver_\(fixture.bob.id):4"))
+            let expected = createdEvent(toAlice).groups.map { "\($0.name):3" } + createdEvent(toBob).groups.map { "\($0.name):4" }
+            #expect(expected.contains("driver_\(fixture.bob.id):4") && expected.contains("driver_\(fixture.alice.id):3"))
             #expect(rows.sorted() == expected.sorted(), "\(rows)")
             // The statement pruning runs: a primary-key range, not a scan (no index by event id since 0006).
             let db = try SQLiteConnection(path: path)

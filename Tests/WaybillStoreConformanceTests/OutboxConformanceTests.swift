@@ -177,23 +177,23 @@ import WaybillStoreTesting
             #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 0)
 
             try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
-            // Relayed 1…4, but only 1…2 are older than t0+3.
-            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 3) } == 2)
+            // Relayed 1…4, but only 1…2 are older than t0+3, and 2 stays with 3, the first kept.
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 3) } == 1)
             var state = try await store.read { tx in
                 (
                     try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id),
                     try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10).map(\.id)
                 )
             }
-            #expect(state.0 == EventID(2))
-            #expect(state.1 == [3, 4, 5, 6])
-            #expect(state.2 == [3, 4, 5, 6])
+            #expect(state.0 == EventID(1))
+            #expect(state.1 == [2, 3, 4, 5, 6])
+            #expect(state.2 == [2, 3, 4, 5, 6])
 
-            // Everything relayed and old: 3…5 go, and event 6's older stamp never caused a hole before.
+            // Everything relayed and old: 2…5 go, and event 6's older stamp never caused a hole before.
             // Event 6, the newest, stays: a resume from the cursor a `connected` frame hands out
             // must find its event, or it is a reset.
             try await store.write { tx in try tx.markRelayed(through: EventID(6)) }
-            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 3)
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 100) } == 4)
             state = try await store.read { tx in
                 (try tx.prunedThrough(), try tx.events(after: .zero, limit: 10).map(\.id), [])
             }
@@ -214,14 +214,41 @@ import WaybillStoreTesting
         try await withStore(backend, clock: clock) { store in
             let fixture = try await Fixture.seed(store)
             let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
-            // Event 2 is newer than event 3 (another process's clock): 3 must wait for 2.
-            for second in [1, 10, 2] {
+            // Event 3 is newer than event 4 (another process's clock): 4 must wait for 3 (and 2, the
+            // event before the first kept, stays with it).
+            for second in [1, 2, 10, 3] {
+                clock.set(t0 + Double(second))
+                _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            }
+            try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 1)
+            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(1))
+        }
+    }
+
+    /// After a quiet spell longer than the retention, a driver's cursor names the event before the
+    /// first new one (its last pong's position): that event stays until the one after it is old
+    /// too, so a resume right after the next commit is no `reset`.
+    @Test(arguments: Backend.allCases) func theEventBeforeTheFirstOneKeptStays(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            for second in [1, 2, 1000] {
                 clock.set(t0 + Double(second))
                 _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
             }
             try await store.write { tx in try tx.markRelayed(through: EventID(3)) }
-            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 5) } == 1)
-            #expect(try await store.read { tx in try tx.prunedThrough() } == EventID(1))
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 500) } == 1)
+            #expect(try await store.read { tx in try tx.events(after: .zero, limit: 10) }.map(\.id) == [2, 3])
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 500) } == 0)
+
+            // Event 3 ages out too while 4 is young: 2 goes, 3 (before the first kept) stays.
+            clock.set(t0 + 2000)
+            _ = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            try await store.write { tx in try tx.markRelayed(through: EventID(4)) }
+            #expect(try await store.write { tx in try tx.pruneEvents(committedBefore: t0 + 1500) } == 1)
+            #expect(try await store.read { tx in try tx.events(after: .zero, limit: 10) }.map(\.id) == [3, 4])
         }
     }
 
