@@ -82,6 +82,52 @@ import WaybillStoreTesting
         }
     }
 
+    /// When only the order's row changes, both stores' `updateOrder` answers with the row as its
+    /// UPDATE left it instead of reading it back: every such answer must equal a fresh read, receipts included
+    /// (a receipt counts only for the driver assigned now, so a reassignment hides or shows it).
+    @Test(arguments: Backend.allCases) func anAnswerBuiltWithoutAReadEqualsTheStoredOrder(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, alice = fixture.alice.id, bob = fixture.bob.id
+            let id = try #require(
+                try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: alice, status: .assigned)) }.id)
+            _ = try await store.write { tx in try tx.recordSeen(id, version: 1, by: alice, in: company, at: t0 + 7) }
+            let steps: [(String, @Sendable (inout Order) -> Void)] = [
+                ("notes, times off the millisecond", { $0.notes = "gate 4"; $0.updatedAt = t0 + 0.0004 }),
+                ("status", { $0.status = .accepted }),
+                ("to another driver: the receipt no longer counts", { $0.driverID = bob }),
+                ("back to the driver who saw it: it counts again", { $0.driverID = alice }),
+                ("canonically equal notes stay as stored", { $0.notes = "gate 4 cafe\u{301}" }),
+                ("", { $0.notes = "gate 4 caf\u{e9}" }),
+                ("unassigned", { $0.driverID = nil; $0.status = .new }),
+                ("number, title and creation time", { $0.number = "2026/11/0777"; $0.title = "Crates"; $0.createdAt = t0 - 60.0005 }),
+            ]
+            for (label, change) in steps {
+                let answered = try await store.write { tx in
+                    var order = try #require(try tx.order(id, in: company))
+                    change(&order)
+                    order.version += 1
+                    return try tx.updateOrder(order)
+                }
+                let read = try #require(try await store.read { tx in try tx.order(id, in: company) })
+                #expect(answered == read, "\(label)")
+                #expect(Array(answered.notes.utf8) == Array(read.notes.utf8), "\(label)")
+                #expect(answered.seen == read.seen, "\(label)")
+                if label.hasPrefix("back to") { #expect(read.seen?.driverID == alice, "the old receipt shows again") }
+                if label.hasPrefix("to another") { #expect(read.seen == nil) }
+            }
+            let final = try #require(try await store.read { tx in try tx.order(id, in: company) })
+            #expect(final.seen == nil && final.driverID == nil)
+            // Without a read in the same transaction (updateOrder reads the row itself).
+            var blind = final
+            blind.notes = "no read first"
+            blind.version += 1
+            let update = blind
+            let answered = try await store.write { tx in try tx.updateOrder(update) }
+            #expect(answered == (try await store.read { tx in try tx.order(id, in: company) }))
+        }
+    }
+
     /// The usual write: the order read (locked) in the transaction, its row changed, stages and
     /// documents as read. Both stores then answer without reading it back; the answer, and a second
     /// update in the same transaction, must be what a fresh read finds.
