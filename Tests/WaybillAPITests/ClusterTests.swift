@@ -100,11 +100,15 @@ struct ClusterTests {
             ]
             let writes = 140  // 10 per second for 14 s; Redis is down from 2 s to 12 s
             let redis = cluster.redis
-            async let outage: Void = {
+            async let outage: [Bool] = {
                 try await Task.sleep(for: .seconds(2))
                 if frozen { redis.freeze() } else { try await runBlocking { redis.kill() } }
                 try await Task.sleep(for: .seconds(10))
+                // Each node saw the outage before Redis came back (a frozen Redis that went unnoticed
+                // would also deliver everything after the thaw: the checks below could not tell).
+                let noticed = (0..<2).map { cluster.logged(node: $0, "broker subscription lost") }
                 if frozen { redis.thaw() } else { try await runBlocking { try redis.start() } }
+                return noticed
             }()
             var statuses: [Int] = []
             let clock = ContinuousClock(), start = clock.now
@@ -112,7 +116,7 @@ struct ClusterTests {
                 try await clock.sleep(until: start + .milliseconds(100 * n))
                 statuses.append(try await cluster.patchNotesStatus(node: n % 2, order: id, "w\(n)", token: seed.dispatcherToken))
             }
-            try await outage
+            #expect(try await outage == [true, true], "both nodes noticed the outage while it lasted")
             #expect(statuses.allSatisfy { $0 == 200 }, "every write succeeds while Redis is down: \(Set(statuses))")
             for watcher in watchers {
                 let ids = try await watcher.collect(count: writes, timeout: .seconds(30))

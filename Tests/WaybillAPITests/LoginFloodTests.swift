@@ -304,9 +304,12 @@ struct LoginFloodTests {
             func writes() async throws -> Int {
                 let text = try await server.request("GET", "/metrics").text
                 let line = text.split(separator: "\n").first { $0.hasPrefix("waybill_store_transactions_total{kind=\"write\"}") }
-                return Int(line?.split(separator: " ").last ?? "") ?? -1
+                // Required: a missing or renamed metric read as -1 both times, and the check passed.
+                let value = try #require(line?.split(separator: " ").last, "\(text)")
+                return try #require(Int(value), "\(text)")
             }
             let before = try await writes()
+            #expect(before > 0, "the seed and the 401s were store writes")
             for n in 0..<30 { #expect(try await pushy.login("other\(n)@example.com", "guess").status == 429) }
             let after = try await writes()
             #expect(after - before < 5, "\(after - before) store writes for 30 refused logins")
