@@ -46,15 +46,17 @@ struct IdempotencyGuardTests {
             try? FileManager.default.removeItem(at: directory)
         }
 
-        /// One `POST /api/orders/` with the key, through the guard into `handler`.
-        func send(key: String, _ handler: Router.Handler) async throws -> HTTPResponse {
+        /// One `POST /api/orders/` with the key, through the guard (this setup's, or `guarding`) into `handler`.
+        func send(key: String, through guarding: IdempotencyGuard? = nil, _ handler: Router.Handler) async throws
+            -> HTTPResponse
+        {
             let request = HTTPRequest(
                 method: "POST", path: "/api/orders/",
                 headers: HTTPHeaders([("Authorization", "Bearer \(token)"), ("Idempotency-Key", key)]),
                 body: Array(#"{"title":"x"}"#.utf8))
             let context = RequestContext(parameters: [:], request: request, authenticator: authenticator)
             do {
-                return try await idempotency.respond(to: request, context, handler)
+                return try await (guarding ?? idempotency).respond(to: request, context, handler)
             } catch {
                 return JSONCoding.error(APIError(error))
             }
@@ -133,6 +135,59 @@ struct IdempotencyGuardTests {
         }
     }
 
+    /// A 4xx is answered without waiting out its storing as the key's answer (the same double budget
+    /// as the 5xx's release: a 412 after a frozen PostgreSQL's rollback waited another 4.5 s for it).
+    /// The writer is held for 5 s when the handler refuses; the 412 comes while it is still held, and
+    /// once the writer is free the answer is stored and replayed to the retry.
+    @Test func aClientErrorIsAnsweredWithoutWaitingOutItsStorage() async throws {
+        try await Self.withSetup { setup in
+            let store = setup.store, holding = Flag(), held = Flag()
+            let refusing: Router.Handler = { _, _ in
+                Task.detached {
+                    try await store.write { _ in
+                        holding.value.store(true, ordering: .relaxed)
+                        Thread.sleep(forTimeInterval: 5)
+                        held.value.store(true, ordering: .relaxed)
+                    }
+                }
+                _ = await eventually { holding.value.load(ordering: .relaxed) }
+                throw PreconditionFailed(currentETag: "\"4\"")
+            }
+            let answer = try await setup.send(key: "k", refusing)
+            let writerFreed = held.value.load(ordering: .relaxed)
+            #expect(answer.status == 412)
+            #expect(!writerFreed, "answered while the writer was still held")
+            let stored = try await eventually { try await setup.record("k")?.response != nil }
+            #expect(stored, "stored once the writer is free")
+            let retried = try await setup.send(key: "k") { _, _ in HTTPResponse(status: 201) }
+            #expect(retried.status == 412 && retried.headers["Idempotent-Replayed"] == "true")
+        }
+    }
+
+    /// A claim whose COMMIT's outcome is unknown (its answer lost with the connection) may have
+    /// landed; the handler never ran, so the claim is released and the retry runs at once instead
+    /// of getting 409 "still running" for the claim's 30 s. Here the COMMIT lands and the store
+    /// then says the outcome is unknown.
+    @Test func aClaimWhoseCommitOutcomeIsUnknownIsReleased() async throws {
+        try await Self.withSetup { setup in
+            let store = CommitThenFailStore(setup.store)
+            let guarding = IdempotencyGuard(
+                store: store, clock: SystemWallClock(), claimTimeout: .seconds(30), logger: Logger(sink: { _ in }))
+            let ran = Flag()
+            store.failNextCommit()
+            let answer = try await setup.send(key: "k", through: guarding) { _, _ in
+                ran.value.store(true, ordering: .relaxed)
+                return HTTPResponse(status: 201)
+            }
+            let handlerRan = ran.value.load(ordering: .relaxed)
+            #expect(answer.status == 503)
+            #expect(!handlerRan, "the handler did not run")
+            #expect(try await setup.record("k") == nil, "the claim that landed was released")
+            let retried = try await setup.send(key: "k", through: guarding) { _, _ in HTTPResponse(status: 201) }
+            #expect(retried.status == 201)
+        }
+    }
+
     /// A request that outlived its claim (a retry took it over as stale) cannot commit: its order
     /// write rolls back with the response it tried to store, and the retry's answer stands.
     @Test func aWriteWhoseClaimWasTakenOverRollsBack() async throws {
@@ -165,3 +220,24 @@ struct IdempotencyGuardTests {
 
 /// A flag a handler's detached task sets.
 private final class Flag: Sendable { let value = Atomic<Bool>(false) }
+
+/// A real store whose next write commits and then reports that its outcome is unknown, as a
+/// PostgreSQL COMMIT whose answer was lost with the connection does.
+final class CommitThenFailStore: OrderStore {
+    private let inner: any OrderStore
+    private let failing = Mutex(false)
+    init(_ inner: any OrderStore) { self.inner = inner }
+    func failNextCommit() { failing.withLock { $0 = true } }
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await inner.read(body)
+    }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
+        let value = try await inner.write(body)
+        if failing.withLock({ let was = $0; $0 = false; return was }) {
+            throw StoreError.unavailable("the connection broke during COMMIT: its outcome is unknown")
+        }
+        return value
+    }
+    func close() {}
+    func lease(_ name: String) -> any Lease { inner.lease(name) }
+}

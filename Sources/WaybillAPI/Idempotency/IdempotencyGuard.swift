@@ -14,7 +14,8 @@ import WaybillStorage
 ///    (`IdempotentWrite`), so nothing can commit the change without the response.
 /// 3. A 4xx answer changed nothing and is stored afterwards, as the key's answer; a 5xx answer
 ///    releases the claim (nothing changed, or the change committed with its response and the
-///    release finds nothing to release), so a retry runs the request again.
+///    release finds nothing to release), so a retry runs the request again. Neither waits more
+///    than `followUpWait` for that second store call (it goes on alone after that).
 struct IdempotencyGuard: Sendable {
     let store: any OrderStore
     let clock: any WallClock
@@ -49,8 +50,17 @@ struct IdempotencyGuard: Sendable {
             fingerprint: Self.fingerprint(request))
         let claim = IdempotentWrite(userID: user, key: key.value, token: Crypto.base64URL(Crypto.randomBytes(16)))
         let now = clock.now(), timeout = claimTimeout.timeInterval
-        let claimed = try await store.write { tx in
-            try tx.claimIdempotencyKey(incoming, token: claim.token, at: now, staleAfter: timeout)
+        let claimed: IdempotencyClaim
+        do {
+            claimed = try await store.write { tx in
+                try tx.claimIdempotencyKey(incoming, token: claim.token, at: now, staleAfter: timeout)
+            }
+        } catch {
+            // A claim whose COMMIT's outcome is unknown (the connection broke during it) may have
+            // landed: every retry then got 409 "still running" for the claim's 30 s, though nothing
+            // ran (found by a review). The handler has not run, so the claim is released like a 5xx's.
+            if APIError(error).status >= 500 { await followUp { await self.release(claim) } }
+            throw error
         }
         switch claimed {
         case .claimed: break
@@ -67,17 +77,21 @@ struct IdempotencyGuard: Sendable {
         } catch {
             let failure = APIError(error)
             guard failure.status < 500 else {
-                await release(claim, waitingAtMost: Self.releaseWait)
+                await followUp { await self.release(claim) }
                 throw error
             }
             var answer = JSONCoding.error(failure)
             if let seconds = failure.retryAfter { answer.headers.set("Retry-After", "\(seconds)") }
-            await storeAfterwards(answer, for: claim)
+            let stored = answer
+            await followUp { await self.storeAfterwards(stored, for: claim) }
             return answer
         }
         // A route whose write does not store its answer in its own transaction (none of today's
         // order writes): stored now, a moment after the change committed.
-        if claim.storedResponse == nil { await storeAfterwards(response, for: claim) }
+        if claim.storedResponse == nil {
+            let stored = response
+            await followUp { await self.storeAfterwards(stored, for: claim) }
+        }
         return response
     }
 
@@ -125,21 +139,24 @@ struct IdempotencyGuard: Sendable {
         }
     }
 
-    /// How long a 5xx answer waits for its claim's release. The write that failed may have used most
-    /// of the request's time already (a frozen PostgreSQL answers 503 after 4.5 s), and the release
-    /// is one more store call with a budget of its own: waited for in full, the 503 came after 6.5–9 s
-    /// instead of within SPEC §6's 5 s (found by a review). Past this the release goes on alone; a
-    /// retry that comes first gets 409 `idempotency_key_in_use`, which clients retry.
-    static let releaseWait: Duration = .milliseconds(250)
+    /// How long an answer waits for the store call that follows the handler: a 5xx's release of the
+    /// claim, a 4xx's storing as the key's answer. The handler may have used most of the request's
+    /// time already (a frozen PostgreSQL answers 503 after 4.5 s, or a 412 after a 1 s rollback),
+    /// and the follow-up is one more store call with a budget of its own: waited for in full, the
+    /// answer came after 5.5–9 s instead of within SPEC §6's 5 s (found by reviews: the 5xx, then
+    /// the 4xx). Past this it goes on alone; a retry that comes first gets 409
+    /// `idempotency_key_in_use`, which clients retry.
+    static let followUpWait: Duration = .milliseconds(250)
 
-    /// `release(claim)`, answered after at most `limit` (it goes on after that).
-    private func release(_ claim: IdempotentWrite, waitingAtMost limit: Duration) async {
+    /// `work`, waited for at most `followUpWait` (it goes on after that).
+    private func followUp(_ work: @escaping @Sendable () async -> Void) async {
+        let limit = Self.followUpWait
         final class Waiter: Sendable {
             let continuation = Mutex<CheckedContinuation<Void, Never>?>(nil)
             func resume() { continuation.withLock { $0.take() }?.resume() }
         }
         let waiter = Waiter()
-        let releasing = Task { await self.release(claim) }
+        let releasing = Task { await work() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             waiter.continuation.withLock { $0 = continuation }
             let timer = Task {
