@@ -33,7 +33,10 @@ extension ServerCore {
         for action in heartbeat.tick() {
             switch action {
             case .ping(let id):
-                if let connection = sockets[id], connection.isOpen { sendPing(connection) }
+                if let connection = sockets[id], connection.isOpen {
+                    connection.pongsSincePing = 0
+                    sendPing(connection)
+                }
             case .drop(let id):
                 guard let connection = sockets[id], !connection.isBroken else { continue }
                 // Like lws's own idle hang-up: no close frame (the peer is not listening), so the

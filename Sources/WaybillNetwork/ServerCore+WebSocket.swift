@@ -82,6 +82,30 @@ extension ServerCore {
         return 0
     }
 
+    /// Pongs a peer may send between two of the heartbeat's pings: one answers the ping, the rest
+    /// are unsolicited (RFC 6455 allows them as a one-way heartbeat; one a second at the default
+    /// 25 s interval is 25).
+    static let maxPongsPerPing: UInt16 = 100
+
+    /// `RECEIVE_PONG`: the peer answered a ping. Control frames never reach the hub's frame budget,
+    /// so a stream of pongs (6 bytes and a callback each) kept the service thread busy for every
+    /// socket (found by a review): past `maxPongsPerPing` the socket is closed with 1008. Pings
+    /// are lws's own (it answers them without a callback, one pong pending at a time) and empty
+    /// pongs are not reported, so each of those costs lws's parsing only.
+    func webSocketPongReceived(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let connection = slotObject(user) as? WebSocketConnection else { return 0 }
+        heartbeat.pongReceived(from: connection.id)
+        guard connection.isOpen else { return 0 }
+        connection.pongsSincePing += 1
+        guard connection.pongsSincePing > Self.maxPongsPerPing else { return 0 }
+        let (code, reason) = (1008, "too many pongs")
+        connection.dropQueue()
+        connection.requestClose(code: code, reason: reason)
+        connection.closeSent = true
+        closeNow(wsi, code: code, reason: reason)
+        return -1
+    }
+
     /// Sets the close code and reason lws sends when the callback returns -1. WS wsis only.
     func closeNow(_ wsi: OpaquePointer, code: Int, reason: String) { setLwsCloseReason(wsi, code: code, reason: reason) }
 

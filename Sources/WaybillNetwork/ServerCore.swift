@@ -192,8 +192,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         case LWS_CALLBACK_SERVER_WRITEABLE:
             return webSocketWriteable(wsi, user)
         case LWS_CALLBACK_RECEIVE_PONG:
-            if let connection = slotObject(user) as? WebSocketConnection { heartbeat.pongReceived(from: connection.id) }
-            return 0
+            return webSocketPongReceived(wsi, user)
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             webSocketPeerClosing(user, input, length)
             return 0

@@ -144,13 +144,7 @@ extension Hub {
         let limit = maxReplayEvents, byteLimit = maxReplayBytes
         let result: Connection.ReplayResult
         do {
-            let found = try await store.read { tx in try Self.replayQuery(request, limit: limit, in: tx) }
-            switch found {
-            case .reset(let newest):
-                result = .reset(newest: newest)
-            case .events(let events):
-                result = Self.replayFrames(events, byteLimit: byteLimit, after: request.after)
-            }
+            result = try await store.read { tx in try Self.replayQuery(request, limit: limit, byteLimit: byteLimit, in: tx) }
         } catch {
             logger.warning("replay failed", ["socket": "\(socket)", "error": "\(error)"])
             result = .failed
@@ -161,35 +155,41 @@ extension Hub {
         }
     }
 
-    /// The replay's frames, or `reset` once they pass `byteLimit`: a replay the socket's outbound
-    /// queue cannot hold would end in 4008, and the client would come back with the same cursor.
-    /// Encoding stops at the limit, so a replay never holds more than `byteLimit` of frames.
-    static func replayFrames(_ events: [StoredEvent], byteLimit: Int, after: EventID) -> Connection.ReplayResult {
-        var frames: [(id: EventID, frame: OutboundFrame)] = []
-        var bytes = 0
-        for event in events {
-            let frame = OutboundFrame(text: EventFrame.json(event))
-            bytes += frame.count
-            if bytes > byteLimit { return .reset(newest: events.last?.id ?? after) }
-            frames.append((event.id, frame))
-        }
-        return .events(frames)
-    }
-
-    enum ReplayFound: Sendable {
-        case events([StoredEvent])
-        case reset(newest: EventID)
-    }
+    /// Events a replay reads at a time: it stops at the first page that passes a limit.
+    static let replayPageEvents = 256
 
     /// What a resume gets: `reset` for a cursor whose event is gone or different (another history),
-    /// an id before the pruned range or past the newest, or more than `limit` events; else the events.
-    static func replayQuery(_ request: Connection.ReplayRequest, limit: Int, in tx: any StoreReader) throws -> ReplayFound {
+    /// an id before the pruned range or past the newest, more than `limit` events, or frames
+    /// passing `byteLimit` (a replay the socket's outbound queue cannot hold would end in 4008,
+    /// and the client would come back with the same cursor); else the events' frames.
+    ///
+    /// Read a page at a time in one snapshot and encoded as read: a resume far behind used to read
+    /// `limit + 1` (10 001) events before finding its reset at the byte limit, some 1 700 frames in,
+    /// and one user reconnecting in a loop could keep the reader threads busy with that (found by a
+    /// review). `reset(newest:)` names the snapshot's newest event either way.
+    static func replayQuery(
+        _ request: Connection.ReplayRequest, limit: Int, byteLimit: Int, in tx: any StoreReader
+    ) throws -> Connection.ReplayResult {
         let newest = try tx.newestEventID()
         if let expected = request.expected, expected != .origin {
             guard let stored = try tx.event(expected.id), expected.matches(stored) else { return .reset(newest: newest) }
         }
         if request.after < (try tx.prunedThrough()) || request.after > newest { return .reset(newest: newest) }
-        let events = try tx.events(of: request.group, after: request.after, limit: limit + 1)
-        return events.count > limit ? .reset(newest: newest) : .events(events)
+        var frames: [(id: EventID, frame: OutboundFrame)] = []
+        var bytes = 0, after = request.after
+        while true {
+            // One past the count limit, so that reaching it exactly is not a reset.
+            let asked = min(replayPageEvents, limit + 1 - frames.count)
+            let page = try tx.events(of: request.group, after: after, limit: asked)
+            for event in page {
+                guard frames.count < limit else { return .reset(newest: newest) }
+                let frame = OutboundFrame(text: EventFrame.json(event))
+                bytes += frame.count
+                if bytes > byteLimit { return .reset(newest: newest) }
+                frames.append((event.id, frame))
+            }
+            guard page.count == asked, let last = page.last else { return .events(frames) }
+            after = last.id
+        }
     }
 }

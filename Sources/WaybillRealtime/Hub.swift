@@ -48,11 +48,14 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
         enum FrameAdmission { case taken, overBudget, ignored }
 
-        /// A client frame arrived at `now`: ignored before authentication and while closing,
-        /// otherwise taken from the budget if it allows.
+        /// A client frame arrived at `now`: taken from the budget if it allows, and then ignored
+        /// before authentication. Frames sent while the authentication ran (up to its 10 s with a
+        /// slow store) were free before the budget was looked at (found by a review). Ignored
+        /// while closing.
         mutating func admitFrame(at now: Duration) -> FrameAdmission {
-            guard machine.answersPings else { return .ignored }
-            return budget.take(at: now) ? .taken : .overBudget
+            guard machine.phase != .closing else { return .ignored }
+            guard budget.take(at: now) else { return .overBudget }
+            return machine.answersPings ? .taken : .ignored
         }
     }
 

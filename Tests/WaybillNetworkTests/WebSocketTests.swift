@@ -1,7 +1,8 @@
 import Foundation
 import Testing
-import WaybillNetwork
 import WaybillTesting
+
+@testable import WaybillNetwork
 
 #if canImport(Glibc)
     import Glibc
@@ -134,6 +135,31 @@ struct WebSocketTests {
                 return (echo, try c.readDataOrCloseFrame())
             }
             #expect(echo.text == "ab")
+            #expect(close.opcode == .close)
+            #expect(close.payload.prefix(2) == [0x03, 0xF0])  // 1008
+            let socket = try #require(delegate.openedSockets.first)
+            #expect(await eventually { delegate.closeReport(for: socket)?.code == 1008 })
+        }
+        loop.shutdown()
+    }
+
+    /// Pongs never reach the hub's frame budget: a stream of them (a payload each, so lws reports
+    /// them) closes the socket with 1008 past `maxPongsPerPing` between two heartbeat pings, while
+    /// that many are still fine.
+    @Test func aStreamOfPongsClosesWith1008() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.pingInterval = .seconds(60) }, delegate: delegate) { server in
+            let port = server.port, allowed = Int(ServerCore.maxPongsPerPing)
+            let (echo, close) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                #expect(try c.upgradeToWebSocket("/ws/orders/").status == 101)
+                for _ in 0..<allowed { try c.sendFrame(.pong, Array("x".utf8)) }
+                try c.sendFrame(.text, Array("still open".utf8))
+                let echo = try c.readDataOrCloseFrame()
+                for _ in 0..<1_000 { try c.sendFrame(.pong, Array("x".utf8)) }
+                return (echo, try c.readDataOrCloseFrame())
+            }
+            #expect(echo.text == "still open")
             #expect(close.opcode == .close)
             #expect(close.payload.prefix(2) == [0x03, 0xF0])  // 1008
             let socket = try #require(delegate.openedSockets.first)

@@ -54,4 +54,28 @@ struct FrameBudgetTests {
             #expect(service.io.frames(SocketID(2)) == 2, "connected and its pong")
         }
     }
+
+    /// Frames sent while the socket's authentication runs are ignored, but they count: a flood
+    /// before the answer is closed with 1008 like one after it.
+    @Test func framesBeforeTheAuthenticationAnswersCountToo() async throws {
+        try await withStore { store in
+            let service = ServiceThread()
+            let auth = GatedAuthenticator()
+            var limits = Hub.Limits()
+            limits.maxFramesPerSecond = 1
+            limits.frameBurst = 10
+            let hub = Hub(
+                authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
+                configuration: .init(limits: limits))
+            hub.execute = { body in service.queue.async { body(service.io) } }
+            service.run { io in hub.socketOpened(SocketID(1), request: HubLogoutTests.request, io: io) }
+            let answer = await auth.nextQuestion()  // held: the authentication has not answered
+            service.run { io in
+                for _ in 0..<50 { hub.socketReceived(SocketID(1), text: #"{"type":"ping"}"#, io: io) }
+            }
+            #expect(service.io.closeCode(SocketID(1)) == 1008)
+            #expect(service.io.frames(SocketID(1)) == 0, "nothing answered before the authentication")
+            answer(HubLogoutTests.driver, SessionEpoch(0))
+        }
+    }
 }
