@@ -23,7 +23,8 @@ test-deps:
 cluster-deps:
 	@scripts/install-deps.sh --cluster
 
-# Ctrl-C stops every process and deletes .cluster/.
+# Ctrl-C stops every process and deletes the state folder: .cluster/ (as root, when PostgreSQL
+# cannot enter the clone, /tmp/waybill-cluster-PORT; WAYBILL_CLUSTER_DIR overrides; scripts/cluster.sh).
 cluster: cluster-deps build-release
 	WAYBILL_BIN=$(RELEASE_BIN)/waybill scripts/cluster.sh up
 

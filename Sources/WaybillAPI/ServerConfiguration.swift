@@ -19,7 +19,7 @@ public struct ServerConfiguration: Sendable {
     /// How long an API token works after login (`--token-days`, default 30 days); then 401.
     public var tokenLifetime: Duration = .seconds(30 * 86_400)
     /// When set, `GET /metrics` requires `Authorization: Bearer <metricsToken>` (`--metrics-token`);
-    /// otherwise it is open to anyone who can reach the port.
+    /// otherwise it answers only a loopback caller without `X-Forwarded-For` (403 for anyone else).
     public var metricsToken: String?
     /// Threads that run password hashing; `nil` = one fewer than the cores, at least one.
     public var keyStretchingThreads: Int?
