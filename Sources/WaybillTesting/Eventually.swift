@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Polls `condition` every `poll` until it holds or `timeout` (real time) passes; its last value.
 ///
 /// The way tests wait for something another thread or task does: it returns as soon as the
@@ -13,4 +15,14 @@ public func eventually(
         try? await Task.sleep(for: poll)
     }
     return try await condition()
+}
+
+/// A moment a test marks, read from another task: whether it had come when something happened
+/// (a lease acquired only after the holder's release began, say), where a fixed pause alone
+/// could not tell a slow step from a wait.
+public final class Moment: Sendable {
+    private let flag = Atomic<Bool>(false)
+    public init() {}
+    public func come() { flag.store(true, ordering: .sequentiallyConsistent) }
+    public var hasCome: Bool { flag.load(ordering: .sequentiallyConsistent) }
 }

@@ -158,7 +158,11 @@ struct ClientEndToEndTests {
             #expect(await Self.until(session) { await !$0.refusedActions.isEmpty })
             let refused = await session.refusedActions
             #expect(refused.map(\.id) == [accept.id])
-            if case .refused(let reason) = refused.first?.state { #expect(reason.code == "history_rewound") }
+            if case .refused(let reason) = refused.first?.state {
+                #expect(reason.code == "history_rewound")
+            } else {
+                Issue.record("not refused: \(String(describing: refused.first?.state))")
+            }
             #expect(await session.pendingActions.isEmpty)
             let order = try await server.request("GET", "/api/orders/\(id)/", token: seed.dispatcherToken)
             #expect(order.object.int("version") == seenVersion, "the restored order's version repeats")

@@ -135,6 +135,16 @@ struct IdempotencyGuardTests {
         }
     }
 
+    /// A key's path is the router's: segments joined by one `/`, whatever the request line held.
+    @Test func aKeysPathIsTheRoutersPath() {
+        for (path, expected) in [
+            ("/api/orders/7/", "/api/orders/7"), ("/api//orders///7//status//", "/api/orders/7/status"), ("/", "/"),
+            ("/api/orders", "/api/orders"),
+        ] {
+            #expect(IdempotencyGuard.path(of: HTTPRequest(method: "POST", path: path)) == expected, "\(path)")
+        }
+    }
+
     /// A 4xx is answered without waiting out its storing as the key's answer (the same double budget
     /// as the 5xx's release: a 412 after a frozen PostgreSQL's rollback waited another 4.5 s for it).
     /// The writer is held for 5 s when the handler refuses; the 412 comes while it is still held, and

@@ -108,12 +108,25 @@ struct LoginFloodTests {
         #expect(try await pair(maxWait: .seconds(30)) == [401, 401])
     }
 
-    @Test func anAddressThatRetriesBeforeRetryAfterIsRefusedAtOnce() async throws {
+    /// Also for an IPv6 client that comes back from another address of its /64 (the gate once kept
+    /// full addresses, so each new one passed it and cost two store writes; found by a review).
+    @Test(arguments: [false, true]) func anAddressThatRetriesBeforeRetryAfterIsRefusedAtOnce(fromItsSlash64: Bool)
+        async throws
+    {
         // The server's clock stands still until the test moves it: on a loaded machine the burst
         // alone can outlast the one second the address is told to wait.
         let clock = SteppedClock()
-        try await TestServer.withRunning(clock: clock, configure: Self.flooding) { server in
-            let pushy = AddressedClient(port: server.port, source: "127.0.0.8")
+        let configure: @Sendable (inout ServerConfiguration) -> Void = {
+            Self.flooding(&$0)
+            $0.trustedProxies = ["127.0.0.7"]
+        }
+        try await TestServer.withRunning(clock: clock, configure: configure) { server in
+            let pushy =
+                fromItsSlash64
+                ? AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: "2001:db8:1:2::1")
+                : AddressedClient(port: server.port, source: "127.0.0.8")
+            let returning =
+                fromItsSlash64 ? AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: "2001:db8:1:2::99") : pushy
             let burst = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<20 { group.addTask { try await pushy.login("nobody\(n)@example.com", "guess").status } }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -131,12 +144,12 @@ struct LoginFloodTests {
             #expect(await server.eventually { pool.waitingCount > 0 })
             // …so the pushy address, told to wait a second, is refused at once when it comes back
             // early, without a password check; and it is served once it waits.
-            let early = try await pushy.login("nobody@example.com", "guess")
+            let early = try await returning.login("nobody@example.com", "guess")
             #expect(early.status == 503 && early.retryAfter == "1")
             #expect(early.elapsed < .seconds(1))
             _ = try await filling.value
             clock.advance(by: 1.1)  // what Retry-After asks for
-            #expect(try await pushy.login("nobody@example.com", "guess").status == 401)
+            #expect(try await returning.login("nobody@example.com", "guess").status == 401)
         }
     }
 
@@ -183,6 +196,24 @@ struct LoginFloodTests {
         }
     }
 
+    /// An office or a carrier NAT is never "clean" for long: someone behind it mistyped something.
+    /// A stranger who locks a user's email must not lock them out there: an address that has not
+    /// tried that email in the window gets its one try, whatever else failed from it (it once
+    /// needed no failures at all; found by a review).
+    @Test func aSharedAddressWhereSomeoneElseFailedStillGetsItsTryAtALockedEmail() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let email = seed.dispatcher.email
+            let stranger = AddressedClient(port: server.port, source: "127.0.0.3")
+            for _ in 0..<10 { #expect(try await stranger.login(email, "wrong").status == 401) }
+            #expect(try await stranger.login(email, seed.dispatcher.password).status == 429, "the stranger has had its tries")
+            let office = AddressedClient(port: server.port, source: "127.0.0.9")
+            #expect(try await office.login(seed.drivers[0].email, "typo").status == 401)  // a colleague's mistake
+            #expect(try await office.login(email, seed.dispatcher.password).status == 200)
+            #expect(try await office.login(email, seed.dispatcher.password).status == 200, "a success spends no try")
+        }
+    }
+
     /// Behind a reverse proxy every client's connection comes from the proxy: with the proxy named
     /// (`--trusted-proxy`), the address it appended to `X-Forwarded-For` is what the throttle counts,
     /// so one client's failures no longer refuse everyone else's logins. From any other peer the
@@ -226,15 +257,21 @@ struct LoginFloodTests {
             func from(_ address: String) -> AddressedClient {
                 AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: address)
             }
-            #expect(try await from("2001:db8:1:2::1").login(email, "wrong").status == 401, "the /64's one clean try")
+            #expect(try await from("2001:db8:1:2::1").login(email, "wrong").status == 401, "the /48's one try")
             for n in 2...6 {
                 #expect(try await from("2001:db8:1:2::\(n)").login(email, "wrong").status == 429)
             }
-            #expect(try await from("2001:db8:1:3::1").login(email, "wrong").status == 401, "another /64 is another client")
+            // A /48 holds 65 536 /64s: each was a fresh try at the locked email (found by a review).
+            for n in 3...6 {
+                #expect(try await from("2001:db8:1:\(n)::1").login(email, "wrong").status == 429, "another /64 of the /48")
+            }
+            #expect(try await from("2001:db8:2:1::1").login(email, "wrong").status == 401, "another /48 is another client")
         }
         #expect(ClientAddress.throttleKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")
         #expect(ClientAddress.throttleKey("::1") == "0:0:0:0::/64")
         #expect(ClientAddress.throttleKey("10.0.0.5") == "10.0.0.5")
+        #expect(ClientAddress.wideKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1::/48")
+        #expect(ClientAddress.wideKey("10.0.0.5") == "10.0.0.5")
     }
 
     /// A login refused for a locked email checks no password, so it is no failure of the address:
@@ -249,7 +286,9 @@ struct LoginFloodTests {
             }
             let shared = AddressedClient(port: server.port, source: "127.0.0.9")
             #expect(try await shared.login("nobody@example.com", "wrong").status == 401)  // not clean any more
+            #expect(try await shared.login(locked, "wrong").status == 401, "the address's one try at the locked email")
             for _ in 0..<8 { #expect(try await shared.login(locked, "wrong").status == 429) }
+            // Two failures of its five: the eight refusals took none.
             let driver = seed.drivers[0]
             #expect(try await shared.login(driver.email, driver.password).status == 200)
         }
@@ -340,6 +379,21 @@ struct LoginFloodTests {
             #expect(answers.prefix(40).allSatisfy { $0 == 429 }, "\(answers)")
             #expect(answers.suffix(5).allSatisfy { $0 == 200 }, "\(answers)")
         }
+    }
+
+    /// A full gate drops the entries that end soonest, never all of them: a flood of fresh
+    /// addresses once emptied it and let every client it held back in (found by a review).
+    @Test func aFullGateKeepsTheClientsThatKeepPushing() {
+        let gate = RetryAfterGate(seconds: 1, capacity: 100)
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        gate.refused("pushy", now: t0)
+        for n in 0..<1_000 {
+            let now = t0.addingTimeInterval(Double(n) / 2_000)  // 1 000 fresh addresses in half a second
+            #expect(gate.mustWait("pushy", now: now), "held at \(n)")  // and it keeps asking: renewed
+            gate.refused("fresh-\(n)", now: now)
+        }
+        #expect(gate.mustWait("pushy", now: t0.addingTimeInterval(0.6)))
+        #expect(!gate.mustWait("fresh-0", now: t0.addingTimeInterval(0.6)), "the oldest went")
     }
 
     @Test func forwardedAddressesAreParsedStrictly() {

@@ -52,11 +52,14 @@ struct ResumeTests {
                 }
             }
             var seen: [Int] = []
-            var cursor = 0
+            var cursor = 0, initial = 0
             for round in 0..<15 {
                 let query = round == 0 ? "" : "since=\(cursor)"
                 let (socket, connected) = try await server.connectedSocket(token: driver.token, query: query)
-                if round == 0 { cursor = connected["event_id"] as? Int ?? 0 }
+                if round == 0 {
+                    initial = try #require(connected["event_id"] as? Int)
+                    cursor = initial
+                }
                 for _ in 0..<(3 + round % 4) {
                     guard let frame = await socket.nextEvent(timeout: .seconds(2)) else { break }
                     let eventID = try #require(frame["event_id"] as? Int)
@@ -80,9 +83,11 @@ struct ResumeTests {
                 seen.append(frame["event_id"] as? Int ?? -1)
             }
             #expect(await last.nextEvent(timeout: .milliseconds(300)) == nil, "nothing after the newest")
-            let start = seen.first ?? 0
+            // From the first socket's `connected` position, not from the first event seen: a gap
+            // right after `connected` would otherwise go unnoticed.
+            let from = initial
             let expected = try await server.store.read { tx in
-                try tx.events(of: .driver(UserID(driver.id)), after: EventID(Int64(start - 1)), limit: 100_000).map { Int($0.id.rawValue) }
+                try tx.events(of: .driver(UserID(driver.id)), after: EventID(Int64(from)), limit: 100_000).map { Int($0.id.rawValue) }
             }
             #expect(seen.count > 30)
             #expect(seen == expected)

@@ -63,6 +63,15 @@ struct SecurityDefaultsTests {
             let request = HTTPRequest(method: "GET", path: "/metrics", remoteAddress: address)
             #expect(((try? Routes.requireLocal(request)) != nil) == local, "\(address)")
         }
+        // From this machine, a `Host` that names another one is a page whose name was rebound to
+        // 127.0.0.1, read from the operator's own browser (DNS rebinding; found by a review).
+        for (host, local) in [("localhost:8080", true), ("LOCALHOST", true), ("127.0.0.1:9", true), ("[::1]:8080", true),
+            ("evil.example:8080", false), ("evil.example", false), ("127.0.0.1.evil.example", false), ("[2001:db8::1]:80", false)]
+        {
+            let request = HTTPRequest(
+                method: "GET", path: "/metrics", headers: HTTPHeaders([("Host", host)]), remoteAddress: "127.0.0.1")
+            #expect(((try? Routes.requireLocal(request)) != nil) == local, "\(host)")
+        }
     }
 
     @Test func thePanelMayOpenWebSocketsToItsOwnHostOnly() async throws {

@@ -15,10 +15,13 @@ import WaybillTesting
         }
         let holder = nodeA.lease("relay"), contender = nodeB.lease("relay")
         #expect(await holder.acquire())
-        let takeover = Task { await contender.acquire() }
+        // The contender's acquire returns only once the holder's session is terminated.
+        let terminating = Moment()
+        let takeover = Task { (await contender.acquire(), terminating.hasCome) }
         try await Task.sleep(for: .milliseconds(600))
         #expect(!contender.isHeld)
 
+        terminating.come()
         let start = ContinuousClock.now
         let terminated = try await runBlocking {
             try PostgresServer.shared().psql(
@@ -28,7 +31,9 @@ import WaybillTesting
                 """)
         }
         #expect(terminated == "1")
-        #expect(await takeover.value)
+        let (acquired, afterTermination) = await takeover.value
+        #expect(acquired)
+        #expect(afterTermination, "the contender got the lease while the holder's session lived")
         #expect(start.duration(to: .now) < .seconds(5))
         #expect(await eventually(timeout: .seconds(3), poll: .milliseconds(50)) { !holder.isHeld }, "the old holder notices at its next heartbeat")
         // The old holder asks again and gets it back once the new one lets go.

@@ -35,13 +35,18 @@ import WaybillTesting
         try await withTwoNodes(backend) { first, second in
             #expect(await first.acquire())
             #expect(await eventually { first.isHeld })
-            // The second waits while the first holds it.
-            let waiting = Task { await second.acquire() }
+            // The second waits while the first holds it: its acquire returns only after the release
+            // began (a fixed pause alone could not tell a slow acquire from a wait).
+            let releasing = Moment()
+            let waiting = Task { (await second.acquire(), releasing.hasCome) }
             try await Task.sleep(for: .milliseconds(700))
             #expect(!second.isHeld, "two holders at once")
+            releasing.come()
             await first.release()
             #expect(!first.isHeld)
-            #expect(await waiting.value)
+            let (acquired, afterRelease) = await waiting.value
+            #expect(acquired)
+            #expect(afterRelease, "the second got the lease while the first held it")
             #expect(await eventually { second.isHeld })
             await second.release()
         }

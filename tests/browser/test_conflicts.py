@@ -131,8 +131,11 @@ def test_an_older_answer_arriving_last_does_not_take_the_detail_back(page, serve
     page.goto(detail)  # opening it again loads v3
     expect(page.locator(".notes")).to_have_text("third")
     mode["hold"] = "all"  # whatever loads next stays unanswered: only the stale answer can change the view
-    stale_route.fulfill(response=stale_answer)  # the v2 answer arrives last
-    page.wait_for_timeout(700)
+    # The v2 answer arrives last; the check starts once the browser has read it all, then leaves
+    # the page's script time to act on it (a fixed pause from the fulfil alone could end first).
+    with page.expect_event("requestfinished", lambda request: request == stale_route.request):
+        stale_route.fulfill(response=stale_answer)
+    page.wait_for_timeout(500)
     expect(page.locator(".notes")).to_have_text("third")
     expect(page.locator(".facts dd").nth(2)).to_have_text("3")
 

@@ -191,10 +191,15 @@ def test_a_refused_change_shows_the_servers_message(page, server, api):
     page.route(f"**/api/orders/{order['id']}/unassign", lambda route: route.fulfill(
         status=409, content_type="application/json",
         body=json.dumps({"error": "invalid_transition", "message": "Cannot unassign an order that is accepted."})))
-    page.locator("#unassign-button").click()
+    # The refetch that follows a refused change must not wipe the explanation: checked once its
+    # answer is in (and the page's script has had time to draw it), not after a fixed pause alone.
+    # (Every refetch asks for the counts; its answer is a 304 here, which Chromium reports as an
+    # aborted request, so the wait is for the response, not for "requestfinished".)
+    with page.expect_response(lambda response: response.request.method == "GET"
+                              and "/api/orders/counts" in response.url):
+        page.locator("#unassign-button").click()
     expect(page.locator("#detail-error")).to_have_text("Cannot unassign an order that is accepted.")
-    # The refetch that follows a refused change must not wipe the explanation.
-    page.wait_for_timeout(800)
+    page.wait_for_timeout(300)
     expect(page.locator("#detail-error")).to_have_text("Cannot unassign an order that is accepted.")
 
 

@@ -14,11 +14,13 @@ import WaybillStorage
 ///   the entry that proxy added to `X-Forwarded-For` (`ClientAddress`); a client's own header is
 ///   never believed. IPv6 addresses count by their /64 (`ClientAddress.throttleKey`).
 /// - Per email (`emailLimit`): many clients cannot guess one password. A full email counter
-///   alone would let a stranger lock the owner out, so an attempt from an address with **no**
-///   failures (nor attempts in flight) inside the window may still try once: if the password is
-///   right it logs in, if not that address now has a failure and gets no second pass. An attacker
-///   therefore gets at most one extra guess per fresh address per window — the price of not
-///   handing them a lock-out button (see docs/HARDENING.md).
+///   alone would let a stranger lock the owner out, so an address (an IPv6 one by its /48,
+///   `ClientAddress.wideKey`) that has not tried **this email** inside the window may still try it
+///   once: if the password is right it logs in, if not that try is spent. An attacker therefore
+///   gets at most one extra guess per address (or /48) per window — the price of not handing them
+///   a lock-out button (see docs/HARDENING.md). Before 2026-12-04 the pass went to addresses with
+///   no failures at all, judged by the /64: an office or a carrier NAT, where someone always
+///   mistypes something, was locked out by a stranger, and a /48 held 65 536 fresh tries.
 final class LoginThrottle: Sendable {
     /// What `begin` decided.
     enum Decision: Equatable {
@@ -60,22 +62,28 @@ final class LoginThrottle: Sendable {
     func begin(email: String, address: String) async throws -> Decision {
         let now = clock.now(), window = self.window, emailLimit = self.emailLimit, addressLimit = self.addressLimit
         let addressKey = "address:" + (address.isEmpty ? "unknown" : ClientAddress.throttleKey(address))
+        let pairKey = "pair:" + (address.isEmpty ? "unknown" : ClientAddress.wideKey(address)) + " " + email
         return try await store.write { tx in
-            // A limit of 1 succeeds only when the address has nothing counted: "clean".
+            // A limit of 1 succeeds only when the key has nothing counted: "clean", "first try here".
             let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
             if !clean {
                 guard try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: addressLimit) else {
                     return .limited(byAddress: true)
                 }
             }
+            // Every attempt at this email from here is counted, so an address that helped lock it
+            // (or tried it already) gets no pass below.
+            let firstHere = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: 1)
+            if !firstHere { _ = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: .max) }
             if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
-                return .allowed(Attempt(started: now, keys: [addressKey, email], fromCleanAddress: clean))
+                return .allowed(Attempt(started: now, keys: [addressKey, pairKey, email], fromCleanAddress: clean))
             }
-            // The email is locked: only a clean address may try (its failure counts on the address).
-            if clean { return .allowed(Attempt(started: now, keys: [addressKey], fromCleanAddress: true)) }
+            // The email is locked: one try per address (or IPv6 /48) that has not tried it yet.
+            if firstHere { return .allowed(Attempt(started: now, keys: [addressKey, pairKey], fromCleanAddress: clean)) }
             // Refused without a password check: this is no failure, so the address keeps its quota
             // (a driver retrying a locked email would otherwise lock every login from a shared NAT).
             try tx.releaseLoginAttempt(key: addressKey, at: now)
+            try tx.releaseLoginAttempt(key: pairKey, at: now)
             return .limited(byAddress: false)
         }
     }

@@ -37,7 +37,12 @@ final class RetryAfterGate: Sendable {
         entries.withLock { entries in
             if entries.count >= capacity {
                 entries = entries.filter { $0.value > now }  // bounded memory under a wide flood
-                if entries.count >= capacity { entries.removeAll() }
+                // Still full: the half that ends soonest goes. Clearing them all let a flood of
+                // 10 000 fresh addresses in a second free every address held back (found by a review).
+                if entries.count >= capacity {
+                    entries = Dictionary(
+                        uniqueKeysWithValues: entries.sorted { $0.value > $1.value }.prefix(capacity / 2).map { ($0.key, $0.value) })
+                }
             }
             entries[address] = now.addingTimeInterval(TimeInterval(seconds))
         }

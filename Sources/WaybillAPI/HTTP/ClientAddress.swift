@@ -63,11 +63,22 @@ public struct ClientAddress: Sendable {
     /// /64. One IPv6 subscriber usually holds a whole /64 (2^64 addresses), so counting /128s gave
     /// an attacker a fresh "clean" address for every guess at a locked email. Anything else (a
     /// name, "") is counted as given, as before.
-    public static func throttleKey(_ address: String) -> String {
+    public static func throttleKey(_ address: String) -> String { prefixKey(address, bits: 64) }
+
+    /// What a locked email's one try per window is counted by (`LoginThrottle`): an IPv4 address
+    /// itself, an IPv6 address by its /48. A home line gets a /56 and a free tunnel a /48, that is
+    /// 256 or 65 536 /64s: counted by /64, each was a fresh try at a locked email, and guessing ran
+    /// at the speed of the password checks (found by a review, 2026-12-04).
+    public static func wideKey(_ address: String) -> String { prefixKey(address, bits: 48) }
+
+    /// An IPv6 address's first `bits` (a multiple of 16) as `a:b:c::/bits`; anything else as given.
+    private static func prefixKey(_ address: String, bits: Int) -> String {
         var v6 = in6_addr()
         guard address.contains(":"), inet_pton(AF_INET6, address, &v6) == 1 else { return address }
-        let bytes = withUnsafeBytes(of: &v6) { Array($0.prefix(8)) }
-        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-        return groups.joined(separator: ":") + "::/64"
+        let bytes = withUnsafeBytes(of: &v6) { Array($0.prefix(bits / 8)) }
+        let groups = stride(from: 0, to: bytes.count, by: 2).map {
+            String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16)
+        }
+        return groups.joined(separator: ":") + "::/\(bits)"
     }
 }

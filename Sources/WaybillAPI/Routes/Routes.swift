@@ -149,11 +149,27 @@ struct Routes {
     /// Without `--metrics-token`, `/metrics` is for the operator on the machine itself (SPEC §2:
     /// "operator"): a loopback peer, and no `X-Forwarded-For` (a proxy on the machine relaying
     /// someone else). A server bound to a public interface no longer shows its metrics to anyone
-    /// who can reach the port (found by a review, 2026-12-03). - Throws: 403.
+    /// who can reach the port (found by a review, 2026-12-03). The `Host` must name this machine
+    /// too (`localhost` or a loopback address): a web page whose name was rebound to 127.0.0.1
+    /// reached it from the operator's own browser as its own origin (DNS rebinding; found by a
+    /// review, 2026-12-04). - Throws: 403.
     static func requireLocal(_ request: HTTPRequest) throws {
-        guard ClientAddress.isLoopback(request.remoteAddress), request.headers["x-forwarded-for"] == nil else {
+        guard ClientAddress.isLoopback(request.remoteAddress), request.headers["x-forwarded-for"] == nil,
+            request.headers["host"].map(namesThisMachine) ?? true
+        else {
             throw APIError(403, "forbidden", "/metrics answers only on this machine; set --metrics-token to read it from elsewhere.")
         }
+    }
+
+    /// Whether a `Host` header (`name[:port]`, `[v6][:port]`) is `localhost` or a loopback address.
+    static func namesThisMachine(_ host: String) -> Bool {
+        var name = Substring(host.lowercased())
+        if name.hasPrefix("["), let end = name.firstIndex(of: "]") {
+            name = name[name.index(after: name.startIndex)..<end]
+        } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
+            name = name[..<colon]
+        }
+        return name == "localhost" || ClientAddress.isLoopback(String(name))
     }
 
     /// Checks `Authorization: Bearer <expected>`, comparing hashes in constant time (no early exit
