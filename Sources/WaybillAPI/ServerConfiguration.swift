@@ -19,7 +19,8 @@ public struct ServerConfiguration: Sendable {
     /// How long an API token works after login (`--token-days`, default 30 days); then 401.
     public var tokenLifetime: Duration = .seconds(30 * 86_400)
     /// When set, `GET /metrics` requires `Authorization: Bearer <metricsToken>` (`--metrics-token`);
-    /// otherwise it answers only a loopback caller without `X-Forwarded-For` (403 for anyone else).
+    /// otherwise it answers only a loopback caller without `X-Forwarded-For` whose `Host` names this
+    /// machine (403 for anyone else; `Routes.requireLocal`).
     public var metricsToken: String?
     /// Threads that run password hashing; `nil` = one fewer than the cores, at least one.
     public var keyStretchingThreads: Int?

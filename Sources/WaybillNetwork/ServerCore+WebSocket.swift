@@ -83,9 +83,11 @@ extension ServerCore {
     }
 
     /// Pongs a peer may send between two of the heartbeat's pings: one answers the ping, the rest
-    /// are unsolicited (RFC 6455 allows them as a one-way heartbeat; one a second at the default
-    /// 25 s interval is 25).
-    static let maxPongsPerPing: UInt16 = 100
+    /// are unsolicited (RFC 6455 allows them as a one-way heartbeat): 100, or four a second of a
+    /// longer interval (a client that sends one a second stays within it at any `--ping-interval`).
+    static func maxPongs(perPing interval: Duration) -> UInt16 {
+        UInt16(clamping: max(100, 4 * Int((interval / .seconds(1)).rounded(.up))))
+    }
 
     /// `RECEIVE_PONG`: the peer answered a ping. Control frames never reach the hub's frame budget,
     /// so a stream of pongs (6 bytes and a callback each) kept the service thread busy for every
@@ -97,7 +99,7 @@ extension ServerCore {
         heartbeat.pongReceived(from: connection.id)
         guard connection.isOpen else { return 0 }
         connection.pongsSincePing += 1
-        guard connection.pongsSincePing > Self.maxPongsPerPing else { return 0 }
+        guard connection.pongsSincePing > maxPongsPerPing else { return 0 }
         let (code, reason) = (1008, "too many pongs")
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)

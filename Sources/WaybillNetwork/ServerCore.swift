@@ -41,6 +41,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var answering: [UInt64] = []
     /// Who gets pinged or dropped each second (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
+    /// Pongs a peer may send between two heartbeat pings (`maxPongs(perPing:)`).
+    let maxPongsPerPing: UInt16
 
     // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
     private let protocols: UnsafeMutablePointer<lws_protocols>
@@ -79,6 +81,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
         heartbeat = HeartbeatWheel(interval: Self.heartbeatTicks(configuration.pingInterval))
+        maxPongsPerPing = Self.maxPongs(perPing: configuration.pingInterval)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())
         heartbeatTimer = .allocate(capacity: 1)

@@ -42,7 +42,7 @@ final class WebSocketConnection {
     var pingIsPending = false
     /// A write failed; the connection is being killed and takes no more frames.
     var isBroken = false
-    /// Pongs with a payload received since the heartbeat last pinged (`ServerCore.maxPongsPerPing`).
+    /// Pongs with a payload received since the heartbeat last pinged (`ServerCore.maxPongs(perPing:)`).
     var pongsSincePing: UInt16 = 0
 
     private let counter: LiveObjectCounter

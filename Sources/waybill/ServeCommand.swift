@@ -44,7 +44,7 @@ enum ServeCommand {
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
           --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
                                        default: /metrics answers only on this machine: a loopback peer
-                                       without X-Forwarded-For)
+                                       without X-Forwarded-For, with a Host naming this machine)
           --trusted-proxy ADDRS        reverse proxies (comma-separated addresses, e.g. 127.0.0.1) whose last
                                        X-Forwarded-For entry is the client's address for the login throttle
                                        (WAYBILL_TRUSTED_PROXY; default: none, the connection's peer counts)

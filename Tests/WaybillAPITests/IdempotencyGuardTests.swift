@@ -62,6 +62,20 @@ struct IdempotencyGuardTests {
             }
         }
 
+        /// Holds the store's writer for `seconds` in another write, returning once it is held;
+        /// `released` is set when that write lets go (the guard's follow-up write waits behind it).
+        fileprivate func holdWriter(for seconds: TimeInterval, then released: Flag) async {
+            let holding = Flag(), store = self.store
+            Task.detached {
+                try await store.write { _ in
+                    holding.value.store(true, ordering: .relaxed)
+                    Thread.sleep(forTimeInterval: seconds)
+                    released.value.store(true, ordering: .relaxed)
+                }
+            }
+            _ = await eventually { holding.value.load(ordering: .relaxed) }
+        }
+
         func record(_ key: String) async throws -> IdempotencyRecord? {
             try await store.write { [user] tx in try tx.idempotencyRecord(key, of: user) }
         }
@@ -111,16 +125,9 @@ struct IdempotencyGuardTests {
     /// first). The key is released when the writer is free, and the retry then runs.
     @Test func aServerErrorIsAnsweredWithoutWaitingOutTheRelease() async throws {
         try await Self.withSetup { setup in
-            let store = setup.store, holding = Flag(), held = Flag()
+            let held = Flag()
             let failing: Router.Handler = { _, _ in
-                Task.detached {
-                    try await store.write { _ in
-                        holding.value.store(true, ordering: .relaxed)
-                        Thread.sleep(forTimeInterval: 5)
-                        held.value.store(true, ordering: .relaxed)
-                    }
-                }
-                _ = await eventually { holding.value.load(ordering: .relaxed) }
+                await setup.holdWriter(for: 5, then: held)
                 throw StoreError.unavailable("the database is down")
             }
             let answer = try await setup.send(key: "k", failing)
@@ -151,16 +158,9 @@ struct IdempotencyGuardTests {
     /// once the writer is free the answer is stored and replayed to the retry.
     @Test func aClientErrorIsAnsweredWithoutWaitingOutItsStorage() async throws {
         try await Self.withSetup { setup in
-            let store = setup.store, holding = Flag(), held = Flag()
+            let held = Flag()
             let refusing: Router.Handler = { _, _ in
-                Task.detached {
-                    try await store.write { _ in
-                        holding.value.store(true, ordering: .relaxed)
-                        Thread.sleep(forTimeInterval: 5)
-                        held.value.store(true, ordering: .relaxed)
-                    }
-                }
-                _ = await eventually { holding.value.load(ordering: .relaxed) }
+                await setup.holdWriter(for: 5, then: held)
                 throw PreconditionFailed(currentETag: "\"4\"")
             }
             let answer = try await setup.send(key: "k", refusing)
@@ -192,7 +192,9 @@ struct IdempotencyGuardTests {
             let handlerRan = ran.value.load(ordering: .relaxed)
             #expect(answer.status == 503)
             #expect(!handlerRan, "the handler did not run")
-            #expect(try await setup.record("k") == nil, "the claim that landed was released")
+            // Released in the background after at most 250 ms of waiting (`followUp`): polled.
+            let released = try await eventually { try await setup.record("k") == nil }
+            #expect(released, "the claim that landed was released")
             let retried = try await setup.send(key: "k", through: guarding) { _, _ in HTTPResponse(status: 201) }
             #expect(retried.status == 201)
         }

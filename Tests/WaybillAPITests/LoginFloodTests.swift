@@ -214,6 +214,22 @@ struct LoginFloodTests {
         }
     }
 
+    /// A stranger on the owner's /48 (one carrier's pool) cannot spend the owner's try with one
+    /// request: the owner's own /64 still has it (a review found the first version of the /48 rule
+    /// gave one try per /48, a lock-out for anyone sharing it).
+    @Test func aStrangerOnTheSameSlash48CannotSpendTheOwnersTry() async throws {
+        try await TestServer.withRunning(configure: { $0.trustedProxies = ["127.0.0.7"] }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let email = seed.dispatcher.email, password = seed.dispatcher.password
+            let locker = AddressedClient(port: server.port, source: "127.0.0.3")
+            for _ in 0..<10 { #expect(try await locker.login(email, "wrong").status == 401) }
+            let stranger = AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: "2001:db8:1:9::1")
+            #expect(try await stranger.login(email, "wrong").status == 401)
+            let owner = AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: "2001:db8:1:2::1")
+            #expect(try await owner.login(email, password).status == 200)
+        }
+    }
+
     /// Behind a reverse proxy every client's connection comes from the proxy: with the proxy named
     /// (`--trusted-proxy`), the address it appended to `X-Forwarded-For` is what the throttle counts,
     /// so one client's failures no longer refuse everyone else's logins. From any other peer the
@@ -257,14 +273,15 @@ struct LoginFloodTests {
             func from(_ address: String) -> AddressedClient {
                 AddressedClient(port: server.port, source: "127.0.0.7", forwardedFor: address)
             }
-            #expect(try await from("2001:db8:1:2::1").login(email, "wrong").status == 401, "the /48's one try")
+            #expect(try await from("2001:db8:1:2::1").login(email, "wrong").status == 401, "the /64's one try")
             for n in 2...6 {
                 #expect(try await from("2001:db8:1:2::\(n)").login(email, "wrong").status == 429)
             }
-            // A /48 holds 65 536 /64s: each was a fresh try at the locked email (found by a review).
-            for n in 3...6 {
-                #expect(try await from("2001:db8:1:\(n)::1").login(email, "wrong").status == 429, "another /64 of the /48")
-            }
+            // Another /64 of the /48 is another client, but a /48 holds 65 536 of them: it gets 16
+            // tries at the locked email in all (found by a review: each /64 was a fresh try).
+            var tries: [Int] = []
+            for n in 3...18 { tries.append(try await from("2001:db8:1:\(n)::1").login(email, "wrong").status) }
+            #expect(tries == Array(repeating: 401, count: 15) + [429], "\(tries)")
             #expect(try await from("2001:db8:2:1::1").login(email, "wrong").status == 401, "another /48 is another client")
         }
         #expect(ClientAddress.throttleKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")

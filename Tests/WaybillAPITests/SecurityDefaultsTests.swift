@@ -56,6 +56,18 @@ struct SecurityDefaultsTests {
             let relayed = try await server.request("GET", "/metrics", headers: ["X-Forwarded-For": "203.0.113.9"])
             #expect(relayed.status == 403)
             #expect(!relayed.text.contains("waybill_"))
+            // End to end, from a raw connection: a rebound name is refused, this machine's is not.
+            let port = server.port
+            let (rebound, local) = try await runBlocking {
+                func get(_ host: String) throws -> Int {
+                    let c = try RawConnection(port: port)
+                    defer { c.close() }
+                    try c.send("GET /metrics HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+                    return try c.readResponse().status
+                }
+                return (try get("evil.example:\(port)"), try get("localhost:\(port)"))
+            }
+            #expect(rebound == 403 && local == 200)
         }
         for (address, local) in [("127.0.0.1", true), ("127.8.9.10", true), ("::1", true), ("::ffff:127.0.0.1", true),
             ("192.0.2.7", false), ("2001:db8::1", false), ("", false), ("localhost", false)]
@@ -65,8 +77,12 @@ struct SecurityDefaultsTests {
         }
         // From this machine, a `Host` that names another one is a page whose name was rebound to
         // 127.0.0.1, read from the operator's own browser (DNS rebinding; found by a review).
+        let hostname = try #require(Routes.thisMachinesNames.first)
         for (host, local) in [("localhost:8080", true), ("LOCALHOST", true), ("127.0.0.1:9", true), ("[::1]:8080", true),
-            ("evil.example:8080", false), ("evil.example", false), ("127.0.0.1.evil.example", false), ("[2001:db8::1]:80", false)]
+            ("localhost.:8080", true), ("app.localhost", true), ("ip6-localhost", true), ("127.0.1.1:8080", true),
+            ("\(hostname):8080", true),
+            ("evil.example:8080", false), ("evil.example", false), ("127.0.0.1.evil.example", false), ("[2001:db8::1]:80", false),
+            ("localhost.evil.example", false)]
         {
             let request = HTTPRequest(
                 method: "GET", path: "/metrics", headers: HTTPHeaders([("Host", host)]), remoteAddress: "127.0.0.1")

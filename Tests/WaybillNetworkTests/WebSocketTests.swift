@@ -144,12 +144,12 @@ struct WebSocketTests {
     }
 
     /// Pongs never reach the hub's frame budget: a stream of them (a payload each, so lws reports
-    /// them) closes the socket with 1008 past `maxPongsPerPing` between two heartbeat pings, while
+    /// them) closes the socket with 1008 past `maxPongs(perPing:)` between two heartbeat pings, while
     /// that many are still fine.
     @Test func aStreamOfPongsClosesWith1008() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.pingInterval = .seconds(60) }, delegate: delegate) { server in
-            let port = server.port, allowed = Int(ServerCore.maxPongsPerPing)
+            let port = server.port, allowed = Int(ServerCore.maxPongs(perPing: .seconds(60)))
             let (echo, close) = try await runBlocking {
                 let c = try RawConnection(port: port)
                 #expect(try c.upgradeToWebSocket("/ws/orders/").status == 101)
@@ -166,6 +166,10 @@ struct WebSocketTests {
             #expect(await eventually { delegate.closeReport(for: socket)?.code == 1008 })
         }
         loop.shutdown()
+        // One a second, unsolicited, stays within the cap at any interval.
+        #expect(ServerCore.maxPongs(perPing: .seconds(25)) == 100)
+        #expect(ServerCore.maxPongs(perPing: .seconds(300)) == 1_200)
+        #expect(ServerCore.maxPongs(perPing: .seconds(1_000_000)) == UInt16.max)
     }
 
     @Test func slowConsumerIsClosedWith4008() async throws {

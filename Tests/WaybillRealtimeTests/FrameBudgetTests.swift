@@ -27,17 +27,23 @@ struct FrameBudgetTests {
         #expect(later == [true, true, true, false, false])
     }
 
+    /// A hub on its service thread whose sockets may send 10 frames at once and one a second after.
+    static func hub(on store: any OrderStore) -> (Hub, ServiceThread, GatedAuthenticator) {
+        let service = ServiceThread()
+        let auth = GatedAuthenticator()
+        var limits = Hub.Limits()
+        limits.maxFramesPerSecond = 1
+        limits.frameBurst = 10
+        let hub = Hub(
+            authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
+            configuration: .init(limits: limits))
+        hub.execute = { body in service.queue.async { body(service.io) } }
+        return (hub, service, auth)
+    }
+
     @Test func aSocketThatFloodsPingsIsClosedWith1008AndOthersAreNot() async throws {
         try await withStore { store in
-            let service = ServiceThread()
-            let auth = GatedAuthenticator()
-            var limits = Hub.Limits()
-            limits.maxFramesPerSecond = 1
-            limits.frameBurst = 10
-            let hub = Hub(
-                authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
-                configuration: .init(limits: limits))
-            hub.execute = { body in service.queue.async { body(service.io) } }
+            let (hub, service, auth) = Self.hub(on: store)
             for socket in [SocketID(1), SocketID(2)] {
                 service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
                 let answer = await auth.nextQuestion()
@@ -59,15 +65,7 @@ struct FrameBudgetTests {
     /// before the answer is closed with 1008 like one after it.
     @Test func framesBeforeTheAuthenticationAnswersCountToo() async throws {
         try await withStore { store in
-            let service = ServiceThread()
-            let auth = GatedAuthenticator()
-            var limits = Hub.Limits()
-            limits.maxFramesPerSecond = 1
-            limits.frameBurst = 10
-            let hub = Hub(
-                authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
-                configuration: .init(limits: limits))
-            hub.execute = { body in service.queue.async { body(service.io) } }
+            let (hub, service, auth) = Self.hub(on: store)
             service.run { io in hub.socketOpened(SocketID(1), request: HubLogoutTests.request, io: io) }
             let answer = await auth.nextQuestion()  // held: the authentication has not answered
             service.run { io in

@@ -79,8 +79,7 @@ final class Authenticator: SocketAuthenticating {
         // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
         guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
         let emailKey = "email:" + email.lowercased(), client = ClientAddress.throttleKey(address)
-        // A locked email is refused per address, an IPv6 one by its /48 (as `LoginThrottle` counts it).
-        let pairKey = ClientAddress.wideKey(address) + "\n" + emailKey, askedAt = clock.now()
+        let pairKey = client + "\n" + emailKey, askedAt = clock.now()
         // Refused a moment ago, refused again without a store write: the throttle's answer cannot
         // have changed much within seconds, and a client that keeps asking would otherwise cost a
         // write transaction per request on the writer that order writes need.

@@ -14,13 +14,14 @@ import WaybillStorage
 ///   the entry that proxy added to `X-Forwarded-For` (`ClientAddress`); a client's own header is
 ///   never believed. IPv6 addresses count by their /64 (`ClientAddress.throttleKey`).
 /// - Per email (`emailLimit`): many clients cannot guess one password. A full email counter
-///   alone would let a stranger lock the owner out, so an address (an IPv6 one by its /48,
-///   `ClientAddress.wideKey`) that has not tried **this email** inside the window may still try it
-///   once: if the password is right it logs in, if not that try is spent. An attacker therefore
-///   gets at most one extra guess per address (or /48) per window — the price of not handing them
-///   a lock-out button (see docs/HARDENING.md). Before 2026-12-04 the pass went to addresses with
-///   no failures at all, judged by the /64: an office or a carrier NAT, where someone always
-///   mistypes something, was locked out by a stranger, and a /48 held 65 536 fresh tries.
+///   alone would let a stranger lock the owner out, so an address (an IPv6 one by its /64) that
+///   has not tried **this email** inside the window may still try it once: if the password is
+///   right it logs in, if not that try is spent. One IPv6 /48 (`ClientAddress.wideKey`) gets at
+///   most `passesPerWideBlock` such tries per email. An attacker therefore gets one extra guess per
+///   IPv4 address, or 16 per /48, per window — the price of not handing them a lock-out button (see
+///   docs/HARDENING.md). Before 2026-12-04 the pass went to addresses with no failures at all: an
+///   office or a carrier NAT, where someone always mistypes something, was locked out by a
+///   stranger, and a /48 held 65 536 fresh /64s, each a try.
 final class LoginThrottle: Sendable {
     /// What `begin` decided.
     enum Decision: Equatable {
@@ -43,6 +44,10 @@ final class LoginThrottle: Sendable {
     private let clock: any WallClock
     private let emailLimit: Int
     private let addressLimit: Int
+    /// Locked-email tries one IPv6 /48 gets per email and window: more than one, so that a stranger
+    /// on the same carrier's /48 cannot spend the owner's try with one request; few, so that a /48
+    /// is not 65 536 guesses.
+    static let passesPerWideBlock = 16
     /// In seconds, as the store counts (it compares stored `Date`s).
     private let window: TimeInterval
 
@@ -61,8 +66,12 @@ final class LoginThrottle: Sendable {
     /// - Throws: `StoreError` when the store cannot count (the login answers 503 when it is unavailable).
     func begin(email: String, address: String) async throws -> Decision {
         let now = clock.now(), window = self.window, emailLimit = self.emailLimit, addressLimit = self.addressLimit
-        let addressKey = "address:" + (address.isEmpty ? "unknown" : ClientAddress.throttleKey(address))
-        let pairKey = "pair:" + (address.isEmpty ? "unknown" : ClientAddress.wideKey(address)) + " " + email
+        let client = address.isEmpty ? "unknown" : ClientAddress.throttleKey(address)
+        let addressKey = "address:" + client, pairKey = "pair:" + client + " " + email
+        // IPv6 only: for IPv4 the block is the address, and the pair key already counts it.
+        let block = address.isEmpty ? client : ClientAddress.wideKey(address)
+        let blockKey = block == client ? nil : "block:" + block + " " + email
+        let passesPerBlock = Self.passesPerWideBlock
         return try await store.write { tx in
             // A limit of 1 succeeds only when the key has nothing counted: "clean", "first try here".
             let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
@@ -72,18 +81,23 @@ final class LoginThrottle: Sendable {
                 }
             }
             // Every attempt at this email from here is counted, so an address that helped lock it
-            // (or tried it already) gets no pass below.
+            // (or tried it already) gets no pass below, nor a /48 that had its passes.
             let firstHere = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: 1)
             if !firstHere { _ = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: .max) }
-            if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
-                return .allowed(Attempt(started: now, keys: [addressKey, pairKey, email], fromCleanAddress: clean))
+            var blockHasRoom = true
+            if let blockKey {
+                blockHasRoom = try tx.reserveLoginAttempt(key: blockKey, at: now, window: window, limit: passesPerBlock)
+                if !blockHasRoom { _ = try tx.reserveLoginAttempt(key: blockKey, at: now, window: window, limit: .max) }
             }
-            // The email is locked: one try per address (or IPv6 /48) that has not tried it yet.
-            if firstHere { return .allowed(Attempt(started: now, keys: [addressKey, pairKey], fromCleanAddress: clean)) }
+            let counted = [addressKey, pairKey] + (blockKey.map { [$0] } ?? [])
+            if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
+                return .allowed(Attempt(started: now, keys: counted + [email], fromCleanAddress: clean))
+            }
+            // The email is locked: one try per address that has not tried it yet (and the /48 has room).
+            if firstHere && blockHasRoom { return .allowed(Attempt(started: now, keys: counted, fromCleanAddress: clean)) }
             // Refused without a password check: this is no failure, so the address keeps its quota
             // (a driver retrying a locked email would otherwise lock every login from a shared NAT).
-            try tx.releaseLoginAttempt(key: addressKey, at: now)
-            try tx.releaseLoginAttempt(key: pairKey, at: now)
+            for key in counted { try tx.releaseLoginAttempt(key: key, at: now) }
             return .limited(byAddress: false)
         }
     }

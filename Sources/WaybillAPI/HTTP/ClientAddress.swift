@@ -65,10 +65,10 @@ public struct ClientAddress: Sendable {
     /// name, "") is counted as given, as before.
     public static func throttleKey(_ address: String) -> String { prefixKey(address, bits: 64) }
 
-    /// What a locked email's one try per window is counted by (`LoginThrottle`): an IPv4 address
-    /// itself, an IPv6 address by its /48. A home line gets a /56 and a free tunnel a /48, that is
-    /// 256 or 65 536 /64s: counted by /64, each was a fresh try at a locked email, and guessing ran
-    /// at the speed of the password checks (found by a review, 2026-12-04).
+    /// The block a locked email's tries are capped by (`LoginThrottle.passesPerWideBlock`): an IPv4
+    /// address itself, an IPv6 address by its /48. A home line gets a /56 and a free tunnel a /48,
+    /// that is 256 or 65 536 /64s: uncapped, each was a fresh try at a locked email, and guessing
+    /// ran at the speed of the password checks (found by a review, 2026-12-04).
     public static func wideKey(_ address: String) -> String { prefixKey(address, bits: 48) }
 
     /// An IPv6 address's first `bits` (a multiple of 16) as `a:b:c::/bits`; anything else as given.

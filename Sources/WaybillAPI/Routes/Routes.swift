@@ -157,11 +157,16 @@ struct Routes {
         guard ClientAddress.isLoopback(request.remoteAddress), request.headers["x-forwarded-for"] == nil,
             request.headers["host"].map(namesThisMachine) ?? true
         else {
-            throw APIError(403, "forbidden", "/metrics answers only on this machine; set --metrics-token to read it from elsewhere.")
+            throw APIError(
+                403, "forbidden",
+                "/metrics answers only on this machine (a loopback connection, with a Host naming this machine); set --metrics-token to read it from elsewhere."
+            )
         }
     }
 
-    /// Whether a `Host` header (`name[:port]`, `[v6][:port]`) is `localhost` or a loopback address.
+    /// Whether a `Host` header (`name[:port]`, `[v6][:port]`) names this machine: a loopback address,
+    /// `localhost` and its usual aliases (`*.localhost`, `localhost.localdomain`, `ip6-localhost`),
+    /// or this machine's own host name (Debian maps it to 127.0.1.1); a trailing dot is ignored.
     static func namesThisMachine(_ host: String) -> Bool {
         var name = Substring(host.lowercased())
         if name.hasPrefix("["), let end = name.firstIndex(of: "]") {
@@ -169,8 +174,20 @@ struct Routes {
         } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
             name = name[..<colon]
         }
-        return name == "localhost" || ClientAddress.isLoopback(String(name))
+        if name.hasSuffix(".") { name = name.dropLast() }
+        let text = String(name)
+        return ["localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"].contains(text)
+            || text.hasSuffix(".localhost") || ClientAddress.isLoopback(text) || thisMachinesNames.contains(text)
     }
+
+    /// `gethostname()` and its first label, lower-cased: a local `curl http://$(hostname):8080/metrics`.
+    static let thisMachinesNames: Set<String> = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return [] }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
+        guard !name.isEmpty else { return [] }
+        return [name, String(name.prefix { $0 != "." })]
+    }()
 
     /// Checks `Authorization: Bearer <expected>`, comparing hashes in constant time (no early exit
     /// that would tell an attacker how much of a guess was right). - Throws: 401.
