@@ -118,7 +118,8 @@ http {
     fastcgi_temp_path $STATE/nginx/fastcgi;
     uwsgi_temp_path $STATE/nginx/uwsgi;
     scgi_temp_path $STATE/nginx/scgi;
-    map \$http_upgrade \$connection_upgrade { default upgrade; '' close; }
+    # '' (not close) for a plain request: the upstream keep-alive below then works.
+    map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
     upstream waybill {
         server 127.0.0.1:$(node_port 1) max_fails=1 fail_timeout=3s;
         server 127.0.0.1:$(node_port 2) max_fails=1 fail_timeout=3s;
@@ -137,7 +138,9 @@ http {
             # A dead node: retry idempotent requests on the other one. nginx never retries POST or PATCH,
             # but it does retry DELETE (idempotent in HTTP): one whose first try committed answers 404
             # from the other node, which the panel shows as "gone" (docs/SCALING.md).
-            proxy_next_upstream error timeout http_502 http_503;
+            # Not on a 503: that is the shared store's, every node answers the same, and counting it
+            # marks every node down (nginx then answers its own 502).
+            proxy_next_upstream error timeout;
             proxy_connect_timeout 2s;
             # WebSockets stay open for hours; the server pings every 25 s.
             proxy_read_timeout 1h;
