@@ -67,13 +67,7 @@ extension ServerCore {
         let isLast = lws_is_final_fragment(wsi) != 0 && endsFrame
         let outcome = connection.inbound.receive(
             piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
-        if let (code, reason) = outcome.refusal {
-            connection.dropQueue()
-            connection.requestClose(code: code, reason: reason)
-            connection.closeSent = true
-            closeNow(wsi, code: code, reason: reason)
-            return -1
-        }
+        if let (code, reason) = outcome.refusal { return refuse(connection, wsi, code: code, reason: reason) }
         switch outcome {
         case .complete(.binary(let message)): delegate?.socketReceived(connection.id, binary: message, io: io)
         case .complete(.text(let message)): delegate?.socketReceived(connection.id, text: message, io: io)
@@ -100,7 +94,12 @@ extension ServerCore {
         guard connection.isOpen else { return 0 }
         connection.pongsSincePing += 1
         guard connection.pongsSincePing > maxPongsPerPing else { return 0 }
-        let (code, reason) = (1008, "too many pongs")
+        return refuse(connection, wsi, code: 1008, reason: "too many pongs")
+    }
+
+    /// Closes a peer that broke a rule from inside its receive callback: nothing more is sent, and
+    /// lws closes with `code` when the callback returns the -1 this answers.
+    private func refuse(_ connection: WebSocketConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)
         connection.closeSent = true

@@ -73,6 +73,12 @@ final class LoginThrottle: Sendable {
         let blockKey = block == client ? nil : "block:" + block + " " + email
         let passesPerBlock = Self.passesPerWideBlock
         return try await store.write { tx in
+            /// Counts an attempt under `key` whatever it holds; whether it had room under `limit`.
+            func count(_ key: String, within limit: Int) throws -> Bool {
+                if try tx.reserveLoginAttempt(key: key, at: now, window: window, limit: limit) { return true }
+                _ = try tx.reserveLoginAttempt(key: key, at: now, window: window, limit: .max)
+                return false
+            }
             // A limit of 1 succeeds only when the key has nothing counted: "clean", "first try here".
             let clean = try tx.reserveLoginAttempt(key: addressKey, at: now, window: window, limit: 1)
             if !clean {
@@ -82,13 +88,8 @@ final class LoginThrottle: Sendable {
             }
             // Every attempt at this email from here is counted, so an address that helped lock it
             // (or tried it already) gets no pass below, nor a /48 that had its passes.
-            let firstHere = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: 1)
-            if !firstHere { _ = try tx.reserveLoginAttempt(key: pairKey, at: now, window: window, limit: .max) }
-            var blockHasRoom = true
-            if let blockKey {
-                blockHasRoom = try tx.reserveLoginAttempt(key: blockKey, at: now, window: window, limit: passesPerBlock)
-                if !blockHasRoom { _ = try tx.reserveLoginAttempt(key: blockKey, at: now, window: window, limit: .max) }
-            }
+            let firstHere = try count(pairKey, within: 1)
+            let blockHasRoom = try blockKey.map { try count($0, within: passesPerBlock) } ?? true
             let counted = [addressKey, pairKey] + (blockKey.map { [$0] } ?? [])
             if try tx.reserveLoginAttempt(key: email, at: now, window: window, limit: emailLimit) {
                 return .allowed(Attempt(started: now, keys: counted + [email], fromCleanAddress: clean))
