@@ -37,8 +37,10 @@ export WAYBILL_CLUSTER_REDIS_PORT="${WAYBILL_BENCH_REDIS_PORT:-26389}"
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
 export WAYBILL_BIN="$BIN"
-# The nodes read it from the environment: the sinks open many sockets per seeded token (bench.sh).
+# The nodes read them from the environment: the sinks open many sockets, and the writers send
+# thousands of writes a second, per seeded token (bench.sh).
 export WAYBILL_MAX_SOCKETS_PER_USER=1000000
+export WAYBILL_USER_REQUESTS_PER_SECOND=0
 STATE="$WAYBILL_CLUSTER_DIR"
 N1=$((WAYBILL_CLUSTER_PORT + 1))
 N2=$((WAYBILL_CLUSTER_PORT + 2))

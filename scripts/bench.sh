@@ -46,9 +46,10 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT  # a timeout's TERM still runs cleanup (stops the server)
 
 start_server() {
-    # The harness opens thousands of sockets with a few seeded tokens (one dispatcher, N drivers):
-    # the per-user cap (32, for real users) is lifted for it.
+    # The harness opens thousands of sockets and sends thousands of writes a second with a few
+    # seeded tokens (one dispatcher, N drivers): the per-user caps (for real users) are lifted for it.
     "$BIN" serve --port "$PORT" --data-dir "$DATA" --max-socket-queue-bytes 4194304 --max-sockets-per-user 1000000 \
+        --user-requests-per-second 0 \
         2>"$DATA/server.log" &
     SERVER_PID=$!
     for _ in $(seq 1 100); do

@@ -77,6 +77,10 @@ public struct ServerConfiguration: Sendable {
     public var maxConcurrentReplays = 64
     /// WebSockets one user may have open on one node (more: 1013).
     public var maxSocketsPerUser = 32
+    /// API requests one user may make per second on one node, after a burst of `userRequestBurst`
+    /// (more: 429 `rate_limited`; `UserRequestLimiter`). 0: no limit.
+    public var userRequestsPerSecond = 50
+    public var userRequestBurst = 200
     public var maxQueuedServiceWork = 100_000
     /// How long shutdown waits for sockets to flush and close.
     public var shutdownDrain: Duration = .seconds(3)

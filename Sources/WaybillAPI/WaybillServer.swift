@@ -70,7 +70,9 @@ public final class WaybillServer: Sendable {
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations, pool: pool),
             pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
-            tokenLifetime: configuration.tokenLifetime, metrics: metrics)
+            tokenLifetime: configuration.tokenLifetime, metrics: metrics,
+            requestLimiter: UserRequestLimiter(
+                .init(perSecond: configuration.userRequestsPerSecond, burst: configuration.userRequestBurst)))
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(

@@ -24,5 +24,8 @@ extension Metrics {
         case inboundFrames = "inbound_frames"
         /// A user already had `maxSocketsPerUser` sockets open on this node: the new one was closed with 1013.
         case socketsPerUser = "sockets_per_user"
+        /// A user made API requests faster than `--user-requests-per-second` allows on this node:
+        /// answered 429 `rate_limited` before the handler ran.
+        case userRequests = "user_requests"
     }
 }

@@ -11,7 +11,7 @@ import WaybillStorage
 enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes", "max-sockets-per-user",
-        "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
+        "user-requests-per-second", "user-request-burst", "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
         "token-days", "metrics-token", "trusted-proxy", "inline-writes",
     ]
 
@@ -38,6 +38,10 @@ enum ServeCommand {
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
           --max-sockets-per-user N     WebSockets one user may have open on this node; one more is closed with
                                        1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
+          --user-requests-per-second N API requests one user may make per second on this node, after a burst of
+                                       --user-request-burst; past it 429 rate_limited with Retry-After
+                                       (WAYBILL_USER_REQUESTS_PER_SECOND, default 50; 0 = no limit)
+          --user-request-burst N       (WAYBILL_USER_REQUEST_BURST, default 200)
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, 1…60 (WAYBILL_TICKET_SECONDS, default 30)
@@ -85,6 +89,8 @@ enum ServeCommand {
         c.maxQueuedBytesPerSocket = try args.int(
             "max-socket-queue-bytes", default: c.maxQueuedBytesPerSocket, in: 65536...(1 << 30))
         c.maxSocketsPerUser = try args.int("max-sockets-per-user", default: c.maxSocketsPerUser, in: 1...)
+        c.userRequestsPerSecond = try args.int("user-requests-per-second", default: c.userRequestsPerSecond, in: 0...)
+        c.userRequestBurst = try args.int("user-request-burst", default: c.userRequestBurst, in: 1...)
         c.passwordIterations = try Self.passwordIterations(args)
         // 0 or less would prune every relayed event at each run (resumes would all get `reset`);
         // a huge value overflowed the seconds and trapped at startup.

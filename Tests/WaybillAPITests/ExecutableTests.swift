@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillNetwork
 import WaybillDomain
 import WaybillSQLite
 import WaybillStorage
@@ -89,6 +90,8 @@ struct ExecutableTests {
         (["--token-days", "0"], "--token-days must be 1…3650"),
         (["--ping-interval", "0"], "--ping-interval must be ≥ 1"),
         (["--max-sockets-per-user", "0"], "--max-sockets-per-user must be ≥ 1"),
+        (["--user-requests-per-second", "-1"], "--user-requests-per-second must be ≥ 0"),
+        (["--user-request-burst", "0"], "--user-request-burst must be ≥ 1"),
         (["--port", "65536"], "--port must be 0…65535"),
         (["--port", "eighty"], "--port must be a whole number, not 'eighty'"),
     ])
@@ -385,6 +388,36 @@ struct ExecutableTests {
             "driver", "--server", url, "--email", driver.email, "--password", driver.password, "--json",
             "--state-dir", directory.appendingPathComponent("driver-state").path,
         ])
+    }
+
+    /// `--user-requests-per-second` and `--user-request-burst` reach the running server: past the
+    /// burst a user's request is 429 with `Retry-After`; the help names both and the default.
+    @Test func theUserRequestFlagsLimitAUsersRequests() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (seed, server) = try await Self.seededServer(
+            in: directory, serving: ["--user-requests-per-second", "1", "--user-request-burst", "2"])
+        defer { server.terminate() }
+        let port = try #require(await Self.port(of: server))
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/api/me"))
+        // At 1 a second after a burst of 2, asking at once: the third or a later one (a stalled
+        // runner may refill a token between two) is refused.
+        var statuses: [Int] = []
+        var retryAfter: String?
+        while statuses.count < 10, statuses.last != 429 {
+            let answer = try await HTTPClient.send(
+                method: "GET", url: url, headers: [("Authorization", "Bearer \(seed.dispatcherToken)")], body: nil,
+                timeout: .seconds(10))
+            statuses.append(answer.status)
+            retryAfter = answer.headers["retry-after"]
+        }
+        #expect(statuses.prefix(2) == [200, 200] && statuses.last == 429, "\(statuses)")
+        #expect(retryAfter == "1")
+        let help = try ChildProcess(["serve", "--help"])
+        #expect(await help.exitStatus() == 0)
+        let text = help.stdout.joined(separator: "\n")
+        #expect(text.contains("--user-requests-per-second N") && text.contains("WAYBILL_USER_REQUESTS_PER_SECOND, default 50"))
+        #expect(text.contains("--user-request-burst N") && text.contains("WAYBILL_USER_REQUEST_BURST, default 200"))
     }
 
     /// `waybill seed` (one driver, one order) into `directory`, then `waybill serve` on it, both as

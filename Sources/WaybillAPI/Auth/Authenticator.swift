@@ -31,15 +31,18 @@ final class Authenticator: SocketAuthenticating {
     /// Addresses (or address and email) just answered 429, refused again for a few seconds at no cost.
     private let limitedGate = RetryAfterGate(seconds: 10)
     private static let rateLimited = APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
-    /// Counts tickets refused for their shape (`malformed_ticket`).
+    /// Counts tickets refused for their shape (`malformed_ticket`) and requests over a user's rate.
     private let metrics: Metrics?
+    /// Each user's API requests on this node (`admit`); `nil`: no limit.
+    private let requestLimiter: UserRequestLimiter?
 
     init(
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
         throttle: LoginThrottle, ticketLifetime: Duration = .seconds(30), tokenLifetime: Duration = .seconds(30 * 86_400),
-        metrics: Metrics? = nil
+        metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil
     ) {
         self.metrics = metrics
+        self.requestLimiter = requestLimiter
         self.store = store
         self.clock = clock
         self.hasher = hasher
@@ -159,6 +162,15 @@ final class Authenticator: SocketAuthenticating {
     }
 
     func user(forToken token: String) async throws -> User? { try await credential(forToken: token)?.user }
+
+    /// Takes one of `user`'s requests on this node (`UserRequestLimiter`), once per request.
+    /// - Throws: 429 `rate_limited` with `Retry-After` past the user's rate.
+    func admit(_ user: User) throws {
+        guard let requestLimiter, case .limited(let seconds) = requestLimiter.admit(user.id, now: clock.now()) else { return }
+        metrics?.overflowed(.userRequests)
+        throw APIError(
+            429, "rate_limited", "Too many requests from this user; try again in \(seconds) s.", retryAfter: seconds)
+    }
 
     /// The user of a token and the token's session epoch (a socket's, to tell whether a logout revoked it).
     func credential(forToken token: String) async throws -> SocketCredential? {

@@ -9,7 +9,9 @@ final class RequestContext: @unchecked Sendable {
     let parameters: [String: String]
     private let authenticator: Authenticator
     private let request: HTTPRequest
+    /// The user once admitted; `identified`: once the token named them (the log line's user).
     private let authenticated = Mutex<User?>(nil)
+    private let identified = Mutex<User?>(nil)
 
     init(parameters: [String: String], request: HTTPRequest, authenticator: Authenticator) {
         self.parameters = parameters
@@ -17,11 +19,14 @@ final class RequestContext: @unchecked Sendable {
         self.authenticator = authenticator
     }
 
-    /// The user of the bearer token (any role, with or without company).
-    /// - Throws: 401 `APIError.unauthenticated`.
+    /// The user of the bearer token (any role, with or without company). The first call takes one
+    /// of the user's requests (`Authenticator.admit`); the user is kept, so later calls do not.
+    /// - Throws: 401 `APIError.unauthenticated`, 429 `rate_limited`.
     func requireUser() async throws -> User {
         if let user = authenticated.withLock({ $0 }) { return user }
         let user = try await authenticator.user(forAuthorization: request.headers["authorization"])
+        identified.withLock { $0 = user }  // a request refused for its rate is still logged with its user
+        try authenticator.admit(user)
         authenticated.withLock { $0 = user }
         return user
     }
@@ -48,5 +53,5 @@ final class RequestContext: @unchecked Sendable {
     }
 
     /// The user id for the request log line, if authentication happened.
-    var loggedUserID: String { authenticated.withLock { $0.map { "\($0.id)" } ?? "-" } }
+    var loggedUserID: String { identified.withLock { $0.map { "\($0.id)" } ?? "-" } }
 }
