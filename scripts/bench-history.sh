@@ -36,7 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" serve --port "$PORT" --data-dir "$DATA" 2>"$DATA/server.log" &
+# REPEAT requests of each path with one token, as fast as curl goes: past the per-user rate (429).
+"$BIN" serve --port "$PORT" --data-dir "$DATA" --user-requests-per-second 0 2>"$DATA/server.log" &
 SERVER_PID=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 

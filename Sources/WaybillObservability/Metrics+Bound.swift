@@ -20,6 +20,9 @@ extension Metrics {
         case socketAuthenticationTime = "socket_authentication_time"
         /// A `?ticket=` that cannot be a ticket: refused with 4001 without a store write.
         case malformedTicket = "malformed_ticket"
+        /// A bearer token that cannot be a token (not 43 URL-safe base64 characters): refused with
+        /// 401 (or 4001) without a store read.
+        case malformedToken = "malformed_token"
         /// A socket sent text frames faster than its budget: closed with 1008.
         case inboundFrames = "inbound_frames"
         /// A user already had `maxSocketsPerUser` sockets open on this node: the new one was closed with 1013.

@@ -12,6 +12,14 @@ public protocol SocketAuthenticating: Sendable {
     /// The user of an API token; `nil` if unknown, expired or revoked.
     /// - Throws: when the store cannot answer.
     func credential(forToken token: String) async throws -> SocketCredential?
+    /// Whether `user` may open one more socket with a token now (the user's request rate); a
+    /// ticket's socket is not asked (the ticket's request was). `false`: closed with 1013.
+    func admitsSocket(of user: User) -> Bool
+}
+
+extension SocketAuthenticating {
+    /// No rate: every socket is admitted (test doubles, and any authenticator without a limit).
+    public func admitsSocket(of user: User) -> Bool { true }
 }
 
 /// What a handshake's ticket or token proved: its user, and the session epoch of the token (a

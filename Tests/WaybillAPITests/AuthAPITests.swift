@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillSQLite
 
 @Suite(.timeLimit(.minutes(1)))
 struct AuthAPITests {
@@ -19,6 +20,24 @@ struct AuthAPITests {
             #expect(me.status == 200)
             #expect(me.object.int("id") == seed.dispatcher.id)
             #expect(me.object.string("role") == "dispatcher")
+        }
+    }
+
+    /// A bearer token that cannot be one is 401 without a store read: with the store closed it is
+    /// still 401, while a well-formed unknown token needs the store (503). Counted as
+    /// `bound="malformed_token"`.
+    @Test func aMalformedTokenNeverReachesTheStore() async throws {
+        try await TestServer.withRunning { server in
+            server.store.close()
+            for garbage in ["undefined", "' OR 1=1 --", String(repeating: "A", count: 42), String(repeating: "A", count: 44), String(repeating: "A", count: 42) + "="] {
+                let answer = try await server.request("GET", "/api/me", token: garbage)
+                #expect(answer.status == 401, "\(garbage): \(answer.status)")
+                #expect(answer.errorCode == "not_authenticated")
+            }
+            let wellFormed = try await server.request("GET", "/api/me", token: String(repeating: "A", count: 43))
+            #expect(wellFormed.status == 503, "a well-formed token is looked up: \(wellFormed.text)")
+            let metrics = try await server.request("GET", "/metrics").text
+            #expect(metrics.contains("waybill_bound_overflows_total{bound=\"malformed_token\"} 5\n"), "\(metrics)")
         }
     }
 

@@ -43,8 +43,8 @@ struct SocketBoundsTests {
         server.logs.all.contains { $0.contains("msg=\"socket closed\"") && $0.contains("code=\(code)") }
     }
 
-    /// A ticket that cannot be one is refused without a store write: with the store closed it is
-    /// still a plain 4001, while a well-formed unknown ticket needs the store (1011).
+    /// A ticket (or a `?token=`) that cannot be one is refused without touching the store: with the
+    /// store closed it is still a plain 4001, while a well-formed unknown one needs the store (1011).
     @Test func aMalformedTicketNeverReachesTheStore() async throws {
         try await TestServer.withRunning { server in
             server.store.close()
@@ -54,8 +54,14 @@ struct SocketBoundsTests {
             #expect(await tooLong.closed() == 4001)
             let wellFormed = try await TestSocket.open(port: server.port, query: "ticket=\(Self.unknownTicket)")
             #expect(await wellFormed.closed() == 1011)
+            // A token that cannot be one is refused the same way, without a store read (`malformed_token`).
+            let garbageToken = try await TestSocket.open(port: server.port, query: "token=undefined")
+            #expect(await garbageToken.closed() == 4001)
+            let unknownToken = try await TestSocket.open(port: server.port, query: "token=\(Self.unknownTicket)")
+            #expect(await unknownToken.closed() == 1011)
             let metrics = try await server.request("GET", "/metrics").text
             #expect(metrics.contains("waybill_bound_overflows_total{bound=\"malformed_ticket\"} 2\n"))
+            #expect(metrics.contains("waybill_bound_overflows_total{bound=\"malformed_token\"} 1\n"))
         }
     }
 

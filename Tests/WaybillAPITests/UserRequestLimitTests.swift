@@ -70,6 +70,19 @@ struct UserRequestLimitTests {
         #expect(limiter.admit(UserID(1_001), now: Self.t0.addingTimeInterval(1)) != .allowed)
     }
 
+    /// A user past the bound costs a look-up, not a walk of the whole table: a full table is swept
+    /// at most once a second (found by a review).
+    @Test func aFullTableIsSweptAtMostOnceASecond() throws {
+        let limiter = try #require(UserRequestLimiter(.init(perSecond: 4, burst: 2), maxTracked: 100))
+        for n in 0..<100 { _ = limiter.admit(UserID(Int64(n + 1)), now: Self.t0) }
+        #expect(limiter.admit(UserID(1_000), now: Self.t0) == .allowed)  // swept, nothing was full
+        // Half a second later every bucket is full again, but the last sweep was too recent.
+        #expect(limiter.admit(UserID(1_001), now: Self.t0.addingTimeInterval(0.5)) == .allowed)
+        #expect(limiter.trackedCount == 100)
+        #expect(limiter.admit(UserID(1_002), now: Self.t0.addingTimeInterval(1)) == .allowed)
+        #expect(limiter.trackedCount == 1)
+    }
+
     /// End to end: past the burst, 429 `rate_limited` with `Retry-After`, counted in `/metrics`,
     /// before the handler runs (the write is not made); other users, logins and requests without a
     /// token are not counted; the same user gets in again once the clock has moved.
@@ -99,6 +112,44 @@ struct UserRequestLimitTests {
             let metrics = try await server.request("GET", "/metrics").text
             #expect(metrics.contains("waybill_bound_overflows_total{bound=\"user_requests\"} 2\n"), "\(metrics)")
             #expect(server.logs.all.contains { $0.contains("status=429") && $0.contains("user_id=\(seed.dispatcher.id)") })
+        }
+    }
+
+    /// Logging out is never refused for the rate: a script flooding with a leaked token keeps the
+    /// user's bucket empty, and the logout is what revokes that token (found by a review).
+    @Test func aUserOverTheRateCanStillLogOut() async throws {
+        let clock = SteppedClock()
+        try await TestServer.withRunning(clock: clock, configure: { $0.userRequestsPerSecond = 1; $0.userRequestBurst = 2 }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let token = seed.dispatcherToken
+            while try await server.request("GET", "/api/me", token: token).status == 200 {}
+            #expect(try await server.request("GET", "/api/me", token: token).status == 429)
+            #expect(try await server.request("POST", "/api/auth/logout", token: token).status == 204)
+            clock.advance(by: 10)
+            #expect(try await server.request("GET", "/api/me", token: token).status == 401, "the logout revoked the token")
+        }
+    }
+
+    /// A WebSocket opened with `?token=` is one of the user's requests: past the rate it is closed
+    /// with 1013 (the apps reconnect with backoff), another user's is not; a ticket's socket is not
+    /// charged again (the ticket's request was).
+    @Test func aSocketOpenedWithATokenPastTheRateIsClosedWith1013() async throws {
+        let clock = SteppedClock()
+        try await TestServer.withRunning(clock: clock, configure: { $0.userRequestsPerSecond = 1; $0.userRequestBurst = 3 }) { server in
+            let seed = try await server.seed(drivers: 2, orders: 0)
+            let driver = seed.drivers[0].token
+            let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: driver).object.string("ticket"))
+            let (first, _) = try await server.connectedSocket(token: driver)
+            #expect(try await server.request("GET", "/api/me", token: driver).status == 200)  // the burst's third
+            let refused = try await server.socket(token: driver)
+            #expect(await refused.closed() != nil)  // an lws client reads 1013 as 1002: the server's log says
+            #expect(await server.eventually { SocketBoundsTests.closeLogged(server, code: 1013) })
+            let byTicket = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            #expect((await byTicket.next())?["type"] as? String == "connected", "a ticket's socket is not charged again")
+            let (other, _) = try await server.connectedSocket(token: seed.drivers[1].token)
+            let metrics = try await server.request("GET", "/metrics").text
+            #expect(metrics.contains("waybill_bound_overflows_total{bound=\"user_requests\"} 1\n"), "\(metrics)")
+            for socket in [first, byTicket, other] { await socket.close() }
         }
     }
 

@@ -163,6 +163,11 @@ final class Authenticator: SocketAuthenticating {
 
     func user(forToken token: String) async throws -> User? { try await credential(forToken: token)?.user }
 
+    /// A WebSocket handshake with `?token=` is one of the user's requests too (a ticket's was charged
+    /// when it was issued): each connect costs a store read for its replay. Past the rate the hub
+    /// closes the socket with 1013 and the app reconnects with backoff.
+    func admitsSocket(of user: User) -> Bool { (try? admit(user)) != nil }
+
     /// Takes one of `user`'s requests on this node (`UserRequestLimiter`), once per request.
     /// - Throws: 429 `rate_limited` with `Retry-After` past the user's rate.
     func admit(_ user: User) throws {
@@ -174,8 +179,12 @@ final class Authenticator: SocketAuthenticating {
 
     /// The user of a token and the token's session epoch (a socket's, to tell whether a logout revoked it).
     func credential(forToken token: String) async throws -> SocketCredential? {
-        // Bytes, not characters (`count` walks graphemes): a real token is ASCII, where they agree.
-        guard !token.isEmpty, token.utf8.count <= 256 else { return nil }
+        // A token is what `Secret.generate()` makes; anything else (a scanner's `Bearer undefined`, a
+        // flood of random text) is refused here, so it costs neither a hash nor a store read.
+        guard Secret.isWellFormed(token) else {
+            metrics?.overflowed(.malformedToken)
+            return nil
+        }
         let hash = Secret(token).hash, now = clock.now()
         if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.credential }
         let generation = revocations.load(ordering: .acquiring)

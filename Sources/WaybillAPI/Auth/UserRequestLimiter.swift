@@ -37,7 +37,13 @@ final class UserRequestLimiter: Sendable {
     /// the table is full; a user beyond the bound while every bucket is still draining goes
     /// untracked (allowed) rather than growing the table.
     private let maxTracked: Int
-    private let buckets = Mutex<[UserID: Bucket]>([:])
+    private struct State {
+        var buckets: [UserID: Bucket] = [:]
+        /// When the full table was last swept: at most once a second, so users past the bound cost
+        /// a look-up each, not a walk of the whole table each (found by a review).
+        var lastSweep: Date?
+    }
+    private let state = Mutex(State())
 
     /// `nil` when `perSecond` is 0 (no limit).
     init?(_ rate: Rate, maxTracked: Int = 100_000) {
@@ -48,25 +54,28 @@ final class UserRequestLimiter: Sendable {
 
     /// Takes a token for one request of `user` at `now`, if there is one.
     func admit(_ user: UserID, now: Date) -> Decision {
-        buckets.withLock { buckets in
-            var bucket = buckets[user].map { refilled($0, now: now) } ?? Bucket(tokens: Double(rate.burst), at: now)
+        state.withLock { state in
+            var bucket = state.buckets[user].map { refilled($0, now: now) } ?? Bucket(tokens: Double(rate.burst), at: now)
             guard bucket.tokens >= 1 else {
-                buckets[user] = bucket
+                state.buckets[user] = bucket
                 let wait = (1 - bucket.tokens) / Double(rate.perSecond)
                 return .limited(retryAfter: max(1, Int(wait.rounded(.up))))
             }
             bucket.tokens -= 1
-            if buckets[user] == nil, buckets.count >= maxTracked {
-                buckets = buckets.filter { refilled($0.value, now: now).tokens < Double(rate.burst) }
-                guard buckets.count < maxTracked else { return .allowed }
+            if state.buckets[user] == nil, state.buckets.count >= maxTracked {
+                if state.lastSweep.map({ abs(now.timeIntervalSince($0)) >= 1 }) ?? true {
+                    state.lastSweep = now
+                    state.buckets = state.buckets.filter { refilled($0.value, now: now).tokens < Double(rate.burst) }
+                }
+                guard state.buckets.count < maxTracked else { return .allowed }
             }
-            buckets[user] = bucket
+            state.buckets[user] = bucket
             return .allowed
         }
     }
 
     /// Users with a bucket now (tests: the bound).
-    var trackedCount: Int { buckets.withLock { $0.count } }
+    var trackedCount: Int { state.withLock { $0.buckets.count } }
 
     private func refilled(_ bucket: Bucket, now: Date) -> Bucket {
         // A wall clock set back neither drains a bucket nor freezes it until the clock catches up:

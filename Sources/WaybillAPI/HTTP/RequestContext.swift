@@ -20,13 +20,14 @@ final class RequestContext: @unchecked Sendable {
     }
 
     /// The user of the bearer token (any role, with or without company). The first call takes one
-    /// of the user's requests (`Authenticator.admit`); the user is kept, so later calls do not.
+    /// of the user's requests (`Authenticator.admit`) unless `admitting` is false (logout); the user
+    /// is kept, so later calls do not.
     /// - Throws: 401 `APIError.unauthenticated`, 429 `rate_limited`.
-    func requireUser() async throws -> User {
+    func requireUser(admitting: Bool = true) async throws -> User {
         if let user = authenticated.withLock({ $0 }) { return user }
         let user = try await authenticator.user(forAuthorization: request.headers["authorization"])
         identified.withLock { $0 = user }  // a request refused for its rate is still logged with its user
-        try authenticator.admit(user)
+        if admitting { try authenticator.admit(user) }
         authenticated.withLock { $0 = user }
         return user
     }
