@@ -48,8 +48,10 @@ trap 'exit 143' TERM INT  # a timeout's TERM still runs cleanup (stops the serve
 start_server() {
     # The harness opens thousands of sockets and sends thousands of writes a second with a few
     # seeded tokens (one dispatcher, N drivers): the per-user caps (for real users) are lifted for it.
+    # WAYBILL_BENCH_USER_RATE=N keeps the request limiter on at N a second (and burst), to measure it.
+    local rate="${WAYBILL_BENCH_USER_RATE:-0}"
     "$BIN" serve --port "$PORT" --data-dir "$DATA" --max-socket-queue-bytes 4194304 --max-sockets-per-user 1000000 \
-        --user-requests-per-second 0 \
+        --user-requests-per-second "$rate" --user-request-burst "$(( rate > 0 ? rate : 1 ))" \
         2>"$DATA/server.log" &
     SERVER_PID=$!
     for _ in $(seq 1 100); do

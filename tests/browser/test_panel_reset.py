@@ -17,7 +17,7 @@ SETUP = """
     pages: [], byIds: [],
     drivers: async () => ({ data: [], changed: true }),
     orderCounts: async () => ({ data: {}, changed: true }),
-    orders: async (params) => { calls.push(['orders', params.before ?? null]); return api.pages.shift(); },
+    orders: async (params) => { calls.push(['orders', params.before ?? null]); const next = api.pages.shift(); if (next instanceof Error) throw next; return next; },
     ordersByIds: async (ids) => { calls.push(['ids', ids]); const next = api.byIds.shift(); if (next instanceof Error) throw next; return next; },
     order: async () => api.detail,
   };
@@ -87,6 +87,24 @@ def test_a_failed_row_refetch_reloads_the_page_at_the_next_signal_and_clears_its
     assert "Could not refresh" in result["message"], result
     assert result["after"] == ["Alpha renamed", "Bravo renamed"], result
     assert result["error"] == "", result
+    assert result["calls"][-1] == ["orders", None], result
+
+
+def test_a_failed_page_reload_reloads_the_page_at_the_next_signal(page, server):
+    """An event's page reload (a new order) that fails, e.g. 429 or 503: the next event, which
+    names only a row, must reload the page, or the new order stays out until the poll."""
+    result = run(page, """
+      api.pages.push({ data: [row(7, 1, 'Alpha')], next: null });
+      await view.refresh(signal({ all: true }));
+      api.pages.push(Object.assign(new Error('Too many requests'), { status: 429 }));
+      await view.refresh(signal({ createdIds: new Set([8]) }));      // Charlie created: the reload fails
+      const message = main.querySelector('#orders-error').textContent;
+      api.pages.push({ data: [row(8, 1, 'Charlie'), row(7, 2, 'Alpha renamed')], next: null });
+      await view.refresh(signal({ orderIds: new Set([7]) }));        // Alpha renamed: the page comes again
+      return { message, after: titles(), calls };
+    """)
+    assert "Could not refresh" in result["message"], result
+    assert result["after"] == ["Charlie", "Alpha renamed"], result
     assert result["calls"][-1] == ["orders", None], result
 
 

@@ -242,7 +242,10 @@ export class OrdersView {
     } catch (error) {
       if (generation === this.generation) {
         this.loading = null;
-        if (this.signalledWhileLoading) this.pageStale = true;
+        // The page on screen is not the one asked for (a created or deleted order, another page):
+        // the next signal reloads it, not just the rows it names (found by a review, 2026-12-05:
+        // an event's page reload answered 429 or 503 left a new order out until the poll).
+        this.pageStale = true;
       }
       this.listFailed(error);
     }
