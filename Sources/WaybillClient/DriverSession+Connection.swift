@@ -150,6 +150,11 @@ extension DriverSession {
             closeCode = 4001  // the ticket endpoint refused the token: same meaning, same reaction
         } catch WaybillClientError.notAllowed {
             closeCode = 4003
+        } catch let error as WaybillClientError where error.status == 429 || error.status == 503 {
+            // The server answered the ticket request and asked to wait (its rate, a store outage):
+            // like a socket it closes with 1013, this is not an upgrade a proxy refused, so it must
+            // not count toward giving up the resume check (`attemptEnded`; found by a review).
+            closeCode = 1013
         } catch {
             closeCode = nil  // could not connect: treated as an abnormal drop
         }

@@ -71,6 +71,34 @@ struct ResumeHoldTests {
         #expect(h.api.appliedWrites == ["status 1 accepted", "stage 2 5"])
     }
 
+    /// A ticket request the server answers with "wait" (429 past the user's rate, 503 in a store
+    /// outage) is not a socket a proxy refused: however often it comes while REST calls answer, the
+    /// queue stays held for the resume's outcome (two upgrades failing so used to let it go).
+    @Test(arguments: [429, 503]) func ticketRequestsAnsweredWaitDoNotEndTheHold(status: Int) async throws {
+        let (h, accept, _, socket) = try await Self.resumedWithQueue()
+        h.api.setSocketError(.http(status: status, code: status == 429 ? "rate_limited" : "store_unavailable", message: "wait"))
+        socket.drop(code: 1006)
+        for round in 1...3 {
+            await eventually("backing off, round \(round)") {
+                if case .backingOff = await h.session.connectionState { return true } else { return false }
+            }
+            let fetches = h.api.listFetches
+            await h.session.refresh()  // REST answers while the socket cannot open
+            await eventually("list fetched, round \(round)") { h.api.listFetches > fetches }
+            await h.clock.advance(by: .seconds(1))
+            await eventually("ticket asked, round \(round)") { h.api.socketRequests.count >= 2 + round }
+        }
+        await h.settle()
+        #expect(h.api.writeKeys == [accept.id.rawValue], "nothing sent while a reset may still come")
+        h.api.setSocketError(nil)
+        await h.clock.advance(by: .seconds(1))
+        await eventually("connected again") { h.transport.connections.count >= 3 }
+        let again = try #require(h.transport.current)
+        again.receive(#"{"type":"reset"}"#)
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(await h.session.refusedActions.map(\.id) == [accept.id], "the reset still refuses what named a version")
+    }
+
     /// An older server answers pings before its replay; a replay may be slow: the wait is bounded.
     @Test func withoutAnOutcomeTheQueueGoesAfterTheLimit() async throws {
         let (h, accept, _, _) = try await Self.resumedWithQueue()
