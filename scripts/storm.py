@@ -262,7 +262,8 @@ class Server:
     def start(self):
         a = self.args
         self.proc = subprocess.Popen(
-            [a.bin, "serve", "--port", str(a.port), "--data-dir", a.data_dir, "--password-iterations", "1000"],
+            [a.bin, "serve", "--port", str(a.port), "--data-dir", a.data_dir, "--password-iterations", "1000",
+             "--user-requests-per-second", "0"],  # its writer sends --write-rate writes a second with one token
             stdout=self.log, stderr=self.log)
 
     async def wait_healthy(self, deadline):

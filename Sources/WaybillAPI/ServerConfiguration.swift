@@ -78,9 +78,10 @@ public struct ServerConfiguration: Sendable {
     /// WebSockets one user may have open on one node (more: 1013).
     public var maxSocketsPerUser = 32
     /// API requests one user may make per second on one node, after a burst of `userRequestBurst`
-    /// (more: 429 `rate_limited`; `UserRequestLimiter`). 0: no limit.
-    public var userRequestsPerSecond = 50
-    public var userRequestBurst = 200
+    /// (more: 429 `rate_limited`; `UserRequestLimiter`). 0: no limit. One budget for all of the
+    /// user's tabs and devices: a busy panel tab asks about 10 times a second (docs/HARDENING.md).
+    public var userRequestsPerSecond = 200
+    public var userRequestBurst = 400
     public var maxQueuedServiceWork = 100_000
     /// How long shutdown waits for sockets to flush and close.
     public var shutdownDrain: Duration = .seconds(3)

@@ -55,12 +55,13 @@ extension Hub {
             return
         }
         let user = credential.user
-        if handshake.ticket == nil, !authenticator.admitsSocket(of: user) {
-            execute { io in self.closeForRate(socket, user: user.id, io: io) }
-            return
-        }
         guard let company = user.companyID else {
             execute { io in self.refuse(socket, .noCompany, io: io) }
+            return
+        }
+        // After the company: a user who may never connect is told so (4003), not to try again later.
+        if handshake.ticket == nil, !authenticator.admitsSocket(of: user) {
+            execute { io in self.closeForRate(socket, user: user.id, io: io) }
             return
         }
         let group: Group =

@@ -40,8 +40,9 @@ enum ServeCommand {
                                        1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
           --user-requests-per-second N API requests one user may make per second on this node, after a burst of
                                        --user-request-burst; past it 429 rate_limited with Retry-After
-                                       (WAYBILL_USER_REQUESTS_PER_SECOND, default 50; 0 = no limit)
-          --user-request-burst N       (WAYBILL_USER_REQUEST_BURST, default 200)
+                                       (WAYBILL_USER_REQUESTS_PER_SECOND, default 200; 0 = no limit)
+          --user-request-burst N       requests a user may make at once before that rate applies, ≥ 1
+                                       (WAYBILL_USER_REQUEST_BURST, default 400)
           --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, 1…60 (WAYBILL_TICKET_SECONDS, default 30)

@@ -416,8 +416,8 @@ struct ExecutableTests {
         let help = try ChildProcess(["serve", "--help"])
         #expect(await help.exitStatus() == 0)
         let text = help.stdout.joined(separator: "\n")
-        #expect(text.contains("--user-requests-per-second N") && text.contains("WAYBILL_USER_REQUESTS_PER_SECOND, default 50"))
-        #expect(text.contains("--user-request-burst N") && text.contains("WAYBILL_USER_REQUEST_BURST, default 200"))
+        #expect(text.contains("--user-requests-per-second N") && text.contains("WAYBILL_USER_REQUESTS_PER_SECOND, default 200"))
+        #expect(text.contains("--user-request-burst N") && text.contains("WAYBILL_USER_REQUEST_BURST, default 400"))
     }
 
     /// `waybill seed` (one driver, one order) into `directory`, then `waybill serve` on it, both as

@@ -97,6 +97,22 @@ struct SocketAuthTests {
         }
     }
 
+    /// Past the user's request rate too: a user who may never connect is told so (4003, stop), not
+    /// to try again later (1013).
+    @Test func userWithoutACompanyIs4003AlsoPastTheirRate() async throws {
+        try await TestServer.withRunning(configure: { $0.userRequestsPerSecond = 1; $0.userRequestBurst = 1 }) { server in
+            let hash = PasswordHasher(iterations: 1_000).hashNow("orphan-pass")
+            _ = try await server.store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "orphan@example.com", name: "O", passwordHash: hash)
+            }
+            let login = try await server.request("POST", "/api/auth/login", json: ["email": "orphan@example.com", "password": "orphan-pass"])
+            let token = try #require(login.object.string("token"))
+            for _ in 0..<2 { _ = try await server.request("GET", "/api/me", token: token) }  // the budget is spent
+            let socket = try await TestSocket.open(port: server.port, query: "token=\(token)")
+            #expect(await socket.closed() == 4003)
+        }
+    }
+
     @Test func revokedTokenIs4001() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 0)

@@ -13,8 +13,8 @@ import WaybillDomain
 /// such a user from the office NAT the rest of its company sits behind; the server knows the user.
 ///
 /// Per node, like `maxSocketsPerUser`: behind a balancer with N nodes a user gets up to N times the
-/// rate (docs/HARDENING.md). The defaults are far above what a person or the apps ask for (the
-/// panel and the driver app refetch only on events, coalesced, and poll every 120 s).
+/// rate (docs/HARDENING.md). The budget is the user's, shared by all of their tabs and devices; the
+/// defaults leave room for a dozen busy panel tabs on one login (about 10 requests a second each).
 final class UserRequestLimiter: Sendable {
     struct Rate: Sendable, Equatable {
         var perSecond: Int
