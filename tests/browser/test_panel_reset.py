@@ -108,6 +108,25 @@ def test_a_failed_page_reload_reloads_the_page_at_the_next_signal(page, server):
     assert result["calls"][-1] == ["orders", None], result
 
 
+def test_a_failed_older_click_keeps_the_user_on_their_page(page, server):
+    """Older fails (429, 503, offline): the user stays on the page on screen, and the next event
+    refetches its rows instead of moving them to the page they asked for minutes ago."""
+    result = run(page, """
+      api.pages.push({ data: [row(9, 1, 'Alpha'), row(8, 1, 'Bravo')], next: 8 });
+      await view.refresh(signal({ all: true }));
+      api.pages.push(Object.assign(new Error('Too many requests'), { status: 429 }));
+      await view.showOlder();
+      const state = { before: view.page.before, next: view.page.next, cursors: view.cursors.length,
+                      older: main.querySelector('#page-older').disabled };
+      api.byIds.push({ data: [row(9, 2, 'Alpha renamed')] });
+      await view.refresh(signal({ orderIds: new Set([9]) }));
+      return { state, after: titles(), calls };
+    """)
+    assert result["state"] == {"before": None, "next": 8, "cursors": 0, "older": False}, result
+    assert result["after"] == ["Alpha renamed", "Bravo"], result
+    assert result["calls"][-1] == ["ids", [9]], result
+
+
 def test_older_goes_on_past_a_search_window_without_a_match(page, server):
     result = run(page, """
       view.update({ orderId: null, query: { status: 'all', q: 'Zebra' } });

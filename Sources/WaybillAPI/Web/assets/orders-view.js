@@ -202,21 +202,31 @@ export class OrdersView {
 
   showOlder() {
     if (this.page.next === null) return undefined;
+    const fallback = this.pageState();
     this.cursors.push(this.page.before);
     // `next: null` until the page is in: a second click meanwhile (a double click) must not push
     // the same cursor again (found by a review: "Page 3" over page 2's rows).
     this.page = { ...this.page, before: this.page.next, next: null };
-    return this.loadPage();
+    return this.loadPage({ fallback });
   }
 
   showNewer() {
     if (this.cursors.length === 0) return undefined;
+    const fallback = this.pageState();
     this.page = { ...this.page, before: this.cursors.pop() };
-    return this.loadPage();
+    return this.loadPage({ fallback });
   }
 
-  /** Fetches the page on screen (its `before` cursor, the filters) and renders it. */
-  async loadPage() {
+  /** Where the user is, to go back to if moving to another page fails. */
+  pageState() {
+    return { page: this.page, cursors: [...this.cursors], stale: this.pageStale };
+  }
+
+  /**
+   * Fetches the page on screen (its `before` cursor, the filters) and renders it. `fallback`: the
+   * page the user was on, restored if this load fails (Older or Newer did not happen).
+   */
+  async loadPage({ fallback = null } = {}) {
     const generation = ++this.generation;
     const before = this.page.before;
     this.loading = generation;
@@ -242,10 +252,19 @@ export class OrdersView {
     } catch (error) {
       if (generation === this.generation) {
         this.loading = null;
-        // The page on screen is not the one asked for (a created or deleted order, another page):
-        // the next signal reloads it, not just the rows it names (found by a review, 2026-12-05:
-        // an event's page reload answered 429 or 503 left a new order out until the poll).
-        this.pageStale = true;
+        if (fallback) {
+          // Older or Newer failed: the user stays where they were, with the rows still on screen
+          // (not moved to the asked-for page by the next event; found by a review, 2026-12-05).
+          this.page = fallback.page;
+          this.cursors = fallback.cursors;
+          this.pageStale = fallback.stale || this.signalledWhileLoading;
+          this.render();
+        } else {
+          // The page on screen is not the one asked for (a created or deleted order): the next
+          // signal reloads it, not just the rows it names (found by a review, 2026-12-05: an
+          // event's page reload answered 429 or 503 left a new order out until the poll).
+          this.pageStale = true;
+        }
       }
       this.listFailed(error);
     }
