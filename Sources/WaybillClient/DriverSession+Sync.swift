@@ -27,14 +27,23 @@ extension DriverSession {
 
     /// Carries out what the list loader decided.
     func perform(_ action: ListLoader.Action) {
-        guard isRunning, case .fetch(let etag) = action else { return }
-        restartCountdown()
-        listTask = Task { await self.fetchList(ifNoneMatch: etag) }
+        guard isRunning else { return }
+        switch action {
+        case .fetch(let etag):
+            restartCountdown()
+            listTask = Task { await self.fetchList(ifNoneMatch: etag) }
+        case .retry(let attempt):
+            // Jittered like reconnects: after an outage every phone's fetch failed at once.
+            let delay = listRetryPolicy.delay(forAttempt: attempt, random: &random) ?? list.pollInterval
+            restartCountdown(after: min(delay, list.pollInterval))
+        case .none:
+            break
+        }
     }
 
-    private func restartCountdown() {
+    private func restartCountdown(after interval: Duration? = nil) {
         pollTask?.cancel()
-        let timer = startTimer(list.pollInterval)
+        let timer = startTimer(interval ?? list.pollInterval)
         pollTask = Task {
             do { try await timer(1) } catch { return }
             self.countdownElapsed()
@@ -75,7 +84,7 @@ extension DriverSession {
             guard !Task.isCancelled else { return }
             let failure = WaybillClientError(error)
             publish(.failure(failure))
-            outcome = .failed
+            outcome = failure.status == 429 || (failure.status ?? 0) >= 500 ? .unavailable : .failed
             if failure == .notAuthenticated { perform(machine.tokenRefused()) }
         }
         guard !Task.isCancelled else { return }

@@ -40,6 +40,9 @@ public actor DriverSession {
         /// whether its history is the one the session resumes from (a `reset`, or the pong that
         /// comes after the replay). Past it they go anyway. Default 10 s.
         public var resumeCheckLimit: Duration
+        /// When a list fetch the server answered with "wait" (429, a 5xx) is tried again: default
+        /// 1 s doubling to 30 s, full jitter (``ReconnectPolicy``; never later than the poll).
+        public var listRetryPolicy: ReconnectPolicy
 
         /// A configuration with the given fields.
         public init(
@@ -48,7 +51,8 @@ public actor DriverSession {
             coalescingWindow: Duration = .milliseconds(250),
             heartbeatInterval: Duration? = .seconds(30),
             actionPolicy: ActionQueuePolicy = ActionQueuePolicy(),
-            resumeCheckLimit: Duration = .seconds(10)
+            resumeCheckLimit: Duration = .seconds(10),
+            listRetryPolicy: ReconnectPolicy = ReconnectPolicy(base: .seconds(1), cap: .seconds(30))
         ) {
             self.reconnectPolicy = reconnectPolicy
             self.pollInterval = pollInterval
@@ -56,6 +60,7 @@ public actor DriverSession {
             self.heartbeatInterval = heartbeatInterval
             self.actionPolicy = actionPolicy
             self.resumeCheckLimit = resumeCheckLimit
+            self.listRetryPolicy = listRetryPolicy
         }
     }
 
@@ -117,6 +122,8 @@ public actor DriverSession {
     /// The `historyGeneration` in which the list fetch that set `orders` was asked for.
     var ordersGeneration = 0
     let resumeCheckLimit: Duration
+    /// When a list fetch answered "wait" is tried again (`Configuration.listRetryPolicy`).
+    let listRetryPolicy: ReconnectPolicy
 
     // The offline queue and receipts.
     var actionQueue: ActionQueue
@@ -178,6 +185,7 @@ public actor DriverSession {
         list = ListLoader(pollInterval: configuration.pollInterval)
         heartbeatInterval = configuration.heartbeatInterval
         resumeCheckLimit = configuration.resumeCheckLimit
+        listRetryPolicy = configuration.listRetryPolicy
         publishedState = machine.state
         self.actionStorage = actionStorage
         self.wallClock = wallClock

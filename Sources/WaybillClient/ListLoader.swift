@@ -3,10 +3,17 @@
 /// Any fetch restarts the polling countdown, so polling only costs requests when nothing else refreshed the
 /// list. A revision change during a fetch queues exactly one more fetch (the running one may have read the
 /// list before the change). The `ETag` of the last good response goes out as `If-None-Match`.
+///
+/// A fetch the server answered with "wait" (429, a 5xx) is tried again after a backoff instead of at
+/// the next poll: the fetch was for a change the session already knows of (an event), and waiting
+/// out the 120 s poll left the driver looking at the old order while the socket stayed live.
 struct ListLoader: Sendable {
     enum Action: Hashable, Sendable {
         /// Fetch the list now and restart the polling countdown.
         case fetch(ifNoneMatch: String?)
+        /// Fetch it again after the backoff for this many failures in a row (0-based attempt),
+        /// through the polling countdown.
+        case retry(attempt: Int)
         /// Nothing to do now.
         case none
     }
@@ -16,6 +23,8 @@ struct ListLoader: Sendable {
     private(set) var etag: String?
     private var isFetching = false
     private var needsAnotherFetch = false
+    /// Fetches in a row that the server answered with "wait".
+    private(set) var unavailableInARow = 0
 
     init(pollInterval: Duration) { self.pollInterval = pollInterval }
 
@@ -49,14 +58,24 @@ struct ListLoader: Sendable {
         case modified(etag: String?)
         /// 304: the list and its tag stay.
         case notModified
-        /// No usable answer: keep what we have; the next poll or revision change tries again.
+        /// No usable answer: keep what we have; the next poll or revision change tries again
+        /// (offline: the socket's reconnect refetches; a 4xx: asking again changes nothing).
         case failed
+        /// The server answered and asked to wait (429, a 5xx): fetched again after a backoff.
+        case unavailable
     }
 
     /// The fetch finished; fetches again if the revision changed meanwhile.
     mutating func fetchFinished(_ outcome: Outcome) -> Action {
         isFetching = false
         if case .modified(let newTag) = outcome { etag = newTag }
+        if outcome == .unavailable {
+            // A change asked for meanwhile goes with the retry, not at once to a server that said wait.
+            needsAnotherFetch = false
+            unavailableInARow += 1
+            return .retry(attempt: unavailableInARow - 1)
+        }
+        if outcome != .failed { unavailableInARow = 0 }
         if needsAnotherFetch {
             needsAnotherFetch = false
             return requestFetch()

@@ -26,6 +26,46 @@ import WaybillTesting
         await eventually("new status shown") { await h.session.orders.first { $0.id == 2 }?.status == .accepted }
     }
 
+    /// An event's list fetch answered "wait" (429 past the user's rate, 503 in a store outage) is
+    /// tried again after a backoff (1 s, then 2 s here: no jitter), not at the 120 s poll: the socket
+    /// stays live and no other event may come. Offline, it waits for the reconnect as before.
+    @Test(arguments: [429, 503]) func aListFetchAnsweredWaitIsRetriedAfterABackoff(status: Int) async {
+        let configuration = DriverSession.Configuration(
+            listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
+        let h = await Harness.live(configuration: configuration)
+        h.api.resetCounts()
+        h.api.touch(2)
+        h.api.failLists([.http(status: status, code: "wait", message: "wait"), .http(status: status, code: "wait", message: "wait")])
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("first fetch") { h.api.listFetches == 1 }
+        await h.settle()
+        await h.clock.advance(by: .milliseconds(999))
+        #expect(h.api.listFetches == 1)
+        await h.clock.advance(by: .milliseconds(1))
+        await eventually("retried after 1 s") { h.api.listFetches == 2 }
+        await h.settle()
+        await h.clock.advance(by: .milliseconds(1_999))
+        #expect(h.api.listFetches == 2)
+        await h.clock.advance(by: .milliseconds(1))
+        await eventually("retried after 2 s") { h.api.listFetches == 3 }
+        await eventually("the change shown") { await h.session.orders.first { $0.id == 2 }?.status == .accepted }
+    }
+
+    @Test func anOfflineListFetchWaitsForTheReconnectNotABackoff() async {
+        let configuration = DriverSession.Configuration(
+            listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
+        let h = await Harness.live(configuration: configuration)
+        h.api.resetCounts()
+        h.api.failLists([.unreachable("offline")])
+        await h.receiveEvents([(order: 2, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("first fetch") { h.api.listFetches == 1 }
+        await h.settle()
+        await h.clock.advance(by: .seconds(60))
+        #expect(h.api.listFetches == 1)
+    }
+
     @Test func detailIsRefetchedOnlyIfCached() async throws {
         let h = await Harness.live()
         try await h.open(1)

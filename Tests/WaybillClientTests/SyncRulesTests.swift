@@ -66,6 +66,26 @@ import Testing
         #expect(!fetches.isFetching(1))
     }
 
+    /// A fetch the server answered with "wait" (429, 5xx) is tried again after a backoff that grows
+    /// with each one in a row; a change asked for meanwhile goes with that retry. Offline or a 4xx
+    /// waits for the next poll or change, as before; a good answer starts the count over.
+    @Test func listLoaderRetriesAFetchTheServerAskedToWaitFor() {
+        var loader = ListLoader(pollInterval: .seconds(120))
+        #expect(loader.start() == .fetch(ifNoneMatch: nil))
+        #expect(loader.bumpRevision() == .none)  // during the fetch
+        #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 0))
+        #expect(loader.countdownElapsed() == .fetch(ifNoneMatch: nil))
+        #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 1))
+        #expect(loader.countdownElapsed() == .fetch(ifNoneMatch: nil))
+        #expect(loader.fetchFinished(.failed) == .none, "offline: the reconnect refetches")
+        #expect(loader.unavailableInARow == 2)
+        #expect(loader.bumpRevision() == .fetch(ifNoneMatch: nil))
+        #expect(loader.fetchFinished(.modified(etag: "\"v2\"")) == .none)
+        #expect(loader.unavailableInARow == 0)
+        #expect(loader.bumpRevision() == .fetch(ifNoneMatch: "\"v2\""))
+        #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 0), "the count started over")
+    }
+
     @Test func listLoaderFetchesOnceMoreWhenTheRevisionChangesMidFetch() {
         var loader = ListLoader(pollInterval: .seconds(120))
         #expect(loader.start() == .fetch(ifNoneMatch: nil))
