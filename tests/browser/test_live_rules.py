@@ -124,6 +124,49 @@ def test_a_steady_stream_of_events_refetches_once_per_window_not_back_to_back(pa
     assert result["refreshWaited"] is not None and result["refreshWaited"] < 100, result
 
 
+def test_reads_answered_wait_are_retried_once_after_a_backoff(page, server):
+    """`retryReads` (a read answered 429 or a 5xx) refetches everything once after a full-jitter
+    backoff, however many reads failed; the backoff grows until a read is answered."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.start();
+      await tick(20);
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
+      await tick(300);
+      const before = signals.length;
+      feed.retryReads(); feed.retryReads(); feed.retryReads();   // three reads failed at once
+      await tick(200);
+      const after = signals.slice(before);
+      const retries = feed.readRetries;
+      feed.readsAnswered();
+      const reset = feed.readRetries;
+      feed.stop();
+      return { after, retries, reset,
+               delays: [0, 1, 5, 9].map((n) => live.fullJitterDelay(n, live.READ_RETRY_POLICY, () => 0.999999)) };
+    """)
+    assert [s["all"] for s in result["after"]] == [True], result
+    assert result["retries"] == 1 and result["reset"] == 0, result
+    assert result["delays"] == [999, 1999, 29999, 29999], result
+
+
+def test_the_api_reports_reads_answered_wait_and_reads_answered(page, server):
+    page.goto("/")
+    result = page.evaluate("""async () => {
+      const { Api } = await import('/assets/api.js');
+      const calls = [];
+      const answer = (status) => async () => new Response(status === 200 ? '[]' : '{"error":"x","message":"m"}',
+        { status, headers: { 'Content-Type': 'application/json' } });
+      const run = async (method, status) => {
+        const api = new Api({ getToken: () => 't', fetchImpl: answer(status),
+          onUnavailable: () => calls.push(method + ' ' + status + ' wait'), onReadAnswered: () => calls.push(method + ' ' + status + ' ok') });
+        try { await api.request(method, '/api/orders/'); } catch (e) {}
+      };
+      for (const [m, s] of [['GET', 503], ['GET', 429], ['GET', 502], ['GET', 404], ['POST', 503], ['GET', 200]]) await run(m, s);
+      return calls;
+    }""")
+    assert result == ["GET 503 wait", "GET 429 wait", "GET 502 wait", "GET 200 ok"], result
+
+
 def test_reset_starts_over_and_gives_up_into_polling(page, server):
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """

@@ -235,6 +235,31 @@ def test_a_burst_of_changes_is_coalesced_into_a_few_refetches(page, server, api)
     assert 1 <= len(list_fetches) <= 10, len(list_fetches)
 
 
+def test_a_refetch_answered_wait_is_retried_without_another_event(page, server, api):
+    """The row refetch of an event is answered 429 (the user's request rate) once: the panel tries
+    the reads again after a short backoff, so the change shows without waiting for another event or
+    the 120 s poll."""
+    login_as_dispatcher(page, server)
+    page.wait_for_timeout(500)  # let the start-up fetches finish
+    order_id = server.drivers[0]["order_ids"][0]
+    refused = []
+
+    def refuse_once(route):
+        if refused:
+            return route.continue_()
+        refused.append(route.request.url)
+        return route.fulfill(status=429, content_type="application/json", headers={"Retry-After": "1"},
+                             body='{"error":"rate_limited","message":"Too many requests from this user; try again in 1 s."}')
+
+    page.route("**/api/orders/?ids=*", refuse_once)
+    api.ok("PATCH", f"/api/orders/{order_id}/", {"title": "Retried after a wait"})
+    expect(page.locator("#orders-error")).to_contain_text("Could not refresh", timeout=LIVE_TIMEOUT_MS)
+    assert refused, "the event's refetch was refused"
+    # The retry waits up to 1 s (full jitter), then loads the page again.
+    expect(row(page, order_id).locator(".cell-title")).to_have_text("Retried after a wait", timeout=5_000)
+    expect(page.locator("#orders-error")).to_have_text("")
+
+
 def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, server, api):
     """The server commits the order but its answer is lost: clicking Create again sends the same
     Idempotency-Key, so the server answers with that order instead of making a second one."""

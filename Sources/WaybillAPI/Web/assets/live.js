@@ -19,6 +19,9 @@ export function fullJitterDelay(attempt, policy = DEFAULT_POLICY, random = Math.
   return Math.floor(random() * ceiling);
 }
 
+/** When reads answered "wait" (429, a 5xx) are tried again: full jitter, 1 s doubling to 30 s. */
+export const READ_RETRY_POLICY = Object.freeze({ baseMs: 1000, capMs: 30000 });
+
 /** Close codes after which retrying cannot help (SPEC §4): the user must log in again. */
 export const AUTH_CLOSE_CODES = new Set([4001, 4003]);
 
@@ -74,6 +77,7 @@ export class LiveFeed {
     this.generation = 0; // bumps on every connect/stop so late async results are ignored
     this.pending = null;
     this.pendingImmediate = false; // an immediate signal (a refresh, the poll) came during a refetch
+    this.readRetries = 0; // reads answered "wait" in a row (`retryReads`)
     this.flushing = false;
     this.timers = {};
     this.onOnline = () => { if (this.state !== 'live') this.reconnectNow(); };
@@ -102,6 +106,26 @@ export class LiveFeed {
     this.dropSocket(1000);
     this.pending = null;
     this.setStatus('stopped');
+  }
+
+  /**
+   * A read was answered "wait" (429 past the user's request rate, a 5xx in a store outage): refetch
+   * everything after a backoff, once however many reads failed. Without it the change the read was
+   * for stayed out until the next event or the 120 s poll while the socket was live.
+   */
+  retryReads() {
+    if (this.stopped || this.timers.readRetry) return;
+    const delay = fullJitterDelay(this.readRetries, READ_RETRY_POLICY, this.random);
+    this.readRetries += 1;
+    this.timers.readRetry = setTimeout(() => {
+      this.timers.readRetry = null;
+      this.refresh();
+    }, delay);
+  }
+
+  /** A read was answered: the next "wait" starts the backoff over. */
+  readsAnswered() {
+    this.readRetries = 0;
   }
 
   /** Refetch now (after the user changed something), without waiting for the event. */
