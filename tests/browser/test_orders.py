@@ -240,8 +240,10 @@ def test_a_refetch_answered_wait_is_retried_without_another_event(page, server, 
     the reads again after a short backoff, so the change shows without waiting for another event or
     the 120 s poll."""
     login_as_dispatcher(page, server)
-    page.wait_for_timeout(500)  # let the start-up fetches finish
-    order_id = server.drivers[0]["order_ids"][0]
+    # An order on the first page (other tests' orders may have pushed the seeded ones off it).
+    order_id = api.create_order("Refused then retried")["id"]
+    expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # let that event's fetches finish
     refused = []
 
     def refuse_once(route):
