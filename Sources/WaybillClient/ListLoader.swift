@@ -32,6 +32,7 @@ struct ListLoader: Sendable {
     mutating func stopped() {
         isFetching = false
         needsAnotherFetch = false
+        unavailableInARow = 0
     }
 
     /// The session starts: fetch at once.

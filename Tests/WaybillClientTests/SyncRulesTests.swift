@@ -84,6 +84,11 @@ import Testing
         #expect(loader.unavailableInARow == 0)
         #expect(loader.bumpRevision() == .fetch(ifNoneMatch: "\"v2\""))
         #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 0), "the count started over")
+        #expect(loader.countdownElapsed() == .fetch(ifNoneMatch: "\"v2\""))
+        #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 1))
+        loader.stopped()
+        #expect(loader.start() == .fetch(ifNoneMatch: "\"v2\""))
+        #expect(loader.fetchFinished(.unavailable) == .retry(attempt: 0), "a new start counts afresh")
     }
 
     @Test func listLoaderFetchesOnceMoreWhenTheRevisionChangesMidFetch() {

@@ -47,21 +47,20 @@ function fallbackMessage(status) {
  * Talks to the Waybill API of the page's own origin.
  * `getToken()` supplies the bearer token; `onUnauthorized()` runs on any 401 except the login
  * call itself (a wrong password is an error to show, not a session that ended).
- * `onUnavailable()` runs when a read is answered "wait" (429 past the user's request rate, a 5xx),
- * `onReadAnswered()` when one is answered: the live feed retries the reads after a backoff.
+ * `onUnavailable()` runs when a read is answered "wait" (429 past the user's request rate, a 5xx):
+ * the live feed retries the reads after a backoff.
  */
 /** How many answers the ETag cache keeps (each a page of at most 50 rows, or one order). */
 export const MAX_CACHED = 200;
 
 export class Api {
   constructor({
-    getToken, onUnauthorized, onUnavailable = null, onReadAnswered = null, fetchImpl = (...args) => fetch(...args),
+    getToken, onUnauthorized, onUnavailable = null, fetchImpl = (...args) => fetch(...args),
     timeoutMs = 20_000,
   }) {
     this.getToken = getToken;
     this.onUnauthorized = onUnauthorized;
     this.onUnavailable = onUnavailable;
-    this.onReadAnswered = onReadAnswered;
     this.fetchImpl = fetchImpl;
     // A request on a half-open connection (a killed node, a Wi-Fi change) could otherwise hang
     // for the TCP timeout, minutes, and every refetch waits behind the one in flight.
@@ -109,7 +108,6 @@ export class Api {
     }
 
     if (response.status === 304 && cached) {
-      this.onReadAnswered?.();
       return { data: cached.data, changed: false, etag: cached.etag, next: cached.next };
     }
     let data;
@@ -137,7 +135,6 @@ export class Api {
       this.etags.set(path, { etag, data, next });
       while (this.etags.size > MAX_CACHED) this.etags.delete(this.etags.keys().next().value);
     }
-    if (method === 'GET') this.onReadAnswered?.();
     return { data, changed: true, etag, next };
   }
 

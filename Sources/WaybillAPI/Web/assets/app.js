@@ -27,7 +27,6 @@ const api = new Api({
   },
   // A read answered "wait" (429, a 5xx) is retried by the page's feed after a backoff.
   onUnavailable: () => current?.feed?.retryReads(),
-  onReadAnswered: () => current?.feed?.readsAnswered(),
 });
 const indicator = new ConnectionIndicator();
 const main = document.getElementById('main');
