@@ -62,7 +62,6 @@ public enum EventFrame {
             + ",\"cursor\":\"\(newest)\"}"
     }
 
-
     /// `{"type":"pong","event_id":1234,"cursor":"1234-0b7e55d1"}`: a pong that also says how far this
     /// socket has been sent everything (the node's newest delivered event): a client resumes from
     /// there, so a long-lived socket's resume point does not age past the server's retention while

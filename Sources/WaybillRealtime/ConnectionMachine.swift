@@ -106,6 +106,8 @@ public struct ConnectionMachine<Frame> {
         case busy
         /// Authentication did not finish in time: 1013, try again later.
         case timedOut
+        /// The user's request rate is spent (`SocketAuthenticating.admitsSocket`): 1013, try again later.
+        case overRate
     }
 
     public enum Phase: Equatable, Sendable {
@@ -172,6 +174,7 @@ public struct ConnectionMachine<Frame> {
         case .unavailable: return .close(code: 1011, reason: "try again")
         case .busy: return .close(code: 1013, reason: "server busy; try again later")
         case .timedOut: return .close(code: 1013, reason: "authentication timed out; try again later")
+        case .overRate: return .close(code: 1013, reason: "too many requests for this user")
         }
     }
 

@@ -61,20 +61,13 @@ extension Hub {
         }
         // After the company: a user who may never connect is told so (4003), not to try again later.
         if handshake.ticket == nil, !authenticator.admitsSocket(of: user) {
-            execute { io in self.closeForRate(socket, user: user.id, io: io) }
+            logger.warning("user is over their request rate; closing the new socket", ["socket": "\(socket)", "user": "\(user.id)"])
+            execute { io in self.refuse(socket, .overRate, io: io) }
             return
         }
         let group: Group =
             user.role == .driver ? .driver(user.id) : handshake.wantsFleet ? .fleet(company) : .company(company)
         execute { io in self.admit(socket, credential, group: group, resume: handshake.resume, io: io) }
-    }
-
-    /// The user's request rate is spent (`SocketAuthenticating.admitsSocket`): 1013, try again later.
-    private func closeForRate(_ socket: SocketID, user: UserID, io: any SocketIO) {
-        guard connections[socket]?.machine.phase == .authenticating else { return }
-        logger.warning("user is over their request rate; closing the new socket", ["socket": "\(socket)", "user": "\(user)"])
-        connections[socket]?.machine.closing()
-        io.close(socket, code: 1013, reason: "too many requests for this user")
     }
 
     func refuse(_ socket: SocketID, _ refusal: Connection.Refusal, io: any SocketIO) {

@@ -30,16 +30,8 @@ import WaybillTesting
     /// tried again after a backoff (1 s, then 2 s here: no jitter), not at the 120 s poll: the socket
     /// stays live and no other event may come. Offline, it waits for the reconnect as before.
     @Test(arguments: [429, 503]) func aListFetchAnsweredWaitIsRetriedAfterABackoff(status: Int) async {
-        let configuration = DriverSession.Configuration(
-            listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
-        let h = await Harness.live(configuration: configuration)
-        h.api.resetCounts()
-        h.api.touch(2)
-        h.api.failLists([.http(status: status, code: "wait", message: "wait"), .http(status: status, code: "wait", message: "wait")])
-        await h.receiveEvents([(order: 2, eventID: 11)])
-        await h.clock.advance(by: .milliseconds(250))
-        await eventually("first fetch") { h.api.listFetches == 1 }
-        await h.settle()
+        let wait = WaybillClientError.http(status: status, code: "wait", message: "wait")
+        let h = await Self.eventFetchFailing(with: [wait, wait])
         await h.clock.advance(by: .milliseconds(999))
         #expect(h.api.listFetches == 1)
         await h.clock.advance(by: .milliseconds(1))
@@ -53,17 +45,25 @@ import WaybillTesting
     }
 
     @Test func anOfflineListFetchWaitsForTheReconnectNotABackoff() async {
+        let h = await Self.eventFetchFailing(with: [.unreachable("offline")])
+        await h.clock.advance(by: .seconds(60))
+        #expect(h.api.listFetches == 1)
+    }
+
+    /// A live session (list retries without jitter) whose order 2 changed and whose next list
+    /// fetches fail with `errors`; returns once the event's fetch has failed (one list fetch counted).
+    static func eventFetchFailing(with errors: [WaybillClientError]) async -> Harness {
         let configuration = DriverSession.Configuration(
             listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
         let h = await Harness.live(configuration: configuration)
         h.api.resetCounts()
-        h.api.failLists([.unreachable("offline")])
+        h.api.touch(2)
+        h.api.failLists(errors)
         await h.receiveEvents([(order: 2, eventID: 11)])
         await h.clock.advance(by: .milliseconds(250))
         await eventually("first fetch") { h.api.listFetches == 1 }
         await h.settle()
-        await h.clock.advance(by: .seconds(60))
-        #expect(h.api.listFetches == 1)
+        return h
     }
 
     @Test func detailIsRefetchedOnlyIfCached() async throws {

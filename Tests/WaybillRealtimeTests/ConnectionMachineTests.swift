@@ -205,9 +205,10 @@ struct ConnectionMachineBufferBoundTests {
     }
 
     @Test func refusalsForLoadAre1013() {
-        var busy = Machine(), late = Machine()
+        var busy = Machine(), late = Machine(), overRate = Machine()
         #expect(busy.refused(.busy) == .close(code: 1013, reason: "server busy; try again later"))
         #expect(late.refused(.timedOut) == .close(code: 1013, reason: "authentication timed out; try again later"))
+        #expect(overRate.refused(.overRate) == .close(code: 1013, reason: "too many requests for this user"))
     }
 
 }

@@ -39,17 +39,22 @@ FAKE_SOCKET = """
     onStatus: (s) => statuses.push(s.state), onAuthFailure: (code) => statuses.push('auth-' + code),
   });
   const tick = (ms) => new Promise((r) => setTimeout(r, ms));
+  // Starts the feed, says `connected` (event 10) on its socket and waits out the connect refetch.
+  const goLive = async () => {
+    feed.start();
+    await tick(20);
+    const socket = FakeSocket.last;
+    socket.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
+    await tick(300);
+    return socket;
+  };
 """
 
 
 def test_a_burst_of_events_costs_one_refetch_and_reconnects_resume_with_since(page, server):
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """
-      feed.start();
-      await tick(20);
-      const first = FakeSocket.last;
-      first.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
-      await tick(300);                       // the connect refetch
+      const first = await goLive();
       for (let i = 1; i <= 50; i++) first.frame({ type: 'order_updated', id: i % 5 + 1, order_id: i % 5 + 1, event_id: 10 + i });
       first.frame({ type: 'order_deleted', id: 3, order_id: 3, event_id: 61 });
       first.frame({ type: 'pong' });
@@ -87,11 +92,7 @@ def test_a_steady_stream_of_events_refetches_once_per_window_not_back_to_back(pa
     server work and the user's request budget. An immediate refresh still goes right after."""
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """
-      feed.start();
-      await tick(20);
-      const socket = FakeSocket.last;
-      socket.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
-      await tick(300);                       // the connect refetch (50 ms) is over
+      const socket = await goLive();
       const before = signals.length;
       const began = performance.now();
       for (let i = 1; i <= 80; i++) {        // one event every 10 ms for 800 ms
@@ -130,10 +131,7 @@ def test_reads_answered_wait_are_retried_once_after_a_backoff(page, server):
     if their other reads are answered) and starts over after one that meets none."""
     page.goto("/")
     result = run_module(page, FAKE_SOCKET + """
-      feed.start();
-      await tick(20);
-      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
-      await tick(300);
+      await goLive();
       const before = signals.length;
       const seen = [];                                           // the backoff step each refetch starts at
       const refetch = feed.onSignal;
