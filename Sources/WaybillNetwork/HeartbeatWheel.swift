@@ -9,7 +9,11 @@
 /// 100 ms, so sockets that connected in the same second are pinged in ten small groups, not one burst.
 ///
 /// A socket is pinged `interval` ticks after it joins and then every `interval` ticks; if no pong
-/// arrived by its next turn, it is dropped (so a dead peer goes within about two intervals).
+/// arrived by its next turn, it is dropped (so a dead peer goes within about two intervals), unless
+/// the server says the peer is still reading what was sent before the ping: then it waits another
+/// interval for the pong. Why: the ping queues behind the socket's unsent frames, so a phone on a
+/// slow link reading a long replay gets it late, and dropping it there made it reconnect and read
+/// the same replay again. A peer that reads nothing makes no progress and goes as before.
 /// A value: the server performs the actions. Service thread only.
 struct HeartbeatWheel {
     enum Action: Equatable {
@@ -46,7 +50,9 @@ struct HeartbeatWheel {
     }
 
     /// One tick passed: the actions for the sockets whose turn it is. Dropped sockets are removed.
-    mutating func tick() -> [Action] {
+    /// - Parameter isStillReading: asked for each socket that owes a pong at its turn: whether its
+    ///   peer has read more of the output sent before the ping since the socket's last turn.
+    mutating func tick(isStillReading: (SocketID) -> Bool = { _ in false }) -> [Action] {
         let due = buckets[cursor]
         var kept: [SocketID] = []
         kept.reserveCapacity(due.count)
@@ -55,6 +61,10 @@ struct HeartbeatWheel {
         for socket in due {
             guard let owesPong = awaitingPong[socket] else { continue }  // gone since
             if owesPong {
+                if isStillReading(socket) {
+                    kept.append(socket)  // still owes the pong; no second ping behind the first
+                    continue
+                }
                 awaitingPong[socket] = nil
                 actions.append(.drop(socket))
             } else {

@@ -30,11 +30,12 @@ extension ServerCore {
 
     fileprivate func heartbeatTicked() {
         if let context = loop.context { scheduleHeartbeat(context) }
-        for action in heartbeat.tick() {
+        for action in heartbeat.tick(isStillReading: peerIsStillReading) {
             switch action {
             case .ping(let id):
                 if let connection = sockets[id], connection.isOpen {
                     connection.pongsSincePing = 0
+                    noteTurn(connection, sendProgress(of: connection))
                     sendPing(connection)
                 }
             case .drop(let id):
@@ -46,6 +47,42 @@ extension ServerCore {
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
         }
+    }
+
+    /// For a socket that owes a pong at its turn: whether its peer is still reading what was sent
+    /// before the ping. That is: the peer acknowledged more output since the socket's last turn, and
+    /// output was still on its way (queued here, held by lws, or not yet acknowledged in the kernel)
+    /// at that turn or is now. The first holds the ping back while a backlog drains; the second gives
+    /// a peer whose kernel took the ping only in the last interval that interval to answer it. TCP
+    /// acknowledges only what fits in the peer's receive window, so a peer whose application reads
+    /// nothing stops making progress once its buffer is full, and a vanished one at once.
+    func peerIsStillReading(_ id: SocketID) -> Bool {
+        guard let connection = sockets[id], connection.isOpen, let progress = sendProgress(of: connection) else {
+            return false
+        }
+        let acked = connection.ackedAtLastTurn, wasWaiting = connection.outputWaitedAtLastTurn
+        let isWaiting = noteTurn(connection, progress)
+        return progress.acked > acked && (wasWaiting || isWaiting)
+    }
+
+    /// Remembers what the socket's output looked like at this turn; returns whether some was still
+    /// on its way.
+    @discardableResult
+    func noteTurn(_ connection: WebSocketConnection, _ progress: (acked: UInt64, isOutstanding: Bool)?) -> Bool {
+        let isWaiting =
+            (progress?.isOutstanding ?? false) || connection.hasQueued || connection.pingIsPending
+            || lws_partial_buffered(connection.wsi) != 0
+        connection.ackedAtLastTurn = progress?.acked ?? 0
+        connection.outputWaitedAtLastTurn = isWaiting
+        return isWaiting
+    }
+
+    /// What the kernel reports of the socket's output; `nil` when it cannot say.
+    func sendProgress(of connection: WebSocketConnection) -> (acked: UInt64, isOutstanding: Bool)? {
+        var acked: UInt64 = 0
+        var outstanding: Int32 = 0
+        guard lwsx_send_progress(connection.wsi, &acked, &outstanding) == 0 else { return nil }
+        return (acked, outstanding != 0)
     }
 
     /// Writes a ping now if nothing is waiting ahead of it, else right before the queue in `WRITEABLE`.

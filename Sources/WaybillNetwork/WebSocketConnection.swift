@@ -44,6 +44,11 @@ final class WebSocketConnection {
     var isBroken = false
     /// Pongs with a payload received since the heartbeat last pinged (`ServerCore.maxPongs(perPing:)`).
     var pongsSincePing: UInt16 = 0
+    /// Bytes of output the peer had acknowledged at the heartbeat's last turn for this socket
+    /// (`ServerCore.peerIsStillReading`).
+    var ackedAtLastTurn: UInt64 = 0
+    /// Some output was still on its way at that turn.
+    var outputWaitedAtLastTurn = false
 
     private let counter: LiveObjectCounter
 

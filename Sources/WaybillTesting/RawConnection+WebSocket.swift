@@ -65,6 +65,22 @@ extension RawConnection {
         )
     }
 
+    /// Reads frames until a data or close frame, answering each ping before it with a pong (a live
+    /// but slow peer). Returns the frame and the pings answered.
+    public func readAnsweringPings() throws -> (frame: RawWebSocketFrame, pings: Int) {
+        var pings = 0
+        while true {
+            let frame = try readFrame()
+            switch frame.opcode {
+            case .ping:
+                try sendFrame(.pong, frame.payload)
+                pings += 1
+            case .pong: continue
+            default: return (frame, pings)
+            }
+        }
+    }
+
     /// Reads frames until a data or close frame, skipping pings (which it does not answer).
     public func readDataOrCloseFrame() throws -> RawWebSocketFrame {
         while true {

@@ -33,6 +33,28 @@ struct HeartbeatWheelTests {
         #expect(wheel.count == 0)
     }
 
+    /// A socket that owes a pong but whose peer is still reading what was sent before the ping waits
+    /// another interval, without a second ping; once it stops making progress it is dropped.
+    @Test func aSocketStillReadingItsBacklogWaitsForItsPong() {
+        var wheel = HeartbeatWheel(interval: 2)
+        wheel.add(a)
+        wheel.add(b)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick(isStillReading: { _ in true }) == [.ping(a), .ping(b)])  // not asked: nothing owed
+        #expect(wheel.tick() == [])
+        var asked: [SocketID] = []
+        #expect(wheel.tick(isStillReading: { asked.append($0); return $0 == a }) == [.drop(b)])
+        #expect(asked == [a, b])
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick(isStillReading: { _ in true }) == [])  // still owes: waits again
+        wheel.pongReceived(from: a)
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick() == [.ping(a)])
+        #expect(wheel.tick() == [])
+        #expect(wheel.tick(isStillReading: { _ in false }) == [.drop(a)])
+        #expect(wheel.count == 0)
+    }
+
     @Test func removedSocketsAndStrayPongsAreIgnored() {
         var wheel = HeartbeatWheel(interval: 1)
         wheel.add(a)

@@ -208,6 +208,68 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    /// A phone on a slow link reading a long backlog gets the ping only after the frames queued ahead
+    /// of it: while it keeps reading, the heartbeat waits for its pong instead of dropping it (which
+    /// made it reconnect and read the same replay again).
+    @Test func aSlowReaderBehindABacklogIsNotDroppedForALatePong() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+            let frames = 40, frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 8 << 10))
+            server.execute { io in
+                for _ in 0..<frames { io.send(frame, to: socket) }
+            }
+            // About 80 KB/s: the 320 KB take 4 s, so the ping sent at the first turn (1 s) arrives
+            // behind them, about three turns late. Pings are answered as they come.
+            let (read, pings) = try await runBlocking { () -> (Int, Int) in
+                var read = 0, pings = 0
+                while read < frames {
+                    pings += try raw.readAnsweringPings().pings
+                    read += 1
+                    Thread.sleep(forTimeInterval: 0.1)
+                }
+                if pings == 0 {  // the late ping comes right after the backlog
+                    let ping = try raw.readFrame()
+                    if ping.opcode == .ping { try raw.sendFrame(.pong, ping.payload) }
+                    pings += ping.opcode == .ping ? 1 : 0
+                }
+                return (read, pings)
+            }
+            #expect(read == frames)
+            #expect(pings >= 1)
+            #expect(delegate.closeReport(for: socket) == nil)
+            // Two more turns: the pong counted, and the socket is pinged and answers as usual.
+            async let last = runBlocking { try raw.readAnsweringPings() }
+            try await Task.sleep(for: .seconds(2.5))
+            server.execute { io in io.send(OutboundFrame(text: "still open"), to: socket) }
+            let final = try await last
+            #expect(final.frame.text == "still open")
+            #expect(final.pings >= 1)
+            #expect(delegate.closeReport(for: socket) == nil)
+        }
+        loop.shutdown()
+    }
+
+    /// The same backlog to a peer that reads nothing: it makes no progress, so it is dropped at its
+    /// next turn without a pong, as a silent peer is.
+    @Test func aPeerThatReadsNothingBehindABacklogIsStillDropped() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+            let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 8 << 10))
+            server.execute { io in
+                for _ in 0..<40 { io.send(frame, to: socket) }
+            }
+            let start = ContinuousClock.now
+            #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
+            #expect(ContinuousClock.now - start < .seconds(6))
+            #expect(delegate.closeReport(for: socket)?.code == nil)
+            #expect(delegate.closeReport(for: socket)?.wasSlowConsumer == false)
+            withExtendedLifetime(raw) {}
+        }
+        loop.shutdown()
+    }
+
     @Test func shutdownClosesSocketsWith1001() async throws {
         let delegate = RecordingDelegate()
         var configuration = HTTPServerConfiguration()
