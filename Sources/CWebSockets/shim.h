@@ -4,6 +4,7 @@
 #include <ev.h>
 #include <sys/resource.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <stddef.h>
 
 /* Macros that Swift cannot import, as static inline functions. */
@@ -48,28 +49,30 @@ static inline void lwsx_prepare_stop(void *loop, lwsx_prepare *p) {
 /* The kernel backend libev chose (EVBACKEND_EPOLL is 4), for the start-up log and tests. */
 static inline unsigned int lwsx_ev_backend(void *loop) { return ev_backend((struct ev_loop *)loop); }
 /* How far a TCP peer has read what was sent to it, for the heartbeat (ServerCore+Heartbeat.swift).
- * glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's (linux/tcp.h, an ABI that only ever
- * grows at its end) goes on with the fields below. linux/tcp.h is not included because it redefines
- * what netinet/tcp.h, which Swift's Glibc module includes, already defines. */
+ * glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's (linux/tcp.h, an ABI that only
+ * ever grows at its end) goes on with the fields below (bytes_acked since Linux 4.1). linux/tcp.h is
+ * not included: it redefines what netinet/tcp.h, which Swift's Glibc module includes, defines. */
 struct lwsx_tcp_info {
     struct tcp_info base;
     uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
-    uint32_t segs_out, segs_in, notsent_bytes;
 };
 _Static_assert(sizeof(struct tcp_info) == 104, "glibc's tcp_info is not the kernel's first 104 bytes");
-/* Bytes of the socket's output the peer has acknowledged so far, and whether the kernel still holds
- * some not yet sent or not yet acknowledged. Returns -1 when the kernel cannot say (not TCP, or a
- * kernel older than 4.6). */
-static inline int lwsx_send_progress(struct lws *wsi, uint64_t *acked, int *outstanding) {
+/* How many bytes of the socket's output the peer has acknowledged, and how many were handed to the
+ * kernel in all (acknowledged + SIOCOUTQ: not yet sent or not yet acknowledged). Read in that order,
+ * so an acknowledgement arriving in between makes `written` too small, never too large. Returns -1
+ * when the kernel cannot say (not TCP, or a kernel older than 4.1). */
+static inline int lwsx_send_progress(struct lws *wsi, uint64_t *acked, uint64_t *written) {
     int fd = lws_get_socket_fd(wsi);
     struct lwsx_tcp_info info;
     socklen_t length = sizeof info;
+    int queued = 0;
     memset(&info, 0, sizeof info);
     if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0
-        || length < offsetof(struct lwsx_tcp_info, notsent_bytes) + sizeof info.notsent_bytes)
+        || length < offsetof(struct lwsx_tcp_info, bytes_received)
+        || ioctl(fd, TIOCOUTQ, &queued) != 0 || queued < 0)  /* SIOCOUTQ is TIOCOUTQ */
         return -1;
     *acked = info.bytes_acked;
-    *outstanding = info.notsent_bytes > 0 || info.base.tcpi_unacked > 0;
+    *written = info.bytes_acked + (uint64_t)queued;
     return 0;
 }
 #endif

@@ -30,12 +30,13 @@ extension ServerCore {
 
     fileprivate func heartbeatTicked() {
         if let context = loop.context { scheduleHeartbeat(context) }
-        for action in heartbeat.tick(isStillReading: peerIsStillReading) {
+        for action in heartbeat.tick(mayWait: pingMayNotHaveArrived) {
             switch action {
             case .ping(let id):
                 if let connection = sockets[id], connection.isOpen {
                     connection.pongsSincePing = 0
-                    noteTurn(connection, sendProgress(of: connection))
+                    connection.ackedAtLastTurn = sendProgress(of: connection)?.acked ?? 0
+                    connection.pingEnd = nil
                     sendPing(connection)
                 }
             case .drop(let id):
@@ -49,56 +50,64 @@ extension ServerCore {
         }
     }
 
-    /// For a socket that owes a pong at its turn: whether its peer is still reading what was sent
-    /// before the ping. That is: the peer acknowledged more output since the socket's last turn, and
-    /// output was still on its way (queued here, held by lws, or not yet acknowledged in the kernel)
-    /// at that turn or is now. The first holds the ping back while a backlog drains; the second gives
-    /// a peer whose kernel took the ping only in the last interval that interval to answer it. TCP
-    /// acknowledges only what fits in the peer's receive window, so a peer whose application reads
-    /// nothing stops making progress once its buffer is full, and a vanished one at once.
-    func peerIsStillReading(_ id: SocketID) -> Bool {
-        guard let connection = sockets[id], connection.isOpen, let progress = sendProgress(of: connection) else {
+    /// For a socket that owes a pong at its turn: whether the ping may simply not have reached its
+    /// peer yet, so the socket waits another interval (`HeartbeatWheel` bounds how many).
+    ///
+    /// The ping waits behind what lws and the kernel already hold for the socket, so on a slow link
+    /// behind a long replay it arrives late. The kernel tells where the ping ends in the stream
+    /// (`pingEnd`, noted when it was written) and how much of the stream the peer has acknowledged.
+    /// While the ping is not yet acknowledged the socket waits if the peer acknowledged more since its
+    /// last turn; TCP acknowledges only what fits in the peer's receive window, so a peer whose
+    /// application reads nothing stops there, and a vanished one at once. A ping acknowledged since
+    /// the last turn gets that one interval more to be answered. Frames sent after the ping count for
+    /// nothing, and a ping with nothing ahead of it gets no extra time: a hung peer goes as before.
+    func pingMayNotHaveArrived(_ id: SocketID) -> Bool {
+        guard let connection = sockets[id], connection.isOpen, let now = sendProgress(of: connection) else {
             return false
         }
-        let acked = connection.ackedAtLastTurn, wasWaiting = connection.outputWaitedAtLastTurn
-        let isWaiting = noteTurn(connection, progress)
-        return progress.acked > acked && (wasWaiting || isWaiting)
-    }
-
-    /// Remembers what the socket's output looked like at this turn; returns whether some was still
-    /// on its way.
-    @discardableResult
-    func noteTurn(_ connection: WebSocketConnection, _ progress: (acked: UInt64, isOutstanding: Bool)?) -> Bool {
-        let isWaiting =
-            (progress?.isOutstanding ?? false) || connection.hasQueued || connection.pingIsPending
-            || lws_partial_buffered(connection.wsi) != 0
-        connection.ackedAtLastTurn = progress?.acked ?? 0
-        connection.outputWaitedAtLastTurn = isWaiting
-        return isWaiting
+        let ackedBefore = connection.ackedAtLastTurn
+        connection.ackedAtLastTurn = now.acked
+        if connection.pingEnd == nil, !connection.pingIsPending, lws_partial_buffered(connection.wsi) == 0 {
+            // lws held part of the ping when it was written and has sent it since: it ends at most here.
+            connection.pingEnd = now.written
+            connection.pingHadBacklog = true
+        }
+        guard let end = connection.pingEnd else { return now.acked > ackedBefore }  // not all in the kernel yet
+        guard connection.pingHadBacklog else { return false }
+        if now.acked < end { return now.acked > ackedBefore }
+        return ackedBefore < end
     }
 
     /// What the kernel reports of the socket's output; `nil` when it cannot say.
-    func sendProgress(of connection: WebSocketConnection) -> (acked: UInt64, isOutstanding: Bool)? {
+    func sendProgress(of connection: WebSocketConnection) -> (acked: UInt64, written: UInt64)? {
         var acked: UInt64 = 0
-        var outstanding: Int32 = 0
-        guard lwsx_send_progress(connection.wsi, &acked, &outstanding) == 0 else { return nil }
-        return (acked, outstanding != 0)
+        var written: UInt64 = 0
+        guard lwsx_send_progress(connection.wsi, &acked, &written) == 0 else { return nil }
+        return (acked, written)
     }
 
     /// Writes a ping now if nothing is waiting ahead of it, else right before the queue in `WRITEABLE`.
     func sendPing(_ connection: WebSocketConnection) {
         if !connection.hasQueued, !connection.peerIsClosing, lws_partial_buffered(connection.wsi) == 0 {
-            writePing(connection.wsi)
+            writePing(connection)
         } else {
             connection.pingIsPending = true
             lws_callback_on_writable(connection.wsi)
         }
     }
 
-    func writePing(_ wsi: OpaquePointer) {
+    /// Writes the ping and notes where it ends in the socket's stream (`pingMayNotHaveArrived`), and
+    /// whether anything was still on its way ahead of it.
+    func writePing(_ connection: WebSocketConnection) {
         writeStatistics.pings += 1
-        _ = lws_write(wsi, pingPayload, Self.pingPayloadBytes.count, LWS_WRITE_PING)
+        _ = lws_write(connection.wsi, pingPayload, Self.pingPayloadBytes.count, LWS_WRITE_PING)
+        guard lws_partial_buffered(connection.wsi) == 0, let after = sendProgress(of: connection) else { return }
+        connection.pingEnd = after.written
+        connection.pingHadBacklog = after.written - after.acked > Self.pingFrameBytes
     }
+
+    /// The ping's frame on the wire: a 2-byte header (a server's frames are not masked) and the payload.
+    static let pingFrameBytes = UInt64(2 + pingPayloadBytes.count)
 
     /// The ping's payload: any bytes do; "wb" names the sender in packet captures.
     static let pingPayloadBytes: [UInt8] = Array("wb".utf8)

@@ -37,7 +37,7 @@ extension ServerCore {
     func writeQueued(_ connection: WebSocketConnection, _ wsi: OpaquePointer) -> Bool {
         if connection.pingIsPending, lws_partial_buffered(wsi) == 0 {
             connection.pingIsPending = false
-            writePing(wsi)
+            writePing(connection)
         }
         var written = 0
         while connection.hasQueued, lws_partial_buffered(wsi) == 0, written < Self.writeBudgetPerCallback {

@@ -45,10 +45,13 @@ final class WebSocketConnection {
     /// Pongs with a payload received since the heartbeat last pinged (`ServerCore.maxPongs(perPing:)`).
     var pongsSincePing: UInt16 = 0
     /// Bytes of output the peer had acknowledged at the heartbeat's last turn for this socket
-    /// (`ServerCore.peerIsStillReading`).
+    /// (`ServerCore.pingMayNotHaveArrived`).
     var ackedAtLastTurn: UInt64 = 0
-    /// Some output was still on its way at that turn.
-    var outputWaitedAtLastTurn = false
+    /// Where the last ping ends in the socket's output (bytes handed to the kernel once it was
+    /// written); `nil` until all of it is in the kernel.
+    var pingEnd: UInt64?
+    /// Other output was still on its way ahead of that ping.
+    var pingHadBacklog = false
 
     private let counter: LiveObjectCounter
 

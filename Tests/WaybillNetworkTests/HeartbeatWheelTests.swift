@@ -33,25 +33,39 @@ struct HeartbeatWheelTests {
         #expect(wheel.count == 0)
     }
 
-    /// A socket that owes a pong but whose peer is still reading what was sent before the ping waits
-    /// another interval, without a second ping; once it stops making progress it is dropped.
-    @Test func aSocketStillReadingItsBacklogWaitsForItsPong() {
+    /// A socket that owes a pong but whose ping may not have reached its peer yet waits another
+    /// interval, without a second ping; once the server says no, it is dropped.
+    @Test func aSocketWhosePingMayNotHaveArrivedWaitsForItsPong() {
         var wheel = HeartbeatWheel(interval: 2)
         wheel.add(a)
         wheel.add(b)
         #expect(wheel.tick() == [])
-        #expect(wheel.tick(isStillReading: { _ in true }) == [.ping(a), .ping(b)])  // not asked: nothing owed
+        #expect(wheel.tick(mayWait: { _ in true }) == [.ping(a), .ping(b)])  // not asked: nothing owed
         #expect(wheel.tick() == [])
         var asked: [SocketID] = []
-        #expect(wheel.tick(isStillReading: { asked.append($0); return $0 == a }) == [.drop(b)])
+        #expect(wheel.tick(mayWait: { asked.append($0); return $0 == a }) == [.drop(b)])
         #expect(asked == [a, b])
         #expect(wheel.tick() == [])
-        #expect(wheel.tick(isStillReading: { _ in true }) == [])  // still owes: waits again
+        #expect(wheel.tick(mayWait: { _ in true }) == [])  // still owes: waits again
         wheel.pongReceived(from: a)
         #expect(wheel.tick() == [])
         #expect(wheel.tick() == [.ping(a)])
         #expect(wheel.tick() == [])
-        #expect(wheel.tick(isStillReading: { _ in false }) == [.drop(a)])
+        #expect(wheel.tick(mayWait: { _ in false }) == [.drop(a)])
+        #expect(wheel.count == 0)
+    }
+
+    /// One ping is waited for at most `maxExtraTurns` more intervals, however long the server says
+    /// it may still be on its way; a pong starts the count over.
+    @Test func aPingIsWaitedForABoundedNumberOfTurns() {
+        var wheel = HeartbeatWheel(interval: 1)
+        wheel.add(a)
+        #expect(wheel.tick() == [.ping(a)])
+        for _ in 0..<Int(HeartbeatWheel.maxExtraTurns) { #expect(wheel.tick(mayWait: { _ in true }) == []) }
+        wheel.pongReceived(from: a)
+        #expect(wheel.tick(mayWait: { _ in true }) == [.ping(a)])
+        for _ in 0..<Int(HeartbeatWheel.maxExtraTurns) { #expect(wheel.tick(mayWait: { _ in true }) == []) }
+        #expect(wheel.tick(mayWait: { _ in true }) == [.drop(a)])
         #expect(wheel.count == 0)
     }
 
