@@ -137,9 +137,14 @@ extension ServerCore {
             // A repeat while the responder runs: bytes of a pipelined request arrived in the same
             // read as this body, and lws 4.1 now spins in `lws_http_action` (BODY_COMPLETION, then
             // LRS_DEFERRING_ACTION, consuming nothing) until the connection closes. The only way
-            // out is to close: wait for this response (bounded), send it with `Connection: close`,
-            // and close; the client retries the rest on a new connection.
-            guard let response = session.responseBox.wait(timeout: .seconds(10)) else { return -1 }
+            // out is to close: send this response with `Connection: close` if it is already here,
+            // and close; the client retries the rest on a new connection. Not waiting for it: that
+            // held the service thread, so every socket of the node, for as long as the handler ran
+            // (up to 10 s; a login takes a key stretch), once per such request (found by a review).
+            // A slower answer is lost with the connection, as after a network drop: the client
+            // retries (writes with their `Idempotency-Key`). Reading is paused while a handler runs,
+            // so no test has made lws repeat this; kept as the way out if it does.
+            guard let response = session.responseBox.take() else { return -1 }
             session.respond(response, close: true)
             _ = session.writeAllNow()
             sessionFinished(session)

@@ -90,4 +90,33 @@ struct SlowHandlerTests {
             #expect(try Echo(responses[1].body).path == "/x")
         }
     }
+
+    /// The same pipelined pair must not hold the service thread while the slow handler runs: another
+    /// connection is answered meanwhile (a review found the thread waiting up to 10 s for the
+    /// handler when lws repeated the body's completion, which froze every socket of the node).
+    @Test func aPipelinedPairBehindASlowHandlerDoesNotStallOtherConnections() async throws {
+        try await withServer { server in
+            let port = server.port
+            let timings = try await runBlocking { () -> [Duration] in
+                var pairs: [RawConnection] = []
+                for _ in 0..<3 {
+                    let c = try RawConnection(port: port, timeout: .seconds(20))
+                    try c.send(RawConnection.request("POST", "/slow?ms=3000", body: Array("{}".utf8)) + RawConnection.request("GET", "/x"))
+                    pairs.append(c)
+                }
+                Thread.sleep(forTimeInterval: 0.2)
+                var timings: [Duration] = []
+                for _ in 0..<3 {
+                    let other = try RawConnection(port: port, timeout: .seconds(20))
+                    let start = ContinuousClock.now
+                    try other.send(RawConnection.request("GET", "/healthz"))
+                    _ = try other.readResponse()
+                    timings.append(ContinuousClock.now - start)
+                }
+                withExtendedLifetime(pairs) {}
+                return timings
+            }
+            #expect(timings.allSatisfy { $0 < .seconds(1) }, "\(timings)")
+        }
+    }
 }
