@@ -52,7 +52,9 @@ extension PostgresOrderStore.Transaction {
             arguments.append(.id(before))
             filters += " AND id < $\(arguments.count)"
         }
-        let windowEnd = query.foldedText == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        let windowEnd =
+            query.foldedText == nil
+            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
         if let windowEnd {
             arguments.append(.id(windowEnd))
             filters += " AND id >= $\(arguments.count)"
@@ -84,13 +86,20 @@ extension PostgresOrderStore.Transaction {
     }
 
     /// The last id of a text page's scan window (the `window`-th order below `before`), if the
-    /// company has that many: one index-only walk of (company_id, id).
-    private func textWindowEnd(in company: CompanyID, before: OrderID?, window: Int) throws -> OrderID? {
+    /// company has that many: one index-only walk of (company_id, id), or of (company_id, driver_id,
+    /// id) for a driver. Counted among the driver's own orders: the window's end becomes the page's
+    /// `next` cursor, and another driver's order id must not (a review found a driver's search
+    /// walking the company's ids that way).
+    private func textWindowEnd(in company: CompanyID, driver: UserID?, before: OrderID?, window: Int) throws -> OrderID? {
         var arguments: [PostgresValue] = [.id(company)]
         var sql = "SELECT id FROM orders WHERE company_id = $1"
+        if let driver {
+            arguments.append(.id(driver))
+            sql += " AND driver_id = $\(arguments.count)"
+        }
         if let before {
             arguments.append(.id(before))
-            sql += " AND id < $2"
+            sql += " AND id < $\(arguments.count)"
         }
         arguments.append(.int(max(0, window - 1)))
         sql += " ORDER BY id DESC LIMIT 1 OFFSET $\(arguments.count)"

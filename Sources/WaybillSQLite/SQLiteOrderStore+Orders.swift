@@ -48,7 +48,9 @@ extension SQLiteOrderStore.Transaction {
             filters += " AND id < ?"
             filterArguments.append(.id(before))
         }
-        let windowEnd = query.foldedText == nil ? nil : try textWindowEnd(in: company, before: query.before, window: query.textWindow)
+        let windowEnd =
+            query.foldedText == nil
+            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
         if let windowEnd {
             filters += " AND id >= ?"
             filterArguments.append(.id(windowEnd))
@@ -78,12 +80,17 @@ extension SQLiteOrderStore.Transaction {
     }
 
     /// The last id of a text page's scan window (the `window`-th order below `before`), if the
-    /// company has that many: one covering walk of (company_id, id).
-    private func textWindowEnd(in company: CompanyID, before: OrderID?, window: Int) throws -> OrderID? {
+    /// company has that many: one covering walk of (company_id, id), or of (company_id, driver_id,
+    /// id) for a driver. Counted among the driver's own orders: the window's end becomes the page's
+    /// `next` cursor, and another driver's order id must not (a review found a driver's search
+    /// walking the company's ids that way).
+    private func textWindowEnd(in company: CompanyID, driver: UserID?, before: OrderID?, window: Int) throws -> OrderID? {
         let sql =
-            "SELECT id FROM orders WHERE company_id = ?" + (before == nil ? "" : " AND id < ?")
-            + " ORDER BY id DESC LIMIT 1 OFFSET ?"
-        let arguments: [SQLiteValue] = [.id(company)] + (before.map { [.id($0)] } ?? []) + [.int(max(0, window - 1))]
+            "SELECT id FROM orders WHERE company_id = ?" + (driver == nil ? "" : " AND driver_id = ?")
+            + (before == nil ? "" : " AND id < ?") + " ORDER BY id DESC LIMIT 1 OFFSET ?"
+        let arguments: [SQLiteValue] =
+            [.id(company)] + (driver.map { [.id($0)] } ?? []) + (before.map { [.id($0)] } ?? [])
+            + [.int(max(0, window - 1))]
         return try perform { () throws(SQLiteError) in
             try db.queryFirst(sql, arguments) { OrderID($0.int64(0)) }
         }

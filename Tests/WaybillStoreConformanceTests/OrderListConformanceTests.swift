@@ -152,6 +152,34 @@ import WaybillStoreTesting
         }
     }
 
+    /// A driver's search counts its window among the driver's own orders, so a short page's `next`
+    /// cursor (the window's end) is always one of theirs, never another driver's order id.
+    @Test(arguments: Backend.allCases) func aDriversTextPageNeverPointsAtAnotherDriversOrder(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let rows = try await Self.insert(
+                24, in: fixture.acme.id, prefix: "D", drivers: [fixture.alice.id, fixture.bob.id],
+                title: { $0 % 6 == 0 ? "Match \($0)" : "Other \($0)" }, into: store)
+            let alices = Set(rows.filter { $0.driverID == fixture.alice.id }.map(\.id))
+            var query = OrderQuery(driver: fixture.alice.id, text: "match", limit: 10)
+            query.textWindow = 3
+            var cursors: [OrderID] = []
+            let pages = try await Self.allPages(store, in: fixture.acme.id, query) { _ in }
+            var next = query
+            for _ in pages.indices {
+                let page = try await store.read { [next] tx in try tx.orderPage(in: fixture.acme.id, next) }
+                guard let cursor = page.next else { break }
+                cursors.append(cursor)
+                next.before = cursor
+            }
+            #expect(!cursors.isEmpty)
+            #expect(cursors.allSatisfy { alices.contains($0) }, "\(cursors)")
+            // Every match of hers, newest first, and only hers.
+            let matches = rows.filter { $0.driverID == fixture.alice.id && $0.title.hasPrefix("Match") }
+            #expect(pages.flatMap { $0 }.map(\.id) == matches.map(\.id).reversed())
+        }
+    }
+
     @Test(arguments: Backend.allCases) func idsReturnOnlyVisibleExistingOrders(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
