@@ -26,8 +26,10 @@ struct ActionQueue: Sendable {
         case appliedUnread(etag: String?)
         /// The server will never accept it: drop it and tell the driver.
         case refused(ActionRefusal)
-        /// Try again later; `countsAsServerFailure` when the server answered (5xx) rather than being unreachable.
-        case retry(countsAsServerFailure: Bool)
+        /// Try again later; `countsAsServerFailure` when the server answered (5xx) rather than being
+        /// unreachable; `mayHaveApplied` when the send got no answer (or met its own first attempt
+        /// still running), so the server may have applied it (``QueuedAction/mayHaveApplied``).
+        case retry(countsAsServerFailure: Bool, mayHaveApplied: Bool = false)
     }
 
     /// What became of the action that was sending.
@@ -70,9 +72,16 @@ struct ActionQueue: Sendable {
         guard !isBackingOff, let head = actions.first, head.state == .waiting else { return .idle }
         if now.timeIntervalSince(head.queuedAt) > policy.maxAge.seconds {
             // The server keeps an idempotency key only so long: past it, a retry could apply twice.
+            // One that went out without an answer may have been applied: the driver must check the
+            // order, not do it again (found by a review: "not sent" made a driver attach twice).
             var expired = actions.removeFirst()
+            let seconds = Int(policy.maxAge.seconds)
             expired.state = .refused(
-                ActionRefusal(status: nil, code: "expired", message: "not sent within \(Int(policy.maxAge.seconds)) s"))
+                expired.mayHaveApplied
+                    ? ActionRefusal(
+                        status: nil, code: "unconfirmed",
+                        message: "sent, but not confirmed within \(seconds) s: it may have been applied; check the order")
+                    : ActionRefusal(status: nil, code: "expired", message: "not sent within \(seconds) s"))
             return .dropped(expired)
         }
         if head.sentBeforeReset {
@@ -177,8 +186,9 @@ struct ActionQueue: Sendable {
             var refused = actions.removeFirst()
             refused.state = .refused(reason)
             return .refused(refused)
-        case .retry(let countsAsServerFailure):
+        case .retry(let countsAsServerFailure, let mayHaveApplied):
             if countsAsServerFailure { actions[0].serverFailures += 1 }
+            if mayHaveApplied { actions[0].mayHaveApplied = true }
             let attempt = failures
             failures += 1
             // Only server failures and the age drop an action: a policy's `maxAttempts` (a preset
@@ -191,7 +201,10 @@ struct ActionQueue: Sendable {
             else {
                 var refused = actions.removeFirst()
                 refused.state = .refused(
-                    ActionRefusal(status: nil, code: "gave_up", message: "the server kept failing; not retried again"))
+                    ActionRefusal(
+                        status: nil, code: "gave_up",
+                        message: "the server kept failing; not retried again"
+                            + (refused.mayHaveApplied ? " (an attempt may have been applied: check the order)" : "")))
                 return .refused(refused)
             }
             actions[0].state = .waiting
@@ -246,7 +259,8 @@ struct ActionQueue: Sendable {
         if error.isUnreadableSuccess { return .appliedUnread(etag: error.etag) }
         guard let status = error.status else {
             // No answer (offline, timeout, a lost response) or an unreadable one: same key, later.
-            return .retry(countsAsServerFailure: error == .badResponse)
+            // Which of these left before the request reached the server cannot be told apart.
+            return .retry(countsAsServerFailure: error == .badResponse, mayHaveApplied: true)
         }
         switch status {
         case 502, 503, 504:
@@ -265,7 +279,7 @@ struct ActionQueue: Sendable {
             return .retry(countsAsServerFailure: false)
         case 409 where error.code == "idempotency_key_in_use":
             // The first attempt (whose answer we lost) is still running on the server: ask again later.
-            return .retry(countsAsServerFailure: false)
+            return .retry(countsAsServerFailure: false, mayHaveApplied: true)
         default:
             return .refused(ActionRefusal(status: status, code: error.code ?? "http_\(status)", message: error.message))
         }

@@ -94,6 +94,7 @@ extension DriverSession {
             case .dropped(let action):
                 keepRefusal(action)
                 publish(.action(action))
+                enqueueRefresh(of: action.orderID)  // what the driver now checks must be current
             case .idle:
                 return
             }

@@ -26,6 +26,10 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     /// It was on its way when the socket said `reset`: if that send ends without an answer it is not
     /// sent again with its old `If-Match`, which may now name a version with other content.
     var sentBeforeReset = false
+    /// A send of it ended without an answer (the connection dropped, a timeout, an unreadable answer)
+    /// or met its own first attempt still running: the server may have applied it. If the queue
+    /// later gives up on it, the driver is told to check the order rather than that it was not sent.
+    var mayHaveApplied = false
     /// Where the action stands now.
     public internal(set) var state: ActionState
     /// Attempts the server answered with a failure (5xx, unreadable answer); bounded by the queue's policy.
@@ -60,6 +64,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     private enum CodingKeys: String, CodingKey {
         case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
         case seenEventID = "seen_event_id", seenCursor = "seen_cursor", sentBeforeReset = "sent_before_reset"
+        case mayHaveApplied = "may_have_applied"
     }
 
     /// Decodes a stored action; it is waiting again (a send cut short by a restart is retried with its key).
@@ -74,6 +79,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         seenEventID = try c.decodeIfPresent(EventID.self, forKey: .seenEventID)
         seenCursor = seenEventID == nil ? nil : try c.decodeIfPresent(ResumeCursor.self, forKey: .seenCursor)
         sentBeforeReset = try c.decodeIfPresent(Bool.self, forKey: .sentBeforeReset) ?? false
+        mayHaveApplied = try c.decodeIfPresent(Bool.self, forKey: .mayHaveApplied) ?? false
         state = .waiting
     }
 
@@ -87,6 +93,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         try c.encodeIfPresent(seenEventID, forKey: .seenEventID)
         try c.encodeIfPresent(seenCursor, forKey: .seenCursor)
         if sentBeforeReset { try c.encode(true, forKey: .sentBeforeReset) }
+        if mayHaveApplied { try c.encode(true, forKey: .mayHaveApplied) }
     }
 }
 

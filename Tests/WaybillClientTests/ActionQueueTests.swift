@@ -171,7 +171,9 @@ struct ActionQueueTests {
     /// version's tag is the one after the version the action named.
     @Test func anUnreadableSuccessIsAppliedAndTheNextTagFollows() {
         #expect(ActionQueue.outcome(for: .unreadableAnswer(status: 200, etag: nil)) == .appliedUnread(etag: nil))
-        #expect(ActionQueue.outcome(for: .badResponse("cannot read order")) == .retry(countsAsServerFailure: true))
+        #expect(
+            ActionQueue.outcome(for: .badResponse("cannot read order"))
+                == .retry(countsAsServerFailure: true, mayHaveApplied: true))
         #expect(ActionQueue.tagAfter(#""o42-v7""#) == #""o42-v8""#)
         #expect(ActionQueue.tagAfter(#""o42-v7-h0b7e55d1-s7""#) == #""o42-v8""#)
         #expect(ActionQueue.tagAfter("*") == nil && ActionQueue.tagAfter(#""e1""#) == nil)
@@ -261,6 +263,43 @@ struct ActionQueueTests {
         #expect(old.id.rawValue == "old")
         guard case .send(let next) = queue.next(now: start + 3601) else { Issue.record("younger one not sent"); return }
         #expect(next.id.rawValue == "new")
+    }
+
+    /// Past the age limit an action is `expired` ("not sent") only if no send of it went without an
+    /// answer; one that did may have been applied, and is `unconfirmed` (the mark is stored).
+    @Test func anActionSentWithoutAnAnswerExpiresUnconfirmed() throws {
+        var random = SeededGenerator(seed: 1)
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)))
+        queue.add(action("lost", .changeStatus(of: 1, to: .accepted)))
+        queue.add(action("busy", .completeStage(5, of: 2)))
+        queue.add(action("down", .completeStage(6, of: 3)))
+        _ = queue.next(now: start)
+        _ = queue.finished(ActionQueue.outcome(for: .unreachable("connection lost")), random: &random)
+        queue.backoffElapsed()
+        let stored = try JSONDecoder().decode([QueuedAction].self, from: JSONEncoder().encode(queue.actions))
+        var restarted = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)), actions: stored)
+        guard case .dropped(let lost) = restarted.next(now: start + 3601),
+            case .refused(let lostReason) = lost.state
+        else { Issue.record("not dropped"); return }
+        #expect(lostReason.code == "unconfirmed")
+        // Its key still running on the server (409 in use): may be applied too.
+        guard case .send = restarted.next(now: start) else { Issue.record("not sent"); return }
+        _ = restarted.finished(
+            ActionQueue.outcome(for: .http(status: 409, code: "idempotency_key_in_use", message: nil)), random: &random)
+        restarted.backoffElapsed()
+        guard case .dropped(let busy) = restarted.next(now: start + 3601), case .refused(let busyReason) = busy.state else {
+            Issue.record("not dropped"); return
+        }
+        #expect(busyReason.code == "unconfirmed")
+        // Answered 503 (not applied): expired, "not sent".
+        guard case .send = restarted.next(now: start) else { Issue.record("not sent"); return }
+        _ = restarted.finished(
+            ActionQueue.outcome(for: .http(status: 503, code: "store_unavailable", message: nil)), random: &random)
+        restarted.backoffElapsed()
+        guard case .dropped(let down) = restarted.next(now: start + 3601), case .refused(let downReason) = down.state else {
+            Issue.record("not dropped"); return
+        }
+        #expect(downReason.code == "expired")
     }
 
     /// An action on its way when the socket said `reset` stays (it is out), but if that send ends

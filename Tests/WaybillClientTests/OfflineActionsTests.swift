@@ -289,12 +289,14 @@ struct OfflineActionsTests {
         #expect(h.clock.now.offset < .seconds(300))
     }
 
-    @Test func anActionNotSentWithinTheMaximumAgeExpires() async throws {
+    /// Every attempt answered "not now" (503: the store is down), past the age limit: dropped as
+    /// `expired`, never sent a third time.
+    @Test func anActionNotAppliedWithinTheMaximumAgeExpires() async throws {
         let config = DriverSession.Configuration(
             actionPolicy: ActionQueuePolicy(
                 retry: ReconnectPolicy(base: .seconds(60), cap: .seconds(60), jitter: .none), maxAge: .seconds(90)))
         let h = await Harness.live(configuration: config)
-        h.api.failWrites(Array(repeating: .unreachable("offline"), count: 5))
+        h.api.failWrites(Array(repeating: .http(status: 503, code: "store_unavailable", message: "down"), count: 5))
         try await h.session.queue(.changeStatus(of: 1, to: .accepted))
         await waitForAttempts(h, 1)
         await h.clock.advance(by: .seconds(60))
@@ -308,6 +310,34 @@ struct OfflineActionsTests {
         #expect(reason.code == "expired")
         #expect(h.api.writeKeys.count == 2, "not sent a third time")
         #expect(await h.session.pendingActions.isEmpty)
+    }
+
+    /// Applied, but its answer was lost, and then offline until the age limit (a phone off
+    /// overnight): the driver is told it may have been applied and to check the order, not that it
+    /// was not sent (which made a driver attach a document twice), and the order is fetched.
+    @Test func anActionSentWithoutAnAnswerThatExpiresIsReportedUnconfirmed() async throws {
+        let config = DriverSession.Configuration(
+            actionPolicy: ActionQueuePolicy(
+                retry: ReconnectPolicy(base: .seconds(50), cap: .seconds(50), jitter: .none), maxAge: .seconds(90)))
+        let h = await Harness.live(configuration: config)
+        h.api.loseResponses(1)
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted))
+        await waitForAttempts(h, 1)
+        h.api.failWrites(Array(repeating: .unreachable("offline"), count: 5))
+        await h.clock.advance(by: .seconds(50))
+        await waitForAttempts(h, 2)
+        let listsBefore = h.api.listFetches
+        await h.clock.advance(by: .seconds(50))  // 100 s: past the age, before the 120 s poll
+        await eventually("dropped") { await !h.session.refusedActions.isEmpty }
+        guard case .refused(let reason) = await h.session.refusedActions.first?.state else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(reason.code == "unconfirmed")
+        #expect(reason.message.contains("may have been applied"))
+        #expect(h.api.appliedWrites.count == 1)
+        await h.clock.advance(by: .seconds(1))  // the fetch's coalescing window; the poll is at 120 s
+        await eventually("the order fetched") { h.api.listFetches > listsBefore }
     }
 
     @Test func anActionThatCannotBeStoredIsNotAccepted() async throws {
