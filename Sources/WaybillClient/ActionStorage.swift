@@ -1,6 +1,12 @@
 public import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Where the offline queue lives between app launches (SPEC §5 rule 8: it survives a restart).
 ///
 /// The session writes the whole queue after every change (it is a handful of actions) and reads it once,
@@ -14,14 +20,17 @@ public protocol ActionStorage: Sendable {
     /// Keeps what is stored somewhere the next ``save(_:)`` does not overwrite: the session found it
     /// unreadable (a newer app's format, a damaged file), and a driver's actions are not thrown away
     /// unseen. The default keeps nothing.
-    func setAsideUnreadable()
+    /// - Throws: when it could not be kept aside; the session then never writes over it.
+    func setAsideUnreadable() throws
 }
 
 extension ActionStorage {
-    public func setAsideUnreadable() {}
+    public func setAsideUnreadable() throws {}
 }
 
-/// The queue in one file, replaced atomically on every change (written to a temporary file, then renamed).
+/// The queue in one file, replaced atomically on every change: written to a temporary file, synced to
+/// the disk, renamed over the old one, and the directory synced, so a power cut keeps either the old
+/// queue or the new one, and an action the app was told is kept is still there after it.
 ///
 /// Put it where the app keeps data that must survive (the app's Application Support directory on iOS,
 /// `--state-dir` for `waybill driver`). Only one session may use a file at a time.
@@ -38,19 +47,75 @@ public struct FileActionStorage: ActionStorage {
     }
 
     public func save(_ data: Data) throws {
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try data.write(to: url, options: .atomic)
+        let directory = url.deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        do {
+            try Self.writeSynced(data, to: temporary.path)
+            guard rename(temporary.path, url.path) == 0 else { throw Self.posixError() }
+        } catch {
+            unlink(temporary.path)
+            throw error
+        }
+        // Without this the rename may be lost in a power cut (the file synced, its new name not):
+        // `Data.write(options: .atomic)`, used before, syncs neither (found by a review).
+        Self.sync(directory: directory.path)
     }
 
-    /// Where ``setAsideUnreadable()`` moves an unreadable queue file: `<file>.unreadable`.
+    /// Where ``setAsideUnreadable()`` moves an unreadable queue file: `<file>.unreadable`, or
+    /// `<file>.unreadable.1`, `.2`, … when earlier ones are still there.
     public var unreadableURL: URL { url.appendingPathExtension("unreadable") }
 
-    /// Renames the file to ``unreadableURL`` (replacing an older one), for a person or a later
-    /// version to look at.
-    public func setAsideUnreadable() {
-        try? FileManager.default.removeItem(at: unreadableURL)
-        try? FileManager.default.moveItem(at: url, to: unreadableURL)
+    /// Renames the file to the first free name of ``unreadableURL``'s, for a person or a later
+    /// version to look at. Earlier unreadable files are never replaced.
+    /// - Throws: when the file cannot be moved (it then stays, and is never written over).
+    public func setAsideUnreadable() throws {
+        let files = FileManager.default
+        guard files.fileExists(atPath: url.path) else { return }
+        var target = unreadableURL
+        var number = 0
+        while files.fileExists(atPath: target.path) {
+            number += 1
+            guard number <= 1000 else { throw CocoaError(.fileWriteFileExists) }
+            target = unreadableURL.appendingPathExtension(String(number))
+        }
+        try files.moveItem(at: url, to: target)
     }
+
+    private static func writeSynced(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw posixError() }
+        defer { close(descriptor) }
+        try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw posixError()
+                }
+                offset += written
+            }
+        }
+        guard flushToDisk(descriptor) == 0 else { throw posixError() }
+    }
+
+    private static func sync(directory path: String) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// `fsync`; on Apple platforms `F_FULLFSYNC`, since their `fsync` leaves the data in the drive's cache.
+    private static func flushToDisk(_ descriptor: Int32) -> Int32 {
+        #if canImport(Darwin)
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return 0 }
+        #endif
+        return fsync(descriptor)
+    }
+
+    private static func posixError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 }
 
 /// The queue in memory: survives a new session on the same value, not a process exit. For tests.

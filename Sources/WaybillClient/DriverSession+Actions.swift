@@ -210,7 +210,8 @@ extension DriverSession {
         /// is, and read again before the first write (``loadStoredQueueIfNeeded()``).
         case notLoaded
         /// It was read but cannot be decoded: set aside (``ActionStorage/setAsideUnreadable()``), so
-        /// the first new action does not overwrite it.
+        /// the first new action does not overwrite it. One that could not be set aside is
+        /// ``notLoaded``: never written over.
         case setAside
     }
 
@@ -218,22 +219,23 @@ extension DriverSession {
     static func loadActions(
         from storage: any ActionStorage
     ) -> (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?) {
-        guard case .success(let loaded) = Result(catching: { try storage.load() }) else { return ([], [], .notLoaded) }
-        return decode(loaded, from: storage)
+        guard case .success(let loaded) = Result(catching: { try storage.load() }),
+            let decoded = try? decode(loaded, from: storage)
+        else { return ([], [], .notLoaded) }
+        return decoded
     }
 
     /// The actions and refusals in what `storage` held (nothing: none); what cannot be decoded is set aside.
+    /// - Throws: the storage's error when it cannot set it aside.
     private static func decode(
         _ data: Data?, from storage: any ActionStorage
-    ) -> (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?) {
+    ) throws -> (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?) {
         guard let data else { return ([], [], nil) }
-        do {
-            let stored = try StoredActionQueue.read(data)
-            return (stored.actions, stored.refused, nil)
-        } catch {
-            storage.setAsideUnreadable()
+        guard let stored = try? StoredActionQueue.read(data) else {
+            try storage.setAsideUnreadable()
             return ([], [], .setAside)
         }
+        return (stored.actions, stored.refused, nil)
     }
 
     /// The stored queue could not be read when the session was made: read it now, before anything
@@ -242,7 +244,7 @@ extension DriverSession {
     /// - Throws: the storage's error when it still cannot be read; the new action is then not kept.
     func loadStoredQueueIfNeeded() throws {
         guard storedQueueNotLoaded else { return }
-        let (earlier, earlierRefused, problem) = Self.decode(try actionStorage.load(), from: actionStorage)
+        let (earlier, earlierRefused, problem) = try Self.decode(actionStorage.load(), from: actionStorage)
         storedQueueNotLoaded = false
         actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside
         actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)

@@ -104,6 +104,10 @@ enum DriverCommand {
             exit(1)
         }
         defer { withExtendedLifetime(lock) {} }
+        // Only the holder of the lock takes over a queue kept under an earlier version's name: a
+        // second app that cannot run must not move a file under the running one, whose next save
+        // would write over it (found by a review).
+        Self.adoptLegacyQueue(in: stateDirectory(args), server: server, email: email)
         let api: HTTPOrdersAPI, user: DriverUser
         do {
             (api, user) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())
@@ -125,7 +129,7 @@ enum DriverCommand {
         let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
         if await session.actionStorageUnreadable {
             view.error(
-                "cannot read the action queue in \(storage.url.path): a file that cannot be decoded is kept as \(storage.unreadableURL.lastPathComponent); one that cannot be read is read again before a new action is kept, and never written over")
+                "cannot read the action queue in \(storage.url.path): a file that cannot be decoded is kept as \(storage.unreadableURL.lastPathComponent) (or .unreadable.N beside earlier ones); one that cannot be read is read again before a new action is kept, and never written over")
         }
         await session.start()
         await DriverApp(session: session, view: view).run()
@@ -160,23 +164,30 @@ extension DriverCommand {
     /// ignore case, and `127.0.0.1` and `localhost` reach the same server, so a restart that spells
     /// either another way must find the queue (and the lock) the last run left (found by a review,
     /// 2026-12-04: the actions waited in a file no later start read). A queue kept under the
-    /// spelling of a version before this one is moved to the new name when the new one is absent.
+    /// spelling of a version before this one is taken over by ``adoptLegacyQueue(in:server:email:)``.
     static func queueFile(in directory: URL, server: URL, email: String) -> URL {
-        func file(_ email: String, _ host: String, _ port: Int?) -> URL {
-            let name = "\(email)@\(host)_\(port.map(String.init) ?? "default")"
-            let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
-            return directory.appendingPathComponent("actions-\(safe).json")
-        }
         let host = server.host ?? "server"
         // `http://host` and `http://host:80` are one server (found by a review: two files, two locks).
         let port = server.port == 80 ? nil : server.port
-        let url = file(email.lowercased(), isThisMachine(host) ? "localhost" : host.lowercased(), port)
-        let legacy = file(email, host, server.port)
+        return file(in: directory, email.lowercased(), isThisMachine(host) ? "localhost" : host.lowercased(), port)
+    }
+
+    /// Moves a queue kept under the spelling of a version before this one (the login and host as
+    /// typed) to ``queueFile(in:server:email:)`` when that one is absent. Only while holding the
+    /// queue's lock.
+    static func adoptLegacyQueue(in directory: URL, server: URL, email: String) {
+        let url = queueFile(in: directory, server: server, email: email)
+        let legacy = file(in: directory, email, server.host ?? "server", server.port)
         let files = FileManager.default
         if legacy != url, files.fileExists(atPath: legacy.path), !files.fileExists(atPath: url.path) {
             try? files.moveItem(at: legacy, to: url)
         }
-        return url
+    }
+
+    private static func file(in directory: URL, _ email: String, _ host: String, _ port: Int?) -> URL {
+        let name = "\(email)@\(host)_\(port.map(String.init) ?? "default")"
+        let safe = String(name.map { $0.isLetter || $0.isNumber || "@._-".contains($0) ? $0 : "_" })
+        return directory.appendingPathComponent("actions-\(safe).json")
     }
 }
 

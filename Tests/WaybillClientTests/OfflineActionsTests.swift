@@ -1,6 +1,9 @@
 import Foundation
 import Synchronization
 import Testing
+#if canImport(Glibc)
+    import Glibc
+#endif
 import WaybillTesting
 
 @testable import WaybillClient
@@ -374,6 +377,49 @@ struct OfflineActionsTests {
         #expect(try StoredActionQueue.decode(Data(contentsOf: storage.url)).count == 1)
     }
 
+    /// Each save replaces the file whole through a synced temporary file (nothing else is left in the
+    /// directory, and the file is the owner's only); a save that cannot be made leaves the old queue.
+    /// Unreadable files set aside are never replaced by later ones.
+    @Test func theFileStorageReplacesWholeAndKeepsEveryUnreadableFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer {
+            chmod(directory.path, 0o700)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let storage = FileActionStorage(url: directory.appendingPathComponent("actions.json"))
+        try storage.save(Data("one".utf8))
+        try storage.save(Data("two".utf8))
+        #expect(try storage.load() == Data("two".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["actions.json"])
+        let mode = try FileManager.default.attributesOfItem(atPath: storage.url.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        if getuid() != 0 {  // root writes anywhere
+            chmod(directory.path, 0o500)
+            #expect(throws: (any Error).self) { try storage.save(Data("three".utf8)) }
+            chmod(directory.path, 0o700)
+            #expect(try storage.load() == Data("two".utf8))
+        }
+        try storage.setAsideUnreadable()
+        try storage.save(Data("also unreadable".utf8))
+        try storage.setAsideUnreadable()
+        #expect(try Data(contentsOf: storage.unreadableURL) == Data("two".utf8))
+        #expect(try Data(contentsOf: storage.unreadableURL.appendingPathExtension("1")) == Data("also unreadable".utf8))
+        #expect(try storage.load() == nil)
+    }
+
+    /// An unreadable queue that cannot be set aside (a read-only directory, a full disk) is never
+    /// written over: the session does not take a new action (found by a review: the failure was
+    /// ignored and the next action replaced the file).
+    @Test func anUnreadableQueueThatCannotBeSetAsideIsNeverWrittenOver() async throws {
+        let storage = UnmovableStorage(holding: Data("not json".utf8))
+        let session = DriverSession(
+            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage)
+        #expect(await session.actionStorageUnreadable)
+        await #expect(throws: (any Error).self) { try await session.queue(.completeStage(4, of: 2), expecting: .any) }
+        #expect(await session.pendingActions.isEmpty)
+        #expect(storage.stored == Data("not json".utf8))
+    }
+
     /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
     /// the file, the clock and API that session used, and the queued action. The directory goes after.
     func withQueueFile(
@@ -454,5 +500,15 @@ final class LockedStorage: ActionStorage {
         return try wrapped.load()
     }
     func save(_ data: Data) throws { try wrapped.save(data) }
-    func setAsideUnreadable() { wrapped.setAsideUnreadable() }
+    func setAsideUnreadable() throws { try wrapped.setAsideUnreadable() }
+}
+
+/// A storage holding what it was given, whose unreadable contents cannot be set aside.
+final class UnmovableStorage: ActionStorage {
+    private let data: Mutex<Data?>
+    init(holding data: Data) { self.data = Mutex(data) }
+    var stored: Data? { data.withLock { $0 } }
+    func load() throws -> Data? { stored }
+    func save(_ data: Data) throws { self.data.withLock { $0 = data } }
+    func setAsideUnreadable() throws { throw CocoaError(.fileWriteVolumeReadOnly) }
 }

@@ -25,7 +25,10 @@ struct QueueFileTests {
             == DriverCommand.queueFile(in: dir, server: URL(string: "http://tunnel.example")!, email: "d@x"))
     }
 
-    /// A queue an earlier version kept under the spelling typed is moved to the one name, not left behind.
+    /// A queue an earlier version kept under the spelling typed is moved to the one name, not left
+    /// behind, and only by the app that holds the queue's lock: naming the file moves nothing (a
+    /// second app that then finds the lock taken must not move a file under the running one, found
+    /// by a review).
     @Test func aQueueKeptUnderAnEarlierSpellingIsTakenOver() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -33,13 +36,16 @@ struct QueueFileTests {
         let legacy = dir.appendingPathComponent("actions-DRIVER1@Demo.example@127.0.0.1_8080.json")
         let kept = Data(#"{"actions":["kept"]}"#.utf8)
         try kept.write(to: legacy)
-        let url = DriverCommand.queueFile(in: dir, server: URL(string: "http://127.0.0.1:8080")!, email: "DRIVER1@Demo.example")
+        let server = URL(string: "http://127.0.0.1:8080")!
+        let url = DriverCommand.queueFile(in: dir, server: server, email: "DRIVER1@Demo.example")
         #expect(url.lastPathComponent == "actions-driver1@demo.example@localhost_8080.json")
+        #expect(FileManager.default.fileExists(atPath: legacy.path) && !FileManager.default.fileExists(atPath: url.path))
+        DriverCommand.adoptLegacyQueue(in: dir, server: server, email: "DRIVER1@Demo.example")
         #expect(try Data(contentsOf: url) == kept)
         #expect(!FileManager.default.fileExists(atPath: legacy.path))
         // Once the new name exists, an old one is left alone (never written over).
         try Data(#"{"actions":[]}"#.utf8).write(to: legacy)
-        #expect(DriverCommand.queueFile(in: dir, server: URL(string: "http://127.0.0.1:8080")!, email: "DRIVER1@Demo.example") == url)
+        DriverCommand.adoptLegacyQueue(in: dir, server: server, email: "DRIVER1@Demo.example")
         #expect(try Data(contentsOf: url) == kept)
     }
 
