@@ -101,7 +101,7 @@ struct SlowHandlerTests {
                 var pairs: [RawConnection] = []
                 for _ in 0..<3 {
                     let c = try RawConnection(port: port, timeout: .seconds(20))
-                    try c.send(RawConnection.request("POST", "/slow?ms=3000", body: Array("{}".utf8)) + RawConnection.request("GET", "/x"))
+                    try c.send(RawConnection.request("POST", "/slow?ms=5000", body: Array("{}".utf8)) + RawConnection.request("GET", "/x"))
                     pairs.append(c)
                 }
                 Thread.sleep(forTimeInterval: 0.2)
@@ -116,7 +116,8 @@ struct SlowHandlerTests {
                 withExtendedLifetime(pairs) {}
                 return timings
             }
-            #expect(timings.allSatisfy { $0 < .seconds(1) }, "\(timings)")
+            // Well before the handlers end (5 s), with room for a runner busy with the parallel suite.
+            #expect(timings.allSatisfy { $0 < .seconds(3) }, "\(timings)")
         }
     }
 }
