@@ -86,7 +86,7 @@ struct ActionQueue: Sendable {
         }
         if head.sentBeforeReset {
             // It may have been applied, or not: sent again, its `If-Match` could match a repeated
-            // version with other content (`historyRewound()`).
+            // version with other content, or its order id name another order (`historyRewound()`).
             var dropped = actions.removeFirst()
             dropped.state = .refused(Self.rewound)
             return .dropped(dropped)
@@ -213,13 +213,17 @@ struct ActionQueue: Sendable {
         }
     }
 
-    /// The server's history rewound (`reset`): the waiting actions that name a version are refused
-    /// (`history_rewound`) and returned, oldest first. The one sending, if any, stays: it is out.
+    /// The server's history rewound (`reset`): every waiting action is refused (`history_rewound`)
+    /// and returned, oldest first. The one sending, if any, stays: it is out (and is marked).
+    ///
+    /// Also those without `If-Match`: a restore brings the id counter back too, so an order created
+    /// since can carry the id of one the driver acted on, and the action would apply to an order
+    /// they never saw (found by a review; before, only actions that name a version were refused).
     mutating func historyRewound() -> [QueuedAction] {
-        if isSending, let tag = actions[0].ifMatch, tag != "*" { actions[0].sentBeforeReset = true }
+        if isSending { actions[0].sentBeforeReset = true }
         var dropped: [QueuedAction] = []
         actions.removeAll { action in
-            guard action.state == .waiting, let tag = action.ifMatch, tag != "*" else { return false }
+            guard action.state == .waiting else { return false }
             var refused = action
             refused.state = .refused(Self.rewound)
             dropped.append(refused)
@@ -228,7 +232,7 @@ struct ActionQueue: Sendable {
         return dropped
     }
 
-    /// Why an action that names a version is dropped after a `reset`: the server cannot replay the
+    /// Why a queued action is dropped after a `reset`: the server cannot replay the
     /// device's history (restored, failed over, pruned, or too far behind), so the version the driver
     /// saw may now name other content, or the driver may not have seen the newest.
     static let rewound = ActionRefusal(

@@ -167,8 +167,9 @@ extension DriverSession {
 
     /// The socket said `reset`: the server's history is not the one the queued actions were made in
     /// (a restore or a failover that lost commits). An action that names a version (`If-Match`) may
-    /// now match a version with other content, so it is refused for the driver to check the order
-    /// and act again; one without a precondition still goes. One already sent cannot be recalled.
+    /// now match a version with other content, and any action's order id may now name another order
+    /// (the id counter came back with the restore), so each is refused for the driver to check the
+    /// order and act again. One already sent cannot be recalled.
     func refuseActionsFromBeforeTheRewind() {
         guard !actionQueue.actions.isEmpty else { return }
         let dropped = actionQueue.historyRewound()
