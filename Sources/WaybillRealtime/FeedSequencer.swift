@@ -211,7 +211,7 @@ public struct FeedSequencer: Sendable {
         pendingWhenTaken = nil
         doubtedWhenTaken = nil
         if Self.hasRewound(from: read.issuedAt ?? deliveredThrough, to: read)
-            || Self.differs(doubtedThen, from: read.atDoubted)
+            || Self.differs(doubtedThen, from: read.atDoubted) || Self.skipsPast(deliveredThrough, in: read)
         {
             deliveredThrough = read.newest
             // The old history's cursors go: the new one's events re-sent under those ids (a relay
@@ -301,6 +301,17 @@ public struct FeedSequencer: Sendable {
     private func remembered(_ id: EventID) -> EventCursor? {
         guard id.rawValue > 0, let cursor = recent[Self.slot(id)], cursor.id == id else { return nil }
         return cursor
+    }
+
+    /// Whether the read's events after `delivered` do not start right after it. Ids are dense, so
+    /// the ones between were deleted before this feed delivered them: pruned early (a pruner whose
+    /// clock ran ahead by the retention). Delivered as they are, the node's sockets would miss those
+    /// events without a word and their cursors would move past them; handled as a rewind, they
+    /// resume, and a cursor the history no longer covers gets `reset` and a full refetch (found by
+    /// a review). Not from the origin, whose history may start anywhere.
+    static func skipsPast(_ delivered: EventCursor, in read: StoreRead) -> Bool {
+        guard delivered.id != .zero, let first = read.events.first(where: { $0.id > delivered.id }) else { return false }
+        return first.id.rawValue != delivered.id.rawValue + 1
     }
 
     /// Whether the store no longer holds the history delivered so far.

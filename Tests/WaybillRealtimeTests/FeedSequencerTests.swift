@@ -168,6 +168,29 @@ struct FeedSequencerTests {
         #expect(step.rewound == nil && Self.ids(step) == [11])
     }
 
+    /// Events after the delivered one that the store no longer has (pruned before this feed
+    /// delivered them) are not skipped in silence: the feed treats it as a rewind, so its sockets
+    /// resume (and get `reset`), and nothing after the gap is delivered as if it followed.
+    @Test func aReadThatSkipsPastTheDeliveredEventIsARewind() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        let step = feed.storeRead(Self.read([15, 16], newest: 16, atDelivered: nil))
+        #expect(step.rewound?.id == EventID(16))
+        #expect(Self.ids(step).isEmpty)
+        // After it, the feed goes on from the store's newest as usual.
+        #expect(Self.ids(feed.received(Fixtures.events(17...18))) == [17, 18])
+    }
+
+    /// Local events delivered while the read was in flight: continuity is judged from them.
+    @Test func aReadJudgedFromWhatWasDeliveredMeanwhileIsNoGap() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(Self.ids(feed.received(Fixtures.events(11...13))) == [11, 12, 13])
+        let read = FeedSequencer.StoreRead(
+            events: Fixtures.events(Array(11...15)), isFull: false, newest: Fixtures.event(15).cursor,
+            atDelivered: Fixtures.event(10), issuedAt: Self.start)
+        let step = feed.storeRead(read)
+        #expect(step.rewound == nil && Self.ids(step) == [14, 15])
+    }
+
     @Test func theOriginIsNeverRewoundFrom() {
         var feed = FeedSequencer(deliveredThrough: .origin)
         #expect(feed.storeRead(Self.read([], newest: 0, atDelivered: nil)).rewound == nil)
