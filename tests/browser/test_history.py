@@ -123,3 +123,15 @@ def test_the_refresh_rule_on_plain_values(page, server):
     assert result["olderThanPage"] is False
     assert result["active"] == {"active": "true"}
     assert result["history"] == {"driver_id": "3", "q": "50%"}
+
+
+def test_a_search_typed_just_before_leaving_the_page_does_not_follow_the_user(page, server):
+    """Typing in Search and switching to the Fleet board within the search's 300 ms pause: the
+    search must not run after the page is left (it rewrote the address to the orders page, so
+    Reload landed there; found by a review)."""
+    login_as_dispatcher(page, server)
+    page.locator("#filter-q").fill("left behind")
+    page.evaluate("location.hash = '#/fleet'")
+    expect(page.locator("#fleet-grid")).to_be_visible()
+    page.wait_for_timeout(700)  # past the search's pause
+    assert page.evaluate("location.hash") == "#/fleet"

@@ -262,6 +262,71 @@ def test_a_refetch_answered_wait_is_retried_without_another_event(page, server, 
     expect(page.locator("#orders-error")).to_have_text("")
 
 
+def test_a_lost_create_survives_closing_the_dialog_and_is_not_made_twice(page, server, api):
+    """The answer of a create is lost; the dispatcher closes the dialog to check the list, then
+    opens New order again. The draft is still there with its key, so creating it sends the same
+    Idempotency-Key and the server makes one order (a review found the reopened form empty, and
+    the order typed again made a second job). Start over then gives an empty form."""
+    login_as_dispatcher(page, server)
+    keys = []
+    lost = {"done": False}
+
+    def lose_first_answer(route, request):
+        if request.method != "POST":
+            return route.continue_()
+        keys.append(request.headers.get("idempotency-key"))
+        if not lost["done"]:
+            lost["done"] = True
+            route.fetch()  # the server gets it and commits…
+            return route.abort("connectionreset")  # …and the answer never arrives
+        return route.continue_()
+
+    page.route("**/api/orders/", lose_first_answer)
+    page.get_by_role("button", name="New order").click()
+    page.locator("#order-title").fill("Lost, closed and reopened")
+    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 2")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
+    page.keyboard.press("Escape")
+    expect(page.locator("#order-dialog")).to_be_hidden()
+    page.get_by_role("button", name="New order").click()
+    expect(page.locator("#order-title")).to_have_value("Lost, closed and reopened")
+    expect(page.locator("#order-dialog")).to_contain_text("was not confirmed")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_be_hidden()
+    page.unroute("**/api/orders/")
+    assert len(keys) == 2 and keys[0] and keys[0] == keys[1], keys
+    created = [o for o in api.ok("GET", "/api/orders/") if o["title"] == "Lost, closed and reopened"]
+    assert len(created) == 1, created
+    # Confirmed now: the next New order is an empty form.
+    page.get_by_role("button", name="New order").click()
+    expect(page.locator("#order-title")).to_have_value("")
+    expect(page.locator("#start-over")).to_be_hidden()
+    page.keyboard.press("Escape")
+
+
+def test_start_over_clears_an_unconfirmed_draft(page, server):
+    """A draft kept after a create with no answer can be dropped for another order: Start over
+    empties the form (and the next create has a new key)."""
+    login_as_dispatcher(page, server)
+    page.route("**/api/orders/", lambda route, request: route.abort("connectionreset") if request.method == "POST" else route.continue_())
+    page.get_by_role("button", name="New order").click()
+    page.locator("#order-title").fill("Never reached the server")
+    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 3")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
+    page.keyboard.press("Escape")
+    page.get_by_role("button", name="New order").click()
+    expect(page.locator("#order-title")).to_have_value("Never reached the server")
+    page.get_by_role("button", name="Start over").click()
+    expect(page.locator("#order-title")).to_have_value("")
+    expect(page.locator("#order-title")).to_be_focused()
+    expect(page.locator("#start-over")).to_be_hidden()
+    expect(page.locator("#stage-editor li")).to_have_count(1)
+    page.unroute("**/api/orders/")
+    page.keyboard.press("Escape")
+
+
 def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, server, api):
     """The server commits the order but its answer is lost: clicking Create again sends the same
     Idempotency-Key, so the server answers with that order instead of making a second one."""

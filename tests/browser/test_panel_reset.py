@@ -214,6 +214,28 @@ def test_the_etag_cache_keeps_a_bounded_number_of_answers(page, server):
     assert result["newest"] is True, result
 
 
+def test_paging_clicks_before_the_page_is_in_are_ignored(page, server):
+    """Newer twice, or Newer then Older, before the page is in: one move, and the label matches
+    the rows (a double click on Newer skipped a page; found by a review)."""
+    result = run(page, """
+      view.update({ orderId: null, query: { status: 'all' } });
+      api.pages.push({ data: [row(90, 1, 'Page one')], next: 500 });
+      await view.refresh(signal({ all: true }));
+      api.pages.push({ data: [row(40, 1, 'Page two')], next: 300 });
+      await view.showOlder();
+      api.pages.push({ data: [row(20, 1, 'Page three')], next: 100 });
+      await view.showOlder();
+      api.pages.push({ data: [row(40, 1, 'Page two again')], next: 300 });
+      api.pages.push({ data: [row(90, 1, 'Never asked for')], next: 500 });
+      const first = view.showNewer(), second = view.showNewer(), third = view.showOlder();
+      await first; await second; await third;
+      return { titles: titles(), count: main.querySelector('#orders-count').textContent, calls };
+    """)
+    assert result["titles"] == ["Page two again"], result
+    assert result["count"].startswith("Page 2"), result
+    assert [c for c in result["calls"] if c[0] == "orders"] == [["orders", None], ["orders", 500], ["orders", 300], ["orders", 500]], result
+
+
 def test_a_second_click_on_older_before_the_page_is_in_is_one_page_not_two(page, server):
     """A double click on Older pushed the same cursor twice: "Page 3" over page 2's rows, and
     Newer then showed page 2 again (found by a review)."""

@@ -5,6 +5,10 @@ import { STAGE_KINDS, localInputToISO, driverChoices } from './format.js';
 
 let stageCounter = 0; // unique ids for the labels of repeated stage fields
 
+// Said when the dialog opens again on an order whose create was never confirmed.
+const UNCONFIRMED_DRAFT = 'Your last order was not confirmed, so it is kept here: check the orders list. If it is not '
+  + 'there, create it again (it will not be made twice); or start over for another order.';
+
 export class OrderForm {
   constructor({ api, onCreated }) {
     this.api = api;
@@ -31,20 +35,42 @@ export class OrderForm {
       this.error,
       h('div', { class: 'button-row' },
         h('button', { type: 'button', onclick: () => this.element.close() }, 'Cancel'),
+        this.startOver = h('button', { type: 'button', id: 'start-over', hidden: true, onclick: () => this.clear() }, 'Start over'),
         this.submit));
     this.element = h('dialog', { class: 'form-dialog', id: 'order-dialog', 'aria-labelledby': 'order-form-heading' }, this.form);
   }
 
-  /** Opens an empty form; `drivers` is the Map(id → driver) the page already has. */
+  /**
+   * Opens an empty form; `drivers` is the Map(id → driver) the page already has. A draft whose
+   * create got no answer (it may have been made) is kept instead, with its Idempotency-Key: the
+   * dispatcher closed the dialog to check the list, and typing it again in a new form made a second
+   * order (found by a review). "Start over" clears it.
+   */
   open(drivers) {
-    this.attempt = null; // a new form is a new order
-    this.form.reset();
-    this.error.textContent = '';
-    setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), '');
-    replace(this.stageList);
-    this.addStage(false);
+    this.drivers = drivers;
+    if (this.attempt?.unconfirmed) {
+      setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), this.driver.value);
+      this.error.textContent = UNCONFIRMED_DRAFT;
+      this.startOver.hidden = false;
+      this.element.showModal();
+      this.submit.focus();
+      return;
+    }
+    this.clear();
     this.element.showModal();
     this.title.focus();
+  }
+
+  /** An empty form for a new order (a new key). */
+  clear() {
+    this.attempt = null;
+    this.form.reset();
+    this.error.textContent = '';
+    this.startOver.hidden = true;
+    setOptions(this.driver, driverChoices(this.drivers ?? new Map(), ['', 'No driver yet']), '');
+    replace(this.stageList);
+    this.addStage(false);
+    if (this.element.open) this.title.focus();
   }
 
   addStage(focus) {
@@ -95,12 +121,17 @@ export class OrderForm {
     // the retry with it. Changed fields are another order: a new key.
     const json = JSON.stringify(body);
     if (!this.attempt || this.attempt.json !== json) this.attempt = { key: newIdempotencyKey(), json };
+    const attempt = this.attempt;
     try {
-      const order = await this.api.createOrder(body, this.attempt.key);
+      const order = await this.api.createOrder(body, attempt.key);
       this.attempt = null;
+      this.startOver.hidden = true;
       this.element.close();
       this.onCreated(order);
     } catch (error) {
+      // No answer, a server failure, or the first try still running: it may have been made.
+      // Once so, it stays so until an answer says otherwise (a later refusal cannot undo it).
+      attempt.unconfirmed ||= error.status === 0 || error.status >= 500 || error.code === 'idempotency_key_in_use';
       if (error.status !== 401) this.error.textContent = error.message;
     } finally {
       this.submit.disabled = false;

@@ -95,6 +95,8 @@ export class OrdersView {
 
   unmount() {
     this.detail?.close();
+    // A search typed just before leaving must not rewrite the next page's address (found by a review).
+    clearTimeout(this.searchTimer);
   }
 
   /** A new route for this page (filters changed, an order opened or closed). */
@@ -201,20 +203,34 @@ export class OrdersView {
   }
 
   showOlder() {
-    if (this.page.next === null) return undefined;
+    if (this.page.next === null || this.moving) return undefined;
     const fallback = this.pageState();
     this.cursors.push(this.page.before);
     // `next: null` until the page is in: a second click meanwhile (a double click) must not push
     // the same cursor again (found by a review: "Page 3" over page 2's rows).
     this.page = { ...this.page, before: this.page.next, next: null };
-    return this.loadPage({ fallback });
+    return this.move(fallback);
   }
 
   showNewer() {
-    if (this.cursors.length === 0) return undefined;
+    if (this.cursors.length === 0 || this.moving) return undefined;
     const fallback = this.pageState();
     this.page = { ...this.page, before: this.cursors.pop() };
-    return this.loadPage({ fallback });
+    return this.move(fallback);
+  }
+
+  /**
+   * Loads the page Older or Newer chose. Another click on either before it is in is ignored: a
+   * double click on Newer skipped a page, and Newer then Older labelled page 4 "Page 3" (found by
+   * a review).
+   */
+  async move(fallback) {
+    this.moving = true;
+    try {
+      return await this.loadPage({ fallback });
+    } finally {
+      this.moving = false;
+    }
   }
 
   /** Where the user is, to go back to if moving to another page fails. */
