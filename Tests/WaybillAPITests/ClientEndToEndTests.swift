@@ -132,11 +132,16 @@ struct ClientEndToEndTests {
             let session = try await Self.session(server, email: driver.email, password: driver.password, storage: storage)
             #expect(await Self.until(session) { await $0.connectionState == .live })
             let backup = try await server.backUp()  // with the driver's login
+            let before = await session.lastEventID
             let created = try await server.request(
                 "POST", "/api/orders/", token: seed.dispatcherToken,
                 json: ["title": "Lost in the restore", "driver_id": driver.id, "stages": [["kind": "stop", "address": "x"]]])
             let lost = try #require(created.object.int("id"))
             #expect(await Self.until(session) { await $0.orders.contains { $0.id == OrderID(Int64(lost)) } })
+            // Its event reached the socket: the cursor is in the history the restore takes back. (A
+            // list fetched ahead of the event, with the cursor still before it, is not covered: see
+            // HARDENING.md.)
+            #expect(await Self.until(session) { await ($0.lastEventID?.rawValue ?? 0) > (before?.rawValue ?? 0) })
 
             await server.stopServer()
             #expect(await Self.until(session) { await $0.connectionState != .live })

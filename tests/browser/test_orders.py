@@ -262,6 +262,28 @@ def test_a_refetch_answered_wait_is_retried_without_another_event(page, server, 
     expect(page.locator("#orders-error")).to_have_text("")
 
 
+def test_a_refetch_with_no_answer_is_retried_without_another_event(page, server, api):
+    """An event's refetch gets no answer at all (the connection drops) while the socket stays
+    live: the panel tries the reads again after a short backoff, as for a 429 (a review found it
+    waited for the next event or the 120 s poll)."""
+    login_as_dispatcher(page, server)
+    order_id = api.create_order("Dropped then retried")["id"]
+    expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # let that event's fetches finish
+    dropped = []
+
+    def drop_once(route):
+        if dropped:
+            return route.continue_()
+        dropped.append(route.request.url)
+        return route.abort("connectionreset")
+
+    page.route("**/api/orders/?ids=*", drop_once)
+    api.ok("PATCH", f"/api/orders/{order_id}/", {"title": "Retried after a drop"})
+    expect(row(page, order_id).locator(".cell-title")).to_have_text("Retried after a drop", timeout=5_000)
+    assert dropped, "the event's refetch got no answer, and the change still showed"
+
+
 def test_a_lost_create_survives_closing_the_dialog_and_is_not_made_twice(page, server, api):
     """The answer of a create is lost; the dispatcher closes the dialog to check the list, then
     opens New order again. The draft is still there with its key, so creating it sends the same

@@ -55,6 +55,25 @@ def test_after_a_reset_the_detail_takes_the_restored_order_even_at_a_lower_versi
     assert result["shown"], result
 
 
+def test_an_answer_without_the_receipt_shown_does_not_bring_back_not_seen(page, server):
+    """Two loads of one order overlap: the one that saw the driver's receipt lands first, then an
+    earlier one of the same version without it. "Seen" stays (a review found "Not seen yet" back
+    until the next event, and a dispatcher might phone a driver who had seen the change)."""
+    result = run(page, """
+      const root = document.createElement('div');
+      document.body.append(root);
+      const detail = new OrderDetail({ api, root, drivers: () => new Map(), onChanged: () => {}, onClose: () => {} });
+      const seen = { driver_id: 3, version: 7, at: '2026-12-01T10:05:00.000Z' };
+      api.detail = { data: row(5, 7, 'Seen by the driver', { driver_id: 3, seen }), changed: true, etag: '"o5-v7-s7"' };
+      await detail.show(5);
+      api.detail = { data: row(5, 7, 'Seen by the driver', { driver_id: 3, seen: null }), changed: true, etag: '"o5-v7"' };
+      await detail.refresh(signal({ all: true }));
+      return { seen: root.querySelector('#detail-seen').dataset.seen, etag: detail.etag };
+    """)
+    assert result["seen"] != "none", result
+    assert result["etag"] == '"o5-v7-s7"', result
+
+
 def test_after_a_reset_a_row_at_the_same_version_is_drawn_again(page, server):
     result = run(page, """
       api.pages.push({ data: [row(3, 3, 'X before the restore')], next: null });

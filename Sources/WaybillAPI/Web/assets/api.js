@@ -47,7 +47,8 @@ function fallbackMessage(status) {
  * Talks to the Waybill API of the page's own origin.
  * `getToken()` supplies the bearer token; `onUnauthorized()` runs on any 401 except the login
  * call itself (a wrong password is an error to show, not a session that ended).
- * `onUnavailable()` runs when a read is answered "wait" (429 past the user's request rate, a 5xx):
+ * `onUnavailable()` runs when a read is answered "wait" (429 past the user's request rate, a 5xx)
+ * or gets no answer at all:
  * the live feed retries the reads after a backoff.
  */
 /** How many answers the ETag cache keeps (each a page of at most 50 rows, or one order). */
@@ -104,7 +105,12 @@ export class Api {
         signal: timeoutSignal(this.timeoutMs),
       });
     } catch {
-      throw new ApiError(0, 'network_error', unreachableMessage(method, path));
+      const error = new ApiError(0, 'network_error', unreachableMessage(method, path));
+      // A read with no answer (a dropped connection, a half-open proxy, the 20 s timeout) while
+      // the socket may well be live: retried like one answered "wait", or the change it was for
+      // stayed out until the next event or the poll (found by a review).
+      if (method === 'GET') this.onUnavailable?.(error);
+      throw error;
     }
 
     if (response.status === 304 && cached) {
@@ -115,7 +121,9 @@ export class Api {
       data = await readJSON(response);
     } catch {
       // The body stopped coming (a timeout or a drop mid-answer): nothing is cached from it.
-      throw new ApiError(0, 'network_error', unreachableMessage(method, path));
+      const error = new ApiError(0, 'network_error', unreachableMessage(method, path));
+      if (method === 'GET') this.onUnavailable?.(error);
+      throw error;
     }
     if (!response.ok) {
       // A 412's server text names ETags; a person needs to hear what happened in plain words.

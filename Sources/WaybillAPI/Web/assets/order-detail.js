@@ -11,6 +11,10 @@ const CHANGED_MEANWHILE = 'This order was changed meanwhile. The current version
 const CHANGED_MEANWHILE_EDIT = 'This order was changed meanwhile, so your edit was not saved. The current version '
   + 'is shown; your text is still in the form: save again to replace it, or cancel.';
 
+/** Whether `answer` is an older state of the order than `shown` (within one history). */
+const isOlder = (answer, shown) => answer.version < shown.version
+  || (answer.version === shown.version && (answer.seen?.version ?? -1) < (shown.seen?.version ?? -1));
+
 /** The ETag of an order version (SPEC §2), for a server that sent none. */
 const tagOf = (order) => `"o${order.id}-v${order.version}"`;
 
@@ -150,8 +154,10 @@ export class OrderDetail {
       // shown arrives last sometimes, and drawing it would take the screen and its If-Match back.
       // Only within one history: after a reset a lower version is the restored truth (found by a
       // review, 2026-12-04: the detail kept the lost version, and every save got 412).
+      // At the same version, an answer without the receipt shown is older too: a version's `seen`
+      // only ever comes (found by a review: "Not seen yet" came back over "Seen").
       const sameHistory = this.shownHistory === history;
-      if (this.order && data && data.version < this.order.version && sameHistory) return;
+      if (this.order && data && sameHistory && isOlder(data, this.order)) return;
       this.loadError.textContent = '';
       if (changed || !this.order || !sameHistory) this.render(data);
       this.shownHistory = history;
