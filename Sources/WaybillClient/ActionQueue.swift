@@ -251,9 +251,13 @@ struct ActionQueue: Sendable {
         return isBackingOff
     }
 
-    /// The session stopped while the head was sending: it waits again (and is resent with the same key).
+    /// The session stopped while the head was sending: it waits again (and is resent with the same
+    /// key), marked as possibly applied (its answer will never be read).
     mutating func interrupted() {
-        if isSending { actions[0].state = .waiting }
+        if isSending {
+            actions[0].state = .waiting
+            actions[0].mayHaveApplied = true
+        }
         isBackingOff = false
     }
 
@@ -267,13 +271,18 @@ struct ActionQueue: Sendable {
             return .retry(countsAsServerFailure: error == .badResponse, mayHaveApplied: true)
         }
         switch status {
-        case 502, 503, 504:
+        case 503:
             // The server or its store cannot be reached for now (a PostgreSQL restart or failover
             // answers 503 `store_unavailable` until it is back): like being offline, only the age
             // limit bounds it — a store outage of minutes must not drop what the driver did.
             return .retry(countsAsServerFailure: false)
+        case 502, 504:
+            // The same, but from a proxy whose node died or closed mid-request (or took too long):
+            // the node may have committed it.
+            return .retry(countsAsServerFailure: false, mayHaveApplied: true)
         case 500...:
-            return .retry(countsAsServerFailure: true)
+            // An answer from the server, but not one that says nothing was written.
+            return .retry(countsAsServerFailure: true, mayHaveApplied: true)
         case 300..<400:
             // Waybill never redirects: something between (a captive portal) answered, the server
             // never saw the action.

@@ -88,6 +88,7 @@ extension DriverSession {
         while true {
             switch actionQueue.next(now: wallClock()) {
             case .send(let action):
+                persistActions()  // "being sent" is stored as "may have been applied" (a kill mid-send)
                 publish(.action(action))
                 actionTask = Task { await self.send(action) }
                 return

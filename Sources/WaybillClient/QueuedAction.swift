@@ -26,9 +26,10 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     /// It was on its way when the socket said `reset`: if that send ends without an answer it is not
     /// sent again with its old `If-Match`, which may now name a version with other content.
     var sentBeforeReset = false
-    /// A send of it ended without an answer (the connection dropped, a timeout, an unreadable answer)
-    /// or met its own first attempt still running: the server may have applied it. If the queue
-    /// later gives up on it, the driver is told to check the order rather than that it was not sent.
+    /// A send of it ended without an answer (the connection dropped, a timeout, an unreadable answer,
+    /// a proxy's 502 or 504, a 500) or met its own first attempt still running, or the app stopped
+    /// while it was being sent: the server may have applied it. If the queue later gives up on it,
+    /// the driver is told to check the order rather than that it was not sent.
     var mayHaveApplied = false
     /// Where the action stands now.
     public internal(set) var state: ActionState
@@ -93,7 +94,8 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         try c.encodeIfPresent(seenEventID, forKey: .seenEventID)
         try c.encodeIfPresent(seenCursor, forKey: .seenCursor)
         if sentBeforeReset { try c.encode(true, forKey: .sentBeforeReset) }
-        if mayHaveApplied { try c.encode(true, forKey: .mayHaveApplied) }
+        // Stored while it is being sent too: an app killed mid-send finds the mark at its next start.
+        if mayHaveApplied || state == .sending { try c.encode(true, forKey: .mayHaveApplied) }
     }
 }
 

@@ -54,7 +54,7 @@ struct HeartbeatWheel {
     }
 
     /// One tick passed: the actions for the sockets whose turn it is. Dropped sockets are removed.
-    /// - Parameter mayWait: asked for each socket that owes a pong at its turn (fewer than
+    /// - Parameter mayWait: asked for each socket that owes a pong at its turn (at most
     ///   `maxExtraTurns` times per ping): whether its ping may not have reached the peer yet.
     mutating func tick(mayWait: (SocketID) -> Bool = { _ in false }) -> [Action] {
         let due = buckets[cursor]

@@ -37,6 +37,7 @@ extension ServerCore {
                     connection.pongsSincePing = 0
                     connection.ackedAtLastTurn = sendProgress(of: connection)?.acked ?? 0
                     connection.pingEnd = nil
+                    connection.pingEndIsPending = false
                     sendPing(connection)
                 }
             case .drop(let id):
@@ -60,22 +61,32 @@ extension ServerCore {
     /// last turn; TCP acknowledges only what fits in the peer's receive window, so a peer whose
     /// application reads nothing stops there, and a vanished one at once. A ping acknowledged since
     /// the last turn gets that one interval more to be answered. Frames sent after the ping count for
-    /// nothing, and a ping with nothing ahead of it gets no extra time: a hung peer goes as before.
+    /// nothing, and a ping without a backlog ahead of it (`lateBacklogBytes`) gets no extra time: a
+    /// hung peer goes as before.
     func pingMayNotHaveArrived(_ id: SocketID) -> Bool {
         guard let connection = sockets[id], connection.isOpen, let now = sendProgress(of: connection) else {
             return false
         }
         let ackedBefore = connection.ackedAtLastTurn
         connection.ackedAtLastTurn = now.acked
-        if connection.pingEnd == nil, !connection.pingIsPending, lws_partial_buffered(connection.wsi) == 0 {
-            // lws held part of the ping when it was written and has sent it since: it ends at most here.
-            connection.pingEnd = now.written
-            connection.pingHadBacklog = true
-        }
-        guard let end = connection.pingEnd else { return now.acked > ackedBefore }  // not all in the kernel yet
-        guard connection.pingHadBacklog else { return false }
-        if now.acked < end { return now.acked > ackedBefore }
-        return ackedBefore < end
+        return Self.pingMayNotHaveArrived(
+            end: connection.pingEnd, hadBacklog: connection.pingHadBacklog, ackedBefore: ackedBefore, ackedNow: now.acked)
+    }
+
+    /// The rule of `pingMayNotHaveArrived(_:)` on plain numbers: `end` is where the ping ends in the
+    /// stream (`nil`: not all of it in the kernel yet), `ackedBefore` and `ackedNow` the bytes the
+    /// peer had acknowledged at the last turn and now.
+    static func pingMayNotHaveArrived(end: UInt64?, hadBacklog: Bool, ackedBefore: UInt64, ackedNow: UInt64) -> Bool {
+        guard let end else { return ackedNow > ackedBefore }  // behind frames queued here, or its tail held by lws
+        guard hadBacklog else { return false }
+        if ackedNow < end { return ackedNow > ackedBefore }  // on its way: waits while the peer reads
+        return ackedBefore < end  // acknowledged since the last turn: one interval to answer
+    }
+
+    /// Whether the output not yet acknowledged when a ping was written (the ping's own bytes
+    /// included) is a backlog the ping may wait behind for long (`lateBacklogBytes`).
+    static func isBacklog(written: UInt64, acked: UInt64) -> Bool {
+        written >= acked && written - acked >= lateBacklogBytes
     }
 
     /// What the kernel reports of the socket's output; `nil` when it cannot say.
@@ -97,17 +108,37 @@ extension ServerCore {
     }
 
     /// Writes the ping and notes where it ends in the socket's stream (`pingMayNotHaveArrived`), and
-    /// whether anything was still on its way ahead of it.
+    /// whether a backlog was on its way ahead of it.
     func writePing(_ connection: WebSocketConnection) {
         writeStatistics.pings += 1
         _ = lws_write(connection.wsi, pingPayload, Self.pingPayloadBytes.count, LWS_WRITE_PING)
-        guard lws_partial_buffered(connection.wsi) == 0, let after = sendProgress(of: connection) else { return }
+        if lws_partial_buffered(connection.wsi) != 0 {
+            // The kernel is full and lws holds the ping's tail. Nothing more is written to the
+            // socket until lws has sent it, so its end is the count at the next `WRITEABLE`
+            // (`notePingEnd`), not at the next turn, when frames sent since would count too.
+            connection.pingEndIsPending = true
+            connection.pingHadBacklog = true
+            lws_callback_on_writable(connection.wsi)
+            return
+        }
+        guard let after = sendProgress(of: connection) else { return }
         connection.pingEnd = after.written
-        connection.pingHadBacklog = after.written - after.acked > Self.pingFrameBytes
+        // A backlog, not the last frame or two awaiting a delayed acknowledgement (about 40 ms even
+        // on loopback): a hung app on a live feed must not earn the extra interval (found by a review).
+        connection.pingHadBacklog = Self.isBacklog(written: after.written, acked: after.acked)
     }
 
-    /// The ping's frame on the wire: a 2-byte header (a server's frames are not masked) and the payload.
-    static let pingFrameBytes = UInt64(2 + pingPayloadBytes.count)
+    /// Records where a ping whose tail lws held ends, once lws has sent it. Called before anything
+    /// else is written to the socket.
+    func notePingEnd(_ connection: WebSocketConnection) {
+        guard connection.pingEndIsPending, lws_partial_buffered(connection.wsi) == 0 else { return }
+        connection.pingEndIsPending = false
+        connection.pingEnd = sendProgress(of: connection)?.written
+    }
+
+    /// Output ahead of a ping, not yet acknowledged, from which the ping may arrive late enough to
+    /// need another interval once it is acknowledged (`pingMayNotHaveArrived`).
+    static let lateBacklogBytes: UInt64 = 64 << 10
 
     /// The ping's payload: any bytes do; "wb" names the sender in packet captures.
     static let pingPayloadBytes: [UInt8] = Array("wb".utf8)

@@ -35,6 +35,7 @@ extension ServerCore {
     /// Writes queued frames while lws holds nothing back: a lone frame from its own storage (no copy),
     /// two or more packed into one raw write. Returns `false` when lws reports a write error.
     func writeQueued(_ connection: WebSocketConnection, _ wsi: OpaquePointer) -> Bool {
+        notePingEnd(connection)
         if connection.pingIsPending, lws_partial_buffered(wsi) == 0 {
             connection.pingIsPending = false
             writePing(connection)

@@ -50,7 +50,9 @@ final class WebSocketConnection {
     /// Where the last ping ends in the socket's output (bytes handed to the kernel once it was
     /// written); `nil` until all of it is in the kernel.
     var pingEnd: UInt64?
-    /// Other output was still on its way ahead of that ping.
+    /// lws holds that ping's tail: `pingEnd` is known once lws has sent it (`ServerCore.notePingEnd`).
+    var pingEndIsPending = false
+    /// A backlog was still on its way ahead of that ping (`ServerCore.lateBacklogBytes`).
     var pingHadBacklog = false
 
     private let counter: LiveObjectCounter

@@ -252,7 +252,9 @@ struct ActionQueueTests {
             queue.backoffElapsed()
         }
         #expect(queue.actions.map(\.id.rawValue) == ["a"])
-        #expect(ActionQueue.outcome(for: .http(status: 500, code: nil, message: nil)) == .retry(countsAsServerFailure: true))
+        #expect(
+            ActionQueue.outcome(for: .http(status: 500, code: nil, message: nil))
+                == .retry(countsAsServerFailure: true, mayHaveApplied: true))
     }
 
     @Test func anActionOlderThanTheMaximumAgeExpiresInsteadOfBeingSent() {
@@ -291,6 +293,12 @@ struct ActionQueueTests {
             Issue.record("not dropped"); return
         }
         #expect(busyReason.code == "unconfirmed")
+        // A proxy's 502 or 504 (its node died or took too long) may hide a commit; a 503 does not.
+        for status in [502, 504] {
+            #expect(
+                ActionQueue.outcome(for: .http(status: status, code: nil, message: nil))
+                    == .retry(countsAsServerFailure: false, mayHaveApplied: true))
+        }
         // Answered 503 (not applied): expired, "not sent".
         guard case .send = restarted.next(now: start) else { Issue.record("not sent"); return }
         _ = restarted.finished(
@@ -300,6 +308,25 @@ struct ActionQueueTests {
             Issue.record("not dropped"); return
         }
         #expect(downReason.code == "expired")
+    }
+
+    /// A queue stored while its head is being sent says the head may have been applied: an app
+    /// killed mid-send, started again past the age limit, reports it `unconfirmed`, not "not sent".
+    @Test func anActionStoredWhileBeingSentComesBackMarked() throws {
+        var queue = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)))
+        queue.add(action("a", .completeStage(4, of: 1)))
+        guard case .send = queue.next(now: start) else { Issue.record("not sent"); return }
+        let stored = try StoredActionQueue.decode(StoredActionQueue.encode(queue.actions))
+        #expect(stored.first?.mayHaveApplied == true)
+        var restarted = ActionQueue(policy: ActionQueuePolicy(maxAge: .seconds(3600)), actions: stored)
+        guard case .dropped(let dropped) = restarted.next(now: start + 3601), case .refused(let reason) = dropped.state else {
+            Issue.record("not dropped"); return
+        }
+        #expect(reason.code == "unconfirmed")
+        // Waiting and never sent: not marked.
+        var fresh = ActionQueue(policy: ActionQueuePolicy())
+        fresh.add(action("b", .completeStage(5, of: 1)))
+        #expect(try StoredActionQueue.decode(StoredActionQueue.encode(fresh.actions)).first?.mayHaveApplied == false)
     }
 
     /// On `reset` every waiting action is refused, with or without `If-Match` (a restore brings the
@@ -348,6 +375,7 @@ struct ActionQueueTests {
         #expect(step != .idle)
         queue.interrupted()
         #expect(queue.actions.first?.state == .waiting)
+        #expect(queue.actions.first?.mayHaveApplied == true, "its answer will never be read")
         let late = queue.finished(.applied(saved(1, version: 2)), random: &random)
         #expect(late == .none, "a late answer is ignored")
     }

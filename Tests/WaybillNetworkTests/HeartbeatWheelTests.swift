@@ -91,4 +91,25 @@ struct HeartbeatWheelTests {
         let perTick = (0..<4).map { _ in wheel.tick().count }
         #expect(perTick == [10, 10, 10, 10])
     }
+
+    /// The server's rule for a socket that owes a pong (`ServerCore.pingMayNotHaveArrived`), on plain
+    /// numbers: it waits while the ping is on its way and the peer reads, and for one interval after
+    /// the ping was acknowledged, but only for a ping that had a backlog ahead of it.
+    @Test func aPingBehindABacklogIsWaitedForWhileThePeerReads() {
+        let wait = ServerCore.pingMayNotHaveArrived
+        // Not all in the kernel yet: waits while the peer acknowledges more.
+        #expect(wait(nil, false, 100, 200))
+        #expect(!wait(nil, true, 200, 200))
+        // On its way behind a backlog: waits while the peer reads, not when it stopped.
+        #expect(wait(1_000_000, true, 100, 500_000))
+        #expect(!wait(1_000_000, true, 500_000, 500_000))
+        // Acknowledged since the last turn: one interval more; acknowledged before it: none.
+        #expect(wait(1_000_000, true, 500_000, 1_000_000))
+        #expect(!wait(1_000_000, true, 1_000_000, 1_200_000))
+        // Nothing much ahead of it (a frame or two awaiting a delayed acknowledgement): no extra time.
+        #expect(!wait(1_000_000, false, 999_000, 1_000_000))
+        #expect(!ServerCore.isBacklog(written: 1_000_000, acked: 1_000_000 - 2_000))
+        #expect(ServerCore.isBacklog(written: 1_000_000, acked: 1_000_000 - ServerCore.lateBacklogBytes))
+        #expect(!ServerCore.isBacklog(written: 5, acked: 10))  // an acknowledgement read after the count
+    }
 }

@@ -300,18 +300,19 @@ struct WebSocketTests {
     /// pings) is not dropped for a pong that waits behind a replay in a proxy.
     @Test func aPeerThatKeepsSendingIsNotDroppedWithoutPongs() async throws {
         let delegate = RecordingDelegate()
-        try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
+        try await withServer({ $0.pingInterval = .seconds(2) }, delegate: delegate) { server in
             let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
-            // Never answers a ping; sends a message every 0.4 s for 4.5 s (four turns).
+            // Never answers a ping; sends a message every 0.5 s for 6.5 s (three turns; a stall of
+            // up to about 1.5 s on a busy runner still leaves one message per interval).
             try await runBlocking {
-                for _ in 0..<11 {
+                for _ in 0..<13 {
                     try raw.sendText(#"{"type":"ping"}"#)
-                    Thread.sleep(forTimeInterval: 0.4)
+                    Thread.sleep(forTimeInterval: 0.5)
                 }
             }
             #expect(delegate.closeReport(for: socket) == nil)
             // Silent from now on: dropped as usual.
-            #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
+            #expect(await eventually(timeout: .seconds(12)) { delegate.closeReport(for: socket) != nil })
             #expect(delegate.closeReport(for: socket)?.code == nil)
         }
         loop.shutdown()
