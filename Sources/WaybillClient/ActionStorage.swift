@@ -22,10 +22,33 @@ public protocol ActionStorage: Sendable {
     /// unseen. The default keeps nothing.
     /// - Throws: when it could not be kept aside; the session then never writes over it.
     func setAsideUnreadable() throws
+
+    /// Makes the caller the storage's one user for as long as it keeps the returned claim (a session
+    /// keeps its claim for its lifetime). `nil`: this storage needs none (memory).
+    /// - Throws: ``ActionStorageInUse`` while another user holds it: two users would each write their
+    ///   own copy of the queue over the other's.
+    func claim() throws -> ActionStorageClaim?
 }
 
 extension ActionStorage {
     public func setAsideUnreadable() throws {}
+    public func claim() throws -> ActionStorageClaim? { nil }
+}
+
+/// A storage's one user, for as long as this value lives (``ActionStorage/claim()``).
+public final class ActionStorageClaim: Sendable {
+    private let release: @Sendable () -> Void
+    init(release: @escaping @Sendable () -> Void) { self.release = release }
+    deinit { release() }
+}
+
+/// Another user holds the storage: a session of this app not released yet, or another process.
+public struct ActionStorageInUse: Error, CustomStringConvertible {
+    /// The lock file the other user holds.
+    public let lockPath: String
+    public var description: String {
+        "the action queue is in use by another session or app (it holds \(lockPath)): stop and release that one first"
+    }
 }
 
 /// The queue in one file, replaced atomically on every change: written to a temporary file, synced to
@@ -33,13 +56,23 @@ extension ActionStorage {
 /// queue or the new one, and an action the app was told is kept is still there after it.
 ///
 /// Put it where the app keeps data that must survive (the app's Application Support directory on iOS,
-/// `--state-dir` for `waybill driver`). Only one session may use a file at a time.
+/// `--state-dir` for `waybill driver`). One user at a time: a session claims the file (an exclusive
+/// lock on `<file>.lock`) for its lifetime, and a session over another `FileActionStorage` of the
+/// same file (in this process or another) keeps no action until that claim is released: each
+/// session writes its whole queue, and two would write over each other's actions (found by a
+/// review). Copies of one value share its claim.
 public struct FileActionStorage: ActionStorage {
     /// The queue file.
     public let url: URL
+    private let lock: FileLockOwner
 
     /// Storage in the file at `url`; its directory is created on the first save.
-    public init(url: URL) { self.url = url }
+    public init(url: URL) {
+        self.url = url
+        lock = FileLockOwner(path: url.path + ".lock")
+    }
+
+    public func claim() throws -> ActionStorageClaim? { try lock.claim() }
 
     public func load() throws -> Data? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
@@ -116,6 +149,47 @@ public struct FileActionStorage: ActionStorage {
     }
 
     private static func posixError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+}
+
+/// The exclusive `flock` behind a ``FileActionStorage``'s claims: taken by the first claim, kept
+/// while any claim of this value (or its copies) lives. `flock` locks belong to an open file, so a
+/// second value in the same process is refused like another process.
+final class FileLockOwner: Sendable {
+    let path: String
+    private let state = Mutex<(descriptor: Int32, claims: Int)>((-1, 0))
+
+    init(path: String) { self.path = path }
+
+    func claim() throws -> ActionStorageClaim {
+        try state.withLock { state throws in
+            if state.claims == 0 {
+                let directory = (path as NSString).deletingLastPathComponent
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+                guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                    let busy = errno == EWOULDBLOCK
+                    let code = POSIXErrorCode(rawValue: errno) ?? .EIO
+                    close(descriptor)
+                    if busy { throw ActionStorageInUse(lockPath: path) }
+                    throw POSIXError(code)
+                }
+                state.descriptor = descriptor
+            }
+            state.claims += 1
+        }
+        return ActionStorageClaim { [self] in release() }
+    }
+
+    private func release() {
+        state.withLock { state in
+            state.claims -= 1
+            if state.claims == 0, state.descriptor >= 0 {
+                close(state.descriptor)  // releases the lock
+                state.descriptor = -1
+            }
+        }
+    }
 }
 
 /// The queue in memory: survives a new session on the same value, not a process exit. For tests.

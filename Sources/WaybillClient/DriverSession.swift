@@ -189,7 +189,16 @@ public actor DriverSession {
         publishedState = machine.state
         self.actionStorage = actionStorage
         self.wallClock = wallClock
-        let stored = Self.loadActions(from: actionStorage)
+        // Another session holds the storage: nothing is read or written until it lets go (then the
+        // queue is read before the first action is kept, as for a storage that could not be read).
+        let stored: (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?)
+        do {
+            actionClaim = try actionStorage.claim()
+            stored = Self.loadActions(from: actionStorage)
+        } catch {
+            actionClaim = nil
+            stored = ([], [], .notLoaded)
+        }
         // A stored queue's actions were made in the history their cursor names: the first socket
         // resumes from there, so a restore that lost it says `reset` before they go (`holdsActions`).
         if let point = QueuedAction.resumePoint(of: stored.actions) {
@@ -205,9 +214,12 @@ public actor DriverSession {
     /// `<file>.unreadable`), or could not be read at all when the session was made (then it is read
     /// again before anything is written to it).
     public internal(set) var actionStorageUnreadable: Bool
-    /// The storage could not be read when the session was made (I/O, a phone still locked): what it
-    /// holds was not loaded, so nothing may be written over it until a read succeeds.
+    /// The storage could not be read when the session was made (I/O, a phone still locked, another
+    /// session's claim): what it holds was not loaded, so nothing may be written over it until a
+    /// read succeeds.
     var storedQueueNotLoaded: Bool
+    /// This session's claim on its storage (``ActionStorage/claim()``), kept for its lifetime.
+    var actionClaim: ActionStorageClaim?
 
     /// The socket's state, for a status line in the app.
     public var connectionState: ConnectionState { machine.state }

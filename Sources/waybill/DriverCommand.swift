@@ -98,12 +98,15 @@ enum DriverCommand {
         // One app per queue file: each keeps the queue in memory and writes it whole, so a second
         // instance for the same login would write over actions the first has not sent yet. Taken
         // before the login, so a refused second app leaves no token behind.
-        let lock: QueueLock
-        do { lock = try QueueLock(for: storage.url) } catch {
-            view.startFailed("\(error)")
+        let claim: ActionStorageClaim?
+        do { claim = try storage.claim() } catch let busy as ActionStorageInUse {
+            view.startFailed("another 'waybill driver' for this login and server is running (it holds \(busy.lockPath))")
+            exit(1)
+        } catch {
+            view.startFailed("cannot lock the action queue \(storage.url.path): \(error)")
             exit(1)
         }
-        defer { withExtendedLifetime(lock) {} }
+        defer { withExtendedLifetime(claim) {} }
         // Only the holder of the lock takes over a queue kept under an earlier version's name: a
         // second app that cannot run must not move a file under the running one, whose next save
         // would write over it (found by a review).
@@ -271,36 +274,4 @@ enum StandardInputLines {
             thread.start()
         }
     }
-}
-
-/// An exclusive `flock` on `<queue file>.lock`, held while the app runs; the kernel lets it go when
-/// the process ends, however it ends.
-final class QueueLock {
-    struct Problem: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    private let descriptor: Int32
-
-    /// - Throws: `Problem` when another process holds it, or the lock file cannot be opened.
-    init(for queue: URL) throws {
-        try? FileManager.default.createDirectory(at: queue.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let path = queue.path + ".lock"
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw Problem(description: "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let busy = errno == EWOULDBLOCK
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            throw Problem(
-                description: busy
-                    ? "another 'waybill driver' for this login and server is running (it holds \(path))"
-                    : "cannot lock \(path): \(reason)")
-        }
-        self.descriptor = descriptor
-    }
-
-    deinit { close(descriptor) }
 }

@@ -420,6 +420,46 @@ struct OfflineActionsTests {
         #expect(storage.stored == Data("not json".utf8))
     }
 
+    /// One user per queue file: a second `FileActionStorage` of the same file (in this process, as
+    /// in another) is refused while the first is claimed; copies of one value share its claim; the
+    /// file is free again once every claim of it is gone.
+    @Test func aQueueFileHasOneUserAtATime() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let first = FileActionStorage(url: url), copy = first
+        var claim = try first.claim()
+        var again = try copy.claim()
+        #expect(claim != nil && again != nil)
+        #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
+        claim = nil
+        #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
+        again = nil
+        #expect(try FileActionStorage(url: url).claim() != nil, "free once both claims are gone")
+    }
+
+    /// Two sessions over one queue file (the app made a new one without releasing the old): the
+    /// second keeps no action while the first lives (each writes its whole queue, so one would write
+    /// over the other's actions; found by a review), and takes the file, with the first one's
+    /// actions, once the first is gone.
+    @Test func aSecondSessionOverTheSameFileWaitsForTheFirst() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let clock = TestClock()
+        var first: DriverSession? = DriverSession(
+            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        let kept = try await first?.queue(.completeStage(4, of: 2), expecting: .any)  // not started: stays queued
+        let second = DriverSession(
+            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        await #expect(throws: ActionStorageInUse.self) { try await second.queue(.completeStage(5, of: 2), expecting: .any) }
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept?.id].compactMap { $0 })
+        first = nil  // the app lets go of it
+        let mine = try await second.queue(.completeStage(5, of: 2), expecting: .any)
+        #expect(await second.pendingActions.map(\.id) == [kept?.id, mine.id].compactMap { $0 })
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept?.id, mine.id].compactMap { $0 })
+    }
+
     /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
     /// the file, the clock and API that session used, and the queued action. The directory goes after.
     func withQueueFile(
