@@ -162,3 +162,36 @@ def test_a_confirmation_dialog_open_while_the_order_changes_does_not_act_on_the_
         expect(page.locator("#detail-error")).to_contain_text("This order was changed meanwhile")
         stored = api.ok("GET", f"/api/orders/{order['id']}/")
         assert stored["status"] == "assigned" and stored["version"] == version + 1
+
+
+def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_change(page, server, api):
+    """Mark accepted, then at once Mark in progress, while the refetch after the first is slow: the
+    first write's answer is drawn at once, so the second names the version the first made (a
+    review found it sent the old one and got "changed meanwhile" for the dispatcher's own change)."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Two quick moves", driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#forward-button")).to_have_text("Mark accepted")
+    held = []
+
+    def hold_refetches(route, request):
+        if request.method == "GET":
+            held.append(route)  # answered at the end: the refetches land late
+            return None
+        return route.continue_()
+
+    page.route(f"**/api/orders/{order['id']}/", hold_refetches)
+    page.locator("#forward-button").click()
+    expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=2_000)
+    page.locator("#forward-button").click()
+    expect(page.locator("#forward-button")).to_have_text("Mark completed", timeout=5_000)
+    expect(page.locator("#detail-error")).to_have_text("")
+    assert held, "the refetches were held"
+    for route in held:
+        route.continue_()
+    page.unroute(f"**/api/orders/{order['id']}/")
+    # The late answers (older or the same) do not take the detail back.
+    expect(page.locator("#forward-button")).to_have_text("Mark completed")
+    stored = api.ok("GET", f"/api/orders/{order['id']}/")
+    assert stored["status"] == "in_progress", stored["status"]
+

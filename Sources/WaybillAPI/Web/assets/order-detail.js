@@ -272,8 +272,17 @@ export class OrderDetail {
     if (!order) return;
     this.actions.disabled = true;
     this.error.textContent = '';
+    const history = this.history;
     try {
-      await action(order, etag);
+      const saved = await action(order, etag);
+      // The answer is the order as the write left it: drawn at once, so the buttons (enabled again
+      // below) name the new version before the refetch lands. A quick second click went with the
+      // old one and met a 412 worded as someone else's change (found by a review).
+      if (saved && typeof saved.version === 'number' && saved.id === this.orderId && history === this.history
+        && this.shownHistory === history && (!this.order || !isOlder(saved, this.order))) {
+        this.render(saved);
+        this.etag = tagOf(saved);
+      }
       announce(description(order));
     } catch (error) {
       if (error.status === 412) this.error.textContent = CHANGED_MEANWHILE;
