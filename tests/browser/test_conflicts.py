@@ -2,7 +2,7 @@
 "changed meanwhile", shows the current version, overwrites nothing, and the user can redo."""
 from playwright.sync_api import expect
 
-from conftest import login_as_dispatcher, screenshot
+from conftest import LIVE_TIMEOUT_MS, login_as_dispatcher, screenshot
 
 
 def test_an_edit_made_on_an_older_version_is_refused_and_can_be_redone(page, server, api):
@@ -195,3 +195,32 @@ def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_c
     stored = api.ok("GET", f"/api/orders/{order['id']}/")
     assert stored["status"] == "in_progress", stored["status"]
 
+
+
+def test_a_title_with_a_right_to_left_override_cannot_reorder_the_confirmation(page, server, api):
+    """An order title carrying U+202E (right-to-left override) is isolated (U+2068 … U+2069) in the
+    confirmation's sentence, so it cannot make the warning read otherwise (found by a review)."""
+    login_as_dispatcher(page, server)
+    title = "Gate \u202e9 kcod"
+    order = api.create_order(title, driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#detail-heading")).to_contain_text("Gate")
+    page.locator("#delete-order").click()
+    expect(page.locator("#confirm-dialog")).to_be_visible()
+    message = page.locator("#confirm-message").text_content()
+    assert f"\u2068{title}\u2069" in message, repr(message)
+    page.locator("#confirm-cancel").click()
+
+
+def test_focus_inside_an_order_deleted_meanwhile_moves_to_its_heading(page, server, api):
+    """A keyboard user is on the Assign select when another dispatcher deletes the order: focus
+    moves to the detail's heading (it dropped to the page's body), and the notice is a live region."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Deleted under the cursor")
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#detail-heading")).to_contain_text("Deleted under the cursor")
+    page.locator("#assign-driver").focus()
+    api.ok("DELETE", f"/api/orders/{order['id']}/")
+    expect(page.locator("#detail-gone")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#detail-heading")).to_be_focused()
+    expect(page.locator("#detail-gone")).to_have_attribute("role", "status")

@@ -11,6 +11,13 @@ const CHANGED_MEANWHILE = 'This order was changed meanwhile. The current version
 const CHANGED_MEANWHILE_EDIT = 'This order was changed meanwhile, so your edit was not saved. The current version '
   + 'is shown; your text is still in the form: save again to replace it, or cancel.';
 
+/**
+ * User text inside a sentence, isolated (U+2068 … U+2069): a title with a right-to-left override
+ * (U+202E) or other bidi controls cannot reorder the rest of the sentence (found by a review: a
+ * confirmation could be made to read otherwise).
+ */
+const isolated = (text) => `\u2068${text}\u2069`;
+
 /** Whether `answer` is an older state of the order than `shown` (within one history). */
 const isOlder = (answer, shown) => answer.version < shown.version
   || (answer.version === shown.version && (answer.seen?.version ?? -1) < (shown.seen?.version ?? -1));
@@ -49,7 +56,7 @@ export class OrderDetail {
     // whether the order could be loaded (cleared by the next successful load).
     this.error = h('p', { class: 'inline-error', id: 'detail-error', role: 'alert' });
     this.loadError = h('p', { class: 'inline-error', id: 'detail-load-error', role: 'alert' });
-    this.gone = h('p', { class: 'notice', id: 'detail-gone', hidden: true });
+    this.gone = h('p', { class: 'notice', id: 'detail-gone', role: 'status', hidden: true });
     this.facts = {
       status: h('span', { class: 'badge' }),
       driver: h('dd'),
@@ -177,6 +184,10 @@ export class OrderDetail {
 
   showGone() {
     this.api.forgetOrder(this.orderId);
+    // Focus on a control about to be hidden would drop to the page's body, silently, for a
+    // keyboard or screen-reader user (found by a review): it moves to the heading, and the
+    // notice is a live region.
+    const hadFocus = this.body.contains(document.activeElement);
     this.order = null;
     this.etag = null;
     this.editor.close();
@@ -184,6 +195,7 @@ export class OrderDetail {
     this.gone.hidden = false;
     setText(this.heading, 'Order not available');
     setText(this.gone, 'This order was deleted or is no longer visible to you.');
+    if (hadFocus) this.heading.focus();
   }
 
   render(order) {
@@ -320,8 +332,8 @@ export class OrderDetail {
     const etag = this.etag; // read before the dialog: see run()
     if (!order) return;
     const ok = await confirmAction({
-      title: `Cancel order ${order.number}?`,
-      message: `“${order.title}” will be cancelled. This cannot be undone, and the driver is told at once.`,
+      title: `Cancel order ${isolated(order.number)}?`,
+      message: `“${isolated(order.title)}” will be cancelled. This cannot be undone, and the driver is told at once.`,
       confirmLabel: 'Cancel order',
     });
     if (ok) {
@@ -335,8 +347,8 @@ export class OrderDetail {
     const etag = this.etag; // read before the dialog: see run()
     if (!order) return;
     const ok = await confirmAction({
-      title: `Delete order ${order.number}?`,
-      message: `“${order.title}”, its stages and documents will be removed for everyone. This cannot be undone.`,
+      title: `Delete order ${isolated(order.number)}?`,
+      message: `“${isolated(order.title)}”, its stages and documents will be removed for everyone. This cannot be undone.`,
       confirmLabel: 'Delete order',
     });
     if (!ok) return;
