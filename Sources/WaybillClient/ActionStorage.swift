@@ -85,7 +85,7 @@ public struct FileActionStorage: ActionStorage {
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
         do {
             try Self.writeSynced(data, to: temporary.path)
-            guard rename(temporary.path, url.path) == 0 else { throw Self.posixError() }
+            guard rename(temporary.path, url.path) == 0 else { throw posixError() }
         } catch {
             unlink(temporary.path)
             throw error
@@ -148,8 +148,10 @@ public struct FileActionStorage: ActionStorage {
         return fsync(descriptor)
     }
 
-    private static func posixError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 }
+
+/// The error `errno` names now (EIO if it names none POSIX knows).
+private func posixError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 
 /// The exclusive `flock` behind a ``FileActionStorage``'s claims: taken by the first claim, kept
 /// while any claim of this value (or its copies) lives. `flock` locks belong to an open file, so a
@@ -166,13 +168,11 @@ final class FileLockOwner: Sendable {
                 let directory = (path as NSString).deletingLastPathComponent
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                guard descriptor >= 0 else { throw posixError() }
                 guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-                    let busy = errno == EWOULDBLOCK
-                    let code = POSIXErrorCode(rawValue: errno) ?? .EIO
+                    let failure: any Error = errno == EWOULDBLOCK ? ActionStorageInUse(lockPath: path) : posixError()
                     close(descriptor)
-                    if busy { throw ActionStorageInUse(lockPath: path) }
-                    throw POSIXError(code)
+                    throw failure
                 }
                 state.descriptor = descriptor
             }

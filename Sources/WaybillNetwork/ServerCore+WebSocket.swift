@@ -68,16 +68,13 @@ extension ServerCore {
         let outcome = connection.inbound.receive(
             piece, isBinary: lws_frame_is_binary(wsi) != 0, endsFrame: endsFrame, isLast: isLast)
         if let (code, reason) = outcome.refusal { return refuse(connection, wsi, code: code, reason: reason) }
+        // A message proves the peer alive as a pong does. Behind a proxy the kernel's figures
+        // describe the proxy's side, and a slow link's pong may wait behind a replay there; the
+        // clients' own pings (every 25–30 s) still come through.
+        if case .complete = outcome { heartbeat.pongReceived(from: connection.id) }
         switch outcome {
-        case .complete(.binary(let message)):
-            heartbeat.pongReceived(from: connection.id)
-            delegate?.socketReceived(connection.id, binary: message, io: io)
-        case .complete(.text(let message)):
-            // A message proves the peer alive as a pong does. Behind a proxy the kernel's figures
-            // describe the proxy's side, and a slow link's pong may wait behind a replay there; the
-            // clients' own pings (every 25–30 s) still come through.
-            heartbeat.pongReceived(from: connection.id)
-            delegate?.socketReceived(connection.id, text: message, io: io)
+        case .complete(.binary(let message)): delegate?.socketReceived(connection.id, binary: message, io: io)
+        case .complete(.text(let message)): delegate?.socketReceived(connection.id, text: message, io: io)
         default: break  // more pieces follow (a refusal returned above)
         }
         return 0

@@ -94,7 +94,8 @@ enum DriverCommand {
             throw Arguments.Problem(description: "--email and --password are required")
         }
         let view: any DriverView = args.flag("json") || isatty(1) == 0 ? JSONLinesView() : ScreenView(email: email)
-        let storage = FileActionStorage(url: queueFile(in: stateDirectory(args), server: server, email: email))
+        let stateDirectory = Self.stateDirectory(args)
+        let storage = FileActionStorage(url: queueFile(in: stateDirectory, server: server, email: email))
         // One app per queue file: each keeps the queue in memory and writes it whole, so a second
         // instance for the same login would write over actions the first has not sent yet. Taken
         // before the login, so a refused second app leaves no token behind.
@@ -110,7 +111,7 @@ enum DriverCommand {
         // Only the holder of the lock takes over a queue kept under an earlier version's name: a
         // second app that cannot run must not move a file under the running one, whose next save
         // would write over it (found by a review).
-        Self.adoptLegacyQueue(in: stateDirectory(args), server: server, email: email)
+        Self.adoptLegacyQueue(in: stateDirectory, server: server, email: email)
         let api: HTTPOrdersAPI, user: DriverUser
         do {
             (api, user) = try await HTTPOrdersAPI.logIn(server: server, email: email, password: password, transport: SocketHTTPTransport())

@@ -284,15 +284,17 @@ struct ActionQueueTests {
             case .refused(let lostReason) = lost.state
         else { Issue.record("not dropped"); return }
         #expect(lostReason.code == "unconfirmed")
-        // Its key still running on the server (409 in use): may be applied too.
-        guard case .send = restarted.next(now: start) else { Issue.record("not sent"); return }
-        _ = restarted.finished(
-            ActionQueue.outcome(for: .http(status: 409, code: "idempotency_key_in_use", message: nil)), random: &random)
-        restarted.backoffElapsed()
-        guard case .dropped(let busy) = restarted.next(now: start + 3601), case .refused(let busyReason) = busy.state else {
-            Issue.record("not dropped"); return
+        /// The next head is sent once, answered `error`, and expires: the code it is refused with.
+        func expiryCode(after error: WaybillClientError) -> String? {
+            guard case .send = restarted.next(now: start) else { return nil }
+            _ = restarted.finished(ActionQueue.outcome(for: error), random: &random)
+            restarted.backoffElapsed()
+            guard case .dropped(let dropped) = restarted.next(now: start + 3601), case .refused(let reason) = dropped.state
+            else { return nil }
+            return reason.code
         }
-        #expect(busyReason.code == "unconfirmed")
+        // Its key still running on the server (409 in use): may be applied too.
+        #expect(expiryCode(after: .http(status: 409, code: "idempotency_key_in_use", message: nil)) == "unconfirmed")
         // A proxy's 502 or 504 (its node died or took too long) may hide a commit; a 503 does not.
         for status in [502, 504] {
             #expect(
@@ -300,14 +302,7 @@ struct ActionQueueTests {
                     == .retry(countsAsServerFailure: false, mayHaveApplied: true))
         }
         // Answered 503 (not applied): expired, "not sent".
-        guard case .send = restarted.next(now: start) else { Issue.record("not sent"); return }
-        _ = restarted.finished(
-            ActionQueue.outcome(for: .http(status: 503, code: "store_unavailable", message: nil)), random: &random)
-        restarted.backoffElapsed()
-        guard case .dropped(let down) = restarted.next(now: start + 3601), case .refused(let downReason) = down.state else {
-            Issue.record("not dropped"); return
-        }
-        #expect(downReason.code == "expired")
+        #expect(expiryCode(after: .http(status: 503, code: "store_unavailable", message: nil)) == "expired")
     }
 
     /// A queue stored while its head is being sent says the head may have been applied: an app

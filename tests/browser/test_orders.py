@@ -284,12 +284,10 @@ def test_a_refetch_with_no_answer_is_retried_without_another_event(page, server,
     assert dropped, "the event's refetch got no answer, and the change still showed"
 
 
-def test_a_lost_create_survives_closing_the_dialog_and_is_not_made_twice(page, server, api):
-    """The answer of a create is lost; the dispatcher closes the dialog to check the list, then
-    opens New order again. The draft is still there with its key, so creating it sends the same
-    Idempotency-Key and the server makes one order (a review found the reopened form empty, and
-    the order typed again made a second job). Start over then gives an empty form."""
-    login_as_dispatcher(page, server)
+def lose_first_create_answer(page):
+    """Routes `POST /api/orders/` so that the server gets and commits the first create, and its
+    answer never arrives; later ones go through. Returns the list the Idempotency-Key of each create
+    is appended to."""
     keys = []
     lost = {"done": False}
 
@@ -304,9 +302,24 @@ def test_a_lost_create_survives_closing_the_dialog_and_is_not_made_twice(page, s
         return route.continue_()
 
     page.route("**/api/orders/", lose_first_answer)
+    return keys
+
+
+def start_new_order(page, title, address):
+    """Opens New order and fills its title and first stage's address."""
     page.get_by_role("button", name="New order").click()
-    page.locator("#order-title").fill("Lost, closed and reopened")
-    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 2")
+    page.locator("#order-title").fill(title)
+    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill(address)
+
+
+def test_a_lost_create_survives_closing_the_dialog_and_is_not_made_twice(page, server, api):
+    """The answer of a create is lost; the dispatcher closes the dialog to check the list, then
+    opens New order again. The draft is still there with its key, so creating it sends the same
+    Idempotency-Key and the server makes one order (a review found the reopened form empty, and
+    the order typed again made a second job). Start over then gives an empty form."""
+    login_as_dispatcher(page, server)
+    keys = lose_first_create_answer(page)
+    start_new_order(page, "Lost, closed and reopened", "Dock 2")
     page.get_by_role("button", name="Create order").click()
     expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
     page.keyboard.press("Escape")
@@ -332,9 +345,7 @@ def test_start_over_clears_an_unconfirmed_draft(page, server):
     empties the form (and the next create has a new key)."""
     login_as_dispatcher(page, server)
     page.route("**/api/orders/", lambda route, request: route.abort("connectionreset") if request.method == "POST" else route.continue_())
-    page.get_by_role("button", name="New order").click()
-    page.locator("#order-title").fill("Never reached the server")
-    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 3")
+    start_new_order(page, "Never reached the server", "Dock 3")
     page.get_by_role("button", name="Create order").click()
     expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
     page.keyboard.press("Escape")
@@ -353,23 +364,8 @@ def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, 
     """The server commits the order but its answer is lost: clicking Create again sends the same
     Idempotency-Key, so the server answers with that order instead of making a second one."""
     login_as_dispatcher(page, server)
-    keys = []
-    lost = {"done": False}
-
-    def lose_first_answer(route, request):
-        if request.method != "POST":
-            return route.continue_()
-        keys.append(request.headers.get("idempotency-key"))
-        if not lost["done"]:
-            lost["done"] = True
-            route.fetch()  # the server gets it and commits…
-            return route.abort("connectionreset")  # …and the answer never arrives
-        return route.continue_()
-
-    page.route("**/api/orders/", lose_first_answer)
-    page.get_by_role("button", name="New order").click()
-    page.locator("#order-title").fill("Lost answer once")
-    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 1")
+    keys = lose_first_create_answer(page)
+    start_new_order(page, "Lost answer once", "Dock 1")
     page.get_by_role("button", name="Create order").click()
     expect(page.locator("#order-dialog")).to_be_visible()
     expect(page.locator("#order-dialog")).to_contain_text("cannot be reached")
