@@ -1,4 +1,5 @@
 import struct Foundation.Data
+import struct Foundation.Date
 
 /// The offline queue (SPEC §5 rule 8): the driver's actions are kept on the device and sent in order.
 extension DriverSession {
@@ -20,7 +21,7 @@ extension DriverSession {
             action: action,
             ifMatch: expecting.ifMatch(
                 for: action.orderID, cachedETag: details[action.orderID]?.etag,
-                cachedVersion: details[action.orderID]?.detail.version),
+                cachedVersion: details[action.orderID]?.detail.version, createdAt: createdAt(of: action.orderID)),
             queuedAt: wallClock(),
             seenEventID: machine.lastEventID,
             seenCursor: machine.lastCursor
@@ -42,6 +43,15 @@ extension DriverSession {
         publish(.action(queued))
         sendNextAction()
         return queued
+    }
+
+    /// When order `id` was created, as the opened detail or the list says: what names the order in an
+    /// action's `If-Match` (`ExpectedVersion.identityTag`), so that an action queued offline never
+    /// reaches another order that took its id after a restore. A cursor from before the order's own
+    /// event (the list fetched it before the socket brought the event, then coverage went) gets no
+    /// `reset` after such a restore, so the queue's refusal on `reset` does not cover it.
+    func createdAt(of id: OrderID) -> Date? {
+        details[id]?.detail.createdAt ?? orders.first { $0.id == id }?.createdAt
     }
 
     /// Whether an action `expecting` the shown detail of order `id` would name the version of a

@@ -267,7 +267,8 @@ extension DriverSession {
             await reloadOpenedDetail(id)  // as after a 412: the next try names what this brings
             throw WaybillClientError.conflict
         }
-        let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version)
+        let ifMatch = expecting.ifMatch(
+            for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version, createdAt: createdAt(of: id))
         let generation = historyGeneration
         let saved: SavedOrder
         do {

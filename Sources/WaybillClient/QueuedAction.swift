@@ -10,7 +10,10 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     public let id: ActionID
     /// What the driver did.
     public let action: DriverAction
-    /// The `If-Match` sent with it: the version the driver saw when acting (`nil`: no precondition).
+    /// The `If-Match` sent with it: the version the driver saw when acting, or (acting on any version)
+    /// the order by its creation time, `"o42-c<ms>"`, so that it never reaches another order that
+    /// took the id after a restore (``ExpectedVersion``); `nil`: no precondition (nothing was known
+    /// of the order).
     ///
     /// When an earlier queued action on the same order is applied, actions that expected the same version
     /// move on to the version that action created: the driver's own change must not refuse their next one.

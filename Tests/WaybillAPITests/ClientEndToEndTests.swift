@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillAPI
 import WaybillClient
@@ -12,13 +13,14 @@ struct ClientEndToEndTests {
 
     /// A logged-in session with quick reconnects (so a restart is caught up in seconds, not a poll).
     static func session(
-        _ server: TestServer, email: String, password: String, storage: any ActionStorage = InMemoryActionStorage()
+        _ server: TestServer, email: String, password: String, storage: any ActionStorage = InMemoryActionStorage(),
+        transport: (any EventTransport)? = nil
     ) async throws -> DriverSession {
         let (api, _) = try await HTTPOrdersAPI.logIn(
             server: URL(string: server.baseURL)!, email: email, password: password, transport: SocketHTTPTransport())
         let policy = ReconnectPolicy(base: .milliseconds(200), cap: .seconds(1))
         let session = DriverSession(
-            api: api, transport: LwsEventTransport(loop: try loop.get()),
+            api: api, transport: try transport ?? LwsEventTransport(loop: try loop.get()),
             configuration: .init(reconnectPolicy: policy, pollInterval: .seconds(120)), actionStorage: storage)
         await session.start()
         return session
@@ -146,7 +148,7 @@ struct ClientEndToEndTests {
             await server.stopServer()
             #expect(await Self.until(session) { await $0.connectionState != .live })
             let accept = try await session.queue(.changeStatus(of: OrderID(Int64(lost)), to: .accepted), expecting: .any)
-            #expect(accept.ifMatch == nil)
+            #expect(accept.ifMatch?.hasPrefix("\"o\(lost)-c") == true, "the order named by its creation time")
             try await server.restoreData(from: backup)
             try await server.startServer()
             let reused = try await server.request(
@@ -162,6 +164,66 @@ struct ClientEndToEndTests {
             }
             #expect(await session.pendingActions.isEmpty)
             let order = try await server.request("GET", "/api/orders/\(lost)/", token: seed.dispatcherToken)
+            #expect(order.object.string("title") == "Never seen by the driver")
+            #expect(order.object.string("status") == "assigned", "the accept was not applied to it")
+            await session.stop()
+        }
+    }
+
+    /// The case a `reset` cannot cover: the driver's list showed a new order before its event reached
+    /// the socket, and coverage went just then, so the device's cursor is from before the order
+    /// existed. The database is restored from a backup taken before the order; the cursor is still
+    /// in the restored history, so no `reset` comes, and the next order created takes the id. The
+    /// accept the driver queued for "any version" names the order by its creation time
+    /// (`"o42-c<ms>"`), and the server refuses it for the other order (412), which stays unchanged.
+    @Test func anActionForAnOrderListedBeforeItsEventArrivedNeverReachesTheOrderThatTookItsId() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            let transport = HoldingTransport(try LwsEventTransport(loop: try Self.loop.get()))
+            let session = try await Self.session(
+                server, email: driver.email, password: driver.password, transport: transport)
+            let backup = try await server.backUp()  // the session reconnects after it
+            #expect(await Self.until(session) { session in
+                let live = await session.connectionState == .live, loaded = await session.hasLoadedOrders
+                return live && loaded
+            })
+            let cursor = await session.lastEventID
+
+            transport.holdingFrames.withLock { $0 = true }  // the order's event has not arrived yet
+            let created = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken,
+                json: ["title": "Lost in the restore", "driver_id": driver.id, "stages": [["kind": "stop", "address": "x"]]])
+            let lost = OrderID(Int64(try #require(created.object.int("id"))))
+            let createdAt = try #require(created.object.string("created_at"))
+            await session.refresh()
+            #expect(await Self.until(session) { await $0.orders.contains { $0.id == lost } })
+            #expect(await session.lastEventID == cursor, "the cursor is from before the order")
+
+            transport.refusingConnections.withLock { $0 = true }
+            await server.stopServer()
+            #expect(await Self.until(session) { await $0.connectionState != .live })
+            let accept = try await session.queue(.changeStatus(of: lost, to: .accepted), expecting: .any)
+            let date = try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(createdAt)
+            let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
+            #expect(accept.ifMatch == "\"o\(lost.rawValue)-c\(millis)\"")
+            try await server.restoreData(from: backup)
+            transport.holdingFrames.withLock { $0 = false }
+            try await server.startServer()
+            let reused = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken,
+                json: ["title": "Never seen by the driver", "driver_id": driver.id, "stages": [["kind": "stop", "address": "y"]]])
+            #expect(reused.object.int("id") == lost.rawValue, "the restored counter gives the id again")
+            transport.refusingConnections.withLock { $0 = false }
+
+            #expect(await Self.until(session) { await !$0.refusedActions.isEmpty })
+            if case .refused(let reason) = await session.refusedActions.first?.state {
+                #expect(reason.code == "precondition_failed", "\(reason)")
+            } else {
+                Issue.record("not refused")
+            }
+            #expect(await session.pendingActions.isEmpty)
+            let order = try await server.request("GET", "/api/orders/\(lost.rawValue)/", token: seed.dispatcherToken)
             #expect(order.object.string("title") == "Never seen by the driver")
             #expect(order.object.string("status") == "assigned", "the accept was not applied to it")
             await session.stop()
@@ -233,5 +295,44 @@ struct ClientEndToEndTests {
             #expect(try await server.request("POST", "/api/auth/logout", token: driver.token).status == 204)
             #expect(await Self.until(session) { await $0.connectionState == .stopped(.notAuthenticated) })
         }
+    }
+}
+
+/// A real transport whose sockets can lose their incoming frames (`holdingFrames`: the frames have
+/// not arrived yet when coverage goes) and whose new sockets can fail to open (`refusingConnections`).
+final class HoldingTransport: EventTransport {
+    let inner: any EventTransport
+    let holdingFrames = Mutex(false)
+    let refusingConnections = Mutex(false)
+
+    init(_ inner: any EventTransport) { self.inner = inner }
+
+    struct Refused: Error {}
+
+    func connect(_ request: SocketRequest) async throws -> any EventConnection {
+        if refusingConnections.withLock({ $0 }) { throw Refused() }
+        return Connection(inner: try await inner.connect(request), transport: self)
+    }
+
+    struct Connection: EventConnection {
+        let inner: any EventConnection
+        let messages: AsyncStream<SocketMessage>
+
+        init(inner: any EventConnection, transport: HoldingTransport) {
+            self.inner = inner
+            messages = AsyncStream { continuation in
+                let pump = Task {
+                    for await message in inner.messages {
+                        if case .text = message, transport.holdingFrames.withLock({ $0 }) { continue }
+                        continuation.yield(message)
+                    }
+                    continuation.finish()
+                }
+                continuation.onTermination = { _ in pump.cancel() }
+            }
+        }
+
+        func send(_ text: String) async { await inner.send(text) }
+        func close(code: Int) async { await inner.close(code: code) }
     }
 }

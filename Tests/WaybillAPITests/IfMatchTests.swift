@@ -80,6 +80,62 @@ struct IfMatchTests {
         }
     }
 
+    /// A restore brings the id counter back with the data, so the next order created takes the id
+    /// of an order the restore took away. A client names the order it acted on by when it was
+    /// created (`"o42-c<ms>"`, any version of it; `"o42-v7-c<ms>"`, its version 7): both are refused
+    /// for the order that took the id, and the order is unchanged; the new order's own tags match.
+    @Test func anIdentityTagNeverMatchesAnOrderThatTookTheIdAfterARestore() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let boss = seed.dispatcherToken
+            func createdMilliseconds(_ answer: TestResponse) throws -> Int64 {
+                let text = try #require(answer.object.string("created_at"))
+                return try #require(Timestamp.parse(text)).epochMilliseconds
+            }
+            let backup = try await server.backUp()
+            let stages: [[String: Any]] = [["kind": "stop", "address": "Depot"]]
+            let lost = try await server.request("POST", "/api/orders/", token: boss, json: ["title": "Lost", "stages": stages])
+            let id = try #require(lost.object.int("id")), lostCreated = try createdMilliseconds(lost)
+            // Any version of the order it names, and exactly the version it names.
+            let anyVersion = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v2"], headers: ["If-Match": "\"o\(id)-c\(lostCreated)\""])
+            #expect(anyVersion.status == 200, "\(anyVersion.text)")
+            let second = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v3"], headers: ["If-Match": "\"o\(id)-c\(lostCreated)\""])
+            #expect(second.object.int("version") == 3)
+            let stale = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Match": "\"o\(id)-v2-c\(lostCreated)\""])
+            #expect(stale.status == 412)
+            let exact = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v4"], headers: ["If-Match": "\"o\(id)-v3-c\(lostCreated)\""])
+            #expect(exact.status == 200)
+
+            await server.stopServer()
+            try await server.restoreData(from: backup)
+            try await server.startServer()
+            let reused = try await server.request("POST", "/api/orders/", token: boss, json: ["title": "Reused", "stages": stages])
+            #expect(reused.object.int("id") == id, "the restored counter gives the id again")
+            let reusedCreated = try createdMilliseconds(reused)
+            #expect(reusedCreated != lostCreated)
+            for tag in ["\"o\(id)-c\(lostCreated)\"", "\"o\(id)-v1-c\(lostCreated)\""] {
+                let refused = try await server.request(
+                    "POST", "/api/orders/\(id)/status", token: boss, json: ["status": "cancelled"], headers: ["If-Match": tag])
+                #expect(refused.status == 412, "\(tag)")
+                #expect(refused.errorCode == "precondition_failed")
+                #expect((refused.object["message"] as? String)?.contains("not the one you acted on") == true)
+            }
+            let unchanged = try await server.request("GET", "/api/orders/\(id)/", token: boss)
+            #expect(unchanged.object.string("status") == "new")
+            #expect(unchanged.object.int("version") == 1)
+            let own = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Match": "\"o\(id)-v1-c\(reusedCreated)\""])
+            #expect(own.status == 200)
+            let ownAny = try await server.request(
+                "DELETE", "/api/orders/\(id)/", token: boss, headers: ["If-Match": "\"o\(id)-c\(reusedCreated)\""])
+            #expect(ownAny.status == 204)
+        }
+    }
+
     /// After each refused write the same write goes through with `accepted`: a list holding the current
     /// tag, or `*`.
     @Test(arguments: ["list with the current tag", "*"])

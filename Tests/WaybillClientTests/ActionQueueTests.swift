@@ -47,6 +47,24 @@ struct ActionQueueTests {
         #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), FakeOrdersAPI.etag(2, version: 1)])
     }
 
+    /// Actions that name the order by its creation time: one for any version (`"o1-c…"`) stays so
+    /// after the driver's earlier action applies (it never named a version, so nothing made it
+    /// stale), and one for a version (`"o1-v1-c…"`) moves on to the new version like `"o1-v1"`.
+    @Test func anActionForAnyVersionOfTheOrderKeepsItsIdentityTagAfterAnEarlierOneApplies() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        let anyVersion = #""o1-c1764910042123""#, version1 = #""o1-v1-c1764910042123""#
+        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: anyVersion))
+        queue.add(action("b", .completeStage(5, of: 1), ifMatch: anyVersion))
+        queue.add(action("c", .completeStage(6, of: 1), ifMatch: version1))
+        _ = queue.next(now: start)
+        _ = queue.finished(.applied(saved(1, version: 2)), random: &random)
+        #expect(queue.actions.map(\.ifMatch) == [anyVersion, FakeOrdersAPI.etag(1, version: 2)])
+        #expect(ActionQueue.versionTag(version1) == #""o1-v1""#)
+        #expect(ActionQueue.versionTag(anyVersion) == anyVersion)
+        #expect(ActionQueue.namedVersion(anyVersion) == nil)
+    }
+
     /// The answer came without an ETag (a proxy stripped it): the later action names the new version
     /// instead of losing its precondition.
     @Test func anAnswerWithoutATagStillMovesLaterActionsToTheNewVersion() {

@@ -254,6 +254,34 @@ struct OfflineActionsTests {
         #expect(h.api.writeIfMatches == [v1, v1, v2], "the stage names the version the accept created")
     }
 
+    /// An action on an order the session knows only from the list names the order by its creation
+    /// time (`"o1-c<ms>"`), so after a restore it cannot reach another order that took the id; with a
+    /// version from a row, that version of it; the opened detail's own ETag wins; an order the session
+    /// knows nothing of goes without a precondition, as before.
+    @Test func anActionNamesTheOrderByItsCreationTimeWhenItHasNoVersionToName() async throws {
+        let api = FakeOrdersAPI()
+        let created = Date(timeIntervalSince1970: 1_764_910_042.123)
+        api.state.withLock { state in
+            state.rows[0].createdAt = created
+            state.details[1]?.createdAt = created
+        }
+        let h = await Harness.live(configuration: Self.configuration, api: api)
+        await h.waitUntilIdle()
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
+        try await h.session.queue(.completeStage(5, of: 1))  // not opened: the default names no version
+        try await h.session.queue(.completeStage(6, of: 1), expecting: .version(3))
+        try await h.session.queue(.changeStatus(of: 9, to: .accepted))  // not in the list
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        let anyVersion = #""o1-c1764910042123""#
+        #expect(h.api.writeIfMatches == [anyVersion, anyVersion, #""o1-v3-c1764910042123""#, nil])
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5", "stage 1 6"])
+        try await h.open(1)
+        try await h.session.changeStatus(of: 1, to: .inProgress)
+        #expect(h.api.writeIfMatches.last == FakeOrdersAPI.etag(1, version: 4), "the opened detail's tag")
+        try await h.session.changeStatus(of: 1, to: .cancelled, expecting: .any)
+        #expect(h.api.writeIfMatches.last == anyVersion)
+    }
+
     /// An action sent without If-Match (nothing was open when the driver tapped) still moves the
     /// driver's later actions that expect the version it changed: their own change must not refuse
     /// their next one with a 412.

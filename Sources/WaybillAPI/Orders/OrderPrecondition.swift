@@ -15,6 +15,9 @@ enum OrderPrecondition: Sendable, Equatable {
     /// `If-Match: "o42-v7-h0b7e55d1", …`: the order's current ETag must be one of these (strong
     /// comparison of the version part: `"o42-v7-h0b7e55d1-s5"` matches version 7 of this history
     /// whatever its receipt is now; `"o42-v7"`, without the check, version 7 of any history).
+    /// Two tags a client builds name the order by when it was created (`Conditional.identityTags`):
+    /// `"o42-c<ms>"` matches any version of that order, `"o42-v7-c<ms>"` its version 7; neither
+    /// matches an order that took id 42 after a restore.
     case oneOf([String])
 
     /// - Throws: `PreconditionFailed` when `order` is not what the client expected.
@@ -27,8 +30,11 @@ enum OrderPrecondition: Sendable, Equatable {
             // With its check, the version of this history only; without (built by a client from a
             // version), any content under that version number.
             let current = Conditional.versionTag(order), bare = Conditional.bareVersionTag(order)
-            guard tags.map(Conditional.versionPart(of:)).contains(where: { $0 == current || $0 == bare }) else {
-                throw PreconditionFailed(currentETag: Conditional.etag(order))
+            let identity = Conditional.identityTags(order)
+            let matching = [current, bare, identity.any, identity.version]
+            guard tags.map(Conditional.versionPart(of:)).contains(where: matching.contains) else {
+                let namedIdentity = tags.contains { $0.contains("-c") }
+                throw PreconditionFailed(currentETag: Conditional.etag(order), namedIdentity: namedIdentity)
             }
         }
     }
@@ -38,8 +44,15 @@ enum OrderPrecondition: Sendable, Equatable {
 struct PreconditionFailed: Error, Equatable, CustomStringConvertible {
     /// The order's ETag now, so the message can say what the client should reload.
     var currentETag: String
+    /// The client named the order by when it was created (`Conditional.identityTags`): the order
+    /// under this id may be another one.
+    var namedIdentity = false
 
     var description: String {
-        "The order was changed meanwhile (it is now \(currentETag)); reload it and try again."
+        if namedIdentity {
+            return "The order is not the one you acted on, or was changed meanwhile (it is now \(currentETag)): "
+                + "the id may have been given to another order after a restore. Reload it before acting again."
+        }
+        return "The order was changed meanwhile (it is now \(currentETag)); reload it and try again."
     }
 }

@@ -81,6 +81,14 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
 
     /// The server's ETag of an order version.
     static func etag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)\"" }
+
+    /// Whether `tag` names `order` by its creation time as the server matches it: `"o1-c<ms>"` any
+    /// version, `"o1-v2-c<ms>"` version 2.
+    static func namesByIdentity(_ tag: String, _ order: OrderDetail) -> Bool {
+        guard let createdAt = order.createdAt else { return false }
+        let created = "-c\(Int64((createdAt.timeIntervalSince1970 * 1000).rounded()))\""
+        return tag == "\"o\(order.id)" + created || tag == "\"o\(order.id)-v\(order.version)" + created
+    }
     /// The ETag of a garbled answer: with a check, as the real server's carries, so a test can tell it
     /// from the bare tag the client builds itself. The fake matches either, exactly.
     static func garbledETag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)-h0000beef\"" }
@@ -292,7 +300,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
                 return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
             }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
-                ifMatch != Self.garbledETag(id, version: current.version)
+                ifMatch != Self.garbledETag(id, version: current.version), !Self.namesByIdentity(ifMatch, current)
             {
                 return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
             }
