@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillStorage
 
 @testable import WaybillSQLite
 
@@ -24,5 +25,35 @@ struct SQLiteBindingTests {
             #expect(row?.bytes == text.utf8.count, "\(text.prefix(20))")
             #expect(row?.value == text, "\(text.prefix(20))")
         }
+    }
+}
+
+/// `waybill_lower` (the text search's case folding) answers what `OrderQuery.fold` does for every
+/// text, through its ASCII shortcut (copied back unchanged, or lowered byte by byte) or Swift's
+/// Unicode mapping; NULL stays NULL.
+struct SQLiteLowerTests {
+    @Test func theASCIIShortcutLowersExactlyAsSwiftDoes() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        // Every ASCII byte, then the letters' neighbours on their own, then the other paths.
+        let everyASCII = String(decoding: (1...0x7F).map { UInt8($0) }, as: UTF8.self)
+        let texts = [
+            "", "plain load", "2026/11/0042", "Plain LOAD 42", "@[`{", "AZ", "az", everyASCII,
+            "nul\u{0}INSIDE", "ÉCOLE Müller", "ΟΔΟΣ", "İstanbul", "MiXeD ü", String(repeating: "AbC", count: 2_000),
+        ]
+        for text in texts {
+            let lowered = try db.queryFirst("SELECT waybill_lower(?)", [.text(text)]) { $0.text(0) }
+            #expect(lowered == OrderQuery.fold(text), "\(text.prefix(20))")
+        }
+        #expect(try db.queryFirst("SELECT waybill_lower(NULL) IS NULL", []) { $0.int(0) } == 1)
+        func shape(_ text: String) -> SQLiteConnection.ASCIICase {
+            Array(text.utf8).withUnsafeBufferPointer { SQLiteConnection.asciiCase($0) }
+        }
+        #expect(shape("2026/11/0042 plain") == .lowerASCII)
+        #expect(shape("@[`{") == .lowerASCII)
+        #expect(shape("Plain") == .upperASCII)
+        #expect(shape("plain é") == .other)
     }
 }
