@@ -190,6 +190,35 @@ def test_reset_starts_over_and_gives_up_into_polling(page, server):
     assert result["state"] == "polling"
 
 
+def test_pongs_keep_a_socket_however_far_apart_the_timers_fire_and_silence_drops_it(page, server):
+    """App pings find a half-open socket: a ping left unanswered, with the link silent past
+    `staleMs`, drops it (4000) and the feed reconnects. A hidden tab's timers may fire less often
+    than `staleMs` (browsers run them as rarely as once a minute): a socket that answers each ping
+    stays, however far apart the pings go out (it was dropped and reopened at every tick)."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.pingMs = 400; feed.staleMs = 300;   // ticks further apart than staleMs, as in a hidden tab
+      const socket = await goLive();
+      let answer = true;
+      socket.send = (text) => {
+        socket.sent.push(text);
+        if (answer && JSON.parse(text).type === 'ping') setTimeout(() => socket.frame({ type: 'pong' }), 5);
+      };
+      await tick(1750);                        // four pings, each answered
+      const answered = { sockets: FakeSocket.urls.length, pings: socket.sent.length, statuses: [...statuses] };
+      answer = false;                          // half-open: nothing comes back any more
+      await tick(1000);
+      feed.stop();
+      return { answered, sockets: FakeSocket.urls.length, statuses };
+    """)
+    answered = result["answered"]
+    assert answered["sockets"] == 1, json.dumps(result)
+    assert answered["pings"] >= 3, json.dumps(result)
+    assert "reconnecting" not in answered["statuses"], json.dumps(result)
+    assert result["sockets"] == 2, json.dumps(result)
+    assert "reconnecting" in result["statuses"], json.dumps(result)
+
+
 def test_sockets_closed_right_after_connected_keep_backing_off(page, server):
     """A server at capacity says `connected`, then closes with 1013: the retry count must keep
     growing (not start over at every `connected`); a socket that stays up for `stableMs` resets it."""

@@ -294,13 +294,21 @@ export class LiveFeed {
 
   /**
    * App-level pings: a half-open connection (laptop lid, lost Wi-Fi) may never fire `close`,
-   * so silence longer than `staleMs` counts as a drop.
+   * so a ping left unanswered, with the link silent for longer than `staleMs`, counts as a drop.
+   *
+   * Judged against the last ping, not the clock alone: a browser runs a hidden tab's timers as
+   * rarely as once a minute, and then the time since the last pong (which came right after the
+   * previous tick's ping) is itself about a minute, so a live socket was dropped and reopened every
+   * minute while the tab stayed hidden (found by a review, 2026-12-05).
    */
   startPing() {
     this.clearTimer('ping');
+    this.pingSentAt = null;
     this.timers.ping = setInterval(() => {
       if (!this.socket) return;
-      if (Date.now() - this.lastMessageAt > this.staleMs) {
+      const now = Date.now();
+      const unanswered = this.pingSentAt !== null && this.lastMessageAt < this.pingSentAt;
+      if (unanswered && now - this.lastMessageAt > this.staleMs) {
         this.dropSocket(4000);
         this.clearTimer('ping');
         this.retryLater();
@@ -308,6 +316,7 @@ export class LiveFeed {
       }
       try {
         this.socket.send(JSON.stringify({ type: 'ping' }));
+        if (!unanswered) this.pingSentAt = now; // the first unanswered ping dates the silence
       } catch {
         // the close event handles it
       }
