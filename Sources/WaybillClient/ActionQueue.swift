@@ -96,9 +96,8 @@ struct ActionQueue: Sendable {
     }
 
     /// The part of an order ETag that names its version: `"o42-v7-h0b7e55d1-s5"` → `"o42-v7"`: the
-    /// order and version number, without the server's check of the version in its history (`-h…`),
-    /// the receipt it adds (`-s<version>`; SPEC §2, docs/PROTOCOL.md) or the order's creation time
-    /// the session adds (`-c<ms>`, `ExpectedVersion.identityTag`). Any other tag is returned
+    /// order and version number, without the server's check of the version in its history (`-h…`)
+    /// or the receipt it adds (`-s<version>`; SPEC §2, docs/PROTOCOL.md). Any other tag is returned
     /// unchanged. For comparing the driver's own actions with each other only: what goes out as
     /// `If-Match` keeps the check, so the server can tell a version of another history.
     static func versionTag(_ tag: String) -> String {
@@ -110,18 +109,8 @@ struct ActionQueue: Sendable {
         guard parts.count >= 2, parts.count <= 4, isNumber(parts[0], after: "o"), isNumber(parts[1], after: "v") else {
             return tag
         }
-        for part in parts.dropFirst(2) where !(isNumber(part, after: "s") || isNumber(part, after: "c") || part.first == "h") {
-            return tag
-        }
+        for part in parts.dropFirst(2) where !(isNumber(part, after: "s") || part.first == "h") { return tag }
         return "\"" + parts[0] + "-" + parts[1] + "\""
-    }
-
-    /// The version an action's `If-Match` names (`"o42-v7"` for `"o42-v7-h…"`), nil for none: no
-    /// precondition, or any version of the order (`"o42-c<ms>"`), which an earlier action of the
-    /// driver's never makes stale.
-    static func namedVersion(_ ifMatch: String?) -> String? {
-        guard let ifMatch, orderVersion(of: ifMatch) != nil else { return nil }
-        return versionTag(ifMatch)
     }
 
     /// Later actions on `order` whose `If-Match` names `expected` (`"o42-v7"`, `"o42-v7-h…"` and
@@ -174,7 +163,7 @@ struct ActionQueue: Sendable {
             // An answer without an ETag (a proxy that strips it) still names the new version: the
             // later action keeps a precondition (found by a review, 2026-12-04: it went out with
             // none, applied whatever changed meanwhile).
-            if let expected = Self.namedVersion(applied.ifMatch) ?? Self.tagBefore(saved) {
+            if let expected = applied.ifMatch.map(Self.versionTag) ?? Self.tagBefore(saved) {
                 moveOn(applied.orderID, from: expected,
                     to: saved.etag ?? ExpectedVersion.etag(of: saved.order.id, version: saved.order.version))
             }
@@ -187,7 +176,7 @@ struct ActionQueue: Sendable {
             // that expect the one it moved from name that one. The answer's ETag, when it names it,
             // carries the server's check; else the bare version (matched by number). Sent without
             // If-Match, the version it moved from is the one before the ETag's.
-            let before = Self.namedVersion(applied.ifMatch) ?? etag.flatMap(Self.tagBefore(tag:))
+            let before = applied.ifMatch.map(Self.versionTag) ?? etag.flatMap(Self.tagBefore(tag:))
             if let expected = before, let next = Self.tagAfter(expected) {
                 moveOn(applied.orderID, from: expected, to: etag.map(Self.versionTag) == next ? etag! : next)
             }

@@ -19,19 +19,6 @@ public enum DriverAction: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
 
-    /// Sends the action once, with its precondition and its idempotency key.
-    func send(via api: any OrdersAPI, ifMatch: String?, idempotencyKey: String) async throws -> SavedOrder {
-        switch self {
-        case .changeStatus(let id, let status):
-            try await api.changeStatus(of: id, to: status, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .completeStage(let stage, let id):
-            try await api.completeStage(stage, of: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .attachDocument(let name, let kind, let id):
-            try await api.attachDocument(
-                named: name, kind: kind, to: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        }
-    }
-
     /// `status accepted 42`, `complete_stage 3 of 42`, `document "POD.pdf" to 42`: for logs and status lines.
     public var description: String {
         switch self {

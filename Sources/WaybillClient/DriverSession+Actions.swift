@@ -21,7 +21,8 @@ extension DriverSession {
             action: action,
             ifMatch: expecting.ifMatch(
                 for: action.orderID, cachedETag: details[action.orderID]?.etag,
-                cachedVersion: details[action.orderID]?.detail.version, createdAt: createdAt(of: action.orderID)),
+                cachedVersion: details[action.orderID]?.detail.version),
+            orderCreatedAt: createdAt(of: action.orderID, expecting),
             queuedAt: wallClock(),
             seenEventID: machine.lastEventID,
             seenCursor: machine.lastCursor
@@ -45,13 +46,17 @@ extension DriverSession {
         return queued
     }
 
-    /// When order `id` was created, as the opened detail or the list says: what names the order in an
-    /// action's `If-Match` (`ExpectedVersion.identityTag`), so that an action queued offline never
-    /// reaches another order that took its id after a restore. A cursor from before the order's own
-    /// event (the list fetched it before the socket brought the event, then coverage went) gets no
-    /// `reset` after such a restore, so the queue's refusal on `reset` does not cover it.
-    func createdAt(of id: OrderID) -> Date? {
-        details[id]?.detail.createdAt ?? orders.first { $0.id == id }?.createdAt
+    /// When order `id` was created, as what the action names says (`If-Order-Created`): the opened
+    /// detail for the shown detail's version, else the list's row, else the detail. An action queued
+    /// offline then never reaches another order that took the id after a restore, which the queue's
+    /// refusal on `reset` does not cover when the device's cursor is from before the order's own
+    /// event (the list fetched the order before the socket brought the event, then coverage went,
+    /// and after the restore the cursor is still in the history: no `reset` comes). Taken from the
+    /// source of the version it names: a detail from before a `reset` and a row from after it may be
+    /// two orders under one id.
+    func createdAt(of id: OrderID, _ expecting: ExpectedVersion) -> Date? {
+        let detail = details[id]?.detail.createdAt, row = orders.first { $0.id == id }?.createdAt
+        return expecting.kind == .shownDetail ? detail ?? row : row ?? detail
     }
 
     /// Whether an action `expecting` the shown detail of order `id` would name the version of a
@@ -116,8 +121,9 @@ extension DriverSession {
         let outcome: ActionQueue.Outcome
         let generation = historyGeneration
         do {
-            let saved = try await queued.action.send(
-                via: api, ifMatch: queued.ifMatch, idempotencyKey: queued.id.rawValue)
+            let saved = try await api.send(
+                queued.action, ifMatch: queued.ifMatch, orderCreatedAt: queued.orderCreatedAt,
+                idempotencyKey: queued.id.rawValue)
             outcome = .applied(saved)
         } catch {
             let failure = WaybillClientError(error)

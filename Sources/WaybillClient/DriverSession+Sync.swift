@@ -228,9 +228,7 @@ extension DriverSession {
     public func changeStatus(of id: OrderID, to status: OrderStatus, expecting: ExpectedVersion = .shownDetail)
         async throws
     {
-        try await write(id, expecting) { api, ifMatch in
-            try await api.changeStatus(of: id, to: status, ifMatch: ifMatch)
-        }
+        try await write(.changeStatus(of: id, to: status), expecting)
     }
 
     /// Marks stage `stage` of order `id` done, then refreshes what shows it.
@@ -238,7 +236,7 @@ extension DriverSession {
     public func completeStage(_ stage: StageID, of id: OrderID, expecting: ExpectedVersion = .shownDetail)
         async throws
     {
-        try await write(id, expecting) { api, ifMatch in try await api.completeStage(stage, of: id, ifMatch: ifMatch) }
+        try await write(.completeStage(stage, of: id), expecting)
     }
 
     /// Attaches document metadata (`name`, `kind`, e.g. `proof_of_delivery`) to order `id`, then refreshes it.
@@ -246,9 +244,7 @@ extension DriverSession {
     public func attachDocument(
         named name: String, kind: String, to id: OrderID, expecting: ExpectedVersion = .shownDetail
     ) async throws {
-        try await write(id, expecting) { api, ifMatch in
-            try await api.attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch)
-        }
+        try await write(.attachDocument(name: name, kind: kind, to: id), expecting)
     }
 
     /// Sends one write with its `If-Match`, keeps the answer, and refreshes what shows the order.
@@ -257,22 +253,20 @@ extension DriverSession {
     /// next action then names the version this one created instead of failing with 412 against it. A
     /// refusal (409/412) means what is shown is stale: it is refreshed too, before the error is thrown.
     /// A 2xx whose body cannot be read is a success: the order is fetched instead of taken from it.
-    private func write(
-        _ id: OrderID, _ expecting: ExpectedVersion,
-        _ send: @Sendable (any OrdersAPI, String?) async throws -> SavedOrder
-    ) async throws {
+    private func write(_ action: DriverAction, _ expecting: ExpectedVersion) async throws {
+        let id = action.orderID
         // The shown detail predates a `reset`: its version may name other content now (its refetch
         // is on its way; the driver acts again on what it brings).
         if showsDetailFromAnEarlierHistory(id, expecting) {
             await reloadOpenedDetail(id)  // as after a 412: the next try names what this brings
             throw WaybillClientError.conflict
         }
-        let ifMatch = expecting.ifMatch(
-            for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version, createdAt: createdAt(of: id))
+        let ifMatch = expecting.ifMatch(for: id, cachedETag: details[id]?.etag, cachedVersion: details[id]?.detail.version)
         let generation = historyGeneration
         let saved: SavedOrder
         do {
-            saved = try await send(api, ifMatch)
+            saved = try await api.send(
+                action, ifMatch: ifMatch, orderCreatedAt: createdAt(of: id, expecting), idempotencyKey: nil)
         } catch {
             let failure = WaybillClientError(error)
             if failure.isUnreadableSuccess {

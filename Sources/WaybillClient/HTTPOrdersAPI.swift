@@ -71,23 +71,50 @@ public struct HTTPOrdersAPI: OrdersAPI {
     public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        try await write(
-            order, "api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch, key: idempotencyKey)
+        try await send(.changeStatus(of: order, to: status), ifMatch: ifMatch, orderCreatedAt: nil, idempotencyKey: idempotencyKey)
     }
 
     public func completeStage(_ stage: StageID, of order: OrderID, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        try await write(
-            order, "api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch, key: idempotencyKey)
+        try await send(.completeStage(stage, of: order), ifMatch: ifMatch, orderCreatedAt: nil, idempotencyKey: idempotencyKey)
     }
 
     public func attachDocument(
         named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?
     ) async throws -> SavedOrder {
-        try await write(
-            order, "api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch,
-            key: idempotencyKey)
+        try await send(
+            .attachDocument(name: name, kind: kind, to: order), ifMatch: ifMatch, orderCreatedAt: nil,
+            idempotencyKey: idempotencyKey)
+    }
+
+    /// `POST`s the action with `If-Match`, `If-Order-Created` (whole milliseconds) and `Idempotency-Key`,
+    /// each when given.
+    public func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    {
+        let order = action.orderID
+        let created = orderCreatedAt.flatMap(Self.milliseconds)
+        switch action {
+        case .changeStatus(_, let status):
+            return try await write(
+                order, "api/orders/\(order)/status", body: ["status": status.rawValue], ifMatch: ifMatch,
+                created: created, key: idempotencyKey)
+        case .completeStage(let stage, _):
+            return try await write(
+                order, "api/orders/\(order)/stages/\(stage)/complete", body: nil, ifMatch: ifMatch, created: created,
+                key: idempotencyKey)
+        case .attachDocument(let name, let kind, _):
+            return try await write(
+                order, "api/orders/\(order)/documents", body: ["name": name, "kind": kind], ifMatch: ifMatch,
+                created: created, key: idempotencyKey)
+        }
+    }
+
+    /// `created_at` as `If-Order-Created` carries it: whole milliseconds since 1970, rounded as the
+    /// server rounds them (the JSON's are whole already); `nil` for a time no `Int64` holds.
+    static func milliseconds(_ date: Date) -> Int64? {
+        Int64(exactly: (date.timeIntervalSince1970 * 1000).rounded())
     }
 
     /// Asks for a single-use ticket and builds `ws(s)://…/ws/orders/?ticket=…&cursor=C&since=N`.
@@ -121,13 +148,14 @@ public struct HTTPOrdersAPI: OrdersAPI {
 
     // MARK: - Plumbing
 
-    /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on
-    /// and with `Idempotency-Key` when the caller may retry it.
-    private func write(_ order: OrderID, _ path: String, body: [String: String]?, ifMatch: String?, key: String?)
-        async throws -> SavedOrder
-    {
+    /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on,
+    /// `If-Order-Created` when it knows which order it means, and `Idempotency-Key` when it may retry it.
+    private func write(
+        _ order: OrderID, _ path: String, body: [String: String]?, ifMatch: String?, created: Int64? = nil, key: String?
+    ) async throws -> SavedOrder {
         var headers = ["Accept": "application/json"]
         if let ifMatch { headers["If-Match"] = ifMatch }
+        if let created { headers["If-Order-Created"] = String(created) }
         if let key { headers["Idempotency-Key"] = key }
         let response = try await send("POST", path, headers: headers, body: body)
         try Self.check(response)

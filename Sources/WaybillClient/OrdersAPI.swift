@@ -1,3 +1,5 @@
+public import struct Foundation.Date
+
 /// The REST API as the driver session uses it (SPEC §2). ``HTTPOrdersAPI`` is the real one; tests fake it.
 ///
 /// Every method throws ``WaybillClientError``. Writes take `ifMatch`: the `ETag` of the order as the caller
@@ -20,6 +22,13 @@ public protocol OrdersAPI: Sendable {
     /// `POST /api/orders/{id}/documents` `{"name","kind"}` with `If-Match` and `Idempotency-Key`: the order as saved.
     func attachDocument(named name: String, kind: String, to order: OrderID, ifMatch: String?, idempotencyKey: String?)
         async throws -> SavedOrder
+    /// Sends a driver's `action` (its `POST`) with `If-Match`, `Idempotency-Key`, and `If-Order-Created`:
+    /// `orderCreatedAt`, the order's `created_at` as the driver's screen had it, so that the write never
+    /// reaches another order that took the id after the server's data was restored (412). Each part
+    /// goes only when given. A conformer that does not implement this sends the action through the
+    /// three methods above, without `If-Order-Created`.
+    func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
+        async throws -> SavedOrder
     /// The request that opens the event socket, authenticated and resuming after `since` / at `cursor`.
     ///
     /// The real API asks for a single-use ticket (`POST /api/ws-ticket`) each time, so a token never goes
@@ -28,6 +37,20 @@ public protocol OrdersAPI: Sendable {
 }
 
 extension OrdersAPI {
+    /// The action through `changeStatus`, `completeStage` or `attachDocument`, without `If-Order-Created`.
+    public func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    {
+        switch action {
+        case .changeStatus(let id, let status):
+            try await changeStatus(of: id, to: status, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        case .completeStage(let stage, let id):
+            try await completeStage(stage, of: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        case .attachDocument(let name, let kind, let id):
+            try await attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        }
+    }
+
     /// `POST /api/orders/{id}/status` with `If-Match: ifMatch`, without an idempotency key.
     public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
         try await changeStatus(of: order, to: status, ifMatch: ifMatch, idempotencyKey: nil)

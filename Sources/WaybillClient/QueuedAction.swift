@@ -10,14 +10,15 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     public let id: ActionID
     /// What the driver did.
     public let action: DriverAction
-    /// The `If-Match` sent with it: the version the driver saw when acting, or (acting on any version)
-    /// the order by its creation time, `"o42-c<ms>"`, so that it never reaches another order that
-    /// took the id after a restore (``ExpectedVersion``); `nil`: no precondition (nothing was known
-    /// of the order).
+    /// The `If-Match` sent with it: the version the driver saw when acting (`nil`: no precondition).
     ///
     /// When an earlier queued action on the same order is applied, actions that expected the same version
     /// move on to the version that action created: the driver's own change must not refuse their next one.
     public internal(set) var ifMatch: String?
+    /// The order's `created_at` as the session knew it when the driver acted (`nil`: not known), sent as
+    /// `If-Order-Created`: after a restore the server can give the id to another order, and the action
+    /// must not reach it (docs/PROTOCOL.md, "Writing without losing someone else's change").
+    public let orderCreatedAt: Date?
     /// When the driver acted (wall clock); the queue gives up on an action older than its maximum age.
     public let queuedAt: Date
     /// The newest event the session had seen when the driver acted (its id and cursor), `nil` before
@@ -52,12 +53,13 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     }
 
     init(
-        id: ActionID, action: DriverAction, ifMatch: String?, queuedAt: Date, seenEventID: EventID? = nil,
-        seenCursor: ResumeCursor? = nil
+        id: ActionID, action: DriverAction, ifMatch: String?, orderCreatedAt: Date? = nil, queuedAt: Date,
+        seenEventID: EventID? = nil, seenCursor: ResumeCursor? = nil
     ) {
         self.id = id
         self.action = action
         self.ifMatch = ifMatch
+        self.orderCreatedAt = orderCreatedAt
         self.queuedAt = queuedAt
         self.seenEventID = seenEventID
         self.seenCursor = seenEventID == nil ? nil : seenCursor
@@ -68,7 +70,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
     private enum CodingKeys: String, CodingKey {
         case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
         case seenEventID = "seen_event_id", seenCursor = "seen_cursor", sentBeforeReset = "sent_before_reset"
-        case mayHaveApplied = "may_have_applied"
+        case mayHaveApplied = "may_have_applied", orderCreated = "order_created_ms"
     }
 
     /// Decodes a stored action; it is waiting again (a send cut short by a restart is retried with its key).
@@ -77,6 +79,10 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         id = try c.decode(ActionID.self, forKey: .id)
         action = try c.decode(DriverAction.self, forKey: .action)
         ifMatch = try c.decodeIfPresent(String.self, forKey: .ifMatch)
+        // Whole milliseconds, as the header carries them (a `Date` would go through the encoder's format).
+        orderCreatedAt = try c.decodeIfPresent(Int64.self, forKey: .orderCreated).map {
+            Date(timeIntervalSince1970: Double($0) / 1000)
+        }
         queuedAt = try c.decode(Date.self, forKey: .queuedAt)
         serverFailures = try c.decodeIfPresent(Int.self, forKey: .serverFailures) ?? 0
         // Absent in a queue an older version wrote: that session then starts without a cursor.
@@ -92,6 +98,7 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         try c.encode(id, forKey: .id)
         try c.encode(action, forKey: .action)
         try c.encodeIfPresent(ifMatch, forKey: .ifMatch)
+        try c.encodeIfPresent(orderCreatedAt.flatMap(HTTPOrdersAPI.milliseconds), forKey: .orderCreated)
         try c.encode(queuedAt, forKey: .queuedAt)
         try c.encode(serverFailures, forKey: .serverFailures)
         try c.encodeIfPresent(seenEventID, forKey: .seenEventID)

@@ -25,7 +25,7 @@ enum LwsRequestReader {
         ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
     ]
     /// Headers lws does not know: looked up by name (lower case, with the colon lws expects).
-    static let customHeaders = ["idempotency-key", "x-request-id", "last-event-id"]
+    static let customHeaders = ["idempotency-key", "if-order-created", "x-request-id", "last-event-id"]
 
     private static let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
 

@@ -81,10 +81,11 @@ struct IfMatchTests {
     }
 
     /// A restore brings the id counter back with the data, so the next order created takes the id
-    /// of an order the restore took away. A client names the order it acted on by when it was
-    /// created (`"o42-c<ms>"`, any version of it; `"o42-v7-c<ms>"`, its version 7): both are refused
-    /// for the order that took the id, and the order is unchanged; the new order's own tags match.
-    @Test func anIdentityTagNeverMatchesAnOrderThatTookTheIdAfterARestore() async throws {
+    /// of an order the restore took away. `If-Order-Created` names the order a client acted on by its
+    /// `created_at` (milliseconds): a write with it applies to that order at any version, alone or
+    /// with `If-Match`, and is refused (412) for the order that took the id, which stays unchanged.
+    /// A value that is not a whole number of milliseconds is 400, like a malformed `If-Match`.
+    @Test func ifOrderCreatedNeverMatchesAnOrderThatTookTheIdAfterARestore() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 0)
             let boss = seed.dispatcherToken
@@ -95,44 +96,46 @@ struct IfMatchTests {
             let backup = try await server.backUp()
             let stages: [[String: Any]] = [["kind": "stop", "address": "Depot"]]
             let lost = try await server.request("POST", "/api/orders/", token: boss, json: ["title": "Lost", "stages": stages])
-            let id = try #require(lost.object.int("id")), lostCreated = try createdMilliseconds(lost)
-            // Any version of the order it names, and exactly the version it names.
-            let anyVersion = try await server.request(
-                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v2"], headers: ["If-Match": "\"o\(id)-c\(lostCreated)\""])
-            #expect(anyVersion.status == 200, "\(anyVersion.text)")
-            let second = try await server.request(
-                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v3"], headers: ["If-Match": "\"o\(id)-c\(lostCreated)\""])
-            #expect(second.object.int("version") == 3)
-            let stale = try await server.request(
-                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Match": "\"o\(id)-v2-c\(lostCreated)\""])
-            #expect(stale.status == 412)
-            let exact = try await server.request(
-                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v4"], headers: ["If-Match": "\"o\(id)-v3-c\(lostCreated)\""])
-            #expect(exact.status == 200)
+            let id = try #require(lost.object.int("id")), lostCreated = String(try createdMilliseconds(lost))
+            for (notes, headers) in [("v2", ["If-Order-Created": lostCreated]), ("v3", ["If-Order-Created": " \(lostCreated) "])] {
+                let applied = try await server.request("PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": notes], headers: headers)
+                #expect(applied.status == 200, "\(applied.text)")
+            }
+            let both = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v4"],
+                headers: ["If-Order-Created": lostCreated, "If-Match": "\"o\(id)-v3\""])
+            #expect(both.status == 200)
+            let staleVersion = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"],
+                headers: ["If-Order-Created": lostCreated, "If-Match": "\"o\(id)-v3\""])
+            #expect(staleVersion.status == 412)
+            for bad in ["soon", "1.5", "+12", "1234567890123456789", "12 34", "-"] {
+                let malformed = try await server.request(
+                    "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Order-Created": bad])
+                #expect(malformed.status == 400, "\(bad)")
+                #expect(malformed.errorCode == "invalid_header")
+            }
 
             await server.stopServer()
             try await server.restoreData(from: backup)
             try await server.startServer()
             let reused = try await server.request("POST", "/api/orders/", token: boss, json: ["title": "Reused", "stages": stages])
             #expect(reused.object.int("id") == id, "the restored counter gives the id again")
-            let reusedCreated = try createdMilliseconds(reused)
+            let reusedCreated = String(try createdMilliseconds(reused))
             #expect(reusedCreated != lostCreated)
-            for tag in ["\"o\(id)-c\(lostCreated)\"", "\"o\(id)-v1-c\(lostCreated)\""] {
+            for headers in [["If-Order-Created": lostCreated], ["If-Order-Created": lostCreated, "If-Match": "\"o\(id)-v1\""]] {
                 let refused = try await server.request(
-                    "POST", "/api/orders/\(id)/status", token: boss, json: ["status": "cancelled"], headers: ["If-Match": tag])
-                #expect(refused.status == 412, "\(tag)")
+                    "POST", "/api/orders/\(id)/status", token: boss, json: ["status": "cancelled"], headers: headers)
+                #expect(refused.status == 412, "\(headers)")
                 #expect(refused.errorCode == "precondition_failed")
-                #expect((refused.object["message"] as? String)?.contains("not the one you acted on") == true)
+                #expect((refused.object["message"] as? String)?.contains("not the order you acted on") == true)
             }
             let unchanged = try await server.request("GET", "/api/orders/\(id)/", token: boss)
             #expect(unchanged.object.string("status") == "new")
             #expect(unchanged.object.int("version") == 1)
             let own = try await server.request(
-                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Match": "\"o\(id)-v1-c\(reusedCreated)\""])
-            #expect(own.status == 200)
-            let ownAny = try await server.request(
-                "DELETE", "/api/orders/\(id)/", token: boss, headers: ["If-Match": "\"o\(id)-c\(reusedCreated)\""])
-            #expect(ownAny.status == 204)
+                "DELETE", "/api/orders/\(id)/", token: boss, headers: ["If-Order-Created": reusedCreated])
+            #expect(own.status == 204)
         }
     }
 

@@ -47,24 +47,6 @@ struct ActionQueueTests {
         #expect(queue.actions.map(\.ifMatch) == [FakeOrdersAPI.etag(1, version: 2), FakeOrdersAPI.etag(2, version: 1)])
     }
 
-    /// Actions that name the order by its creation time: one for any version (`"o1-c…"`) stays so
-    /// after the driver's earlier action applies (it never named a version, so nothing made it
-    /// stale), and one for a version (`"o1-v1-c…"`) moves on to the new version like `"o1-v1"`.
-    @Test func anActionForAnyVersionOfTheOrderKeepsItsIdentityTagAfterAnEarlierOneApplies() {
-        var queue = ActionQueue(policy: ActionQueuePolicy())
-        var random = SeededGenerator(seed: 1)
-        let anyVersion = #""o1-c1764910042123""#, version1 = #""o1-v1-c1764910042123""#
-        queue.add(action("a", .changeStatus(of: 1, to: .accepted), ifMatch: anyVersion))
-        queue.add(action("b", .completeStage(5, of: 1), ifMatch: anyVersion))
-        queue.add(action("c", .completeStage(6, of: 1), ifMatch: version1))
-        _ = queue.next(now: start)
-        _ = queue.finished(.applied(saved(1, version: 2)), random: &random)
-        #expect(queue.actions.map(\.ifMatch) == [anyVersion, FakeOrdersAPI.etag(1, version: 2)])
-        #expect(ActionQueue.versionTag(version1) == #""o1-v1""#)
-        #expect(ActionQueue.versionTag(anyVersion) == anyVersion)
-        #expect(ActionQueue.namedVersion(anyVersion) == nil)
-    }
-
     /// The answer came without an ETag (a proxy stripped it): the later action names the new version
     /// instead of losing its precondition.
     @Test func anAnswerWithoutATagStillMovesLaterActionsToTheNewVersion() {
@@ -321,6 +303,19 @@ struct ActionQueueTests {
         }
         // Answered 503 (not applied): expired, "not sent".
         #expect(expiryCode(after: .http(status: 503, code: "store_unavailable", message: nil)) == "expired")
+    }
+
+    /// The order's creation time survives a restart as the whole milliseconds `If-Order-Created`
+    /// carries (`order_created_ms`); an action without it, or stored by an earlier version, has none.
+    @Test func theOrdersCreationTimeIsStoredWithTheAction() throws {
+        let created = Date(timeIntervalSince1970: 1_764_910_042.123)
+        let named = QueuedAction(
+            id: ActionID(rawValue: "a"), action: .completeStage(4, of: 1), ifMatch: nil, orderCreatedAt: created,
+            queuedAt: start)
+        let data = try StoredActionQueue.encode([named, action("b", .completeStage(5, of: 1))])
+        #expect(String(decoding: data, as: UTF8.self).contains(#""order_created_ms":1764910042123"#))
+        let stored = try StoredActionQueue.decode(data)
+        #expect(stored.map { $0.orderCreatedAt.flatMap(HTTPOrdersAPI.milliseconds) } == [1_764_910_042_123, nil])
     }
 
     /// A queue stored while its head is being sent says the head may have been applied: an app

@@ -254,32 +254,67 @@ struct OfflineActionsTests {
         #expect(h.api.writeIfMatches == [v1, v1, v2], "the stage names the version the accept created")
     }
 
-    /// An action on an order the session knows only from the list names the order by its creation
-    /// time (`"o1-c<ms>"`), so after a restore it cannot reach another order that took the id; with a
-    /// version from a row, that version of it; the opened detail's own ETag wins; an order the session
-    /// knows nothing of goes without a precondition, as before.
-    @Test func anActionNamesTheOrderByItsCreationTimeWhenItHasNoVersionToName() async throws {
+    /// Every driver action names the order by its creation time (`If-Order-Created`) when the session
+    /// knows it, so after a restore it cannot reach another order that took the id: from the row for an
+    /// action on a row's version or any version, from the opened detail for the shown detail's. An
+    /// order the session knows nothing of goes without it. `If-Match` is as before.
+    @Test func anActionNamesTheOrderByItsCreationTimeBesideItsVersion() async throws {
         let api = FakeOrdersAPI()
-        let created = Date(timeIntervalSince1970: 1_764_910_042.123)
+        let created = Date(timeIntervalSince1970: 1_764_910_042.123), detailCreated = created.addingTimeInterval(5)
         api.state.withLock { state in
             state.rows[0].createdAt = created
             state.details[1]?.createdAt = created
+            state.details[2]?.createdAt = detailCreated  // the row of 2 has none: the detail's is used
         }
         let h = await Harness.live(configuration: Self.configuration, api: api)
         await h.waitUntilIdle()
         try await h.session.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
-        try await h.session.queue(.completeStage(5, of: 1))  // not opened: the default names no version
-        try await h.session.queue(.completeStage(6, of: 1), expecting: .version(3))
+        try await h.session.queue(.completeStage(5, of: 1))  // not opened: no version, but the row's time
         try await h.session.queue(.changeStatus(of: 9, to: .accepted))  // not in the list
         await eventually("queue empty") { await h.session.pendingActions.isEmpty }
-        let anyVersion = #""o1-c1764910042123""#
-        #expect(h.api.writeIfMatches == [anyVersion, anyVersion, #""o1-v3-c1764910042123""#, nil])
-        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5", "stage 1 6"])
+        #expect(h.api.writeOrderCreated == [1_764_910_042_123, 1_764_910_042_123, nil])
+        #expect(h.api.writeIfMatches == [nil, nil, nil])
+        #expect(h.api.appliedWrites == ["status 1 accepted", "stage 1 5"])
+        try await h.open(2)
+        try await h.session.changeStatus(of: 2, to: .accepted)
+        #expect(h.api.writeOrderCreated.last == 1_764_910_047_123, "the opened detail's")
+        #expect(h.api.writeIfMatches.last == FakeOrdersAPI.etag(2, version: 1))
+        // Another order took id 1 (a restore): the action is refused, not applied to it.
+        api.state.withLock { $0.details[1]?.createdAt = created.addingTimeInterval(60) }
+        let refused = try await h.session.queue(.completeStage(6, of: 1))
+        await eventually("refused") { await h.session.refusedActions.contains { $0.id == refused.id } }
+        #expect(h.api.appliedWrites.count == 3)
+    }
+
+    /// The creation time comes from what supplies the action's version: the opened detail for the shown
+    /// detail's, the list's row for any version. Here another order took id 1 (a restore) and the list
+    /// already shows it while the opened detail still shows the old one: an action on the detail is
+    /// refused, one on the row applies to the order the row shows.
+    @Test func theCreationTimeComesFromWhatTheActionActsOn() async throws {
+        let api = FakeOrdersAPI()
+        let old = Date(timeIntervalSince1970: 1_764_910_042.123), new = old.addingTimeInterval(60)
+        api.state.withLock { state in
+            state.rows[0].createdAt = old
+            state.details[1]?.createdAt = old
+        }
+        let h = await Harness.live(configuration: Self.configuration, api: api)
         try await h.open(1)
-        try await h.session.changeStatus(of: 1, to: .inProgress)
-        #expect(h.api.writeIfMatches.last == FakeOrdersAPI.etag(1, version: 4), "the opened detail's tag")
-        try await h.session.changeStatus(of: 1, to: .cancelled, expecting: .any)
-        #expect(h.api.writeIfMatches.last == anyVersion)
+        h.api.holdDetails(true)  // the opened detail is not fetched again meanwhile
+        api.state.withLock { state in
+            state.rows[0].createdAt = new
+            state.details[1]?.createdAt = new
+            state.dataRevision += 1
+        }
+        await h.session.refresh()
+        await eventually("the list shows the other order") { await h.session.orders.first?.createdAt == new }
+        let onDetail = try await h.session.queue(.completeStage(5, of: 1))
+        try await h.session.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
+        await eventually("queue empty") { await h.session.pendingActions.isEmpty }
+        #expect(h.api.writeOrderCreated == [1_764_910_042_123, 1_764_910_102_123])
+        #expect(await h.session.refusedActions.map(\.id) == [onDetail.id])
+        #expect(h.api.appliedWrites == ["status 1 accepted"])
+        h.api.holdDetails(false)
+        h.api.releaseDetails()
     }
 
     /// An action sent without If-Match (nothing was open when the driver tapped) still moves the

@@ -2,7 +2,7 @@ import Foundation
 import WaybillNetwork
 
 extension Conditional {
-    /// The request's `If-Match` as an order precondition.
+    /// The request's `If-Match` and `If-Order-Created` as an order precondition.
     ///
     /// Accepts `*` or a comma-separated list of entity tags (RFC 9110 §13.1.1). Weak tags
     /// (`W/"…"`) are read but never match: `If-Match` compares strongly, and an order's tag is
@@ -11,15 +11,34 @@ extension Conditional {
     /// retrying a request that can never succeed.
     /// - Throws: `APIError` 400 `invalid_header`.
     static func ifMatch(_ request: HTTPRequest) throws -> OrderPrecondition {
-        guard let header = request.headers["if-match"] else { return .none }
-        guard let precondition = parseIfMatch(header) else {
-            throw APIError(400, "invalid_header", #"If-Match must be * or quoted ETags, e.g. If-Match: "o42-v7"."#)
+        var precondition = OrderPrecondition.none
+        if let header = request.headers["if-match"] {
+            guard let version = parseIfMatch(header) else {
+                throw APIError(400, "invalid_header", #"If-Match must be * or quoted ETags, e.g. If-Match: "o42-v7"."#)
+            }
+            precondition.version = version
+        }
+        if let header = request.headers["if-order-created"] {
+            guard let millis = parseMilliseconds(header) else {
+                throw APIError(
+                    400, "invalid_header",
+                    "If-Order-Created must be the order's created_at in milliseconds since 1970, e.g. If-Order-Created: 1764910042123.")
+            }
+            precondition.createdAt = millis
         }
         return precondition
     }
 
+    /// A whole number of milliseconds (an optional minus and at most 18 digits), `nil` otherwise.
+    static func parseMilliseconds(_ header: String) -> Int64? {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        let digits = value.hasPrefix("-") ? value.dropFirst() : Substring(value)
+        guard (1...18).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int64(value)
+    }
+
     /// `nil` for a malformed value.
-    static func parseIfMatch(_ header: String) -> OrderPrecondition? {
+    static func parseIfMatch(_ header: String) -> OrderPrecondition.Version? {
         let value = header.trimmingCharacters(in: .whitespaces)
         if value == "*" { return .anyExisting }
         var strong: [String] = []

@@ -30,16 +30,6 @@ enum Conditional {
     /// The tag a client builds from the version alone, `"o42-v7"`: it matches by version.
     static func bareVersionTag(_ order: Order) -> String { "\"" + versionName(order) + "\"" }
 
-    /// The tags a client builds to name this order by its identity, for a write that must not reach
-    /// another order that took its id (a restore brings the id counter back with the data):
-    /// `"o42-c1764910042123"`, any version of the order created at that millisecond, and
-    /// `"o42-v7-c1764910042123"`, version 7 of it. The server never sends them; `created_at` is in
-    /// every answer that carries the order, so a client that has a list row can build them.
-    static func identityTags(_ order: Order) -> (any: String, version: String) {
-        let created = "-c\(order.createdAt.epochMilliseconds)\""
-        return ("\"o\(order.id ?? OrderID(0))" + created, "\"" + versionName(order) + created)
-    }
-
     /// `o42-v7`: the order and its version number, what every tag of it starts with.
     private static func versionName(_ order: Order) -> String { "o\(order.id ?? OrderID(0))-v\(order.version)" }
 

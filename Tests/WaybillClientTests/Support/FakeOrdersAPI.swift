@@ -19,6 +19,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         var socketCursors: [ResumeCursor?] = []
         var statusChanges: [(OrderID, OrderStatus)] = []
         var writeIfMatches: [String?] = []  // the If-Match of each write
+        var writeOrderCreated: [Int64?] = []  // the If-Order-Created of each driver action sent
         var socketError: WaybillClientError?
         var holdDetails = false
         /// Whether a held detail fetch answers with the order as it was when the request came (a
@@ -78,17 +79,10 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     var socketRequests: [EventID?] { state.withLock { $0.socketRequests } }
     var socketCursors: [ResumeCursor?] { state.withLock { $0.socketCursors } }
     var writeIfMatches: [String?] { state.withLock { $0.writeIfMatches } }
+    var writeOrderCreated: [Int64?] { state.withLock { $0.writeOrderCreated } }
 
     /// The server's ETag of an order version.
     static func etag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)\"" }
-
-    /// Whether `tag` names `order` by its creation time as the server matches it: `"o1-c<ms>"` any
-    /// version, `"o1-v2-c<ms>"` version 2.
-    static func namesByIdentity(_ tag: String, _ order: OrderDetail) -> Bool {
-        guard let createdAt = order.createdAt else { return false }
-        let created = "-c\(Int64((createdAt.timeIntervalSince1970 * 1000).rounded()))\""
-        return tag == "\"o\(order.id)" + created || tag == "\"o\(order.id)-v\(order.version)" + created
-    }
     /// The ETag of a garbled answer: with a check, as the real server's carries, so a test can tell it
     /// from the bare tag the client builds itself. The fake matches either, exactly.
     static func garbledETag(_ id: OrderID, version: Int64) -> String { "\"o\(id)-v\(version)-h0000beef\"" }
@@ -275,6 +269,30 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "document \(order) \(name)", status: nil) { _ in }
     }
 
+    /// A driver action with `If-Order-Created` as the server takes it: 412 when the order now under the id
+    /// was created at another millisecond (another order took the id), else the write as above.
+    func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
+        async throws -> SavedOrder
+    {
+        func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+        let anotherOrder = state.withLock { state -> Bool in
+            state.writeOrderCreated.append(orderCreatedAt.map(millis))
+            guard let orderCreatedAt, let current = state.details[action.orderID]?.createdAt else { return false }
+            return millis(orderCreatedAt) != millis(current)
+        }
+        if anotherOrder {
+            throw WaybillClientError.http(status: 412, code: "precondition_failed", message: "not the order you acted on")
+        }
+        switch action {
+        case .changeStatus(let id, let status):
+            return try await changeStatus(of: id, to: status, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        case .completeStage(let stage, let id):
+            return try await completeStage(stage, of: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        case .attachDocument(let name, let kind, let id):
+            return try await attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        }
+    }
+
     /// A write as the server does it: a stored answer for a known idempotency key; 404, 409 for refused
     /// orders, then 412 unless `ifMatch` names the current version, then a new version.
     private func write(
@@ -300,7 +318,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
                 return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
             }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
-                ifMatch != Self.garbledETag(id, version: current.version), !Self.namesByIdentity(ifMatch, current)
+                ifMatch != Self.garbledETag(id, version: current.version)
             {
                 return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
             }
