@@ -25,8 +25,8 @@ public protocol OrdersAPI: Sendable {
     /// Sends a driver's `action` (its `POST`) with `If-Match`, `Idempotency-Key`, and `If-Order-Created`:
     /// `orderCreatedAt`, the order's `created_at` as the driver's screen had it, so that the write never
     /// reaches another order that took the id after the server's data was restored (412). Each part
-    /// goes only when given. A conformer that does not implement this sends the action through the
-    /// three methods above, without `If-Order-Created`.
+    /// goes only when given. No default: a wrapper around another `OrdersAPI` must pass the time on,
+    /// or an offline action could reach another order after a restore.
     func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
         async throws -> SavedOrder
     /// The request that opens the event socket, authenticated and resuming after `since` / at `cursor`.
@@ -37,20 +37,6 @@ public protocol OrdersAPI: Sendable {
 }
 
 extension OrdersAPI {
-    /// The action through `changeStatus`, `completeStage` or `attachDocument`, without `If-Order-Created`.
-    public func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
-        async throws -> SavedOrder
-    {
-        switch action {
-        case .changeStatus(let id, let status):
-            try await changeStatus(of: id, to: status, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .completeStage(let stage, let id):
-            try await completeStage(stage, of: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .attachDocument(let name, let kind, let id):
-            try await attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        }
-    }
-
     /// `POST /api/orders/{id}/status` with `If-Match: ifMatch`, without an idempotency key.
     public func changeStatus(of order: OrderID, to status: OrderStatus, ifMatch: String?) async throws -> SavedOrder {
         try await changeStatus(of: order, to: status, ifMatch: ifMatch, idempotencyKey: nil)

@@ -109,6 +109,9 @@ struct IfMatchTests {
                 "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"],
                 headers: ["If-Order-Created": lostCreated, "If-Match": "\"o\(id)-v3\""])
             #expect(staleVersion.status == 412)
+            let blank = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "v4"], headers: ["If-Order-Created": "  "])
+            #expect(blank.status == 200, "a blank value is no precondition")
             for bad in ["soon", "1.5", "+12", "1234567890123456789", "12 34", "-"] {
                 let malformed = try await server.request(
                     "PATCH", "/api/orders/\(id)/", token: boss, json: ["notes": "x"], headers: ["If-Order-Created": bad])
@@ -213,12 +216,15 @@ struct IfMatchTests {
                     "DELETE", "/api/orders/999999/", token: boss, headers: ["If-Match": ifMatch])
                 #expect(deleted.status == 404)
             }
-            // Another driver's order: 404 as without If-Match, never 412 (existence never leaks).
+            // Another driver's order: 404 as without If-Match, never 412 (existence never leaks); so with
+            // an `If-Order-Created` that does not match it either.
             let other = try await server.seed(drivers: 1, orders: 0, company: "Other")
-            let foreign = try await server.request(
-                "POST", "/api/orders/\(id)/status", token: other.drivers[0].token, json: ["status": "accepted"],
-                headers: ["If-Match": "\"o\(id)-v0\""])
-            #expect(foreign.status == 404)
+            for headers in [["If-Match": "\"o\(id)-v0\""], ["If-Order-Created": "1"]] {
+                let foreign = try await server.request(
+                    "POST", "/api/orders/\(id)/status", token: other.drivers[0].token, json: ["status": "accepted"],
+                    headers: headers)
+                #expect(foreign.status == 404, "\(headers)")
+            }
         }
     }
 

@@ -95,6 +95,25 @@ import Testing
         #expect(String(decoding: http.requests.first?.body ?? Data(), as: UTF8.self) == #"{"status":"completed"}"#)
     }
 
+    /// A driver action names the order by its creation time (`If-Order-Created`, whole milliseconds)
+    /// when given one, beside `If-Match` and `Idempotency-Key`; the forms without it send none.
+    @Test func aDriverActionSendsTheOrdersCreationTimeWhenGivenOne() async throws {
+        let saved = #"{"id":42,"number":"2026/11/0042","status":"accepted","driver_id":7,"title":"Pallets","version":4,"stages":[],"documents":[]}"#
+        http.route("POST", "/api/orders/42/status", json: saved)
+        http.route("POST", "/api/orders/42/stages/3/complete", json: saved)
+        let created = Date(timeIntervalSince1970: 1_764_910_042.123)
+        _ = try await api.send(
+            .changeStatus(of: 42, to: .accepted), ifMatch: #""o42-v3""#, orderCreatedAt: created, idempotencyKey: "k1")
+        _ = try await api.send(.completeStage(3, of: 42), ifMatch: nil, orderCreatedAt: nil, idempotencyKey: nil)
+        _ = try await api.changeStatus(of: 42, to: .accepted, ifMatch: nil)
+        let headers = http.requests.map(\.headers)
+        #expect(headers.map { $0["If-Order-Created"] } == ["1764910042123", nil, nil])
+        #expect(headers.map { $0["If-Match"] } == [#""o42-v3""#, nil, nil])
+        #expect(headers.map { $0["Idempotency-Key"] } == ["k1", nil, nil])
+        #expect(HTTPOrdersAPI.milliseconds(Date(timeIntervalSince1970: -0.0015)) == -2)
+        #expect(HTTPOrdersAPI.milliseconds(Date(timeIntervalSince1970: .infinity)) == nil)
+    }
+
     @Test func unreachableServerIsReportedWithoutTheURL() async {
         do {
             _ = try await api.orders(ifNoneMatch: nil)

@@ -18,7 +18,7 @@ extension Conditional {
             }
             precondition.version = version
         }
-        if let header = request.headers["if-order-created"] {
+        if let header = request.headers["if-order-created"], !header.allSatisfy({ $0 == " " || $0 == "\t" }) {
             guard let millis = parseMilliseconds(header) else {
                 throw APIError(
                     400, "invalid_header",

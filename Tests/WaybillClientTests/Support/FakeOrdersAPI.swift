@@ -269,34 +269,38 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         try write(order, ifMatch: ifMatch, key: idempotencyKey, what: "document \(order) \(name)", status: nil) { _ in }
     }
 
-    /// A driver action with `If-Order-Created` as the server takes it: 412 when the order now under the id
-    /// was created at another millisecond (another order took the id), else the write as above.
+    /// A driver action with `If-Order-Created`: the write below, which refuses it (412) as the server
+    /// does when the order now under the id was created at another millisecond.
     func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
-        let anotherOrder = state.withLock { state -> Bool in
-            state.writeOrderCreated.append(orderCreatedAt.map(millis))
-            guard let orderCreatedAt, let current = state.details[action.orderID]?.createdAt else { return false }
-            return millis(orderCreatedAt) != millis(current)
-        }
-        if anotherOrder {
-            throw WaybillClientError.http(status: 412, code: "precondition_failed", message: "not the order you acted on")
-        }
+        let created = orderCreatedAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        state.withLock { $0.writeOrderCreated.append(created) }
         switch action {
-        case .changeStatus(let id, let status):
-            return try await changeStatus(of: id, to: status, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .completeStage(let stage, let id):
-            return try await completeStage(stage, of: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
-        case .attachDocument(let name, let kind, let id):
-            return try await attachDocument(named: name, kind: kind, to: id, ifMatch: ifMatch, idempotencyKey: idempotencyKey)
+        case .changeStatus(let order, let status):
+            if state.withLock({ $0.holdWrites }) {
+                await withCheckedContinuation { continuation in state.withLock { $0.heldWrites.append(continuation) } }
+            }
+            return try write(
+                order, ifMatch: ifMatch, created: created, key: idempotencyKey, what: "status \(order) \(status)",
+                status: status
+            ) { $0.statusChanges.append((order, status)) }
+        case .completeStage(let stage, let order):
+            return try write(
+                order, ifMatch: ifMatch, created: created, key: idempotencyKey, what: "stage \(order) \(stage)",
+                status: nil) { _ in }
+        case .attachDocument(let name, _, let order):
+            return try write(
+                order, ifMatch: ifMatch, created: created, key: idempotencyKey, what: "document \(order) \(name)",
+                status: nil) { _ in }
         }
     }
 
     /// A write as the server does it: a stored answer for a known idempotency key; 404, 409 for refused
-    /// orders, then 412 unless `ifMatch` names the current version, then a new version.
+    /// orders, then 412 unless the order was created at `created` (when given) and `ifMatch` names the
+    /// current version, then a new version.
     private func write(
-        _ id: OrderID, ifMatch: String?, key: String?, what: String, status: OrderStatus?,
+        _ id: OrderID, ifMatch: String?, created: Int64? = nil, key: String?, what: String, status: OrderStatus?,
         _ record: (inout State) -> Void
     ) throws -> SavedOrder {
         let result: Result<SavedOrder, WaybillClientError> = state.withLock { state in
@@ -316,6 +320,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             }
             if state.refusing.contains(id) {
                 return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
+            }
+            if let created, let createdAt = current.createdAt, created != Int64((createdAt.timeIntervalSince1970 * 1000).rounded()) {
+                return .failure(.http(status: 412, code: "precondition_failed", message: "not the order you acted on"))
             }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
                 ifMatch != Self.garbledETag(id, version: current.version)
