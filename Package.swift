@@ -45,7 +45,7 @@ let package = Package(
         // A strict JSON reader from bytes to a small tree: request bodies and broker batches
         // (Foundation's JSONDecoder was a large share of both, docs/BENCHMARKS.md).
         .target(name: "WaybillJSON", swiftSettings: swiftSettings),
-        // Storage protocol and its SQLite implementation.
+        // The storage protocol (`OrderStore`, leases, queries); the stores are WaybillSQLite and WaybillPostgres.
         .target(name: "WaybillStorage", dependencies: ["WaybillDomain"], swiftSettings: swiftSettings),
         .target(
             name: "WaybillSQLite", dependencies: ["WaybillStorage", "WaybillDomain", "CSQLite"],

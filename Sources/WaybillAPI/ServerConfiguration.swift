@@ -10,7 +10,8 @@ public struct ServerConfiguration: Sendable {
     /// Whether an order write that arrives while no other request is running is committed on the
     /// service thread (embedded store only; docs/DESIGN.md, "Writes on the service thread").
     public var inlineWrites = true
-    /// Protocol ping interval for WebSockets; two missed pongs close the socket.
+    /// Protocol ping interval for WebSockets; a socket that has not answered by its next turn is closed
+    /// (later while its ping is still behind unacknowledged output: `HeartbeatWheel`).
     public var pingInterval: Duration = .seconds(25)
     /// Outbound bytes a socket may have queued before it is closed with 4008.
     public var maxQueuedBytesPerSocket = 1 << 20

@@ -39,7 +39,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// (`woken`). Swapped with `answering` like the two lists above.
     var deferredAnswers: [UInt64] = []
     var answering: [UInt64] = []
-    /// Who gets pinged or dropped each second (see `HeartbeatWheel`).
+    /// Who gets pinged or dropped at each 100 ms tick (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
     /// Pongs a peer may send between two heartbeat pings (`maxPongs(perPing:)`).
     let maxPongsPerPing: UInt16

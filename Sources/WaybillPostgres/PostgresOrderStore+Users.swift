@@ -71,17 +71,27 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func logouts(since: Date) throws -> [Logout] {
+    func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll {
         try perform { () throws(PostgresError) in
-            try query("SELECT user_id, at, session_epoch FROM logouts WHERE at >= $1 ORDER BY at, id", [.date(since)]) {
-                row throws(PostgresError) in try Self.logout(row)
-            }
+            // The newest id first: a logout inserted between the two reads is above it, so the
+            // next poll asks for it.
+            let newest = try query("SELECT coalesce(max(id), 0) FROM logouts", []) { row throws(PostgresError) in
+                try row.int64(0)
+            }.first ?? 0
+            let logouts = try query(
+                "SELECT user_id, at, session_epoch, id FROM logouts WHERE at >= $1 OR id > $2 ORDER BY at, id",
+                [.date(since), .integer(afterID ?? Int64.max)]
+            ) { row throws(PostgresError) in try Self.logout(row) }
+            return LogoutPoll(logouts: logouts, newestID: newest)
         }
     }
 
-    /// A `logouts` row read as `user_id, at, session_epoch`: what a poll reads and what revoking returns alike.
+    /// A `logouts` row read as `user_id, at, session_epoch, id`: what a poll reads and what revoking
+    /// returns alike.
     private static func logout(_ row: PostgresRow) throws(PostgresError) -> Logout {
-        Logout(userID: UserID(try row.int64(0)), at: try row.date(1), epoch: SessionEpoch(try row.int64(2)))
+        Logout(
+            userID: UserID(try row.int64(0)), at: try row.date(1), epoch: SessionEpoch(try row.int64(2)),
+            id: try row.int64(3))
     }
 
     // MARK: Writing
@@ -165,7 +175,7 @@ extension PostgresOrderStore.Transaction {
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1 AND NOT revoked", [.id(user)])  // live ones only
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             let recorded = try queryFirst(
-                "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch",
+                "INSERT INTO logouts (user_id, at, session_epoch) VALUES ($1, $2, $3) RETURNING user_id, at, session_epoch, id",
                 [.id(user), .date(clock()), .integer(epoch)]
             ) { row throws(PostgresError) in try Self.logout(row) }
             guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }

@@ -2,11 +2,15 @@ public import Foundation
 public import WaybillDomain
 public import WaybillStorage
 
-/// Which logouts a node has not acted on yet, from overlapping polls of `store.logouts(since:)`.
+/// Which logouts a node has not acted on yet, from overlapping polls of `store.logoutPoll`.
 ///
 /// Every poll asks for the last `overlap` seconds, so a logout committed just before a poll's
 /// snapshot but stamped a little earlier (clocks, commit latency) is still seen by the next one;
-/// each `(user, at)` is acted on once. Nodes' clocks must agree with the store's within `overlap`.
+/// each logout is acted on once. It also asks for every id above the newest the previous poll
+/// found in the store: a logout made by a node whose clock runs behind this one's by more than the
+/// overlap is stamped before the window, and was missed for good (its user's sockets on this node
+/// stayed open); its id is new all the same. The window still covers what ids cannot: on
+/// PostgreSQL a logout may commit after one with a higher id was read.
 ///
 /// The window starts at the last poll that succeeded, not at `now`: after polls failed for longer
 /// than the overlap (a store outage, a saturated pool), a logout made meanwhile would otherwise be
@@ -17,6 +21,9 @@ public struct LogoutWindow: Sendable {
     private var handled: Set<Logout> = []
     /// When the last poll that got an answer was made.
     private var lastAnswered: Date?
+    /// The newest logout id in the store at the last answered poll (`nil` before the first): the
+    /// next poll asks for every id above it.
+    public private(set) var newestID: Int64?
 
     public init(overlap: TimeInterval = 5) {
         self.overlap = overlap
@@ -30,6 +37,11 @@ public struct LogoutWindow: Sendable {
 
     /// Takes a poll's answer; returns the logouts not acted on yet, one per user (the one that
     /// started the highest epoch: it revoked what the others did), in the order of the users' first.
+    public mutating func received(_ poll: LogoutPoll, now: Date) -> [Logout] {
+        newestID = max(newestID ?? 0, poll.newestID, poll.logouts.map(\.id).max() ?? 0)
+        return received(poll.logouts, now: now)
+    }
+
     public mutating func received(_ logouts: [Logout], now: Date) -> [Logout] {
         lastAnswered = now
         var new: [Logout] = []
@@ -40,7 +52,8 @@ public struct LogoutWindow: Sendable {
                 new.append(logout)
             }
         }
-        // Twice the overlap: a logout stamped ahead of this node's clock stays remembered while polls can return it.
+        // Twice the overlap: a logout stamped ahead of this node's clock stays remembered while polls
+        // can return it. One found by its id alone (stamped before the window) is not asked for again.
         let horizon = now.addingTimeInterval(-2 * overlap)
         handled = handled.filter { $0.at >= horizon }
         return new

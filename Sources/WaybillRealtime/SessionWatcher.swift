@@ -43,10 +43,10 @@ public final class SessionWatcher: Sendable {
     public func run() async {
         var failing = false
         while !Task.isCancelled {
-            let now = self.now(), since = window.withLock { $0.since(now: now) }
+            let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.newestID) }
             do {
-                let logouts = try await store.read { tx in try tx.logouts(since: since) }
-                for logout in window.withLock({ $0.received(logouts, now: now) }) { loggedOut(logout) }
+                let poll = try await store.read { tx in try tx.logoutPoll(since: since, afterID: afterID) }
+                for logout in window.withLock({ $0.received(poll, now: now) }) { loggedOut(logout) }
                 if failing { logger.info("session watcher reads the store again") }
                 failing = false
             } catch {

@@ -135,7 +135,7 @@ extension SQLiteOrderStore.Transaction {
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0", [.id(user)])  // live ones only: fewer pages
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
             let recorded = try db.queryFirst(
-                "INSERT INTO logouts (user_id, at, session_epoch) VALUES (?, ?, ?) RETURNING user_id, at, session_epoch",
+                "INSERT INTO logouts (user_id, at, session_epoch) VALUES (?, ?, ?) RETURNING user_id, at, session_epoch, id",
                 [.id(user), .date(clock()), .integer(epoch)]
             ) { Self.logout($0) }
             guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
@@ -143,17 +143,21 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func logouts(since: Date) throws -> [Logout] {
+    func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll {
         try perform { () throws(SQLiteError) in
-            try db.query("SELECT user_id, at, session_epoch FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]) {
-                Self.logout($0)
-            }
+            let newest = try db.queryFirst("SELECT coalesce(max(id), 0) FROM logouts", []) { $0.int64(0) } ?? 0
+            let logouts = try db.query(
+                "SELECT user_id, at, session_epoch, id FROM logouts WHERE at >= ? OR id > ? ORDER BY at, id",
+                [.date(since), .integer(afterID ?? Int64.max)]
+            ) { Self.logout($0) }
+            return LogoutPoll(logouts: logouts, newestID: newest)
         }
     }
 
-    /// A `logouts` row read as `user_id, at, session_epoch`: what a poll reads and what revoking returns alike.
+    /// A `logouts` row read as `user_id, at, session_epoch, id`: what a poll reads and what revoking
+    /// returns alike.
     private static func logout(_ row: SQLiteRow) -> Logout {
-        Logout(userID: UserID(row.int64(0)), at: row.date(1), epoch: SessionEpoch(row.int64(2)))
+        Logout(userID: UserID(row.int64(0)), at: row.date(1), epoch: SessionEpoch(row.int64(2)), id: row.int64(3))
     }
 
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {

@@ -187,9 +187,29 @@ public protocol StoreReader {
     func event(_ id: EventID) throws -> StoredEvent?
 
     // MARK: Sessions across nodes
-    /// Logouts recorded at or after `since`, oldest first: every node closes those users' sockets
-    /// and forgets their cached tokens (pollers overlap their windows and ignore repeats).
-    func logouts(since: Date) throws -> [Logout]
+    /// Logouts recorded at or after `since`, or with an id above `afterID` (`nil`: none), oldest
+    /// first, and the newest id recorded so far: every node closes those users' sockets and forgets
+    /// their cached tokens (pollers overlap their windows and ignore repeats). `at` is the clock of
+    /// the node that made the logout; the id is the store's, so a poller that asks for the ids above
+    /// the newest it has seen also hears of a logout stamped by a node whose clock runs behind its
+    /// own by more than the window.
+    func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll
+}
+
+extension StoreReader {
+    /// Logouts recorded at or after `since`, oldest first.
+    public func logouts(since: Date) throws -> [Logout] { try logoutPoll(since: since, afterID: nil).logouts }
+}
+
+/// What one poll of the logouts read (`StoreReader.logoutPoll`).
+public struct LogoutPoll: Sendable, Equatable {
+    public var logouts: [Logout]
+    /// The highest logout id in the store when the poll read (0 for none), read before the rows.
+    public var newestID: Int64
+    public init(logouts: [Logout], newestID: Int64) {
+        self.logouts = logouts
+        self.newestID = newestID
+    }
 }
 
 /// What a write transaction can do, on top of reading (`IdempotencyRecords`: `Idempotency-Key` records).
@@ -316,12 +336,17 @@ extension StoreWriter {
 /// The credentials it revoked are the user's with a smaller epoch.
 public struct Logout: Sendable, Hashable {
     public var userID: UserID
+    /// When it was made, by the clock of the node that made it.
     public var at: Date
     public var epoch: SessionEpoch
-    public init(userID: UserID, at: Date, epoch: SessionEpoch) {
+    /// The store's id of the record: increasing as logouts are recorded (on PostgreSQL in the order
+    /// they were inserted, which their commits need not follow).
+    public var id: Int64
+    public init(userID: UserID, at: Date, epoch: SessionEpoch, id: Int64 = 0) {
         self.userID = userID
         self.at = at
         self.epoch = epoch
+        self.id = id
     }
 
     /// Whether this logout revoked a credential of its user with epoch `epoch`.

@@ -39,7 +39,7 @@ struct ExecutableTests {
         let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
         let app = try Self.driverApp(server: "http://127.0.0.1:\(port)", stateIn: directory, as: driver)
         defer { app.signal(SIGKILL) }
-        let list = try #require(await app.line { $0["kind"] as? String == "list" })
+        let list = try #require(await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "list" })
         server.signal(SIGSTOP)
         app.type("open \(id)")
         app.type("accept \(id)")
@@ -163,7 +163,10 @@ struct ExecutableTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let app = try Self.driverApp(on: server, as: driver)
             defer { app.terminate() }
-            let list = try #require(await app.line { $0["kind"] as? String == "list" && ($0["orders"] as? [Any])?.count == 2 })
+            // The first line waits for a process start, a login and a list on a runner that may be
+            // running hundreds of other tests (it took over 10 s once).
+            let list = try #require(
+                await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "list" && ($0["orders"] as? [Any])?.count == 2 })
             let live = await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" }
             #expect(live != nil)
             app.type("open \(id)")
@@ -197,7 +200,8 @@ struct ExecutableTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let app = try Self.driverApp(on: server, as: driver)
             defer { app.signal(SIGKILL) }
-            let live = try #require(await app.line { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+            let live = try #require(
+                await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
             app.type("open \(id)")
             let detail = try #require(await app.line(after: live.index) { $0["kind"] as? String == "detail" })
             app.type("close \(id)")
@@ -227,7 +231,7 @@ struct ExecutableTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let app = try Self.driverApp(on: server, as: driver)
             defer { app.signal(SIGKILL) }
-            _ = try #require(await app.line { $0["kind"] as? String == "list" })
+            _ = try #require(await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "list" })
             app.type("accept \(id)")
             app.type("quit")
             #expect(await app.exitStatus() == 0)

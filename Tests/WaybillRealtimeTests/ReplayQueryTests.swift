@@ -81,5 +81,5 @@ final class CountingReader: StoreReader, @unchecked Sendable {  // used on one t
     func relayedThrough() throws -> EventID { try inner.relayedThrough() }
     func oldestUnrelayedEventTime() throws -> Date? { try inner.oldestUnrelayedEventTime() }
     func event(_ id: EventID) throws -> StoredEvent? { try inner.event(id) }
-    func logouts(since: Date) throws -> [Logout] { try inner.logouts(since: since) }
+    func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll { try inner.logoutPoll(since: since, afterID: afterID) }
 }

@@ -54,6 +54,23 @@ struct LogoutWindowTests {
     }
 }
 
+extension LogoutWindowTests {
+    /// A node whose clock runs behind this one's by more than the overlap stamps its logout before
+    /// every window; the poll finds it by its id (above the newest the last poll saw), acts on it
+    /// once, and does not ask for it again.
+    @Test func aLogoutStampedBeforeTheWindowIsFoundByItsId() {
+        var window = LogoutWindow(overlap: 5)
+        #expect(window.newestID == nil, "the first poll reads by time only")
+        #expect(window.received(LogoutPoll(logouts: [], newestID: 7), now: Self.t).isEmpty)
+        #expect(window.newestID == 7)
+        let behind = Logout(userID: 1, at: Self.t - 60, epoch: SessionEpoch(1), id: 8)
+        #expect(window.since(now: Self.t + 1) == Self.t - 5)
+        #expect(window.received(LogoutPoll(logouts: [behind], newestID: 8), now: Self.t + 1) == [behind])
+        #expect(window.newestID == 8)
+        #expect(window.received(LogoutPoll(logouts: [], newestID: 8), now: Self.t + 2).isEmpty)
+    }
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct SessionWatcherTests {
     /// A logout recorded through another handle on the same file (another node) reaches the callback once.
@@ -78,6 +95,36 @@ struct SessionWatcherTests {
                     return reported.withLock { $0 } == [logout]
                 }, "with its epoch")
             for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
+            #expect(reported.withLock { $0 } == [logout])
+            running.cancel()
+            await running.value
+        }
+    }
+
+    /// The node that made the logout has a clock a minute behind this one's (the store stamps its
+    /// time): the logout is before every window of this node's polls, and is reported all the same,
+    /// once (before, never: the user's sockets on this node stayed open).
+    @Test func aLogoutStampedByANodeWhoseClockIsBehindIsReported() async throws {
+        try await withStore(clock: { Date() - 60 }) { store in
+            let user = try await store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
+            }
+            let reported = Mutex<[Logout]>([])
+            let clock = TestClock()
+            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
+                reported.withLock { $0.append(logout) }
+            }
+            let running = Task { await watcher.run() }
+            defer { running.cancel() }
+            // The first poll has answered (it learns the newest id) before the logout is made.
+            #expect(await eventually { clock.sleeperCount > 0 })
+            let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
+            #expect(
+                await eventually {
+                    await clock.advance(by: .milliseconds(250))
+                    return reported.withLock { $0 } == [logout]
+                })
+            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }
             #expect(reported.withLock { $0 } == [logout])
             running.cancel()
             await running.value

@@ -16,8 +16,14 @@ import WaybillStoreTesting
             try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
             clock.set(t0 + 20)
             try await store.write { tx in try tx.revokeTokens(of: fixture.bob.id) }
+            @Sendable func withoutIDs(_ logouts: [Logout]) -> [Logout] {
+                logouts.map { Logout(userID: $0.userID, at: $0.at, epoch: $0.epoch) }
+            }
             let logouts = try await store.read { tx in
-                (try tx.logouts(since: t0), try tx.logouts(since: t0 + 10), try tx.logouts(since: t0 + 10.001))
+                (
+                    withoutIDs(try tx.logouts(since: t0)), withoutIDs(try tx.logouts(since: t0 + 10)),
+                    withoutIDs(try tx.logouts(since: t0 + 10.001))
+                )
             }
             #expect(
                 logouts.0 == [
@@ -34,6 +40,29 @@ import WaybillStoreTesting
 
             #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15, limit: 100) } == 1)
             #expect(try await store.read { tx in try tx.logouts(since: t0) }.map(\.userID) == [fixture.bob.id, fixture.alice.id])
+        }
+    }
+
+    /// A poll also returns every logout with an id above the one it names, however long ago it is
+    /// stamped (a node whose clock runs behind), and says the newest id recorded; ids grow with
+    /// each logout. Without an id it reads by time only.
+    @Test(arguments: Backend.allCases) func aLogoutPollReadsByTimeOrById(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            #expect(try await store.read { tx in try tx.logoutPoll(since: t0, afterID: nil) } == LogoutPoll(logouts: [], newestID: 0))
+            clock.set(t0 + 100)
+            let first = try await store.write { tx in try tx.revokeTokens(of: fixture.alice.id) }
+            clock.set(t0 + 40)  // the next node's clock is behind by a minute
+            let behind = try await store.write { tx in try tx.revokeTokens(of: fixture.bob.id) }
+            #expect(behind.id > first.id)
+            let poll = try await store.read { tx in
+                (try tx.logoutPoll(since: t0 + 95, afterID: first.id), try tx.logoutPoll(since: t0 + 95, afterID: nil),
+                 try tx.logoutPoll(since: t0 + 200, afterID: behind.id))
+            }
+            #expect(poll.0 == LogoutPoll(logouts: [behind, first], newestID: behind.id), "by its id, oldest first")
+            #expect(poll.1 == LogoutPoll(logouts: [first], newestID: behind.id), "by time only")
+            #expect(poll.2 == LogoutPoll(logouts: [], newestID: behind.id))
         }
     }
 
