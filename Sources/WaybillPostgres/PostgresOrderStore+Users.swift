@@ -73,8 +73,7 @@ extension PostgresOrderStore.Transaction {
 
     func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll {
         try perform { () throws(PostgresError) in
-            // The newest id first: a logout inserted between the two reads is above it, so the
-            // next poll asks for it.
+            // One snapshot (REPEATABLE READ): the newest id covers every row read.
             let newest = try query("SELECT coalesce(max(id), 0) FROM logouts", []) { row throws(PostgresError) in
                 try row.int64(0)
             }.first ?? 0

@@ -38,7 +38,9 @@ public struct LogoutWindow: Sendable {
     /// Takes a poll's answer; returns the logouts not acted on yet, one per user (the one that
     /// started the highest epoch: it revoked what the others did), in the order of the users' first.
     public mutating func received(_ poll: LogoutPoll, now: Date) -> [Logout] {
-        newestID = max(newestID ?? 0, poll.newestID, poll.logouts.map(\.id).max() ?? 0)
+        // Not kept above what the store says: after a restore the ids start lower again, and new
+        // logouts must be found by id from there.
+        newestID = max(poll.newestID, poll.logouts.map(\.id).max() ?? 0)
         return received(poll.logouts, now: now)
     }
 

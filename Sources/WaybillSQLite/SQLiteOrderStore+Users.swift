@@ -146,10 +146,18 @@ extension SQLiteOrderStore.Transaction {
     func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll {
         try perform { () throws(SQLiteError) in
             let newest = try db.queryFirst("SELECT coalesce(max(id), 0) FROM logouts", []) { $0.int64(0) } ?? 0
-            let logouts = try db.query(
-                "SELECT user_id, at, session_epoch, id FROM logouts WHERE at >= ? OR id > ? ORDER BY at, id",
-                [.date(since), .integer(afterID ?? Int64.max)]
+            // Two range reads, merged here: SQLite answers `at >= ? OR id > ?` (and a UNION of the two
+            // under one ORDER BY) by walking the whole time index, every 250 ms on every node.
+            var logouts = try db.query(
+                "SELECT user_id, at, session_epoch, id FROM logouts WHERE at >= ? ORDER BY at, id", [.date(since)]
             ) { Self.logout($0) }
+            if let afterID {
+                logouts += try db.query(
+                    "SELECT user_id, at, session_epoch, id FROM logouts WHERE id > ? AND at < ?",  // the rowid range
+                    [.integer(afterID), .date(since)]
+                ) { Self.logout($0) }
+                logouts.sort { ($0.at, $0.id) < ($1.at, $1.id) }
+            }
             return LogoutPoll(logouts: logouts, newestID: newest)
         }
     }

@@ -68,6 +68,9 @@ extension LogoutWindowTests {
         #expect(window.received(LogoutPoll(logouts: [behind], newestID: 8), now: Self.t + 1) == [behind])
         #expect(window.newestID == 8)
         #expect(window.received(LogoutPoll(logouts: [], newestID: 8), now: Self.t + 2).isEmpty)
+        // The store was restored: its ids start lower again, and the next poll asks from there.
+        #expect(window.received(LogoutPoll(logouts: [], newestID: 3), now: Self.t + 3).isEmpty)
+        #expect(window.newestID == 3)
     }
 }
 
@@ -96,6 +99,36 @@ struct SessionWatcherTests {
                 }, "with its epoch")
             for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
             #expect(reported.withLock { $0 } == [logout])
+            running.cancel()
+            await running.value
+        }
+    }
+
+    /// A logout this node made and acted on at once (`actedOn`, with what the store returned) is not
+    /// acted on again when its poll reads it: the store returns it with the same id.
+    @Test func aLogoutThisNodeActedOnIsNotReportedAgain() async throws {
+        try await withStore { store in
+            let user = try await store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
+            }
+            let reported = Mutex<[Logout]>([])
+            let clock = TestClock()
+            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
+                reported.withLock { $0.append(logout) }
+            }
+            let running = Task { await watcher.run() }
+            defer { running.cancel() }
+            #expect(await eventually { clock.sleeperCount > 0 })
+            let mine = try await store.write { tx in try tx.revokeTokens(of: user.id) }
+            watcher.actedOn(mine)
+            let other = try await store.write { tx in try tx.revokeTokens(of: user.id) }  // a second, elsewhere
+            #expect(
+                await eventually {
+                    await clock.advance(by: .milliseconds(250))
+                    return reported.withLock { $0 } == [other]
+                })
+            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }
+            #expect(reported.withLock { $0 } == [other], "the one acted on here never")
             running.cancel()
             await running.value
         }

@@ -63,6 +63,9 @@ import WaybillStoreTesting
             #expect(poll.0 == LogoutPoll(logouts: [behind, first], newestID: behind.id), "by its id, oldest first")
             #expect(poll.1 == LogoutPoll(logouts: [first], newestID: behind.id), "by time only")
             #expect(poll.2 == LogoutPoll(logouts: [], newestID: behind.id))
+            // A logout that both conditions name comes once.
+            let both = try await store.read { tx in try tx.logoutPoll(since: t0, afterID: 0) }
+            #expect(both == LogoutPoll(logouts: [behind, first], newestID: behind.id))
         }
     }
 
