@@ -58,7 +58,7 @@ final class ControllableBroker: Broker {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BrokerFailureTests {
     @Test(arguments: [ControllableBroker.Mode.failing, .stalled])
     func writesStayFastWhileTheBrokerIsDownAndEveryEventArrivesAfter(mode: ControllableBroker.Mode) async throws {

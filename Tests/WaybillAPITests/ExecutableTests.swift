@@ -9,7 +9,7 @@ import WaybillTesting
 
 /// The `waybill` executable itself: `serve` stops gracefully on SIGTERM, `driver --json` follows
 /// and moves orders as a script would drive it.
-@Suite(.serialized, .timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct ExecutableTests {
     @Test func serveClosesSocketsWith1001AndExitsCleanlyOnSIGTERM() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
@@ -43,7 +43,8 @@ struct ExecutableTests {
         server.signal(SIGSTOP)
         app.type("open \(id)")
         app.type("accept \(id)")
-        let queued = await app.line(after: list.index, timeout: .seconds(3)) {
+        // Well under the 30 s the offline fetch would take to time out, which is what this rules out.
+        let queued = await app.line(after: list.index, timeout: .seconds(15)) {
             $0["kind"] as? String == "action" && $0["state"] as? String == "waiting"
         }
         #expect(queued != nil, "\(app.stdout.suffix(3))")
@@ -369,7 +370,7 @@ struct ExecutableTests {
     }
 
     static func port(of server: ChildProcess) async -> Int? {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)  // a start on a busy runner
         while ContinuousClock.now < deadline {
             for line in server.stderr where line.contains("msg=\"server started\"") {
                 if let range = line.range(of: #"port=(\d+)"#, options: .regularExpression) {

@@ -43,7 +43,7 @@ struct LoginFloodTests {
             // The median, not the worst: the whole test suite runs in parallel on a small shared
             // machine. (Before the fix the flood took a thread per login; the tail is measured by
             // scripts/bench-login-flood.sh.)
-            #expect(times[4] < .milliseconds(500), "healthz took \(times) during the flood")
+            #expect(times[4] < .milliseconds(1500), "healthz took \(times) during the flood")
         }
     }
 
@@ -146,7 +146,7 @@ struct LoginFloodTests {
             // early, without a password check; and it is served once it waits.
             let early = try await returning.login("nobody@example.com", "guess")
             #expect(early.status == 503 && early.retryAfter == "1")
-            #expect(early.elapsed < .seconds(1))
+            #expect(early.elapsed < .seconds(3))
             _ = try await filling.value
             clock.advance(by: 1.1)  // what Retry-After asks for
             #expect(try await returning.login("nobody@example.com", "guess").status == 401)

@@ -46,7 +46,7 @@ struct SocketAuthTests {
             let (socket, _) = try await server.connectedSocket(token: token)
             try await Task.sleep(for: .milliseconds(1200))  // past several watcher polls (250 ms)
             await socket.send(#"{"type":"ping"}"#)
-            let answer = await socket.next(timeout: .seconds(3))
+            let answer = await socket.next(timeout: .seconds(20))
             #expect(answer?["type"] as? String == "pong", "the new login's socket was closed")
         }
     }

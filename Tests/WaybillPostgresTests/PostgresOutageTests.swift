@@ -49,7 +49,7 @@ import WaybillTesting
             #expect(readTime < .seconds(5))
 
             try await runBlocking { try server.start() }
-            let company = try await eventually(timeout: .seconds(10)) { try await write(store) }
+            let company = try await eventually(timeout: .seconds(30)) { try await write(store) }
             #expect(try await store.read { tx in try tx.company(company.id) } == company)
         }
     }
@@ -62,7 +62,7 @@ import WaybillTesting
             #expect(isUnavailable(outcome))
             #expect(elapsed < .seconds(5))
             try await runBlocking { try server.start() }
-            _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
+            _ = try await eventually(timeout: .seconds(30)) { try await write(store) }
         }
     }
 
@@ -126,7 +126,7 @@ extension PostgresOutageTests {
                 }
                 throw lastError!
             }
-            _ = try await eventually(timeout: .seconds(10)) { try await write(store) }
+            _ = try await eventually(timeout: .seconds(30)) { try await write(store) }
         }
     }
 }

@@ -100,7 +100,7 @@ final class ChildProcess: Sendable {
     }
 
     /// Waits for the exit (at most `timeout`); `nil` if it is still running.
-    func exitStatus(timeout: Duration = .seconds(10)) async -> Int32? {
+    func exitStatus(timeout: Duration = .seconds(30)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while isRunning, ContinuousClock.now < deadline, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(20))
@@ -117,7 +117,7 @@ final class ChildProcess: Sendable {
 
     /// The first stdout line (as JSON) after `index` that satisfies `matches`, waiting at most `timeout`.
     func line(
-        after index: Int = 0, timeout: Duration = .seconds(10), where matches: ([String: Any]) -> Bool
+        after index: Int = 0, timeout: Duration = .seconds(30), where matches: ([String: Any]) -> Bool
     ) async -> (index: Int, object: [String: Any])? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline, !Task.isCancelled {

@@ -129,6 +129,11 @@ final class TestServer: @unchecked Sendable {  // `server` changes only in `rest
         }
     }
 
+    /// The newest event id the store has committed.
+    func newestEventID() async throws -> Int64 {
+        try await store.read { tx in try tx.newestEventID() }.rawValue
+    }
+
     /// Changes an order's notes straight through the store, with its outbox event, as a second
     /// process on the same data file would (used while the server is down).
     func writeNotesDirectly(order id: Int64, company: Int64, notes: String) async throws {
