@@ -38,7 +38,9 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
     public static let notFound = Self(.notFound)
     /// 409 or 412: someone changed the order first. With `status` 409 its state no longer allows the change
     /// (e.g. it was cancelled); with 412 it has a newer version than the one the write named in `If-Match`
-    /// (``isStaleVersion``). Either way, show the order as it is now and let the user decide again.
+    /// (``isStaleVersion``), or, with ``code`` `order_replaced`, the id now names another order than the one
+    /// acted on (`If-Order-Created`: the server's data was restored). Either way, show the order as it is
+    /// now and let the user decide again.
     public static let conflict = Self(.conflict)
     /// Another 4xx: the server rejected the request (validation, rate limit, …).
     public static let rejected = Self(.rejected)
@@ -76,7 +78,8 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
         return Self(kind, status: status, code: code, message: message ?? "HTTP \(status)")
     }
 
-    /// Whether the server refused a write because the order changed since the version it named (412).
+    /// Whether the server refused a write's precondition (412): the order changed since the version it
+    /// named, or (``code`` `order_replaced`) it is another order under the same id.
     public var isStaleVersion: Bool { status == 412 }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.kind == rhs.kind }

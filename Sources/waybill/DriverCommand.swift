@@ -41,9 +41,9 @@ enum DriverCommand {
           document ID KIND NAME…                 attach a document (e.g. document 42 proof_of_delivery POD.pdf)
                              (these are queued: sent now when online, later when not; on an opened order
                              they name the version shown: if it changed meanwhile, the server refuses the
-                             action and the order is reloaded; every action also names the order by
-                             when it was created, so it never reaches another order given its id after
-                             the server's data was restored)
+                             action and the order is reloaded; an action on a listed order also names
+                             it by when it was created, so it never reaches another order given its id
+                             after the server's data was restored)
           {"action":"status","order":ID,"status":"accepted"}      the same actions as JSON lines
           {"action":"complete_stage","order":ID,"stage":SID}
           {"action":"document","order":ID,"name":"POD.pdf","kind":"proof_of_delivery"}

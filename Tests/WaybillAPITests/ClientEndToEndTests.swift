@@ -243,7 +243,7 @@ struct ClientEndToEndTests {
 
             #expect(await Self.until(session) { await !$0.refusedActions.isEmpty })
             if case .refused(let reason) = await session.refusedActions.first?.state {
-                #expect(reason.code == "precondition_failed", "\(reason)")
+                #expect(reason.code == "order_replaced", "\(reason)")
             } else {
                 Issue.record("not refused")
             }

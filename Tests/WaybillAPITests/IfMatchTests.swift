@@ -130,7 +130,7 @@ struct IfMatchTests {
                 let refused = try await server.request(
                     "POST", "/api/orders/\(id)/status", token: boss, json: ["status": "cancelled"], headers: headers)
                 #expect(refused.status == 412, "\(headers)")
-                #expect(refused.errorCode == "precondition_failed")
+                #expect(refused.errorCode == "order_replaced")
                 #expect((refused.object["message"] as? String)?.contains("not the order you acted on") == true)
             }
             let unchanged = try await server.request("GET", "/api/orders/\(id)/", token: boss)

@@ -219,6 +219,27 @@ def test_pongs_keep_a_socket_however_far_apart_the_timers_fire_and_silence_drops
     assert "reconnecting" in result["statuses"], json.dumps(result)
 
 
+def test_a_socket_found_silent_after_a_sleep_is_checked_again_before_the_next_tick(page, server):
+    """A laptop that wakes up finds its socket silent for longer than `staleMs`, but its last ping
+    (before the sleep) answered: the tick sends a ping and checks it again after a short wait, so a
+    socket that died in the sleep is dropped and reopened then, not a whole tick later (a minute in a
+    hidden tab)."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.pingMs = 2000; feed.staleMs = 300;
+      const socket = await goLive();
+      socket.send = (text) => { socket.sent.push(text); };   // died during the sleep: no answers
+      feed.lastMessageAt = Date.now() - 5000;                  // nothing heard for 5 s
+      await tick(2600);                                        // the first tick (~2 s), then its check
+      const early = FakeSocket.urls.length;
+      feed.stop();
+      return { early, pings: socket.sent.length, statuses };
+    """)
+    assert result["pings"] >= 1, json.dumps(result)
+    assert result["early"] == 2, json.dumps(result)
+    assert "reconnecting" in result["statuses"], json.dumps(result)
+
+
 def test_sockets_closed_right_after_connected_keep_backing_off(page, server):
     """A server at capacity says `connected`, then closes with 1013: the retry count must keep
     growing (not start over at every `connected`); a socket that stays up for `stableMs` resets it."""

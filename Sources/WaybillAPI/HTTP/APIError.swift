@@ -38,7 +38,9 @@ struct APIError: Error, Equatable {
         case let rule as OrderRuleViolation:
             self = Self.map(rule)
         case let failed as PreconditionFailed:
-            self = APIError(412, "precondition_failed", failed.description)
+            // `order_replaced`: `If-Order-Created` named another order (the id was given again after
+            // a restore), so an app can say that rather than "someone changed it first".
+            self = APIError(412, failed.anotherOrder ? "order_replaced" : "precondition_failed", failed.description)
         case let invalid as ValidationError:
             self = APIError(422, "validation_error", invalid.description)
         case let body as BodyError:

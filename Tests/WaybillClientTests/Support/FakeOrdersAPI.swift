@@ -296,9 +296,9 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
         }
     }
 
-    /// A write as the server does it: a stored answer for a known idempotency key; 404, 409 for refused
-    /// orders, then 412 unless the order was created at `created` (when given) and `ifMatch` names the
-    /// current version, then a new version.
+    /// A write as the server does it: a stored answer for a known idempotency key; 404; 412 unless the
+    /// order was created at `created` (when given) and `ifMatch` names the current version; 409 for
+    /// refused orders; then a new version.
     private func write(
         _ id: OrderID, ifMatch: String?, created: Int64? = nil, key: String?, what: String, status: OrderStatus?,
         _ record: (inout State) -> Void
@@ -318,16 +318,16 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             guard var current = state.details[id] else {
                 return .failure(.http(status: 404, code: "not_found", message: nil))
             }
-            if state.refusing.contains(id) {
-                return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
-            }
             if let created, let createdAt = current.createdAt, created != Int64((createdAt.timeIntervalSince1970 * 1000).rounded()) {
-                return .failure(.http(status: 412, code: "precondition_failed", message: "not the order you acted on"))
+                return .failure(.http(status: 412, code: "order_replaced", message: "not the order you acted on"))
             }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
                 ifMatch != Self.garbledETag(id, version: current.version)
             {
                 return .failure(.http(status: 412, code: "precondition_failed", message: "changed meanwhile"))
+            }
+            if state.refusing.contains(id) {  // the order's rules come after its preconditions, as on the server
+                return .failure(.http(status: 409, code: "invalid_transition", message: "order is cancelled"))
             }
             record(&state)
             state.dataRevision += 1

@@ -252,6 +252,7 @@ export class LiveFeed {
     if (socket !== this.socket) return;
     this.socket = null;
     this.clearTimer('ping');
+    this.clearTimer('pingCheck');
     this.clearTimer('stable');
     if (this.stopped) return;
     if (AUTH_CLOSE_CODES.has(code)) return this.authFailed(code);
@@ -283,6 +284,8 @@ export class LiveFeed {
     const socket = this.socket;
     if (!socket) return;
     this.socket = null;
+    this.clearTimer('ping'); // a new socket starts its own at `connected`
+    this.clearTimer('pingCheck');
     socket.onclose = null;
     socket.onmessage = null;
     try {
@@ -299,26 +302,37 @@ export class LiveFeed {
    * Judged against the last ping, not the clock alone: a browser runs a hidden tab's timers as
    * rarely as once a minute, and then the time since the last pong (which came right after the
    * previous tick's ping) is itself about a minute, so a live socket was dropped and reopened every
-   * minute while the tab stayed hidden (found by a review, 2026-12-05).
+   * minute while the tab stayed hidden (found by a review, 2026-12-05). A tick that finds the link
+   * already silent past `staleMs` (a laptop that woke up, a throttled tick) checks its own ping
+   * again after a short wait rather than at the next tick, which may be a minute away.
    */
   startPing() {
     this.clearTimer('ping');
+    this.clearTimer('pingCheck');
     this.pingSentAt = null;
+    const socket = this.socket;
+    const stale = () => {
+      this.dropSocket(4000);
+      this.retryLater();
+    };
     this.timers.ping = setInterval(() => {
-      if (!this.socket) return;
+      if (!this.socket || this.socket !== socket) return;
       const now = Date.now();
       const unanswered = this.pingSentAt !== null && this.lastMessageAt < this.pingSentAt;
-      if (unanswered && now - this.lastMessageAt > this.staleMs) {
-        this.dropSocket(4000);
-        this.clearTimer('ping');
-        this.retryLater();
-        return;
-      }
+      const silent = now - this.lastMessageAt > this.staleMs;
+      if (unanswered && silent) return stale();
       try {
         this.socket.send(JSON.stringify({ type: 'ping' }));
         if (!unanswered) this.pingSentAt = now; // the first unanswered ping dates the silence
       } catch {
-        // the close event handles it
+        return; // the close event handles it
+      }
+      if (silent && !this.timers.pingCheck) {
+        const sentAt = this.pingSentAt;
+        this.timers.pingCheck = setTimeout(() => {
+          delete this.timers.pingCheck;
+          if (this.socket === socket && this.lastMessageAt < sentAt) stale();
+        }, Math.min(this.staleMs, 10_000));
       }
     }, this.pingMs);
   }
