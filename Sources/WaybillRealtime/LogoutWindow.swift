@@ -6,11 +6,10 @@ public import WaybillStorage
 ///
 /// Every poll asks for the last `overlap` seconds, so a logout committed just before a poll's
 /// snapshot but stamped a little earlier (clocks, commit latency) is still seen by the next one;
-/// each logout is acted on once. It also asks for every id above the newest the previous poll
-/// found in the store: a logout made by a node whose clock runs behind this one's by more than the
-/// overlap is stamped before the window, and was missed for good (its user's sockets on this node
-/// stayed open); its id is new all the same. The window still covers what ids cannot: on
-/// PostgreSQL a logout may commit after one with a higher id was read.
+/// each logout is acted on once. It also asks for every id above the newest the store had a poll
+/// `overlap` ago (`afterID`): a logout made by a node whose clock runs behind this one's by more
+/// than the overlap is stamped before the window, and was missed for good (its user's sockets on
+/// this node stayed open); its id is new all the same.
 ///
 /// The window starts at the last poll that succeeded, not at `now`: after polls failed for longer
 /// than the overlap (a store outage, a saturated pool), a logout made meanwhile would otherwise be
@@ -21,9 +20,9 @@ public struct LogoutWindow: Sendable {
     private var handled: Set<Logout> = []
     /// When the last poll that got an answer was made.
     private var lastAnswered: Date?
-    /// The newest logout id in the store at the last answered poll (`nil` before the first): the
-    /// next poll asks for every id above it.
-    public private(set) var newestID: Int64?
+    /// The newest logout id in the store at each answered poll of the last `overlap` seconds (and
+    /// the one before them), oldest first.
+    private var newestIDs: [(at: Date, id: Int64)] = []
 
     public init(overlap: TimeInterval = 5) {
         self.overlap = overlap
@@ -32,15 +31,30 @@ public struct LogoutWindow: Sendable {
     /// The `since` of the poll made at `now`: `overlap` before the last answered poll (or `now`).
     public func since(now: Date) -> Date { min(lastAnswered ?? now, now).addingTimeInterval(-overlap) }
 
+    /// The newest logout id the store had at the last answered poll (`nil` before the first).
+    public var newestID: Int64? { newestIDs.last?.id }
+
+    /// The `afterID` of the poll made at `now` (`nil` before the first answer: that poll reads by
+    /// time only): the newest id as of a poll `overlap` ago, like the window's time. On PostgreSQL
+    /// ids are taken at insert, so a logout can commit after one with a higher id was read; asking
+    /// again from an older id for the overlap finds it (the handled set keeps it from acting twice).
+    public func afterID(now: Date) -> Int64? {
+        let cutoff = now.addingTimeInterval(-overlap)
+        return (newestIDs.last { $0.at <= cutoff } ?? newestIDs.first)?.id
+    }
+
     /// A logout this node acted on already (it was made here): a poll that returns it skips it.
     public mutating func actedOn(_ logout: Logout) { handled.insert(logout) }
 
     /// Takes a poll's answer; returns the logouts not acted on yet, one per user (the one that
     /// started the highest epoch: it revoked what the others did), in the order of the users' first.
     public mutating func received(_ poll: LogoutPoll, now: Date) -> [Logout] {
-        // Not kept above what the store says: after a restore the ids start lower again, and new
-        // logouts must be found by id from there.
-        newestID = max(poll.newestID, poll.logouts.map(\.id).max() ?? 0)
+        let newest = max(poll.newestID, poll.logouts.map(\.id).max() ?? 0)
+        // Ids went back (a restore): what was read before names another history; start over here.
+        if let last = newestIDs.last, newest < last.id { newestIDs = [] }
+        newestIDs.append((now, newest))
+        let cutoff = now.addingTimeInterval(-overlap)
+        if let keep = newestIDs.lastIndex(where: { $0.at <= cutoff }) { newestIDs.removeFirst(keep) }
         return received(poll.logouts, now: now)
     }
 
@@ -55,9 +69,10 @@ public struct LogoutWindow: Sendable {
             }
         }
         // Twice the overlap: a logout stamped ahead of this node's clock stays remembered while polls
-        // can return it. One found by its id alone (stamped before the window) is not asked for again.
-        let horizon = now.addingTimeInterval(-2 * overlap)
-        handled = handled.filter { $0.at >= horizon }
+        // can return it; one found by its id alone (stamped before the window) while the polls still
+        // ask for its id.
+        let horizon = now.addingTimeInterval(-2 * overlap), afterID = afterID(now: now) ?? Int64.max
+        handled = handled.filter { $0.at >= horizon || $0.id > afterID }
         return new
     }
 }

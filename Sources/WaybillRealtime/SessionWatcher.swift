@@ -43,7 +43,7 @@ public final class SessionWatcher: Sendable {
     public func run() async {
         var failing = false
         while !Task.isCancelled {
-            let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.newestID) }
+            let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.afterID(now: now)) }
             do {
                 let poll = try await store.read { tx in try tx.logoutPoll(since: since, afterID: afterID) }
                 for logout in window.withLock({ $0.received(poll, now: now) }) { loggedOut(logout) }

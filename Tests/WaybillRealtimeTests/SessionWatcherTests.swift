@@ -71,6 +71,28 @@ extension LogoutWindowTests {
         // The store was restored: its ids start lower again, and the next poll asks from there.
         #expect(window.received(LogoutPoll(logouts: [], newestID: 3), now: Self.t + 3).isEmpty)
         #expect(window.newestID == 3)
+        #expect(window.afterID(now: Self.t + 4) == 3)
+    }
+
+    /// On PostgreSQL a logout's id is taken when it is inserted, so it can commit after a logout with
+    /// a higher id was read. The polls ask from the newest id of a poll `overlap` ago, so a late
+    /// commit stamped before the window (its node's clock runs behind) is still found, and a logout
+    /// they return again is acted on once.
+    @Test func aLogoutCommittedAfterAHigherIdWasReadIsFoundAndActedOnOnce() {
+        var window = LogoutWindow(overlap: 5)
+        #expect(window.afterID(now: Self.t) == nil)
+        #expect(window.received(LogoutPoll(logouts: [], newestID: 99), now: Self.t).isEmpty)
+        let quick = Logout(userID: 1, at: Self.t + 1, epoch: SessionEpoch(1), id: 101)
+        #expect(window.afterID(now: Self.t + 1) == 99)
+        #expect(window.received(LogoutPoll(logouts: [quick], newestID: 101), now: Self.t + 1) == [quick])
+        // Inserted before `quick`, committed after the poll that read it, stamped a minute back.
+        let late = Logout(userID: 2, at: Self.t - 60, epoch: SessionEpoch(1), id: 100)
+        #expect(window.afterID(now: Self.t + 2) == 99, "still from the poll before `quick` was read")
+        #expect(window.received(LogoutPoll(logouts: [late, quick], newestID: 101), now: Self.t + 2) == [late])
+        #expect(window.received(LogoutPoll(logouts: [late, quick], newestID: 101), now: Self.t + 3).isEmpty)
+        // Past the overlap the polls ask from 101: neither comes back, and neither is acted on again.
+        #expect(window.afterID(now: Self.t + 7) == 101)
+        #expect(window.received(LogoutPoll(logouts: [], newestID: 101), now: Self.t + 7).isEmpty)
     }
 }
 
