@@ -151,7 +151,7 @@ public struct HTTPOrdersAPI: OrdersAPI {
     /// A `POST` that answers the order, sent with `If-Match` when the caller knows the version it acts on,
     /// `If-Order-Created` when it knows which order it means, and `Idempotency-Key` when it may retry it.
     private func write(
-        _ order: OrderID, _ path: String, body: [String: String]?, ifMatch: String?, created: Int64? = nil, key: String?
+        _ order: OrderID, _ path: String, body: [String: String]?, ifMatch: String?, created: Int64?, key: String?
     ) async throws -> SavedOrder {
         var headers = ["Accept": "application/json"]
         if let ifMatch { headers["If-Match"] = ifMatch }

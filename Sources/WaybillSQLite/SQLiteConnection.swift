@@ -43,7 +43,8 @@ final class SQLiteConnection {
     /// A text search calls it twice per order in its window (10 000 orders): ASCII text, which most
     /// numbers and titles are, is lowered byte by byte without a Swift `String` (Unicode's mapping of
     /// ASCII is A–Z to a–z and nothing else), and returned as it is when it has no capital. Measured
-    /// on a 30 000-order company: a search that matches nothing took 35–57 ms before (docs/BENCHMARKS.md).
+    /// on a 30 000-order company: a search that matches nothing took 34–57 ms before, 10–14 ms after
+    /// (docs/BENCHMARKS.md).
     private func registerLower(_ db: OpaquePointer) throws(SQLiteError) {
         let code = sqlite3_create_function_v2(
             db, "waybill_lower", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nil,

@@ -98,61 +98,72 @@ extension LogoutWindowTests {
 
 @Suite(.timeLimit(.minutes(1)))
 struct SessionWatcherTests {
-    /// A logout recorded through another handle on the same file (another node) reaches the callback once.
-    @Test func aLogoutRecordedByAnotherNodeIsReportedOnce() async throws {
-        try await withStore { store in
+    /// A running watcher's test clock and what it has reported so far.
+    final class Polls: Sendable {
+        let clock = TestClock()
+        let reported = Mutex<[Logout]>([])
+
+        var logouts: [Logout] { reported.withLock { $0 } }
+
+        /// The first poll has answered: it sleeps until the next.
+        func firstAnswered() async -> Bool { await eventually { clock.sleeperCount > 0 } }
+
+        /// Poll by poll until `expected` is reported: a first poll that read before the commit may arm
+        /// its next sleep only after one advance (a busy machine), and would wait for ever for a second.
+        func untilReported(_ expected: [Logout]) async -> Bool {
+            await eventually {
+                await clock.advance(by: .milliseconds(250))
+                return logouts == expected
+            }
+        }
+
+        /// Four more polls: any that would act again has had its chance.
+        func pollMore() async { for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) } }
+    }
+
+    /// Runs `body` with a watcher polling a fresh store (stamping logouts by `storeClock`) on a test
+    /// clock, and a user to log out; stops the watcher after.
+    static func withWatcher(
+        storeClock: @escaping @Sendable () -> Date = { Date() },
+        _ body: (SQLiteOrderStore, User, SessionWatcher, Polls) async throws -> Void
+    ) async throws {
+        try await withStore(clock: storeClock) { store in
             let user = try await store.write { tx in
                 try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
             }
-            let reported = Mutex<[Logout]>([])
-            let clock = TestClock()
-            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
-                reported.withLock { $0.append(logout) }
+            let polls = Polls()
+            let watcher = SessionWatcher(store: store, now: { Date() }, clock: polls.clock, logger: Fixtures.logger) {
+                logout in polls.reported.withLock { $0.append(logout) }
             }
             let running = Task { await watcher.run() }
             defer { running.cancel() }
-            let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
-            // Poll by poll until it is reported: a first poll that read before the commit may arm its
-            // next sleep only after one advance (a busy machine), and would wait for ever for a second.
-            #expect(
-                await eventually {
-                    await clock.advance(by: .milliseconds(250))
-                    return reported.withLock { $0 } == [logout]
-                }, "with its epoch")
-            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }  // later polls see it again: ignored
-            #expect(reported.withLock { $0 } == [logout])
+            try await body(store, user, watcher, polls)
             running.cancel()
             await running.value
+        }
+    }
+
+    /// A logout recorded through another handle on the same file (another node) reaches the callback once.
+    @Test func aLogoutRecordedByAnotherNodeIsReportedOnce() async throws {
+        try await Self.withWatcher { store, user, _, polls in
+            let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
+            #expect(await polls.untilReported([logout]), "with its epoch")
+            await polls.pollMore()  // later polls see it again: ignored
+            #expect(polls.logouts == [logout])
         }
     }
 
     /// A logout this node made and acted on at once (`actedOn`, with what the store returned) is not
     /// acted on again when its poll reads it: the store returns it with the same id.
     @Test func aLogoutThisNodeActedOnIsNotReportedAgain() async throws {
-        try await withStore { store in
-            let user = try await store.write { tx in
-                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
-            }
-            let reported = Mutex<[Logout]>([])
-            let clock = TestClock()
-            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
-                reported.withLock { $0.append(logout) }
-            }
-            let running = Task { await watcher.run() }
-            defer { running.cancel() }
-            #expect(await eventually { clock.sleeperCount > 0 })
+        try await Self.withWatcher { store, user, watcher, polls in
+            #expect(await polls.firstAnswered())
             let mine = try await store.write { tx in try tx.revokeTokens(of: user.id) }
             watcher.actedOn(mine)
             let other = try await store.write { tx in try tx.revokeTokens(of: user.id) }  // a second, elsewhere
-            #expect(
-                await eventually {
-                    await clock.advance(by: .milliseconds(250))
-                    return reported.withLock { $0 } == [other]
-                })
-            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }
-            #expect(reported.withLock { $0 } == [other], "the one acted on here never")
-            running.cancel()
-            await running.value
+            #expect(await polls.untilReported([other]))
+            await polls.pollMore()
+            #expect(polls.logouts == [other], "the one acted on here never")
         }
     }
 
@@ -160,29 +171,13 @@ struct SessionWatcherTests {
     /// time): the logout is before every window of this node's polls, and is reported all the same,
     /// once (before, never: the user's sockets on this node stayed open).
     @Test func aLogoutStampedByANodeWhoseClockIsBehindIsReported() async throws {
-        try await withStore(clock: { Date() - 60 }) { store in
-            let user = try await store.write { tx in
-                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
-            }
-            let reported = Mutex<[Logout]>([])
-            let clock = TestClock()
-            let watcher = SessionWatcher(store: store, now: { Date() }, clock: clock, logger: Fixtures.logger) { logout in
-                reported.withLock { $0.append(logout) }
-            }
-            let running = Task { await watcher.run() }
-            defer { running.cancel() }
+        try await Self.withWatcher(storeClock: { Date() - 60 }) { store, user, _, polls in
             // The first poll has answered (it learns the newest id) before the logout is made.
-            #expect(await eventually { clock.sleeperCount > 0 })
+            #expect(await polls.firstAnswered())
             let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }
-            #expect(
-                await eventually {
-                    await clock.advance(by: .milliseconds(250))
-                    return reported.withLock { $0 } == [logout]
-                })
-            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }
-            #expect(reported.withLock { $0 } == [logout])
-            running.cancel()
-            await running.value
+            #expect(await polls.untilReported([logout]))
+            await polls.pollMore()
+            #expect(polls.logouts == [logout])
         }
     }
 }

@@ -235,29 +235,40 @@ def test_a_burst_of_changes_is_coalesced_into_a_few_refetches(page, server, api)
     assert 1 <= len(list_fetches) <= 10, len(list_fetches)
 
 
+def fail_an_events_refetch_once(page, server, api, title, fail):
+    """Logs in, creates an order, then changes it while the first row refetch its event causes is
+    failed by `fail(route)`; waits for the change to show (the panel retrying without another event
+    or the 120 s poll) and returns the URLs that were failed."""
+    login_as_dispatcher(page, server)
+    # An order on the first page (other tests' orders may have pushed the seeded ones off it).
+    order_id = api.create_order(f"{title}: before")["id"]
+    expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # let that event's fetches finish
+    failed = []
+
+    def fail_once(route):
+        if failed:
+            return route.continue_()
+        failed.append(route.request.url)
+        return fail(route)
+
+    page.route("**/api/orders/?ids=*", fail_once)
+    api.ok("PATCH", f"/api/orders/{order_id}/", {"title": title})
+    # The retry waits up to 1 s (full jitter), then loads the page again.
+    expect(row(page, order_id).locator(".cell-title")).to_have_text(title, timeout=5_000)
+    return failed
+
+
 def test_a_refetch_answered_wait_is_retried_without_another_event(page, server, api):
     """The row refetch of an event is answered 429 (the user's request rate) once: the panel tries
     the reads again after a short backoff, so the change shows without waiting for another event or
     the 120 s poll."""
-    login_as_dispatcher(page, server)
-    # An order on the first page (other tests' orders may have pushed the seeded ones off it).
-    order_id = api.create_order("Refused then retried")["id"]
-    expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
-    page.wait_for_timeout(500)  # let that event's fetches finish
-    refused = []
-
-    def refuse_once(route):
-        if refused:
-            return route.continue_()
-        refused.append(route.request.url)
-        return route.fulfill(status=429, content_type="application/json", headers={"Retry-After": "1"},
-                             body='{"error":"rate_limited","message":"Too many requests from this user; try again in 1 s."}')
-
-    page.route("**/api/orders/?ids=*", refuse_once)
-    api.ok("PATCH", f"/api/orders/{order_id}/", {"title": "Retried after a wait"})
-    # The retry waits up to 1 s (full jitter), then loads the page again. (The error shown in
-    # between may last only milliseconds: not asserted, the refusal below is.)
-    expect(row(page, order_id).locator(".cell-title")).to_have_text("Retried after a wait", timeout=5_000)
+    refused = fail_an_events_refetch_once(
+        page, server, api, "Retried after a wait",
+        lambda route: route.fulfill(
+            status=429, content_type="application/json", headers={"Retry-After": "1"},
+            body='{"error":"rate_limited","message":"Too many requests from this user; try again in 1 s."}'))
+    # (The error shown in between may last only milliseconds: not asserted, the refusal is.)
     assert refused, "the event's refetch was refused, and the change still showed"
     expect(page.locator("#orders-error")).to_have_text("")
 
@@ -266,21 +277,8 @@ def test_a_refetch_with_no_answer_is_retried_without_another_event(page, server,
     """An event's refetch gets no answer at all (the connection drops) while the socket stays
     live: the panel tries the reads again after a short backoff, as for a 429 (a review found it
     waited for the next event or the 120 s poll)."""
-    login_as_dispatcher(page, server)
-    order_id = api.create_order("Dropped then retried")["id"]
-    expect(row(page, order_id)).to_be_visible(timeout=LIVE_TIMEOUT_MS)
-    page.wait_for_timeout(500)  # let that event's fetches finish
-    dropped = []
-
-    def drop_once(route):
-        if dropped:
-            return route.continue_()
-        dropped.append(route.request.url)
-        return route.abort("connectionreset")
-
-    page.route("**/api/orders/?ids=*", drop_once)
-    api.ok("PATCH", f"/api/orders/{order_id}/", {"title": "Retried after a drop"})
-    expect(row(page, order_id).locator(".cell-title")).to_have_text("Retried after a drop", timeout=5_000)
+    dropped = fail_an_events_refetch_once(
+        page, server, api, "Retried after a drop", lambda route: route.abort("connectionreset"))
     assert dropped, "the event's refetch got no answer, and the change still showed"
 
 

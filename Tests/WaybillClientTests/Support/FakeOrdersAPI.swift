@@ -274,7 +274,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
     func send(_ action: DriverAction, ifMatch: String?, orderCreatedAt: Date?, idempotencyKey: String?)
         async throws -> SavedOrder
     {
-        let created = orderCreatedAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        let created = orderCreatedAt.flatMap(HTTPOrdersAPI.milliseconds)
         state.withLock { $0.writeOrderCreated.append(created) }
         switch action {
         case .changeStatus(let order, let status):
@@ -318,7 +318,7 @@ final class FakeOrdersAPI: OrdersAPI, Sendable {
             guard var current = state.details[id] else {
                 return .failure(.http(status: 404, code: "not_found", message: nil))
             }
-            if let created, let createdAt = current.createdAt, created != Int64((createdAt.timeIntervalSince1970 * 1000).rounded()) {
+            if let created, let createdAt = current.createdAt, created != HTTPOrdersAPI.milliseconds(createdAt) {
                 return .failure(.http(status: 412, code: "order_replaced", message: "not the order you acted on"))
             }
             if let ifMatch, ifMatch != "*", ifMatch != Self.etag(id, version: current.version),
