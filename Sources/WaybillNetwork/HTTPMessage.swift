@@ -115,12 +115,15 @@ public struct HTTPResponse: Sendable {
         self.body = body
     }
 
-    /// A JSON error in the SPEC's shape: `{"error": code, "message": message}`.
+    /// A JSON error in the SPEC's shape: `{"error": code, "message": message}`. With `nosniff`: the
+    /// network layer's own answers (400, 408, 411, 413) go out without the API's common headers.
     public static func jsonError(status: Int, code: String, message: String) -> HTTPResponse {
         let payload = ["error": code, "message": message]
         let body = (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
         return HTTPResponse(
-            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(body))
+            status: status,
+            headers: HTTPHeaders([("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]),
+            body: Array(body))
     }
 }
 

@@ -309,7 +309,7 @@ extension ServerCore {
     private static let connectRefusal: [UInt8] = {
         let body = #"{"error":"method_not_allowed","message":"CONNECT is not supported here."}"#
         return Array(
-            ("HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\n"
+            ("HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
                 + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
     }()
 }

@@ -16,8 +16,11 @@ struct AuthAPITests {
             #expect(user.string("role") == "dispatcher")
             #expect(user.int("company_id") == seed.companyID)
             #expect(user["password_hash"] == nil)
+            // A token must not land in a client's disk cache; ordinary answers only revalidate.
+            #expect(login.headers["cache-control"] == "no-store")
             let me = try await server.request("GET", "/api/me", token: token)
             #expect(me.status == 200)
+            #expect(me.headers["cache-control"] == "no-cache, private")
             #expect(me.object.int("id") == seed.dispatcher.id)
             #expect(me.object.string("role") == "dispatcher")
         }
@@ -117,6 +120,7 @@ struct AuthAPITests {
             let ticket = try await server.request("POST", "/api/ws-ticket", token: seed.drivers[0].token)
             #expect(ticket.status == 200)
             #expect((ticket.object.string("ticket") ?? "").count >= 32)
+            #expect(ticket.headers["cache-control"] == "no-store")
             let expires = try #require(ticket.object.int("expires_in"))
             #expect(expires > 0 && expires <= 60)
             #expect(try await server.request("POST", "/api/ws-ticket").status == 401)

@@ -288,6 +288,7 @@ struct HTTPServerTests {
             #expect(response.status == 413)
             #expect(response.header("connection") == "close")
             #expect(response.text.contains("payload_too_large"))
+            #expect(response.header("x-content-type-options") == "nosniff")
             #expect(closed)
         }
     }
@@ -332,6 +333,7 @@ struct HTTPServerTests {
             }
             #expect(response.status == 405)
             #expect(response.text.contains("method_not_allowed"))
+            #expect(response.header("x-content-type-options") == "nosniff")
             #expect(closed)
         }
     }

@@ -1,4 +1,5 @@
 """Logging in and out of the panel."""
+import pytest
 from playwright.sync_api import expect
 
 from conftest import login, login_as_dispatcher, screenshot
@@ -106,6 +107,32 @@ def test_logout_says_logged_out_when_a_load_in_flight_gets_its_401_first(page, s
         expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
     finally:
         server.relogin_dispatcher()
+
+
+@pytest.mark.parametrize("failure", ["unavailable", "unreachable"])
+def test_a_logout_the_server_did_not_confirm_says_so(page, server, failure):
+    """Logout is "log out everywhere": when the server answered 503 or could not be reached, no
+    token was revoked, and the panel used to say "You have logged out." all the same."""
+    login_as_dispatcher(page, server)
+    expect(page.locator("#connection-label")).to_have_text("Live")
+    token = page.evaluate("JSON.parse(sessionStorage.getItem('waybill.session')).token")
+
+    def fail(route):
+        if failure == "unavailable":
+            route.fulfill(status=503, content_type="application/json",
+                          body='{"error":"store_unavailable","message":"The store is unavailable."}')
+        else:
+            route.abort("connectionrefused")
+
+    page.route("**/api/auth/logout", fail)
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(f"{server.base_url}/#/login")
+    notice = page.locator(".login-form .notice")
+    expect(notice).to_contain_text("the server did not confirm it")
+    expect(notice).to_contain_text("other sessions may still be open")
+    # Logged out here all the same, and the token really is still valid on the server.
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+    assert server.client(token).call("GET", "/api/me")[0] == 200
 
 
 def test_a_driver_cannot_use_the_panel(page, server):

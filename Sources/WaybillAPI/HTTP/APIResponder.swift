@@ -100,3 +100,14 @@ struct APIResponder: HTTPResponder {
         }
     }
 }
+
+extension HTTPResponse {
+    /// The answer with `Cache-Control: no-store`: for answers that carry a credential (a login's
+    /// token, a socket ticket). Every other API answer is `no-cache, private`, which still lets a
+    /// client with a disk cache keep it; a bearer token must not land on a disk that way.
+    func notStored() -> HTTPResponse {
+        var response = self
+        response.headers.set("cache-control", "no-store")
+        return response
+    }
+}

@@ -27,7 +27,7 @@ struct Routes {
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
             let (token, user) = try await auth.login(
                 email: try Validation.email(body.email), password: body.password, from: clientAddress.of(request))
-            return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user)))
+            return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user))).notStored()
         }
         r.on("POST", "/api/auth/logout") { _, context in
             // Not charged to the user's request rate: a script flooding with a leaked token keeps the
@@ -40,7 +40,7 @@ struct Routes {
         r.on("POST", "/api/ws-ticket") { request, context in
             let (ticket, expiresIn) = try await auth.issueTicket(
                 for: try await context.requireUser().id, authorization: request.headers["authorization"])
-            return try JSONCoding.response(TicketResponse(ticket: ticket.value, expiresIn: expiresIn))
+            return try JSONCoding.response(TicketResponse(ticket: ticket.value, expiresIn: expiresIn)).notStored()
         }
         r.on("GET", "/api/drivers") { _, context in
             let drivers = try await orders.drivers(for: try await context.requireDispatcher())

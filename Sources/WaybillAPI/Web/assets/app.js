@@ -123,14 +123,21 @@ logoutButton.addEventListener('click', async () => {
   // logout's own answer arrives: the live link is stopped first, or that close would end the
   // session as "The live connection was refused" instead of "You have logged out."
   current?.feed?.stop();
+  // Logout revokes every token of the user (SPEC: logout everywhere). Only a 204, or a 401 (the
+  // token was already revoked), says that happened; an unreachable or failing server revoked
+  // nothing, and a user logging out to end a session on a lost laptop must hear that (found by a
+  // review, 2026-12-05). The local logout goes ahead either way.
+  let revoked = true;
   try {
     await api.logout();
-  } catch {
-    // unreachable or already revoked: the local logout below is what the user asked for
+  } catch (error) {
+    revoked = error.status === 401;
   } finally {
     logoutButton.disabled = false;
   }
-  endSession('You have logged out.');
+  endSession(revoked ? 'You have logged out.'
+    : 'You have logged out on this device, but the server did not confirm it: your other sessions '
+      + 'may still be open. Log in and log out again when the server is reachable.');
   loggingOut = false;
 });
 window.addEventListener('hashchange', route);
