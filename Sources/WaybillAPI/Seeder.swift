@@ -68,18 +68,22 @@ public struct Seeder: Sendable {
     }
 
     public func seed(_ plan: Plan) async throws -> Result {
-        let company = try await store.write { tx in try tx.insertCompany(name: plan.companyName) }
-        let domain = plan.emailDomain ?? "company\(company.id).example.com"
-        let people = [("dispatcher@\(domain)", Role.dispatcher, "Dispatcher")]
-            + (0..<plan.drivers).map { ("driver\($0 + 1)@\(domain)", Role.driver, "Driver \($0 + 1)") }
-        let passwords = people.map { person in
-            (person.1 == .dispatcher ? plan.dispatcherPassword : plan.driverPassword)
-                ?? String(Secret.generate().value.prefix(16))
+        // The dispatcher first, then the drivers.
+        let roles = [Role.dispatcher] + Array(repeating: Role.driver, count: plan.drivers)
+        let passwords = roles.map { role in
+            (role == .dispatcher ? plan.dispatcherPassword : plan.driverPassword) ?? String(Secret.generate().value.prefix(16))
         }
         let hashes = hashAll(passwords)
         let now = clock.now()
-        let accounts = try await store.write { tx in
-            try zip(people, zip(passwords, hashes)).map { person, secret in
+        // The company and its people in one transaction: a seed stopped between the two (Ctrl-C
+        // during `waybill demo`'s first start) left an empty company, and every later start then
+        // tried again (found by a review, 2026-12-05).
+        let (company, accounts) = try await store.write { tx in
+            let company = try tx.insertCompany(name: plan.companyName)
+            let domain = plan.emailDomain ?? "company\(company.id).example.com"
+            let people = [("dispatcher@\(domain)", Role.dispatcher, "Dispatcher")]
+                + (0..<plan.drivers).map { ("driver\($0 + 1)@\(domain)", Role.driver, "Driver \($0 + 1)") }
+            let accounts = try zip(people, zip(passwords, hashes)).map { person, secret in
                 let user = try tx.insertUser(
                     companyID: company.id, role: person.1, email: person.0, name: person.2, passwordHash: secret.1)
                 let token = Secret.generate()
@@ -87,6 +91,7 @@ public struct Seeder: Sendable {
                 try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: now.addingTimeInterval(30 * 86_400))
                 return Result.Account(id: user.id.rawValue, email: user.email, password: secret.0, token: token.value)
             }
+            return (company, accounts)
         }
         // History first, so ids keep following creation time (the list is newest first by id).
         try await seedHistory(

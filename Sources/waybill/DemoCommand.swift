@@ -1,6 +1,8 @@
 import Foundation
 import WaybillAPI
 import WaybillBroker
+import WaybillSQLite
+import WaybillStorage
 
 /// `waybill demo`: `serve` with a demo company seeded on first start, and a banner saying how to log in.
 enum DemoCommand {
@@ -15,9 +17,18 @@ enum DemoCommand {
         driver1…3@demo.example.com / \(driverPassword). Prints the URL and the logins.
 
         Takes the options of 'waybill serve' (see 'waybill serve --help') except --database-url and
-        --redis-url: the demo runs on the embedded store (a cluster demo is 'make cluster'); the
-        default data directory is ./waybill-demo-data.
+        --redis-url: the demo runs on the embedded store (a cluster demo is 'make cluster'). Its
+        data directory is ./waybill-demo-data or --data-dir DIR; WAYBILL_DATA_DIR is not read (a
+        server's data directory must not get the demo's known logins).
         """
+
+    static let demoDirectory = "./waybill-demo-data"
+
+    /// `--data-dir` from the command line, else `./waybill-demo-data`: never `WAYBILL_DATA_DIR`.
+    static func dataDirectory(_ args: Arguments) -> String {
+        args.isGiven("data-dir") ? args.string("data-dir") ?? demoDirectory : demoDirectory
+    }
+    static let dispatcherEmail = "dispatcher@demo.example.com"
 
     static func run(_ argv: [String]) async throws {
         let args = try Arguments(argv, values: ServeCommand.valueFlags)
@@ -27,13 +38,16 @@ enum DemoCommand {
                 description: "waybill demo runs on the embedded store: --\(flag) (or its WAYBILL_ variable) is not used; for a cluster demo run 'make cluster'")
         }
         let configuration = try ServeCommand.configuration(from: args)
-        let dataDirectory = args.string("data-dir", default: "./waybill-demo-data")
+        // From the command line only: a production `WAYBILL_DATA_DIR` exported in the shell got the
+        // demo company, whose logins the README prints (found by a review, 2026-12-05).
+        let dataDirectory = Self.dataDirectory(args)
         let store = try ServeCommand.openStore(dataDirectory)
-        let marker = (dataDirectory as NSString).appendingPathComponent("demo-seeded")
-        if !FileManager.default.fileExists(atPath: marker) {
+        // Seeded unless its dispatcher exists. A marker file written after the seed let an
+        // interrupted first start (or `seed --demo` into the same directory) fail every later start
+        // on the taken emails; the seeder now writes the company and its people in one transaction.
+        if try await store.read({ try $0.credentials(email: dispatcherEmail) }) == nil {
             let seeder = Seeder(store: store, passwordIterations: configuration.passwordIterations)
             _ = try await seeder.seed(plan)
-            _ = FileManager.default.createFile(atPath: marker, contents: Data())
         }
         try await ServeCommand.serve(configuration: configuration, store: store, broker: InProcessBroker()) { server in
             let url = "http://\(configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host):\(server.port)/"

@@ -46,6 +46,15 @@ enum SeedCommand {
         }
         let store = try ServeCommand.openStore(args)
         defer { store.close() }
+        if out != "-" {
+            // The passwords and tokens exist only in this file (the store keeps hashes): a path that
+            // cannot be written is refused before anything is seeded (after the store opened: `--out`
+            // may name a file in the data directory it creates). It was found out after the
+            // commit, and a rerun made a second company (found by a review, 2026-12-05).
+            guard FileManager.default.createFile(atPath: out, contents: nil) else {
+                throw Arguments.Problem(description: "--out \(out) cannot be written")
+            }
+        }
         let seeder = Seeder(store: store, passwordIterations: try ServeCommand.passwordIterations(args, default: 210_000))
         let plan =
             args.flag("demo")

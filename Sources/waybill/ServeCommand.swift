@@ -80,10 +80,17 @@ enum ServeCommand {
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
         var c = ServerConfiguration()
         c.host = args.string("host", default: c.host)
+        // lws reads an empty interface as "every interface": an empty `WAYBILL_HOST=` (an unset
+        // variable in a compose file) silently listened on 0.0.0.0 instead of loopback.
+        guard !c.host.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw Arguments.Problem(description: "--host must not be empty (0.0.0.0 listens on every interface)")
+        }
         c.port = try args.int("port", default: c.port, in: 0...65_535)
         // Below a login's body every login was 413; above 1 GiB one request could hold the memory.
         c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes, in: 4096...(1 << 30))
-        let pingSeconds = try args.int("ping-interval", default: 25, in: 1...)
+        // Above an hour no proxy keeps an idle socket open anyway; unbounded, a huge value trapped
+        // converting the heartbeat's ticks, and 10⁸ s asked for gigabytes of wheel buckets.
+        let pingSeconds = try args.int("ping-interval", default: 25, in: 1...3600)
         c.pingInterval = .seconds(pingSeconds)
         // 0 closed every socket with 4008 as its `connected` frame was queued (and the apps reconnected
         // in a loop); a bound below one replayed page would do the same to every resume.
@@ -114,7 +121,13 @@ enum ServeCommand {
                 throw Arguments.Problem(description: "--trusted-proxy takes IP addresses, comma-separated (e.g. 127.0.0.1)")
             }
         }
-        if let web = args.string("web-dir") { c.webDirectory = URL(fileURLWithPath: web) }
+        if let web = args.string("web-dir") {
+            // A typo served every page as 404 behind a healthy-looking start.
+            guard FileManager.default.fileExists(atPath: (web as NSString).appendingPathComponent("index.html")) else {
+                throw Arguments.Problem(description: "--web-dir \(web) has no index.html")
+            }
+            c.webDirectory = URL(fileURLWithPath: web)
+        }
         c.nodeID = args.string("node-id")
         switch args.string("inline-writes", default: "on") {
         case "on": c.inlineWrites = true
@@ -126,7 +139,7 @@ enum ServeCommand {
         // SQLite every event is handed to the relay at commit; the poll is only a safety net.
         // Its rounds are at least 5 ms apart: at 1 000 writes/s a round per commit cost the leader
         // about a third of a core; together they cost it a few milliseconds of delivery at most.
-        if args.string("database-url") != nil {
+        if case .postgres = try storeChoice(args) {
             c.relayPollInterval = .milliseconds(10)
             c.relayMinimumRoundInterval = .milliseconds(5)
         }
@@ -146,9 +159,13 @@ enum ServeCommand {
 
     /// PostgreSQL when `--database-url` is set, else the SQLite file in `--data-dir`, except that a
     /// `--data-dir` flag beats a `WAYBILL_DATABASE_URL` from the environment ("flags beat the
-    /// environment": it used PostgreSQL, found by a review, 2026-12-04). Both given the same way:
-    /// PostgreSQL, as before (`--data-dir` is then unused).
-    static func storeChoice(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") -> StoreChoice {
+    /// environment": it used PostgreSQL, found by a review, 2026-12-04). Both in the environment:
+    /// PostgreSQL, as before (`--data-dir` is then unused). Both as flags name two stores: refused
+    /// (one was silently ignored; found by a review, 2026-12-05).
+    static func storeChoice(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") throws -> StoreChoice {
+        if args.isGiven("data-dir") && args.isGiven("database-url") {
+            throw Arguments.Problem(description: "--data-dir (SQLite) and --database-url (PostgreSQL) name two stores: give one")
+        }
         let directory = args.string("data-dir")
         if let url = args.string("database-url"), !(args.isGiven("data-dir") && !args.isGiven("database-url")) {
             return .postgres(url: url)
@@ -159,7 +176,7 @@ enum ServeCommand {
     /// The store `storeChoice` names, open. A bad URL or an unreachable server is one clear line
     /// (StoreError.unavailable), not a crash.
     static func openStore(_ args: Arguments, dataDirectoryDefault: String = "./waybill-data") throws -> any OrderStore {
-        switch storeChoice(args, dataDirectoryDefault: dataDirectoryDefault) {
+        switch try storeChoice(args, dataDirectoryDefault: dataDirectoryDefault) {
         case .postgres(let url):
             let name = args.string("node-id").map { "waybill-\($0)" } ?? "waybill"
             return try PostgresOrderStore(url: url, applicationName: name)
@@ -171,7 +188,7 @@ enum ServeCommand {
     /// Redis when `--redis-url` is given, else the in-process broker (one node).
     static func openBroker(_ args: Arguments, logger: Logger) throws -> any Broker {
         guard let url = args.string("redis-url") else {
-            if args.string("database-url") != nil {
+            if case .postgres = try storeChoice(args) {
                 // Allowed (one node on PostgreSQL), but a second node would get other nodes'
                 // events only from the hub feed's periodic store check, seconds late.
                 logger.warning(

@@ -77,7 +77,9 @@ struct ExecutableTests {
     /// every relayed event at each run, and a huge one trapped on the overflow; a ticket lifetime
     /// of 0 made every ticket expire as it was issued (every socket 4001); 0 password iterations
     /// stopped the process at the first login with an unknown email; a socket queue of 0 bytes
-    /// closed every socket at its `connected` frame; a body limit of 0 refused every login.
+    /// closed every socket at its `connected` frame; a body limit of 0 refused every login; a huge
+    /// ping interval trapped; an empty host listened on every interface; a mistyped web directory
+    /// served 404s; `--data-dir` beside `--database-url` was silently unused.
     @Test(arguments: [
         (["--retention-days", "0"], "--retention-days must be 1…3650"),
         (["--retention-days", "-1"], "--retention-days must be 1…3650"),
@@ -89,7 +91,11 @@ struct ExecutableTests {
         (["--max-body-bytes", "0"], "--max-body-bytes must be 4096…1073741824"),
         (["--max-socket-queue-bytes", "0"], "--max-socket-queue-bytes must be 65536…1073741824"),
         (["--token-days", "0"], "--token-days must be 1…3650"),
-        (["--ping-interval", "0"], "--ping-interval must be ≥ 1"),
+        (["--ping-interval", "0"], "--ping-interval must be 1…3600"),
+        (["--ping-interval", "1000000000000000000"], "--ping-interval must be 1…3600"),
+        (["--host", ""], "--host must not be empty"),
+        (["--web-dir", "/nonexistent-waybill-web"], "--web-dir /nonexistent-waybill-web has no index.html"),
+        (["--database-url", "postgresql://waybill@127.0.0.1:1/waybill"], "--data-dir (SQLite) and --database-url (PostgreSQL) name two stores"),
         (["--max-sockets-per-user", "0"], "--max-sockets-per-user must be ≥ 1"),
         (["--user-requests-per-second", "-1"], "--user-requests-per-second must be ≥ 0"),
         (["--user-request-burst", "0"], "--user-request-burst must be ≥ 1"),
@@ -115,7 +121,9 @@ struct ExecutableTests {
     func clusterFlagsWithABadTargetFailWithOneClearLine(flags: [String], message: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + flags)
+        // `--data-dir` beside `--database-url` is refused on its own (above).
+        let store = flags.contains("--database-url") ? [] : ["--data-dir", directory.path]
+        let server = try ChildProcess(["serve", "--port", "0"] + store + flags)
         defer { server.terminate() }
         #expect(await server.exitStatus(timeout: .seconds(10)) == 1)
         let errors = server.stderr.filter { $0.hasPrefix("waybill serve:") }
@@ -156,6 +164,42 @@ struct ExecutableTests {
         #expect(seed.dispatcher.password == "demo-dispatcher")
         #expect(seed.drivers.map(\.email) == (1...3).map { "driver\($0)@demo.example.com" })
         #expect(seed.drivers.allSatisfy { $0.password == "demo-driver" && $0.orderIDs?.count == 2 })
+    }
+
+    /// `waybill demo` on a directory that already has the demo company (`seed --demo`, or a first
+    /// start stopped after the seed) serves it: a marker file written after the seed decided, and
+    /// every such start failed on the taken emails.
+    @Test func theDemoServesADirectoryThatAlreadyHasItsCompany() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess(["seed", "--data-dir", directory.path, "--demo", "--out", out, "--password-iterations", "1000"])
+        #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
+        let demo = try ChildProcess(["demo", "--port", "0", "--data-dir", directory.path, "--password-iterations", "1000"])
+        defer { demo.terminate() }
+        let port = try #require(await Self.port(of: demo), "\(demo.stderr)")
+        let body = try JSONSerialization.data(withJSONObject: ["email": "dispatcher@demo.example.com", "password": "demo-dispatcher"])
+        let login = try await HTTPClient.send(
+            method: "POST", url: URL(string: "http://127.0.0.1:\(port)/api/auth/login")!,
+            headers: [("Content-Type", "application/json")], body: Array(body), timeout: .seconds(30))
+        #expect(login.status == 200)
+    }
+
+    /// `seed --out` that cannot be written is refused before anything is seeded: the passwords and
+    /// tokens exist only in that file, and a rerun made a second company.
+    @Test func seedRefusesAnOutFileItCannotWriteBeforeSeeding() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let unwritable = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--out", "/nonexistent-waybill/seed.json", "--password-iterations", "1000",
+        ])
+        #expect(await unwritable.exitStatus(timeout: .seconds(30)) != 0)
+        #expect(unwritable.stderr.contains { $0.contains("--out /nonexistent-waybill/seed.json cannot be written") })
+        let out = directory.appendingPathComponent("seed.json").path
+        let seeding = try ChildProcess(["seed", "--data-dir", directory.path, "--out", out, "--password-iterations", "1000"])
+        #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
+        let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+        #expect(seed.companyID == 1, "the refused seed left no company behind")
     }
 
     @Test func driverJSONModeFollowsChangesAndTakesCommands() async throws {

@@ -52,4 +52,17 @@ struct SeedHistoryTests {
             #expect(later.first { $0.id.rawValue == finishedNow }?.status == .completed)
         }
     }
+
+    /// A seed that fails on its people (here: emails already taken) leaves no company behind: the
+    /// company used to commit on its own first, and an interrupted `waybill demo` start left one.
+    @Test func aSeedThatFailsLeavesNoEmptyCompany() async throws {
+        try await TestServer.withRunning { server in
+            let seeder = Seeder(store: server.store, passwordIterations: 1_000)
+            let plan = Seeder.Plan(companyName: "First", drivers: 1, ordersPerDriver: 0, emailDomain: "taken.example.com")
+            let first = try await seeder.seed(plan)
+            await #expect(throws: (any Error).self) { try await seeder.seed(plan) }
+            let next = try await seeder.seed(.init(companyName: "Next", drivers: 1, ordersPerDriver: 0))
+            #expect(next.companyID == first.companyID + 1, "the failed seed's company was rolled back")
+        }
+    }
 }

@@ -27,18 +27,27 @@ struct ArgumentsTests {
     }
 
     /// `--data-dir` on the command line beats `WAYBILL_DATABASE_URL` in the environment (it used
-    /// PostgreSQL), and the other way round; both given the same way is PostgreSQL, as before.
+    /// PostgreSQL), and the other way round; both in the environment is PostgreSQL, as before; both as flags is refused.
     @Test func theStoreNamedByAFlagBeatsOneFromTheEnvironment() throws {
         let known: Set<String> = ["data-dir", "database-url"]
         func choice(_ flags: [String], _ env: [String: String]) throws -> ServeCommand.StoreChoice {
-            ServeCommand.storeChoice(try Arguments(flags, values: known, environment: env))
+            try ServeCommand.storeChoice(try Arguments(flags, values: known, environment: env))
         }
         let url = "postgresql://waybill@127.0.0.1/waybill"
         #expect(try choice(["--data-dir", "/d"], ["WAYBILL_DATABASE_URL": url]) == .sqlite(directory: "/d"))
         #expect(try choice(["--database-url", url], ["WAYBILL_DATA_DIR": "/d"]) == .postgres(url: url))
         #expect(try choice([], ["WAYBILL_DATABASE_URL": url]) == .postgres(url: url))
         #expect(try choice([], [:]) == .sqlite(directory: "./waybill-data"))
-        #expect(try choice(["--data-dir", "/d", "--database-url", url], [:]) == .postgres(url: url))
+        // Two stores named on the command line: refused (`--data-dir` was silently unused).
+        #expect(throws: Arguments.Problem.self) { try choice(["--data-dir", "/d", "--database-url", url], [:]) }
         #expect(try choice([], ["WAYBILL_DATA_DIR": "/d", "WAYBILL_DATABASE_URL": url]) == .postgres(url: url))
+    }
+
+    /// `waybill demo` never reads `WAYBILL_DATA_DIR`: a server's data directory exported in the
+    /// shell got the demo company and its printed logins (found by a review, 2026-12-05).
+    @Test func theDemoTakesItsDataDirectoryFromTheCommandLineOnly() throws {
+        let env = ["WAYBILL_DATA_DIR": "/var/lib/waybill"]
+        #expect(DemoCommand.dataDirectory(try Arguments([], values: ["data-dir"], environment: env)) == "./waybill-demo-data")
+        #expect(DemoCommand.dataDirectory(try Arguments(["--data-dir", "/d"], values: ["data-dir"], environment: env)) == "/d")
     }
 }
