@@ -189,8 +189,17 @@ extension PostgresSchema {
     /// A driver's pages by status, as on SQLite (`SQLiteSchema.driverStatusIndex`). A plain
     /// `CREATE INDEX` (a migration runs in a transaction): it blocks writes to `orders` while it
     /// builds, a second or so per million orders; build it `CONCURRENTLY` by hand first on a large
-    /// table (the migration then finds nothing to do: `IF NOT EXISTS`).
+    /// table (the migration then finds nothing to do: `IF NOT EXISTS`). A `CONCURRENTLY` build that
+    /// failed or was cancelled leaves an invalid index of that name, which `IF NOT EXISTS` would
+    /// take as done and no query would ever use: it is dropped and built again (found by a review,
+    /// 2026-12-05).
     static let driverStatusIndex = """
+        DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_index
+                       WHERE indexrelid = to_regclass('orders_by_driver_status') AND NOT indisvalid) THEN
+                DROP INDEX orders_by_driver_status;
+            END IF;
+        END $$;
         CREATE INDEX IF NOT EXISTS orders_by_driver_status ON orders (company_id, driver_id, status, id);
         """
 }
