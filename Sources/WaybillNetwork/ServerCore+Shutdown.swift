@@ -7,6 +7,7 @@ extension ServerCore {
         guard !isShuttingDown else { return }
         isShuttingDown = true
         drainDeadline = .now + configuration.shutdownDrain
+        requestDrainDeadline = .now + max(configuration.requestDrain, configuration.shutdownDrain)
         for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             close(id, code: 1001, reason: "server shutdown")
         }
@@ -21,9 +22,14 @@ extension ServerCore {
         }
     }
 
-    /// Service thread: whether the loop may end now.
+    /// Service thread: whether the loop may end now. Sockets get `shutdownDrain`; a request in
+    /// flight gets `requestDrain`, so its answer (the outcome of a write that may commit) still
+    /// goes out. It ended at the sockets' 3 s, and a write that committed later went unanswered
+    /// (found by a review, 2026-12-05).
     var isDrained: Bool {
-        isShuttingDown && ((sockets.isEmpty && inFlight.isEmpty) || ContinuousClock.now >= drainDeadline)
+        guard isShuttingDown else { return false }
+        let now = ContinuousClock.now
+        return (sockets.isEmpty || now >= drainDeadline) && (inFlight.isEmpty || now >= requestDrainDeadline)
     }
 
     /// A periodic tick so `lws_service` returns and the loop re-checks `isDrained` even when idle.

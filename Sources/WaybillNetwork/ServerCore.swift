@@ -24,6 +24,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var sockets: [SocketID: WebSocketConnection] = [:]
     var isShuttingDown = false
     var drainDeadline = ContinuousClock.now
+    var requestDrainDeadline = ContinuousClock.now
     /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
     var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)

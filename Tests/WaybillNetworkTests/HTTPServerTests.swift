@@ -476,6 +476,31 @@ struct HTTPServerTests {
         }
     }
 
+    /// A request whose handler takes longer than the sockets' drain (a store call may take its
+    /// whole 5 s budget) still gets its answer: the loop ended at the 3 s drain and dropped the
+    /// connection, though the write behind it could still commit.
+    @Test func shutdownWaitsPastTheSocketsDrainForARequestInFlight() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.shutdownDrain = .milliseconds(300)
+        configuration.requestDrain = .seconds(20)
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port
+        let slow = Task {
+            try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .seconds(30))
+                try c.send(RawConnection.request("GET", "/slow?ms=2000"))
+                return try c.readResponse()
+            }
+        }
+        #expect(await eventually { server.liveSessionObjects == 1 })
+        await server.shutdown()
+        let response = try await slow.value
+        #expect(response.status == 200)
+        #expect(response.text == "slow")
+    }
+
     @Test func shutdownFinishesInFlightRequestRefusesNewOnesAndIsSafeTwice() async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
