@@ -268,9 +268,12 @@ public struct FeedSequencer: Sendable {
         return Step(deliver: delivered, discarded: discarded)
     }
 
-    /// A store read failed: everything pending stays; the next tick asks again.
+    /// A store read failed: everything pending stays; the next tick asks again. A failed periodic
+    /// check waits for the next period instead: it asked again at every tick, so while the store was
+    /// down every node read (and logged a warning) ten times a second (found by a review, 2026-12-05).
     public mutating func storeReadFailed() {
         if owedRead == .events { retryEvents = true }  // e.g. the read after `.subscribed`
+        if owedRead == .check { ticksSinceCheck = 0 }
         owedRead = nil
         pendingWhenTaken = nil
         doubtedWhenTaken = nil

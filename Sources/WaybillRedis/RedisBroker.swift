@@ -49,6 +49,8 @@ public final class RedisBroker: Broker {
     ///   - connectTimeout: bounds each TCP connect (a blackholed host waits exactly this long).
     ///   - commandTimeout: bounds each blocking read and write, so a frozen Redis fails a publish
     ///     after about this long instead of hanging it.
+    ///   - publisherIdleReconnect: the publisher connects afresh before a PUBLISH after this long
+    ///     without one (an idle connection may have been dropped silently on the way).
     ///   - logger: where connection changes and skipped messages are reported; nil for silence.
     /// - Throws: `BrokerError` with a one-line reason for a bad URL or channel.
     public init(
@@ -56,6 +58,7 @@ public final class RedisBroker: Broker {
         channel: String = "waybill:events",
         connectTimeout: Duration = .seconds(1),
         commandTimeout: Duration = .seconds(1),
+        publisherIdleReconnect: Duration = .seconds(30),
         logger: LogHandler? = nil
     ) throws {
         let parsed = try RedisURL(parsing: url)
@@ -67,8 +70,9 @@ public final class RedisBroker: Broker {
         }
         signal(SIGPIPE, SIG_IGN)
         self.channel = channel
-        let settings = RedisSettings(
+        var settings = RedisSettings(
             url: parsed, channel: channel, connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+        settings.publisherIdleReconnect = publisherIdleReconnect
         let log = RedisLog(handler: logger)
         publisher = RedisPublisher(settings: settings, log: log)
         subscriber = try RedisSubscriber(settings: settings, log: log)

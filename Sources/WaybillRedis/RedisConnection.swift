@@ -37,6 +37,9 @@ final class RedisConnection {
         guard redisSetTimeout(context, commandTimeout.asTimeval) == REDIS_OK else {
             throw BrokerError("cannot set timeouts on \(url): \(Self.errorText(context))")
         }
+        // TCP keepalive probes keep a NAT or firewall from forgetting an idle connection (best
+        // effort: a failure here leaves a connection that works, only without the probes).
+        _ = redisEnableKeepAlive(context)
         if url.database != 0 {
             let reply = try command(["SELECT", String(url.database)].map { Array($0.utf8) })
             if case .error(let message) = reply { throw BrokerError("redis SELECT \(url.database): \(message)") }

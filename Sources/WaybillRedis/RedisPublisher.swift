@@ -12,6 +12,12 @@ import WaybillBroker
 /// dropped and the call throws; the next call connects again. After a failure, calls fail fast for
 /// `ReconnectBackoff`'s delay (100 ms doubling to 2 s) instead of each paying for a connect, so a
 /// down Redis costs the relay ~nothing per attempt while it waits on the outbox.
+///
+/// A connection that sat idle for `publisherIdleReconnect` (30 s) is replaced before the next
+/// PUBLISH: Redis's `timeout` setting, or a NAT or load balancer between the node and Redis, may
+/// have dropped it silently, and the first event after a quiet spell then waited out the command
+/// timeout, counted as a relay failure and reached every socket a second late (found by a review,
+/// 2026-12-05). A connect on loopback or a LAN costs well under a millisecond.
 final class RedisPublisher: Sendable {
     private struct Job {
         var id: UInt64
@@ -109,6 +115,8 @@ final class RedisPublisher: Sendable {
         var backoff = ReconnectBackoff()
         var retryAt: ContinuousClock.Instant?
         var lastError = ""
+        /// When the connection last carried a PUBLISH (or was opened).
+        var lastUsed = ContinuousClock.now
     }
 
     private func run() {
@@ -132,6 +140,9 @@ final class RedisPublisher: Sendable {
     }
 
     private func send(_ payload: [UInt8], over link: inout Link) throws(BrokerError) {
+        if link.connection != nil, ContinuousClock.now - link.lastUsed >= settings.publisherIdleReconnect {
+            link.connection = nil
+        }
         if link.connection == nil {
             if let retryAt = link.retryAt, ContinuousClock.now < retryAt {
                 throw BrokerError("redis unavailable: \(link.lastError)")
@@ -144,6 +155,7 @@ final class RedisPublisher: Sendable {
             }
         }
         guard let connection = link.connection else { return }
+        link.lastUsed = .now
         let reply: RedisReply
         do throws(BrokerError) {
             reply = try connection.command([Array("PUBLISH".utf8), Array(settings.channel.utf8), payload])

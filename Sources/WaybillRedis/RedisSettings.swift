@@ -6,4 +6,6 @@ struct RedisSettings: Sendable {
     var commandTimeout: Duration
     var heartbeatInterval: Duration = .seconds(1)
     var heartbeatTimeout: Duration = .seconds(2)
+    /// The publisher connects afresh before a PUBLISH after this long without one (see `RedisPublisher`).
+    var publisherIdleReconnect: Duration = .seconds(30)
 }

@@ -108,6 +108,21 @@ public final class RedisServer: Sendable {
         return try connection.readLine()
     }
 
+    /// Sends one command whose reply is a bulk string (`CLIENT LIST`, `INFO`) and returns that text.
+    public func bulkCommand(_ arguments: [String], timeout: Duration = .seconds(2)) throws -> String {
+        let connection = try RawConnection(port: port, timeout: timeout)
+        var request = Array("*\(arguments.count)\r\n".utf8)
+        for argument in arguments.map({ Array($0.utf8) }) {
+            request += Array("$\(argument.count)\r\n".utf8) + argument + Array("\r\n".utf8)
+        }
+        try connection.send(request)
+        let head = try connection.readLine()
+        guard head.hasPrefix("$"), let length = Int(head.dropFirst()), length >= 0 else {
+            throw RedisServerError("\(arguments.first ?? "") answered \(head)")
+        }
+        return String(decoding: try connection.readBytes(length), as: UTF8.self)
+    }
+
     /// PUBLISHes raw bytes (for hostile-payload tests) and returns how many subscribers got them.
     @discardableResult
     public func publish(_ payload: [UInt8], on channel: String) throws -> Int {

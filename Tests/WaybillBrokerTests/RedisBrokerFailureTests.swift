@@ -43,6 +43,26 @@ struct RedisBrokerFailureTests {
         }
     }
 
+    /// The publisher's connection, dropped while idle (here by Redis's own `timeout`; in production
+    /// also by a NAT or load balancer on the way), is replaced before the next PUBLISH: that publish
+    /// failed (after the command timeout, when the drop was silent), the relay counted a failure,
+    /// and the event reached every socket a second late.
+    @Test func aPublishAfterAnIdleSpellDoesNotFailOnAConnectionDroppedMeanwhile() async throws {
+        try await withRedisBroker(opening: { try RedisBroker(url: $0, publisherIdleReconnect: .milliseconds(500)) }) {
+            redis, broker in
+            _ = try await runBlocking { try redis.command(["CONFIG", "SET", "timeout", "1"].map { Array($0.utf8) }) }
+            let subscription = try await deliveringSubscription(broker)  // publishes event(1)
+            // Redis closes a client idle for more than 1 s (pub/sub subscribers excepted).
+            #expect(await eventually(timeout: .seconds(10)) {
+                let clients = (try? await runBlocking { try redis.bulkCommand(["CLIENT", "LIST"]) }) ?? "cmd=publish"
+                return !clients.contains("cmd=publish")
+            }, "Redis dropped the idle publisher connection")
+            try await broker.publish([event(2)])
+            #expect(await subscription.waitForEvents(2))
+            #expect(subscription.deliveries == [.subscribed, .events([event(1)]), .events([event(2)])])
+        }
+    }
+
     @Test func restartedRedisIsSubscribedAgainAndDeliversNewBatches() async throws {
         try await withRedisBroker { redis, broker in
             let subscription = DeliveryCollector(broker.subscribe())

@@ -68,6 +68,23 @@ struct FeedSequencerTests {
         #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 13, atDelivered: Fixtures.event(10)))) == [11, 12, 13])
     }
 
+    /// A failed periodic check (the broker delivering, the store down) is asked again a period
+    /// later, not at every tick.
+    @Test func aFailedCheckWaitsForTheNextPeriod() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 3)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        for _ in 0..<3 { feed.tick() }
+        #expect(feed.owedRead == .check)
+        _ = feed.takeRead()
+        feed.storeReadFailed()
+        feed.tick()
+        feed.tick()
+        #expect(feed.owedRead == nil, "not at every tick")
+        feed.tick()
+        #expect(feed.owedRead == .check)
+    }
+
     @Test func aFullPageAsksForTheNextAtOnce() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         feed.lost()

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 import WaybillBroker
 import WaybillDomain
@@ -31,6 +32,32 @@ struct HubFeedTests {
         try await body(store, broker, target, clock)
         running.cancel()
         await running.value
+    }
+
+    /// With the broker lost and the store down, the feed polls (and fails) every 100 ms: the first
+    /// failure is logged, then every 100th, and the recovery once; a line per poll flooded the log.
+    @Test func aStoreThatStaysDownIsNotLoggedAtEveryPoll() async throws {
+        try await withStore { real in
+            let store = CountingStore(real, failReads: true)
+            let lines = Mutex<[String]>([])
+            let logger = Logger(minimum: .info, sink: { line in lines.withLock { $0.append(line) } })
+            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+            let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: logger, clock: clock)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: real)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+            broker.send(.lost)
+            for _ in 0..<150 {
+                let before = store.reads
+                await clock.advance(by: .milliseconds(100))
+                #expect(await eventually { store.reads > before }, "a read at every tick")
+            }
+            let warnings = lines.withLock { $0.filter { $0.contains("feed store read failed") } }
+            #expect(warnings.count == 2, "the first failure and the 101st: \(warnings.count)")
+            running.cancel()
+            await running.value
+        }
     }
 
     @Test func aGapInWhatTheBrokerGaveIsReadFromTheStore() async throws {
