@@ -50,6 +50,10 @@ public enum BrokerDelivery: Sendable, Equatable {
     case events([StoredEvent])
     /// The subscription dropped: until the next `.subscribed`, published batches are missed.
     case lost
+    /// A message on the channel could not be read (a newer wire format during a rolling upgrade,
+    /// a truncated or foreign message): batches may be missing, and the consumer reads the store
+    /// now rather than at its next gap or periodic check. The subscription stays up.
+    case skipped
 }
 
 /// A broker could not take or deliver events.

@@ -183,6 +183,12 @@ public struct FeedSequencer: Sendable {
         owedRead = .events
     }
 
+    /// The broker could not read a message (`BrokerDelivery.skipped`): it may have held events, so
+    /// the store is read now (a read already owed covers it).
+    public mutating func batchSkipped() {
+        if owedRead == nil { owedRead = .events }
+    }
+
     /// The poll interval passed.
     public mutating func tick() {
         ticksSinceCheck += 1

@@ -139,7 +139,7 @@ public final class HubFeed: Sendable {
                     switch lastSeen {
                     case .subscribed?: sequencer.subscribed()
                     case .lost?: sequencer.lost()
-                    case .events?, nil: break
+                    case .events?, .skipped?, nil: break
                     }
                     if lastSeen != nil { sequencer.inputsDropped() }
                 }
@@ -184,6 +184,8 @@ public final class HubFeed: Sendable {
                 sequencer.subscribed()
             }
             if wasLost { logger.info("broker subscription back") }  // not under the lock: logging may block
+        case .delivery(.skipped):
+            update { $0.batchSkipped() }
         case .tick:
             update { $0.tick() }
         case .readOwed:

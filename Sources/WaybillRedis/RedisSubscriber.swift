@@ -156,7 +156,10 @@ final class RedisSubscriber: Sendable {
 
     /// `["message", channel, payload]` → decode once, deliver; pongs and (un)subscribe confirmations
     /// only prove the connection alive. A payload that does not decode is logged and skipped: one bad
-    /// publisher must not stop delivery (the consumer notices the id gap and refills).
+    /// publisher must not stop delivery. The consumers hear `.skipped` and read the store at once:
+    /// they noticed only at the next batch's id gap or their 5 s check, so while a newer node led
+    /// a rolling upgrade every older node delivered in bursts up to 5 s late (found by a review,
+    /// 2026-12-05).
     private func handle(_ reply: RedisReply) {
         guard case .array(let items) = reply, let kind = items.first?.text else {
             if case .error(let message) = reply { log(.warning, "redis error reply", ["redis.error": message]) }
@@ -168,6 +171,7 @@ final class RedisSubscriber: Sendable {
             if !events.isEmpty { fanOut.deliver(events) }
         } catch {
             log(.warning, "redis batch skipped", ["redis.error": "\(error)", "bytes": "\(payload.count)"])
+            fanOut.skipped()
         }
     }
 

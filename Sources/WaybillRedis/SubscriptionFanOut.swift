@@ -70,6 +70,14 @@ final class SubscriptionFanOut: Sendable {
         }
     }
 
+    /// A message on the channel could not be read: every subscription hears `.skipped`.
+    func skipped() {
+        state.withLock { state in
+            guard state.isSubscribed else { return }
+            for continuation in state.subscriptions.values { continuation.yield(.skipped) }
+        }
+    }
+
     /// Ends every stream (the broker closed); later `makeStream` calls return ended streams.
     func finishAll() {
         let ending = state.withLock { state in

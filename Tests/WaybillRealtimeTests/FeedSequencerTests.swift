@@ -85,6 +85,15 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == .check)
     }
 
+    @Test func aSkippedBrokerMessageOwesAnEventsRead() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        #expect(feed.owedRead == nil)
+        feed.batchSkipped()
+        #expect(feed.owedRead == .events)
+    }
+
     @Test func aFullPageAsksForTheNextAtOnce() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         feed.lost()

@@ -60,6 +60,28 @@ struct HubFeedTests {
         }
     }
 
+    /// A message the broker could not read (`.skipped`: a newer node's format in a rolling upgrade)
+    /// makes the feed read the store at once: before, what it held waited for the next batch's gap
+    /// or the 5 s check (no tick here: the test clock stands still).
+    @Test func aSkippedBrokerMessageIsReadFromTheStoreAtOnce() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+            let feed = HubFeed(
+                broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: store)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+            broker.send(.subscribed)
+            #expect(await eventually { feed.isQuiet }, "the read after `.subscribed` is done")
+            _ = try await store.append(2)  // published in a message this node could not read
+            broker.send(.skipped)
+            #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
+            running.cancel()
+            await running.value
+        }
+    }
+
     @Test func aGapInWhatTheBrokerGaveIsReadFromTheStore() async throws {
         try await Self.withFeed { store, broker, target, _ in
             let events = try await store.append(5)
