@@ -186,6 +186,7 @@ public final class OutboxRelay: Sendable {
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
+        var saveFailures = 0
         // The first round of a leadership, and the first after a failed one, skip a backlog.
         var skipBacklog = true
         while !Task.isCancelled, lease.isHeld {
@@ -200,8 +201,24 @@ public final class OutboxRelay: Sendable {
                 // relay's own writes off the writer; after a crash a few events go out twice,
                 // which the feeds drop by id.
                 if cursor != persisted, elapsed() - persistedAt >= configuration.persistInterval {
-                    try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
-                    persisted = cursor
+                    // A save that fails is tried again at the next round, and is not a relay
+                    // failure: the events are out already. Counted as one, it cost every node a
+                    // 200 ms pause and a backlog read per failed save while the writer was busy,
+                    // and said "events stay in the outbox" of published events (found by a review,
+                    // 2026-12-05). A relay that keeps its lease but can never save re-sends a few
+                    // events after a crash, which the feeds drop by id.
+                    do {
+                        try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
+                        persisted = cursor
+                        if saveFailures > 0 { logger.info("relay cursor saved again", ["failed_saves": "\(saveFailures)"]) }
+                        saveFailures = 0
+                    } catch {
+                        saveFailures += 1
+                        if saveFailures % 100 == 1 {
+                            logger.warning(
+                                "relay cursor not saved; trying again", ["error": "\(error)", "failed_saves": "\(saveFailures)"])
+                        }
+                    }
                     persistedAt = elapsed()
                 }
                 if round.onlyDelivered {

@@ -106,3 +106,45 @@ struct OutboxRelayPollTests {
         }
     }
 }
+
+/// A cursor save that fails is tried again later and is no relay failure: the events are out. It
+/// was counted as one, with a 200 ms backoff (every node's delivery paused) and a backlog read.
+@Suite(.timeLimit(.minutes(1)))
+struct OutboxRelayCursorSaveTests {
+    @Test func aFailedCursorSaveDoesNotPausePublishing() async throws {
+        try await withStore { original in
+            let counting = CountingStore(original)
+            let store = SwitchableStore(counting), broker = ScriptedBroker(), clock = TestClock()
+            let old = try await original.append(2)
+            let (relay, running) = try await OutboxRelayRewindTests.quietRelay(
+                store, broker, clock, published: old, configuration: .init(pollInterval: .seconds(3600)))
+            defer { running.cancel() }
+
+            counting.failWrites(1)
+            let writes = counting.writes
+            let first = try await original.append(1)
+            relay.committed(first)
+            #expect(await eventually { broker.publishedIDs.last == first.last?.id })
+            // The save, due `persistInterval` later, fails.
+            #expect(
+                await eventually {
+                    await clock.advance(by: .milliseconds(100))
+                    return counting.writes > writes
+                }, "the cursor save was tried")
+
+            // The next commit goes out at once: no backoff on the relay's (standing) clock.
+            let second = try await original.append(1)
+            relay.committed(second)
+            #expect(await eventually(timeout: .seconds(5)) { broker.publishedIDs.last == second.last?.id })
+            #expect(broker.publishedIDs == (old + first + second).map(\.id), "nothing twice: no backlog read")
+            // And the cursor is saved at a later round.
+            #expect(
+                try await eventually {
+                    await clock.advance(by: .milliseconds(100))
+                    return try await store.read { tx in try tx.relayedThrough() } == second.last?.id
+                })
+            running.cancel()
+            await running.value
+        }
+    }
+}
