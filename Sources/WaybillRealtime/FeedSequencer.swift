@@ -87,10 +87,13 @@ public struct FeedSequencer: Sendable {
         public var rewound: EventCursor?
         /// Broker events dropped because the store, read after they arrived, has no such ids (to log).
         public var discarded: Int
-        public init(deliver: [StoredEvent] = [], rewound: EventCursor? = nil, discarded: Int = 0) {
+        /// The broker went silent (`true`: see `brokerSilent`) or delivers again (`false`), to log.
+        public var brokerSilence: Bool?
+        public init(deliver: [StoredEvent] = [], rewound: EventCursor? = nil, discarded: Int = 0, brokerSilence: Bool? = nil) {
             self.deliver = deliver
             self.rewound = rewound
             self.discarded = discarded
+            self.brokerSilence = brokerSilence
         }
     }
 
@@ -125,6 +128,16 @@ public struct FeedSequencer: Sendable {
     private var pendingWhenTaken: EventID?
     private var ticksSinceCheck = 0
     private let ticksPerCheck: Int
+    /// Subscribed, yet two checks in a row found the store ahead with no broker batch since the
+    /// check before: the broker delivers nothing to this node (its `--redis-url` names another
+    /// Redis than the leader's, say). It polls the store as if lost until a batch comes. Before, a
+    /// PUBLISH that reached no one counted as success and this node delivered only at every 5 s
+    /// check, with no end (found by a review, 2026-12-05).
+    public private(set) var brokerSilent = false
+    /// Broker batches since the last check's answer, and checks in a row that found the store
+    /// ahead with none.
+    private var batchesSinceCheck = 0
+    private var silentChecks = 0
     private let maxPending: Int
 
     /// - Parameters:
@@ -141,6 +154,16 @@ public struct FeedSequencer: Sendable {
 
     /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
+        var silence: Bool?
+        if !batch.isEmpty {
+            batchesSinceCheck += 1
+            if brokerSilent {
+                brokerSilent = false
+                silentChecks = 0
+                mode = .broker
+                silence = false
+            }
+        }
         for event in batch where event.id <= deliveredThrough.id {
             guard let known = remembered(event.id), !known.matches(event) else { continue }
             awaitingHistoryCheck = true
@@ -154,7 +177,7 @@ public struct FeedSequencer: Sendable {
             break
         }
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
-        let step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
+        let step = Step(deliver: awaitingHistoryCheck ? [] : drainPending(), brokerSilence: silence)
         if !pending.isEmpty || awaitingHistoryCheck { owedRead = .events }  // a gap, or history in doubt
         if pending.count > maxPending { pending = [] }  // the store has them all; memory stays bounded
         return step
@@ -164,6 +187,13 @@ public struct FeedSequencer: Sendable {
     public mutating func lost() {
         mode = .polling
         owedRead = .events
+        forgetSilence()
+    }
+
+    private mutating func forgetSilence() {
+        brokerSilent = false
+        silentChecks = 0
+        batchesSinceCheck = 0
     }
 
     /// Subscribed (again): one store read closes what was published while it was down.
@@ -171,6 +201,7 @@ public struct FeedSequencer: Sendable {
         hasBeenSubscribed = true
         mode = .broker
         owedRead = .events
+        forgetSilence()
     }
 
     /// The feed dropped inputs (its queue was full). A dropped batch may have been the only one that
@@ -271,7 +302,17 @@ public struct FeedSequencer: Sendable {
         // Not after an events read, which read what there was (no loop on a store that says so).
         let storeAhead = read.kind == .check && read.newest.id > deliveredThrough.id
         owedRead = read.isFull || newerThanSnapshot || storeAhead || droppedDoubtful ? .events : nil
-        return Step(deliver: delivered, discarded: discarded)
+        var silence: Bool?
+        if read.kind == .check, mode == .broker {
+            silentChecks = storeAhead && batchesSinceCheck == 0 ? silentChecks + 1 : 0
+            batchesSinceCheck = 0
+            if silentChecks >= 2 {
+                brokerSilent = true
+                mode = .polling
+                silence = true
+            }
+        }
+        return Step(deliver: delivered, discarded: discarded, brokerSilence: silence)
     }
 
     /// A store read failed: everything pending stays; the next tick asks again. A failed periodic

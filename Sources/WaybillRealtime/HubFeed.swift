@@ -220,6 +220,13 @@ public final class HubFeed: Sendable {
     }
 
     private func perform(_ step: FeedSequencer.Step) {
+        switch step.brokerSilence {
+        case true?:
+            logger.warning(
+                "the broker brought nothing while the store moved on (two checks): reading the store every tick; is every node on the same Redis and channel?")
+        case false?: logger.info("the broker delivers again")
+        case nil: break
+        }
         if step.discarded > 0 {
             logger.warning(
                 "dropped broker events the store never had (a stale copy, or a foreign message on the channel)",

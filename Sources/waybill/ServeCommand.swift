@@ -192,7 +192,7 @@ enum ServeCommand {
                 // Allowed (one node on PostgreSQL), but a second node would get other nodes'
                 // events only from the hub feed's periodic store check, seconds late.
                 logger.warning(
-                    "--database-url without --redis-url: events reach other nodes' sockets only by the 5 s store check; run one node, or give every node --redis-url")
+                    "--database-url without --redis-url: events reach other nodes' sockets only by reading the store (after two 5 s checks, every 100 ms); run one node, or give every node --redis-url")
             }
             return InProcessBroker()
         }

@@ -94,6 +94,57 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == .events)
     }
 
+    /// Subscribed, but two checks in a row find the store ahead with no broker batch since the one
+    /// before (this node's Redis is not the leader's): the feed polls the store at every tick, and
+    /// goes back to the broker at its next batch. Before, it delivered only at each 5 s check.
+    @Test func aBrokerThatBringsNothingWhileTheStoreMovesOnIsPolledAround() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 2)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        func check(newest: Int64) -> FeedSequencer.Step {
+            feed.tick()
+            feed.tick()
+            #expect(feed.owedRead == .check)
+            _ = feed.takeRead()
+            let step = feed.storeRead(Self.check(newest: newest, atDelivered: Fixtures.event(feed.deliveredThrough.id.rawValue)))
+            // The events the check found are read and delivered.
+            _ = feed.takeRead()
+            let through = feed.deliveredThrough.id.rawValue
+            _ = feed.storeRead(Self.read(Array(through + 1...newest), newest: newest, atDelivered: Fixtures.event(through)))
+            return step
+        }
+        #expect(check(newest: 12).brokerSilence == nil, "one check is not enough")
+        #expect(feed.mode == .broker)
+        #expect(check(newest: 14).brokerSilence == true)
+        #expect(feed.mode == .polling && feed.brokerSilent)
+        feed.tick()
+        #expect(feed.owedRead == .events, "the store is read at every tick")
+        _ = feed.takeRead()
+        _ = feed.storeRead(Self.read([], newest: 14, atDelivered: Fixtures.event(14)))
+        // A batch: the broker delivers again.
+        let step = feed.received(Fixtures.events(15...15))
+        #expect(step.brokerSilence == false && FeedSequencerTests.ids(step) == [15])
+        #expect(feed.mode == .broker && !feed.brokerSilent)
+    }
+
+    /// Checks that find the store ahead while batches keep coming (a busy cluster: a commit whose
+    /// batch is on its way) are not silence.
+    @Test func aStoreAheadAtChecksWithBatchesBetweenIsNotSilence() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 1)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        for round in 0..<4 {
+            let next = 11 + Int64(round) * 2
+            _ = feed.received(Fixtures.events(next...next))
+            feed.tick()
+            _ = feed.takeRead()
+            #expect(feed.storeRead(Self.check(newest: next + 1, atDelivered: Fixtures.event(next))).brokerSilence == nil)
+            _ = feed.takeRead()
+            _ = feed.storeRead(Self.read([next + 1], newest: next + 1, atDelivered: Fixtures.event(next)))
+        }
+        #expect(feed.mode == .broker && !feed.brokerSilent)
+    }
+
     @Test func aFullPageAsksForTheNextAtOnce() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         feed.lost()
