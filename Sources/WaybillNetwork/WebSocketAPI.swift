@@ -29,6 +29,8 @@ public final class OutboundFrame: Sendable {
     }
     /// Payload length in bytes.
     public var count: Int { storage.count }
+    /// A copy of the payload (for tests and diagnostics; the send path never copies it).
+    public var bytes: [UInt8] { storage.bytes }
 }
 
 /// Why a socket closed, as the delegate learns it.

@@ -143,6 +143,14 @@ struct ClientEndToEndTests {
                 let after = await session.lastEventID
                 return after != nil && after != before
             })
+            // A resume, not a `reset` and a full refetch (which would show the same notes): the
+            // restarted server counted one resume and no reset.
+            let metrics = try await server.request("GET", "/metrics").text
+            func counter(_ name: String) -> Int? {
+                metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") }
+            }
+            #expect((counter("waybill_resumes_total") ?? 0) >= 1)
+            #expect(counter("waybill_resets_total") == 0)
             await session.stop()
         }
     }

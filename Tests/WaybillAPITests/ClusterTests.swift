@@ -122,6 +122,10 @@ struct ClusterTests {
                 let ids = try await watcher.collect(count: writes, timeout: .seconds(30))
                 #expect(ids.count == writes, "every event arrives")
                 #expect(ids == ids.sorted() && Set(ids).count == ids.count, "in order, exactly once")
+                // On the sockets they had: a broker outage closes none (no mass 1012; SPEC), and the
+                // collector's own reconnect-and-resume would otherwise hide it.
+                let (reconnects, codes) = (await watcher.reconnects, await watcher.closeCodes)
+                #expect(reconnects == 0, "closed with \(codes)")
             }
         }
     }
@@ -135,6 +139,9 @@ struct ClusterTests {
         try await TestCluster.withRunning(nodes: 0) { cluster in
             // First and alone, so it takes the relay's lease; nothing listens on port 1.
             let cutOff = try await cluster.startNode(redisURL: "redis://127.0.0.1:1")
+            #expect(
+                await cluster.eventually { cluster.logged(node: cutOff, "outbox relay leads") },
+                "the cut-off node leads (the case this test is about)")
             let healthy = try await cluster.startNode()
             let seed = try await cluster.seed(drivers: 1, orders: 1)
             let id = try #require(seed.drivers[0].orderIDs?.first)

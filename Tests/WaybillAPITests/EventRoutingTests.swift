@@ -116,9 +116,16 @@ struct EventRoutingTests {
             let seed = try await server.seed(drivers: 1, orders: 0)
             let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token)
             await socket.send("not json {")
-            await socket.send(#"{"type":"subscribe","group":"company_1"}"#)
+            await socket.send(#"{"type":"subscribe","group":"company_\#(seed.companyID)"}"#)
             await socket.send(#"{"type":"ping"}"#)
             #expect(await socket.next()?["type"] as? String == "pong")
+            // The subscribe changed nothing: an order for nobody (company and fleet only) does not
+            // reach the driver's socket.
+            let created = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken,
+                json: ["title": "For the company only", "stages": [["kind": "stop", "address": "x"]]])
+            #expect(created.status == 201)
+            #expect(await socket.nextEvent(timeout: .milliseconds(500)) == nil)
         }
     }
 

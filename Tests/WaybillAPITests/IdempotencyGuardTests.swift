@@ -73,7 +73,8 @@ struct IdempotencyGuardTests {
                     released.value.store(true, ordering: .relaxed)
                 }
             }
-            _ = await eventually { holding.value.load(ordering: .relaxed) }
+            // Not held: the checks on `released` after this would pass without the hold they test.
+            #expect(await eventually { holding.value.load(ordering: .relaxed) }, "the writer is held")
         }
 
         func record(_ key: String) async throws -> IdempotencyRecord? {
@@ -134,6 +135,7 @@ struct IdempotencyGuardTests {
             let writerFreed = held.value.load(ordering: .relaxed)
             #expect(answer.status == 503)
             #expect(!writerFreed, "answered while the writer was still held")
+            #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")
             let released = try await eventually { try await setup.record("k") == nil }
             #expect(released, "released once the writer is free")
             let retry: Router.Handler = { _, _ in HTTPResponse(status: 201) }
@@ -167,6 +169,7 @@ struct IdempotencyGuardTests {
             let writerFreed = held.value.load(ordering: .relaxed)
             #expect(answer.status == 412)
             #expect(!writerFreed, "answered while the writer was still held")
+            #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")
             let stored = try await eventually { try await setup.record("k")?.response != nil }
             #expect(stored, "stored once the writer is free")
             let retried = try await setup.send(key: "k") { _, _ in HTTPResponse(status: 201) }

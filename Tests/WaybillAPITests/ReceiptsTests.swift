@@ -97,7 +97,8 @@ struct ReceiptsTests {
             let (panel, _) = try await server.connectedSocket(token: seed.dispatcherToken)
             let (alicePhone, _) = try await server.connectedSocket(token: alice.token)
 
-            // A dispatcher's socket cannot report for a driver.
+            // A dispatcher's socket cannot report for a driver (that the hub itself writes nothing
+            // for it: `HubBookkeepingTests.aDispatchersSeenWritesNothing`).
             await panel.send(Self.seen([(alicesOrder, version)]))
             // Bob's order, a version that does not exist yet, garbage: nothing.
             await alicePhone.send(Self.seen([(bobsOrder, 1)]))
@@ -109,6 +110,7 @@ struct ReceiptsTests {
             await alicePhone.send(Self.seen([(alicesOrder, version)]))
             let event = try #require(await Self.nextSeen(panel))
             #expect(event.int("order_id") == alicesOrder)
+            #expect(event.int("driver_id") == alice.id)
             #expect((event["seen"] as? [String: Any])?.int("version") == version)
             #expect(await Self.nextSeen(panel, timeout: .milliseconds(1_500)) == nil)
 

@@ -18,7 +18,7 @@ struct HubBookkeepingTests {
     /// (`executeAlways` still runs), with one driver's socket admitted: `body` gets the hub, the
     /// service thread, that switch and the socket.
     static func withAdmittedSocket(
-        on store: any OrderStore, receipts: Hub.Receipts = Hub.Receipts(),
+        on store: any OrderStore, receipts: Hub.Receipts = Hub.Receipts(), user: User = HubLogoutTests.driver,
         _ body: (Hub, ServiceThread, _ refuseWork: () -> Void, SocketID) async throws -> Void
     ) async throws {
         let service = ServiceThread()
@@ -35,7 +35,7 @@ struct HubBookkeepingTests {
         let socket = SocketID(1)
         service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
         let answer = await auth.nextQuestion()
-        answer(HubLogoutTests.driver, SessionEpoch(0))
+        answer(user, SessionEpoch(0))
         #expect(await eventually { service.io.frames(socket) == 1 })  // connected
         try await body(hub, service, { refusing.store(true, ordering: .relaxed) }, socket)
     }
@@ -52,6 +52,22 @@ struct HubBookkeepingTests {
                 try await Task.sleep(for: .milliseconds(300))  // past the interval, and the first write's end handled
                 service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":2}]}"#, io: io) }
                 #expect(await eventually { counting.writes == before + 2 }, "the next receipt is written too")
+            }
+        }
+    }
+
+    /// A dispatcher's `seen` is ignored by the hub itself: no store write at all (the store would
+    /// refuse it too, which hid the hub's rule from the end-to-end test).
+    @Test func aDispatchersSeenWritesNothing() async throws {
+        try await withStore { store in
+            let counting = CountingStore(store)
+            let dispatcher = User(id: 9, companyID: 1, role: .dispatcher, email: "p@example.com", name: "P")
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(10)), user: dispatcher) {
+                hub, service, _, socket in
+                let before = counting.writes
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+                try await Task.sleep(for: .milliseconds(300))  // thirty receipt intervals
+                #expect(counting.writes == before)
             }
         }
     }

@@ -99,8 +99,13 @@ struct HubResumeBarrierTests {
             // delivered nothing live: a position behind the replay, which a client never moves
             // back to; CursorResumeTests checks the position on a running server).
             let pong = try #require(hub.pong)
-            #expect(pong.newest == hub.newestDelivered)
-            #expect(service.io.sent(socket).last.map(ObjectIdentifier.init) == ObjectIdentifier(pong.frame))
+            let sent = service.io.sent(socket)
+            #expect(sent.last.map(ObjectIdentifier.init) == ObjectIdentifier(pong.frame))
+            // Frames 2 and 3 are the replayed events after `since`, in order; the last is a pong.
+            let frames = sent.map { (try? JSONSerialization.jsonObject(with: Data($0.bytes))) as? [String: Any] ?? [:] }
+            #expect(frames.dropFirst().prefix(2).map { ($0["event_id"] as? NSNumber)?.int64Value }
+                == events.dropFirst().map(\.id.rawValue))
+            #expect(frames.last?["type"] as? String == "pong")
         }
     }
 }

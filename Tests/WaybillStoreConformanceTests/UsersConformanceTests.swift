@@ -234,15 +234,25 @@ import WaybillStoreTesting
             let fixture = try await Fixture.seed(store)
             let token: [UInt8] = Array(repeating: 6, count: 32), alice = fixture.alice.id
             let inserted = Mutex(false)
-            async let login: Void = store.write { tx in
-                try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil)
-                inserted.withLock { $0 = true }
-                Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
-            }
+            let loginCommitted = Mutex<ContinuousClock.Instant?>(nil)
+            async let login: Void = {
+                try await store.write { tx in
+                    try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil)
+                    inserted.withLock { $0 = true }
+                    Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
+                }
+                loginCommitted.withLock { $0 = .now }
+            }()
             let deadline = Date() + 10
             while !inserted.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            try #require(inserted.withLock { $0 }, "the login's insert ran")
+            let logoutStarted = ContinuousClock.now
             let logout = try await store.write { tx in try tx.revokeTokens(of: alice) }
             try await login
+            // The case under test happened: the logout was asked for before the login committed.
+            #expect(logoutStarted < (loginCommitted.withLock { $0 } ?? logoutStarted))
+            // Either outcome is right; a valid token of an epoch this logout revoked is not (its
+            // sockets were closed while its token kept working). Not found: it was revoked.
             let found = try await store.read { tx in try tx.user(tokenHash: token, now: t0 + 1) }
             if let found { #expect(!logout.revokes(found.epoch), "a valid token its logout's sockets close") }
         }

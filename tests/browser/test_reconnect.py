@@ -1,5 +1,6 @@
 """The panel survives a server restart: it shows it is reconnecting, then catches up by itself."""
 import re
+import urllib.request
 
 from playwright.sync_api import expect
 
@@ -39,10 +40,27 @@ def test_server_restart_reconnects_and_catches_up(page, server, api):
     assert new_sockets and all("ticket=" in url for url in new_sockets)
     assert re.search(r"[?&]cursor=\d+-[0-9a-f]+(&|$)", new_sockets[-1]), new_sockets[-1]
     assert "since=" in new_sockets[-1]
+    # And the server took it as a resume, not a `reset` and a full reload (which would show the
+    # same rows): the restarted server counted no reset.
+    counters = metrics(server)
+    assert counters.get("waybill_resumes_total", 0) >= 1, counters
+    assert counters.get("waybill_resets_total") == 0, counters
 
     # And it is really live again: the next change arrives over the socket within 2 s.
     api.ok("POST", f"/api/orders/{watched['id']}/status", {"status": "in_progress"})
     expect(page.locator(".facts .badge")).to_have_text("In progress", timeout=2_000)
+
+
+def metrics(server):
+    """The server's unlabelled counters, by name."""
+    with urllib.request.urlopen(server.base_url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        parts = line.split(" ")
+        if len(parts) == 2 and not line.startswith("#") and "{" not in parts[0]:
+            values[parts[0]] = float(parts[1])
+    return values
 
 
 def test_without_a_live_link_the_panel_says_polling_only_and_still_works(page, server, api):
