@@ -29,6 +29,10 @@ public enum BrokerWireFormat {
     /// The most events one batch may carry: the relay publishes at most 512 at a time. A foreign
     /// batch of a few hundred thousand would otherwise cost the feed's sort under its lock.
     public static let maxEvents = 10_000
+    /// JSON values a batch may hold: an event is about 20 (its fields and groups), so this is
+    /// far above any batch a node writes, and a hostile message stops parsing here instead of
+    /// building millions of values first.
+    static let maxValues = maxEvents * 64 + 16
     /// The largest payload decoded (a batch of `maxEvents` events is about 2.5 MB); a larger one is
     /// skipped before it is copied or parsed.
     public static let maxBytes = 8 << 20
@@ -64,7 +68,7 @@ public enum BrokerWireFormat {
         guard bytes.count <= maxBytes else { throw BrokerError("batch too large (\(bytes.count) bytes)") }
         let document: JSONValue
         do {
-            document = try JSONReader.parse(bytes)
+            document = try JSONReader.parse(bytes, maximumValues: maxValues)
         } catch {
             throw BrokerError("undecodable batch: not JSON")
         }

@@ -25,6 +25,16 @@ import Testing
                 == Self.object(("b", .integer(1)), ("a", Self.object(("c", .array([.bool(false)])))), ("", .string("empty key"))))
     }
 
+    /// `maximumValues` counts every value at any depth (the array itself too) and stops parsing
+    /// past it: a broker message of millions of zeros is refused before its tree is built.
+    @Test func aDocumentWithMoreValuesThanAllowedIsRefused() throws {
+        let bytes = Array(#"[1,[2,3],{"a":4}]"#.utf8)  // 7 values: the arrays, the object, 4 numbers
+        #expect(try JSONReader.parse(bytes, maximumValues: 7) == JSONReader.parse(bytes))
+        #expect(throws: JSONSyntaxError.self) { try JSONReader.parse(bytes, maximumValues: 6) }
+        let zeros = Array(("[" + Array(repeating: "0", count: 1_000_000).joined(separator: ",") + "]").utf8)
+        #expect(throws: JSONSyntaxError.self) { try JSONReader.parse(zeros, maximumValues: 1_000) }
+    }
+
     @Test func keepsMembersInOrderWithDuplicates() throws {
         // `BodyFields` takes the first; the tree keeps them all, in document order.
         #expect(try Self.parse(#"{"z":1,"a":2,"z":"x"}"#) == Self.object(("z", .integer(1)), ("a", .integer(2)), ("z", .string("x"))))
