@@ -32,7 +32,9 @@ import Testing
         #expect(try JSONReader.parse(bytes, maximumValues: 7) == JSONReader.parse(bytes))
         #expect(throws: JSONSyntaxError.self) { try JSONReader.parse(bytes, maximumValues: 6) }
         let zeros = Array(("[" + Array(repeating: "0", count: 1_000_000).joined(separator: ",") + "]").utf8)
-        #expect(throws: JSONSyntaxError.self) { try JSONReader.parse(zeros, maximumValues: 1_000) }
+        // A Bool, so a failure does not print a million values.
+        let refused = (try? JSONReader.parse(zeros, maximumValues: 1_000)) == nil
+        #expect(refused)
     }
 
     @Test func keepsMembersInOrderWithDuplicates() throws {
