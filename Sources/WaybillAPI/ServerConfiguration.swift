@@ -86,6 +86,9 @@ public struct ServerConfiguration: Sendable {
     public var maxQueuedServiceWork = 100_000
     /// How long shutdown waits for sockets to flush and close.
     public var shutdownDrain: Duration = .seconds(3)
+    /// How long shutdown waits for HTTP requests already begun (bodies arriving, handlers running,
+    /// answers going out): longer than a store call's 5 s budget, so a write's outcome is answered.
+    public var requestDrain: Duration = .seconds(6)
     /// The web panel's files; `nil` = the copy bundled with the module.
     public var webDirectory: URL?
 

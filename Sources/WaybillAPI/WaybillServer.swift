@@ -227,6 +227,7 @@ public final class WaybillServer: Sendable {
         n.maxQueuedBytesPerSocket = c.maxQueuedBytesPerSocket
         n.maxMessageBytes = 4096  // clients send pings and `seen` frames (≤ 100 entries)
         n.shutdownDrain = c.shutdownDrain
+        n.requestDrain = c.requestDrain
         n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }

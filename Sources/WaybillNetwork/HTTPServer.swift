@@ -27,9 +27,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var pingInterval: Duration = .seconds(25)
     /// How long shutdown waits for sockets to flush and close before it stops anyway.
     public var shutdownDrain: Duration = .seconds(3)
-    /// How long shutdown waits for HTTP requests already in the handlers' hands. Longer than the
-    /// sockets' drain: a store call may take up to its 5 s budget (SPEC §6), and a write that
-    /// commits after its connection went away is one the client cannot tell happened.
+    /// How long shutdown waits for HTTP requests already begun (a body still arriving, a handler
+    /// running, an answer going out to a slow reader). Longer than the sockets' drain: a store
+    /// call may take up to its 5 s budget (SPEC §6), and a write that commits after its connection
+    /// went away is one the client cannot tell happened.
     public var requestDrain: Duration = .seconds(6)
     /// Work items `HTTPServer.execute` may have waiting for the service thread. Past it `execute`
     /// refuses work and every WebSocket is closed with 1013 (try again later), so clients resume

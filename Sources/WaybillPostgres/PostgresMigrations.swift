@@ -22,6 +22,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0008_session_epochs", sql: PostgresSchema.sessionEpochs),
         PostgresMigration(name: "0009_token_expiry_index", sql: PostgresSchema.tokenExpiryIndex),
         PostgresMigration(name: "0010_driver_status_index", sql: PostgresSchema.driverStatusIndex),
+        PostgresMigration(name: "0011_repair_driver_status_index", sql: PostgresSchema.repairDriverStatusIndex),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -189,17 +189,25 @@ extension PostgresSchema {
     /// A driver's pages by status, as on SQLite (`SQLiteSchema.driverStatusIndex`). A plain
     /// `CREATE INDEX` (a migration runs in a transaction): it blocks writes to `orders` while it
     /// builds, a second or so per million orders; build it `CONCURRENTLY` by hand first on a large
-    /// table (the migration then finds nothing to do: `IF NOT EXISTS`). A `CONCURRENTLY` build that
-    /// failed or was cancelled leaves an invalid index of that name, which `IF NOT EXISTS` would
-    /// take as done and no query would ever use: it is dropped and built again (found by a review,
-    /// 2026-12-05).
+    /// table (the migration then finds nothing to do: `IF NOT EXISTS`).
     static let driverStatusIndex = """
+        CREATE INDEX IF NOT EXISTS orders_by_driver_status ON orders (company_id, driver_id, status, id);
+        """
+
+    /// A `CONCURRENTLY` build of `orders_by_driver_status` that failed or was cancelled leaves an
+    /// invalid index of that name, which 0010's `IF NOT EXISTS` took as done and no query can use
+    /// (found by a review, 2026-12-05). It is dropped and built again, plainly; an index whose
+    /// concurrent build is still running is left to finish (dropping it would queue an exclusive
+    /// lock on `orders` behind the build, and every node's reads and writes behind that).
+    static let repairDriverStatusIndex = """
         DO $$ BEGIN
             IF EXISTS (SELECT 1 FROM pg_index
-                       WHERE indexrelid = to_regclass('orders_by_driver_status') AND NOT indisvalid) THEN
+                       WHERE indexrelid = to_regclass('orders_by_driver_status') AND NOT indisvalid)
+               AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index
+                               WHERE index_relid = to_regclass('orders_by_driver_status')) THEN
                 DROP INDEX orders_by_driver_status;
+                CREATE INDEX orders_by_driver_status ON orders (company_id, driver_id, status, id);
             END IF;
         END $$;
-        CREATE INDEX IF NOT EXISTS orders_by_driver_status ON orders (company_id, driver_id, status, id);
         """
 }

@@ -20,7 +20,11 @@ public import WaybillDomain
 ///   `.subscribed` — nor `.lost`.
 /// - A periodic check that finds the store ahead of `deliveredThrough` reads the events: a broker
 ///   that is subscribed but never gets them (the relay's leader cannot reach it) delays delivery by
-///   at most one check interval instead of stopping it.
+///   at most one check interval instead of stopping it. Two such checks in a row with no
+///   delivering batch between (`brokerSilent`: nodes on different Redis servers, a frozen leader)
+///   switch the feed to polling until a batch delivers again.
+/// - A message the broker could not read (`batchSkipped`) asks for a store read at once, at most
+///   one per tick.
 /// - Every read also reports the store's newest event and the event at `deliveredThrough`: if the
 ///   newest id went below it, or that event now has another fingerprint, history rewound (a restore
 ///   or a failover) and the step says so; delivery restarts from the store's newest cursor. A broker
@@ -138,6 +142,9 @@ public struct FeedSequencer: Sendable {
     /// ahead with none.
     private var batchesSinceCheck = 0
     private var silentChecks = 0
+    /// A skipped message asked for a read since the last tick; another one asks at the next tick.
+    private var skippedThisTick = false
+    private var skipOwed = false
     private let maxPending: Int
 
     /// - Parameters:
@@ -154,16 +161,6 @@ public struct FeedSequencer: Sendable {
 
     /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
-        var silence: Bool?
-        if !batch.isEmpty {
-            batchesSinceCheck += 1
-            if brokerSilent {
-                brokerSilent = false
-                silentChecks = 0
-                mode = .broker
-                silence = false
-            }
-        }
         for event in batch where event.id <= deliveredThrough.id {
             guard let known = remembered(event.id), !known.matches(event) else { continue }
             awaitingHistoryCheck = true
@@ -177,7 +174,18 @@ public struct FeedSequencer: Sendable {
             break
         }
         for event in batch where event.id > deliveredThrough.id { insertPending(event) }
-        let step = Step(deliver: awaitingHistoryCheck ? [] : drainPending(), brokerSilence: silence)
+        var step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
+        // Only a batch that continues what was delivered proves the broker brings this node's
+        // events: a foreign one (another deployment's Redis on the same channel) never does.
+        if !step.deliver.isEmpty {
+            batchesSinceCheck += 1
+            silentChecks = 0
+            if brokerSilent {
+                brokerSilent = false
+                mode = .broker
+                step.brokerSilence = false
+            }
+        }
         if !pending.isEmpty || awaitingHistoryCheck { owedRead = .events }  // a gap, or history in doubt
         if pending.count > maxPending { pending = [] }  // the store has them all; memory stays bounded
         return step
@@ -216,13 +224,26 @@ public struct FeedSequencer: Sendable {
 
     /// The broker could not read a message (`BrokerDelivery.skipped`): it may have held events, so
     /// the store is read now (a read already owed covers it).
+    /// At most one such read per tick: a stream of unreadable messages (a newer leader in a rolling
+    /// upgrade, hundreds a second) would otherwise cost a store read each.
     public mutating func batchSkipped() {
-        if owedRead == nil { owedRead = .events }
+        if skippedThisTick {
+            skipOwed = true
+        } else {
+            skippedThisTick = true
+            if owedRead == nil { owedRead = .events }
+        }
     }
 
     /// The poll interval passed.
     public mutating func tick() {
         ticksSinceCheck += 1
+        skippedThisTick = false
+        if skipOwed {
+            skipOwed = false
+            skippedThisTick = true
+            if owedRead == nil { owedRead = .events }
+        }
         if mode == .polling || !pending.isEmpty || retryEvents || awaitingHistoryCheck {
             owedRead = .events
         } else if ticksSinceCheck >= ticksPerCheck, owedRead == nil {
@@ -304,7 +325,9 @@ public struct FeedSequencer: Sendable {
         owedRead = read.isFull || newerThanSnapshot || storeAhead || droppedDoubtful ? .events : nil
         var silence: Bool?
         if read.kind == .check, mode == .broker {
-            silentChecks = storeAhead && batchesSinceCheck == 0 ? silentChecks + 1 : 0
+            // A quiet check proves nothing either way (a low-traffic node alternates ahead and
+            // quiet); only a delivering batch resets the count.
+            if storeAhead && batchesSinceCheck == 0 { silentChecks += 1 }
             batchesSinceCheck = 0
             if silentChecks >= 2 {
                 brokerSilent = true

@@ -223,7 +223,7 @@ public final class HubFeed: Sendable {
         switch step.brokerSilence {
         case true?:
             logger.warning(
-                "the broker brought nothing while the store moved on (two checks): reading the store every tick; is every node on the same Redis and channel?")
+                "the broker brought nothing while the store moved on (two checks): reading the store every tick until it does (a relay leader frozen or cut off from Redis, or nodes on different Redis servers or channels)")
         case false?: logger.info("the broker delivers again")
         case nil: break
         }

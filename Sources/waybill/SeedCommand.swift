@@ -46,15 +46,21 @@ enum SeedCommand {
         }
         let store = try ServeCommand.openStore(args)
         defer { store.close() }
+        var createdOut = false  // and removed again if the seed fails
         if out != "-" {
             // The passwords and tokens exist only in this file (the store keeps hashes): a path that
             // cannot be written is refused before anything is seeded (after the store opened: `--out`
             // may name a file in the data directory it creates). It was found out after the
-            // commit, and a rerun made a second company (found by a review, 2026-12-05).
-            guard FileManager.default.createFile(atPath: out, contents: nil) else {
-                throw Arguments.Problem(description: "--out \(out) cannot be written")
-            }
+            // commit, and a rerun made a second company (found by a review, 2026-12-05). Opened
+            // without truncating: a seed that then fails leaves an earlier file as it was.
+            let existed = FileManager.default.fileExists(atPath: out)
+            let descriptor = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw Arguments.Problem(description: "--out \(out) cannot be written") }
+            close(descriptor)
+            createdOut = !existed
         }
+        var seeded = false
+        defer { if createdOut, !seeded { try? FileManager.default.removeItem(atPath: out) } }
         let seeder = Seeder(store: store, passwordIterations: try ServeCommand.passwordIterations(args, default: 210_000))
         let plan =
             args.flag("demo")
@@ -63,6 +69,7 @@ enum SeedCommand {
                 companyName: args.string("company", default: "Seeded Transport"), drivers: drivers,
                 ordersPerDriver: perDriver, finishedPerDriver: finished)
         let result = try await seeder.seed(plan)
+        seeded = true
         let json = try result.json()
         if out == "-" {
             Console.write(json + Data("\n".utf8))

@@ -200,6 +200,24 @@ struct ExecutableTests {
         #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
         let seed = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: out)))
         #expect(seed.companyID == 1, "the refused seed left no company behind")
+        // A seed that fails (the demo's emails, taken by a first `--demo` seed) leaves the file
+        // it was to write as it was: the only copy of the earlier passwords and tokens.
+        let demoOut = directory.appendingPathComponent("demo.json").path
+        for attempt in 0..<2 {
+            let demo = try ChildProcess([
+                "seed", "--data-dir", directory.path, "--demo", "--out", demoOut, "--password-iterations", "1000",
+            ])
+            #expect(await demo.exitStatus(timeout: .seconds(30)) == (attempt == 0 ? 0 : 1))
+        }
+        let kept = try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: demoOut)))
+        #expect(kept.dispatcher.email == "dispatcher@demo.example.com")
+        // And one it created for a seed that failed is not left behind empty.
+        let fresh = directory.appendingPathComponent("fresh.json").path
+        let failing = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--demo", "--out", fresh, "--password-iterations", "1000",
+        ])
+        #expect(await failing.exitStatus(timeout: .seconds(30)) == 1)
+        #expect(!FileManager.default.fileExists(atPath: fresh))
     }
 
     @Test func driverJSONModeFollowsChangesAndTakesCommands() async throws {

@@ -145,6 +145,50 @@ struct FeedSequencerTests {
         #expect(feed.mode == .broker && !feed.brokerSilent)
     }
 
+    /// A foreign batch (another deployment's Redis on the same channel: ids far above the store's)
+    /// proves nothing about this node's broker, and a quiet check in between resets nothing: a
+    /// low-traffic node alternates ahead and quiet.
+    @Test func foreignBatchesAndQuietChecksDoNotHideASilentBroker() {
+        var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 1)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        func check(newest: Int64) -> FeedSequencer.Step {
+            feed.tick()
+            _ = feed.takeRead()
+            let through = feed.deliveredThrough.id.rawValue
+            let step = feed.storeRead(Self.check(newest: newest, atDelivered: Fixtures.event(through)))
+            if newest > through {
+                _ = feed.takeRead()
+                _ = feed.storeRead(Self.read(Array(through + 1...newest), newest: newest, atDelivered: Fixtures.event(through)))
+            }
+            return step
+        }
+        #expect(check(newest: 11).brokerSilence == nil)  // ahead, no batch: 1
+        _ = feed.received(Fixtures.events(900...901))  // foreign: a gap, pending, delivers nothing
+        _ = feed.takeRead()
+        _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))  // dropped as foreign
+        #expect(check(newest: 11).brokerSilence == nil)  // quiet: still 1
+        #expect(check(newest: 12).brokerSilence == true)  // ahead again, no delivering batch: 2
+        _ = feed.received(Fixtures.events(950...950))  // foreign again: still silent
+        #expect(feed.brokerSilent && feed.mode == .polling)
+    }
+
+    /// Unreadable messages ask for a store read at most once per tick.
+    @Test func skippedMessagesAskForOneReadPerTick() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.batchSkipped()
+        #expect(feed.owedRead == .events)
+        _ = feed.takeRead()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.batchSkipped()
+        feed.batchSkipped()
+        #expect(feed.owedRead == nil, "a second skip in the same tick waits")
+        feed.tick()
+        #expect(feed.owedRead == .events, "and is read at the next tick")
+    }
+
     @Test func aFullPageAsksForTheNextAtOnce() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         feed.lost()

@@ -56,12 +56,27 @@ struct APIResponder: HTTPResponder {
             }
             userID = context.loggedUserID
         case .methodNotAllowed(let allowed):
-            response = JSONCoding.error(APIError(405, "method_not_allowed", "Use \(allowed.joined(separator: ", ")) here."))
-            response.headers.set("Allow", allowed.joined(separator: ", "))
+            // SPEC §2: 401 for a missing or bad token on every `/api/` call but the login, so the
+            // token is checked before a 405 there (it was answered to anyone).
+            let context = RequestContext(parameters: [:], request: request, authenticator: authenticator)
+            do {
+                if Self.needsToken(request.path) { _ = try await context.requireUser() }
+                let methods = Self.allowHeader(allowed)
+                response = JSONCoding.error(APIError(405, "method_not_allowed", "Use \(methods) here."))
+                response.headers.set("Allow", methods)
+            } catch {
+                response = failure(error, request)
+            }
+            userID = context.loggedUserID
         case .notFound:
             response = JSONCoding.error(APIError(404, "not_found", "No such route."))
         }
-        if request.method == "HEAD" { response.body = [] }
+        // A HEAD answer keeps its body here: the network layer sends GET's headers (its
+        // Content-Length too, RFC 9110 §9.3.2) and leaves the body out. Emptied here, every HEAD
+        // said `Content-Length: 0` (found by an audit, 2026-12-05).
+        if response.status == 401, response.headers["www-authenticate"] == nil {
+            response.headers.set("WWW-Authenticate", "Bearer")  // RFC 6750 §3
+        }
         Self.addCommonHeaders(&response)
         let elapsed = ContinuousClock.now - started
         metrics.recordRequest(route: routeLabel, status: response.status, duration: elapsed)
@@ -71,6 +86,22 @@ struct APIResponder: HTTPResponder {
             "status": "\(response.status)", "duration_ms": Self.milliseconds(seconds), "user_id": userID,
         ])
         return response
+    }
+
+    /// Every `/api/` path but the login needs a token (SPEC §2).
+    static func needsToken(_ path: String) -> Bool {
+        path.hasPrefix("/api/") && Router.split(path) != ["api", "auth", "login"]
+    }
+
+    /// The methods of the routes that matched the path, each once, with `HEAD` beside `GET` (the
+    /// router answers HEAD with the GET route): `POST /api/orders/counts` listed `GET` twice.
+    static func allowHeader(_ methods: [String]) -> String {
+        var seen: [String] = []
+        for method in methods where !seen.contains(method) {
+            seen.append(method)
+            if method == "GET", !methods.contains("HEAD") { seen.append("HEAD") }
+        }
+        return seen.joined(separator: ", ")
     }
 
     private func failure(_ error: any Error, _ request: HTTPRequest) -> HTTPResponse {

@@ -43,8 +43,14 @@ final class RequestContext: @unchecked Sendable {
     /// Like `requireActor`, for dispatcher-only routes. - Throws: 403 for drivers.
     func requireDispatcher() async throws -> Actor {
         let actor = try await requireActor()
-        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
+        try Self.requireDispatcher(actor)
         return actor
+    }
+
+    /// The role check alone, for routes that parse their input first (DESIGN.md's order of checks:
+    /// 400 before 403). - Throws: 403 for drivers.
+    static func requireDispatcher(_ actor: Actor) throws {
+        guard actor.isDispatcher else { throw APIError.dispatcherOnly }
     }
 
     /// A path parameter as a positive integer id. - Throws: 404 (a malformed id names nothing).

@@ -65,13 +65,17 @@ struct Routes {
             return try await Self.written(status: 201) { try await orders.create(body, by: actor) }
         }
         r.on("GET", "/api/orders/{id}") { request, context in
-            let order = try await orders.detail(try context.id("id"), for: try await context.requireActor())
+            // The token before the id: a malformed id without a token was 404, not the SPEC's 401.
+            let actor = try await context.requireActor()
+            let order = try await orders.detail(try context.id("id"), for: actor)
             return try Conditional.response(OrderDetailJSON(order: order), for: request, etag: Conditional.etag(order))
         }
         r.on("PATCH", "/api/orders/{id}") { request, context in
-            let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
+            // DESIGN.md's order: the token (401), what cannot be parsed (400), the role (403).
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
+            try RequestContext.requireDispatcher(actor)
             return try await Self.written { try await orders.patch(id, body, by: actor, ifMatch: ifMatch) }
         }
         r.on("DELETE", "/api/orders/{id}") { request, context in
@@ -90,16 +94,18 @@ struct Routes {
             }
         }
         r.on("POST", "/api/orders/{id}/assign") { request, context in
-            let actor = try await context.requireDispatcher(), id: OrderID = try context.id("id")
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(AssignRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
+            try RequestContext.requireDispatcher(actor)
             return try await Self.written {
                 try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch)
             }
         }
         r.on("POST", "/api/orders/{id}/unassign") { request, context in
-            let actor = try await context.requireDispatcher(), ifMatch = try Conditional.ifMatch(request)
+            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
             let id: OrderID = try context.id("id")
+            try RequestContext.requireDispatcher(actor)
             return try await Self.written { try await orders.unassign(id, by: actor, ifMatch: ifMatch) }
         }
         r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
