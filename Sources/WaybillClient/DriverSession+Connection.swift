@@ -123,6 +123,7 @@ extension DriverSession {
     /// Opens one socket, feeds its frames to the machine, and reports how it closed.
     private func runConnection(generation: Int) async {
         var closeCode: Int?
+        var tokenRefusedByREST = false
         do {
             // The cursor is read now, not when the connect was decided: events may have arrived in between.
             let request = try await api.eventSocketRequest(since: machine.lastEventID, cursor: machine.lastCursor)
@@ -147,7 +148,9 @@ extension DriverSession {
                 }
             }
         } catch WaybillClientError.notAuthenticated {
-            closeCode = 4001  // the ticket endpoint refused the token: same meaning, same reaction
+            // The ticket endpoint refused the token: the token is gone (no retry, unlike a socket
+            // closed 4001 before `connected`, which may be a ticket that expired on its way).
+            tokenRefusedByREST = true
         } catch WaybillClientError.notAllowed {
             closeCode = 4003
         } catch let error as WaybillClientError where error.status == 429 || error.status == 503 {
@@ -165,7 +168,7 @@ extension DriverSession {
         heartbeatTask = nil
         stabilityTask?.cancel()
         stabilityTask = nil
-        perform(machine.socketClosed(code: closeCode, random: &random))
+        perform(tokenRefusedByREST ? machine.tokenRefused() : machine.socketClosed(code: closeCode, random: &random))
     }
 
     /// Pings the socket of `generation` every interval and drops it if it stays silent.

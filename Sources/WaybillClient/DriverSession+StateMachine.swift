@@ -60,6 +60,13 @@ extension DriverSession {
         /// The last attempts showed no socket can give the outcome: connects do not hold the queue
         /// again until a socket gets through (`connected`), which probes once more.
         private var cannotTell = false
+        /// A socket was closed 4001 before `connected` and the next attempt (with a fresh ticket)
+        /// is under way. A ticket that expired or was used on its way in (a slow link, a phone
+        /// suspended between the ticket and the upgrade, a proxy that retried the upgrade) is
+        /// refused with 4001 like a bad token, and logged a driver with a valid token out (found by
+        /// a review, 2026-12-05). The fresh ticket's request tells them apart (401 if the token is
+        /// gone); a second 4001 before `connected` in a row stops as before.
+        private var refusalRetried = false
 
         /// Whether queued actions must wait: a resume is under way and its outcome is unknown.
         ///
@@ -165,6 +172,7 @@ extension DriverSession {
             case .connected(let frame):
                 // Not a reason to count from 0 yet: a server at capacity says `connected`, then closes.
                 state = .live
+                refusalRetried = false
                 restAnsweredWhileDown = false
                 upgradesFailedWithRESTUp = 0
                 if cannotTell {
@@ -241,14 +249,17 @@ extension DriverSession {
                     resumeOutcomePending = lastEventID != nil
                 }
             }
+            var refusedBeforeConnected = false
+            if case .connecting = state { refusedBeforeConnected = code == 4001 }
             switch code {
-            case 4001:
+            case 4001 where !(refusedBeforeConnected && !refusalRetried):
                 state = .stopped(.notAuthenticated)
                 return .stop(.notAuthenticated)
             case 4003:
                 state = .stopped(.notAllowed)
                 return .stop(.notAllowed)
             default:
+                if refusedBeforeConnected { refusalRetried = true }  // once, with a fresh ticket
                 let attempt = failures
                 failures += 1
                 guard let delay = policy.delay(forAttempt: attempt, random: &random) else {

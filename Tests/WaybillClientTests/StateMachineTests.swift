@@ -100,6 +100,34 @@ import WaybillTesting
         #expect(machine.backoffElapsed() == .none)
     }
 
+    /// A 4001 before `connected` may be a ticket that expired or was used on its way in (a slow
+    /// link, a suspended phone): one more attempt, with a fresh ticket, tells it from a refused
+    /// token; a second 4001 before `connected` in a row stops. It logged a valid driver out.
+    @Test func a4001BeforeConnectedIsTriedOnceMore() {
+        var machine = Machine(policy: .standard)
+        var random = SeededGenerator(seed: 7)
+        _ = machine.start()
+        guard case .reconnect = machine.socketClosed(code: 4001, random: &random) else {
+            Issue.record("stopped at the first 4001 before connected: \(machine.state)")
+            return
+        }
+        _ = machine.backoffElapsed()
+        #expect(machine.socketClosed(code: 4001, random: &random) == .stop(.notAuthenticated))
+        #expect(machine.state == .stopped(.notAuthenticated))
+        // After a socket that got through, a refusal before `connected` is tried once more again.
+        var other = Machine(policy: .standard)
+        _ = other.start()
+        _ = other.socketClosed(code: 4001, random: &random)
+        _ = other.backoffElapsed()
+        _ = other.received(connected())
+        _ = other.socketClosed(code: 1006, random: &random)
+        _ = other.backoffElapsed()
+        guard case .reconnect = other.socketClosed(code: 4001, random: &random) else {
+            Issue.record("the retry was not given back by `connected`: \(other.state)")
+            return
+        }
+    }
+
     @Test(arguments: [4008, 1001, 1012, 1006, 1000, 1011])
     func otherClosesReconnectWithResume(code: Int) {
         var machine = Machine(policy: .standard)

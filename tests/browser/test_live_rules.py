@@ -86,6 +86,35 @@ def test_a_burst_of_events_costs_one_refetch_and_reconnects_resume_with_since(pa
     assert result["socketsAfterStop"] == result["nowSockets"] == 2
 
 
+def test_a_socket_refused_before_connected_is_tried_once_more_with_a_fresh_ticket(page, server):
+    """A ticket that expired or was used on its way in (a slow link, a laptop asleep between the
+    ticket and the upgrade) is refused with 4001 like a bad token: one more try with a fresh ticket
+    tells them apart. It logged the user out though the token was valid."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.start();
+      await tick(20);
+      FakeSocket.last.drop(4001);            // refused before `connected`: maybe the ticket
+      await tick(50);
+      const retried = FakeSocket.urls.length;
+      FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
+      await tick(300);
+      const wentLive = statuses.includes('live') && !statuses.some((s) => s.startsWith('auth-'));
+      FakeSocket.last.drop(1006);            // a plain drop later
+      await tick(50);
+      FakeSocket.last.drop(4001);            // refused before `connected` again: tried once more
+      await tick(50);
+      FakeSocket.last.drop(4001);            // and again, in a row: refused for good
+      await tick(300);
+      return { retried, live: wentLive, statuses, sockets: FakeSocket.urls.length, tickets: FakeSocket.urls.map((u) => new URL(u).searchParams.get('ticket')) };
+    """)
+    assert result["retried"] == 2, result
+    assert result["live"], result
+    assert result["statuses"][-1] == "auth-4001", result
+    assert result["sockets"] == 4, result
+    assert len(set(result["tickets"])) == len(result["tickets"]), "a fresh ticket each time"
+
+
 def test_a_steady_stream_of_events_refetches_once_per_window_not_back_to_back(page, server):
     """Events that arrive while a refetch runs wait for a window of their own: on a busy company
     the tab used to refetch back to back (27 requests a second at 200 writes/s, measured), each one

@@ -169,6 +169,7 @@ export class LiveFeed {
       return this.retryLater();
     }
     this.socket = socket;
+    this.socketConnected = false;
     this.lastMessageAt = Date.now();
     socket.onmessage = (event) => { if (socket === this.socket) this.received(event.data); };
     socket.onclose = (event) => this.closed(socket, event.code);
@@ -207,6 +208,8 @@ export class LiveFeed {
       this.clearTimer('stable');
       this.timers.stable = setTimeout(() => { if (this.socket === socket) this.attempt = 0; }, this.stableMs);
       this.everConnected = true;
+      this.socketConnected = true;
+      this.refusalRetried = false;
       this.connectedEventId = Number.isInteger(frame.event_id) ? frame.event_id : null;
       this.connectedCursor = cursorOf(frame);
       if (this.lastEventId === null) {
@@ -255,6 +258,14 @@ export class LiveFeed {
     this.clearTimer('pingCheck');
     this.clearTimer('stable');
     if (this.stopped) return;
+    if (code === 4001 && !this.socketConnected && !this.refusalRetried) {
+      // Refused before `connected`: a ticket that expired or was used on its way in (a slow link,
+      // a laptop that slept between the ticket and the upgrade) is refused like a bad token. One
+      // more try, with a fresh ticket, tells them apart: its request answers 401 if the token is
+      // gone. It logged a user with a valid token out (found by a review, 2026-12-05).
+      this.refusalRetried = true;
+      return this.retryLater();
+    }
     if (AUTH_CLOSE_CODES.has(code)) return this.authFailed(code);
     this.retryLater(); // 1001, 1006, 1012, 4008…: resume with `since`
   }
