@@ -285,10 +285,16 @@ extension DriverSession {
         /// The app came to the foreground or the network came back: a waiting socket reconnects at once.
         ///
         /// A live or connecting socket is left alone, and so is a stopped session (a 4001 will not heal by
-        /// retrying; the app must log in and start again).
+        /// retrying; the app must log in and start again). From a backoff the attempt count is kept:
+        /// a phone whose network comes and goes (a path monitor fires often on the move) reset it at
+        /// every wake-up and came back at the first delay against a server closing sockets with
+        /// 1013 (found by a review, 2026-12-05); a socket that proves stable starts it over. After
+        /// polling only, a wake-up brings a fresh budget of attempts.
         mutating func wakeUp() -> Action {
             switch state {
-            case .backingOff, .pollingOnly:
+            case .backingOff(let attempt, _):
+                return connecting(attempt: attempt + 1)
+            case .pollingOnly:
                 failures = 0
                 return connecting(attempt: 0)
             case .connecting, .live, .stopped:

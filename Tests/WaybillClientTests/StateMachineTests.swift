@@ -294,8 +294,12 @@ import WaybillTesting
         _ = machine.received(connected(10))
         _ = machine.socketClosed(code: 1006, random: &random)
         #expect(machine.wakeUp() == .connect(since: 10))
-        #expect(machine.state == .connecting(attempt: 0))
-        for _ in 0..<4 {
+        #expect(machine.state == .connecting(attempt: 1))
+        // The attempt count is kept: the next failure backs off longer, not from the first delay
+        // again (a network that comes and goes woke it every few seconds).
+        #expect(machine.socketClosed(code: 1006, random: &random) == .reconnect(after: .seconds(2), since: 10))
+        _ = machine.backoffElapsed()
+        for _ in 0..<3 {
             _ = machine.socketClosed(code: 1006, random: &random)
             _ = machine.backoffElapsed()
         }
