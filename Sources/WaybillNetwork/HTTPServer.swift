@@ -142,7 +142,8 @@ public final class HTTPServer: Sendable {
 
     /// Graceful stop: refuse new work (new HTTP requests get 503 and a close, upgrades are
     /// refused), finish in-flight HTTP, close every socket with 1001 after flushing its queue, wait
-    /// up to `shutdownDrain`, then destroy the context. Returns when the thread has ended.
+    /// up to `shutdownDrain` for the sockets and `requestDrain` for requests in flight, then
+    /// destroy the context. Returns when the thread has ended.
     /// Safe to call more than once, and before `start` (then it returns at once).
     public func shutdown() async {
         let core = self.core

@@ -189,7 +189,8 @@ extension PostgresSchema {
     /// A driver's pages by status, as on SQLite (`SQLiteSchema.driverStatusIndex`). A plain
     /// `CREATE INDEX` (a migration runs in a transaction): it blocks writes to `orders` while it
     /// builds, a second or so per million orders; build it `CONCURRENTLY` by hand first on a large
-    /// table (the migration then finds nothing to do: `IF NOT EXISTS`).
+    /// table (the migration then finds nothing to do: `IF NOT EXISTS`; a failed concurrent build
+    /// leaves an invalid index, which 0011 rebuilds).
     static let driverStatusIndex = """
         CREATE INDEX IF NOT EXISTS orders_by_driver_status ON orders (company_id, driver_id, status, id);
         """

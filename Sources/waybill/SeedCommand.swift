@@ -11,7 +11,8 @@ enum SeedCommand {
         Creates a new company (on every run) with one dispatcher, N drivers and K orders assigned to
         each driver, and writes their logins and tokens as JSON (the format ../shared/bench reads).
         Safe while servers of the same version run on the same data directory or database (a newer
-        version upgrades the schema first, and an older server then fails its writes: upgrade both).
+        version upgrades the schema first; an older server then refuses to start, and one already
+        running may fail its writes: upgrade both).
 
         Options (each also read from the environment variable shown):
           --data-dir DIR             the server's data directory (WAYBILL_DATA_DIR, default ./waybill-data)

@@ -21,12 +21,14 @@ enum ServeCommand {
         Runs the Waybill server. By default on the embedded store: a SQLite file in the data directory
         and an in-process broker. With --database-url and --redis-url it is one node of a cluster:
         any number of nodes on the same PostgreSQL and Redis, behind a load balancer (docs/SCALING.md).
-        Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush).
+        Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush, up to 3 s; requests
+        already being handled get up to 6 s to answer).
 
         Options (each also read from the environment variable shown):
           --host ADDR                  interface to bind (WAYBILL_HOST, default 127.0.0.1)
           --port N                     TCP port, 0 = any free port (WAYBILL_PORT, default 8080)
-          --data-dir DIR               where the SQLite database lives (WAYBILL_DATA_DIR, default ./waybill-data)
+          --data-dir DIR               where the SQLite database lives (WAYBILL_DATA_DIR, default ./waybill-data);
+                                       not with --database-url on the command line (the flag beats WAYBILL_DATABASE_URL)
           --database-url URL           PostgreSQL instead of SQLite: postgresql://USER@HOST:PORT/DB (WAYBILL_DATABASE_URL)
           --redis-url URL              Redis as the broker between nodes: redis://HOST:PORT (WAYBILL_REDIS_URL)
           --redis-channel NAME         the pub/sub channel of this deployment (WAYBILL_REDIS_CHANNEL, default
@@ -34,7 +36,7 @@ enum ServeCommand {
                                        are server-wide, a /db in the URL does not separate them
           --node-id NAME               this node's name in logs and /metrics (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
-          --ping-interval SECONDS      WebSocket ping interval (WAYBILL_PING_INTERVAL, default 25)
+          --ping-interval SECONDS      WebSocket ping interval, 1…3600 (WAYBILL_PING_INTERVAL, default 25)
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
           --max-sockets-per-user N     WebSockets one user may have open on this node; one more is closed with
                                        1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
@@ -53,7 +55,7 @@ enum ServeCommand {
           --trusted-proxy ADDRS        reverse proxies (comma-separated addresses, e.g. 127.0.0.1) whose last
                                        X-Forwarded-For entry is the client's address for the login throttle
                                        (WAYBILL_TRUSTED_PROXY; default: none, the connection's peer counts)
-          --web-dir DIR                serve the web panel from DIR instead of the bundled copy (WAYBILL_WEB_DIR)
+          --web-dir DIR                serve the web panel from DIR (it must hold index.html) instead of the bundled copy (WAYBILL_WEB_DIR)
           --inline-writes on|off       commit an order write on the service thread when the server is otherwise
                                        idle, saving two thread wake-ups (WAYBILL_INLINE_WRITES, default on;
                                        SQLite only; docs/DESIGN.md)
@@ -190,7 +192,7 @@ enum ServeCommand {
         guard let url = args.string("redis-url") else {
             if case .postgres = try storeChoice(args) {
                 // Allowed (one node on PostgreSQL), but a second node would get other nodes'
-                // events only from the hub feed's periodic store check, seconds late.
+                // events only by reading the store (the feed's checks, then its polling).
                 logger.warning(
                     "--database-url without --redis-url: events reach other nodes' sockets only by reading the store (after two 5 s checks, every 100 ms); run one node, or give every node --redis-url")
             }

@@ -115,6 +115,30 @@ def test_a_socket_refused_before_connected_is_tried_once_more_with_a_fresh_ticke
     assert len(set(result["tickets"])) == len(result["tickets"]), "a fresh ticket each time"
 
 
+def test_a_wake_up_during_a_backoff_keeps_its_count_and_the_button_starts_over(page, server):
+    """The browser going online or the tab coming back reconnects at once but keeps the backoff's
+    count (a flapping network brought the panel back at the first delay each time); the
+    "Reconnect now" button starts over."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      const socket = await goLive();
+      socket.drop(1006);
+      await tick(20);
+      FakeSocket.last.drop(1006);            // a second failure: attempt 2
+      await tick(20);
+      const before = feed.attempt;
+      feed.onOnline();                       // the network came back
+      await tick(20);
+      const afterWakeUp = feed.attempt;
+      feed.reconnectNow();                   // the button
+      await tick(20);
+      return { before, afterWakeUp, afterButton: feed.attempt };
+    """)
+    assert result["before"] >= 2, result
+    assert result["afterWakeUp"] == result["before"], result
+    assert result["afterButton"] == 0, result
+
+
 def test_a_steady_stream_of_events_refetches_once_per_window_not_back_to_back(page, server):
     """Events that arrive while a refetch runs wait for a window of their own: on a busy company
     the tab used to refetch back to back (27 requests a second at 200 writes/s, measured), each one

@@ -81,10 +81,10 @@ export class LiveFeed {
     this.unavailableInFlush = false; // a read of the running refetch was answered "wait"
     this.flushing = false;
     this.timers = {};
-    this.onOnline = () => { if (this.state !== 'live') this.reconnectNow(); };
+    this.onOnline = () => { if (this.state !== 'live') this.reconnectNow({ wakeUp: true }); };
     this.onVisible = () => {
       if (document.visibilityState === 'visible' && (this.state === 'reconnecting' || this.state === 'polling')) {
-        this.reconnectNow();
+        this.reconnectNow({ wakeUp: true });
       }
     };
   }
@@ -134,9 +134,13 @@ export class LiveFeed {
    * Try the socket again at once (the "Reconnect now" button, the browser going online, the tab
    * coming back) and refetch meanwhile: whoever asked wants current data, link or not.
    */
-  reconnectNow() {
+  reconnectNow({ wakeUp = false } = {}) {
     if (this.stopped) return;
-    this.attempt = 0;
+    // A wake-up during a backoff keeps its count: a network that comes and goes, or a tab switched
+    // often, brought the panel back at the first delay each time against a server closing sockets
+    // with 1013 (found by a review, 2026-12-05). The button, and a wake-up after polling only,
+    // start over; a socket that stays up (`stableMs`) does too.
+    if (!(wakeUp && this.state === 'reconnecting')) this.attempt = 0;
     this.clearTimer('retry');
     this.setStatus(this.everConnected ? 'reconnecting' : 'connecting');
     this.connect();
