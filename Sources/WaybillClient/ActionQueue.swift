@@ -252,11 +252,13 @@ struct ActionQueue: Sendable {
     }
 
     /// The session stopped while the head was sending: it waits again (and is resent with the same
-    /// key), marked as possibly applied (its answer will never be read).
-    mutating func interrupted() {
+    /// key), marked as possibly applied (its answer will never be read) unless `refused`: its own
+    /// send was answered 401, which applied nothing (it was later reported "may have been applied";
+    /// found by a review, 2026-12-05).
+    mutating func interrupted(refused: Bool = false) {
         if isSending {
             actions[0].state = .waiting
-            actions[0].mayHaveApplied = true
+            if !refused { actions[0].mayHaveApplied = true }
         }
         isBackingOff = false
     }

@@ -129,7 +129,11 @@ extension DriverSession {
             let failure = WaybillClientError(error)
             outcome = ActionQueue.outcome(for: failure)
             // The action stays queued for the next login; the session stops as on close code 4001.
-            if failure == .notAuthenticated, !Task.isCancelled, isRunning { perform(machine.tokenRefused()) }
+            if failure == .notAuthenticated, !Task.isCancelled, isRunning {
+                headRefusedByServer = true  // the stop puts it back to waiting, not "may have applied"
+                perform(machine.tokenRefused())
+                headRefusedByServer = false
+            }
         }
         guard !Task.isCancelled, isRunning else { return }  // `stop()` put it back to waiting
         actionTask = nil
@@ -204,7 +208,8 @@ extension DriverSession {
         actionBackoffTask?.cancel()
         actionBackoffTask = nil
         if actionQueue.isSending {
-            actionQueue.interrupted()
+            actionQueue.interrupted(refused: headRefusedByServer)
+            if headRefusedByServer { persistActions() }  // the stored "sending" mark said "may have applied"
             if let head = actionQueue.actions.first { publish(.action(head)) }
         } else {
             actionQueue.interrupted()

@@ -112,6 +112,8 @@ public actor DriverSession {
     var listTask: Task<Void, Never>?
     var actionTask: Task<Void, Never>?
     var actionBackoffTask: Task<Void, Never>?
+    /// The head's own send was just answered 401 (applied nothing) and the session is stopping for it.
+    var headRefusedByServer = false
     /// Ends the wait for a resume's outcome after the configuration's `resumeCheckLimit`.
     var resumeCheckTask: Task<Void, Never>?
     /// Whether queued actions were held for a resume's outcome at the end of the last `perform`.

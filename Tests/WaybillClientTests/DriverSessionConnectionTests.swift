@@ -99,6 +99,9 @@ import WaybillTesting
         _ = try await h.session.queue(.changeStatus(of: 1, to: .accepted))
         await eventually("stopped") { await h.session.connectionState == .stopped(.notAuthenticated) }
         #expect(await h.session.pendingActions.count == 1, "sent after the next login")
+        // A 401 applied nothing: the action is not marked "may have been applied" (it was, by the
+        // stop that followed the refusal, and an expiry then told the driver to check the order).
+        #expect(await h.session.pendingActions.first?.mayHaveApplied == false)
         let attempts = h.api.writeKeys.count
         await h.clock.advance(by: .seconds(3600))
         await h.settle()
