@@ -175,11 +175,22 @@ extension DriverSession {
     private func startHeartbeat(generation: Int) {
         guard let interval = heartbeatInterval else { return }
         heartbeat = Heartbeat(interval: interval)
-        let timer = startTimer(interval)
+        let timer = startTimer(interval), elapsed = startStopwatch()
         heartbeatTask = Task {
-            for tick in 1... {
+            var tick = 1
+            while true {
                 do { try await timer(tick) } catch { return }
                 guard generation == self.connectionGeneration, var beat = self.heartbeat else { return }
+                // Ticks missed while the app was suspended (or the device slept) came due at once,
+                // one after another: a ping, then "dead" before its pong could arrive, and a
+                // healthy socket was dropped at every wake (found by a review, 2026-12-05). A tick
+                // a whole interval late starts the heartbeat over from now: ping, judge later.
+                let due = Int(elapsed() / interval)
+                if due > tick {
+                    beat = Heartbeat(interval: interval)
+                    tick = due
+                }
+                tick += 1
                 let action = beat.intervalElapsed()
                 self.heartbeat = beat
                 switch action {

@@ -72,6 +72,8 @@ public actor DriverSession {
     /// Deadlines are fixed when the timer starts (on the actor), not when its task first runs, so a timer
     /// fires at the right instant however late its task gets scheduled, and periodic ticks never drift.
     let startTimer: @Sendable (Duration) -> @Sendable (Int) async throws -> Void
+    /// A stopwatch on the session's clock: the time since it was started.
+    let startStopwatch: @Sendable () -> @Sendable () -> Duration
     var random: any RandomNumberGenerator & Sendable
     /// Wall-clock time, only for the age of queued actions (which must survive a restart, unlike an instant).
     let wallClock: @Sendable () -> Date
@@ -180,6 +182,10 @@ public actor DriverSession {
         self.startTimer = { period in
             let start = clock.now
             return { tick in try await clock.sleep(until: start.advanced(by: period * tick), tolerance: nil) }
+        }
+        self.startStopwatch = {
+            let start = clock.now
+            return { start.duration(to: clock.now) }
         }
         self.random = random
         machine = StateMachine(policy: configuration.reconnectPolicy)

@@ -110,6 +110,22 @@ public final class TestClock: Clock, Sendable {
         await settle()
     }
 
+    /// Moves time forward by `duration` at once, as a suspended process (a phone asleep) finds it:
+    /// every sleeper whose deadline passed resumes with the clock already at the end, where
+    /// ``advance(by:)`` walks through each deadline in between.
+    public func jump(by duration: Duration) async {
+        await settle()
+        let deadline = now.advanced(by: duration)
+        state.withLock { state in
+            if state.now < deadline { state.now = deadline }
+        }
+        while let due = popEarliest(notAfter: deadline) {
+            for sleeper in due { sleeper.continuation.resume() }
+            await settle()
+        }
+        await settle()
+    }
+
     /// Advances to each pending deadline in turn until nobody sleeps, at most `maxSteps` times.
     ///
     /// Useful for "run until idle"; bounded because a periodic timer never lets the clock become idle.

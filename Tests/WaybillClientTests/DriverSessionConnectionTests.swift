@@ -396,6 +396,23 @@ import WaybillTesting
         #expect(h.api.socketRequests.last == 11)
     }
 
+    /// Ticks missed while the app was suspended come due at once: they pinged and then declared the
+    /// socket dead before its pong could arrive. A late tick pings and judges an interval later.
+    @Test func ticksMissedDuringASuspendDoNotDropTheSocketAtOnce() async {
+        let h = await Harness.live(configuration: .init(reconnectPolicy: .classic), heartbeat: true)
+        h.transport.current?.goSilent()  // nothing answers while the app is suspended
+        await h.clock.jump(by: .seconds(95))  // three ticks due at once
+        await eventually("pinged at the wake") {
+            h.transport.current?.sent.contains(#"{"type":"ping"}"#) == true
+        }
+        await h.settle()
+        #expect(h.transport.attempts.count == 1, "not dropped at the wake")
+        #expect(await h.session.connectionState == .live)
+        // Still silent a whole interval later: dropped then.
+        await h.clock.advance(by: .seconds(30))
+        await eventually("declared dead") { await h.session.connectionState != .live }
+    }
+
     @Test func runStartsAndCancellingItStops() async {
         let h = Harness()
         let running = Task { await h.session.run() }
