@@ -100,13 +100,8 @@ public final class TestClock: Clock, Sendable {
     /// Moves time forward to `deadline` (never backwards), resuming sleepers as ``advance(by:)`` does.
     public func advance(to deadline: Instant) async {
         await settle()
-        while let due = popEarliest(notAfter: deadline) {
-            for sleeper in due { sleeper.continuation.resume() }
-            await settle()
-        }
-        state.withLock { state in
-            if state.now < deadline { state.now = deadline }
-        }
+        await resumeSleepers(notAfter: deadline)
+        moveNow(to: deadline)
         await settle()
     }
 
@@ -116,14 +111,23 @@ public final class TestClock: Clock, Sendable {
     public func jump(by duration: Duration) async {
         await settle()
         let deadline = now.advanced(by: duration)
-        state.withLock { state in
-            if state.now < deadline { state.now = deadline }
-        }
+        moveNow(to: deadline)
+        await resumeSleepers(notAfter: deadline)
+        await settle()
+    }
+
+    /// Resumes the sleepers due by `deadline`, earliest first, letting each group run.
+    private func resumeSleepers(notAfter deadline: Instant) async {
         while let due = popEarliest(notAfter: deadline) {
             for sleeper in due { sleeper.continuation.resume() }
             await settle()
         }
-        await settle()
+    }
+
+    private func moveNow(to deadline: Instant) {
+        state.withLock { state in
+            if state.now < deadline { state.now = deadline }
+        }
     }
 
     /// Advances to each pending deadline in turn until nobody sleeps, at most `maxSteps` times.
