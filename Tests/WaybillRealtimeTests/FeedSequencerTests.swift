@@ -94,6 +94,21 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == .events)
     }
 
+    /// Runs one periodic check (`ticks` ticks, then its read) that finds the store's newest at
+    /// `newest`, and then the events read it owes when that is ahead; returns the check's step.
+    static func check(_ feed: inout FeedSequencer, ticks: Int, newest: Int64) -> FeedSequencer.Step {
+        for _ in 0..<ticks { feed.tick() }
+        #expect(feed.owedRead == .check)
+        _ = feed.takeRead()
+        let through = feed.deliveredThrough.id.rawValue
+        let step = feed.storeRead(check(newest: newest, atDelivered: Fixtures.event(through)))
+        if newest > through {
+            _ = feed.takeRead()
+            _ = feed.storeRead(read(Array(through + 1...newest), newest: newest, atDelivered: Fixtures.event(through)))
+        }
+        return step
+    }
+
     /// Subscribed, but two checks in a row find the store ahead with no broker batch since the one
     /// before (this node's Redis is not the leader's): the feed polls the store at every tick, and
     /// goes back to the broker at its next batch. Before, it delivered only at each 5 s check.
@@ -101,21 +116,9 @@ struct FeedSequencerTests {
         var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 2)
         feed.subscribed()
         _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
-        func check(newest: Int64) -> FeedSequencer.Step {
-            feed.tick()
-            feed.tick()
-            #expect(feed.owedRead == .check)
-            _ = feed.takeRead()
-            let step = feed.storeRead(Self.check(newest: newest, atDelivered: Fixtures.event(feed.deliveredThrough.id.rawValue)))
-            // The events the check found are read and delivered.
-            _ = feed.takeRead()
-            let through = feed.deliveredThrough.id.rawValue
-            _ = feed.storeRead(Self.read(Array(through + 1...newest), newest: newest, atDelivered: Fixtures.event(through)))
-            return step
-        }
-        #expect(check(newest: 12).brokerSilence == nil, "one check is not enough")
+        #expect(Self.check(&feed, ticks: 2, newest: 12).brokerSilence == nil, "one check is not enough")
         #expect(feed.mode == .broker)
-        #expect(check(newest: 14).brokerSilence == true)
+        #expect(Self.check(&feed, ticks: 2, newest: 14).brokerSilence == true)
         #expect(feed.mode == .polling && feed.brokerSilent)
         feed.tick()
         #expect(feed.owedRead == .events, "the store is read at every tick")
@@ -152,23 +155,12 @@ struct FeedSequencerTests {
         var feed = FeedSequencer(deliveredThrough: Self.start, ticksPerCheck: 1)
         feed.subscribed()
         _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
-        func check(newest: Int64) -> FeedSequencer.Step {
-            feed.tick()
-            _ = feed.takeRead()
-            let through = feed.deliveredThrough.id.rawValue
-            let step = feed.storeRead(Self.check(newest: newest, atDelivered: Fixtures.event(through)))
-            if newest > through {
-                _ = feed.takeRead()
-                _ = feed.storeRead(Self.read(Array(through + 1...newest), newest: newest, atDelivered: Fixtures.event(through)))
-            }
-            return step
-        }
-        #expect(check(newest: 11).brokerSilence == nil)  // ahead, no batch: 1
+        #expect(Self.check(&feed, ticks: 1, newest: 11).brokerSilence == nil)  // ahead, no batch: 1
         _ = feed.received(Fixtures.events(900...901))  // foreign: a gap, pending, delivers nothing
         _ = feed.takeRead()
         _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))  // dropped as foreign
-        #expect(check(newest: 11).brokerSilence == nil)  // quiet: still 1
-        #expect(check(newest: 12).brokerSilence == true)  // ahead again, no delivering batch: 2
+        #expect(Self.check(&feed, ticks: 1, newest: 11).brokerSilence == nil)  // quiet: still 1
+        #expect(Self.check(&feed, ticks: 1, newest: 12).brokerSilence == true)  // ahead again, no delivering batch: 2
         _ = feed.received(Fixtures.events(950...950))  // foreign again: still silent
         #expect(feed.brokerSilent && feed.mode == .polling)
     }

@@ -22,14 +22,22 @@ struct HubFeedTests {
 
     /// Runs a feed on `store` from its newest cursor; `body` drives it.
     static func withFeed(on store: any OrderStore, _ body: FeedBody) async throws {
+        try await withRunningFeed(on: store) { _, broker, target, clock in try await body(store, broker, target, clock) }
+    }
+
+    /// Runs a feed on `store` (logging to `logger`) from the newest cursor of `newestFrom` (the store
+    /// by default); `body` gets the feed itself too.
+    static func withRunningFeed(
+        on store: any OrderStore, newestFrom origin: (any OrderStore)? = nil, logger: Logger = Fixtures.logger,
+        _ body: (HubFeed, ScriptedBroker, RecordingTarget, TestClock) async throws -> Void
+    ) async throws {
         let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-        let feed = HubFeed(
-            broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+        let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: logger, clock: clock)
         let subscription = broker.subscribe()
-        let start = try await HubFeed.newestCursor(in: store)
+        let start = try await HubFeed.newestCursor(in: origin ?? store)
         let running = Task { await feed.run(first: subscription, startingAfter: start) }
         defer { running.cancel() }
-        try await body(store, broker, target, clock)
+        try await body(feed, broker, target, clock)
         running.cancel()
         await running.value
     }
@@ -41,22 +49,16 @@ struct HubFeedTests {
             let store = CountingStore(real, failReads: true)
             let lines = Mutex<[String]>([])
             let logger = Logger(minimum: .info, sink: { line in lines.withLock { $0.append(line) } })
-            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-            let feed = HubFeed(broker: broker, store: store, target: target, metrics: Metrics(), logger: logger, clock: clock)
-            let subscription = broker.subscribe()
-            let start = try await HubFeed.newestCursor(in: real)
-            let running = Task { await feed.run(first: subscription, startingAfter: start) }
-            defer { running.cancel() }
-            broker.send(.lost)
-            for _ in 0..<150 {
-                let before = store.reads
-                await clock.advance(by: .milliseconds(100))
-                #expect(await eventually { store.reads > before }, "a read at every tick")
+            try await Self.withRunningFeed(on: store, newestFrom: real, logger: logger) { _, broker, _, clock in
+                broker.send(.lost)
+                for _ in 0..<150 {
+                    let before = store.reads
+                    await clock.advance(by: .milliseconds(100))
+                    #expect(await eventually { store.reads > before }, "a read at every tick")
+                }
+                let warnings = lines.withLock { $0.filter { $0.contains("feed store read failed") } }
+                #expect(warnings.count == 2, "the first failure and the 101st: \(warnings.count)")
             }
-            let warnings = lines.withLock { $0.filter { $0.contains("feed store read failed") } }
-            #expect(warnings.count == 2, "the first failure and the 101st: \(warnings.count)")
-            running.cancel()
-            await running.value
         }
     }
 
@@ -65,20 +67,13 @@ struct HubFeedTests {
     /// or the 5 s check (no tick here: the test clock stands still).
     @Test func aSkippedBrokerMessageIsReadFromTheStoreAtOnce() async throws {
         try await withStore { store in
-            let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
-            let feed = HubFeed(
-                broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
-            let subscription = broker.subscribe()
-            let start = try await HubFeed.newestCursor(in: store)
-            let running = Task { await feed.run(first: subscription, startingAfter: start) }
-            defer { running.cancel() }
-            broker.send(.subscribed)
-            #expect(await eventually { feed.isQuiet }, "the read after `.subscribed` is done")
-            _ = try await store.append(2)  // published in a message this node could not read
-            broker.send(.skipped)
-            #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
-            running.cancel()
-            await running.value
+            try await Self.withRunningFeed(on: store) { feed, broker, target, _ in
+                broker.send(.subscribed)
+                #expect(await eventually { feed.isQuiet }, "the read after `.subscribed` is done")
+                _ = try await store.append(2)  // published in a message this node could not read
+                broker.send(.skipped)
+                #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
+            }
         }
     }
 
