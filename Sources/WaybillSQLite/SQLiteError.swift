@@ -55,6 +55,12 @@ struct SQLiteError: Error, CustomStringConvertible {
             return .unavailable("database is busy: \(message)")
         case SQLITE_CANTOPEN, SQLITE_MISUSE:
             return .unavailable(message)
+        case SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_NOMEM, SQLITE_ABORT:
+            // The store cannot take writes for now (a full disk, an I/O error, the file replaced
+            // under the server) or the batch this write shared was rolled back: nothing was
+            // written, and the same request may succeed later. They were 500s, which the driver
+            // app counts toward giving an action up (found by a review, 2026-12-05).
+            return .unavailable(message)
         default:
             return .failure(code: code, message: message)
         }

@@ -170,7 +170,8 @@ public final class SQLiteOrderStore: OrderStore {
     ///
     /// If `body` throws, only its own changes are rolled back and the caller gets its error; the
     /// other closures of the batch still commit. If the `COMMIT` itself fails, every caller
-    /// whose closure returned gets that failure and none of their changes exist.
+    /// whose closure returned gets that failure and none of their changes exist, and a caller whose
+    /// closure threw gets `.unavailable` (its refusal may have rested on work that was undone).
     ///
     /// Once queued, the closure runs and commits even if the calling task is cancelled: a write
     /// is never left half-known to its caller.
@@ -181,11 +182,18 @@ public final class SQLiteOrderStore: OrderStore {
                 run: { tx in
                     let result = Result { try body(tx) }.mapError { $0.translatedForStore }
                     return WriteOutcome(succeeded: (try? result.get()) != nil) { batchFailure in
-                        // A closure that threw keeps its own error: it is the more precise cause.
-                        if let batchFailure, case .success = result {
-                            continuation.resume(throwing: batchFailure)
-                        } else {
-                            continuation.resume(with: result)
+                        switch (batchFailure, result) {
+                        case (let failure?, .success):
+                            continuation.resume(throwing: failure)
+                        case (_?, .failure):
+                            // Its batch did not commit. The closure's own refusal (a 412, a 409) may
+                            // rest on an earlier closure's work that no longer exists: the caller
+                            // would drop an action, or store that answer under its key, for a
+                            // change that never happened (found by a review, 2026-12-05).
+                            continuation.resume(
+                                throwing: StoreError.unavailable("a write batched with this one failed to commit; nothing was written"))
+                        case (nil, _):
+                            continuation.resume(with: result)  // its own outcome: the more precise cause
                         }
                     }
                 },

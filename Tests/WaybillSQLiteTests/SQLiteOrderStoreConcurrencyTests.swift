@@ -144,6 +144,40 @@ private func outcome<T>(_ body: () async throws -> T) async -> Result<T, any Err
             for result in results {
                 #expect(throws: StoreError.conflict("a referenced record does not exist")) { try result.get() }
             }
+        }
+    }
+
+    /// A closure that refused (threw) in a batch whose COMMIT then failed gets `.unavailable`, not
+    /// its refusal: it may have rested on an earlier closure's work that was undone (a 412 against
+    /// a version that never committed), and a caller would drop an action or keep that answer.
+    @Test func aRefusalInABatchThatFailedToCommitIsReportedAsUnavailable() async throws {
+        struct Refused: Error {}
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let gate = try await holdWriter(store, until: 3)
+            let results = await withTaskGroup(of: (Int, Result<Order, any Error>).self) { group in
+                for index in 0..<3 {
+                    group.addTask {
+                        (index, await outcome { () async throws -> Order in
+                            try await store.write { tx in
+                                if index == 1 { throw Refused() }
+                                try (tx as! SQLiteOrderStore.Transaction).db.executeScript("PRAGMA defer_foreign_keys = ON")
+                                return try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "bad\(index)", driver: UserID(999)))
+                            }
+                        })
+                    }
+                }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            try await gate.value
+            let refused = try #require(results[1])
+            #expect(throws: StoreError.self) { try refused.get() }
+            if case .failure(let error) = refused {
+                guard case .unavailable? = error as? StoreError else {
+                    Issue.record("the refusal was answered for a batch that never committed: \(error)")
+                    return
+                }
+            }
             #expect(
                 try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows }
                     == [])

@@ -46,3 +46,28 @@ struct SQLiteTransientTests {
         #expect(!SQLiteTransient.isTransient(StoreError.failure(code: 19, message: "constraint")))
     }
 }
+
+/// What the API answers for a store failure follows `storeError`: a full disk, an I/O error, a
+/// file replaced under the server, out of memory, or a batch rolled back by another write's error
+/// are `.unavailable` (503, retried by clients); they were `.failure` (500), which the driver app
+/// counts toward giving an action up.
+struct SQLiteStoreErrorTests {
+    @Test(arguments: [
+        (Int32(13), "SQLITE_FULL"), (Int32(10), "SQLITE_IOERR"), (Int32(10 | (3 << 8)), "SQLITE_IOERR_WRITE"),
+        (Int32(8), "SQLITE_READONLY"), (Int32(8 | (4 << 8)), "SQLITE_READONLY_DBMOVED"), (Int32(7), "SQLITE_NOMEM"),
+        (Int32(4), "SQLITE_ABORT"),
+    ] as [(Int32, String)])
+    func failuresAClientCanRetryAreUnavailable(code: Int32, name: String) {
+        guard case .unavailable = SQLiteError(code: code, message: name).storeError else {
+            Issue.record("\(name) is not .unavailable")
+            return
+        }
+    }
+
+    @Test func aCorruptFileIsStillAFailure() {
+        guard case .failure = SQLiteError(code: 11, message: "SQLITE_CORRUPT").storeError else {
+            Issue.record("SQLITE_CORRUPT is not .failure")
+            return
+        }
+    }
+}
