@@ -91,6 +91,10 @@ public final class WaybillServer: Sendable {
         limits.maxConcurrentReplays = configuration.maxConcurrentReplays
         limits.maxSocketsPerUser = configuration.maxSocketsPerUser
         limits.maxReplayBufferEvents = configuration.maxReplayEvents
+        // The replay may take half the socket's outbound limit (below) and the live events buffered
+        // meanwhile the other half, less room for `connected`, a `reset` and the owed pongs: they go
+        // out together when the replay answers.
+        limits.maxReplayBufferBytes = configuration.maxQueuedBytesPerSocket / 2 - 4096
         let hub = Hub(
             authenticator: auth, store: store, metrics: metrics, logger: logger, startingAfter: newest,
             configuration: .init(

@@ -123,8 +123,9 @@ public struct ConnectionMachine<Frame> {
     public private(set) var userID: UserID?
     /// Highest event id queued on this socket: nothing at or below it is sent again.
     public private(set) var lastSent: EventID = .zero
-    /// Live events that arrived while replaying.
+    /// Live events that arrived while replaying, and their frames' bytes.
     private var buffer: [(id: EventID, frame: Frame)] = []
+    private var bufferedBytes = 0
     /// Pings that arrived while replaying, answered after it (at most ``maxOwedPongs``).
     private var owedPongs = 0
     /// A client needs one pong after the replay to know its outcome; more pings than this during one
@@ -133,11 +134,19 @@ public struct ConnectionMachine<Frame> {
     /// The most live events kept while replaying. Frames are shared with every other socket, so
     /// an entry costs an id and a reference; the bound is on their number.
     public let maxBufferedEvents: Int
+    /// The most bytes of live frames kept while replaying.
+    public let maxBufferedBytes: Int
 
-    /// - Parameter maxBufferedEvents: past this many live events during a replay, the socket is
-    ///   closed with 4008 (a replay that slow is better restarted than buffered without limit).
-    public init(maxBufferedEvents: Int = 10_000) {
+    /// - Parameters:
+    ///   - maxBufferedEvents: past this many live events during a replay, the socket is closed with
+    ///     4008 (a replay that slow is better restarted than buffered without limit).
+    ///   - maxBufferedBytes: the same past this many bytes of them. The replay and the buffer go out
+    ///     in one piece: with the replay's own cap, this keeps them within the socket's outbound
+    ///     limit, which otherwise dropped both and closed a healthy client as a slow consumer with
+    ///     nothing sent (found by a review, 2026-12-05).
+    public init(maxBufferedEvents: Int = 10_000, maxBufferedBytes: Int = .max) {
         self.maxBufferedEvents = max(1, maxBufferedEvents)
+        self.maxBufferedBytes = max(1, maxBufferedBytes)
     }
 
     /// The socket authenticated as `user` and joins `group`; `newest` is the hub's newest delivered cursor.
@@ -178,19 +187,20 @@ public struct ConnectionMachine<Frame> {
         }
     }
 
-    /// A live event of this socket's group.
-    public mutating func live(_ id: EventID, _ frame: Frame) -> LiveAction {
+    /// A live event of this socket's group; `bytes`, its frame's size (for the replay buffer's bound).
+    public mutating func live(_ id: EventID, _ frame: Frame, bytes: Int = 0) -> LiveAction {
         switch phase {
         case .live:
             guard id > lastSent else { return .skip }
             lastSent = id
             return .send(frame)
         case .replaying:
-            guard buffer.count < maxBufferedEvents else {
+            guard buffer.count < maxBufferedEvents, bufferedBytes + bytes <= maxBufferedBytes else {
                 closing()
                 return .close(code: 4008, reason: "too many events during replay; resume again")
             }
             buffer.append((id, frame))
+            bufferedBytes += bytes
             return .buffered
         case .authenticating, .closing:
             return .skip
@@ -202,6 +212,7 @@ public struct ConnectionMachine<Frame> {
         guard phase == .replaying else { return [] }
         let buffered = buffer
         buffer = []
+        bufferedBytes = 0
         var actions: [Action] = []
         var replayed: [(id: EventID, frame: Frame)] = []
         switch result {
@@ -234,6 +245,7 @@ public struct ConnectionMachine<Frame> {
     public mutating func closing() {
         phase = .closing
         buffer = []
+        bufferedBytes = 0
         owedPongs = 0
     }
 

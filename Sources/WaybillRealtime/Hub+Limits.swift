@@ -13,8 +13,9 @@ extension Hub {
         public var authenticationTimeout: Duration = .seconds(10)
         /// Replay queries at once (each holds up to `maxReplayEvents` events); more are closed with 1013.
         public var maxConcurrentReplays = 64
-        /// Live events one socket buffers while its replay runs; past it, 4008.
+        /// Live events one socket buffers while its replay runs, and their bytes; past either, 4008.
         public var maxReplayBufferEvents = 10_000
+        public var maxReplayBufferBytes = Int.max
         /// Text frames one socket may send per second on average, and at once (`FrameBudget`);
         /// past them, 1008. An app sends a ping every 10 s and `seen` after a fetch; the
         /// benchmarks' pong probe pings every 20 ms. At about 50 µs of the service thread per

@@ -165,7 +165,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
                 guard let index = connections.index(forKey: socket) else { continue }
                 frames.removeAll(keepingCapacity: true)
                 for (id, frame) in events {
-                    switch connections.values[index].machine.live(id, frame) {
+                    switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
                     case .send(let frame): frames.append(frame)
                     case .buffered, .skip: continue
                     case .close(let code, let reason):
@@ -222,7 +222,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
         let target = Redaction.redactedTarget(path: request.path, query: request.query)
-        let machine = Connection(maxBufferedEvents: configuration.limits.maxReplayBufferEvents)
+        let machine = Connection(
+            maxBufferedEvents: configuration.limits.maxReplayBufferEvents,
+            maxBufferedBytes: configuration.limits.maxReplayBufferBytes)
         let limits = configuration.limits
         connections[socket] = Entry(
             target: target, machine: machine, openedAtLogout: logouts.count,

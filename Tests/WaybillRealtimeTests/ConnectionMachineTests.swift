@@ -204,6 +204,23 @@ struct ConnectionMachineBufferBoundTests {
         #expect(machine.live(10, "e10") == .skip)
     }
 
+    /// The buffer is bounded in bytes too: the replay and the buffer go out together, and past the
+    /// socket's outbound limit both were dropped by the network layer (a 4008 as a "slow consumer"
+    /// with nothing sent, after the whole replay was read).
+    @Test func liveBytesPastTheBufferBoundDuringAReplayClose4008() {
+        var machine = Machine(maxBufferedEvents: 100, maxBufferedBytes: 250)
+        _ = machine.authenticated(user: 7, group: .driver(7), resume: .since(2), newest: EventCursor(id: 5, check: "00000005"))
+        #expect(machine.live(6, "e6", bytes: 100) == .buffered)
+        #expect(machine.live(7, "e7", bytes: 100) == .buffered)
+        #expect(machine.live(8, "e8", bytes: 100) == .close(code: 4008, reason: "too many events during replay; resume again"))
+        #expect(machine.replayLoaded(.events([(3, "e3")])).isEmpty)
+        // Within the bound, the replay and the buffer go out as before, and the count starts over.
+        var within = Machine(maxBufferedEvents: 100, maxBufferedBytes: 250)
+        _ = within.authenticated(user: 7, group: .driver(7), resume: .since(2), newest: EventCursor(id: 5, check: "00000005"))
+        #expect(within.live(6, "e6", bytes: 200) == .buffered)
+        #expect(within.replayLoaded(.events([(3, "e3")])) == [.send(["e3", "e6"])])
+    }
+
     @Test func refusalsForLoadAre1013() {
         var busy = Machine(), late = Machine(), overRate = Machine()
         #expect(busy.refused(.busy) == .close(code: 1013, reason: "server busy; try again later"))
