@@ -26,6 +26,7 @@ public final class Metrics: Sendable {
         var deliveredEventID: Int64 = 0
         var overflows: [Bound: Int] = [:]
         var storeCheckpointFailures = 0
+        var storeWALPages: Int?
     }
 
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
@@ -92,6 +93,8 @@ public final class Metrics: Sendable {
     }
     /// The store's failed WAL checkpoints since it opened (`StoreHealth.checkpointFailures`), set at scrape time.
     public func storeCheckpointFailures(_ total: Int) { state.withLock { $0.storeCheckpointFailures = total } }
+    /// The store's write-ahead log in pages (`StoreHealth.walPages`), set at scrape time; `nil`: not exported.
+    public func storeWALPages(_ pages: Int?) { state.withLock { $0.storeWALPages = pages } }
 
     /// The exposition text; `outboxLagSeconds` is measured by the caller at scrape time, `nil` when
     /// the store could not be read: then `waybill_store_up` is 0 and the lag `NaN`, never a
@@ -138,6 +141,10 @@ public final class Metrics: Sendable {
         out += counter(
             "waybill_store_checkpoint_failures_total", "Failed WAL checkpoints since the store opened (SQLite).",
             s.storeCheckpointFailures)
+        if let pages = s.storeWALPages {
+            out += "# HELP waybill_store_wal_pages The SQLite write-ahead log's size in pages after the last commit (growing while checkpoints succeed: a reader holds it).\n"
+            out += "# TYPE waybill_store_wal_pages gauge\nwaybill_store_wal_pages \(pages)\n"
+        }
         out += "# HELP waybill_store_transactions_total Store transactions run by this node, by kind.\n"
         out += "# TYPE waybill_store_transactions_total counter\n"
         out += "waybill_store_transactions_total{kind=\"read\"} \(s.storeReads)\n"

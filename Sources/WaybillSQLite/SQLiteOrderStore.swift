@@ -265,7 +265,7 @@ public final class SQLiteOrderStore: OrderStore {
         var problems: [String] = []
         if checkpointer.consecutiveFailures >= Self.checkpointFailureThreshold { problems.append("wal_checkpoint_failing") }
         if !checkpointer.isRunning && !isClosed.withLock({ $0 }) { problems.append("wal_checkpointer_stopped") }
-        return StoreHealth(problems: problems, checkpointFailures: checkpointer.totalFailures)
+        return StoreHealth(problems: problems, checkpointFailures: checkpointer.totalFailures, walPages: walPages.current)
     }
 
     /// One process per SQLite store: a local lock serves as the cluster-wide lease.

@@ -8,10 +8,15 @@ public struct StoreHealth: Sendable, Equatable {
     public var problems: [String]
     /// WAL checkpoints that failed since the store opened (0 for stores without a WAL checkpointer).
     public var checkpointFailures: Int
+    /// The write-ahead log's size in pages after the last commit (SQLite; `nil` for other stores,
+    /// or before the first commit). A log that keeps growing though checkpoints succeed means a
+    /// reader holds it (a backup tool, an open `sqlite3` shell): nothing else reported that.
+    public var walPages: Int?
 
-    public init(problems: [String] = [], checkpointFailures: Int = 0) {
+    public init(problems: [String] = [], checkpointFailures: Int = 0, walPages: Int? = nil) {
         self.problems = problems
         self.checkpointFailures = checkpointFailures
+        self.walPages = walPages
     }
 
     public var isHealthy: Bool { problems.isEmpty }

@@ -4,6 +4,7 @@ import WaybillAPI
 import WaybillDomain
 import WaybillObservability
 import WaybillSQLite
+import WaybillStorage
 
 /// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
 @Suite(.timeLimit(.minutes(1)))
@@ -36,6 +37,22 @@ struct MetricsTests {
             #expect(await server.server.deliveredThrough() == before)
             #expect(clock.now - started < .seconds(1))
             try await server.startServer()
+        }
+    }
+
+    /// The SQLite store's write-ahead log size is exported: a reader that holds the log (a backup
+    /// tool, an open `sqlite3` shell) makes it grow though every checkpoint succeeds, and nothing
+    /// showed that before the disk filled.
+    @Test func theWriteAheadLogsSizeIsExported() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "w"])
+            let text = try await server.request("GET", "/metrics").text
+            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("waybill_store_wal_pages ") })
+            #expect((Int(line.split(separator: " ")[1]) ?? 0) >= 0)
+            #expect(text.contains("# TYPE waybill_store_wal_pages gauge"))
+            #expect(server.store.health.walPages != nil, "known after the first commit")
         }
     }
 

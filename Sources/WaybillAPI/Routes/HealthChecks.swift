@@ -34,7 +34,9 @@ struct HealthChecks: Sendable {
         } catch {
             lag = nil
         }
-        metrics.storeCheckpointFailures(store.health.checkpointFailures)
+        let health = store.health
+        metrics.storeCheckpointFailures(health.checkpointFailures)
+        metrics.storeWALPages(health.walPages)
         var headers = HTTPHeaders()
         headers.set("Content-Type", "text/plain; version=0.0.4")
         return HTTPResponse(status: 200, headers: headers, body: Array(metrics.render(outboxLagSeconds: lag).utf8))
