@@ -14,6 +14,8 @@ extension Metrics {
         case replayBuffer = "replay_buffer"
         /// Too many replay queries at once: the socket was closed with 1013.
         case replayQueries = "replay_queries"
+        /// A socket's replay query did not answer in time: closed with 1013.
+        case replayTime = "replay_time"
         /// Too many WebSocket authentications at once: the socket was closed with 1013.
         case socketAuthentications = "socket_authentications"
         /// A WebSocket was not authenticated in time: closed with 1013.

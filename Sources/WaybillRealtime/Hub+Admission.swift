@@ -135,14 +135,30 @@ extension Hub {
                     io.close(socket, code: 1013, reason: "server busy; try again later")
                     continue
                 }
+                let clock = self.clock, timeout = configuration.limits.replayTimeout
+                let deadline = Task {
+                    do { try await clock.sleep(for: timeout) } catch { return }  // cancelled: answered in time
+                    self.execute { io in self.replayTimedOut(socket, io: io) }
+                }
                 Task {
                     await self.replay(socket, request)
-                    self.replays.leave()
+                    deadline.cancel()
+                    self.replays.leave()  // only when the read ends: it holds a reader meanwhile
                 }
             case .close(let code, let reason):
                 io.close(socket, code: code, reason: reason)
             }
         }
+    }
+
+    /// The replay's deadline passed: a socket still replaying is closed (a late answer finds it
+    /// closing); it resumes from the same cursor.
+    private func replayTimedOut(_ socket: SocketID, io: any SocketIO) {
+        guard connections[socket]?.machine.phase == .replaying else { return }
+        metrics.overflowed(.replayTime)
+        logger.warning("socket replay timed out", ["socket": "\(socket)"])
+        connections[socket]?.machine.closing()
+        io.close(socket, code: 1013, reason: "replay timed out; try again later")
     }
 
     /// The replay query, off the service thread; its answer goes back to the socket's machine.

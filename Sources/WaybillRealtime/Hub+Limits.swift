@@ -13,6 +13,11 @@ extension Hub {
         public var authenticationTimeout: Duration = .seconds(10)
         /// Replay queries at once (each holds up to `maxReplayEvents` events); more are closed with 1013.
         public var maxConcurrentReplays = 64
+        /// A socket whose replay query has not answered after this long is closed with 1013. SQLite's
+        /// reads wait in its reader queue with no deadline of their own (PostgreSQL's calls have a
+        /// budget): the socket stayed in replay, its pong owed and its buffer growing (found by a
+        /// review, 2026-12-05).
+        public var replayTimeout: Duration = .seconds(10)
         /// Live events one socket buffers while its replay runs, and their bytes; past either, 4008.
         public var maxReplayBufferEvents = 10_000
         public var maxReplayBufferBytes = Int.max

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import WaybillDomain
 import WaybillNetwork
+import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
 import WaybillTesting
@@ -54,6 +55,38 @@ struct HubResumeBarrierTests {
         service.run { io in hub.socketOpened(SocketID(1), request: request, io: io) }
         let answer = await auth.nextQuestion()
         answer(HubLogoutTests.driver, SessionEpoch(0))
+    }
+
+    /// A replay query that does not answer in time (SQLite's reads wait in the reader queue with no
+    /// deadline) closes the socket with 1013; its late answer sends nothing.
+    @Test func aReplayThatDoesNotAnswerInTimeClosesTheSocket() async throws {
+        try await withStore { store in
+            let event = OrderEvent(
+                type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .assigned,
+                driverID: 7, changedAt: Date(), groups: [.company(1), .driver(7)])
+            let events = try await store.write { tx in try tx.appendEvents([event, event]) }
+            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator(), clock = TestClock()
+            let metrics = Metrics()
+            var limits = Hub.Limits()
+            limits.replayTimeout = .seconds(10)
+            let hub = Hub(
+                authenticator: auth, store: held, metrics: metrics, logger: Fixtures.logger, startingAfter: .origin,
+                configuration: .init(limits: limits), clock: clock)
+            hub.execute = { body in service.queue.async { body(service.io) } }
+            let socket = SocketID(1)
+            held.hold()
+            await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
+            #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
+            await clock.advance(by: .seconds(9))
+            #expect(service.io.closeCode(socket) == nil, "not before the deadline")
+            await clock.advance(by: .seconds(1))
+            #expect(await eventually { service.io.closeCode(socket) == 1013 })
+            #expect(metrics.overflows(of: .replayTime) == 1)
+            let sent = service.io.frames(socket)
+            held.release()
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(service.io.frames(socket) == sent, "the late answer sends nothing")
+        }
     }
 
     @Test func aPingDuringASlowReplayIsAnsweredAfterTheReset() async throws {
