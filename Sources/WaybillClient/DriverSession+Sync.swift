@@ -71,7 +71,11 @@ extension DriverSession {
                 publish(.orders(rows))
                 checkOpenDetails(against: rows)
                 reportShown()
-                outcome = .modified(etag: newTag)
+                // A `reset` came while this fetch ran: its rows are of the old history. Its tag is
+                // not kept, so the refetch the reset asked for reads the list whole and stamps the
+                // rows with the new history; against the old tag it got a 304, and receipts left
+                // every row out until the list changed (found by a review, 2026-12-05).
+                outcome = .modified(etag: generation == historyGeneration ? newTag : nil)
             case .notModified:
                 // The rows are the same, but an opened detail may still be behind its row: its
                 // refetch failed (a flaky network, a 502) and nothing else would ever retry it.

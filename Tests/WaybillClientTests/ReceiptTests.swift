@@ -146,6 +146,27 @@ struct ReceiptTests {
         #expect(receipts(on: socket).last == [1: 1, 2: 1, 3: 1])
     }
 
+    /// A list fetch begun before a `reset` and answered after it: its tag is not kept, so the
+    /// reset's refetch reads the list whole (not a 304 against the old history's tag) and receipts
+    /// name the rows. They left every row out until the list changed.
+    @Test func aListFetchBegunBeforeAResetDoesNotKeepItsTag() async throws {
+        let (h, socket) = try await resumed()
+        h.api.holdLists(true)
+        await h.session.refresh()
+        await eventually("a list fetch in flight") { h.api.heldListCount == 1 }
+        let before = h.api.listRequests.count
+        socket.receive(#"{"type":"reset"}"#)
+        await h.settle()
+        h.api.touch(1)  // the held fetch answers 200 with the new list and its tag
+        h.api.holdLists(false)
+        h.api.releaseLists()
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the reset's refetch") { h.api.listRequests.count > before }
+        #expect(h.api.listRequests.dropFirst(before).allSatisfy { $0 == nil }, "\(h.api.listRequests)")
+        await eventually("the rows reported after the reset") { receipts(on: socket).count == 1 }
+        #expect(receipts(on: socket) == [[1: 2, 2: 1, 3: 1]])
+    }
+
     @Test func theFrameListsOrdersByIDInTheWireShape() {
         var tracker = ReceiptTracker()
         let receipts = tracker.unreported([3: 2, 1: 5])
