@@ -94,6 +94,9 @@ struct SecurityDefaultsTests {
         try await TestServer.withRunning { server in
             let page = try await server.request("GET", "/")
             let policy = try #require(page.headers.first { $0.key.lowercased() == "content-security-policy" }?.value)
+            #expect(policy.contains("frame-ancestors 'none'"))
+            // And for browsers that predate frame-ancestors.
+            #expect(page.headers.first { $0.key.lowercased() == "x-frame-options" }?.value == "DENY")
             let connect = try #require(policy.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
                 .first { $0.hasPrefix("connect-src ") })
             let sources = connect.split(separator: " ").dropFirst().map(String.init)

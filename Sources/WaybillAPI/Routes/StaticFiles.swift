@@ -60,6 +60,8 @@ struct StaticFiles: Sendable {
         headers.set("Cache-Control", "no-cache")
         headers.set("Content-Security-Policy", Self.contentSecurityPolicy(host: request.headers["host"]))
         headers.set("Referrer-Policy", "no-referrer")
+        // CSP's frame-ancestors is the rule; browsers that predate it read only this one.
+        headers.set("X-Frame-Options", "DENY")
         if request.headers["if-none-match"] == file.etag { return HTTPResponse(status: 304, headers: headers) }
         return HTTPResponse(status: 200, headers: headers, body: file.body)
     }
