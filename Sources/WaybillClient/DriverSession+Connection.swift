@@ -184,13 +184,15 @@ extension DriverSession {
                 // Ticks missed while the app was suspended (or the device slept) came due at once,
                 // one after another: a ping, then "dead" before its pong could arrive, and a
                 // healthy socket was dropped at every wake (found by a review, 2026-12-05). A tick
-                // a whole interval late starts the heartbeat over from now: ping, judge later.
-                let due = Int(elapsed() / interval)
-                if due > tick {
+                // half an interval late or more starts the heartbeat over: a ping now, judged at
+                // the first tick a whole interval from now.
+                let now = elapsed() / interval  // in intervals since the socket opened
+                if now - Double(tick) >= 0.5 {
                     beat = Heartbeat(interval: interval)
-                    tick = due
+                    tick = Int(now.rounded(.up)) + 1
+                } else {
+                    tick += 1
                 }
-                tick += 1
                 let action = beat.intervalElapsed()
                 self.heartbeat = beat
                 switch action {

@@ -144,6 +144,7 @@ extension DriverSession {
                 upgradesFailedWithRESTUp = 0
                 connectedWithoutOutcome = 0
                 cannotTell = false
+                refusalRetried = false
                 return connecting(attempt: 0)
             case .connecting, .live, .backingOff, .pollingOnly:
                 return .none
@@ -251,6 +252,9 @@ extension DriverSession {
             }
             var refusedBeforeConnected = false
             if case .connecting = state { refusedBeforeConnected = code == 4001 }
+            // "In a row": any other close gives the retry back (a 1006 on a bad link between two
+            // expired tickets must not log the driver out).
+            if !refusedBeforeConnected { refusalRetried = false }
             switch code {
             case 4001 where !(refusedBeforeConnected && !refusalRetried):
                 state = .stopped(.notAuthenticated)

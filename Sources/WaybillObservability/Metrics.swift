@@ -142,7 +142,7 @@ public final class Metrics: Sendable {
             "waybill_store_checkpoint_failures_total", "Failed WAL checkpoints since the store opened (SQLite).",
             s.storeCheckpointFailures)
         if let pages = s.storeWALPages {
-            out += "# HELP waybill_store_wal_pages The SQLite write-ahead log's size in pages after the last commit (growing while checkpoints succeed: a reader holds it).\n"
+            out += "# HELP waybill_store_wal_pages Frames in the SQLite write-ahead log at the last commit, not the file's size on disk (growing while checkpoints succeed: a reader holds the log).\n"
             out += "# TYPE waybill_store_wal_pages gauge\nwaybill_store_wal_pages \(pages)\n"
         }
         out += "# HELP waybill_store_transactions_total Store transactions run by this node, by kind.\n"

@@ -55,12 +55,18 @@ struct SQLiteError: Error, CustomStringConvertible {
             return .unavailable("database is busy: \(message)")
         case SQLITE_CANTOPEN, SQLITE_MISUSE:
             return .unavailable(message)
-        case SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_NOMEM, SQLITE_ABORT:
-            // The store cannot take writes for now (a full disk, an I/O error, the file replaced
-            // under the server) or the batch this write shared was rolled back: nothing was
-            // written, and the same request may succeed later. They were 500s, which the driver
-            // app counts toward giving an action up (found by a review, 2026-12-05).
+        case SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_ABORT:
+            // The store cannot take writes for now (a full disk, an I/O error) or the batch this
+            // write shared was rolled back: nothing was written, and the same request may succeed
+            // later. They were 500s, which the driver app counts toward giving an action up
+            // (found by a review, 2026-12-05).
             return .unavailable(message)
+        case SQLITE_READONLY:
+            // Read-only while it recovers a WAL or cannot take its lock: for now. A write refused
+            // as read-only otherwise (a reader's `query_only`, the file moved away) is a bug or
+            // needs the operator, and stays a 500 rather than a retry that looks like an outage.
+            let recovering = code == SQLITE_READONLY | (1 << 8), cannotLock = code == SQLITE_READONLY | (2 << 8)
+            return recovering || cannotLock ? .unavailable(message) : .failure(code: code, message: message)
         default:
             return .failure(code: code, message: message)
         }

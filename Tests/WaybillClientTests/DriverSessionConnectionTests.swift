@@ -398,18 +398,22 @@ import WaybillTesting
 
     /// Ticks missed while the app was suspended come due at once: they pinged and then declared the
     /// socket dead before its pong could arrive. A late tick pings and judges an interval later.
-    @Test func ticksMissedDuringASuspendDoNotDropTheSocketAtOnce() async {
+    @Test(arguments: [95, 119, 59])  // seconds asleep: three ticks due; just before a tick; less than two
+    func ticksMissedDuringASuspendDoNotDropTheSocketAtOnce(asleep: Int) async {
         let h = await Harness.live(configuration: .init(reconnectPolicy: .classic), heartbeat: true)
         h.transport.current?.goSilent()  // nothing answers while the app is suspended
-        await h.clock.jump(by: .seconds(95))  // three ticks due at once
+        await h.clock.jump(by: .seconds(asleep))
         await eventually("pinged at the wake") {
             h.transport.current?.sent.contains(#"{"type":"ping"}"#) == true
         }
         await h.settle()
         #expect(h.transport.attempts.count == 1, "not dropped at the wake")
+        // The ping is judged a whole interval (30 s) later at the earliest, not at the next tick.
+        await h.clock.advance(by: .seconds(29))
+        #expect(h.transport.attempts.count == 1, "not judged within the interval")
         #expect(await h.session.connectionState == .live)
-        // Still silent a whole interval later: dropped then.
-        await h.clock.advance(by: .seconds(30))
+        // Still silent later: dropped then.
+        await h.clock.advance(by: .seconds(31))
         await eventually("declared dead") { await h.session.connectionState != .live }
     }
 

@@ -126,6 +126,27 @@ import WaybillTesting
             Issue.record("the retry was not given back by `connected`: \(other.state)")
             return
         }
+        // "In a row": another close between two refusals gives the retry back (a bad link between
+        // two expired tickets), and so does a new start.
+        var flaky = Machine(policy: .standard)
+        _ = flaky.start()
+        _ = flaky.socketClosed(code: 4001, random: &random)
+        _ = flaky.backoffElapsed()
+        _ = flaky.socketClosed(code: 1006, random: &random)
+        _ = flaky.backoffElapsed()
+        guard case .reconnect = flaky.socketClosed(code: 4001, random: &random) else {
+            Issue.record("a 1006 between two refusals did not give the retry back: \(flaky.state)")
+            return
+        }
+        var restarted = Machine(policy: .standard)
+        _ = restarted.start()
+        _ = restarted.socketClosed(code: 4001, random: &random)
+        _ = restarted.stop()
+        _ = restarted.start()
+        guard case .reconnect = restarted.socketClosed(code: 4001, random: &random) else {
+            Issue.record("a new start did not give the retry back: \(restarted.state)")
+            return
+        }
     }
 
     @Test(arguments: [4008, 1001, 1012, 1006, 1000, 1011])

@@ -54,8 +54,8 @@ struct SQLiteTransientTests {
 struct SQLiteStoreErrorTests {
     @Test(arguments: [
         (Int32(13), "SQLITE_FULL"), (Int32(10), "SQLITE_IOERR"), (Int32(10 | (3 << 8)), "SQLITE_IOERR_WRITE"),
-        (Int32(8), "SQLITE_READONLY"), (Int32(8 | (4 << 8)), "SQLITE_READONLY_DBMOVED"), (Int32(7), "SQLITE_NOMEM"),
-        (Int32(4), "SQLITE_ABORT"),
+        (Int32(8 | (1 << 8)), "SQLITE_READONLY_RECOVERY"), (Int32(8 | (2 << 8)), "SQLITE_READONLY_CANTLOCK"),
+        (Int32(7), "SQLITE_NOMEM"), (Int32(4), "SQLITE_ABORT"),
     ] as [(Int32, String)])
     func failuresAClientCanRetryAreUnavailable(code: Int32, name: String) {
         guard case .unavailable = SQLiteError(code: code, message: name).storeError else {
@@ -64,9 +64,14 @@ struct SQLiteStoreErrorTests {
         }
     }
 
-    @Test func aCorruptFileIsStillAFailure() {
-        guard case .failure = SQLiteError(code: 11, message: "SQLITE_CORRUPT").storeError else {
-            Issue.record("SQLITE_CORRUPT is not .failure")
+    /// A corrupt file, a write refused as read-only (a reader's `query_only`: a bug) or a file moved
+    /// away need someone to look: a 500, not a retry that looks like an outage.
+    @Test(arguments: [
+        (Int32(11), "SQLITE_CORRUPT"), (Int32(8), "SQLITE_READONLY"), (Int32(8 | (4 << 8)), "SQLITE_READONLY_DBMOVED"),
+    ] as [(Int32, String)])
+    func failuresThatNeedSomeoneAreStillFailures(code: Int32, name: String) {
+        guard case .failure = SQLiteError(code: code, message: name).storeError else {
+            Issue.record("\(name) is not .failure")
             return
         }
     }

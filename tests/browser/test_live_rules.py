@@ -115,6 +115,25 @@ def test_a_socket_refused_before_connected_is_tried_once_more_with_a_fresh_ticke
     assert len(set(result["tickets"])) == len(result["tickets"]), "a fresh ticket each time"
 
 
+def test_another_close_between_two_refusals_gives_the_retry_back(page, server):
+    """"In a row": a 1006 (a bad link) between two sockets refused before `connected` (two
+    expired tickets) must not log the user out."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.start();
+      await tick(20);
+      FakeSocket.last.drop(4001);            // refused before `connected`: tried once more
+      await tick(50);
+      FakeSocket.last.drop(1006);            // the retry's link failed
+      await tick(50);
+      FakeSocket.last.drop(4001);            // refused again, but not in a row: tried once more
+      await tick(50);
+      return { statuses, sockets: FakeSocket.urls.length };
+    """)
+    assert not any(s.startswith("auth-") for s in result["statuses"]), result
+    assert result["sockets"] == 4, result
+
+
 def test_a_wake_up_during_a_backoff_keeps_its_count_and_the_button_starts_over(page, server):
     """The browser going online or the tab coming back reconnects at once but keeps the backoff's
     count (a flapping network brought the panel back at the first delay each time); the

@@ -262,7 +262,9 @@ export class LiveFeed {
     this.clearTimer('pingCheck');
     this.clearTimer('stable');
     if (this.stopped) return;
-    if (code === 4001 && !this.socketConnected && !this.refusalRetried) {
+    const refusedBeforeConnected = code === 4001 && !this.socketConnected;
+    if (!refusedBeforeConnected) this.refusalRetried = false; // "in a row": any other close gives it back
+    if (refusedBeforeConnected && !this.refusalRetried) {
       // Refused before `connected`: a ticket that expired or was used on its way in (a slow link,
       // a laptop that slept between the ticket and the upgrade) is refused like a bad token. One
       // more try, with a fresh ticket, tells them apart: its request answers 401 if the token is
