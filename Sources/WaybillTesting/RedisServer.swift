@@ -100,22 +100,23 @@ public final class RedisServer: Sendable {
     /// (`+PONG`, `:1`, `-ERR …`). Arguments are binary-safe.
     public func command(_ arguments: [[UInt8]], timeout: Duration = .seconds(2)) throws -> String {
         let connection = try RawConnection(port: port, timeout: timeout)
+        try connection.send(Self.request(arguments))
+        return try connection.readLine()
+    }
+
+    /// One command in Redis's wire format (RESP: an array of bulk strings).
+    public static func request(_ arguments: [[UInt8]]) -> [UInt8] {
         var request = Array("*\(arguments.count)\r\n".utf8)
         for argument in arguments {
             request += Array("$\(argument.count)\r\n".utf8) + argument + Array("\r\n".utf8)
         }
-        try connection.send(request)
-        return try connection.readLine()
+        return request
     }
 
     /// Sends one command whose reply is a bulk string (`CLIENT LIST`, `INFO`) and returns that text.
     public func bulkCommand(_ arguments: [String], timeout: Duration = .seconds(2)) throws -> String {
         let connection = try RawConnection(port: port, timeout: timeout)
-        var request = Array("*\(arguments.count)\r\n".utf8)
-        for argument in arguments.map({ Array($0.utf8) }) {
-            request += Array("$\(argument.count)\r\n".utf8) + argument + Array("\r\n".utf8)
-        }
-        try connection.send(request)
+        try connection.send(Self.request(arguments.map { Array($0.utf8) }))
         let head = try connection.readLine()
         guard head.hasPrefix("$"), let length = Int(head.dropFirst()), length >= 0 else {
             throw RedisServerError("\(arguments.first ?? "") answered \(head)")

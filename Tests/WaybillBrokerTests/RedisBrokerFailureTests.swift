@@ -369,7 +369,7 @@ private final class RawSubscriber: @unchecked Sendable {
 
     init(port: Int, channel: String) throws {
         connection = try RawConnection(port: port, timeout: .seconds(30))
-        try connection.send(Self.command(["SUBSCRIBE", channel]))
+        try connection.send(RedisServer.request(["SUBSCRIBE", channel].map { Array($0.utf8) }))
         _ = try readArray()  // ["subscribe", channel, 1]
     }
 
@@ -397,11 +397,4 @@ private final class RawSubscriber: @unchecked Sendable {
         }
     }
 
-    private static func command(_ arguments: [String]) -> [UInt8] {
-        var request = Array("*\(arguments.count)\r\n".utf8)
-        for argument in arguments.map({ Array($0.utf8) }) {
-            request += Array("$\(argument.count)\r\n".utf8) + argument + Array("\r\n".utf8)
-        }
-        return request
-    }
 }

@@ -486,14 +486,7 @@ struct HTTPServerTests {
         configuration.requestDrain = .seconds(20)
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
-        let port = server.port
-        let slow = Task {
-            try await runBlocking {
-                let c = try RawConnection(port: port, timeout: .seconds(30))
-                try c.send(RawConnection.request("GET", "/slow?ms=2000"))
-                return try c.readResponse()
-            }
-        }
+        let slow = Self.slowGet(port: server.port, "/slow?ms=2000", timeout: .seconds(30))
         #expect(await eventually { server.liveSessionObjects == 1 })
         await server.shutdown()
         let response = try await slow.value
@@ -501,19 +494,23 @@ struct HTTPServerTests {
         #expect(response.text == "slow")
     }
 
+    /// A GET of `path` on a connection of its own, answered whenever the server answers it.
+    static func slowGet(port: Int, _ path: String, timeout: Duration = .seconds(20)) -> Task<RawHTTPResponse, any Error> {
+        Task {
+            try await runBlocking {
+                let c = try RawConnection(port: port, timeout: timeout)
+                try c.send(RawConnection.request("GET", path))
+                return try c.readResponse()
+            }
+        }
+    }
+
     @Test func shutdownFinishesInFlightRequestRefusesNewOnesAndIsSafeTwice() async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
-        let port = server.port
-        let slow = Task {
-            try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("GET", "/slow"))
-                return try c.readResponse()
-            }
-        }
+        let slow = Self.slowGet(port: server.port, "/slow")
         #expect(await eventually { server.liveSessionObjects == 1 })
         await server.shutdown()
         let response = try await slow.value
