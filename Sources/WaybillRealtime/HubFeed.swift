@@ -59,7 +59,7 @@ public final class HubFeed: Sendable {
     /// Store reads failed in a row (only `run`'s loop touches it). While the broker and the store
     /// are both down the feed polls every 100 ms: the first failure is logged, then every 100th,
     /// and the first success after them (a line per poll buried every other line of the log).
-    private let failedReadsInARow = Atomic<Int>(0)
+    private let failedReads = Mutex(FailureStreak())
 
     public init(
         broker: any Broker, store: any OrderStore, target: any FeedTarget, metrics: Metrics, logger: Logger,
@@ -206,14 +206,13 @@ public final class HubFeed: Sendable {
                         atDoubted: try doubted.flatMap { $0 == after ? atDelivered : try tx.event($0) })
                 }
                 metrics.feedReadStore()
-                let failed = failedReadsInARow.exchange(0, ordering: .relaxed)
-                if failed > 0 { logger.info("feed store reads work again", ["failed_reads": "\(failed)"]) }
+                if let failed = failedReads.withLock({ $0.succeeded() }) {
+                    logger.info("feed store reads work again", ["failed_reads": "\(failed)"])
+                }
                 step { $0.storeRead(read) }
             } catch {
-                let failed = failedReadsInARow.add(1, ordering: .relaxed).newValue
-                if failed % 100 == 1 {
-                    logger.warning("feed store read failed; retrying", ["error": "\(error)", "failed_reads": "\(failed)"])
-                }
+                let (log, failed) = failedReads.withLock { streak in (streak.failed(), streak.inARow) }
+                if log { logger.warning("feed store read failed; retrying", ["error": "\(error)", "failed_reads": "\(failed)"]) }
                 update { $0.storeReadFailed() }
             }
         }

@@ -186,7 +186,7 @@ public final class OutboxRelay: Sendable {
         var persisted = cursor
         var persistedAt = elapsed()
         var failures = 0
-        var saveFailures = 0
+        var saveFailures = FailureStreak()
         // The first round of a leadership, and the first after a failed one, skip a backlog.
         var skipBacklog = true
         while !Task.isCancelled, lease.isHeld {
@@ -210,13 +210,14 @@ public final class OutboxRelay: Sendable {
                     do {
                         try await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
                         persisted = cursor
-                        if saveFailures > 0 { logger.info("relay cursor saved again", ["failed_saves": "\(saveFailures)"]) }
-                        saveFailures = 0
+                        if let failed = saveFailures.succeeded() {
+                            logger.info("relay cursor saved again", ["failed_saves": "\(failed)"])
+                        }
                     } catch {
-                        saveFailures += 1
-                        if saveFailures % 100 == 1 {
+                        if saveFailures.failed() {
                             logger.warning(
-                                "relay cursor not saved; trying again", ["error": "\(error)", "failed_saves": "\(saveFailures)"])
+                                "relay cursor not saved; trying again",
+                                ["error": "\(error)", "failed_saves": "\(saveFailures.inARow)"])
                         }
                     }
                     persistedAt = elapsed()
