@@ -14,15 +14,23 @@ extension Hub {
             refuse(socket, .busy, io: io)
             return
         }
-        let clock = self.clock, timeout = configuration.limits.authenticationTimeout
-        let deadline = Task {
-            do { try await clock.sleep(for: timeout) } catch { return }  // cancelled: it finished in time
-            self.execute { io in self.authenticationTimedOut(socket, io: io) }
+        let deadline = deadline(after: configuration.limits.authenticationTimeout) { io in
+            self.authenticationTimedOut(socket, io: io)
         }
         Task {
             await self.authenticate(socket, handshake)
             deadline.cancel()
             self.authentications.leave()
+        }
+    }
+
+    /// Runs `expired` on the service thread after `timeout`, unless the task is cancelled first (the
+    /// work it bounds finished in time).
+    private func deadline(after timeout: Duration, _ expired: @escaping @Sendable (any SocketIO) -> Void) -> Task<Void, Never> {
+        let clock = self.clock
+        return Task {
+            do { try await clock.sleep(for: timeout) } catch { return }
+            self.execute(expired)
         }
     }
 
@@ -135,10 +143,8 @@ extension Hub {
                     io.close(socket, code: 1013, reason: "server busy; try again later")
                     continue
                 }
-                let clock = self.clock, timeout = configuration.limits.replayTimeout
-                let deadline = Task {
-                    do { try await clock.sleep(for: timeout) } catch { return }  // cancelled: answered in time
-                    self.execute { io in self.replayTimedOut(socket, io: io) }
+                let deadline = deadline(after: configuration.limits.replayTimeout) { io in
+                    self.replayTimedOut(socket, io: io)
                 }
                 Task {
                     await self.replay(socket, request)
