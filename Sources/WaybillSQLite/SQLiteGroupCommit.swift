@@ -28,6 +28,17 @@ struct WriteJob: Sendable {
     let run: @Sendable (SQLiteOrderStore.Transaction) -> WriteOutcome
     /// Resumes the caller with `error` without running the closure (the transaction could not start).
     let fail: @Sendable (any Error) -> Void
+    /// When the write was queued: its wait for another process's write lock counts from here.
+    let queuedAt: ContinuousClock.Instant
+
+    init(
+        queuedAt: ContinuousClock.Instant = .now, run: @escaping @Sendable (SQLiteOrderStore.Transaction) -> WriteOutcome,
+        fail: @escaping @Sendable (any Error) -> Void
+    ) {
+        self.run = run
+        self.fail = fail
+        self.queuedAt = queuedAt
+    }
 }
 
 /// What running one write closure left behind, until its transaction is settled.
@@ -98,12 +109,9 @@ struct SQLiteGroupCommit: Sendable {
         } else {
             begin = gate.writerBegins()
             do throws(SQLiteError) {
-                // IMMEDIATE takes the write lock now (waiting up to the busy timeout for another
-                // process), so no statement inside can fail later for want of it.
-                try SQLiteTransient.retrying { () throws(SQLiteError) in try db.execute("BEGIN IMMEDIATE") }
+                try beginWaitingForTheLock(jobs, on: db)
             } catch {
-                for job in jobs { job.fail(error.storeError) }
-                return []
+                return failWaits(jobs, error)
             }
         }
         db.newestEvent.began(version: db.dataVersion)
@@ -158,6 +166,50 @@ struct SQLiteGroupCommit: Sendable {
         observer.committed(events)
         for outcome in settled { outcome.resume(nil) }
         return []
+    }
+
+    /// How much less than a write's whole wait SQLite's busy handler may give up with: it sleeps in
+    /// steps of up to 100 ms and stops before a step that would pass the timeout.
+    static let lockWaitSlack: Duration = .milliseconds(100)
+
+    /// `BEGIN IMMEDIATE` on the writer thread: it takes the write lock now, so no statement inside
+    /// can fail later for want of it, and waits for another process's lock for what is left of the
+    /// oldest job's wait. Each write waits for the lock up to the busy timeout in all, counted from
+    /// when it was queued: while another process held the lock, each batch of 64 used to wait the
+    /// whole timeout in turn, and a write queued behind others waited for theirs first (found by a
+    /// review, 2026-12-05).
+    private func beginWaitingForTheLock(_ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection) throws(SQLiteError) {
+        let budget = Duration.milliseconds(Int64(gate.busyTimeoutMilliseconds))
+        let now = ContinuousClock.now
+        let oldest = jobs.lazy.map(\.queuedAt).min() ?? now
+        let left = max(.zero, budget - oldest.duration(to: now))
+        // 0 clears SQLite's busy handler: one try, which still succeeds if the lock is free.
+        db.setBusyTimeout(milliseconds: Int32(clamping: left.milliseconds))
+        defer { db.setBusyTimeout(milliseconds: gate.busyTimeoutMilliseconds) }
+        try SQLiteTransient.retrying { () throws(SQLiteError) in try db.execute("BEGIN IMMEDIATE") }
+    }
+
+    /// After `BEGIN IMMEDIATE` failed: fails the jobs it was for and returns the ones to try again.
+    /// Another process's lock fails only the writes whose wait is spent (at least the oldest), and
+    /// the others begin again with what is left of theirs; any other failure fails them all.
+    private func failWaits(_ jobs: ArraySlice<WriteJob>, _ error: SQLiteError) -> ArraySlice<WriteJob> {
+        guard error.primaryCode == SQLITE_BUSY else {
+            for job in jobs { job.fail(error.storeError) }
+            return []
+        }
+        let budget = Duration.milliseconds(Int64(gate.busyTimeoutMilliseconds))
+        let now = ContinuousClock.now
+        let oldest = jobs.indices.min { jobs[$0].queuedAt < jobs[$1].queuedAt } ?? jobs.startIndex
+        var rest: [WriteJob] = []
+        for index in jobs.indices {
+            let job = jobs[index]
+            if index == oldest || job.queuedAt.duration(to: now) + Self.lockWaitSlack >= budget {
+                job.fail(error.storeError)
+            } else {
+                rest.append(job)
+            }
+        }
+        return rest[...]
     }
 
     /// One job in the open transaction, without a savepoint: at low rates most batches hold one
