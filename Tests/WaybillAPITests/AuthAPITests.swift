@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import WaybillAPI
-import WaybillSQLite
+@testable import WaybillSQLite
 
 @Suite(.timeLimit(.minutes(1)))
 struct AuthAPITests {
@@ -42,6 +42,47 @@ struct AuthAPITests {
             let metrics = try await server.request("GET", "/metrics").text
             #expect(metrics.contains("waybill_bound_overflows_total{bound=\"malformed_token\"} 5\n"), "\(metrics)")
         }
+    }
+
+    /// A login that names its role (the panel's: `dispatcher`) is refused for a user of another
+    /// role before a token is made: the panel turned drivers away with a token nobody revoked.
+    @Test func aLoginForAnotherRoleIsRefusedWithoutAToken() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let driver = seed.drivers[0]
+            let tokensBefore = try Self.tokenCount(server)
+            let refused = try await server.request(
+                "POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password, "role": "dispatcher"])
+            #expect(refused.status == 403)
+            #expect(refused.errorCode == "wrong_role")
+            #expect(refused.object["token"] == nil)
+            #expect(try Self.tokenCount(server) == tokensBefore, "no token was made")
+            // Wrong password with a role: still 401, the role says nothing before the password.
+            let wrong = try await server.request(
+                "POST", "/api/auth/login", json: ["email": driver.email, "password": "nope", "role": "dispatcher"])
+            #expect(wrong.status == 401)
+            // The role that fits, and no role at all, log in as before.
+            let dispatcher = try await server.request(
+                "POST", "/api/auth/login",
+                json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password, "role": "dispatcher"])
+            #expect(dispatcher.status == 200 && dispatcher.object.string("token") != nil)
+            let asDriver = try await server.request(
+                "POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password, "role": "driver"])
+            #expect(asDriver.status == 200)
+            let plain = try await server.request("POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password])
+            #expect(plain.status == 200)
+            #expect(try Self.tokenCount(server) == tokensBefore + 3)
+            // A role that does not exist is the client's mistake.
+            let unknown = try await server.request(
+                "POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password, "role": "admin"])
+            #expect(unknown.status == 400 && unknown.errorCode == "invalid_field", "got \(unknown.status) \(unknown.text)")
+        }
+    }
+
+    private static func tokenCount(_ server: TestServer) throws -> Int {
+        let db = try SQLiteConnection(path: server.directory.appendingPathComponent("waybill.sqlite").path)
+        defer { db.close() }
+        return try db.queryFirst("SELECT count(*) FROM api_tokens") { row in row.int(0) } ?? -1
     }
 
     @Test func emailIsCaseInsensitiveAtLogin() async throws {

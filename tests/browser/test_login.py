@@ -137,6 +137,22 @@ def test_a_logout_the_server_did_not_confirm_says_so(page, server, failure):
 
 def test_a_driver_cannot_use_the_panel(page, server):
     driver = server.drivers[0]
+    # The panel asks for a dispatcher's login: the server refuses the driver before it makes a
+    # token (one the panel could not revoke without logging the driver's phone out).
+    with page.expect_response("**/api/auth/login") as answer:
+        login(page, server, email=driver["email"], password=driver["password"])
+    assert answer.value.status == 403
+    assert answer.value.json()["error"] == "wrong_role"
+    expect(page.locator("#login-error")).to_contain_text("for dispatchers")
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+
+
+def test_a_server_that_makes_the_driver_a_token_anyway_still_turns_the_driver_away(page, server):
+    driver = server.drivers[0]
+    # A server older than `role` in the login answers 200 with the driver's token.
+    page.route("**/api/auth/login", lambda route: route.fulfill(
+        status=200, content_type="application/json",
+        body='{"token": "t", "user": {"id": 9, "role": "driver", "email": "d@example.com"}}'))
     login(page, server, email=driver["email"], password=driver["password"])
     expect(page.locator("#login-error")).to_contain_text("for dispatchers")
     assert page.evaluate("sessionStorage.getItem('waybill.session')") is None

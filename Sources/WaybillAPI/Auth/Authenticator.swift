@@ -55,8 +55,9 @@ final class Authenticator: SocketAuthenticating {
     /// A new API token for the user with these credentials, asked for from `address` (the socket's peer).
     /// - Throws: 401 `invalid_credentials` (same answer and time for unknown email and wrong password),
     ///   429 `rate_limited` after too many failures for one email or from one address,
-    ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting.
-    func login(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
+    ///   `KeyStretchingPool.Overloaded` (503) when too many password checks are already waiting,
+    ///   403 `wrong_role` when `role` is given and the user has another (no token is made).
+    func login(email: String, password: String, from address: String, role: Role? = nil) async throws -> (token: Secret, user: User) {
         // The gate holds only while password checks are waiting: once the pool has none, the
         // overload its 503 reported is over, and an address that asks again (a NAT of drivers who
         // each waited their second, together asking more than once a second) must get in. Found
@@ -70,14 +71,16 @@ final class Authenticator: SocketAuthenticating {
             throw KeyStretchingPool.Overloaded()
         }
         do {
-            return try await checkedLogin(email: email, password: password, from: address)
+            return try await checkedLogin(email: email, password: password, from: address, role: role)
         } catch let overloaded as KeyStretchingPool.Overloaded {
             retryGate.refused(client, now: clock.now())
             throw overloaded
         }
     }
 
-    private func checkedLogin(email: String, password: String, from address: String) async throws -> (token: Secret, user: User) {
+    private func checkedLogin(
+        email: String, password: String, from address: String, role: Role?
+    ) async throws -> (token: Secret, user: User) {
         // Shed load before touching the store: a queue full of preferred checks answers every
         // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
         guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
@@ -117,6 +120,14 @@ final class Authenticator: SocketAuthenticating {
             throw overloaded
         }
         try await throttle.release(attempt)
+        // After the password: the answer says no more than a 200 would. Before a token: the panel
+        // turned a driver away with a token it could not revoke without logging the driver's phone
+        // out (logout is every token of the user) (found by a review, 2026-12-05).
+        if let role, user.role != role {
+            throw APIError(
+                403, "wrong_role",
+                role == .dispatcher ? "This login is for dispatchers; drivers use the Waybill app." : "This login is for drivers.")
+        }
         let token = Secret.generate(), now = clock.now(), expires = now.adding(tokenLifetime)
         try await store.write { tx in try tx.insertToken(hash: token.hash, for: user.id, createdAt: now, expiresAt: expires) }
         return (token, user)

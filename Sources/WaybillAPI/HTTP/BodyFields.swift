@@ -53,6 +53,13 @@ struct BodyFields {
         return value
     }
 
+    /// The same, optional: absent or `null` is `nil`.
+    func optionalValue<Value: RawRepresentable>(_ type: Value.Type, _ key: String) throws(BodyError) -> Value?
+    where Value.RawValue == String {
+        guard optional(key) != nil else { return nil }
+        return try value(type, key)
+    }
+
     /// An optional array of objects, each read by `element` with its own path (`stages.0`).
     func optionalObjects<Element>(
         _ key: String, _ element: (BodyFields) throws(BodyError) -> Element

@@ -54,5 +54,6 @@ extension LoginRequest: JSONBodyDecodable {
     init(body: BodyFields) throws(BodyError) {
         email = try body.string("email")
         password = try body.string("password")
+        role = try body.optionalValue(Role.self, "role")
     }
 }

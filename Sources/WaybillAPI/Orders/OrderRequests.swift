@@ -38,6 +38,9 @@ struct DocumentRequest: Equatable {
 struct LoginRequest: Equatable {
     var email: String
     var password: String
+    /// The role the caller serves (the panel: `dispatcher`): another role's login is refused
+    /// before a token is made (PROTOCOL.md, "Answers where the SPEC is silent").
+    var role: Role? = nil
 }
 
 /// Field rules that JSON types cannot express (422 `validation_error`).

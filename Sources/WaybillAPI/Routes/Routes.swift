@@ -26,7 +26,8 @@ struct Routes {
         r.on("POST", "/api/auth/login") { request, _ in
             let body = try JSONCoding.decode(LoginRequest.self, from: request)
             let (token, user) = try await auth.login(
-                email: try Validation.email(body.email), password: body.password, from: clientAddress.of(request))
+                email: try Validation.email(body.email), password: body.password, from: clientAddress.of(request),
+                role: body.role)
             return try JSONCoding.response(LoginResponse(token: token.value, user: UserJSON(user: user))).notStored()
         }
         r.on("POST", "/api/auth/logout") { _, context in

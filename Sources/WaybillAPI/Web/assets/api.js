@@ -152,8 +152,10 @@ export class Api {
   }
 
   // --- the calls the panel makes (SPEC §2)
+  /** `role: 'dispatcher'`: the server refuses another role's login (403 `wrong_role`) before it makes a token. */
   login(email, password) {
-    return this.request('POST', '/api/auth/login', { body: { email, password }, auth: false }).then((r) => r.data);
+    const body = { email, password, role: 'dispatcher' };
+    return this.request('POST', '/api/auth/login', { body, auth: false }).then((r) => r.data);
   }
   /** Revokes the token on the server (it revokes every token of the user: logout everywhere). */
   logout() { return this.request('POST', '/api/auth/logout', { body: {}, expect401: true }); }

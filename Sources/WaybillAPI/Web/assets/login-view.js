@@ -1,6 +1,8 @@
 // The login page: email + password → token in sessionStorage.
 import { h } from './dom.js';
 
+const DRIVER_TURNED_AWAY = 'This panel is for dispatchers. Drivers use the Waybill app.';
+
 export class LoginView {
   /** `onLoggedIn({token, user})` is called with a dispatcher session; `notice` explains why we are here. */
   constructor({ api, onLoggedIn, notice = '' }) {
@@ -39,14 +41,17 @@ export class LoginView {
     this.submit.textContent = 'Logging in…';
     try {
       const { token, user } = await this.api.login(this.email.value.trim(), this.password.value);
+      // A server older than `role` in the login makes the driver a token anyway: turned away here.
       if (user?.role !== 'dispatcher') {
-        this.fail('This panel is for dispatchers. Drivers use the Waybill app.');
+        this.fail(DRIVER_TURNED_AWAY);
         return;
       }
       this.password.value = '';
       this.onLoggedIn({ token, user });
     } catch (error) {
-      this.fail(error.status === 401 ? 'Wrong email or password.' : error.message);
+      if (error.status === 401) this.fail('Wrong email or password.');
+      else if (error.code === 'wrong_role') this.fail(DRIVER_TURNED_AWAY);
+      else this.fail(error.message);
     } finally {
       this.submit.disabled = false;
       this.submit.textContent = 'Log in';
