@@ -254,8 +254,9 @@ extension PostgresOrderStore.Transaction {
                     epoch: SessionEpoch(try row.int64(3))
                 )
             }
-            // Tickets nobody used are swept here, so the table stays as small as the live ones.
-            _ = try execute("DELETE FROM ws_tickets WHERE expires_at <= $1", [.date(now)])
+            // Tickets nobody used are swept here, so the table stays as small as the live ones, once
+            // well past their expiry: another node's clock set them (`TicketSweep`).
+            _ = try execute("DELETE FROM ws_tickets WHERE expires_at <= $1", [.date(now.addingTimeInterval(-TicketSweep.grace))])
             guard let ticket, ticket.expiresAt > now.postgresMilliseconds, ConstantTime.equals(ticket.hash, hash) else {
                 return nil
             }

@@ -227,8 +227,10 @@ extension SQLiteOrderStore.Transaction {
             ) {
                 (user: UserID($0.int64(0)), expiresAt: $0.int64(1), hash: $0.blob(2), epoch: SessionEpoch($0.int64(3)))
             }
-            // Tickets nobody used are swept here, so the table stays as small as the live ones.
-            try db.execute("DELETE FROM ws_tickets WHERE expires_at <= ?", [.date(now)])
+            // Tickets nobody used are swept here, so the table stays as small as the live ones, once
+            // well past their expiry (`TicketSweep`: one node's clock is a cluster's only on PostgreSQL,
+            // but a clock stepped forward and back again does the same here).
+            try db.execute("DELETE FROM ws_tickets WHERE expires_at <= ?", [.date(now.addingTimeInterval(-TicketSweep.grace))])
             guard let ticket, ticket.expiresAt > now.sqliteMilliseconds, ConstantTime.equals(ticket.hash, hash) else {
                 return nil
             }

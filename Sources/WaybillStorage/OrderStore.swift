@@ -325,6 +325,15 @@ package func pruneBound(upper: Int64, firstKept: Int64?) -> Int64 {
     return min(upper, firstKept - 2)
 }
 
+/// WebSocket tickets nobody redeemed are swept when another ticket is presented, once they
+/// expired this long before the presenting node's clock. A ticket is stamped by the node that
+/// issued it and redeemed on any node: swept at the presenting node's `now`, a node whose clock
+/// ran ahead by more than a ticket's life deleted every live ticket of the cluster at each
+/// handshake, and clients it logged out had done nothing wrong (found by a review, 2026-12-05).
+public enum TicketSweep {
+    public static let grace: TimeInterval = 300
+}
+
 extension StoreWriter {
     /// Every event due at once (tests, small stores).
     public func pruneEvents(committedBefore cutoff: Date) throws -> Int {

@@ -109,6 +109,27 @@ import WaybillStoreTesting
         }
     }
 
+    /// A ticket presented on a node whose clock runs ahead does not sweep the other nodes' live
+    /// tickets: it swept every ticket expired by its own clock, so one node a minute ahead logged
+    /// out clients connecting to every other node.
+    @Test(arguments: Backend.allCases) func aNodeAheadDoesNotSweepTicketsOthersStillHonour(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let live: [UInt8] = Array(repeating: 7, count: 32), old: [UInt8] = Array(repeating: 9, count: 32)
+            try await store.write { tx in
+                try tx.insertTicket(hash: live, for: fixture.alice.id, epoch: SessionEpoch(0), expiresAt: t0 + 30)
+                try tx.insertTicket(hash: old, for: fixture.bob.id, epoch: SessionEpoch(0), expiresAt: t0 - 600)
+            }
+            // A handshake with an unknown ticket on a node 90 s ahead.
+            #expect(try await store.write { tx in try tx.consumeTicket(hash: Array(repeating: 8, count: 32), now: t0 + 90) } == nil)
+            let redeemed = try await store.write { tx in try tx.consumeTicket(hash: live, now: t0 + 1) }
+            #expect(redeemed?.user == fixture.alice.id, "the node with the right time still honours it")
+            // Tickets long expired are still swept: presented at a time before its expiry it would
+            // be honoured, had the handshake at t0 + 90 not deleted it.
+            #expect(try await store.write { tx in try tx.consumeTicket(hash: old, now: t0 - 1_000) } == nil, "swept")
+        }
+    }
+
     /// A ticket taken before a logout must not open a socket after it (SPEC §2: logout ends every
     /// session of the user): revoking the tokens deletes the user's unredeemed tickets, no one else's.
     @Test(arguments: Backend.allCases) func revokingTheTokensDeletesTheUsersTickets(_ backend: Backend) async throws {
