@@ -67,6 +67,9 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
         self.serverFailures = 0
     }
 
+    /// The most server failures a stored action comes back with: far above any policy's limit.
+    static let maxStoredServerFailures = 1_000_000
+
     private enum CodingKeys: String, CodingKey {
         case id, action, ifMatch = "if_match", queuedAt = "queued_at", serverFailures = "server_failures"
         case seenEventID = "seen_event_id", seenCursor = "seen_cursor", sentBeforeReset = "sent_before_reset"
@@ -84,7 +87,9 @@ public struct QueuedAction: Hashable, Sendable, Codable, Identifiable {
             Date(timeIntervalSince1970: Double($0) / 1000)
         }
         queuedAt = try c.decode(Date.self, forKey: .queuedAt)
-        serverFailures = try c.decodeIfPresent(Int.self, forKey: .serverFailures) ?? 0
+        // Within what a queue can count: a damaged file's huge count trapped at the next server
+        // error (`+= 1`), after every restart (found by a review, 2026-12-05).
+        serverFailures = min(max(0, try c.decodeIfPresent(Int.self, forKey: .serverFailures) ?? 0), Self.maxStoredServerFailures)
         // Absent in a queue an older version wrote: that session then starts without a cursor.
         seenEventID = try c.decodeIfPresent(EventID.self, forKey: .seenEventID)
         seenCursor = seenEventID == nil ? nil : try c.decodeIfPresent(ResumeCursor.self, forKey: .seenCursor)

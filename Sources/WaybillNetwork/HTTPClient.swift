@@ -31,6 +31,7 @@ public enum HTTPClient {
     ) async throws -> Response {
         guard url.scheme == "http", let host = url.host else { throw Failure(description: "only http:// URLs are supported") }
         let port = url.port ?? 80
+        guard (1...65_535).contains(port) else { throw Failure(description: "port \(port) is out of range") }
         var target = url.path.isEmpty ? "/" : url.path
         if let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery { target += "?" + query }
         var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
@@ -70,17 +71,29 @@ private final class ClientSocket {
         }
         defer { freeaddrinfo(list) }
         var entry: UnsafeMutablePointer<addrinfo>? = first
-        while let info = entry {
+        while let info = entry, ContinuousClock.now < deadline {
             fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
-            if fd >= 0, connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { break }
+            // Linux's `connect` gives up after `SO_SNDTIMEO` (EINPROGRESS): set before it, a server
+            // whose address drops SYNs (a firewall, a dead node behind a virtual IP) fails at the
+            // deadline. Set after it, the kernel's SYN retries held the thread and its descriptor
+            // for about two minutes, past the session's stop (found by a review, 2026-12-05).
+            if fd >= 0, Self.setTimeouts(fd, deadline - .now), connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { break }
             if fd >= 0 { Glibc.close(fd) }
             fd = -1
             entry = info.pointee.ai_next
         }
         guard fd >= 0 else { throw HTTPClient.Failure(description: "cannot connect to \(host):\(port)") }
-        var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+        _ = Self.setTimeouts(fd, deadline - .now)
+    }
+
+    /// Send and receive timeouts of `left`, at least 1 ms: a `timeval` of 0 means no timeout at all,
+    /// and a timeout under a second (whole seconds were taken) waited for ever. Returns `true`.
+    private static func setTimeouts(_ fd: Int32, _ left: Duration) -> Bool {
+        let microseconds = max(1_000, left.components.seconds * 1_000_000 + left.components.attoseconds / 1_000_000_000_000)
+        var value = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        return true
     }
 
     func write(_ bytes: [UInt8]) throws {
@@ -98,7 +111,9 @@ private final class ClientSocket {
         var data: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            guard ContinuousClock.now < deadline else { throw HTTPClient.Failure(description: "timed out") }
+            let now = ContinuousClock.now
+            guard now < deadline else { throw HTTPClient.Failure(description: "timed out") }
+            _ = Self.setTimeouts(fd, deadline - now)  // each wait only what is left of the whole
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HTTPClient.Failure(description: "timed out") }

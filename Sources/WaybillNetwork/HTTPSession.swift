@@ -210,6 +210,13 @@ final class HTTPSession {
         !response.body.isEmpty && !Self.forbidsBody(response.status) && request.method != "HEAD"
     }
 
+    /// The status as sent: one outside 200…599 is a bug of whoever made the response (or a stored
+    /// answer a damaged row gave back for an `Idempotency-Key`), and goes out as 500. `UInt32(_:)`
+    /// of a negative or huge one trapped on the service thread and took every socket of the node
+    /// down with it (found by a review, 2026-12-05).
+    /// (A 1xx is never a final answer.)
+    static func wireStatus(_ status: Int) -> Int { (200...599).contains(status) ? status : 500 }
+
     /// 1xx, 204 and 304 responses never carry a body (RFC 9110).
     static func forbidsBody(_ status: Int) -> Bool { status == 204 || status == 304 || (100..<200).contains(status) }
 
@@ -241,7 +248,7 @@ final class HTTPSession {
             let start = b.baseAddress! + pre
             let end = start + headSize
             var p: UnsafeMutablePointer<UInt8>? = start
-            if lws_add_http_header_status(wsi, UInt32(response.status), &p, end) != 0 { return false }
+            if lws_add_http_header_status(wsi, UInt32(Self.wireStatus(response.status)), &p, end) != 0 { return false }
             if body != nil {
                 let length = Array(String(response.body.count).utf8)
                 let added = length.withUnsafeBufferPointer { v in

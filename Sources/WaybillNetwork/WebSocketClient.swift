@@ -49,6 +49,8 @@ public final class WebSocketClient: Sendable {
         timeout: Duration = .seconds(5),
         maxMessageBytes: Int = 16 << 20
     ) async throws -> WebSocketClient {
+        // `Int32(port)` on the service thread trapped for a port past 2³¹ (a mistyped URL).
+        guard (1...65_535).contains(port) else { throw WebSocketClientError(.connectFailed, "port \(port) is out of range") }
         let address = try await HostResolver.resolve(host)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
         let connection = ClientConnection(

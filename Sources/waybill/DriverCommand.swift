@@ -81,6 +81,9 @@ enum DriverCommand {
         else {
             throw Arguments.Problem(description: "--server URL is required (e.g. http://127.0.0.1:8080)")
         }
+        if let port = server.port, !(1...65_535).contains(port) {
+            throw Arguments.Problem(description: "--server has port \(port), out of range (1…65535)")
+        }
         // An https:// server was reported as unreachable (exit 1: "worth retrying") for ever.
         guard server.scheme?.lowercased() == "http" else {
             throw Arguments.Problem(

@@ -305,6 +305,23 @@ struct ActionQueueTests {
         #expect(expiryCode(after: .http(status: 503, code: "store_unavailable", message: nil)) == "expired")
     }
 
+    /// A damaged queue file's failure count cannot trap: `Int.max` was kept as read, and the next
+    /// server error's `+= 1` crashed the app, again after every restart.
+    @Test func aStoredFailureCountOutOfRangeIsReadWithinRange() throws {
+        let data = try StoredActionQueue.encode([action("a", .completeStage(4, of: 1)), action("b", .completeStage(5, of: 1))])
+        var text = String(decoding: data, as: UTF8.self)
+        #expect(text.contains(#""server_failures":0"#))
+        text = text.replacingOccurrences(of: #""server_failures":0"#, with: #""server_failures":9223372036854775807"#, options: [], range: text.range(of: #""server_failures":0"#))
+        text = text.replacingOccurrences(of: #""server_failures":0"#, with: #""server_failures":-5"#)
+        let stored = try StoredActionQueue.decode(Data(text.utf8))
+        #expect(stored.map(\.serverFailures) == [QueuedAction.maxStoredServerFailures, 0])
+        var random = SeededGenerator(seed: 1)
+        var queue = ActionQueue(policy: ActionQueuePolicy(), actions: stored)
+        guard case .send = queue.next(now: start) else { Issue.record("not sent"); return }
+        _ = queue.finished(ActionQueue.outcome(for: .http(status: 500, code: nil, message: nil)), random: &random)
+        #expect(queue.actions.map(\.id.rawValue) == ["b"], "the head gave up past the limit; the next keeps its place")
+    }
+
     /// The order's creation time survives a restart as the whole milliseconds `If-Order-Created`
     /// carries (`order_created_ms`); an action without it, or stored by an earlier version, has none.
     @Test func theOrdersCreationTimeIsStoredWithTheAction() throws {

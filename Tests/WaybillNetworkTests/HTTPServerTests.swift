@@ -122,6 +122,24 @@ struct HTTPServerTests {
         }
     }
 
+    /// A response whose status is no HTTP status goes out as 500, and the server goes on: a
+    /// negative or huge one trapped the service thread (every socket of the node went with it).
+    @Test func aResponseWithAnImpossibleStatusGoesOutAs500() async throws {
+        try await withServer { server in
+            let port = server.port
+            let answers = try await runBlocking { () -> [Int] in
+                let c = try RawConnection(port: port)
+                var statuses: [Int] = []
+                for code in ["-1", "70000", "4294967296", "0", "99", "150", "600", "201"] {
+                    try c.send(RawConnection.request("GET", "/status/any?code=\(code)"))
+                    statuses.append(try c.readResponse().status)
+                }
+                return statuses
+            }
+            #expect(answers == [500, 500, 500, 500, 500, 500, 500, 201])
+        }
+    }
+
     @Test func connectionCloseFromTheClientIsHonoured() async throws {
         try await withServer { server in
             let port = server.port

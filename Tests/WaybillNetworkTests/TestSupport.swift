@@ -12,6 +12,8 @@ struct EchoResponder: HTTPResponder {
             return HTTPResponse(status: 204, headers: HTTPHeaders([("ETag", "\"v1\"")]))
         case "/status/304":
             return HTTPResponse(status: 304, headers: HTTPHeaders([("ETag", "\"v1\"")]), body: Array("x".utf8))
+        case "/status/any":  // whatever status the query names, as a buggy handler or a damaged stored answer may
+            return HTTPResponse(status: Int(request.queryValue("code") ?? "") ?? 0, body: Array("odd".utf8))
         case "/big":
             let size = Int(request.queryValue("size") ?? "") ?? 1_000_000
             return HTTPResponse(status: 200, body: (0..<size).map { UInt8($0 % 251) })
