@@ -72,11 +72,12 @@ enum ServeCommand {
     }
 
     /// `--password-iterations`: 0 made the first login with an unknown email stop the process
-    /// (OpenSSL refuses a PBKDF2 of 0 iterations), and past 2³¹−1 OpenSSL cannot count them.
+    /// (OpenSSL refuses a PBKDF2 of 0 iterations); past `PasswordHasher.maxIterations` a hash is
+    /// refused as not one of ours.
     static func passwordIterations(_ args: Arguments, default value: Int = ServerConfiguration().passwordIterations) throws
         -> Int
     {
-        try args.int("password-iterations", default: value, in: 1...Int(Int32.max))
+        try args.int("password-iterations", default: value, in: 1...PasswordHasher.maxIterations)
     }
 
     static func configuration(from args: Arguments) throws -> ServerConfiguration {

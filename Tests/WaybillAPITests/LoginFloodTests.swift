@@ -337,15 +337,27 @@ struct LoginFloodTests {
     }
 
     /// Iteration counts OpenSSL cannot run never stop the process: a stored hash that claims more
-    /// than 2³¹−1 is not a hash (it matches nothing), and a hasher made with 0 (a library user's
-    /// setting; the command line refuses it) still answers an unknown email. Both trapped before.
+    /// than `maxIterations` is not a hash (it matches nothing, and does not raise what later
+    /// logins cost), and a hasher made with 0 (a library user's setting; the command line refuses
+    /// it) still answers an unknown email. Both trapped before.
     @Test func iterationCountsOutOfRangeNeitherTrapNorMatch() async throws {
-        let salt = Data([1, 2, 3]).base64EncodedString(), digest = Data([4, 5, 6]).base64EncodedString()
+        let salt = Data([1, 2, 3]).base64EncodedString(), digest = Data(repeating: 4, count: 32).base64EncodedString()
         #expect(PasswordHasher.parse("pbkdf2_sha256$2147483648$\(salt)$\(digest)") == nil)
-        #expect(PasswordHasher.parse("pbkdf2_sha256$2147483647$\(salt)$\(digest)") != nil)
+        #expect(PasswordHasher.parse("pbkdf2_sha256$2147483647$\(salt)$\(digest)") == nil)
+        #expect(PasswordHasher.parse("pbkdf2_sha256$10000001$\(salt)$\(digest)") == nil)
+        #expect(PasswordHasher.parse("pbkdf2_sha256$10000000$\(salt)$\(digest)") != nil)
         let hasher = PasswordHasher(iterations: 1_000)
         #expect(try await !hasher.verify("pw", against: "pbkdf2_sha256$99999999999$\(salt)$\(digest)"))
+        #expect(try await !hasher.verify("pw", against: "pbkdf2_sha256$2000000000$\(salt)$\(digest)"))
+        #expect(hasher.checkIterations == 1_000, "a hash that is not ours does not raise what logins cost")
         try await PasswordHasher(iterations: 0).verifyNothing("pw")
+        // A digest of another length, or no salt, is not a hash of this format: an empty digest
+        // compared equal to a PBKDF2 of length 0, and every password matched it.
+        for malformed in ["pbkdf2_sha256$1$\(salt)$", "pbkdf2_sha256$1$$", "pbkdf2_sha256$1$$\(digest)",
+                          "pbkdf2_sha256$1$\(salt)$\(Data([4, 5, 6]).base64EncodedString())"] {
+            #expect(PasswordHasher.parse(malformed) == nil, "\(malformed)")
+            #expect(try await !hasher.verify("anything", against: malformed), "\(malformed)")
+        }
         #expect(Crypto.pbkdf2(password: "pw", salt: [0], iterations: 0) == Crypto.pbkdf2(password: "pw", salt: [0], iterations: 1))
     }
 

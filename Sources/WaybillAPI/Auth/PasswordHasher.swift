@@ -11,6 +11,13 @@ import WaybillStorage
 public struct PasswordHasher: Sendable {
     /// OWASP's 2023 floor for PBKDF2-HMAC-SHA256. Tests may use fewer (`ServerConfiguration`).
     public static let defaultIterations = 210_000
+    /// The most iterations a hash may have, made or stored: about 5 s of one core here. A stored
+    /// hash claiming more is not one of ours; checked, it raised what every later login costs
+    /// (`highest`), unknown emails included, up to 2³¹−1 iterations each: minutes per login, and
+    /// the pool full (found by a review, 2026-12-05).
+    public static let maxIterations = 10_000_000
+    /// The digest length this format stores (SHA-256).
+    static let digestLength = 32
     public var iterations: Int
     private let pool: KeyStretchingPool?
     /// The most iterations any stored hash checked so far had (shared by copies of this hasher).
@@ -91,8 +98,10 @@ public struct PasswordHasher: Sendable {
     static func parse(_ encoded: String) -> Stored? {
         let parts = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "pbkdf2_sha256", let iterations = Int(parts[1]), iterations > 0,
-            iterations <= Int(Int32.max),  // what OpenSSL can count; a row with more is not a hash we made
-            let salt = Data(base64Encoded: String(parts[2])), let hash = Data(base64Encoded: String(parts[3]))
+            iterations <= maxIterations,
+            let salt = Data(base64Encoded: String(parts[2])), !salt.isEmpty,
+            // An empty digest compared equal to a PBKDF2 of length 0: any password matched it.
+            let hash = Data(base64Encoded: String(parts[3])), hash.count == digestLength
         else { return nil }
         return Stored(iterations: iterations, salt: Array(salt), hash: Array(hash))
     }
