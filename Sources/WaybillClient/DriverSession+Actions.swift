@@ -99,7 +99,8 @@ extension DriverSession {
     /// Sends the head of the queue if nothing is in flight and no backoff runs; drops expired heads.
     func sendNextAction() {
         // While a resume's outcome is unknown, a `reset` may still come (`StateMachine.holdsActions`).
-        guard isRunning, !machine.holdsActions else { return }
+        // Without the storage's claim (another session holds it) the queue may be another's now.
+        guard isRunning, !machine.holdsActions, !storedQueueNotLoaded else { return }
         while true {
             switch actionQueue.next(now: wallClock()) {
             case .send(let action):
@@ -268,15 +269,36 @@ extension DriverSession {
     func loadStoredQueueIfNeeded() throws {
         guard storedQueueNotLoaded else { return }
         if actionClaim == nil { actionClaim = try actionStorage.claim() }  // throws while another holds it
-        let (earlier, earlierRefused, problem) = try Self.decode(actionStorage.load(), from: actionStorage)
+        let (stored, storedRefused, problem) = try Self.decode(actionStorage.load(), from: actionStorage)
         storedQueueNotLoaded = false
         actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside
-        actionQueue = ActionQueue(policy: actionQueue.policy, actions: earlier + actionQueue.actions)
-        refused = earlierRefused + refused
+        // After this session let the storage go (`releaseActionStorage`), what is stored is the
+        // whole queue: its own actions as it left them, and whatever a session after it changed.
+        let known = Set((actionQueue.actions + refused).map(\.id))
+        let replaces = storedQueueIsWhole
+        storedQueueIsWhole = false
+        actionQueue = ActionQueue(policy: actionQueue.policy, actions: stored + (replaces ? [] : actionQueue.actions))
+        refused = storedRefused + (replaces ? [] : refused)
         // Their history must be checked as at a start (`DriverSession.init`): resume from it.
+        let earlier = stored.filter { !known.contains($0.id) }
         if let point = QueuedAction.resumePoint(of: earlier) {
             perform(machine.adoptResumePoint(eventID: point.eventID, cursor: point.cursor))
         }
-        if !earlier.isEmpty { sendNextAction() }
+        if !actionQueue.actions.isEmpty { sendNextAction() }
+    }
+
+    /// Lets another session take the storage, once this one has stopped sending: an app that
+    /// stops a session (logout, a 4001) and makes a new one over the same file got
+    /// ``ActionStorageInUse`` from the new one for as long as anything kept the old one alive (a
+    /// fetch still waiting for its answer, or the app's own reference), since the claim went only
+    /// with the session (found by a review, 2026-12-05). Every change was stored as it was made,
+    /// so the file holds this session's queue; it reads it again before it sends or keeps anything
+    /// more (``loadStoredQueueIfNeeded()``), and neither sends nor writes until then.
+    func releaseActionStorage() {
+        guard actionClaim != nil, !storedQueueNotLoaded else { return }
+        persistActions()
+        actionClaim = nil
+        storedQueueNotLoaded = true
+        storedQueueIsWhole = true
     }
 }

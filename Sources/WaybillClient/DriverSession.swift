@@ -226,8 +226,12 @@ public actor DriverSession {
     /// session's claim): what it holds was not loaded, so nothing may be written over it until a
     /// read succeeds.
     var storedQueueNotLoaded: Bool
-    /// This session's claim on its storage (``ActionStorage/claim()``), kept for its lifetime.
+    /// This session's claim on its storage (``ActionStorage/claim()``), kept while it runs and let
+    /// go when it stops (``releaseActionStorage()``).
     var actionClaim: ActionStorageClaim?
+    /// The storage holds this session's whole queue (it let the storage go after storing it): read
+    /// again, it replaces what is in memory instead of going before it.
+    var storedQueueIsWhole = false
 
     /// The socket's state, for a status line in the app.
     public var connectionState: ConnectionState { machine.state }
@@ -286,6 +290,7 @@ public actor DriverSession {
         }
         detailTasks = [:]
         stopSendingActions()
+        releaseActionStorage()
     }
 
     /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.

@@ -523,6 +523,42 @@ struct OfflineActionsTests {
         #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept?.id, mine.id].compactMap { $0 })
     }
 
+    /// A stopped session lets the file go: the app's new session (after a logout or a 4001) keeps
+    /// actions at once, with the stopped one's, even while the stopped one is still referenced
+    /// (the app's own reference, a fetch still waiting). It kept its claim until it was gone, and
+    /// the new session refused every action with `ActionStorageInUse` meanwhile. The stopped one
+    /// writes nothing more unless it takes the file back.
+    @Test func aStoppedSessionLetsTheNextOneTakeTheFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let clock = TestClock(), api = FakeOrdersAPI()
+        let transport = FakeEventTransport()
+        let first = DriverSession(api: api, transport: transport, clock: clock, actionStorage: FileActionStorage(url: url))
+        api.holdWrites(true)
+        defer {
+            api.holdWrites(false)
+            api.releaseWrites()
+        }
+        await first.start()
+        await eventually("connecting") { transport.connections.count == 1 }
+        transport.current?.receiveConnected()
+        await eventually("live") { await first.connectionState == .live }
+        let kept = try await first.queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
+        await eventually("on its way") { api.heldWriteCount == 1 }
+        await first.stop()
+        let second = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        let mine = try await second.queue(.completeStage(5, of: 2), expecting: .any)
+        #expect(await second.pendingActions.map(\.id) == [kept.id, mine.id])
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, mine.id])
+        // The stopped one cannot take it back while the second holds it, and writes nothing.
+        await #expect(throws: ActionStorageInUse.self) { try await first.queue(.completeStage(6, of: 2), expecting: .any) }
+        await first.start()
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, mine.id])
+        #expect(api.heldWriteCount == 1, "the stopped session sent nothing more without the file")
+        withExtendedLifetime(first) {}
+    }
+
     /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
     /// the file, the clock and API that session used, and the queued action. The directory goes after.
     func withQueueFile(
