@@ -122,7 +122,9 @@ import WaybillStorage
     @Test func aWriteQueuedDuringAnotherWriteLockWaitKeepsTheRestOfItsOwnWait() async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
-        let timeout = Duration.seconds(2)
+        // The later write keeps 2 s of its wait after the first fails: room for a busy runner to
+        // resume this test and free the lock (1 s was not, on CI).
+        let timeout = Duration.seconds(4)
         let store = try SQLiteOrderStore(path: database.path, readerCount: 1, busyTimeout: timeout)
         defer { store.close() }
         let other = try SQLiteConnection(path: database.path)
@@ -130,7 +132,7 @@ import WaybillStorage
         try other.executeScript("BEGIN IMMEDIATE")
 
         let first = Task { try await Self.timedWrite(store, name: "First") }
-        try await Task.sleep(for: .seconds(1))
+        try await Task.sleep(for: .seconds(2))
         let later = Task { try await Self.timedWrite(store, name: "Later") }
         let (_, firstError) = try await first.value  // its wait ran out while the later one's goes on
         guard case .unavailable? = firstError as? StoreError else {

@@ -8,6 +8,7 @@ import WaybillStoreTesting
 
 /// SQLite specifics; the backend-neutral cases live in WaybillStoreConformanceTests.
 @Suite struct SQLiteOrderStoreUsersTests {
+    /// Swept once `TicketSweep.grace` past their expiry (the presenting node's clock may run ahead).
     @Test func expiredTicketsAreSweptWhenAnyTicketIsConsumed() async throws {
         try await withStore { store, path in
             let fixture = try await Fixture.seed(store)
@@ -17,6 +18,8 @@ import WaybillStoreTesting
                 }
             }
             _ = try await store.write { tx in try tx.consumeTicket(hash: [0xFF], now: t0 + 3) }
+            #expect(try rawQuery(path, "SELECT count(*) FROM ws_tickets") == ["5"], "within the grace: kept")
+            _ = try await store.write { tx in try tx.consumeTicket(hash: [0xFF], now: t0 + TicketSweep.grace + 3) }
             #expect(try rawQuery(path, "SELECT count(*) FROM ws_tickets") == ["1"])
         }
     }
