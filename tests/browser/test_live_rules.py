@@ -301,7 +301,7 @@ def test_a_socket_found_silent_after_a_sleep_is_checked_again_before_the_next_ti
       feed.pingMs = 2000; feed.staleMs = 300;
       const socket = await goLive();
       socket.send = (text) => { socket.sent.push(text); };   // died during the sleep: no answers
-      feed.lastMessageAt = Date.now() - 5000;                  // nothing heard for 5 s
+      feed.lastMessageAt = performance.now() - 5000;           // nothing heard for 5 s
       await tick(2600);                                        // the first tick (~2 s), then its check
       const early = FakeSocket.urls.length;
       feed.stop();
@@ -309,6 +309,31 @@ def test_a_socket_found_silent_after_a_sleep_is_checked_again_before_the_next_ti
     """)
     assert result["pings"] >= 1, json.dumps(result)
     assert result["early"] == 2, json.dumps(result)
+    assert "reconnecting" in result["statuses"], json.dumps(result)
+
+
+def test_a_clock_set_back_does_not_hide_a_dead_socket(page, server):
+    """The computer's clock is set back an hour while the socket is live, and the socket then dies
+    without a close: it is still found silent and reopened. Silence was measured with `Date.now()`,
+    which then ran an hour behind the last message, and the dead socket looked live for that hour."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.pingMs = 200; feed.staleMs = 300;
+      const socket = await goLive();
+      socket.send = (text) => { socket.sent.push(text); };   // dead: no answers from here on
+      const wallNow = Date.now;
+      Date.now = () => wallNow() - 3_600_000;                  // the clock is set back an hour
+      try {
+        await tick(1500);
+      } finally {
+        Date.now = wallNow;
+      }
+      const sockets = FakeSocket.urls.length;
+      feed.stop();
+      return { sockets, pings: socket.sent.length, statuses };
+    """)
+    assert result["pings"] >= 1, json.dumps(result)
+    assert result["sockets"] == 2, json.dumps(result)
     assert "reconnecting" in result["statuses"], json.dumps(result)
 
 

@@ -33,7 +33,7 @@ export class ConnectionIndicator {
       : '';
     if (state === 'reconnecting' && retryAt) {
       const tick = () => {
-        const seconds = Math.max(0, Math.ceil((retryAt - Date.now()) / 1000));
+        const seconds = Math.max(0, Math.ceil((retryAt - performance.now()) / 1000));
         this.countdown.textContent = seconds > 0 ? `in ${seconds} s` : 'now…';
       };
       tick();

@@ -51,7 +51,8 @@ function mergeSignal(into, part) {
  *
  * `onSignal({all, reset, orderIds, deletedIds, createdIds, countsChanged})` is awaited; while it runs new signals accumulate and
  * are delivered together afterwards, so a burst of 50 events costs one list fetch.
- * `onStatus({state, retryAt})`: state is connecting | live | reconnecting | polling | stopped.
+ * `onStatus({state, retryAt})`: state is connecting | live | reconnecting | polling | stopped;
+ * `retryAt` is a `performance.now()` time.
  * `onAuthFailure(code)`: the socket was refused for good (4001/4003 or a 401/403 ticket).
  */
 export class LiveFeed {
@@ -174,7 +175,7 @@ export class LiveFeed {
     }
     this.socket = socket;
     this.socketConnected = false;
-    this.lastMessageAt = Date.now();
+    this.lastMessageAt = performance.now();
     socket.onmessage = (event) => { if (socket === this.socket) this.received(event.data); };
     socket.onclose = (event) => this.closed(socket, event.code);
     socket.onerror = () => {}; // a close event always follows; it decides what to do
@@ -196,7 +197,7 @@ export class LiveFeed {
   }
 
   received(text) {
-    this.lastMessageAt = Date.now();
+    this.lastMessageAt = performance.now();
     let frame;
     try {
       frame = JSON.parse(text);
@@ -282,7 +283,7 @@ export class LiveFeed {
     if (this.attempt >= this.policy.maxAttempts) return this.pollOnly();
     const delay = fullJitterDelay(this.attempt, this.policy, this.random);
     this.attempt += 1;
-    this.setStatus('reconnecting', Date.now() + delay);
+    this.setStatus('reconnecting', performance.now() + delay);
     this.timers.retry = setTimeout(() => this.connect(), delay);
     this.schedulePoll();
   }
@@ -324,6 +325,9 @@ export class LiveFeed {
    * again after a short wait rather than at the next tick, which may be a minute away.
    */
   startPing() {
+    // Times here are `performance.now()`: a clock set back (by hand, or by the OS correcting it)
+    // made `Date.now()` run behind the last message, and a dead socket never looked silent (found
+    // by a review, 2026-12-05). `retryAt` for the indicator is on the same clock.
     this.clearTimer('ping');
     this.clearTimer('pingCheck');
     this.pingSentAt = null;
@@ -334,7 +338,7 @@ export class LiveFeed {
     };
     this.timers.ping = setInterval(() => {
       if (!this.socket || this.socket !== socket) return;
-      const now = Date.now();
+      const now = performance.now();
       const unanswered = this.pingSentAt !== null && this.lastMessageAt < this.pingSentAt;
       const silent = now - this.lastMessageAt > this.staleMs;
       if (unanswered && silent) return stale();
