@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillAPI
 @testable import WaybillSQLite
@@ -76,6 +77,23 @@ struct AuthAPITests {
             let unknown = try await server.request(
                 "POST", "/api/auth/login", json: ["email": driver.email, "password": driver.password, "role": "admin"])
             #expect(unknown.status == 400 && unknown.errorCode == "invalid_field", "got \(unknown.status) \(unknown.text)")
+        }
+    }
+
+    /// The token cache's second is measured on a clock that never steps: with the wall clock set
+    /// back an hour, a cached token was served without a store read for that hour, also after it
+    /// expired or was revoked where this node could not hear of it.
+    @Test func aClockSetBackDoesNotKeepACachedTokenAlive() async throws {
+        let clock = OffsetWallClock()
+        try await TestServer.withRunning(clock: clock) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            #expect(try await server.request("GET", "/api/me", token: seed.dispatcherToken).status == 200)  // cached
+            let db = try SQLiteConnection(path: server.directory.appendingPathComponent("waybill.sqlite").path)
+            try db.execute("DELETE FROM api_tokens")  // gone, as if expired: only the cache still knows it
+            db.close()
+            clock.step(by: -3600)
+            try await Task.sleep(for: .milliseconds(1_300))
+            #expect(try await server.request("GET", "/api/me", token: seed.dispatcherToken).status == 401)
         }
     }
 
@@ -167,4 +185,11 @@ struct AuthAPITests {
             #expect(try await server.request("POST", "/api/ws-ticket").status == 401)
         }
     }
+}
+
+/// Real time, set off by steps (a clock corrected by hand or by NTP).
+final class OffsetWallClock: RealTimeWallClock {
+    private let offset = Mutex<TimeInterval>(0)
+    func now() -> Date { Date() + offset.withLock { $0 } }
+    func step(by seconds: TimeInterval) { offset.withLock { $0 += seconds } }
 }

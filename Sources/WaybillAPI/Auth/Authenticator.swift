@@ -9,6 +9,8 @@ import WaybillStorage
 final class Authenticator: SocketAuthenticating {
     private let store: any OrderStore
     private let clock: any WallClock
+    /// For the cache, the gates and the request buckets (`ElapsedClock`): never stored.
+    private let elapsed: any WallClock
     private let hasher: PasswordHasher
     private let throttle: LoginThrottle
     /// Recently seen tokens, so most requests skip a store read. A revocation through this
@@ -39,8 +41,9 @@ final class Authenticator: SocketAuthenticating {
     init(
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
         throttle: LoginThrottle, ticketLifetime: Duration = .seconds(30), tokenLifetime: Duration = .seconds(30 * 86_400),
-        metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil
+        metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil, elapsed: (any WallClock)? = nil
     ) {
+        self.elapsed = elapsed ?? ElapsedClock.beside(clock)
         self.metrics = metrics
         self.requestLimiter = requestLimiter
         self.store = store
@@ -67,13 +70,13 @@ final class Authenticator: SocketAuthenticating {
         // By the throttle's key (an IPv6 client by its /64): keyed by the full address, each login
         // from a new address of one /64 passed the gate and cost two store writes (found by a review).
         let client = ClientAddress.throttleKey(address)
-        guard pool.waitingCount == 0 || !retryGate.mustWait(client, now: clock.now()) else {
+        guard pool.waitingCount == 0 || !retryGate.mustWait(client, now: elapsed.now()) else {
             throw KeyStretchingPool.Overloaded()
         }
         do {
             return try await checkedLogin(email: email, password: password, from: address, role: role)
         } catch let overloaded as KeyStretchingPool.Overloaded {
-            retryGate.refused(client, now: clock.now())
+            retryGate.refused(client, now: elapsed.now())
             throw overloaded
         }
     }
@@ -85,7 +88,7 @@ final class Authenticator: SocketAuthenticating {
         // email alike. (Otherwise a check from a clean address may still get in: the pool decides.)
         guard pool.hasRoomForPreferred else { throw KeyStretchingPool.Overloaded() }
         let emailKey = "email:" + email.lowercased(), client = ClientAddress.throttleKey(address)
-        let pairKey = client + "\n" + emailKey, askedAt = clock.now()
+        let pairKey = client + "\n" + emailKey, askedAt = elapsed.now()
         // Refused a moment ago, refused again without a store write: the throttle's answer cannot
         // have changed much within seconds, and a client that keeps asking would otherwise cost a
         // write transaction per request on the writer that order writes need.
@@ -182,7 +185,7 @@ final class Authenticator: SocketAuthenticating {
     /// Takes one of `user`'s requests on this node (`UserRequestLimiter`), once per request.
     /// - Throws: 429 `rate_limited` with `Retry-After` past the user's rate.
     func admit(_ user: User) throws {
-        guard let requestLimiter, case .limited(let seconds) = requestLimiter.admit(user.id, now: clock.now()) else { return }
+        guard let requestLimiter, case .limited(let seconds) = requestLimiter.admit(user.id, now: elapsed.now()) else { return }
         metrics?.overflowed(.userRequests)
         throw APIError(
             429, "rate_limited", "Too many requests from this user; try again in \(seconds) s.", retryAfter: seconds)
@@ -196,8 +199,8 @@ final class Authenticator: SocketAuthenticating {
             metrics?.overflowed(.malformedToken)
             return nil
         }
-        let hash = Secret(token).hash, now = clock.now()
-        if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.credential }
+        let hash = Secret(token).hash, now = clock.now(), cachedAt = elapsed.now()
+        if let hit = cache.withLock({ $0[hash] }), hit.until > cachedAt { return hit.credential }
         let generation = revocations.load(ordering: .acquiring)
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         guard let found else { return nil }
@@ -205,7 +208,7 @@ final class Authenticator: SocketAuthenticating {
         cache.withLock { entries in
             guard revocations.load(ordering: .acquiring) == generation else { return }
             if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
-            entries[hash] = (credential, now.adding(cacheLifetime))
+            entries[hash] = (credential, cachedAt.adding(cacheLifetime))
         }
         return credential
     }
