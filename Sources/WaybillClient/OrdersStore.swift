@@ -66,14 +66,24 @@
         /// Opens the detail of `id` (fetching it if needed); it then stays current in ``detail(_:)``.
         /// - Throws: ``WaybillClientError``.
         public func open(_ id: OrderID) async throws {
-            details[id] = try await session.detail(id)
+            opened.insert(id)
+            let fetched = try await session.detail(id)
+            // Closed while the fetch ran: it stays closed (the session no longer keeps it current, and
+            // nothing would ever remove it); and an update that came meanwhile may be newer (found by
+            // a review, 2026-12-05).
+            guard opened.contains(id), (details[id]?.version ?? .min) <= fetched.version else { return }
+            details[id] = fetched
         }
 
         /// Closes the detail of `id`: it is no longer refetched.
         public func close(_ id: OrderID) async {
+            opened.remove(id)
             details[id] = nil
             await session.closeDetail(id)
         }
+
+        /// Details opened here and not closed since.
+        private var opened: Set<OrderID> = []
 
         /// Applies one update (public so an app can feed a store from its own stream, e.g. in previews).
         public func apply(_ update: SessionUpdate) {

@@ -26,6 +26,26 @@ import WaybillTesting
             await running.value
         }
 
+        /// A detail closed while its fetch was on its way stays closed: the fetch's answer put it back,
+        /// and nothing (the session no longer keeps it) would ever refresh or remove it.
+        @Test func aDetailClosedWhileItsFetchRanStaysClosed() async throws {
+            let h = await Harness.live()
+            let store = OrdersStore(session: h.session)
+            let running = Task { await store.run() }
+            h.api.holdDetails(true)
+            let opening = Task { try await store.open(2) }
+            await eventually("fetch on its way") { h.api.heldDetailCount == 1 }
+            await store.close(2)
+            h.api.holdDetails(false)
+            h.api.releaseDetails()
+            try await opening.value
+            #expect(store.detail(2) == nil)
+            try await store.open(2)  // opened again, it is shown
+            #expect(store.detail(2)?.id == 2)
+            running.cancel()
+            await running.value
+        }
+
         /// SwiftUI restarts `.task` when a view comes back: what changed meanwhile (an action applied, a
         /// refusal dismissed) must not linger in the store, which would never hear of it.
         @Test func aStoreThatRunsAgainForgetsWhatChangedWhileItWasAway() async throws {
