@@ -33,6 +33,9 @@ public final class WaybillServer: Sendable {
     /// The bound TCP port.
     public var port: Int { http.port }
 
+    /// Its largest parts, for a test that checks they are freed after `shutdown`.
+    var parts: [AnyObject] { [http, hub, metrics] }
+
     private init(
         http: HTTPServer, hub: Hub, services: Task<Void, Never>, relay: OutboxRelay, store: any OrderStore,
         pool: KeyStretchingPool, metrics: Metrics, observesWriterBatches: Bool, observesCommits: Bool, logger: Logger
@@ -128,9 +131,11 @@ public final class WaybillServer: Sendable {
             router: routes.router(), authenticator: auth, metrics: metrics, logger: logger,
             writerExecutor: store.writerExecutor, inlineWrites: configuration.inlineWrites)
         let http = HTTPServer(configuration: networkConfiguration(configuration), responder: responder, webSocketDelegate: hub)
-        hub.execute = { body in _ = http.execute(body) }
-        hub.executeAlways = { body in http.executeAlways(body) }
-        metrics.readAtScrape(.serviceQueue) { http.refusedWork }
+        // Weak: the HTTP server holds the hub (its socket delegate) and the metrics (its responder's):
+        // held back, a server that shut down was never freed (found by a review, 2026-12-05).
+        hub.execute = { [weak http] body in _ = http?.execute(body) }
+        hub.executeAlways = { [weak http] body in http?.executeAlways(body) }
+        metrics.readAtScrape(.serviceQueue) { [weak http] in http?.refusedWork ?? 0 }
         metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
         do { try http.start() } catch {
             pool.stop()

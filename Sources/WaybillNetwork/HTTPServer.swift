@@ -84,12 +84,14 @@ public final class HTTPServer: Sendable {
         let kind = try core.configuration.eventLoop ?? EventLoopKind.fromEnvironment()
         try kind.checkAvailable()
         core.fileDescriptorLimit = FileDescriptorLimit.raiseSoftToHard()
-        core.loop.shouldStop = { core.isDrained }
-        core.loop.wokenUp = { core.woken() }
-        core.loop.onOverflow = { core.closeAllWebSockets(code: 1013, reason: "server overloaded; reconnect") }
-        core.loop.willDestroy = {
-            core.cancelDrainCheck()
-            core.cancelHeartbeat()
+        // Weak: the loop is the core's, and these would hold the core (and through its delegate the
+        // hub, and everything the responder holds) for ever after `shutdown`.
+        core.loop.shouldStop = { [weak core] in core?.isDrained ?? true }
+        core.loop.wokenUp = { [weak core] in core?.woken() }
+        core.loop.onOverflow = { [weak core] in core?.closeAllWebSockets(code: 1013, reason: "server overloaded; reconnect") }
+        core.loop.willDestroy = { [weak core] in
+            core?.cancelDrainCheck()
+            core?.cancelHeartbeat()
         }
         do {
             try core.loop.start(kind: kind) { core.makeContext() }

@@ -7,6 +7,9 @@ import WaybillNetwork
 import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
+import WaybillTesting
+
+@testable import WaybillAPI
 
 @testable import WaybillAPI
 
@@ -115,5 +118,36 @@ struct WriterExecutorRoutingTests {
         await second.shutdown()
         #expect(sqlite.observeCommits { _ in })
         #expect(executor.observeBatches { _ in })
+    }
+
+    /// A server that has shut down is freed, with all it holds (the hub and its tables, the token
+    /// cache, the router): its network core and its loop, the hub and the HTTP server, and the
+    /// metrics and the HTTP server held each other, and an embedder or a test that started servers
+    /// one after another kept every one of them in memory.
+    @Test func aServerThatShutDownIsFreed() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-freed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sqlite = try SQLiteOrderStore(path: directory.appendingPathComponent("f.sqlite").path)
+        defer { sqlite.close() }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.passwordIterations = 1_000
+        final class Weak: @unchecked Sendable {  // read after the server is gone
+            weak var object: AnyObject?
+            init(_ object: AnyObject) { self.object = object }
+        }
+        var parts: [Weak] = []
+        do {
+            let server = try await WaybillServer.start(
+                configuration: configuration, store: sqlite, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
+            parts = server.parts.map(Weak.init)
+            let answer = try await HTTPClient.send(
+                method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/healthz")!, timeout: .seconds(10))
+            #expect(answer.status == 200)
+            await server.shutdown()
+        }
+        let held = parts
+        #expect(await eventually(timeout: .seconds(10)) { held.allSatisfy { $0.object == nil } })
+        #expect(held.map { $0.object.map { String(describing: type(of: $0)) } ?? "freed" } == ["freed", "freed", "freed"])
     }
 }
