@@ -173,7 +173,7 @@ public struct FeedSequencer: Sendable {
             }
             break
         }
-        for event in batch where event.id > deliveredThrough.id { insertPending(event) }
+        addPending(batch.filter { $0.id > deliveredThrough.id })
         var step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
         // Only a batch that continues what was delivered proves the broker brings this node's
         // events: a foreign one (another deployment's Redis on the same channel) never does.
@@ -394,15 +394,34 @@ public struct FeedSequencer: Sendable {
         return !delivered.matches(stored)
     }
 
-    private mutating func insertPending(_ event: StoredEvent) {
-        // Batches arrive ascending, so this is nearly always an append.
-        if let last = pending.last, last.id >= event.id {
-            guard !pending.contains(where: { $0.id == event.id }) else { return }
-            let index = pending.firstIndex { $0.id > event.id } ?? pending.endIndex
-            pending.insert(event, at: index)
-        } else {
-            pending.append(event)
+    /// Adds a batch's events to `pending` (ascending by id, each id once; a copy is dropped).
+    ///
+    /// Batches arrive ascending, so this is nearly always an append. Otherwise one merge: inserting
+    /// each event in turn (a search, a look for a copy, an insert: three passes over `pending`) cost
+    /// about 4·10⁸ steps under the feed's lock for a hostile broker message of 10 000 ids below
+    /// 10 000 pending ones (found by a review, 2026-12-05).
+    private mutating func addPending(_ events: [StoredEvent]) {
+        guard !events.isEmpty else { return }
+        if pending.last.map({ $0.id < events[0].id }) ?? true, zip(events, events.dropFirst()).allSatisfy({ $0.id < $1.id }) {
+            pending += events
+            return
         }
+        let incoming = events.sorted { $0.id < $1.id }
+        var merged: [StoredEvent] = []
+        merged.reserveCapacity(pending.count + incoming.count)
+        var i = 0, j = 0
+        while i < pending.count || j < incoming.count {
+            let next: StoredEvent
+            if j == incoming.count || (i < pending.count && pending[i].id <= incoming[j].id) {
+                next = pending[i]
+                i += 1
+            } else {
+                next = incoming[j]
+                j += 1
+            }
+            if merged.last?.id != next.id { merged.append(next) }  // the first of equal ids stays
+        }
+        pending = merged
     }
 
     /// Takes the pending events that continue `deliveredThrough` with no gap.

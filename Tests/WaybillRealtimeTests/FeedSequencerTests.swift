@@ -58,6 +58,17 @@ struct FeedSequencerTests {
         #expect(Self.ids(feed.storeRead(Self.read([11, 12, 13, 14], newest: 14, atDelivered: Fixtures.event(10)))).isEmpty)
     }
 
+    /// A batch that falls below and among the pending events is merged in: each id once, in order,
+    /// the copy already pending kept.
+    @Test func aBatchBelowAndAmongPendingEventsIsMergedOnceEach() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        #expect(Self.ids(feed.received(Fixtures.events([13, 15, 17]))).isEmpty)  // 11 and 12 went missing
+        #expect(Self.ids(feed.received(Fixtures.events([12, 13, 14, 16, 18]))).isEmpty)
+        #expect(Self.ids(feed.received(Fixtures.events([18, 16, 19]))).isEmpty)  // not ascending: still merged
+        #expect(Self.ids(feed.received(Fixtures.events([11]))) == Array(11...19))
+        #expect(Self.ids(feed.received(Fixtures.events([20]))) == [20])
+    }
+
     @Test func aFailedStoreReadKeepsThePendingBatchAndTheNextTickRetries() {
         var feed = FeedSequencer(deliveredThrough: Self.start)
         _ = feed.received(Fixtures.events(13...13))
