@@ -171,8 +171,9 @@ extension SQLiteOrderStore.Transaction {
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {
         // The single writer serializes every reservation: no two can both take the last slot.
         try perform { () throws(SQLiteError) -> Bool in
-            let cutoff = at.addingTimeInterval(-window)
-            try db.execute("DELETE FROM login_attempts WHERE key = ? AND at <= ?", [.text(key), .date(cutoff)])
+            let cutoff = at.addingTimeInterval(-window), ahead = at.addingTimeInterval(window)
+            try db.execute(
+                "DELETE FROM login_attempts WHERE key = ? AND (at <= ? OR at > ?)", [.text(key), .date(cutoff), .date(ahead)])
             let count = try db.queryFirst("SELECT count(*) FROM login_attempts WHERE key = ?", [.text(key)]) { $0.int(0) } ?? 0
             guard count < limit else { return false }
             try db.execute("INSERT INTO login_attempts (key, at) VALUES (?, ?)", [.text(key), .date(at)])

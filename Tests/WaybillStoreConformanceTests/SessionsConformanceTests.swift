@@ -113,6 +113,22 @@ import WaybillStoreTesting
         }
     }
 
+    /// Attempts recorded more than a window after the one asked for (the clock was set back an
+    /// hour since) no longer count: they kept the key locked out for the whole hour.
+    @Test(arguments: Backend.allCases) func attemptsFromBeforeAClockSetBackDoNotLockTheKeyOut(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let reserved = try await store.write { tx in
+                try (0..<3).map { second in try tx.reserveLoginAttempt(key: "ip:1", at: t0 + Double(second), window: 60, limit: 3) }
+            }
+            #expect(reserved == [true, true, true])
+            #expect(try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 30, window: 60, limit: 3) } == false)
+            // A node a little behind still counts them (within a window ahead of it).
+            #expect(try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 - 30, window: 60, limit: 3) } == false)
+            let afterTheStep = try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 - 3600, window: 60, limit: 3) }
+            #expect(afterTheStep, "an hour back, the attempts recorded before the step are forgotten")
+        }
+    }
+
     /// Session records go in chunks of at most `limit` rows, attempts first, then logouts; a call
     /// that deletes fewer than `limit` has left nothing older.
     @Test(arguments: Backend.allCases) func sessionRecordsArePrunedInChunks(_ backend: Backend) async throws {
