@@ -190,11 +190,9 @@ extension PostgresOrderStore.Transaction {
                 "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))",
                 [.integer(Int64(Self.loginLockClass)), .text(key)])
             let cutoff = at.addingTimeInterval(-window), ahead = at.addingTimeInterval(window)
-            _ = try execute(
-                "DELETE FROM login_attempts WHERE key = $1 AND (at <= $2 OR at > $3)",
-                [.text(key), .date(cutoff), .date(ahead)])
+            _ = try execute("DELETE FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(cutoff)])
             let count =
-                try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1", [.text(key)]) {
+                try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(ahead)]) {
                     row throws(PostgresError) in try row.int(0)
                 } ?? 0
             guard count < limit else { return false }
