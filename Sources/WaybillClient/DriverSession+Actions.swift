@@ -43,6 +43,7 @@ extension DriverSession {
         actionQueue = candidate
         publish(.action(queued))
         sendNextAction()
+        if !isRunning { releaseActionStorage() }  // kept; the session that runs sends it
         return queued
     }
 
@@ -80,8 +81,10 @@ extension DriverSession {
 
     /// The driver has seen refusal `id`: forget it (also in the storage).
     public func dismissRefusal(_ id: ActionID) {
+        try? loadStoredQueueIfNeeded()  // a stopped session's storage first (else not written: it comes back)
         refused.removeAll { $0.id == id }
         persistActions()
+        if !isRunning { releaseActionStorage() }
     }
 
     /// How many refusals are kept for the driver to see; older ones go first.
@@ -287,13 +290,14 @@ extension DriverSession {
         if !actionQueue.actions.isEmpty { sendNextAction() }
     }
 
-    /// Lets another session take the storage, once this one has stopped sending: an app that
-    /// stops a session (logout, a 4001) and makes a new one over the same file got
-    /// ``ActionStorageInUse`` from the new one for as long as anything kept the old one alive (a
-    /// fetch still waiting for its answer, or the app's own reference), since the claim went only
-    /// with the session (found by a review, 2026-12-05). Every change was stored as it was made,
-    /// so the file holds this session's queue; it reads it again before it sends or keeps anything
-    /// more (``loadStoredQueueIfNeeded()``), and neither sends nor writes until then.
+    /// Lets another session take the storage: a session holds it while it runs, and a session that
+    /// does not run only for a write (an action queued, a refusal dismissed). An app that stops a
+    /// session (logout, a 4001) and makes a new one over the same file got ``ActionStorageInUse``
+    /// from the new one for as long as anything kept the old one alive (a fetch still waiting for
+    /// its answer, or the app's own reference), since the claim went only with the session (found
+    /// by a review, 2026-12-05). Every change was stored as it was made, so the file holds this
+    /// session's queue; it reads it again before it sends or keeps anything more
+    /// (``loadStoredQueueIfNeeded()``), and neither sends nor writes until then.
     func releaseActionStorage() {
         guard actionClaim != nil, !storedQueueNotLoaded else { return }
         persistActions()

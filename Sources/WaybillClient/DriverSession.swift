@@ -216,6 +216,12 @@ public actor DriverSession {
         refused = stored.refused
         actionStorageUnreadable = stored.problem != nil
         storedQueueNotLoaded = stored.problem == .notLoaded
+        // Not running yet: held only while it runs (`releaseActionStorage`); `start()` reads it again.
+        if actionClaim != nil, !storedQueueNotLoaded {
+            actionClaim = nil
+            storedQueueNotLoaded = true
+            storedQueueIsWhole = true
+        }
     }
 
     /// Whether the storage held a queue this version cannot read (a file storage has set it aside as
@@ -265,7 +271,10 @@ public actor DriverSession {
     public func stop() {
         for waiter in runWaiters { waiter.finish() }
         runWaiters = []
-        guard isRunning else { return }
+        guard isRunning else {
+            releaseActionStorage()  // halted by a refusal (4001), then an action queued: let go all the same
+            return
+        }
         isRunning = false
         perform(machine.stop())
         haltWork()

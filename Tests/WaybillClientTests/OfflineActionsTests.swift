@@ -501,33 +501,42 @@ struct OfflineActionsTests {
         #expect(try FileActionStorage(url: url).claim() != nil, "free once both claims are gone")
     }
 
-    /// Two sessions over one queue file (the app made a new one without releasing the old): the
-    /// second keeps no action while the first lives (each writes its whole queue, so one would write
-    /// over the other's actions; found by a review), and takes the file, with the first one's
-    /// actions, once the first is gone.
-    @Test func aSecondSessionOverTheSameFileWaitsForTheFirst() async throws {
+    /// Two sessions over one queue file (the app made a new one without releasing the old) never
+    /// write over each other's actions (each writes its whole queue; found by a review): a session
+    /// that runs holds the file, and the other keeps no action meanwhile; one that does not run
+    /// holds it only for a write, after reading what the other stored.
+    @Test func twoSessionsOverOneFileNeverWriteOverEachOther() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let url = directory.appendingPathComponent("actions.json")
-        let clock = TestClock()
-        var first: DriverSession? = DriverSession(
-            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
-        let kept = try await first?.queue(.completeStage(4, of: 2), expecting: .any)  // not started: stays queued
-        let second = DriverSession(
-            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        let clock = TestClock(), api = FakeOrdersAPI()
+        api.holdWrites(true)
+        defer {
+            api.holdWrites(false)
+            api.releaseWrites()
+        }
+        let first = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        let second = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        let a = try await first.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)  // neither runs
+        let b = try await second.queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
+        let c = try await first.queue(.changeStatus(of: 3, to: .accepted), expecting: .any)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [a.id, b.id, c.id])
+        #expect(await first.pendingActions.map(\.id) == [a.id, b.id, c.id])
+        await first.start()  // runs: holds the file
         await #expect(throws: ActionStorageInUse.self) { try await second.queue(.completeStage(5, of: 2), expecting: .any) }
-        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept?.id].compactMap { $0 })
-        first = nil  // the app lets go of it
-        let mine = try await second.queue(.completeStage(5, of: 2), expecting: .any)
-        #expect(await second.pendingActions.map(\.id) == [kept?.id, mine.id].compactMap { $0 })
-        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept?.id, mine.id].compactMap { $0 })
+        await second.start()  // cannot take it: sends nothing
+        await first.stop()
+        let d = try await second.queue(.completeStage(5, of: 2), expecting: .any)  // running now: takes it
+        #expect(await second.pendingActions.map(\.id) == [a.id, b.id, c.id, d.id])
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [a.id, b.id, c.id, d.id])
+        await second.stop()
     }
 
     /// A stopped session lets the file go: the app's new session (after a logout or a 4001) keeps
     /// actions at once, with the stopped one's, even while the stopped one is still referenced
     /// (the app's own reference, a fetch still waiting). It kept its claim until it was gone, and
-    /// the new session refused every action with `ActionStorageInUse` meanwhile. The stopped one
-    /// writes nothing more unless it takes the file back.
+    /// the new session refused every action with `ActionStorageInUse` meanwhile. An action the
+    /// driver taps on the stopped session's screen is kept too, without taking the file for good.
     @Test func aStoppedSessionLetsTheNextOneTakeTheFile() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -547,15 +556,18 @@ struct OfflineActionsTests {
         let kept = try await first.queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
         await eventually("on its way") { api.heldWriteCount == 1 }
         await first.stop()
+        #expect(try FileActionStorage(url: url).claim() != nil, "free once the session stopped")
+        let tapped = try await first.queue(.completeStage(4, of: 2), expecting: .any)  // on the stopped screen
+        #expect(try FileActionStorage(url: url).claim() != nil, "and again after the action it kept")
         let second = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: FileActionStorage(url: url))
+        await second.start()
         let mine = try await second.queue(.completeStage(5, of: 2), expecting: .any)
-        #expect(await second.pendingActions.map(\.id) == [kept.id, mine.id])
-        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, mine.id])
-        // The stopped one cannot take it back while the second holds it, and writes nothing.
+        #expect(await second.pendingActions.map(\.id) == [kept.id, tapped.id, mine.id])
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, tapped.id, mine.id])
+        // The stopped one cannot take it back while the second runs, and writes nothing.
         await #expect(throws: ActionStorageInUse.self) { try await first.queue(.completeStage(6, of: 2), expecting: .any) }
-        await first.start()
-        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, mine.id])
-        #expect(api.heldWriteCount == 1, "the stopped session sent nothing more without the file")
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [kept.id, tapped.id, mine.id])
+        await second.stop()
         withExtendedLifetime(first) {}
     }
 
