@@ -94,7 +94,9 @@ public final class HTTPServer: Sendable {
             core?.cancelHeartbeat()
         }
         do {
-            try core.loop.start(kind: kind) { core.makeContext() }
+            // The service thread keeps this server (and what holds it weakly: the hub's posts)
+            // alive until it ends, as the type's documentation says, and no longer.
+            try core.loop.start(kind: kind) { [self] in withExtendedLifetime(self) { core.makeContext() } }
         } catch {
             throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)")
         }

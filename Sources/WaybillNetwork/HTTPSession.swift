@@ -87,7 +87,7 @@ final class HTTPSession {
     /// Sets the response and asks lws for `HTTP_WRITEABLE`. A second response is ignored.
     func respond(_ response: HTTPResponse, close: Bool = false) {
         guard state != .responding && state != .finished else { return }
-        self.response = response
+        self.response = Self.sendable(response)
         if close { closeAfterResponse = true }
         if isReadingPaused {
             isReadingPaused = false
@@ -109,6 +109,7 @@ final class HTTPSession {
     /// before it ends the transaction, and before it closes on that end of stream (lws 4.1's
     /// `LRS_FLUSHING_BEFORE_CLOSE`, up to 5 s).
     func answerNow(_ response: HTTPResponse) -> Bool {
+        let response = Self.sendable(response)
         guard state == .dispatched, isReadingPaused, !closeAfterResponse, lws_partial_buffered(wsi) == 0,
             response.body.count <= Self.immediateWriteLimit
         else { return false }
@@ -216,6 +217,14 @@ final class HTTPSession {
     /// down with it (found by a review, 2026-12-05).
     /// (A 1xx is never a final answer.)
     static func wireStatus(_ status: Int) -> Int { (200...599).contains(status) ? status : 500 }
+
+    /// `response` with its status as sent, so the body rules (`forbidsBody`) follow what goes out:
+    /// a stored 1xx sent as 500 without a body or a length left a keep-alive client waiting.
+    static func sendable(_ response: HTTPResponse) -> HTTPResponse {
+        var response = response
+        response.status = wireStatus(response.status)
+        return response
+    }
 
     /// 1xx, 204 and 304 responses never carry a body (RFC 9110).
     static func forbidsBody(_ status: Int) -> Bool { status == 204 || status == 304 || (100..<200).contains(status) }

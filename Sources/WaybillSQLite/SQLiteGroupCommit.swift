@@ -168,8 +168,9 @@ struct SQLiteGroupCommit: Sendable {
         return []
     }
 
-    /// How much less than a write's whole wait SQLite's busy handler may give up with: it sleeps in
-    /// steps of up to 100 ms and stops before a step that would pass the timeout.
+    /// How much of a write's wait may be left when SQLite's busy handler gives up: it sleeps in
+    /// steps of up to 100 ms (the last one cut to the timeout); a write with less than this left
+    /// would get no real try of its own, so it fails with the batch.
     static let lockWaitSlack: Duration = .milliseconds(100)
 
     /// `BEGIN IMMEDIATE` on the writer thread: it takes the write lock now, so no statement inside

@@ -351,6 +351,9 @@ struct LoginFloodTests {
         #expect(try await !hasher.verify("pw", against: "pbkdf2_sha256$2000000000$\(salt)$\(digest)"))
         #expect(hasher.checkIterations == 1_000, "a hash that is not ours does not raise what logins cost")
         try await PasswordHasher(iterations: 0).verifyNothing("pw")
+        // A library user's setting past the limit would make hashes nothing can read: kept within it.
+        #expect(PasswordHasher(iterations: 20_000_000).iterations == PasswordHasher.maxIterations)
+        #expect(PasswordHasher(iterations: 0).iterations == 1)
         // A digest of another length, or no salt, is not a hash of this format: an empty digest
         // compared equal to a PBKDF2 of length 0, and every password matched it.
         for malformed in ["pbkdf2_sha256$1$\(salt)$", "pbkdf2_sha256$1$$", "pbkdf2_sha256$1$$\(digest)",

@@ -127,16 +127,19 @@ struct HTTPServerTests {
     @Test func aResponseWithAnImpossibleStatusGoesOutAs500() async throws {
         try await withServer { server in
             let port = server.port
-            let answers = try await runBlocking { () -> [Int] in
+            let answers = try await runBlocking { () -> [String] in
                 let c = try RawConnection(port: port)
-                var statuses: [Int] = []
+                var answers: [String] = []
                 for code in ["-1", "70000", "4294967296", "0", "99", "150", "600", "201"] {
                     try c.send(RawConnection.request("GET", "/status/any?code=\(code)"))
-                    statuses.append(try c.readResponse().status)
+                    let answer = try c.readResponse()
+                    answers.append("\(answer.status) \(answer.header("content-length") ?? "-") \(String(decoding: answer.body, as: UTF8.self))")
                 }
-                return statuses
+                return answers
             }
-            #expect(answers == [500, 500, 500, 500, 500, 500, 500, 201])
+            // With its body and length: a 1xx turned 500 went out bare, and a keep-alive client
+            // that reads to the end waited for the connection to close.
+            #expect(answers == Array(repeating: "500 3 odd", count: 7) + ["201 3 odd"])
         }
     }
 

@@ -33,16 +33,19 @@ public struct PasswordHasher: Sendable {
         let value = Atomic<Int>(0)
     }
 
+    /// `iterations` is kept within 1…`maxIterations`: past it, the hashes made could never be read.
     public init(iterations: Int = PasswordHasher.defaultIterations) {
-        self.iterations = iterations
+        self.iterations = Self.bounded(iterations)
         self.pool = nil
     }
 
     /// A hasher whose checks run on `pool` (the server's own, stopped with it).
     init(iterations: Int, pool: KeyStretchingPool) {
-        self.iterations = iterations
+        self.iterations = Self.bounded(iterations)
         self.pool = pool
     }
+
+    private static func bounded(_ iterations: Int) -> Int { min(max(1, iterations), maxIterations) }
 
     private var workers: KeyStretchingPool { pool ?? .shared }
 
