@@ -112,7 +112,7 @@ import WaybillStorage
         }
         let waits = behind.map(\.0)
         let longest = try #require(waits.max()), shortest = try #require(waits.min())
-        #expect(longest < timeout * 1.5, "the longest wait was \(longest)")
+        #expect(longest < timeout * 2.5, "the longest wait was \(longest)")  // before: up to 3.9 timeouts
         #expect(shortest > timeout - .milliseconds(500), "each write waits for the lock, the shortest \(shortest)")
         try other.executeScript("ROLLBACK")
     }

@@ -256,10 +256,14 @@ import WaybillStoreTesting
             let token: [UInt8] = Array(repeating: 6, count: 32), alice = fixture.alice.id
             let inserted = Mutex(false)
             let loginCommitted = Mutex<ContinuousClock.Instant?>(nil)
+            // The login does not commit before the test has asked for the logout: with only a sleep,
+            // a test task resumed late (a busy runner) asked after the commit.
+            let logoutAsked = DispatchSemaphore(value: 0)
             async let login: Void = {
                 try await store.write { tx in
                     try tx.insertToken(hash: token, for: alice, createdAt: t0, expiresAt: nil)
                     inserted.withLock { $0 = true }
+                    _ = logoutAsked.wait(timeout: .now() + 10)
                     Thread.sleep(forTimeInterval: 0.3)  // the logout runs now, on the other connection
                 }
                 loginCommitted.withLock { $0 = .now }
@@ -268,6 +272,7 @@ import WaybillStoreTesting
             while !inserted.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
             try #require(inserted.withLock { $0 }, "the login's insert ran")
             let logoutStarted = ContinuousClock.now
+            logoutAsked.signal()
             let logout = try await store.write { tx in try tx.revokeTokens(of: alice) }
             try await login
             // The case under test happened: the logout was asked for before the login committed.
