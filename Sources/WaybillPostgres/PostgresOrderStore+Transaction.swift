@@ -19,6 +19,8 @@ extension PostgresOrderStore {
         let isWriter: Bool
         /// Every statement of the transaction must be answered by then.
         let deadline: ContinuousClock.Instant
+        /// How long before `deadline` the server's own timeouts end (`PostgresTransactionRunner`).
+        let serverMargin: Duration
         /// A failure that dooms the transaction whatever the closure does with the error it got:
         /// a lost connection, a serialization failure or deadlock (retry), or a server error
         /// that left the transaction aborted.
@@ -49,9 +51,10 @@ extension PostgresOrderStore {
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
-            deadline: ContinuousClock.Instant,
+            deadline: ContinuousClock.Instant, serverMargin: Duration = PostgresTransactionRunner.serverMargin,
             begin: (() -> (statements: [PostgresStatement], statementTimeout: Int64))?
         ) {
+            self.serverMargin = serverMargin
             self.db = db
             self.clock = clock
             self.isWriter = isWriter
@@ -96,7 +99,7 @@ extension PostgresOrderStore {
         /// live server answers "nothing was written" (55P03) before the caller's deadline, rather
         /// than the deadline leaving the outcome unknown.
         func freshTimeouts() -> PostgresStatement? {
-            let (statement, lock) = PostgresTransactionRunner.timeouts(deadline: deadline)
+            let (statement, lock) = PostgresTransactionRunner.timeouts(deadline: deadline, margin: serverMargin)
             guard statementTimeout - statement > 100 else { return nil }
             statementTimeout = statement
             return PostgresTransactionRunner.timeoutStatement(statement: statement, lock: lock)

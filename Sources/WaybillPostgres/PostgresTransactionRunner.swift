@@ -38,6 +38,9 @@ struct PostgresTransactionRunner: Sendable {
     /// server always answers first (57014, 55P03: this call fails alone) instead of the client
     /// giving up on it and taking it for a dead one.
     static let serverMargin: Duration = .milliseconds(250)
+    /// This runner's margin: `serverMargin`, unless a test widens it (a busy runner's thread held for
+    /// 250 ms let the client's deadline come first in tests that ask which one does).
+    var serverMargin: Duration = Self.serverMargin
     /// A transaction with less than this left when its closure returns is rolled back instead of
     /// committed: a COMMIT sent that late is likely to meet the deadline with its outcome unknown
     /// (503 "the outcome is unknown", and a client without an `Idempotency-Key` that retries may
@@ -50,7 +53,7 @@ struct PostgresTransactionRunner: Sendable {
     /// first statement, in one pipeline (`Transaction.run`), and a setting made in a pipeline
     /// bounds the statements after it in the same pipeline.
     func begin(deadline: ContinuousClock.Instant) -> (statements: [PostgresStatement], statementTimeout: Int64) {
-        let (statement, lock) = Self.timeouts(deadline: deadline)
+        let (statement, lock) = Self.timeouts(deadline: deadline, margin: serverMargin)
         // A call with its whole budget left gets the pool's own values, which every pool connection
         // starts with (`forPool`'s startup options; a proxy that dropped them is not supported,
         // docs/SCALING.md): no statement to set them (one statement fewer per transaction).
@@ -64,8 +67,8 @@ struct PostgresTransactionRunner: Sendable {
 
     /// The server-side bounds, in milliseconds, for statements sent now: they end `serverMargin`
     /// before `deadline`, never above the pool's own.
-    static func timeouts(deadline: ContinuousClock.Instant) -> (statement: Int64, lock: Int64) {
-        let left = ContinuousClock.now.duration(to: deadline) - serverMargin
+    static func timeouts(deadline: ContinuousClock.Instant, margin: Duration) -> (statement: Int64, lock: Int64) {
+        let left = ContinuousClock.now.duration(to: deadline) - margin
         let statement = max(50, min(left.milliseconds, PostgresConnectionSettings.statementTimeout.milliseconds))
         return (statement, max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds)))
     }
@@ -158,7 +161,7 @@ struct PostgresTransactionRunner: Sendable {
             return .finished(.failure(error.storeError), reachedServer: !error.isConnectionFailure)
         }
         let tx = PostgresOrderStore.Transaction(
-            db: db, clock: clock, isWriter: kind == .write, deadline: deadline,
+            db: db, clock: clock, isWriter: kind == .write, deadline: deadline, serverMargin: serverMargin,
             begin: { begin(deadline: deadline) })
         let result = Result { try body(tx) }.mapError { $0.translatedForStore }
         tx.end()
