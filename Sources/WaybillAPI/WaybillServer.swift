@@ -109,7 +109,8 @@ public final class WaybillServer: Sendable {
         }
         // Logouts made on any node: close the sockets they revoked here and drop cached tokens.
         let sessions = SessionWatcher(
-            store: store, interval: configuration.sessionPollInterval, now: { clock.now() }, logger: logger
+            store: store, interval: configuration.sessionPollInterval, now: { clock.now() }, logger: logger,
+            lostTrack: { hub.execute { io in hub.closeAll(code: 1012, reason: "service restart", io: io) } }
         ) { logout in
             auth.forget(user: logout.userID)
             closeSockets(logout)

@@ -43,6 +43,13 @@ public struct LogoutWindow: Sendable {
         return (newestIDs.last { $0.at <= cutoff } ?? newestIDs.first)?.id
     }
 
+    /// Whether the last answered poll was more than `limit` before `now`: logouts older than the
+    /// store keeps may have been pruned meanwhile, and no poll can find them any more.
+    public func lostTrack(now: Date, after limit: TimeInterval) -> Bool {
+        guard let lastAnswered else { return false }
+        return now.timeIntervalSince(lastAnswered) > limit
+    }
+
     /// A logout this node acted on already (it was made here): a poll that returns it skips it.
     public mutating func actedOn(_ logout: Logout) { handled.insert(logout) }
 

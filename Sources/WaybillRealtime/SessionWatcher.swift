@@ -14,18 +14,30 @@ public final class SessionWatcher: Sendable {
     private let clock: any Clock<Duration>
     private let logger: Logger
     private let loggedOut: @Sendable (Logout) -> Void
+    /// A poll answered after none did for `lostTrackAfter` (`lostTrack`).
+    private let lostTrackAfter: Duration
+    private let lostTrack: @Sendable () -> Void
     /// Which logouts were acted on: by a poll, or by this node when it made them (`actedOn`).
     private let window: Mutex<LogoutWindow>
 
     /// - Parameters:
     ///   - interval: time between polls (250 ms keeps "within 1 s" with room for a slow read).
     ///   - overlap: how far back each poll looks (see `LogoutWindow`).
+    ///   - lostTrack: called when a poll answers after none did for `lostTrackAfter` (half the
+    ///     hour logout records are kept, `OutboxPruner`'s session retention): logouts made meanwhile
+    ///     may be gone from the store, so this node cannot tell whose sockets they revoked. The
+    ///     server closes every socket with 1012: clients come back with new tickets, and a revoked
+    ///     user's is refused (found by a review, 2026-12-05: a node cut off from PostgreSQL for over
+    ///     an hour kept serving logged-out users their company's events).
     ///   - loggedOut: called once per new logout: close the sockets it revoked, forget cached tokens.
     public init(
         store: any OrderStore, interval: Duration = .milliseconds(250), overlap: Duration = .seconds(5),
         now: @escaping @Sendable () -> Date, clock: any Clock<Duration> = ContinuousClock(), logger: Logger,
+        lostTrackAfter: Duration = .seconds(1800), lostTrack: @escaping @Sendable () -> Void = {},
         loggedOut: @escaping @Sendable (Logout) -> Void
     ) {
+        self.lostTrackAfter = lostTrackAfter
+        self.lostTrack = lostTrack
         self.store = store
         self.interval = interval
         self.now = now
@@ -46,7 +58,18 @@ public final class SessionWatcher: Sendable {
             let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.afterID(now: now)) }
             do {
                 let poll = try await store.read { tx in try tx.logoutPoll(since: since, afterID: afterID) }
-                for logout in window.withLock({ $0.received(poll, now: now) }) { loggedOut(logout) }
+                let limit = lostTrackAfter.timeInterval
+                let (logouts, lost) = window.withLock { window in
+                    let lost = window.lostTrack(now: now, after: limit)  // before `received` moves the last answer
+                    return (window.received(poll, now: now), lost)
+                }
+                for logout in logouts { loggedOut(logout) }
+                if lost {
+                    logger.warning(
+                        "session watcher read no logouts for longer than they are kept: closing every socket so each signs in again",
+                        ["limit_seconds": "\(Int(limit))"])
+                    lostTrack()
+                }
                 if failing { logger.info("session watcher reads the store again") }
                 failing = false
             } catch {

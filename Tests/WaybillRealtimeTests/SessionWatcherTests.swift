@@ -143,6 +143,37 @@ struct SessionWatcherTests {
         }
     }
 
+    /// A poll that answers after none did for longer than logouts are kept (a node cut off from the
+    /// store for an hour) says so once: logouts made meanwhile may have been pruned, and the server
+    /// closes every socket so each signs in again. A node that kept up never does.
+    @Test func aPollAfterAGapLongerThanLogoutsAreKeptSaysSoOnce() async throws {
+        try await withStore { store in
+            let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+            let lost = Mutex(0), clock = TestClock()
+            let watcher = SessionWatcher(
+                store: store, now: { now.withLock { $0 } }, clock: clock, logger: Fixtures.logger,
+                lostTrackAfter: .seconds(1800), lostTrack: { lost.withLock { $0 += 1 } }
+            ) { _ in }
+            let running = Task { await watcher.run() }
+            defer { running.cancel() }
+            #expect(await eventually { clock.sleeperCount > 0 }, "the first poll answered")
+            for _ in 0..<4 {  // polls a minute apart: keeping up
+                now.withLock { $0 += 60 }
+                await clock.advance(by: .milliseconds(250))
+            }
+            #expect(lost.withLock { $0 } == 0)
+            now.withLock { $0 += 3600 }  // the next answer comes an hour after the last
+            #expect(await eventually {
+                await clock.advance(by: .milliseconds(250))
+                return lost.withLock { $0 } == 1
+            })
+            for _ in 0..<4 { await clock.advance(by: .milliseconds(250)) }
+            #expect(lost.withLock { $0 } == 1, "once")
+            running.cancel()
+            await running.value
+        }
+    }
+
     /// A logout recorded through another handle on the same file (another node) reaches the callback once.
     @Test func aLogoutRecordedByAnotherNodeIsReportedOnce() async throws {
         try await Self.withWatcher { store, user, _, polls in
