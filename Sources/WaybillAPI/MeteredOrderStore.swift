@@ -21,6 +21,11 @@ struct MeteredOrderStore: OrderStore {
         return try await base.read(body)
     }
 
+    func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        metrics.storeTransaction(write: false)
+        return try await base.urgentRead(body)
+    }
+
     func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         metrics.storeTransaction(write: true)
         return try await base.write(body)

@@ -114,6 +114,11 @@ public final class PostgresOrderStore: OrderStore {
         try await submit(.read, to: readQueue) { tx in try body(tx) }
     }
 
+    /// `read` ahead of the queued reads that are not urgent (`OrderStore.urgentRead`).
+    public func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await submit(.read, to: readQueue, urgent: true) { tx in try body(tx) }
+    }
+
     /// Runs `body` on a writer thread in its own transaction and resumes the caller once it
     /// committed.
     ///
@@ -140,7 +145,7 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     private func submit<T: Sendable>(
-        _ kind: PostgresTransactionRunner.Kind, to queue: JobQueue<PostgresJob>,
+        _ kind: PostgresTransactionRunner.Kind, to queue: JobQueue<PostgresJob>, urgent: Bool = false,
         _ body: @escaping @Sendable (Transaction) throws -> T
     ) async throws -> T {
         let runner = PostgresTransactionRunner(kind: kind, clock: clock)
@@ -149,7 +154,7 @@ public final class PostgresOrderStore: OrderStore {
             let job = PostgresJob { session in
                 continuation.resume(with: runner.run(body, on: session, deadline: deadline))
             }
-            if !queue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+            if !queue.enqueue(job, urgent: urgent) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
     }
 

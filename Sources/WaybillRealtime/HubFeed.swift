@@ -197,7 +197,7 @@ public final class HubFeed: Sendable {
         {
             let after = issuedAt.id, limit = kind == .events ? configuration.readLimit : 0
             do {
-                let read = try await store.read { tx in
+                let read = try await store.urgentRead { tx in
                     let events = limit > 0 ? try tx.events(after: after, limit: limit) : []
                     let atDelivered = after == .zero ? nil : try tx.event(after)
                     return FeedSequencer.StoreRead(

@@ -296,7 +296,7 @@ public final class OutboxRelay: Sendable {
             // per 150 000 events, and every node decoded all of it to drop it (found by a review,
             // 2026-12-04). Only the last batch goes out: ids are dense, so a feed that lacks the
             // skipped ones sees the gap and reads them from the store.
-            let newest = try await store.read { tx in try tx.newestEventID() }
+            let newest = try await store.urgentRead { tx in try tx.newestEventID() }
             let batch = Int64(configuration.batchSize)
             if newest.rawValue - cursor.rawValue > batch {
                 logger.info(
@@ -308,7 +308,7 @@ public final class OutboxRelay: Sendable {
         var check = history.unverified
         while !Task.isCancelled, lease.isHeld {
             let after = cursor, limit = configuration.batchSize, checking = check
-            let (events, newest, stored) = try await store.read { tx in
+            let (events, newest, stored) = try await store.urgentRead { tx in
                 // What the relay published since its last check (or the cursor's event), as stored
                 // now. When that is only the cursor's event, the range read brings it first.
                 var stored: [StoredEvent] = [], events: [StoredEvent]
@@ -476,7 +476,7 @@ public final class OutboxRelay: Sendable {
         var failures = 0
         while !Task.isCancelled, lease.isHeld {
             do {
-                let (relayed, newest, event) = try await store.read { tx in
+                let (relayed, newest, event) = try await store.urgentRead { tx in
                     let relayed = try tx.relayedThrough(), newest = try tx.newestEventID()
                     let cursor = min(relayed, newest)
                     return (relayed, newest, cursor == .zero ? nil : try tx.event(cursor))

@@ -57,7 +57,7 @@ public final class SessionWatcher: Sendable {
         while !Task.isCancelled {
             let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.afterID(now: now)) }
             do {
-                let poll = try await store.read { tx in try tx.logoutPoll(since: since, afterID: afterID) }
+                let poll = try await store.urgentRead { tx in try tx.logoutPoll(since: since, afterID: afterID) }
                 let limit = lostTrackAfter.timeInterval
                 let (logouts, lost) = window.withLock { window in
                     let lost = window.lostTrack(now: now, after: limit)  // before `received` moves the last answer

@@ -40,6 +40,8 @@ public final class SQLiteOrderStore: OrderStore {
     /// Runs tasks on the writer thread (`writerExecutor`).
     private let executor: SQLiteWriterExecutor
     private let readQueue = JobQueue<ReadJob>()
+    /// Reads waiting for a reader thread (tests).
+    var queuedReads: Int { readQueue.count }
     private let workers: [SQLiteWorker]
     private let checkpointer: SQLiteCheckpointer
     /// The WAL's size after the writer's last commit, read by the checkpointer.
@@ -158,10 +160,19 @@ public final class SQLiteOrderStore: OrderStore {
     /// several queries agree with each other (an order and its events, say).
     /// - Throws: `StoreError`, or whatever `body` throws.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await read(urgent: false, body)
+    }
+
+    /// `read` ahead of the queued reads that are not urgent (`OrderStore.urgentRead`).
+    public func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await read(urgent: true, body)
+    }
+
+    private func read<T: Sendable>(urgent: Bool, _ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
         let clock = self.clock
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job: ReadJob = { db in continuation.resume(with: Self.performRead(body, on: db, clock: clock)) }
-            if !readQueue.enqueue(job) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
+            if !readQueue.enqueue(job, urgent: urgent) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
     }
 

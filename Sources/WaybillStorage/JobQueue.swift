@@ -9,6 +9,8 @@ import Foundation
 package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [Job] = []
+    /// How many jobs at the front of `jobs` were queued `urgent` (in their own arrival order).
+    private var urgentCount = 0
     private var isClosed = false
     /// A thread that will run what it queues itself (`beginQuietEnqueues`): its enqueues wake nobody.
     private var quietThread: pthread_t?
@@ -19,12 +21,18 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
 
     package init() {}
 
-    /// Adds a job; `false` when the queue is closed (the job will never run).
-    package func enqueue(_ job: Job) -> Bool {
+    /// Adds a job; `false` when the queue is closed (the job will never run). An `urgent` job goes
+    /// after the urgent ones already queued and ahead of every other.
+    package func enqueue(_ job: Job, urgent: Bool = false) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !isClosed else { return false }
-        jobs.append(job)
+        if urgent {
+            jobs.insert(job, at: urgentCount)
+            urgentCount += 1
+        } else {
+            jobs.append(job)
+        }
         if let quietThread, pthread_equal(quietThread, pthread_self()) != 0 { return true }
         otherEnqueues &+= 1
         // Signalled under the lock. Tried: after the unlock (a woken worker no longer blocks on the
@@ -60,6 +68,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
             batch = Array(jobs.prefix(limit))
             jobs.removeFirst(batch.count)
         }
+        urgentCount = max(0, urgentCount - batch.count)
         // Another worker sharing this queue may take what is left.
         if !jobs.isEmpty { condition.signal() }
         return batch
@@ -118,6 +127,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         guard !isClosed else { return false }
         jobs.insert(contentsOf: taken, at: 0)
+        urgentCount += taken.count  // back at the front: an urgent job queued later goes behind them
         condition.signal()
         return true
     }

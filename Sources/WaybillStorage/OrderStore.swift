@@ -14,6 +14,12 @@ public protocol OrderStore: Sendable {
     /// - Throws: `StoreError`, or whatever `body` throws.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T
 
+    /// `read`, queued ahead of every read that is not urgent itself: for the live path (the hub
+    /// feed, the outbox relay, the session watcher), whose reads waited behind everything else on
+    /// the node, so a reconnect storm's replays and list fetches held delivery back for seconds,
+    /// right after the failures the live path is there for (found by a review, 2026-12-05).
+    func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T
+
     /// Runs `body` in one transaction and commits if it returns; rolls back if it throws.
     ///
     /// The order row and its outbox records commit together or not at all. `body` must not block
@@ -102,6 +108,11 @@ public enum WriterBatchPoint: Sendable, Equatable {
 }
 
 extension OrderStore {
+    /// A store without a queue of reads (a test's wrapper) reads at once.
+    public func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        try await read(body)
+    }
+
     /// `appendEvents` as the closure's last step.
     public func write<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])

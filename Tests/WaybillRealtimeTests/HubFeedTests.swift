@@ -58,6 +58,8 @@ struct HubFeedTests {
                 }
                 let warnings = lines.withLock { $0.filter { $0.contains("feed store read failed") } }
                 #expect(warnings.count == 2, "the first failure and the 101st: \(warnings.count)")
+                // The live path's reads go ahead of a reconnect storm's (`urgentRead`).
+                #expect(store.urgentReads == store.reads)
             }
         }
     }

@@ -138,6 +138,7 @@ struct OutboxRelayLeaseTests {
             let leading = Task { await first.run() }
             defer { leading.cancel() }
             #expect(await eventually { unreadable.reads > 0 }, "the first relay took the lease and tried")
+            #expect(unreadable.urgentReads == unreadable.reads, "the live path's reads are urgent")
             let waiting = Task { await second.run() }
             defer { waiting.cancel() }
             let events = try await store.append(3)

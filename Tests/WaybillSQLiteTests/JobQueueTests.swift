@@ -20,6 +20,25 @@ struct JobQueueTests {
         #expect(queue.take(upTo: 1) == [6])
     }
 
+    /// Urgent jobs (the live path's reads) go ahead of every other, in their own order; jobs put
+    /// back stay at the very front.
+    @Test func urgentJobsGoAheadOfTheOthersInTheirOwnOrder() {
+        let queue = JobQueue<String>()
+        for job in ["a", "b"] { #expect(queue.enqueue(job)) }
+        #expect(queue.enqueue("u1", urgent: true))
+        #expect(queue.enqueue("c"))
+        #expect(queue.enqueue("u2", urgent: true))
+        #expect(queue.take(upTo: 1) == ["u1"])
+        #expect(queue.enqueue("u3", urgent: true))
+        #expect(queue.take(upTo: 2) == ["u2", "u3"])
+        #expect(queue.putBack(["x"]))
+        #expect(queue.enqueue("u4", urgent: true))
+        #expect(queue.take(upTo: 10) == ["x", "u4", "a", "b", "c"])
+        #expect(queue.enqueue("d"))
+        #expect(queue.enqueue("u5", urgent: true))
+        #expect(queue.take(upTo: 10) == ["u5", "d"])
+    }
+
     /// The signal goes out after the lock is released: a worker already asleep must still wake for
     /// the job (and for each later one), never sleep through it.
     @Test func aWorkerAsleepOnAnEmptyQueueWakesForEachJob() async throws {

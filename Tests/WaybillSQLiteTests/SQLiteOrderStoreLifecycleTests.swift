@@ -1,7 +1,9 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillDomain
 import WaybillStorage
+import WaybillTesting
 
 @testable import WaybillSQLite
 
@@ -142,6 +144,34 @@ import WaybillStorage
         try other.executeScript("ROLLBACK")  // within the later write's wait
         let (_, laterError) = try await later.value
         #expect(laterError == nil, "got \(String(describing: laterError))")
+    }
+
+    /// The live path's reads (`urgentRead`) go ahead of the reads queued before them: behind a
+    /// reconnect storm's replays and list fetches they held delivery back.
+    @Test func anUrgentReadGoesAheadOfQueuedReads() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        defer { store.close() }
+        final class Ran: Sendable { let names = Mutex<[String]>([]) }
+        let gate = DispatchSemaphore(value: 0), ran = Ran()
+        let blocker = Task { try await store.read { _ in _ = gate.wait(timeout: .now() + 20) } }
+        defer { gate.signal() }
+        // Queued one by one: each is in the queue before the next is asked for.
+        var reads: [Task<Void, any Error>] = []
+        for name in ["list 1", "list 2", "replay"] {
+            reads.append(Task { try await store.read { _ in ran.names.withLock { $0.append(name) } } })
+        }
+        #expect(await eventually { store.queuedReads == 3 }, "queued behind the blocked reader")
+        let urgent = Task { try await store.urgentRead { _ in ran.names.withLock { $0.append("feed") } } }
+        #expect(await eventually { store.queuedReads == 4 })
+        gate.signal()
+        try await blocker.value
+        try await urgent.value
+        for read in reads { try await read.value }
+        let names = ran.names.withLock { $0 }
+        #expect(names.first == "feed", "\(names)")
+        #expect(Set(names.dropFirst()) == ["list 1", "list 2", "replay"])
     }
 
     /// One write's wait and its failure (`nil`: it committed).

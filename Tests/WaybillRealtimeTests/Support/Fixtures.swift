@@ -132,7 +132,7 @@ final class SwitchableStore: OrderStore {
 /// fail as a node's would with its pool out of connections (writes and the lease still go through).
 final class CountingStore: OrderStore {
     private let store: any OrderStore
-    private let counts = Mutex((reads: 0, writes: 0))
+    private let counts = Mutex((reads: 0, urgentReads: 0, writes: 0))
     private let failingReads: Bool
     private let writesToFail = Atomic<Int>(0)
     init(_ store: any OrderStore, failReads: Bool = false) {
@@ -141,13 +141,24 @@ final class CountingStore: OrderStore {
     }
     /// The next `count` writes fail as with a store that is down for a moment.
     func failWrites(_ count: Int) { writesToFail.store(count, ordering: .relaxed) }
+    /// Every read, urgent ones included.
     var reads: Int { counts.withLock { $0.reads } }
+    /// Reads made with `urgentRead` (the live path's).
+    var urgentReads: Int { counts.withLock { $0.urgentReads } }
     var writes: Int { counts.withLock { $0.writes } }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
         counts.withLock { $0.reads += 1 }
         if failingReads { throw StoreError.unavailable("no connection slot") }
         return try await store.read(body)
+    }
+    func urgentRead<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
+        counts.withLock {
+            $0.reads += 1
+            $0.urgentReads += 1
+        }
+        if failingReads { throw StoreError.unavailable("no connection slot") }
+        return try await store.urgentRead(body)
     }
     func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         counts.withLock { $0.writes += 1 }
