@@ -14,6 +14,9 @@ extension DriverSession {
     /// - Throws: an error of the storage when the action cannot be kept; it is then not queued.
     @discardableResult
     public func queue(_ action: DriverAction, expecting: ExpectedVersion = .shownDetail) throws -> QueuedAction {
+        // Not running: the storage is held for this write only, however it ends (kept, refused at
+        // once, not kept); the session that runs sends what it keeps.
+        defer { if !isRunning { releaseActionStorage() } }
         try loadStoredQueueIfNeeded()
         let id = ActionID.random(using: &random)
         let queued = QueuedAction(
@@ -43,7 +46,6 @@ extension DriverSession {
         actionQueue = candidate
         publish(.action(queued))
         sendNextAction()
-        if !isRunning { releaseActionStorage() }  // kept; the session that runs sends it
         return queued
     }
 
@@ -81,10 +83,10 @@ extension DriverSession {
 
     /// The driver has seen refusal `id`: forget it (also in the storage).
     public func dismissRefusal(_ id: ActionID) {
+        defer { if !isRunning { releaseActionStorage() } }
         try? loadStoredQueueIfNeeded()  // a stopped session's storage first (else not written: it comes back)
         refused.removeAll { $0.id == id }
         persistActions()
-        if !isRunning { releaseActionStorage() }
     }
 
     /// How many refusals are kept for the driver to see; older ones go first.
@@ -299,10 +301,13 @@ extension DriverSession {
     /// session's queue; it reads it again before it sends or keeps anything more
     /// (``loadStoredQueueIfNeeded()``), and neither sends nor writes until then.
     func releaseActionStorage() {
-        guard actionClaim != nil, !storedQueueNotLoaded else { return }
-        persistActions()
+        guard actionClaim != nil else { return }
         actionClaim = nil
-        storedQueueNotLoaded = true
-        storedQueueIsWhole = true
+        // Read and written through: what is stored is the whole queue. Not read (the file could not
+        // be): nothing was written either, and the next read puts what it holds first, as before.
+        if !storedQueueNotLoaded {
+            storedQueueNotLoaded = true
+            storedQueueIsWhole = true
+        }
     }
 }

@@ -217,10 +217,12 @@ public actor DriverSession {
         actionStorageUnreadable = stored.problem != nil
         storedQueueNotLoaded = stored.problem == .notLoaded
         // Not running yet: held only while it runs (`releaseActionStorage`); `start()` reads it again.
-        if actionClaim != nil, !storedQueueNotLoaded {
+        if actionClaim != nil {
             actionClaim = nil
-            storedQueueNotLoaded = true
-            storedQueueIsWhole = true
+            if !storedQueueNotLoaded {
+                storedQueueNotLoaded = true
+                storedQueueIsWhole = true
+            }
         }
     }
 

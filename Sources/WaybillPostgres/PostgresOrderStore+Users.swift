@@ -190,9 +190,11 @@ extension PostgresOrderStore.Transaction {
                 "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))",
                 [.integer(Int64(Self.loginLockClass)), .text(key)])
             let cutoff = at.addingTimeInterval(-window), ahead = at.addingTimeInterval(window)
-            _ = try execute("DELETE FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(cutoff)])
             let count =
-                try queryFirst("SELECT count(*) FROM login_attempts WHERE key = $1 AND at <= $2", [.text(key), .date(ahead)]) {
+                try queryFirst(
+                    "SELECT count(*) FROM login_attempts WHERE key = $1 AND at > $2 AND at <= $3",
+                    [.text(key), .date(cutoff), .date(ahead)]
+                ) {
                     row throws(PostgresError) in try row.int(0)
                 } ?? 0
             guard count < limit else { return false }

@@ -43,6 +43,12 @@ public struct LogoutWindow: Sendable {
         return (newestIDs.last { $0.at <= cutoff } ?? newestIDs.first)?.id
     }
 
+    /// The watcher starts at `now`: the first window reaches back to it (not to whenever the first
+    /// poll answers), and a first answer long after it is a gap like any other.
+    public mutating func started(now: Date) {
+        if lastAnswered == nil { lastAnswered = now }
+    }
+
     /// Whether the last answered poll was more than `limit` before `now`: logouts older than the
     /// store keeps may have been pruned meanwhile, and no poll can find them any more.
     public func lostTrack(now: Date, after limit: TimeInterval) -> Bool {

@@ -54,15 +54,21 @@ public final class SessionWatcher: Sendable {
     /// Polls until cancelled. A failed poll is logged and retried on the next one.
     public func run() async {
         var failing = false
+        window.withLock { $0.started(now: self.now()) }
+        // The gap is also measured on the monotonic clock: a wall clock set back during an outage
+        // would hide it.
+        var answeredAt = ContinuousClock.now
         while !Task.isCancelled {
             let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.afterID(now: now)) }
             do {
                 let poll = try await store.urgentRead { tx in try tx.logoutPoll(since: since, afterID: afterID) }
                 let limit = lostTrackAfter.timeInterval
-                let (logouts, lost) = window.withLock { window in
+                let (logouts, lostByWall) = window.withLock { window in
                     let lost = window.lostTrack(now: now, after: limit)  // before `received` moves the last answer
                     return (window.received(poll, now: now), lost)
                 }
+                let lost = lostByWall || answeredAt.duration(to: .now) > lostTrackAfter
+                answeredAt = .now
                 for logout in logouts { loggedOut(logout) }
                 if lost {
                     logger.warning(

@@ -172,11 +172,11 @@ extension SQLiteOrderStore.Transaction {
         // The single writer serializes every reservation: no two can both take the last slot.
         try perform { () throws(SQLiteError) -> Bool in
             let cutoff = at.addingTimeInterval(-window), ahead = at.addingTimeInterval(window)
-            try db.execute("DELETE FROM login_attempts WHERE key = ? AND at <= ?", [.text(key), .date(cutoff)])
             let count =
-                try db.queryFirst("SELECT count(*) FROM login_attempts WHERE key = ? AND at <= ?", [.text(key), .date(ahead)]) {
-                    $0.int(0)
-                } ?? 0
+                try db.queryFirst(
+                    "SELECT count(*) FROM login_attempts WHERE key = ? AND at > ? AND at <= ?",
+                    [.text(key), .date(cutoff), .date(ahead)]
+                ) { $0.int(0) } ?? 0
             guard count < limit else { return false }
             try db.execute("INSERT INTO login_attempts (key, at) VALUES (?, ?)", [.text(key), .date(at)])
             return true

@@ -258,13 +258,12 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
 
     // MARK: Login throttle (shared by every node)
     /// Records a login attempt for `key` at `at` unless `limit` attempts are already recorded
-    /// inside `(at - window, at]`; returns whether it was recorded. Concurrent calls for one key
-    /// serialize (two nodes never both take the last slot). Also forgets that key's attempts
-    /// older than the window. Attempts more than a window after `at` are not counted: recorded
-    /// before the clock was set back, they kept the key locked out for as long as the step (found
-    /// by a review, 2026-12-05). They are not deleted either: they may be another node's, whose
-    /// clock is right while this one's runs behind, and deleting them let every login through this
-    /// node clear the key's count.
+    /// inside `(at - window, at + window]`; returns whether it was recorded. Concurrent calls for
+    /// one key serialize (two nodes never both take the last slot). Attempts more than a window
+    /// after `at` are not counted: recorded before the clock was set back, they kept the key locked
+    /// out for as long as the step (found by a review, 2026-12-05). Nothing is deleted here (the
+    /// pruner does, after the session retention): deleting by this node's clock let a node running
+    /// a window behind, or ahead, clear the key's count for the others at every login it took.
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool
     /// Takes back the attempt recorded for `key` at `at` (the login succeeded: it was no failure).
     func releaseLoginAttempt(key: String, at: Date) throws

@@ -571,6 +571,23 @@ struct OfflineActionsTests {
         withExtendedLifetime(first) {}
     }
 
+    /// A session that does not run holds the file for a write only, however the write ends: a
+    /// queue file that could not be read (a phone still locked) kept it claimed, and the app's
+    /// next session refused every action.
+    @Test func aWriteThatFailsOnAStoppedSessionStillLetsTheFileGo() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let locked = LockedStorage(FileActionStorage(url: url), failingLoads: 2)
+        let session = DriverSession(api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: TestClock(), actionStorage: locked)
+        #expect(try FileActionStorage(url: url).claim() != nil, "free after the session was made")
+        await #expect(throws: CocoaError.self) { try await session.queue(.completeStage(4, of: 2), expecting: .any) }
+        #expect(try FileActionStorage(url: url).claim() != nil, "free after the write that could not read")
+        let kept = try await session.queue(.completeStage(4, of: 2), expecting: .any)  // readable now
+        #expect(try FileActionStorage(url: url).claim() != nil, "and after the one that kept its action")
+        #expect(await session.pendingActions.map(\.id) == [kept.id])
+    }
+
     /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
     /// the file, the clock and API that session used, and the queued action. The directory goes after.
     func withQueueFile(
@@ -652,6 +669,7 @@ final class LockedStorage: ActionStorage {
     }
     func save(_ data: Data) throws { try wrapped.save(data) }
     func setAsideUnreadable() throws { try wrapped.setAsideUnreadable() }
+    func claim() throws -> ActionStorageClaim? { try wrapped.claim() }
 }
 
 /// A storage holding what it was given, whose unreadable contents cannot be set aside.

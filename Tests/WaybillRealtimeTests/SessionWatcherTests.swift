@@ -25,6 +25,18 @@ struct LogoutWindowTests {
 
     /// Polls failed for longer than the overlap: the next window reaches back to the last poll that
     /// got an answer, so a logout made meanwhile is still acted on.
+    /// A watcher whose polls fail from its start: the first answer reaches back to the start, and
+    /// an answer long after it is a gap like any other.
+    @Test func theFirstWindowReachesBackToTheStart() {
+        var window = LogoutWindow(overlap: 5)
+        window.started(now: Self.t)
+        #expect(window.since(now: Self.t + 600) == Self.t - 5)
+        #expect(window.lostTrack(now: Self.t + 600, after: 1800) == false)
+        #expect(window.lostTrack(now: Self.t + 3600, after: 1800))
+        #expect(window.received([], now: Self.t + 3600).isEmpty)
+        #expect(window.lostTrack(now: Self.t + 3601, after: 1800) == false)
+    }
+
     @Test func afterFailedPollsTheWindowStartsAtTheLastAnsweredPoll() {
         var window = LogoutWindow(overlap: 5)
         #expect(window.received([], now: Self.t).isEmpty)

@@ -155,14 +155,21 @@ import WaybillTesting
         defer { store.close() }
         final class Ran: Sendable { let names = Mutex<[String]>([]) }
         let gate = DispatchSemaphore(value: 0), ran = Ran()
-        let blocker = Task { try await store.read { _ in _ = gate.wait(timeout: .now() + 20) } }
+        let blocking = DispatchSemaphore(value: 0)
+        let blocker = Task {
+            try await store.read { _ in
+                blocking.signal()
+                _ = gate.wait(timeout: .now() + 20)
+            }
+        }
         defer { gate.signal() }
+        #expect(blocking.wait(timeout: .now() + 20) == .success, "the one reader is held")
         // Queued one by one: each is in the queue before the next is asked for.
         var reads: [Task<Void, any Error>] = []
-        for name in ["list 1", "list 2", "replay"] {
+        for (index, name) in ["list 1", "list 2", "replay"].enumerated() {
             reads.append(Task { try await store.read { _ in ran.names.withLock { $0.append(name) } } })
+            #expect(await eventually { store.queuedReads == index + 1 }, "queued behind the held reader")
         }
-        #expect(await eventually { store.queuedReads == 3 }, "queued behind the blocked reader")
         let urgent = Task { try await store.urgentRead { _ in ran.names.withLock { $0.append("feed") } } }
         #expect(await eventually { store.queuedReads == 4 })
         gate.signal()
