@@ -22,8 +22,8 @@ chromium_bin=${CHROMIUM_BIN:-$(command -v chromium || true)}
 if [ -z "$chromium_bin" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "browser-tests: installing chromium with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium fonts-dejavu-core >/dev/null
     chromium_bin=$(command -v chromium)
   else
     echo "browser-tests: chromium is missing; install Debian's chromium package (or set CHROMIUM_BIN)" >&2
@@ -41,7 +41,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]
   if ! python3 -m venv "$venv" 2>/dev/null; then
     # Debian's python3 ships venv separately.
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq python3-venv >/dev/null
       rm -rf "$venv"
       python3 -m venv "$venv"
     else

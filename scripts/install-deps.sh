@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the system packages Waybill needs, only those that are missing.
 #   scripts/install-deps.sh            build + run (C libraries, pkg-config)
-#   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, nginx, Chromium, a Python venv, curl
+#   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, Chromium (and a font), a Python venv, curl
 #   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx, curl
 #   scripts/install-deps.sh --bench    also what `scripts/bench.sh compare` runs: wrk, a C compiler (the
 #                                      shared sink and publisher), Nchan (nginx + libnginx-mod-nchan), Redis
 #                                      and a Python venv (the harness and the Django peer install their
 #                                      own Python packages into it); curl
-# On Debian/Ubuntu as root it runs apt-get; otherwise it prints what to install.
+# On Debian as root it runs apt-get (through sudo for another user, which may ask for the
+# password); without either it prints what to install. apt-get waits up to 10 minutes for a lock
+# another apt holds (a fresh cloud VM runs its daily upgrade right after boot).
 set -euo pipefail
 
 mode="${1:-}"
@@ -29,12 +31,13 @@ fi
 # loop, libwebsockets-evlib-ev is the lws plugin that runs it), SQLite, libcrypto, hiredis, libpq.
 packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libssl-dev libhiredis-dev libpq-dev)
 # Servers the multi-node tests and `make cluster` start themselves (on free loopback ports).
-services=(postgresql redis-server nginx)
+# (No test starts nginx: only `make cluster` puts it in front of the nodes.)
+services=(postgresql redis-server)
 case "$mode" in
     # curl: scripts/release-smoke.sh (the last step of `make test`) and scripts/cluster.sh ask the
-    # server with it; a minimal Debian has none.
-    --test) packages+=("${services[@]}" chromium python3-venv python3-pip curl) ;;
-    --cluster) packages+=("${services[@]}" curl) ;;
+    # server with it; a minimal Debian has none. fonts-dejavu-core: the panel's text in Chromium.
+    --test) packages+=("${services[@]}" chromium fonts-dejavu-core python3-venv python3-pip curl) ;;
+    --cluster) packages+=("${services[@]}" nginx curl) ;;
     --bench) packages+=(wrk gcc libc6-dev curl nginx libnginx-mod-nchan redis-server python3-venv python3-pip) ;;
     "") ;;
     *) echo "usage: scripts/install-deps.sh [--test|--cluster|--bench]" >&2; exit 2 ;;
@@ -46,11 +49,14 @@ for pkg in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+as_root=()
+[ "$(id -u)" = 0 ] || as_root=(sudo DEBIAN_FRONTEND=noninteractive)
+if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; }; then
     echo "Installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    lock=(-o DPkg::Lock::Timeout=600)
+    "${as_root[@]}" apt-get "${lock[@]}" update -qq
+    "${as_root[@]}" apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     echo "Missing system packages: ${missing[*]}"
     echo "Install them with: sudo apt-get install ${missing[*]}"

@@ -48,16 +48,28 @@ enum SeedCommand {
         let store = try ServeCommand.openStore(args)
         defer { store.close() }
         var createdOut = false  // and removed again if the seed fails
+        var outDescriptor: Int32 = -1
+        defer { if outDescriptor >= 0 { close(outDescriptor) } }
         if out != "-" {
             // The passwords and tokens exist only in this file (the store keeps hashes): a path that
             // cannot be written is refused before anything is seeded (after the store opened: `--out`
             // may name a file in the data directory it creates). It was found out after the
             // commit, and a rerun made a second company (found by a review, 2026-12-05). Opened
             // without truncating: a seed that then fails leaves an earlier file as it was.
+            // Not through a symbolic link, only a regular file of this user's, and 0600 whatever mode
+            // an existing file had: the umask applies to new files only, and an existing file (made
+            // by `touch`, by an older build, by another user in a shared directory) kept its mode,
+            // readable by others with every password in it (found by a review, 2026-12-05).
             let existed = FileManager.default.fileExists(atPath: out)
-            let descriptor = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            let descriptor = open(out, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else { throw Arguments.Problem(description: "--out \(out) cannot be written") }
-            close(descriptor)
+            outDescriptor = descriptor
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid(),
+                fchmod(descriptor, 0o600) == 0
+            else {
+                throw Arguments.Problem(description: "--out \(out) must be a regular file of this user's")
+            }
             createdOut = !existed
         }
         var seeded = false
@@ -75,11 +87,28 @@ enum SeedCommand {
         if out == "-" {
             Console.write(json + Data("\n".utf8))
         } else {
-            try json.write(to: URL(fileURLWithPath: out))
+            // Through the descriptor checked above (not the path again).
+            guard ftruncate(outDescriptor, 0) == 0, Self.writeAll(json, to: outDescriptor), fsync(outDescriptor) == 0 else {
+                throw Arguments.Problem(description: "--out \(out) could not be written (errno \(errno))")
+            }
             Console.error(
                 "seeded company \(result.companyID): 1 dispatcher, \(plan.drivers) drivers, "
                     + "\(plan.drivers * plan.ordersPerDriver) orders, "
                     + "\(plan.drivers * plan.finishedPerDriver) finished orders → \(out)")
+        }
+    }
+
+    /// Writes all of `data` to `descriptor`; `false` on an error.
+    private static func writeAll(_ data: Data, to descriptor: Int32) -> Bool {
+        data.withUnsafeBytes { buffer -> Bool in
+            var offset = 0
+            while offset < buffer.count {
+                let n = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return false }
+                offset += n
+            }
+            return true
         }
     }
 }

@@ -150,6 +150,32 @@ struct ExecutableTests {
         }
     }
 
+    /// `--out` naming a file that exists with a loose mode (made by `touch`, an older build, another
+    /// user) gets 0600 before the passwords go in; a symbolic link is refused, not followed.
+    @Test func seedOutIsMadePrivateAndNeverFollowsALink() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let loose = directory.appendingPathComponent("loose.json").path
+        #expect(FileManager.default.createFile(atPath: loose, contents: Data("old".utf8), attributes: [.posixPermissions: 0o666]))
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.appendingPathComponent("data").path, "--out", loose, "--password-iterations", "1000",
+        ])
+        #expect(await seeding.exitStatus(timeout: .seconds(30)) == 0)
+        let bits = (try FileManager.default.attributesOfItem(atPath: loose)[.posixPermissions] as? Int ?? 0o777) & 0o777
+        #expect(bits == 0o600, "\(String(bits, radix: 8))")
+        #expect(try JSONDecoder().decode(Seeder.Result.self, from: Data(contentsOf: URL(fileURLWithPath: loose))).drivers.count > 0)
+
+        let target = directory.appendingPathComponent("elsewhere.json").path, link = directory.appendingPathComponent("link.json").path
+        #expect(FileManager.default.createFile(atPath: target, contents: Data("mine".utf8)))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let viaLink = try ChildProcess([
+            "seed", "--data-dir", directory.appendingPathComponent("data2").path, "--out", link, "--password-iterations", "1000",
+        ])
+        #expect(await viaLink.exitStatus(timeout: .seconds(30)) != 0)
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "mine", "the link's target is untouched")
+    }
+
     /// `seed --demo` makes the demo company of `waybill demo` (what `make cluster` seeds into PostgreSQL).
     @Test func seedDemoWritesTheDemoCompanyWithItsKnownLogins() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
