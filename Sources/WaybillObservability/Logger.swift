@@ -113,9 +113,13 @@ public final class Logger: Sendable {
         return value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || isControl($0) }
     }
 
-    /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+    /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the bidirectional
+    /// marks and overrides (U+200E/F, U+202A…E, U+2066…9): a path holding them reordered a line as
+    /// `tail` or `journalctl` showed it (found by a review, 2026-12-05).
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+        let value = scalar.value
+        return value < 0x20 || (0x7f...0x9f).contains(value) || value == 0x2028 || value == 0x2029
+            || value == 0x200e || value == 0x200f || (0x202a...0x202e).contains(value) || (0x2066...0x2069).contains(value)
     }
 
     private static let stderrLock = Mutex(())

@@ -81,6 +81,10 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
             }
             shown.replaceSubrange(start..<at, with: "…")
         }
+        // Nor a query or fragment: other Redis clients take `?password=` (found by a review).
+        if let query = shown.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            shown.replaceSubrange(shown.index(after: query)..., with: "…")
+        }
         return String(shown.prefix(200))
     }
 

@@ -19,7 +19,13 @@ struct Arguments {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            guard argument.hasPrefix("--") else { throw Problem(description: "unexpected argument '\(argument)'") }
+            // Not echoed: a stray word is often a value whose flag was forgotten (a database URL with
+            // its password, the second word of an unquoted password), and the message goes to
+            // stderr and from there to the service's log (found by a review, 2026-12-05).
+            guard argument.hasPrefix("--") else {
+                throw Problem(
+                    description: "unexpected argument #\(index + 1) (\(argument.count) characters): every setting is a --flag")
+            }
             var name = String(argument.dropFirst(2))
             var value: String?
             if let equals = name.firstIndex(of: "=") {

@@ -30,7 +30,9 @@ struct Waybill {
             case "driver": wantsHelp ? Console.out(DriverCommand.help) : try await DriverCommand.run(arguments)
             case "help": Console.out(usage)
             default:
-                Console.error("waybill: unknown command '\(command)'\n\n\(usage)")
+                // Shown only if it looks like a command word (it may be a URL with a password).
+                let shown = command.count <= 20 && command.allSatisfy { $0.isLetter || $0 == "-" } ? "'\(command)'" : "(\(command.count) characters)"
+                Console.error("waybill: unknown command \(shown)\n\n\(usage)")
                 exit(2)
             }
         } catch let problem as Arguments.Problem {

@@ -52,6 +52,16 @@ struct LoggingTests {
 
 /// Hardening item 5: a logged value cannot end its line or start a forged one.
 struct LogInjectionTests {
+    /// Bidirectional overrides and marks are escaped: a path holding U+202E showed its line reordered.
+    @Test func bidirectionalControlsInValuesAreEscaped() {
+        let capture = LogCapture()
+        let logger = Logger(sink: capture.sink)
+        logger.info("request", ["path": "/a\u{202E}fdp.exe", "marks": "\u{200E}\u{200F}\u{2066}\u{2069}\u{202A}"])
+        let text = capture.all.first ?? ""
+        for bad in ["\u{202E}", "\u{200E}", "\u{200F}", "\u{2066}", "\u{2069}", "\u{202A}"] { #expect(!text.contains(bad)) }
+        #expect(text.contains("path=\"/a\\u{202e}fdp.exe\""), "\(text)")
+    }
+
     @Test func controlCharactersInValuesAreEscaped() {
         let capture = LogCapture()
         let logger = Logger(sink: capture.sink)

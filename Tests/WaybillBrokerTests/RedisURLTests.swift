@@ -26,7 +26,9 @@ struct RedisURLTests {
         ("redis://x:1?timeout=3", "query parameters are not supported"), ("redis://[::1:1", "unclosed [ in host"),
     ])
     func rejectsBadURLsWithAReason(text: String, reason: String) {
-        #expect(throws: BrokerError("invalid Redis URL \"\(text)\": \(reason)")) { try RedisURL(parsing: text) }
+        // A query is shown as `?…` (it may hold a password).
+        let shown = text.split(separator: "?", maxSplits: 1).first.map { text.contains("?") ? "\($0)?…" : String($0) } ?? text
+        #expect(throws: BrokerError("invalid Redis URL \"\(shown)\": \(reason)")) { try RedisURL(parsing: text) }
     }
 
     /// A password in the URL is refused without being repeated: the error goes to stderr and from

@@ -4,6 +4,18 @@ import Testing
 @testable import waybill
 
 struct ArgumentsTests {
+    /// A stray word is not repeated: it is often a value whose flag was forgotten (a database URL
+    /// with its password, the second word of an unquoted password), and the message reaches the log.
+    @Test func aStrayArgumentIsNotRepeated() {
+        do {
+            _ = try Arguments(["--port", "8080", "postgres://u:s3cret@db/w"], values: ["port"], environment: [:])
+            Issue.record("accepted")
+        } catch {
+            #expect(!"\(error)".contains("s3cret"), "\(error)")
+            #expect("\(error)".contains("#3"), "\(error)")
+        }
+    }
+
     /// `--insecure-http=no` turned the switch on (any value was ignored; found by a review).
     @Test func aSwitchReadsTheValueItIsGiven() throws {
         let known: Set<String> = ["json", "insecure-http"]
