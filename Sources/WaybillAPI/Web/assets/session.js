@@ -1,5 +1,7 @@
-// The signed-in user. Kept in sessionStorage: it survives a reload but not the tab, and it is
-// never written into a URL, a cookie or localStorage.
+// The signed-in user. Kept in sessionStorage: it survives a reload, and is never written into a
+// URL, a cookie or localStorage. Not a guarantee that it ends with the tab: browsers restore a
+// reopened tab's sessionStorage (and copy it to a duplicated one), so on a shared computer the
+// dispatcher logs out (docs/HARDENING.md).
 
 const KEY = 'waybill.session';
 
