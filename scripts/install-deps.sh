@@ -49,14 +49,25 @@ for pkg in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
+# Through sudo for another user: asking for the password on a terminal, never waiting for one
+# without (CI), and only if sudo may run apt-get at all.
 as_root=()
-[ "$(id -u)" = 0 ] || as_root=(sudo DEBIAN_FRONTEND=noninteractive)
-if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; }; then
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then
+    if [ -t 0 ]; then as_root=(sudo); else as_root=(sudo -n); fi
+    "${as_root[@]}" true 2>/dev/null || as_root=(none)
+fi
+if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ "${as_root[0]:-}" = sudo ]; }; then
     echo "Installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     lock=(-o DPkg::Lock::Timeout=600)
-    "${as_root[@]}" apt-get "${lock[@]}" update -qq
-    "${as_root[@]}" apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # `update` may not wait for the lists' lock as `install` waits for dpkg's: a few tries.
+    for attempt in 1 2 3 4 5 6; do
+        "${as_root[@]}" apt-get "${lock[@]}" update -qq && break
+        [ "$attempt" = 6 ] && exit 1
+        echo "apt-get update failed (another apt running?); trying again in 20 s"
+        sleep 20
+    done
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     echo "Missing system packages: ${missing[*]}"
     echo "Install them with: sudo apt-get install ${missing[*]}"

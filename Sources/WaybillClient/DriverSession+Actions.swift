@@ -228,7 +228,9 @@ extension DriverSession {
         guard !storedQueueNotLoaded else { return }  // never write over a queue that was not read
         do {
             try actionStorage.save(StoredActionQueue.encode(actionQueue.actions, refused: refused))
+            storageBehind = false
         } catch {
+            storageBehind = true
             publish(.failure(.badResponse("cannot save the action queue")))
         }
     }
@@ -302,6 +304,12 @@ extension DriverSession {
     /// (``loadStoredQueueIfNeeded()``), and neither sends nor writes until then.
     func releaseActionStorage() {
         guard actionClaim != nil else { return }
+        // A save that failed (a full disk) left the file behind memory: one more try, or the
+        // next read would put an applied action back in the queue.
+        if storageBehind {
+            persistActions()
+            if storageBehind { return }  // still behind: nobody else may read it as this session's queue
+        }
         actionClaim = nil
         // Read and written through: what is stored is the whole queue. Not read (the file could not
         // be): nothing was written either, and the next read puts what it holds first, as before.

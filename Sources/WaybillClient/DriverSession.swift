@@ -240,6 +240,8 @@ public actor DriverSession {
     /// The storage holds this session's whole queue (it let the storage go after storing it): read
     /// again, it replaces what is in memory instead of going before it.
     var storedQueueIsWhole = false
+    /// The last save failed: the storage holds less than memory does.
+    var storageBehind = false
 
     /// The socket's state, for a status line in the app.
     public var connectionState: ConnectionState { machine.state }

@@ -114,12 +114,12 @@ public final class Logger: Sendable {
     }
 
     /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the bidirectional
-    /// marks and overrides (U+200E/F, U+202A…E, U+2066…9): a path holding them reordered a line as
+    /// marks and overrides (U+061C, U+200E/F, U+202A…E, U+2066…9): a path holding them reordered a line as
     /// `tail` or `journalctl` showed it (found by a review, 2026-12-05).
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         let value = scalar.value
         return value < 0x20 || (0x7f...0x9f).contains(value) || value == 0x2028 || value == 0x2029
-            || value == 0x200e || value == 0x200f || (0x202a...0x202e).contains(value) || (0x2066...0x2069).contains(value)
+            || value == 0x061c || value == 0x200e || value == 0x200f || (0x202a...0x202e).contains(value) || (0x2066...0x2069).contains(value)
     }
 
     private static let stderrLock = Mutex(())

@@ -74,16 +74,16 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
         // The last `@` anywhere, not only in the authority: a password may itself hold a `/` (not
         // encoded) or run past the 200 characters shown.
         var shown = Substring(text)
+        // No query or fragment first (other Redis clients take `?password=`, which may hold an `@`).
+        if let query = shown.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            shown.replaceSubrange(shown.index(after: query)..., with: "…")
+        }
         if let at = shown.lastIndex(of: "@") {
             var start = shown.startIndex
             if let colon = shown.firstIndex(of: ":"), shown[colon...].hasPrefix("://"), colon < at {
                 start = shown.index(colon, offsetBy: 3)
             }
             shown.replaceSubrange(start..<at, with: "…")
-        }
-        // Nor a query or fragment: other Redis clients take `?password=` (found by a review).
-        if let query = shown.firstIndex(where: { $0 == "?" || $0 == "#" }) {
-            shown.replaceSubrange(shown.index(after: query)..., with: "…")
         }
         return String(shown.prefix(200))
     }

@@ -73,7 +73,7 @@ struct Arguments {
 
     func int(_ name: String, default fallback: Int) throws -> Int {
         guard let text = string(name) else { return fallback }
-        guard let value = Int(text) else { throw Problem(description: "--\(name) must be a whole number, not '\(text)'") }
+        guard let value = Int(text) else { throw Problem(description: "--\(name) must be a whole number") }
         return value
     }
 

@@ -64,13 +64,14 @@ enum SeedCommand {
             let descriptor = open(out, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else { throw Arguments.Problem(description: "--out \(out) cannot be written") }
             outDescriptor = descriptor
+            createdOut = !existed  // removed again below if anything fails before the seed is in it
             var info = stat()
-            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid(),
-                fchmod(descriptor, 0o600) == 0
-            else {
+            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid() else {
                 throw Arguments.Problem(description: "--out \(out) must be a regular file of this user's")
             }
-            createdOut = !existed
+            guard fchmod(descriptor, 0o600) == 0 else {
+                throw Arguments.Problem(description: "--out \(out) cannot be made readable by its owner only (errno \(errno))")
+            }
         }
         var seeded = false
         defer { if createdOut, !seeded { try? FileManager.default.removeItem(atPath: out) } }

@@ -47,6 +47,21 @@ struct RedisURLTests {
         }
     }
 
+    /// Nor a password in a query (`?password=`, which other Redis clients take) or a fragment, even
+    /// one holding an `@`.
+    @Test(arguments: [
+        "redis://x:1/0?password=secret", "rediss://x:1?user=u&password=secret", "redis://x:1#secret",
+        "redis://x:1/0?password=ab@secret",
+    ])
+    func aQueryOrFragmentIsNotRepeated(text: String) {
+        do {
+            _ = try RedisURL(parsing: text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(!error.message.contains("secret"), "\(error)")
+        }
+    }
+
     /// What the CLI shows for a typo: the public initializer throws the same one-line error.
     @Test func brokerInitRejectsABadURL() {
         #expect(throws: BrokerError("invalid Redis URL \"redis//localhost\": expected redis://host[:port][/db]")) {

@@ -588,6 +588,31 @@ struct OfflineActionsTests {
         #expect(await session.pendingActions.map(\.id) == [kept.id])
     }
 
+    /// A save that failed (a full disk) left the file behind memory: letting the file go, the
+    /// session writes it once more, so the next session does not send an applied action again.
+    @Test func aSessionLettingGoOfItsFileAfterAFailedSaveWritesItFirst() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let storage = FailingSaves(FileActionStorage(url: url)), api = FakeOrdersAPI(), transport = FakeEventTransport()
+        let session = DriverSession(api: api, transport: transport, clock: TestClock(), actionStorage: storage)
+        api.holdWrites(true)
+        await session.start()
+        await eventually("connecting") { transport.connections.count == 1 }
+        transport.current?.receiveConnected()
+        await eventually("live") { await session.connectionState == .live }
+        _ = try await session.queue(.changeStatus(of: 2, to: .accepted), expecting: .any)
+        await eventually("on its way") { api.heldWriteCount == 1 }
+        storage.failing.withLock { $0 = true }  // the disk is full when the answer comes
+        api.holdWrites(false)
+        api.releaseWrites()
+        await eventually("applied") { await session.pendingActions.isEmpty }
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).count == 1, "the file is behind")
+        storage.failing.withLock { $0 = false }
+        await session.stop()
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).isEmpty, "written again as it let go")
+    }
+
     /// A queue file in a fresh directory holding `action`, queued by an earlier session; `body` gets
     /// the file, the clock and API that session used, and the queued action. The directory goes after.
     func withQueueFile(
@@ -652,6 +677,20 @@ struct OfflineActionsTests {
 }
 
 /// A storage whose first `failingLoads` reads fail, as a file does on a phone not yet unlocked.
+/// A storage whose saves fail while `failing` is set (a full disk).
+final class FailingSaves: ActionStorage {
+    private let wrapped: any ActionStorage
+    let failing = Mutex(false)
+    init(_ wrapped: any ActionStorage) { self.wrapped = wrapped }
+    func load() throws -> Data? { try wrapped.load() }
+    func save(_ data: Data) throws {
+        if failing.withLock({ $0 }) { throw CocoaError(.fileWriteOutOfSpace) }
+        try wrapped.save(data)
+    }
+    func setAsideUnreadable() throws { try wrapped.setAsideUnreadable() }
+    func claim() throws -> ActionStorageClaim? { try wrapped.claim() }
+}
+
 final class LockedStorage: ActionStorage {
     private let wrapped: any ActionStorage
     private let remainingFailures: Mutex<Int>

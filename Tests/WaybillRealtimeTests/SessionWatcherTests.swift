@@ -23,8 +23,6 @@ struct LogoutWindowTests {
         #expect(window.received([a, b], now: Self.t + 3).isEmpty)
     }
 
-    /// Polls failed for longer than the overlap: the next window reaches back to the last poll that
-    /// got an answer, so a logout made meanwhile is still acted on.
     /// A watcher whose polls fail from its start: the first answer reaches back to the start, and
     /// an answer long after it is a gap like any other.
     @Test func theFirstWindowReachesBackToTheStart() {
@@ -37,6 +35,8 @@ struct LogoutWindowTests {
         #expect(window.lostTrack(now: Self.t + 3601, after: 1800) == false)
     }
 
+    /// Polls failed for longer than the overlap: the next window reaches back to the last poll that
+    /// got an answer, so a logout made meanwhile is still acted on.
     @Test func afterFailedPollsTheWindowStartsAtTheLastAnsweredPoll() {
         var window = LogoutWindow(overlap: 5)
         #expect(window.received([], now: Self.t).isEmpty)

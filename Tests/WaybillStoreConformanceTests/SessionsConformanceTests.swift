@@ -122,6 +122,10 @@ import WaybillStoreTesting
             }
             #expect(reserved == [true, true, true])
             #expect(try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 30, window: 60, limit: 3) } == false)
+            // A node an hour ahead does not clear them for the others (a reservation deleted the
+            // attempts behind its own time).
+            _ = try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 3600, window: 60, limit: 3) }
+            #expect(try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 + 30, window: 60, limit: 3) } == false)
             // A node a little behind still counts them (within a window ahead of it).
             #expect(try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 - 30, window: 60, limit: 3) } == false)
             let afterTheStep = try await store.write { tx in try tx.reserveLoginAttempt(key: "ip:1", at: t0 - 3600, window: 60, limit: 3) }
