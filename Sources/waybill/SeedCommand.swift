@@ -50,6 +50,8 @@ enum SeedCommand {
         var createdOut = false  // and removed again if the seed fails
         var outDescriptor: Int32 = -1
         defer { if outDescriptor >= 0 { close(outDescriptor) } }
+        var seeded = false
+        defer { if createdOut, !seeded { try? FileManager.default.removeItem(atPath: out) } }
         if out != "-" {
             // The passwords and tokens exist only in this file (the store keeps hashes): a path that
             // cannot be written is refused before anything is seeded (after the store opened: `--out`
@@ -73,8 +75,6 @@ enum SeedCommand {
                 throw Arguments.Problem(description: "--out \(out) cannot be made readable by its owner only (errno \(errno))")
             }
         }
-        var seeded = false
-        defer { if createdOut, !seeded { try? FileManager.default.removeItem(atPath: out) } }
         let seeder = Seeder(store: store, passwordIterations: try ServeCommand.passwordIterations(args, default: 210_000))
         let plan =
             args.flag("demo")

@@ -100,7 +100,7 @@ struct ExecutableTests {
         (["--user-requests-per-second", "-1"], "--user-requests-per-second must be ≥ 0"),
         (["--user-request-burst", "0"], "--user-request-burst must be ≥ 1"),
         (["--port", "65536"], "--port must be 0…65535"),
-        (["--port", "eighty"], "--port must be a whole number, not 'eighty'"),
+        (["--port", "eighty"], "--port must be a whole number"),
     ])
     func outOfRangeSettingsAreRefusedAtStart(flags: [String], message: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
