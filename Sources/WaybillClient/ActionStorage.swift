@@ -9,8 +9,9 @@ import Synchronization
 
 /// Where the offline queue lives between app launches (SPEC §5 rule 8: it survives a restart).
 ///
-/// The session writes the whole queue after every change (it is a handful of actions) and reads it once,
-/// when it is created; a new session over the same storage resumes the queue. ``FileActionStorage`` is
+/// The session writes the whole queue after every change (it is a handful of actions) and reads it
+/// when it is created, at `start()`, and again after each time it let the storage go; a new session
+/// over the same storage resumes the queue. ``FileActionStorage`` is
 /// the real one (Linux and iOS); ``InMemoryActionStorage`` serves tests and previews.
 public protocol ActionStorage: Sendable {
     /// The bytes last written, or `nil` if nothing was ever written.
@@ -24,7 +25,8 @@ public protocol ActionStorage: Sendable {
     func setAsideUnreadable() throws
 
     /// Makes the caller the storage's one user for as long as it keeps the returned claim (a session
-    /// keeps its claim for its lifetime). `nil`: this storage needs none (memory).
+    /// holds its claim while it runs, and a session that does not run only for one write: `queue`,
+    /// `dismissRefusal`). `nil`: this storage needs none (memory).
     /// - Throws: ``ActionStorageInUse`` while another user holds it: two users would each write their
     ///   own copy of the queue over the other's.
     func claim() throws -> ActionStorageClaim?
@@ -47,7 +49,7 @@ public struct ActionStorageInUse: Error, CustomStringConvertible {
     /// The lock file the other user holds.
     public let lockPath: String
     public var description: String {
-        "the action queue is in use by another session or app (it holds \(lockPath)): stop and release that one first"
+        "the action queue is in use by another session or app (it holds \(lockPath)): stop that one first"
     }
 }
 
@@ -57,8 +59,9 @@ public struct ActionStorageInUse: Error, CustomStringConvertible {
 ///
 /// Put it where the app keeps data that must survive (the app's Application Support directory on iOS,
 /// `--state-dir` for `waybill driver`). One user at a time: a session claims the file (an exclusive
-/// lock on `<file>.lock`) for its lifetime, and a session over another `FileActionStorage` of the
-/// same file (in this process or another) keeps no action until that claim is released: each
+/// lock on `<file>.lock`) while it runs (or for one write when it does not), and a session over
+/// another `FileActionStorage` of the same file (in this process or another) keeps no action until
+/// that claim is released: each
 /// session writes its whole queue, and two would write over each other's actions (found by a
 /// review). Copies of one value share its claim.
 public struct FileActionStorage: ActionStorage {

@@ -81,7 +81,8 @@ extension DriverSession {
     /// storage too, so a new session (the app killed and started again) still has them; the newest 100.
     public var refusedActions: [QueuedAction] { refused }
 
-    /// The driver has seen refusal `id`: forget it (also in the storage).
+    /// The driver has seen refusal `id`: forget it (also in the storage, when no other session holds
+    /// it; otherwise it comes back when this session reads the storage again).
     public func dismissRefusal(_ id: ActionID) {
         defer { if !isRunning { releaseActionStorage() } }
         try? loadStoredQueueIfNeeded()  // a stopped session's storage first (else not written: it comes back)

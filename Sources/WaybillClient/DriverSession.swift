@@ -272,6 +272,7 @@ public actor DriverSession {
     }
 
     /// Closes the socket and stops polling; cached data stays readable. ``start()`` starts again.
+    /// It lets the action storage go, so another session over the same file can take it.
     public func stop() {
         for waiter in runWaiters { waiter.finish() }
         runWaiters = []

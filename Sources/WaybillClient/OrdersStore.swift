@@ -64,6 +64,7 @@
         public func detail(_ id: OrderID) -> OrderDetail? { details[id] }
 
         /// Opens the detail of `id` (fetching it if needed); it then stays current in ``detail(_:)``.
+        /// A detail closed while its fetch ran stays closed; an update newer than the fetched one is kept.
         /// - Throws: ``WaybillClientError``.
         public func open(_ id: OrderID) async throws {
             opened.insert(id)

@@ -67,8 +67,9 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// `text` as an error may show it: everything between `://` and the last `@` (a user and
-    /// password) replaced by `…`, then at most 200 characters. The error goes to stderr and from
+    /// `text` as an error may show it: a query or fragment (from `?` or `#`) replaced by `…` first,
+    /// then everything between `://` and the last `@` (a user and password) by `…`, then at most
+    /// 200 characters. The error goes to stderr and from
     /// there to the service's log.
     static func shown(_ text: String) -> String {
         // The last `@` anywhere, not only in the authority: a password may itself hold a `/` (not

@@ -254,6 +254,7 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// Stores a WebSocket ticket by its SHA-256 only, with the epoch of the token it was issued for.
     func insertTicket(hash: [UInt8], for user: UserID, epoch: SessionEpoch, expiresAt: Date) throws
     /// Deletes the ticket and returns its user and epoch if it existed and had not expired: single use.
+    /// Also deletes unredeemed tickets that expired more than `TicketSweep.grace` (5 min) before `now`.
     func consumeTicket(hash: [UInt8], now: Date) throws -> (user: UserID, epoch: SessionEpoch)?
 
     // MARK: Login throttle (shared by every node)

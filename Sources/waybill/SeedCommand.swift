@@ -24,8 +24,10 @@ enum SeedCommand {
           --finished-per-driver H    completed and cancelled orders per driver, spread over the past six
                                      months, written in batches without events (WAYBILL_FINISHED_PER_DRIVER,
                                      default 0; 100 drivers × 1000 = a 100 000-order history in seconds)
-          --out FILE                 where to write the JSON; - for stdout (WAYBILL_OUT)
-          --password-iterations N    PBKDF2 iterations (WAYBILL_PASSWORD_ITERATIONS, default 210000)
+          --out FILE                 where to write the JSON; - for stdout (WAYBILL_OUT). A new file or a
+                                     regular file of yours (never through a symbolic link), made 0600
+                                     before anything is written; one it created is removed if the seed fails
+          --password-iterations N    PBKDF2 iterations, 1…10000000 (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --help                     show this text
         """
 

@@ -45,7 +45,7 @@ enum ServeCommand {
                                        (WAYBILL_USER_REQUESTS_PER_SECOND, default 200; 0 = no limit)
           --user-request-burst N       requests a user may make at once before that rate applies, ≥ 1
                                        (WAYBILL_USER_REQUEST_BURST, default 400)
-          --password-iterations N      PBKDF2 iterations for new hashes (WAYBILL_PASSWORD_ITERATIONS, default 210000)
+          --password-iterations N      PBKDF2 iterations for new hashes, 1…10000000 (WAYBILL_PASSWORD_ITERATIONS, default 210000)
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, 1…60 (WAYBILL_TICKET_SECONDS, default 30)
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)

@@ -354,6 +354,9 @@ struct LoginFloodTests {
         // A library user's setting past the limit would make hashes nothing can read: kept within it.
         #expect(PasswordHasher(iterations: 20_000_000).iterations == PasswordHasher.maxIterations)
         #expect(PasswordHasher(iterations: 0).iterations == 1)
+        var changed = PasswordHasher(iterations: 1_000)
+        changed.iterations = 99_000_000
+        #expect(changed.iterations == PasswordHasher.maxIterations, "also when changed after")
         // A digest of another length, or no salt, is not a hash of this format: an empty digest
         // compared equal to a PBKDF2 of length 0, and every password matched it.
         for malformed in ["pbkdf2_sha256$1$\(salt)$", "pbkdf2_sha256$1$$", "pbkdf2_sha256$1$$\(digest)",

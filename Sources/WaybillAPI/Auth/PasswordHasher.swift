@@ -18,7 +18,8 @@ public struct PasswordHasher: Sendable {
     public static let maxIterations = 10_000_000
     /// The digest length this format stores (SHA-256).
     static let digestLength = 32
-    public var iterations: Int
+    /// Kept within 1…`maxIterations` (set past it, the hashes made could never be read).
+    public var iterations: Int { didSet { iterations = Self.bounded(iterations) } }
     private let pool: KeyStretchingPool?
     /// The most iterations any stored hash checked so far had (shared by copies of this hasher).
     ///
