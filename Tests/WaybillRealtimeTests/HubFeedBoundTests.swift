@@ -103,4 +103,39 @@ struct HubFeedBoundTests {
             }
         }
     }
+
+    /// A local commit that leaves a gap wakes the feed to read the store (`.readOwed`, once while
+    /// owed). When that wake-up was among the inputs dropped from the bounded queue, the flag that
+    /// says one is on its way stayed set, and no later gap woke the feed again: only the ticks
+    /// (here the test clock stands still: never).
+    @Test func aDroppedWakeUpDoesNotKeepLaterGapsFromWakingTheFeed() async throws {
+        try await withStore { real in
+            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget()
+            var configuration = HubFeed.Configuration()
+            configuration.maxPendingInputs = 4
+            let feed = HubFeed(
+                broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger,
+                clock: TestClock(), configuration: configuration)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: real)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+            broker.send(.subscribed)
+            #expect(await eventually { feed.isQuiet })
+            store.hold()
+            broker.send(.skipped)  // the feed reads the store: held there
+            #expect(await eventually { store.heldReads == 1 })
+            let first = try await real.append(2)
+            feed.committedHere([first[1]])  // a gap (1): the feed is woken (`.readOwed` queued)
+            for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: the wake-up is dropped
+            store.release()
+            #expect(await eventually { target.ids == [1, 2] })
+            #expect(await eventually { feed.isQuiet })
+            let second = try await real.append(2)
+            feed.committedHere([second[1]])  // another gap (3): it must wake the feed again
+            #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2, 3, 4] }, "\(target.ids)")
+            running.cancel()
+            await running.value
+        }
+    }
 }
