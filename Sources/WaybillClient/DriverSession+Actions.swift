@@ -43,6 +43,7 @@ extension DriverSession {
         var candidate = actionQueue
         candidate.add(queued)
         try actionStorage.save(StoredActionQueue.encode(candidate.actions, refused: refused))
+        storageBehind = false  // the whole queue went with it
         actionQueue = candidate
         publish(.action(queued))
         sendNextAction()

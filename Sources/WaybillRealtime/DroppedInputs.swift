@@ -10,6 +10,8 @@ final class DroppedInputs: Sendable {
         /// so a drop before it must not be taken for `.subscribed`.
         var broker = BrokerDelivery.lost
         var hasDropped = false
+        /// The dropped input was the feed's wake-up for a read owed (`HubFeed`'s `.readOwed`).
+        var wakeUpDropped = false
     }
     private let state = Mutex(State())
 
@@ -17,6 +19,16 @@ final class DroppedInputs: Sendable {
     func brokerIs(_ delivery: BrokerDelivery) { state.withLock { $0.broker = delivery } }
 
     func noteDrop() { state.withLock { $0.hasDropped = true } }
+
+    func noteWakeUpDropped() { state.withLock { $0.wakeUpDropped = true } }
+
+    /// Whether a wake-up was dropped since the last call (then clears).
+    func takeWakeUpDropped() -> Bool {
+        state.withLock { s in
+            defer { s.wakeUpDropped = false }
+            return s.wakeUpDropped
+        }
+    }
 
     /// The broker's state if anything was dropped since the last call (then clears), else nil.
     func take() -> BrokerDelivery? {

@@ -135,10 +135,11 @@ public final class HubFeed: Sendable {
                 // Inputs were dropped (maybe a batch, `.lost` or `.subscribed`): go by the broker's
                 // state the forwarder saw last, and read the store once to fill whatever is missing.
                 let lastSeen = dropped.take()
-                // A dropped input may have been the `.readOwed` that clears `woken`: left set, no
-                // local commit would wake the feed again for a gap, only the ticks (found by a
-                // review, 2026-12-05). The reads owed are done below either way.
-                if lastSeen != nil { shared.withLock { $0.woken = false } }
+                // The `.readOwed` that clears `woken` was dropped: left set, no local commit would
+                // wake the feed again for a gap, only the ticks (found by a review, 2026-12-05). The
+                // reads owed are done below either way. (Only then: cleared after any drop, a full
+                // queue took a new wake-up per commit, each pushing out another input.)
+                if dropped.takeWakeUpDropped() { shared.withLock { $0.woken = false } }
                 update { sequencer in
                     switch lastSeen {
                     case .subscribed?: sequencer.subscribed()
@@ -276,9 +277,10 @@ public final class HubFeed: Sendable {
     }
 
     private func forward(_ next: Input, into input: AsyncStream<Input>.Continuation, dropped: DroppedInputs) {
-        if case .dropped = input.yield(next) {
+        if case .dropped(let old) = input.yield(next) {
             metrics.overflowed(.feedInputs)
             dropped.noteDrop()
+            if case .readOwed = old { dropped.noteWakeUpDropped() }
         }
     }
 

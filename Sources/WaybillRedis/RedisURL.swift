@@ -67,24 +67,27 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// `text` as an error may show it: a query or fragment (from `?` or `#`) replaced by `…` first,
-    /// then everything between `://` and the last `@` (a user and password) by `…`, then at most
-    /// 200 characters. The error goes to stderr and from
-    /// there to the service's log.
+    /// `text` as an error may show it: everything between `://` and the last `@` (a user and
+    /// password) replaced by `…`, and a query or fragment (from `?` or `#`) too; when a `?` or `#`
+    /// comes before that `@`, it cannot be told from a password's own, and all after `://` goes.
+    /// Then at most 200 characters. The error goes to stderr and from there to the service's log.
     static func shown(_ text: String) -> String {
-        // The last `@` anywhere, not only in the authority: a password may itself hold a `/` (not
-        // encoded) or run past the 200 characters shown.
-        var shown = Substring(text)
-        // No query or fragment first (other Redis clients take `?password=`, which may hold an `@`).
-        if let query = shown.firstIndex(where: { $0 == "?" || $0 == "#" }) {
-            shown.replaceSubrange(shown.index(after: query)..., with: "…")
-        }
-        if let at = shown.lastIndex(of: "@") {
-            var start = shown.startIndex
-            if let colon = shown.firstIndex(of: ":"), shown[colon...].hasPrefix("://"), colon < at {
-                start = shown.index(colon, offsetBy: 3)
+        // The last `@` anywhere, not only in the authority: a password may itself hold a `/`, a `?`
+        // or a `#` (not encoded) or run past the 200 characters shown; and other Redis clients take
+        // `?password=`, which may hold an `@` (found by reviews, 2026-12-03 and 2026-12-05).
+        var shown = Array(text)
+        let isQuery: (Character) -> Bool = { $0 == "?" || $0 == "#" }
+        var start = 0
+        if let colon = shown.firstIndex(of: ":"), shown[colon...].starts(with: "://") { start = colon + 3 }
+        if let at = shown[start...].lastIndex(of: "@") {
+            if shown[start..<at].contains(where: isQuery) {
+                shown.replaceSubrange(start..., with: ["…"])
+            } else {
+                shown.replaceSubrange(start..<at, with: ["…"])
             }
-            shown.replaceSubrange(start..<at, with: "…")
+        }
+        if let query = shown[start...].firstIndex(where: isQuery) {
+            shown.replaceSubrange((query + 1)..., with: ["…"])
         }
         return String(shown.prefix(200))
     }

@@ -51,7 +51,7 @@ struct RedisURLTests {
     /// one holding an `@`.
     @Test(arguments: [
         "redis://x:1/0?password=secret", "rediss://x:1?user=u&password=secret", "redis://x:1#secret",
-        "redis://x:1/0?password=ab@secret",
+        "redis://x:1/0?password=ab@secret", "redis://admin:s3cr#secret@host:1", "redis://u:a?secret@host:1",
     ])
     func aQueryOrFragmentIsNotRepeated(text: String) {
         do {

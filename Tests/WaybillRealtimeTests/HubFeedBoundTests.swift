@@ -110,11 +110,11 @@ struct HubFeedBoundTests {
     /// (here the test clock stands still: never).
     @Test func aDroppedWakeUpDoesNotKeepLaterGapsFromWakingTheFeed() async throws {
         try await withStore { real in
-            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget()
+            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
             var configuration = HubFeed.Configuration()
             configuration.maxPendingInputs = 4
             let feed = HubFeed(
-                broker: broker, store: store, target: target, metrics: Metrics(), logger: Fixtures.logger,
+                broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
                 clock: TestClock(), configuration: configuration)
             let subscription = broker.subscribe()
             let start = try await HubFeed.newestCursor(in: real)
@@ -128,12 +128,14 @@ struct HubFeedBoundTests {
             let first = try await real.append(2)
             feed.committedHere([first[1]])  // a gap (1): the feed is woken (`.readOwed` queued)
             for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: the wake-up is dropped
+            // All forwarded before the read goes on: the wake-up, oldest, went first of the three.
+            #expect(await eventually { metrics.overflows(of: .feedInputs) == 3 })
             store.release()
             #expect(await eventually { target.ids == [1, 2] })
             #expect(await eventually { feed.isQuiet })
             let second = try await real.append(2)
             feed.committedHere([second[1]])  // another gap (3): it must wake the feed again
-            #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2, 3, 4] }, "\(target.ids)")
+            #expect(await eventually { target.ids == [1, 2, 3, 4] }, "\(target.ids)")
             running.cancel()
             await running.value
         }
