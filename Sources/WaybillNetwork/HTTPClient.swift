@@ -77,23 +77,25 @@ private final class ClientSocket {
             // whose address drops SYNs (a firewall, a dead node behind a virtual IP) fails at the
             // deadline. Set after it, the kernel's SYN retries held the thread and its descriptor
             // for about two minutes, past the session's stop (found by a review, 2026-12-05).
-            if fd >= 0, Self.setTimeouts(fd, deadline - .now), connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { break }
-            if fd >= 0 { Glibc.close(fd) }
+            if fd >= 0 {
+                Self.setTimeouts(fd, deadline - .now)
+                if connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { break }
+                Glibc.close(fd)
+            }
             fd = -1
             entry = info.pointee.ai_next
         }
         guard fd >= 0 else { throw HTTPClient.Failure(description: "cannot connect to \(host):\(port)") }
-        _ = Self.setTimeouts(fd, deadline - .now)
+        Self.setTimeouts(fd, deadline - .now)
     }
 
     /// Send and receive timeouts of `left`, at least 1 ms: a `timeval` of 0 means no timeout at all,
-    /// and a timeout under a second (whole seconds were taken) waited for ever. Returns `true`.
-    private static func setTimeouts(_ fd: Int32, _ left: Duration) -> Bool {
+    /// and a timeout under a second (whole seconds were taken) waited for ever.
+    private static func setTimeouts(_ fd: Int32, _ left: Duration) {
         let microseconds = max(1_000, left.components.seconds * 1_000_000 + left.components.attoseconds / 1_000_000_000_000)
         var value = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
-        return true
     }
 
     func write(_ bytes: [UInt8]) throws {
@@ -113,7 +115,7 @@ private final class ClientSocket {
         while true {
             let now = ContinuousClock.now
             guard now < deadline else { throw HTTPClient.Failure(description: "timed out") }
-            _ = Self.setTimeouts(fd, deadline - now)  // each wait only what is left of the whole
+            Self.setTimeouts(fd, deadline - now)  // each wait only what is left of the whole
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HTTPClient.Failure(description: "timed out") }

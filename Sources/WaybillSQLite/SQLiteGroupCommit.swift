@@ -173,6 +173,9 @@ struct SQLiteGroupCommit: Sendable {
     /// would get no real try of its own, so it fails with the batch.
     static let lockWaitSlack: Duration = .milliseconds(100)
 
+    /// How long a write waits for another process's write lock in all: the busy timeout.
+    private var lockBudget: Duration { .milliseconds(Int64(gate.busyTimeoutMilliseconds)) }
+
     /// `BEGIN IMMEDIATE` on the writer thread: it takes the write lock now, so no statement inside
     /// can fail later for want of it, and waits for another process's lock for what is left of the
     /// oldest job's wait. Each write waits for the lock up to the busy timeout in all, counted from
@@ -180,10 +183,9 @@ struct SQLiteGroupCommit: Sendable {
     /// whole timeout in turn, and a write queued behind others waited for theirs first (found by a
     /// review, 2026-12-05).
     private func beginWaitingForTheLock(_ jobs: ArraySlice<WriteJob>, on db: SQLiteConnection) throws(SQLiteError) {
-        let budget = Duration.milliseconds(Int64(gate.busyTimeoutMilliseconds))
         let now = ContinuousClock.now
         let oldest = jobs.lazy.map(\.queuedAt).min() ?? now
-        let left = max(.zero, budget - oldest.duration(to: now))
+        let left = max(.zero, lockBudget - oldest.duration(to: now))
         // 0 clears SQLite's busy handler: one try, which still succeeds if the lock is free.
         db.setBusyTimeout(milliseconds: Int32(clamping: left.milliseconds))
         defer { db.setBusyTimeout(milliseconds: gate.busyTimeoutMilliseconds) }
@@ -198,13 +200,12 @@ struct SQLiteGroupCommit: Sendable {
             for job in jobs { job.fail(error.storeError) }
             return []
         }
-        let budget = Duration.milliseconds(Int64(gate.busyTimeoutMilliseconds))
         let now = ContinuousClock.now
         let oldest = jobs.indices.min { jobs[$0].queuedAt < jobs[$1].queuedAt } ?? jobs.startIndex
         var rest: [WriteJob] = []
         for index in jobs.indices {
             let job = jobs[index]
-            if index == oldest || job.queuedAt.duration(to: now) + Self.lockWaitSlack >= budget {
+            if index == oldest || job.queuedAt.duration(to: now) + Self.lockWaitSlack >= lockBudget {
                 job.fail(error.storeError)
             } else {
                 rest.append(job)

@@ -91,27 +91,14 @@ enum SeedCommand {
             Console.write(json + Data("\n".utf8))
         } else {
             // Through the descriptor checked above (not the path again).
-            guard ftruncate(outDescriptor, 0) == 0, Self.writeAll(json, to: outDescriptor), fsync(outDescriptor) == 0 else {
+            let handle = FileHandle(fileDescriptor: outDescriptor)  // not closing it: the defer above does
+            guard ftruncate(outDescriptor, 0) == 0, (try? handle.write(contentsOf: json)) != nil, fsync(outDescriptor) == 0 else {
                 throw Arguments.Problem(description: "--out \(out) could not be written (errno \(errno))")
             }
             Console.error(
                 "seeded company \(result.companyID): 1 dispatcher, \(plan.drivers) drivers, "
                     + "\(plan.drivers * plan.ordersPerDriver) orders, "
                     + "\(plan.drivers * plan.finishedPerDriver) finished orders → \(out)")
-        }
-    }
-
-    /// Writes all of `data` to `descriptor`; `false` on an error.
-    private static func writeAll(_ data: Data, to descriptor: Int32) -> Bool {
-        data.withUnsafeBytes { buffer -> Bool in
-            var offset = 0
-            while offset < buffer.count {
-                let n = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return false }
-                offset += n
-            }
-            return true
         }
     }
 }

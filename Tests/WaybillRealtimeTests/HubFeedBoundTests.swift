@@ -31,17 +31,22 @@ struct HubFeedBoundTests {
         var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
     }
 
+    /// A feed with an input bound of 4, on a test clock that stands still.
+    static func boundedFeed(broker: ScriptedBroker, store: any OrderStore, target: any FeedTarget, metrics: Metrics) -> HubFeed {
+        var configuration = HubFeed.Configuration()
+        configuration.maxPendingInputs = 4
+        return HubFeed(
+            broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
+            clock: TestClock(), configuration: configuration)
+    }
+
     /// Runs a feed on `store` with an input bound of 4, delivering to a `StuckTarget`, until `body`
     /// returns; `body` starts once the read after the first `.subscribed` is over.
     static func withStuckFeed(
         on store: any OrderStore, _ body: (ScriptedBroker, StuckTarget, Metrics) async throws -> Void
     ) async throws {
         let broker = ScriptedBroker(), target = StuckTarget(), metrics = Metrics()
-        var configuration = HubFeed.Configuration()
-        configuration.maxPendingInputs = 4
-        let feed = HubFeed(
-            broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
-            clock: TestClock(), configuration: configuration)
+        let feed = boundedFeed(broker: broker, store: store, target: target, metrics: metrics)
         let subscription = broker.subscribe()
         let start = try await HubFeed.newestCursor(in: store)
         // The feed runs on threads of its own: the stuck delivery blocks one of them, not one
@@ -111,11 +116,7 @@ struct HubFeedBoundTests {
     @Test func aDroppedWakeUpDoesNotKeepLaterGapsFromWakingTheFeed() async throws {
         try await withStore { real in
             let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
-            var configuration = HubFeed.Configuration()
-            configuration.maxPendingInputs = 4
-            let feed = HubFeed(
-                broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
-                clock: TestClock(), configuration: configuration)
+            let feed = Self.boundedFeed(broker: broker, store: store, target: target, metrics: metrics)
             let subscription = broker.subscribe()
             let start = try await HubFeed.newestCursor(in: real)
             let running = Task { await feed.run(first: subscription, startingAfter: start) }

@@ -89,61 +89,61 @@ import WaybillTesting
     /// timeout in turn: writes queued behind a waiting one waited for it first, then for their own
     /// (here: 150 writes behind one took up to four timeouts).
     @Test func writesQueuedBehindALockWaitFailAfterTheirOwnTimeoutNotAfterEveryBatchBeforeThem() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
         let timeout = Duration.seconds(2)
-        let store = try SQLiteOrderStore(path: database.path, readerCount: 1, busyTimeout: timeout)
-        defer { store.close() }
-        _ = try await store.write { tx in try tx.insertCompany(name: "Acme") }
-        let other = try SQLiteConnection(path: database.path)
-        defer { other.close() }
-        try other.executeScript("BEGIN IMMEDIATE")  // another process holds the write lock throughout
-
-        let first = Task { try await Self.timedWrite(store, name: "First") }
-        try await Task.sleep(for: .milliseconds(200))  // the first batch is waiting for the lock
-        let behind = try await withThrowingTaskGroup(of: (Duration, (any Error)?).self) { group in
-            for index in 0..<150 { group.addTask { try await Self.timedWrite(store, name: "Behind \(index)") } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        let firstOutcome = try await first.value
-        for (_, error) in behind + [firstOutcome] {
-            guard case .unavailable? = error as? StoreError else {
-                Issue.record("expected unavailable, got \(String(describing: error))")
-                return
+        try await Self.withStoreBehindAnotherWriter(busyTimeout: timeout) { store, other in
+            let first = Task { try await Self.timedWrite(store, name: "First") }
+            try await Task.sleep(for: .milliseconds(200))  // the first batch is waiting for the lock
+            let behind = try await withThrowingTaskGroup(of: (Duration, (any Error)?).self) { group in
+                for index in 0..<150 { group.addTask { try await Self.timedWrite(store, name: "Behind \(index)") } }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
+            let firstOutcome = try await first.value
+            for (_, error) in behind + [firstOutcome] {
+                guard case .unavailable? = error as? StoreError else {
+                    Issue.record("expected unavailable, got \(String(describing: error))")
+                    return
+                }
+            }
+            let waits = behind.map(\.0)
+            let longest = try #require(waits.max()), shortest = try #require(waits.min())
+            #expect(longest < timeout * 2.5, "the longest wait was \(longest)")  // before: up to 3.9 timeouts
+            #expect(shortest > timeout - .milliseconds(500), "each write waits for the lock, the shortest \(shortest)")
         }
-        let waits = behind.map(\.0)
-        let longest = try #require(waits.max()), shortest = try #require(waits.min())
-        #expect(longest < timeout * 2.5, "the longest wait was \(longest)")  // before: up to 3.9 timeouts
-        #expect(shortest > timeout - .milliseconds(500), "each write waits for the lock, the shortest \(shortest)")
-        try other.executeScript("ROLLBACK")
     }
 
     /// A batch whose wait ran out fails only the writes whose own wait is spent: one queued later
     /// keeps what is left of its wait, and commits if the lock is freed within it.
     @Test func aWriteQueuedDuringAnotherWriteLockWaitKeepsTheRestOfItsOwnWait() async throws {
-        let database = TemporaryDatabase()
-        defer { database.remove() }
         // The later write keeps 2 s of its wait after the first fails: room for a busy runner to
         // resume this test and free the lock (1 s was not, on CI).
-        let timeout = Duration.seconds(4)
-        let store = try SQLiteOrderStore(path: database.path, readerCount: 1, busyTimeout: timeout)
+        try await Self.withStoreBehindAnotherWriter(busyTimeout: .seconds(4)) { store, other in
+            let first = Task { try await Self.timedWrite(store, name: "First") }
+            try await Task.sleep(for: .seconds(2))
+            let later = Task { try await Self.timedWrite(store, name: "Later") }
+            let (_, firstError) = try await first.value  // its wait ran out while the later one's goes on
+            guard case .unavailable? = firstError as? StoreError else {
+                Issue.record("expected unavailable, got \(String(describing: firstError))")
+                return
+            }
+            try other.executeScript("ROLLBACK")  // within the later write's wait
+            let (_, laterError) = try await later.value
+            #expect(laterError == nil, "got \(String(describing: laterError))")
+        }
+    }
+
+    /// A store with `busyTimeout`, while another connection (another process) holds the write lock
+    /// from the start; `body` may release it (`ROLLBACK` on `other`).
+    private static func withStoreBehindAnotherWriter(
+        busyTimeout: Duration, _ body: (SQLiteOrderStore, SQLiteConnection) async throws -> Void
+    ) async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let store = try SQLiteOrderStore(path: database.path, readerCount: 1, busyTimeout: busyTimeout)
         defer { store.close() }
         let other = try SQLiteConnection(path: database.path)
         defer { other.close() }
         try other.executeScript("BEGIN IMMEDIATE")
-
-        let first = Task { try await Self.timedWrite(store, name: "First") }
-        try await Task.sleep(for: .seconds(2))
-        let later = Task { try await Self.timedWrite(store, name: "Later") }
-        let (_, firstError) = try await first.value  // its wait ran out while the later one's goes on
-        guard case .unavailable? = firstError as? StoreError else {
-            Issue.record("expected unavailable, got \(String(describing: firstError))")
-            return
-        }
-        try other.executeScript("ROLLBACK")  // within the later write's wait
-        let (_, laterError) = try await later.value
-        #expect(laterError == nil, "got \(String(describing: laterError))")
+        try await body(store, other)
     }
 
     /// The live path's reads (`urgentRead`) go ahead of the reads queued before them: behind a
