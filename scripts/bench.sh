@@ -18,6 +18,9 @@
 #                                         scenarios, one markdown table (scripts/bench-compare.sh)
 #   scripts/bench.sh storm [CLIENTS [PROCESSES]]
 #                                         reconnect storm after a restart (scripts/bench-storm.sh)
+#   scripts/bench.sh floor 1000 20 [get|patch]
+#                                         the same paced requests to a bare libwebsockets server
+#                                         (scripts/lws_floor.c): what lws itself costs per request
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored), or to
 # $WAYBILL_BENCH_OUT.
 set -euo pipefail
@@ -25,6 +28,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@"; fi
 if [ "${1:-}" = compare ]; then shift; exec "$ROOT/scripts/bench-compare.sh" "$@"; fi
 if [ "${1:-}" = storm ]; then shift; exec "$ROOT/scripts/bench-storm.sh" "$@"; fi
+if [ "${1:-}" = floor ]; then shift; exec "$ROOT/scripts/bench-floor.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"
