@@ -51,7 +51,8 @@ public final class PostgresOrderStore: OrderStore {
     ///     items are passed to libpq as connection keywords (e.g. `?sslmode=require`).
     ///   - applicationName: shown in `pg_stat_activity` (use one per node).
     ///   - writerCount: writer threads (connections); 2–4 suit the one-row event counter best.
-    ///   - readerCount: reader threads (connections).
+    ///   - readerCount: reader threads (connections), and one more kept for `urgentRead`s that
+    ///     find every other reader busy (the live path's reads behind a reconnect storm's replays).
     ///   - callBudget: how long a call may take, queue wait included, before it fails with
     ///     `StoreError.unavailable` (the 5 s failure contract; tests that are not about it give more).
     ///   - clock: the time stamped on events as `committed_at` and on logouts.
@@ -92,6 +93,11 @@ public final class PostgresOrderStore: OrderStore {
                     name: "waybill.postgres.reader.\(index)", queue: readQueue, settings: parsed.forPool,
                     health: health)
             }
+            + [
+                PostgresWorker(
+                    name: "waybill.postgres.reader.urgent", queue: readQueue, settings: parsed.forPool,
+                    health: health, urgentOnly: true)
+            ]
     }
 
     deinit { close() }

@@ -10,15 +10,17 @@ final class PostgresWorker: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let threadID = Mutex<pthread_t?>(nil)
 
-    /// Starts the thread; it connects lazily, on its first job.
+    /// Starts the thread; it connects lazily, on its first job. With `urgentOnly` it takes urgent
+    /// jobs only, when every other worker is busy (`JobQueue.take(upTo:urgentOnly:)`).
     init(
-        name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth
+        name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth,
+        urgentOnly: Bool = false
     ) {
         let finished = self.finished
         let thread = Thread { [self] in
             threadID.withLock { $0 = pthread_self() }
             let session = PostgresSession(settings: settings, health: health)
-            while let jobs = queue.take(upTo: 1) { for job in jobs { job.run(session) } }
+            while let jobs = queue.take(upTo: 1, urgentOnly: urgentOnly) { for job in jobs { job.run(session) } }
             session.close()
             finished.signal()
         }

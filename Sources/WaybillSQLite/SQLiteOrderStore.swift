@@ -61,6 +61,7 @@ public final class SQLiteOrderStore: OrderStore {
     /// - Parameters:
     ///   - path: the database file.
     ///   - readerCount: reader threads (and connections) serving concurrent `read`s; at least 1.
+    ///     One more is kept for `urgentRead`s that find every other reader busy.
     ///   - busyTimeout: how long a write waits for another process's write lock before failing
     ///     with `StoreError.unavailable`.
     ///   - clock: the time stamped on events as `committed_at` (tests pass a fixed clock).
@@ -113,10 +114,15 @@ public final class SQLiteOrderStore: OrderStore {
                         return db
                     },
                     perform: { db, batch in executor.perform(batch, on: db) }))
-            for index in 0..<max(1, readerCount) {
+            // The general readers, then one kept for urgent reads: the live path's reads (the hub
+            // feed's, the relay's, the session watcher's) then never wait for a reader to come
+            // free, however long the replays and list fetches that hold the others.
+            for index in 0...max(1, readerCount) {
+                let urgentOnly = index == max(1, readerCount)
                 started.append(
                     try SQLiteWorker(
-                        name: "waybill.sqlite.reader.\(index)", queue: readQueue, batchLimit: 1,
+                        name: urgentOnly ? "waybill.sqlite.reader.urgent" : "waybill.sqlite.reader.\(index)",
+                        queue: readQueue, batchLimit: 1, urgentOnly: urgentOnly,
                         open: { () throws(SQLiteError) in
                             let db = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
                             // Readers never write, even if a closure casts its reader to a writer.

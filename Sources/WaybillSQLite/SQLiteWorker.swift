@@ -19,8 +19,10 @@ final class SQLiteWorker: Sendable {
     /// - Throws: what `open` threw; the thread has then already exited.
     ///   - shared: for the writer: the connection is lent to whoever holds this lock (the thread
     ///     takes it for each batch; `SQLiteWriterExecutor` may run a batch on the service thread).
+    ///   - urgentOnly: the worker takes urgent jobs only, when every other worker is busy
+    ///     (`JobQueue.take(upTo:urgentOnly:)`).
     init<Job: Sendable>(
-        name: String, queue: JobQueue<Job>, batchLimit: Int, shared: SharedConnection? = nil,
+        name: String, queue: JobQueue<Job>, batchLimit: Int, shared: SharedConnection? = nil, urgentOnly: Bool = false,
         open: @escaping @Sendable () throws(SQLiteError) -> SQLiteConnection,
         perform: @escaping @Sendable (SQLiteConnection, [Job]) -> Void
     ) throws(SQLiteError) {
@@ -48,7 +50,7 @@ final class SQLiteWorker: Sendable {
                 }
                 shared.takeBack()
             } else {
-                while let jobs = queue.take(upTo: batchLimit) { perform(connection, jobs) }
+                while let jobs = queue.take(upTo: batchLimit, urgentOnly: urgentOnly) { perform(connection, jobs) }
             }
             connection.close()
             finished.signal()

@@ -18,6 +18,16 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private var otherEnqueues = 0
     /// `otherEnqueues` when the quiet scope began on an empty queue; nil otherwise.
     private var quietMark: Int?
+    /// Workers asleep in `take(upTo:)` or `waitForJobs` (under `condition`).
+    private var idleWorkers = 0
+    /// The reserved workers' own wake-up (`take(upTo:urgentOnly: true)`), apart from `condition`
+    /// so that a signal meant for any worker never lands on one that would leave the job queued.
+    /// Taken inside `condition`'s lock, never the other way round.
+    private let reserve = NSCondition()
+    /// Set (under `reserve`) when an urgent job may wait for a reserved worker.
+    private var reserveCalled = false
+    /// Set (under `reserve`) by `close`: every reserved worker wakes and stops.
+    private var reserveClosed = false
 
     package init() {}
 
@@ -30,6 +40,9 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         if urgent {
             jobs.insert(job, at: urgentCount)
             urgentCount += 1
+            // More urgent jobs than idle workers: one waits for a busy worker unless a reserved
+            // one takes it. An idle worker, when there is one, is the one `signal` below wakes.
+            if urgentCount > idleWorkers { callReserve() }
         } else {
             jobs.append(job)
         }
@@ -54,8 +67,44 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
 
     /// Waits for a job or the close; `false` when closed and drained. Inside the lock.
     private func waitLocked() -> Bool {
-        while jobs.isEmpty && !isClosed { condition.wait() }
+        while jobs.isEmpty && !isClosed {
+            idleWorkers += 1
+            condition.wait()
+            idleWorkers -= 1
+        }
         return !jobs.isEmpty
+    }
+
+    /// For a worker kept for urgent jobs (the live path's reads, `OrderStore.urgentRead`): waits
+    /// for an urgent job and takes up to `limit` of them, never another kind; `nil` once the queue
+    /// is closed and holds no urgent job. It is woken only when an urgent job finds every other
+    /// worker busy, so long jobs (a reconnect storm's replays) hold up no urgent one.
+    package func take(upTo limit: Int, urgentOnly: Bool) -> [Job]? {
+        guard urgentOnly else { return take(upTo: limit) }
+        while true {
+            condition.lock()
+            if urgentCount > 0 {
+                defer { condition.unlock() }
+                return takeLocked(upTo: min(limit, urgentCount))
+            }
+            let closed = isClosed
+            condition.unlock()
+            if closed { return nil }
+            // A call made after the check above is not missed: `reserveCalled` stays set until read.
+            reserve.lock()
+            while !reserveCalled && !reserveClosed { reserve.wait() }
+            reserveCalled = false
+            reserve.unlock()
+        }
+    }
+
+    /// Wakes the reserved workers (inside `condition`'s lock, or after the close).
+    private func callReserve(closing: Bool = false) {
+        reserve.lock()
+        reserveCalled = true
+        if closing { reserveClosed = true }
+        reserve.broadcast()
+        reserve.unlock()
     }
 
     private func takeLocked(upTo limit: Int) -> [Job] {
@@ -138,6 +187,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         isClosed = true
         condition.broadcast()
         condition.unlock()
+        callReserve(closing: true)
     }
 
     /// Jobs waiting to be taken.

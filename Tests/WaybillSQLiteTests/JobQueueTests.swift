@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WaybillStorage
+import WaybillTesting
 
 /// `JobQueue`, the FIFO between a store's callers and its worker threads: batches come out oldest
 /// first and never larger than asked, a worker asleep on an empty queue wakes for the next job, and a
@@ -68,6 +69,63 @@ struct JobQueueTests {
             if !stopped { try await Task.sleep(for: .milliseconds(1)) }
         }
         #expect(stopped, "a closed, drained queue stops its worker")
+    }
+
+    /// A worker kept for urgent jobs (`take(upTo:urgentOnly: true)`) takes an urgent job while
+    /// every other worker is busy, never another kind, and stops when the queue closes: the live
+    /// path's reads do not wait behind a reconnect storm's replays for a reader to come free.
+    @Test func aReservedWorkerTakesUrgentJobsWhileTheOthersAreBusyAndNothingElse() async throws {
+        let queue = JobQueue<String>()
+        let reserved = Mutex<[String]>([]), general = Mutex<[String]>([])
+        let release = DispatchSemaphore(value: 0), busy = DispatchSemaphore(value: 0)
+        let reservedDone = DispatchSemaphore(value: 0), generalDone = DispatchSemaphore(value: 0)
+        let worker = Thread {
+            while let jobs = queue.take(upTo: 1) {
+                general.withLock { $0 += jobs }
+                if jobs == ["replay"] {
+                    busy.signal()
+                    _ = release.wait(timeout: .now() + 30)
+                }
+            }
+            generalDone.signal()
+        }
+        let kept = Thread {
+            while let jobs = queue.take(upTo: 1, urgentOnly: true) { reserved.withLock { $0 += jobs } }
+            reservedDone.signal()
+        }
+        worker.start()
+        kept.start()
+        #expect(queue.enqueue("replay"))
+        #expect(busy.wait(timeout: .now() + 20) == .success, "the only other worker is busy")
+        #expect(queue.enqueue("list"))
+        #expect(queue.enqueue("feed", urgent: true))
+        #expect(await eventually { reserved.withLock { $0 } == ["feed"] }, "taken while the other worker is busy")
+        #expect(queue.count == 1, "the list fetch is left for the other worker")
+        #expect(queue.enqueue("relay", urgent: true))
+        #expect(await eventually { reserved.withLock { $0 } == ["feed", "relay"] })
+        release.signal()
+        #expect(await eventually { general.withLock { $0 } == ["replay", "list"] })
+        #expect(reserved.withLock { $0 } == ["feed", "relay"], "it never took the other kind")
+        queue.close()
+        #expect(reservedDone.wait(timeout: .now() + 20) == .success, "a closed queue stops the kept worker")
+        #expect(generalDone.wait(timeout: .now() + 20) == .success)
+    }
+
+    /// Two kept workers asleep both stop at the close (the first one woken must not take the other's
+    /// wake-up with it).
+    @Test func theCloseStopsEveryReservedWorker() {
+        let queue = JobQueue<Int>()
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<2 {
+            Thread {
+                while queue.take(upTo: 1, urgentOnly: true) != nil {}
+                done.signal()
+            }.start()
+        }
+        usleep(20_000)  // let both reach their wait (either way they must stop)
+        queue.close()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(done.wait(timeout: .now() + 20) == .success)
     }
 
     @Test func aClosedQueueRefusesNewJobsAndIsDrainedBeforeItsWorkersStop() {
