@@ -85,20 +85,23 @@ public final class HubFeed: Sendable {
     /// hub only queues the frames for its thread. A gap (another process committed in between)
     /// wakes the feed task to read the store; duplicates of what the broker brings are dropped by id.
     public func committedHere(_ events: [StoredEvent]) {
-        shared.withLock { shared in
-            guard !shared.stopped else { return }
+        let performed: FeedSequencer.Step? = shared.withLock { shared in
+            guard !shared.stopped else { return nil }
             guard shared.sequencer != nil else {
                 shared.early += events
-                return
+                return nil
             }
-            perform(shared.sequencer!.received(events))
+            let step = shared.sequencer!.received(events)
+            perform(step)
             // One wake-up per owed read, not one per commit while it is owed (a failing store would
             // otherwise be read once per commit instead of once per tick).
             if shared.sequencer!.owedRead != nil, !shared.woken, let wake = shared.wake, let dropped = shared.dropped {
                 shared.woken = true
                 forward(.readOwed, into: wake, dropped: dropped)
             }
+            return step
         }
+        if let performed { log(performed) }
     }
 
     /// Whether `run` has started and not ended (tests wait for it).
@@ -120,14 +123,17 @@ public final class HubFeed: Sendable {
             of: Input.self, bufferingPolicy: .bufferingNewest(configuration.maxPendingInputs))
         let dropped = DroppedInputs()
         let ticks = Int(configuration.historyCheckInterval / configuration.pollInterval)
-        shared.withLock { shared in
+        let early: FeedSequencer.Step? = shared.withLock { shared in
             var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
-            if !shared.early.isEmpty { perform(sequencer.received(shared.early)) }
+            let step = shared.early.isEmpty ? nil : sequencer.received(shared.early)
+            if let step { perform(step) }
             shared.early = []
             shared.sequencer = sequencer
             shared.wake = input
             shared.dropped = dropped
+            return step
         }
+        if let early { log(early) }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.subscribe(first: first, into: input, dropped: dropped) }
             group.addTask { await self.tick(into: input, dropped: dropped) }
@@ -159,12 +165,15 @@ public final class HubFeed: Sendable {
         }
     }
 
-    /// Runs `body` on the sequencer under the lock and performs the step it returns.
+    /// Runs `body` on the sequencer under the lock and performs the step it returns there (its
+    /// deliveries stay in id order whoever calls); its log lines go out after the lock is released.
     private func step(_ body: (inout FeedSequencer) -> FeedSequencer.Step?) {
-        shared.withLock { shared in
-            guard shared.sequencer != nil else { return }
-            if let step = body(&shared.sequencer!) { perform(step) }
+        let performed: FeedSequencer.Step? = shared.withLock { shared in
+            guard shared.sequencer != nil, let step = body(&shared.sequencer!) else { return nil }
+            perform(step)
+            return step
         }
+        if let performed { log(performed) }
     }
 
     /// Changes the sequencer under the lock (nothing to deliver).
@@ -223,7 +232,18 @@ public final class HubFeed: Sendable {
         }
     }
 
+    /// Under the lock: what must happen in order with other steps (never a log line: writing one
+    /// may block on a full stderr pipe, and every commit of the node waits for this lock).
     private func perform(_ step: FeedSequencer.Step) {
+        if let newest = step.rewound {
+            metrics.historyRewound()
+            target.historyRewound(to: newest)
+        }
+        if !step.deliver.isEmpty { target.deliver(step.deliver) }
+    }
+
+    /// After the lock: what the step says in the log.
+    private func log(_ step: FeedSequencer.Step) {
         switch step.brokerSilence {
         case true?:
             logger.warning(
@@ -237,11 +257,8 @@ public final class HubFeed: Sendable {
                 ["count": "\(step.discarded)"])
         }
         if let newest = step.rewound {
-            metrics.historyRewound()
             logger.error("store history rewound; closing sockets so clients resume", ["newest": "\(newest)"])
-            target.historyRewound(to: newest)
         }
-        if !step.deliver.isEmpty { target.deliver(step.deliver) }
     }
 
     /// Forwards broker deliveries. A subscription that ends (it should reconnect by itself) counts

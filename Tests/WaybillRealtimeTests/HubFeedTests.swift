@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 import WaybillBroker
@@ -110,6 +111,44 @@ struct HubFeedTests {
             #expect(await eventually { target.ids.count >= 6 })
             #expect(target.ids == [1, 2, 3, 4, 5, 6])
             #expect(target.rewinds.isEmpty)
+        }
+    }
+
+    /// The feed's log lines go out after its lock is released: a line whose write blocks (a full
+    /// stderr pipe) must not hold the lock that every commit of the node goes through
+    /// (`committedHere`, on the thread that committed).
+    @Test func aLogLineThatBlocksDoesNotHoldTheFeedsLock() async throws {
+        try await withStore { original in
+            let events = try await original.append(3)
+            try await withStore { restored in
+                try await restored.append(2)  // a rewound history: the feed logs an error for it
+                let release = DispatchSemaphore(value: 0), logging = DispatchSemaphore(value: 0)
+                let logger = Logger(minimum: .info, sink: { line in
+                    guard line.contains("history rewound") else { return }
+                    logging.signal()
+                    _ = release.wait(timeout: .now() + 20)
+                })
+                let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
+                let feed = HubFeed(broker: broker, store: restored, target: target, metrics: Metrics(), logger: logger, clock: clock)
+                let subscription = broker.subscribe()
+                let running = Task { await feed.run(first: subscription, startingAfter: events[2].cursor) }
+                defer {
+                    release.signal()
+                    running.cancel()
+                }
+                broker.send(.lost)  // polling reads the store, which has rewound
+                #expect(logging.wait(timeout: .now() + 20) == .success, "the rewind is being logged")
+                let committed = DispatchSemaphore(value: 0)
+                Thread {
+                    feed.committedHere([])
+                    committed.signal()
+                }.start()
+                #expect(committed.wait(timeout: .now() + 5) == .success, "a commit goes through while the line is written")
+                release.signal()
+                #expect(await eventually { target.rewinds.count == 1 })
+                running.cancel()
+                await running.value
+            }
         }
     }
 
