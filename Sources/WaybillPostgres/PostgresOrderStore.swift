@@ -35,6 +35,8 @@ public final class PostgresOrderStore: OrderStore {
 
     private let writeQueue = JobQueue<PostgresJob>()
     private let readQueue = JobQueue<PostgresJob>()
+    /// Reads waiting for a reader (tests watch it).
+    var queuedReads: Int { readQueue.count }
     private let workers: [PostgresWorker]
     private let settings: PostgresConnectionSettings
     private let clock: @Sendable () -> Date

@@ -20,6 +20,11 @@ final class PostgresWorker: Sendable {
         let thread = Thread { [self] in
             threadID.withLock { $0 = pthread_self() }
             let session = PostgresSession(settings: settings, health: health)
+            // The kept reader connects at once (the others when calls need them): it is needed
+            // when every other reader is busy, in a reconnect storm, the worst moment to find the
+            // server out of connection slots (found by a review). A failure here is only retried
+            // by its first call, which reports it to `health` as any call's connect does.
+            if urgentOnly { _ = try? session.connection(deadline: .now + PostgresSession.connectTimeout) }
             while let jobs = queue.take(upTo: 1, urgentOnly: urgentOnly) { for job in jobs { job.run(session) } }
             session.close()
             finished.signal()

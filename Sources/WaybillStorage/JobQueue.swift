@@ -190,6 +190,13 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         callReserve(closing: true)
     }
 
+    /// Workers asleep waiting for a job (kept workers not counted; tests watch it).
+    package var idleWorkerCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return idleWorkers
+    }
+
     /// Jobs waiting to be taken.
     package var count: Int {
         condition.lock()

@@ -171,7 +171,7 @@ struct SocketBoundsTests {
                 #expect(await second.closed() != nil)
                 #expect(await server.eventually { Self.closeLogged(server, code: 1013) })
                 // Four live events for the company while the first replay waits (written to the
-                // store, and handed to the broker as the relay would: its poll is a read too).
+                // store, and handed to the broker here as the relay would publish them).
                 let events = try await store.write { tx in
                     try tx.appendEvents((0..<4).map { _ in
                         OrderEvent(

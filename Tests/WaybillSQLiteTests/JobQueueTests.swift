@@ -111,6 +111,30 @@ struct JobQueueTests {
         #expect(generalDone.wait(timeout: .now() + 20) == .success)
     }
 
+    /// With a worker idle, an urgent job is that worker's, as before: the kept one is not woken.
+    @Test func anIdleWorkerTakesAnUrgentJobAndTheKeptOneIsNotWoken() async throws {
+        let queue = JobQueue<String>()
+        let reserved = Mutex<[String]>([]), general = Mutex<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            while let jobs = queue.take(upTo: 1) { general.withLock { $0 += jobs } }
+            done.signal()
+        }.start()
+        Thread {
+            while let jobs = queue.take(upTo: 1, urgentOnly: true) { reserved.withLock { $0 += jobs } }
+            done.signal()
+        }.start()
+        #expect(await eventually { queue.idleWorkerCount == 1 }, "the general worker is asleep")
+        #expect(queue.enqueue("feed", urgent: true))
+        #expect(await eventually { general.withLock { $0 } == ["feed"] })
+        #expect(queue.enqueue("list"))
+        #expect(await eventually { general.withLock { $0 } == ["feed", "list"] })
+        queue.close()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(reserved.withLock { $0 }.isEmpty, "never woken for a job an idle worker takes")
+    }
+
     /// Two kept workers asleep both stop at the close (the first one woken must not take the other's
     /// wake-up with it).
     @Test func theCloseStopsEveryReservedWorker() {

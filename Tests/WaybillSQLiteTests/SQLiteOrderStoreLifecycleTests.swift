@@ -158,17 +158,16 @@ import WaybillTesting
             let names = Mutex<[String]>([])
             let held = Mutex(true)
         }
-        let gate = DispatchSemaphore(value: 0), ran = Ran()
-        let blocking = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0), ran = Ran(), started = Moment()
         let blocker = Task {
             try await store.read { _ in
-                blocking.signal()
+                started.come()
                 _ = gate.wait(timeout: .now() + 20)
                 ran.held.withLock { $0 = false }
             }
         }
         defer { gate.signal() }
-        #expect(blocking.wait(timeout: .now() + 20) == .success, "the one reader is held")
+        #expect(await eventually { started.hasCome }, "the one reader is held")
         // Queued one by one: each is in the queue before the next is asked for.
         var reads: [Task<Void, any Error>] = []
         for (index, name) in ["list 1", "list 2", "replay"].enumerated() {
