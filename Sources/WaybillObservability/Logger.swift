@@ -38,6 +38,13 @@ public final class Logger: Sendable {
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
         guard Self.rank(level) >= Self.rank(minimum) else { return }
+        sink(Self.line(level, message, fields, context: context))
+    }
+
+    /// One line as `log` writes it, without its newline.
+    static func line(
+        _ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, context: [(String, String)] = []
+    ) -> String {
         // Built in one string with room reserved: every request writes a line (the access log).
         var line = ""
         line.reserveCapacity(192)
@@ -49,7 +56,7 @@ public final class Logger: Sendable {
         Self.appendQuoted(message, to: &line)
         for (key, value) in fields { Self.appendField(key, value, to: &line) }
         for (key, value) in context { Self.appendField(key, value, to: &line) }
-        sink(line)
+        return line
     }
 
     private static func appendField(_ key: String, _ value: String, to line: inout String) {
@@ -122,12 +129,9 @@ public final class Logger: Sendable {
             || value == 0x061c || value == 0x200e || value == 0x200f || (0x202a...0x202e).contains(value) || (0x2066...0x2069).contains(value)
     }
 
-    private static let stderrLock = Mutex(())
-    private static let standardError: @Sendable (String) -> Void = { line in
-        var text = line
-        text += "\n"
-        stderrLock.withLock { _ in _ = text.withUTF8 { write(2, $0.baseAddress, $0.count) } }
-    }
+    /// Lines go to stderr through a thread of their own (`LogWriter`): a stderr that stops
+    /// draining never holds the thread that logs.
+    private static let standardError: @Sendable (String) -> Void = { line in LogWriter.standardError.append(line) }
 }
 
 extension Logger {

@@ -457,6 +457,39 @@ struct ExecutableTests {
         }
     }
 
+    /// A log collector that stops reading the server's stderr does not stop the server: its log
+    /// lines wait in a buffer (and past it are dropped and counted), and it keeps answering. With a
+    /// blocking write per line, the service thread stopped at its first access line past the pipe's
+    /// 64 KiB (about 400 requests).
+    @Test func aStuckLogReaderDoesNotStopTheServer() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let seeding = try ChildProcess([
+            "seed", "--data-dir", directory.path, "--drivers", "1", "--password-iterations", "1000",
+            "--out", directory.appendingPathComponent("seed.json").path,
+        ])
+        #expect(await seeding.exitStatus() == 0)
+        let server = try ChildProcess(
+            ["serve", "--port", "0", "--data-dir", directory.path], pausingStderrAfter: "msg=\"server started\"")
+        defer { server.terminate() }
+        let port = try #require(await Self.port(of: server))
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/healthz"))
+        // 2 000 access lines of about 150 bytes: about 300 KB, nearly five pipes' worth.
+        var answered = 0
+        for _ in 0..<2_000 {
+            let answer = try await HTTPClient.send(method: "GET", url: url, headers: [], body: nil, timeout: .seconds(10))
+            guard answer.status == 200 else { break }
+            answered += 1
+        }
+        #expect(answered == 2_000, "the server answered while nobody read its log")
+        server.resumeStderr()
+        server.terminate()
+        #expect(await server.exitStatus() == 0)
+        let lines = server.stderr
+        #expect(lines.filter { $0.contains("path=/healthz") }.count == 2_000, "the buffered lines all came out")
+        #expect(lines.contains { $0.contains("msg=\"server stopped\"") }, "flushed at exit")
+    }
+
     static func port(of server: ChildProcess) async -> Int? {
         let deadline = ContinuousClock.now + .seconds(30)  // a start on a busy runner
         while ContinuousClock.now < deadline {

@@ -15,6 +15,8 @@ final class ChildProcess: Sendable {
     private let stderrLines = LineBuffer()
     /// The exit status once reaped (an exit code, or 128 + the signal), `nil` while running.
     private let reaped = Mutex<Int32?>(nil)
+    /// Signalled by `resumeStderr` (see `init`'s `pausingStderrAfter`).
+    private let stderrResumed = DispatchSemaphore(value: 0)
 
     /// The built `waybill` next to the test bundle (`swift build --build-tests` builds both).
     static var waybillPath: String {
@@ -22,7 +24,9 @@ final class ChildProcess: Sendable {
         return bundle.appendingPathComponent("waybill").path
     }
 
-    init(_ arguments: [String]) throws {
+    /// - Parameter pausingStderrAfter: stop reading the child's stderr after the first line that
+    ///   contains this (a stuck log collector: its writes fill the pipe) until `resumeStderr`.
+    init(_ arguments: [String], pausingStderrAfter marker: String? = nil) throws {
         var input: [Int32] = [-1, -1], output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
         guard pipe(&input) == 0, pipe(&output) == 0, pipe(&errors) == 0 else {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
@@ -52,8 +56,11 @@ final class ChildProcess: Sendable {
         self.pid = pid
         stdinDescriptor = Atomic(input[1])
         Self.collect(output[0], into: stdoutLines)
-        Self.collect(errors[0], into: stderrLines)
+        Self.collect(errors[0], into: stderrLines, pausingAfter: marker, until: stderrResumed)
     }
+
+    /// Reads stderr again after `pausingStderrAfter`.
+    func resumeStderr() { stderrResumed.signal() }
 
     deinit {
         closeInput()
@@ -135,8 +142,12 @@ final class ChildProcess: Sendable {
     func terminate() { signal(SIGTERM) }
 
     /// Reads `descriptor` to its end on a thread of its own, line by line, then closes it.
-    private static func collect(_ descriptor: Int32, into lines: LineBuffer) {
+    private static func collect(
+        _ descriptor: Int32, into lines: LineBuffer, pausingAfter marker: String? = nil,
+        until resumed: DispatchSemaphore? = nil
+    ) {
         let thread = Thread {
+            var marker = marker
             defer {
                 close(descriptor)
                 lines.complete()
@@ -154,6 +165,10 @@ final class ChildProcess: Sendable {
                     let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                     lines.append(line)
                     pending = Data(pending[(newline + 1)...])
+                    if let text = marker, line.contains(text) {
+                        marker = nil
+                        _ = resumed?.wait(timeout: .now() + 120)  // bounded: a failed test still ends
+                    }
                 }
             }
         }

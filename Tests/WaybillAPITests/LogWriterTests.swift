@@ -1,0 +1,86 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillObservability
+import WaybillTesting
+
+/// `LogWriter`, stderr's writer: a thread that logs never waits for the descriptor. A reader that
+/// stops draining (a stuck log collector) fills the pipe; lines past the buffer are dropped and
+/// counted, never waited for, and the rest arrive in order once the reader drains again.
+@Suite(.timeLimit(.minutes(1)))
+struct LogWriterTests {
+    /// A pipe whose read end the test drains when it chooses.
+    private final class Pipe: Sendable {
+        let read: Int32, write: Int32
+        init() {
+            var ends: [Int32] = [0, 0]
+            precondition(pipe(&ends) == 0)
+            (read, write) = (ends[0], ends[1])
+        }
+        /// Everything written so far and until the write end closes (`close(write)` first).
+        func drainToEnd() -> String {
+            var data = [UInt8](), buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = Foundation.read(read, &buffer, buffer.count)
+                if n <= 0 { break }
+                data += buffer[0..<n]
+            }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    @Test func linesNeverWaitForAStuckReaderAndTheDroppedOnesAreCounted() async throws {
+        let pipe = Pipe()
+        defer { close(pipe.read) }
+        let writer = LogWriter(descriptor: pipe.write, capacity: 256 << 10, coalescing: .milliseconds(1)) { n in
+            "dropped \(n)"
+        }
+        // 20 000 lines of 100 bytes: 2 MB, far past the pipe (64 KiB) and the buffer, with nobody reading.
+        let logged = DispatchSemaphore(value: 0)
+        Thread {
+            let filler = String(repeating: "x", count: 92)
+            for index in 0..<20_000 { writer.append(String(format: "%06d ", index) + filler) }
+            logged.signal()
+        }.start()
+        #expect(logged.wait(timeout: .now() + 10) == .success, "no append waited for the stuck pipe")
+        // The reader drains again: the lines kept arrive in order, then the count of the others.
+        let text = Mutex("")
+        let drained = DispatchSemaphore(value: 0)
+        Thread {
+            let all = pipe.drainToEnd()
+            text.withLock { $0 = all }
+            drained.signal()
+        }.start()
+        #expect(writer.flush(timeout: .seconds(20)), "everything kept is written once the reader drains")
+        writer.stop()
+        close(pipe.write)
+        #expect(drained.wait(timeout: .now() + 20) == .success)
+        let lines = text.withLock { $0 }.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        let kept = lines.filter { !$0.hasPrefix("dropped ") }.map { Int($0.prefix(6))! }
+        let reports = lines.filter { $0.hasPrefix("dropped ") }.map { Int($0.dropFirst(8))! }
+        #expect(!kept.isEmpty && kept == kept.sorted(), "kept lines in order")
+        #expect(kept.count + reports.reduce(0, +) == 20_000, "every line written or counted: \(kept.count) + \(reports)")
+        #expect(!reports.isEmpty, "some were dropped: the buffer is smaller than what was logged")
+        #expect(lines.allSatisfy { $0.count == 99 || $0.hasPrefix("dropped ") }, "no line cut or merged")
+    }
+
+    /// A flush returns at its deadline when the reader never drains (an exit must not hang on it).
+    @Test func aFlushGivesUpAtItsDeadline() {
+        let pipe = Pipe()
+        let writer = LogWriter(descriptor: pipe.write, capacity: 1 << 20, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        for _ in 0..<2_000 { writer.append(String(repeating: "y", count: 99)) }  // 200 KB into a 64 KiB pipe
+        let start = ContinuousClock.now
+        #expect(!writer.flush(timeout: .milliseconds(300)), "not everything could be written")
+        #expect(start.duration(to: .now) < .seconds(5))
+        // Unblock the writer's thread (it waits in `write`), then let it end.
+        let drained = DispatchSemaphore(value: 0)
+        Thread {
+            _ = pipe.drainToEnd()
+            drained.signal()
+        }.start()
+        writer.stop()
+        close(pipe.write)
+        #expect(drained.wait(timeout: .now() + 20) == .success)
+        close(pipe.read)
+    }
+}
