@@ -50,6 +50,28 @@ struct LoggingTests {
     }
 }
 
+/// The access log shows the values of the query arguments Waybill reads as ids, flags and filters
+/// only: any other argument's value is hidden, whatever its name.
+struct QueryRedactionTests {
+    @Test func onlyKnownArgumentsShowTheirValues() {
+        let target = Redaction.redactedTarget(path: "/api/orders/", query: [
+            ("status", "assigned"), ("limit", "5"), ("apikey", "s3cret-1"), ("Auth", "s3cret-2"), ("token ", "s3cret-3"),
+            ("q", "Hospital"), ("TOKEN", "s3cret-4"), ("since", "42"), ("cursor", "7.abc"), ("x", ""),
+        ])
+        #expect(target == "/api/orders/?status=assigned&limit=5&apikey=[redacted]&Auth=[redacted]&token =[redacted]"
+            + "&q=[8 chars]&TOKEN=[redacted]&since=42&cursor=7.abc&x=[redacted]")
+        #expect(!target.contains("s3cret"))
+    }
+
+    @Test func aLongLoggedValueIsCut() {
+        let ids = (1...400).map(String.init).joined(separator: ",")
+        let target = Redaction.redactedTarget(path: "/api/orders/", query: [("ids", ids)])
+        #expect(target.hasPrefix("/api/orders/?ids=1,2,3,"))
+        #expect(target.hasSuffix("…[\(ids.count) chars]"))
+        #expect(target.count < 1_060, "cut at 1 000 characters")
+    }
+}
+
 /// Hardening item 5: a logged value cannot end its line or start a forged one.
 struct LogInjectionTests {
     /// Bidirectional overrides and marks are escaped: a path holding U+202E showed its line reordered.
