@@ -1,4 +1,5 @@
 """Logging in and out of the panel."""
+import json
 import pytest
 from playwright.sync_api import expect
 
@@ -166,3 +167,45 @@ def test_an_expired_token_sends_the_user_back_to_login(page, server):
     expect(page.locator("#login-email")).to_be_visible()
     expect(page.locator(".login-form .notice")).to_contain_text("log in again")
     assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+
+
+def test_a_tab_restored_long_after_it_was_left_starts_at_the_login(page, server):
+    """Browsers restore a reopened tab's sessionStorage: on a shared computer, a dispatcher's tab
+    reopened by the next person 11 minutes later must not be logged in (a few minutes later, as
+    after a mis-click, it still is). The token is forgotten, not revoked."""
+    login_as_dispatcher(page, server)
+    stored = page.evaluate("JSON.parse(sessionStorage.getItem('waybill.session'))")
+    assert abs(stored["seenAt"] - page.evaluate("Date.now()")) < 60_000
+
+    def restored(minutes_ago):
+        """A new tab whose sessionStorage holds the session as its tab left it `minutes_ago`."""
+        tab = page.context.new_page()
+        tab.add_init_script(
+            "sessionStorage.setItem('waybill.session', JSON.stringify(Object.assign(%s, {seenAt: Date.now() - %d})))"
+            % (json.dumps(stored), minutes_ago * 60_000))
+        tab.goto(f"{server.base_url}/#/orders")
+        return tab
+
+    late = restored(11)
+    expect(late.locator("#login-email")).to_be_visible()
+    assert late.evaluate("sessionStorage.getItem('waybill.session')") is None
+    late.close()
+    soon = restored(5)
+    expect(soon.locator("#orders-table tbody tr").first).to_be_visible()
+    soon.close()
+    # Forgotten, not revoked: the dispatcher's other tabs and computers stay logged in.
+    assert server.client(stored["token"]).call("GET", "/api/me")[0] == 200
+
+
+def test_a_reload_after_a_long_while_keeps_the_session(page, server):
+    """A tab left open (a wallboard, a laptop that slept) is not a restored one: the page stamps
+    its session as it unloads, so a reload finds it fresh however old the last stamp was."""
+    login_as_dispatcher(page, server)
+    page.evaluate("""(() => {
+        const s = JSON.parse(sessionStorage.getItem('waybill.session'));
+        s.seenAt = Date.now() - 60 * 60 * 1000;
+        sessionStorage.setItem('waybill.session', JSON.stringify(s));
+    })()""")
+    page.reload()
+    expect(page.locator("#orders-table tbody tr").first).to_be_visible()
+    expect(page).to_have_url(f"{server.base_url}/#/orders")

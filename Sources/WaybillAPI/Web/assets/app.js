@@ -1,7 +1,7 @@
 // Entry point: session, routing, the header, and one live feed for the page that is showing.
 import { Api } from './api.js';
 import { LiveFeed } from './live.js';
-import { loadSession, saveSession, clearSession } from './session.js';
+import { loadSession, saveSession, clearSession, keepSessionStamped } from './session.js';
 import { parseRoute } from './router.js';
 import { ConnectionIndicator } from './indicator.js';
 import { clearErrors, showError } from './feedback.js';
@@ -15,6 +15,7 @@ const PAGES = {
 };
 
 let session = loadSession();
+keepSessionStamped();
 let current = null; // { name, view, feed }
 let loginNotice = '';
 let returnTo = null; // the page asked for before login (kept in memory only)

@@ -1,24 +1,52 @@
 // The signed-in user. Kept in sessionStorage: it survives a reload, and is never written into a
-// URL, a cookie or localStorage. Not a guarantee that it ends with the tab: browsers restore a
-// reopened tab's sessionStorage (and copy it to a duplicated one), so on a shared computer the
-// dispatcher logs out (docs/HARDENING.md).
+// URL, a cookie or localStorage. Browsers restore a reopened tab's sessionStorage (and a whole
+// session after a restart), so the stored session carries when its tab was last open (`seenAt`,
+// stamped every minute and as the page goes away): a tab reopened more than AWAY_LIMIT_MS after
+// it was left starts at the login page (docs/DESIGN.md, "The panel's session"). The token itself
+// is not revoked (a logout ends every session of the user, SPEC §2); it is forgotten.
 
 const KEY = 'waybill.session';
+/** How long a closed tab's session may be restored. */
+export const AWAY_LIMIT_MS = 10 * 60 * 1000;
+/** How often an open tab stamps its session (a hidden tab's timers run once a minute anyway). */
+const STAMP_INTERVAL_MS = 60 * 1000;
 
-/** `{token, user}` or null. */
-export function loadSession() {
+/** `{token, user}` or null; null (and forgotten) when its tab was left more than AWAY_LIMIT_MS ago. */
+export function loadSession(now = Date.now()) {
   try {
     const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
-    return session && typeof session.token === 'string' && session.user ? session : null;
+    if (!session || typeof session.token !== 'string' || !session.user) return null;
+    // No stamp: saved by a panel from before the stamps, in a tab that stayed open.
+    if (typeof session.seenAt === 'number' && now - session.seenAt > AWAY_LIMIT_MS) {
+      clearSession();
+      return null;
+    }
+    return session;
   } catch {
     return null;
   }
 }
 
-export function saveSession(session) {
-  sessionStorage.setItem(KEY, JSON.stringify({ token: session.token, user: session.user }));
+export function saveSession(session, now = Date.now()) {
+  sessionStorage.setItem(KEY, JSON.stringify({ token: session.token, user: session.user, seenAt: now }));
 }
 
 export function clearSession() {
   sessionStorage.removeItem(KEY);
+}
+
+/** Stamps the stored session (if any) now, every minute and when the page goes away (a reload,
+ *  a navigation, the tab closing): the stamp a restored tab is judged by. An open tab is never
+ *  judged, however long its computer slept: its next stamp simply comes late. */
+export function keepSessionStamped() {
+  const stamp = () => {
+    try {
+      const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
+      if (session && typeof session.token === 'string' && session.user) saveSession(session);
+    } catch {
+      // Unreadable: loadSession treats it as no session.
+    }
+  };
+  setInterval(stamp, STAMP_INTERVAL_MS);
+  addEventListener('pagehide', stamp);
 }
