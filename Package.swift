@@ -61,7 +61,7 @@ let package = Package(
             name: "WaybillRedis", dependencies: ["WaybillBroker", "WaybillDomain", "CHiredis"],
             swiftSettings: swiftSettings),
         // HTTP + WebSocket over libwebsockets (server and client).
-        .target(name: "WaybillNetwork", dependencies: ["CWebSockets"], swiftSettings: swiftSettings),
+        .target(name: "WaybillNetwork", dependencies: ["CWebSockets", "WaybillObservability"], swiftSettings: swiftSettings),
         // Logger, Metrics, Redaction: shared by the API and the live path (Foundation + Synchronization only).
         .target(name: "WaybillObservability", swiftSettings: swiftSettings),
         // The live path: outbox relay (under a lease), hub feed (gaps, broker down, rewind), hub and its per-socket protocol.

@@ -1,5 +1,6 @@
 import CWebSockets
 import Foundation
+import WaybillObservability
 
 /// Routes lws's own log lines to standard error, with secrets removed.
 ///
@@ -52,10 +53,13 @@ enum LwsLog {
     }
 }
 
-/// lws's log emitter (a C function pointer, so a top-level `func`). Runs on whatever thread logs.
+/// lws's log emitter (a C function pointer, so a top-level `func`). Runs on whatever thread logs,
+/// the service thread mostly: through the log's own thread, like every other line (a stderr that
+/// stops draining must not stop the service thread; lws logs an error per failed `accept` when
+/// descriptors run out, found by a review).
 func lwsLogEmit(_ level: Int32, _ line: UnsafePointer<CChar>?) {
     guard let line else { return }
     var text = LwsLog.redact(String(cString: line))
-    if !text.hasSuffix("\n") { text += "\n" }
-    FileHandle.standardError.write(Data(("[lws] " + text).utf8))
+    while text.hasSuffix("\n") { text.removeLast() }
+    LogWriter.standardError.append("[lws] " + text)
 }

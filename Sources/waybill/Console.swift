@@ -1,8 +1,13 @@
 import Foundation
+import WaybillObservability
 
 /// Writes to the terminal without touching C's global `FILE*`s (not concurrency-safe in Swift 6).
 enum Console {
-    static func error(_ text: String) { try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8)) }
+    /// After the log lines queued before it (`LogWriter`), which would otherwise follow it.
+    static func error(_ text: String) {
+        LogWriter.flushStandardError(timeout: .seconds(1))
+        try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8))
+    }
     static func out(_ text: String) { write(Data((text + "\n").utf8)) }
 
     /// Writes `data` to stdout; a reader that went away (`waybill driver --json | head`: EPIPE, with

@@ -64,6 +64,60 @@ struct LogWriterTests {
         #expect(lines.allSatisfy { $0.count == 99 || $0.hasPrefix("dropped ") }, "no line cut or merged")
     }
 
+    /// A descriptor another process made non-blocking answers `EAGAIN` when full: the writer
+    /// waits for room instead of losing its batch.
+    @Test func aNonBlockingDescriptorLosesNothing() {
+        let pipe = Pipe()
+        _ = fcntl(pipe.write, F_SETFL, fcntl(pipe.write, F_GETFL) | O_NONBLOCK)
+        let writer = LogWriter(descriptor: pipe.write, capacity: 1 << 20, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        for index in 0..<2_000 { writer.append(String(format: "%06d ", index) + String(repeating: "z", count: 92)) }
+        usleep(200_000)  // the writer meets the full pipe (200 KB into 64 KiB) while nobody reads
+        let text = Mutex(""), drained = DispatchSemaphore(value: 0)
+        Thread {
+            let all = pipe.drainToEnd()
+            text.withLock { $0 = all }
+            drained.signal()
+        }.start()
+        #expect(writer.flush(timeout: .seconds(20)))
+        writer.stop()
+        close(pipe.write)
+        #expect(drained.wait(timeout: .now() + 20) == .success)
+        close(pipe.read)
+        let numbers = text.withLock { $0 }.split(separator: "\n").compactMap { Int($0.prefix(6)) }
+        #expect(numbers.count == 2_000 && numbers == Array(0..<2_000), "every line, once, in order: \(numbers.count) lines")
+    }
+
+    /// A flush waits for the lines queued before it, not for an empty buffer: with another thread
+    /// logging all the while (and lines dropped all the while), it still returns.
+    @Test func aFlushDoesNotWaitForLinesQueuedAfterIt() {
+        let pipe = Pipe()
+        let writer = LogWriter(descriptor: pipe.write, capacity: 64 << 10, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        let drained = DispatchSemaphore(value: 0)
+        // A slow reader (4 KiB a millisecond): each batch takes a while to write, and the buffer is
+        // full again (and dropping) whenever one is done, so it is never seen empty.
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while Foundation.read(pipe.read, &buffer, buffer.count) > 0 { usleep(1_000) }
+            drained.signal()
+        }.start()
+        let logging = Atomic<Bool>(true), stoppedLogging = DispatchSemaphore(value: 0)
+        Thread {
+            while logging.load(ordering: .relaxed) { writer.append(String(repeating: "w", count: 200)) }
+            stoppedLogging.signal()
+        }.start()
+        usleep(50_000)
+        writer.append("the line before the flush")
+        let start = ContinuousClock.now
+        #expect(writer.flush(timeout: .seconds(10)), "the lines before it went out while others kept coming")
+        #expect(start.duration(to: .now) < .seconds(2), "not held while others keep logging")
+        logging.store(false, ordering: .relaxed)
+        #expect(stoppedLogging.wait(timeout: .now() + 20) == .success)
+        writer.stop()
+        close(pipe.write)
+        #expect(drained.wait(timeout: .now() + 20) == .success)
+        close(pipe.read)
+    }
+
     /// A flush returns at its deadline when the reader never drains (an exit must not hang on it).
     @Test func aFlushGivesUpAtItsDeadline() {
         let pipe = Pipe()

@@ -122,10 +122,10 @@ struct HubFeedTests {
             let events = try await original.append(3)
             try await withStore { restored in
                 try await restored.append(2)  // a rewound history: the feed logs an error for it
-                let release = DispatchSemaphore(value: 0), logging = DispatchSemaphore(value: 0)
+                let release = DispatchSemaphore(value: 0), logging = Moment(), committed = Moment()
                 let logger = Logger(minimum: .info, sink: { line in
                     guard line.contains("history rewound") else { return }
-                    logging.signal()
+                    logging.come()
                     _ = release.wait(timeout: .now() + 20)
                 })
                 let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
@@ -137,13 +137,12 @@ struct HubFeedTests {
                     running.cancel()
                 }
                 broker.send(.lost)  // polling reads the store, which has rewound
-                #expect(logging.wait(timeout: .now() + 20) == .success, "the rewind is being logged")
-                let committed = DispatchSemaphore(value: 0)
+                #expect(await eventually { logging.hasCome }, "the rewind is being logged")
                 Thread {
                     feed.committedHere([])
-                    committed.signal()
+                    committed.come()
                 }.start()
-                #expect(committed.wait(timeout: .now() + 5) == .success, "a commit goes through while the line is written")
+                #expect(await eventually(timeout: .seconds(5)) { committed.hasCome }, "a commit goes through while the line is written")
                 release.signal()
                 #expect(await eventually { target.rewinds.count == 1 })
                 running.cancel()
