@@ -1,8 +1,37 @@
 """Lost-update protection in the panel: edits name the version on screen (If-Match); a 412 says
 "changed meanwhile", shows the current version, overwrites nothing, and the user can redo."""
+import urllib.request
+
 from playwright.sync_api import expect
 
 from conftest import LIVE_TIMEOUT_MS, login_as_dispatcher, screenshot
+
+
+def hold_stale(page, server, api, order_id):
+    """Until the panel's next write on the order (a PATCH, a status POST, a DELETE), its reads of the
+    order get the order as it is now. A stale view is what the test is about: without the hold,
+    a refetch the panel makes on its own (its socket is held silent, so it reconnects now and then
+    and refreshes) could land between the other client's change and the click, and the click
+    would then name the fresh version (a CI run lost that race). Call it before that change."""
+    request = urllib.request.Request(f"{server.base_url}/api/orders/{order_id}/")
+    request.add_header("Authorization", f"Bearer {api.token}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+        headers = {name: value for name, value in response.getheaders()
+                   if name.lower() in ("content-type", "etag", "cache-control")}
+    state = {"holding": True}
+    path = f"/api/orders/{order_id}/"
+
+    def handle(route):
+        method, target = route.request.method, route.request.url.split("?")[0]
+        if method not in ("GET", "HEAD"):
+            state["holding"] = False  # the write itself, and every read after it, go through
+        if state["holding"] and method == "GET" and target.endswith(path):
+            route.fulfill(status=200, headers=headers, body=body)
+        else:
+            route.continue_()
+
+    page.route(lambda url: path in url, handle)
 
 
 def test_an_edit_made_on_an_older_version_is_refused_and_can_be_redone(page, server, api):
@@ -74,6 +103,7 @@ def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(p
     expect(page.locator("#detail-heading")).to_contain_text("Button race")
     expect(page.locator("#forward-button")).to_have_text("Mark accepted")
 
+    hold_stale(page, server, api, order["id"])
     api.ok("PATCH", f"/api/orders/{order['id']}/", {"title": "Button race (moved to Gate 9)"})
     page.locator("#forward-button").click()
     expect(page.locator("#detail-error")).to_contain_text("This order was changed meanwhile")
@@ -89,6 +119,8 @@ def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(p
     assert api.ok("GET", f"/api/orders/{order['id']}/")["status"] == "accepted"
 
     # Delete names the version too: a change made after the user looked stops it.
+    page.unroute_all()
+    hold_stale(page, server, api, order["id"])
     api.ok("PATCH", f"/api/orders/{order['id']}/", {"notes": "late change"})
     page.locator("#delete-order").click()
     page.locator("#confirm-ok").click()
