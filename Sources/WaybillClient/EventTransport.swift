@@ -55,7 +55,7 @@ public struct SocketRequest: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The URL with credential values (`ticket`, `token`, `access_token`, `password`, any case:
-    /// the server's log redaction uses the same names) replaced by `<redacted>`: safe for logs.
+    /// the server's redaction of lws's log lines uses the same names) replaced by `<redacted>`: safe for logs.
     public var description: String {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
         components.queryItems = components.queryItems?.map { item in

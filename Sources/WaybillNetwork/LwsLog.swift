@@ -12,9 +12,8 @@ enum LwsLog {
         lws_set_log_level(LLL_ERR, lwsLogEmit)
     }
 
-    /// The same names as the request log's redaction (`Redaction.secretNames` in
-    /// WaybillObservability, which this module cannot import) and the client's (`EventSocketRequest`).
-    private static let keys: [[UInt8]] = ["token=", "ticket=", "access_token=", "password="].map { Array($0.utf8) }
+    /// The credentials' names (`Redaction.secretNames`, as the client's `EventSocketRequest`).
+    private static let keys: [[UInt8]] = Redaction.secretNames.sorted().map { Array(($0 + "=").utf8) }
     /// Bytes that may precede an argument name (so `mytoken=` is left alone).
     private static let separators = Set("?&;, \t\"'(/".utf8)
     /// Bytes that end an argument value.

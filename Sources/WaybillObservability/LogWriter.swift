@@ -12,7 +12,8 @@ import Synchronization
 /// one per line; an idle writer is woken by the next line at once.
 ///
 /// Lines still buffered when the process exits through `exit` are flushed by an `atexit` handler
-/// for up to 2 s (`standardError` only); a crash loses what the last pause held.
+/// for up to 2 s (`standardError` only); a crash loses what is still buffered (about one pause's
+/// worth, up to `capacity` when the reader lags).
 public final class LogWriter: @unchecked Sendable {  // safe: the state below only under `condition`
     private let condition = NSCondition()
     private var pending: [UInt8] = []

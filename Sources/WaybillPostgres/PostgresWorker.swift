@@ -11,7 +11,8 @@ final class PostgresWorker: Sendable {
     private let threadID = Mutex<pthread_t?>(nil)
 
     /// Starts the thread; it connects lazily, on its first job. With `urgentOnly` it takes urgent
-    /// jobs only, when every other worker is busy (`JobQueue.take(upTo:urgentOnly:)`).
+    /// jobs only, when every other worker is busy (`JobQueue.take(upTo:urgentOnly:)`), and connects
+    /// at start.
     init(
         name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth,
         urgentOnly: Bool = false

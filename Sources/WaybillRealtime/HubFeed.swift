@@ -232,8 +232,9 @@ public final class HubFeed: Sendable {
         }
     }
 
-    /// Under the lock: what must happen in order with other steps (never a log line: writing one
-    /// may block on a full stderr pipe, and every commit of the node waits for this lock).
+    /// Under the lock: what must happen in order with other steps (never a log line: a logger's
+    /// sink may block, as the standard one did before `LogWriter`, and every commit of the node
+    /// waits for this lock).
     private func perform(_ step: FeedSequencer.Step) {
         if let newest = step.rewound {
             metrics.historyRewound()

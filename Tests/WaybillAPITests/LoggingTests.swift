@@ -57,18 +57,30 @@ struct QueryRedactionTests {
         let target = Redaction.redactedTarget(path: "/api/orders/", query: [
             ("status", "assigned"), ("limit", "5"), ("apikey", "s3cret-1"), ("Auth", "s3cret-2"), ("token ", "s3cret-3"),
             ("q", "Hospital"), ("TOKEN", "s3cret-4"), ("since", "42"), ("cursor", "7.abc"), ("x", ""),
+            ("Since", "s3cret-5"), ("Q", "s3cret-6"),
         ])
-        #expect(target == "/api/orders/?status=assigned&limit=5&apikey=[redacted]&Auth=[redacted]&token =[redacted]"
-            + "&q=[8 chars]&TOKEN=[redacted]&since=42&cursor=7.abc&x=[redacted]")
+        #expect(target == "/api/orders/?status=assigned&limit=5&apikey=[redacted]&Auth=[redacted]&token%20=[redacted]"
+            + "&q=[8 chars]&TOKEN=[redacted]&since=42&cursor=7.abc&x=[redacted]&Since=[redacted]&Q=[redacted]",
+            "names match exactly, as the server reads them")
         #expect(!target.contains("s3cret"))
+    }
+
+    /// A shown value is encoded again where it could pass for another argument.
+    @Test func aDecodedValueCannotPassForAnotherArgument() {
+        let target = Redaction.redactedTarget(path: "/api/orders/", query: [("status", "x&token=abc #1%")])
+        #expect(target == "/api/orders/?status=x%26token%3Dabc%20%231%25")
     }
 
     @Test func aLongLoggedValueIsCut() {
         let ids = (1...400).map(String.init).joined(separator: ",")
         let target = Redaction.redactedTarget(path: "/api/orders/", query: [("ids", ids)])
         #expect(target.hasPrefix("/api/orders/?ids=1,2,3,"))
-        #expect(target.hasSuffix("…[\(ids.count) chars]"))
-        #expect(target.count < 1_060, "cut at 1 000 characters")
+        #expect(target.hasSuffix("…[\(ids.count) scalars]"))
+        #expect(target.count < 1_060, "cut at 1 000 scalars")
+        // By scalars: characters made of many combining marks do not pass whole.
+        let marks = String(repeating: "e\u{301}\u{301}\u{301}", count: 600)
+        let cut = Redaction.redactedTarget(path: "/", query: [("status", marks)])
+        #expect(cut.unicodeScalars.count < 1_060 && cut.hasSuffix("…[2400 scalars]"))
     }
 }
 

@@ -178,18 +178,22 @@ def test_a_tab_restored_long_after_it_was_left_starts_at_the_login(page, server)
     assert abs(stored["seenAt"] - page.evaluate("Date.now()")) < 60_000
 
     def restored(minutes_ago):
-        """A new tab whose sessionStorage holds the session as its tab left it `minutes_ago`."""
+        """A new tab whose sessionStorage holds the session as its tab left it `minutes_ago`
+        (None: saved without a stamp, by a panel from before the stamps)."""
         tab = page.context.new_page()
+        seen = "undefined" if minutes_ago is None else "Date.now() - %d" % (minutes_ago * 60_000)
         tab.add_init_script(
-            "sessionStorage.setItem('waybill.session', JSON.stringify(Object.assign(%s, {seenAt: Date.now() - %d})))"
-            % (json.dumps(stored), minutes_ago * 60_000))
+            "sessionStorage.setItem('waybill.session', JSON.stringify(Object.assign(%s, {seenAt: %s})))"
+            % (json.dumps(stored), seen))
         tab.goto(f"{server.base_url}/#/orders")
         return tab
 
-    late = restored(11)
-    expect(late.locator("#login-email")).to_be_visible()
-    assert late.evaluate("sessionStorage.getItem('waybill.session')") is None
-    late.close()
+    # Left 11 minutes ago, without a stamp (maybe weeks ago), or stamped 11 minutes ahead of the clock.
+    for minutes_ago in (11, None, -11):
+        late = restored(minutes_ago)
+        expect(late.locator("#login-email")).to_be_visible()
+        assert late.evaluate("sessionStorage.getItem('waybill.session')") is None
+        late.close()
     soon = restored(5)
     expect(soon.locator("#orders-table tbody tr").first).to_be_visible()
     soon.close()
@@ -209,3 +213,18 @@ def test_a_reload_after_a_long_while_keeps_the_session(page, server):
     page.reload()
     expect(page.locator("#orders-table tbody tr").first).to_be_visible()
     expect(page).to_have_url(f"{server.base_url}/#/orders")
+
+
+def test_a_page_back_from_the_back_forward_cache_is_judged_when_it_shows(page, server):
+    """A page the browser restores from its back/forward cache runs no script again: the panel
+    judges its session on `pageshow` (persisted), and one left too long ago starts over at the
+    login page. (The event is dispatched here; headless browsers do not all keep such pages.)"""
+    login_as_dispatcher(page, server)
+    page.evaluate("""(() => {
+        const s = JSON.parse(sessionStorage.getItem('waybill.session'));
+        s.seenAt = Date.now() - 30 * 60 * 1000;
+        sessionStorage.setItem('waybill.session', JSON.stringify(s));
+        dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}));
+    })()""")
+    expect(page.locator("#login-email")).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('waybill.session')") is None

@@ -15,7 +15,9 @@ const PAGES = {
 };
 
 let session = loadSession();
-keepSessionStamped();
+// A page restored from the back/forward cache after its session was left too long: start over
+// (the load finds no session and shows the login page).
+keepSessionStamped(() => location.reload());
 let current = null; // { name, view, feed }
 let loginNotice = '';
 let returnTo = null; // the page asked for before login (kept in memory only)

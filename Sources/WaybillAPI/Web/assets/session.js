@@ -11,13 +11,18 @@ export const AWAY_LIMIT_MS = 10 * 60 * 1000;
 /** How often an open tab stamps its session (a hidden tab's timers run once a minute anyway). */
 const STAMP_INTERVAL_MS = 60 * 1000;
 
-/** `{token, user}` or null; null (and forgotten) when its tab was left more than AWAY_LIMIT_MS ago. */
+/** `{token, user}` or null; null (and forgotten) when its tab was left more than AWAY_LIMIT_MS ago.
+ *  A session without a stamp (saved by a panel from before the stamps: its tab may have been
+ *  closed for weeks) counts as left long ago, and so does a stamp further ahead than the limit (a
+ *  clock corrected back would otherwise stretch the window). A tab the browser discarded to save
+ *  memory (Chromium says so: `document.wasDiscarded`) was open all along and is not judged. */
 export function loadSession(now = Date.now()) {
   try {
     const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
     if (!session || typeof session.token !== 'string' || !session.user) return null;
-    // No stamp: saved by a panel from before the stamps, in a tab that stayed open.
-    if (typeof session.seenAt === 'number' && now - session.seenAt > AWAY_LIMIT_MS) {
+    const stamp = session.seenAt;
+    const fresh = typeof stamp === 'number' && Math.abs(now - stamp) <= AWAY_LIMIT_MS;
+    if (!fresh && !document.wasDiscarded) {
       clearSession();
       return null;
     }
@@ -37,8 +42,10 @@ export function clearSession() {
 
 /** Stamps the stored session (if any) now, every minute and when the page goes away (a reload,
  *  a navigation, the tab closing): the stamp a restored tab is judged by. An open tab is never
- *  judged, however long its computer slept: its next stamp simply comes late. */
-export function keepSessionStamped() {
+ *  judged, however long its computer slept: its next stamp simply comes late. A page the browser
+ *  brings back from its back/forward cache runs no script again: it is judged then, and
+ *  `onExpired` runs when it was left too long ago. */
+export function keepSessionStamped(onExpired) {
   const stamp = () => {
     try {
       const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
@@ -49,4 +56,9 @@ export function keepSessionStamped() {
   };
   setInterval(stamp, STAMP_INTERVAL_MS);
   addEventListener('pagehide', stamp);
+  addEventListener('pageshow', (event) => {
+    if (!event.persisted) return;
+    if (sessionStorage.getItem(KEY) !== null && !loadSession()) onExpired();
+    else stamp();
+  });
 }
