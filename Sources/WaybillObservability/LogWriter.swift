@@ -88,6 +88,7 @@ public final class LogWriter: @unchecked Sendable {  // safe: the state below on
             guard pending.count + bytes.count + 1 <= capacity else {
                 dropped += 1
                 droppedEver += 1
+                if idle { condition.broadcast() }  // a line larger than the buffer: its count goes out now
                 return
             }
             pending.append(contentsOf: bytes)
@@ -102,14 +103,17 @@ public final class LogWriter: @unchecked Sendable {  // safe: the state below on
     /// by other threads are not waited for.
     @discardableResult
     public func flush(timeout: Duration) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: Self.seconds(timeout))
+        // On the monotonic clock: a wall clock stepped back must not stretch an exit's flush.
+        let deadline = ContinuousClock.now + timeout
         condition.lock()
         defer { condition.unlock() }
         let (bytes, drops) = (appended, droppedEver)
         while finished < bytes || droppedReported < drops {
             guard !stopped else { return false }
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return false }
             condition.broadcast()  // an idle thread takes it now
-            if !condition.wait(until: deadline) { return finished >= bytes && droppedReported >= drops }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: min(Self.seconds(left), 0.1)))
         }
         return true
     }

@@ -15,6 +15,8 @@ struct LogWriterTests {
         init() {
             var ends: [Int32] = [0, 0]
             precondition(pipe(&ends) == 0)
+            // Close-on-exec: a child another test starts meanwhile must not hold the write end open.
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             (read, write) = (ends[0], ends[1])
         }
         /// Everything written so far and until the write end closes (`close(write)` first).
@@ -29,7 +31,7 @@ struct LogWriterTests {
         }
     }
 
-    @Test func linesNeverWaitForAStuckReaderAndTheDroppedOnesAreCounted() async throws {
+    @Test func linesNeverWaitForAStuckReaderAndTheDroppedOnesAreCounted() throws {
         let pipe = Pipe()
         defer { close(pipe.read) }
         let writer = LogWriter(descriptor: pipe.write, capacity: 256 << 10, coalescing: .milliseconds(1)) { n in
@@ -91,7 +93,7 @@ struct LogWriterTests {
     /// logging all the while (and lines dropped all the while), it still returns.
     @Test func aFlushDoesNotWaitForLinesQueuedAfterIt() {
         let pipe = Pipe()
-        let writer = LogWriter(descriptor: pipe.write, capacity: 64 << 10, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        let writer = LogWriter(descriptor: pipe.write, capacity: 16 << 10, coalescing: .milliseconds(1)) { "dropped \($0)" }
         let drained = DispatchSemaphore(value: 0)
         // A slow reader (4 KiB a millisecond): each batch takes a while to write, and the buffer is
         // full again (and dropping) whenever one is done, so it is never seen empty.
@@ -109,7 +111,7 @@ struct LogWriterTests {
         writer.append("the line before the flush")
         let start = ContinuousClock.now
         #expect(writer.flush(timeout: .seconds(10)), "the lines before it went out while others kept coming")
-        #expect(start.duration(to: .now) < .seconds(2), "not held while others keep logging")
+        #expect(start.duration(to: .now) < .seconds(3), "not held while others keep logging")
         logging.store(false, ordering: .relaxed)
         #expect(stoppedLogging.wait(timeout: .now() + 20) == .success)
         writer.stop()
@@ -132,6 +134,37 @@ struct LogWriterTests {
             _ = pipe.drainToEnd()
             drained.signal()
         }.start()
+        writer.stop()
+        close(pipe.write)
+        #expect(drained.wait(timeout: .now() + 20) == .success)
+        close(pipe.read)
+    }
+}
+
+extension LogWriterTests {
+    /// A line larger than the whole buffer is dropped, and its count goes out at once even when
+    /// nothing else is logged after it.
+    @Test func aLineLargerThanTheBufferIsCountedAtOnce() {
+        let pipe = Pipe()
+        let writer = LogWriter(descriptor: pipe.write, capacity: 1_024, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        let text = Mutex(""), drained = DispatchSemaphore(value: 0)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while true {
+                let n = Foundation.read(pipe.read, &buffer, buffer.count)
+                if n <= 0 { break }
+                text.withLock { $0 += String(decoding: buffer[0..<n], as: UTF8.self) }
+            }
+            drained.signal()
+        }.start()
+        usleep(50_000)  // the writer is idle
+        writer.append(String(repeating: "v", count: 5_000))
+        var waited = 0
+        while !text.withLock({ $0.contains("dropped 1") }), waited < 2_000 {
+            usleep(10_000)
+            waited += 10
+        }
+        #expect(text.withLock { $0 } == "dropped 1\n", "reported without another line or a flush")
         writer.stop()
         close(pipe.write)
         #expect(drained.wait(timeout: .now() + 20) == .success)
