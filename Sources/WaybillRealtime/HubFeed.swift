@@ -85,14 +85,13 @@ public final class HubFeed: Sendable {
     /// hub only queues the frames for its thread. A gap (another process committed in between)
     /// wakes the feed task to read the store; duplicates of what the broker brings are dropped by id.
     public func committedHere(_ events: [StoredEvent]) {
-        let performed: FeedSequencer.Step? = shared.withLock { shared in
+        withStep { shared in
             guard !shared.stopped else { return nil }
             guard shared.sequencer != nil else {
                 shared.early += events
                 return nil
             }
             let step = shared.sequencer!.received(events)
-            perform(step)
             // One wake-up per owed read, not one per commit while it is owed (a failing store would
             // otherwise be read once per commit instead of once per tick).
             if shared.sequencer!.owedRead != nil, !shared.woken, let wake = shared.wake, let dropped = shared.dropped {
@@ -101,7 +100,6 @@ public final class HubFeed: Sendable {
             }
             return step
         }
-        if let performed { log(performed) }
     }
 
     /// Whether `run` has started and not ended (tests wait for it).
@@ -123,17 +121,15 @@ public final class HubFeed: Sendable {
             of: Input.self, bufferingPolicy: .bufferingNewest(configuration.maxPendingInputs))
         let dropped = DroppedInputs()
         let ticks = Int(configuration.historyCheckInterval / configuration.pollInterval)
-        let early: FeedSequencer.Step? = shared.withLock { shared in
+        withStep { shared in
             var sequencer = FeedSequencer(deliveredThrough: start, ticksPerCheck: ticks)
             let step = shared.early.isEmpty ? nil : sequencer.received(shared.early)
-            if let step { perform(step) }
             shared.early = []
             shared.sequencer = sequencer
             shared.wake = input
             shared.dropped = dropped
             return step
         }
-        if let early { log(early) }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.subscribe(first: first, into: input, dropped: dropped) }
             group.addTask { await self.tick(into: input, dropped: dropped) }
@@ -165,15 +161,20 @@ public final class HubFeed: Sendable {
         }
     }
 
-    /// Runs `body` on the sequencer under the lock and performs the step it returns there (its
+    /// Runs `body` under the lock and performs the step it returns there, still under it (its
     /// deliveries stay in id order whoever calls); its log lines go out after the lock is released.
-    private func step(_ body: (inout FeedSequencer) -> FeedSequencer.Step?) {
+    private func withStep(_ body: (inout Shared) -> FeedSequencer.Step?) {
         let performed: FeedSequencer.Step? = shared.withLock { shared in
-            guard shared.sequencer != nil, let step = body(&shared.sequencer!) else { return nil }
+            guard let step = body(&shared) else { return nil }
             perform(step)
             return step
         }
         if let performed { log(performed) }
+    }
+
+    /// Runs `body` on the sequencer (if the feed runs) and performs the step it returns (`withStep`).
+    private func step(_ body: (inout FeedSequencer) -> FeedSequencer.Step?) {
+        withStep { shared in shared.sequencer == nil ? nil : body(&shared.sequencer!) }
     }
 
     /// Changes the sequencer under the lock (nothing to deliver).

@@ -117,8 +117,9 @@ public final class SQLiteOrderStore: OrderStore {
             // The general readers, then one kept for urgent reads: the live path's reads (the hub
             // feed's, the relay's, the session watcher's) then never wait for a reader to come
             // free, however long the replays and list fetches that hold the others.
-            for index in 0...max(1, readerCount) {
-                let urgentOnly = index == max(1, readerCount)
+            let readers = max(1, readerCount)
+            for index in 0...readers {
+                let urgentOnly = index == readers
                 started.append(
                     try SQLiteWorker(
                         name: urgentOnly ? "waybill.sqlite.reader.urgent" : "waybill.sqlite.reader.\(index)",

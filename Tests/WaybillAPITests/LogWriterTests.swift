@@ -29,6 +29,23 @@ struct LogWriterTests {
             }
             return String(decoding: data, as: UTF8.self)
         }
+        /// `drainToEnd` on a thread of its own.
+        func drainInBackground() -> Drain {
+            let drain = Drain()
+            Thread { [self] in
+                let all = drainToEnd()
+                drain.text.withLock { $0 = all }
+                drain.done.signal()
+            }.start()
+            return drain
+        }
+    }
+
+    /// A pipe being drained (`Pipe.drainInBackground`).
+    private final class Drain: Sendable {
+        let text = Mutex(""), done = DispatchSemaphore(value: 0)
+        /// What was read once the write end closed; nil if it did not within 20 s.
+        func wait() -> String? { done.wait(timeout: .now() + 20) == .success ? text.withLock { $0 } : nil }
     }
 
     @Test func linesNeverWaitForAStuckReaderAndTheDroppedOnesAreCounted() throws {
@@ -46,18 +63,13 @@ struct LogWriterTests {
         }.start()
         #expect(logged.wait(timeout: .now() + 10) == .success, "no append waited for the stuck pipe")
         // The reader drains again: the lines kept arrive in order, then the count of the others.
-        let text = Mutex("")
-        let drained = DispatchSemaphore(value: 0)
-        Thread {
-            let all = pipe.drainToEnd()
-            text.withLock { $0 = all }
-            drained.signal()
-        }.start()
+        let drain = pipe.drainInBackground()
         #expect(writer.flush(timeout: .seconds(20)), "everything kept is written once the reader drains")
         writer.stop()
         close(pipe.write)
-        #expect(drained.wait(timeout: .now() + 20) == .success)
-        let lines = text.withLock { $0 }.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        let text = drain.wait()
+        #expect(text != nil)
+        let lines = (text ?? "").split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         let kept = lines.filter { !$0.hasPrefix("dropped ") }.map { Int($0.prefix(6))! }
         let reports = lines.filter { $0.hasPrefix("dropped ") }.map { Int($0.dropFirst(8))! }
         #expect(!kept.isEmpty && kept == kept.sorted(), "kept lines in order")
@@ -74,18 +86,14 @@ struct LogWriterTests {
         let writer = LogWriter(descriptor: pipe.write, capacity: 1 << 20, coalescing: .milliseconds(1)) { "dropped \($0)" }
         for index in 0..<2_000 { writer.append(String(format: "%06d ", index) + String(repeating: "z", count: 92)) }
         usleep(200_000)  // the writer meets the full pipe (200 KB into 64 KiB) while nobody reads
-        let text = Mutex(""), drained = DispatchSemaphore(value: 0)
-        Thread {
-            let all = pipe.drainToEnd()
-            text.withLock { $0 = all }
-            drained.signal()
-        }.start()
+        let drain = pipe.drainInBackground()
         #expect(writer.flush(timeout: .seconds(20)))
         writer.stop()
         close(pipe.write)
-        #expect(drained.wait(timeout: .now() + 20) == .success)
+        let text = drain.wait()
+        #expect(text != nil)
         close(pipe.read)
-        let numbers = text.withLock { $0 }.split(separator: "\n").compactMap { Int($0.prefix(6)) }
+        let numbers = (text ?? "").split(separator: "\n").compactMap { Int($0.prefix(6)) }
         #expect(numbers.count == 2_000 && numbers == Array(0..<2_000), "every line, once, in order: \(numbers.count) lines")
     }
 
@@ -129,14 +137,10 @@ struct LogWriterTests {
         #expect(!writer.flush(timeout: .milliseconds(300)), "not everything could be written")
         #expect(start.duration(to: .now) < .seconds(5))
         // Unblock the writer's thread (it waits in `write`), then let it end.
-        let drained = DispatchSemaphore(value: 0)
-        Thread {
-            _ = pipe.drainToEnd()
-            drained.signal()
-        }.start()
+        let drain = pipe.drainInBackground()
         writer.stop()
         close(pipe.write)
-        #expect(drained.wait(timeout: .now() + 20) == .success)
+        #expect(drain.wait() != nil)
         close(pipe.read)
     }
 }

@@ -17,16 +17,22 @@ const STAMP_INTERVAL_MS = 60 * 1000;
  *  clock corrected back would otherwise stretch the window). A tab the browser discarded to save
  *  memory (Chromium says so: `document.wasDiscarded`) was open all along and is not judged. */
 export function loadSession(now = Date.now()) {
+  const session = storedSession();
+  if (!session) return null;
+  const stamp = session.seenAt;
+  const fresh = typeof stamp === 'number' && Math.abs(now - stamp) <= AWAY_LIMIT_MS;
+  if (!fresh && !document.wasDiscarded) {
+    clearSession();
+    return null;
+  }
+  return session;
+}
+
+/** The stored session as stored (stamp not judged), or null when there is none or it is unreadable. */
+function storedSession() {
   try {
     const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
-    if (!session || typeof session.token !== 'string' || !session.user) return null;
-    const stamp = session.seenAt;
-    const fresh = typeof stamp === 'number' && Math.abs(now - stamp) <= AWAY_LIMIT_MS;
-    if (!fresh && !document.wasDiscarded) {
-      clearSession();
-      return null;
-    }
-    return session;
+    return session && typeof session.token === 'string' && session.user ? session : null;
   } catch {
     return null;
   }
@@ -47,12 +53,8 @@ export function clearSession() {
  *  `onExpired` runs when it was left too long ago. */
 export function keepSessionStamped(onExpired) {
   const stamp = () => {
-    try {
-      const session = JSON.parse(sessionStorage.getItem(KEY) ?? 'null');
-      if (session && typeof session.token === 'string' && session.user) saveSession(session);
-    } catch {
-      // Unreadable: loadSession treats it as no session.
-    }
+    const session = storedSession();
+    if (session) saveSession(session);
   };
   setInterval(stamp, STAMP_INTERVAL_MS);
   addEventListener('pagehide', stamp);
