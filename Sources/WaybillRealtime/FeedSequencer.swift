@@ -45,7 +45,8 @@ public struct FeedSequencer: Sendable {
     public enum Mode: Equatable, Sendable {
         /// The broker delivers; the store is read only to fill a gap (and for the periodic check).
         case broker
-        /// The broker subscription is not up (not yet, or lost): the store is read on every tick.
+        /// The broker subscription is not up (not yet, or lost), or is back and has not delivered
+        /// yet (`awaitingBrokerBatch`), or is silent (`brokerSilent`): the store is read on every tick.
         case polling
     }
 
@@ -138,6 +139,17 @@ public struct FeedSequencer: Sendable {
     /// PUBLISH that reached no one counted as success and this node delivered only at every 5 s
     /// check, with no end (found by a review, 2026-12-05).
     public private(set) var brokerSilent = false
+    /// Subscribed after the broker was down (the subscription lost, or not up yet at the first
+    /// tick): the store is read on every tick, as while it was down, until a broker batch delivers. The
+    /// subscription comes back on its own backoff and the relay's publisher on another (up to 2 s
+    /// after a long outage); until the publisher is back nothing is published, and a feed that
+    /// trusted the subscription alone delivered nothing but its own commits until the publisher
+    /// (or two 5 s checks) came. Measured with `scripts/bench.sh cluster paced 1000 20 redis`:
+    /// Redis restarted, the subscriptions back at once, the publisher 1.2 s later, and every
+    /// socket's delivery p99 1 s in that run (docs/BENCHMARKS.md, 2026-12-05 15:18).
+    public private(set) var awaitingBrokerBatch = false
+    /// The broker was down since the last `.subscribed`: lost, or not subscribed yet at a tick.
+    private var brokerWasDown = false
     /// Broker batches since the last check's answer, and checks in a row that found the store
     /// ahead with none.
     private var batchesSinceCheck = 0
@@ -180,6 +192,10 @@ public struct FeedSequencer: Sendable {
         if !step.deliver.isEmpty {
             batchesSinceCheck += 1
             silentChecks = 0
+            if awaitingBrokerBatch {
+                awaitingBrokerBatch = false
+                mode = .broker
+            }
             if brokerSilent {
                 brokerSilent = false
                 mode = .broker
@@ -195,6 +211,8 @@ public struct FeedSequencer: Sendable {
     public mutating func lost() {
         mode = .polling
         owedRead = .events
+        awaitingBrokerBatch = false
+        brokerWasDown = true
         forgetSilence()
     }
 
@@ -204,12 +222,17 @@ public struct FeedSequencer: Sendable {
         batchesSinceCheck = 0
     }
 
-    /// Subscribed (again): one store read closes what was published while it was down.
+    /// Subscribed: one store read closes what was published while it was down. Up at the start,
+    /// the broker delivers from now on; after it was down (`lost()`, or still not subscribed at a
+    /// tick), the store is still read on every tick until a broker batch delivers
+    /// (`awaitingBrokerBatch`).
     public mutating func subscribed() {
         hasBeenSubscribed = true
-        mode = .broker
         owedRead = .events
         forgetSilence()
+        awaitingBrokerBatch = brokerWasDown
+        brokerWasDown = false
+        mode = awaitingBrokerBatch ? .polling : .broker
     }
 
     /// The feed dropped inputs (its queue was full). A dropped batch may have been the only one that
@@ -238,6 +261,7 @@ public struct FeedSequencer: Sendable {
     /// The poll interval passed.
     public mutating func tick() {
         ticksSinceCheck += 1
+        if !hasBeenSubscribed { brokerWasDown = true }
         skippedThisTick = false
         if skipOwed {
             skipOwed = false

@@ -11,7 +11,8 @@ import Synchronization
 /// (`committedHere`), so it sits behind a lock that no store call or `await` is ever made under.
 /// The target's `deliver` runs under that lock, on either thread: it must only queue, never block. A lost broker subscription does
 /// not close sockets: the feed reads new events from the store every `pollInterval` until the
-/// broker is back, then one read closes the gap (docs/DESIGN.md, "Hub feed").
+/// broker is back and has delivered a batch: the relay's publisher may come back later than the
+/// subscription (docs/DESIGN.md, "Hub feed").
 public final class HubFeed: Sendable {
     public struct Configuration: Sendable {
         /// How often the store is read while the broker is down (and pending gaps are retried).

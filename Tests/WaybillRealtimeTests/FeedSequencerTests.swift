@@ -209,11 +209,51 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == .events)
         #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: Fixtures.event(10)))) == [11, 12])
         feed.subscribed()
-        #expect(feed.mode == .broker && feed.owedRead == .events)  // closes what was published in between
+        #expect(feed.owedRead == .events)  // closes what was published in between
         #expect(Self.ids(feed.storeRead(Self.read([13], newest: 13, atDelivered: Fixtures.event(12)))) == [13])
-        feed.tick()
-        #expect(feed.owedRead == nil)  // back on the broker: no more polling
         #expect(Self.ids(feed.received(Fixtures.events(12...14))) == [14])  // the overlap is not sent twice
+        #expect(feed.mode == .broker, "a batch delivered: back on the broker")
+        feed.tick()
+        #expect(feed.owedRead == nil, "no more polling")
+    }
+
+    /// Redis restarted: the subscription is back before the relay's publisher, which reconnects on a
+    /// backoff of its own (measured 1.2 s later). Nothing is published meanwhile, so the store is
+    /// still read on every tick until a broker batch delivers; copies of what the reads delivered
+    /// (the publisher's backlog) prove nothing.
+    @Test func aSubscriptionBackKeepsPollingUntilABrokerBatchDelivers() {
+        var feed = Self.subscribed()
+        feed.lost()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.subscribed()
+        #expect(feed.awaitingBrokerBatch && feed.mode == .polling)
+        #expect(feed.owedRead == .events, "the read that closes the gap")
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.tick()
+        #expect(feed.owedRead == .events, "committed while the publisher is away: read at the next tick")
+        #expect(Self.ids(feed.storeRead(Self.read([11, 12], newest: 12, atDelivered: Fixtures.event(10)))) == [11, 12])
+        #expect(Self.ids(feed.received(Fixtures.events(11...12))).isEmpty, "the publisher's backlog")
+        feed.tick()
+        #expect(feed.owedRead == .events, "a backlog of delivered events proves nothing: still polling")
+        _ = feed.storeRead(Self.read([], newest: 12, atDelivered: Fixtures.event(12)))
+        #expect(Self.ids(feed.received(Fixtures.events(13...13))) == [13])
+        #expect(feed.mode == .broker && !feed.awaitingBrokerBatch)
+        feed.tick()
+        #expect(feed.owedRead == nil, "the broker delivers: polling stops")
+    }
+
+    /// Lost again before any batch came: polling goes on, and the next subscription waits as well.
+    @Test func aSubscriptionLostAgainBeforeItsFirstBatchStillPolls() {
+        var feed = Self.subscribed()
+        feed.lost()
+        feed.subscribed()
+        feed.lost()
+        #expect(feed.mode == .polling && !feed.awaitingBrokerBatch)
+        feed.subscribed()
+        #expect(feed.mode == .polling && feed.awaitingBrokerBatch)
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.tick()
+        #expect(feed.owedRead == .events)
     }
 
     @Test func theHistoryIsCheckedPeriodicallyWithoutReadingEvents() {
@@ -239,10 +279,25 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == .events, "still no subscription: still polling")
         _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))
         feed.subscribed()
-        #expect(feed.mode == .broker && feed.owedRead == .events)
+        #expect(feed.owedRead == .events)
         _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))
         feed.tick()
-        #expect(feed.owedRead == nil, "subscribed: the broker delivers now")
+        #expect(feed.owedRead == .events, "the broker was down: polling until a batch delivers")
+        _ = feed.storeRead(Self.read([], newest: 11, atDelivered: Fixtures.event(11)))
+        #expect(Self.ids(feed.received(Fixtures.events(12...12))) == [12])
+        feed.tick()
+        #expect(feed.owedRead == nil, "a batch delivered: the broker delivers now")
+    }
+
+    /// Up at the start (subscribed before the first tick), the broker is trusted at once: an idle
+    /// node does not poll until its first event.
+    @Test func aBrokerUpAtTheStartIsTrustedAtOnce() {
+        var feed = FeedSequencer(deliveredThrough: Self.start)
+        feed.subscribed()
+        #expect(feed.mode == .broker && !feed.awaitingBrokerBatch)
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.tick()
+        #expect(feed.owedRead == nil)
     }
 
     /// Subscribed, but the batches never come (the relay's leader cannot reach Redis): the periodic

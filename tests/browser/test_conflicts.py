@@ -229,6 +229,39 @@ def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_c
 
 
 
+def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_elses_change(page, server, api):
+    """Save an edit, then at once Mark accepted, while the refetch after the save is slow: the
+    edit's answer is drawn at once, so the move names the version the edit made (a review found
+    the save ignored its answer: the move sent the old version and got "changed meanwhile")."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Edit then move", driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#forward-button")).to_have_text("Mark accepted")
+    held = []
+
+    def hold_refetches(route, request):
+        if request.method == "GET":
+            held.append(route)  # answered at the end: the refetches land late
+            return None
+        return route.continue_()
+
+    page.route(f"**/api/orders/{order['id']}/", hold_refetches)
+    page.locator("#edit-order").click()
+    page.locator("#edit-notes").fill("Gate 4")
+    page.locator("#save-edit").click()
+    expect(page.locator("#edit-form")).to_be_hidden()
+    expect(page.locator(".notes")).to_have_text("Gate 4", timeout=2_000)
+    page.locator("#forward-button").click()
+    expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=5_000)
+    expect(page.locator("#detail-error")).to_have_text("")
+    assert held, "the refetches were held"
+    for route in held:
+        route.continue_()
+    page.unroute(f"**/api/orders/{order['id']}/")
+    stored = api.ok("GET", f"/api/orders/{order['id']}/")
+    assert stored["status"] == "accepted" and stored["notes"] == "Gate 4", stored
+
+
 def test_a_title_with_a_right_to_left_override_cannot_reorder_the_confirmation(page, server, api):
     """An order title carrying U+202E (right-to-left override) is isolated (U+2068 … U+2069) in the
     confirmation's sentence, so it cannot make the warning read otherwise (found by a review)."""

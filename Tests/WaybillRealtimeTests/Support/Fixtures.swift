@@ -132,7 +132,7 @@ final class SwitchableStore: OrderStore {
 /// fail as a node's would with its pool out of connections (writes and the lease still go through).
 final class CountingStore: OrderStore {
     private let store: any OrderStore
-    private let counts = Mutex((reads: 0, urgentReads: 0, writes: 0))
+    private let counts = Mutex((reads: 0, urgentReads: 0, writes: 0, finishedReads: 0))
     private let failingReads: Bool
     private let writesToFail = Atomic<Int>(0)
     init(_ store: any OrderStore, failReads: Bool = false) {
@@ -146,9 +146,12 @@ final class CountingStore: OrderStore {
     /// Reads made with `urgentRead` (the live path's).
     var urgentReads: Int { counts.withLock { $0.urgentReads } }
     var writes: Int { counts.withLock { $0.writes } }
+    /// Reads that have returned (their snapshot taken and answered), failed ones included.
+    var finishedReads: Int { counts.withLock { $0.finishedReads } }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
         counts.withLock { $0.reads += 1 }
+        defer { counts.withLock { $0.finishedReads += 1 } }
         if failingReads { throw StoreError.unavailable("no connection slot") }
         return try await store.read(body)
     }
@@ -157,6 +160,7 @@ final class CountingStore: OrderStore {
             $0.reads += 1
             $0.urgentReads += 1
         }
+        defer { counts.withLock { $0.finishedReads += 1 } }
         if failingReads { throw StoreError.unavailable("no connection slot") }
         return try await store.urgentRead(body)
     }

@@ -286,15 +286,7 @@ export class OrderDetail {
     this.error.textContent = '';
     const history = this.history;
     try {
-      const saved = await action(order, etag);
-      // The answer is the order as the write left it: drawn at once, so the buttons (enabled again
-      // below) name the new version before the refetch lands. A quick second click went with the
-      // old one and met a 412 worded as someone else's change (found by a review).
-      if (saved && typeof saved.version === 'number' && saved.id === this.orderId && history === this.history
-        && this.shownHistory === history && (!this.order || !isOlder(saved, this.order))) {
-        this.render(saved);
-        this.etag = tagOf(saved);
-      }
+      this.adopt(await action(order, etag), history);
       announce(description(order));
     } catch (error) {
       if (error.status === 412) this.error.textContent = CHANGED_MEANWHILE;
@@ -380,13 +372,26 @@ export class OrderDetail {
     }
   }
 
+  // A write's answer is the order as the write left it: drawn at once, so the next action names
+  // the new version before the refetch lands. A quick second click went with the old one and met a
+  // 412 worded as someone else's change (found by a review; after an edit too, found by another).
+  // `history`: `this.history` when the write was sent (a reset since makes the answer stale).
+  adopt(saved, history) {
+    if (saved && typeof saved.version === 'number' && saved.id === this.orderId && history === this.history
+      && this.shownHistory === history && (!this.order || !isOlder(saved, this.order))) {
+      this.render(saved);
+      this.etag = tagOf(saved);
+    }
+  }
+
   /** Saves the edit form, at the version it was opened on (see order-edit.js). */
   async saveEdit(fields, etag) {
     const order = this.order;
     if (!order) return;
     this.error.textContent = '';
+    const history = this.history;
     try {
-      await this.api.updateOrder(order.id, fields, etag);
+      this.adopt(await this.api.updateOrder(order.id, fields, etag), history);
       announce(`Order ${order.number} saved.`);
       this.editor.close();
       this.heading.focus();
