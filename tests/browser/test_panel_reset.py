@@ -216,6 +216,35 @@ def test_a_change_during_a_page_load_is_not_drawn_over_by_its_older_answer(page,
     assert result["loads"] == 3, result
 
 
+def test_an_order_changed_while_older_loads_is_not_left_stale_on_the_older_page(page, server):
+    """The user clicked Older; the server made page 2 with order 30 still as it was, then order 30
+    was cancelled and its event came before the page's answer. The page on screen during the load
+    is page 1, whose bounds do not hold 30, so the event was used up and page 2 showed order 30
+    as before until the 120 s poll (found by a review)."""
+    result = run(page, """
+      view.update({ orderId: null, query: { status: 'all' } });
+      api.pages.push({ data: [row(90, 1, 'Newest'), row(60, 1, 'Page one')], next: 51 });
+      await view.refresh(signal({ all: true }));
+      let answer, hold = true;
+      const pages = api.orders;
+      api.orders = (params) => {
+        if (!hold) return pages(params);
+        hold = false;                                                    // only Older's is held
+        calls.push(['orders', params.before ?? null]);
+        return new Promise((resolve) => { answer = resolve; });
+      };
+      const moving = view.showOlder();
+      api.pages.push({ data: [row(30, 2, 'Zebra', { status: 'cancelled' })], next: null });
+      await view.refresh(signal({ orderIds: new Set([30]) }));           // the cancel's event
+      answer({ data: [row(30, 1, 'Zebra')], next: null });               // made before the cancel
+      await moving;
+      const status = main.querySelector('#orders-table tbody tr .badge').textContent;
+      return { status, loads: calls.filter((c) => c[0] === 'orders') };
+    """)
+    assert result["status"] == "Cancelled", result
+    assert result["loads"] == [["orders", None], ["orders", 51], ["orders", 51]], result
+
+
 def test_the_etag_cache_keeps_a_bounded_number_of_answers(page, server):
     """Every typed search and page visited was kept until logout."""
     page.goto("/")

@@ -170,10 +170,13 @@ export class OrdersView {
     // would stay old until the safety poll (found by a review, 2026-12-04).
     const plan = this.pageStale ? { page: true } : planRefresh(signal, this.page);
     if (plan.page) return this.loadPage();
-    if (this.loading !== null && plan.ids.length > 0) {
+    if (this.loading !== null && (plan.ids.length > 0 || (this.moving && this.mayBeOnTheNextPage(signal)))) {
       // A page load (the user paged or searched) is in flight and its answer may be older than
       // this change: rows fetched now would be drawn over by it. It loads once more when it ends
       // (found by a review, 2026-12-04: a cancelled order showed as assigned until the poll).
+      // While Older or Newer loads, the page on screen is the one being left: its bounds say
+      // nothing of the page coming, so any order below the new cursor counts (found by a
+      // review, 2026-12-05: an order changed during an Older click stayed stale on it).
       this.signalledWhileLoading = true;
       return undefined;
     }
@@ -193,6 +196,13 @@ export class OrdersView {
       this.listFailed(error);
     }
     return undefined;
+  }
+
+  /** Whether a signal names an order that may be on the page a move is loading (below its cursor). */
+  mayBeOnTheNextPage(signal) {
+    const before = this.page.before;
+    const named = [...(signal.orderIds ?? []), ...(signal.deletedIds ?? []), ...(signal.createdIds ?? [])];
+    return named.some((id) => before === null || before === undefined || id < before);
   }
 
   /** Back to the newest page (the filters changed). */
