@@ -184,9 +184,14 @@ extension DriverSession {
     }
 
     /// Something showed the server is reachable (socket live, a fetch answered, the network is back):
-    /// a waiting action goes now instead of after its backoff.
+    /// a waiting action goes now instead of after its backoff. A stored queue that could not be read
+    /// yet (another session still held the file, a locked phone) is tried again first: before, only
+    /// the app coming back or a new action read it, and its actions were neither shown nor sent
+    /// meanwhile (found by a review, 2026-12-05).
     func serverLooksReachable() {
-        guard isRunning, !actionQueue.actions.isEmpty else { return }
+        guard isRunning else { return }
+        try? loadStoredQueueIfNeeded()
+        guard !actionQueue.actions.isEmpty else { return }
         if actionQueue.wake() {
             actionBackoffTask?.cancel()
             actionBackoffTask = nil

@@ -654,14 +654,37 @@ struct OfflineActionsTests {
     /// unlocked meanwhile), not only when the driver acts: what waited there is sent.
     @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainWhenTheAppComesBack() async throws {
         try await withQueueFile(holding: .changeStatus(of: 2, to: .accepted), expecting: .any) { file, clock, api, earlier in
+            let locked = LockedStorage(file, failingLoads: .max)
             let session = DriverSession(
-                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: LockedStorage(file, failingLoads: 2),
+                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked,
                 wallClock: Harness.wallClock(clock))
             await session.start()  // the second read fails too
             #expect(await session.pendingActions.isEmpty)
+            locked.unlock()
             await session.appDidBecomeActive()  // unlocked now
             #expect(await session.pendingActions.map(\.id) == [earlier.id] || api.appliedWriteKeys == [earlier.id.rawValue])
             await eventually("sent") { api.appliedWriteKeys == [earlier.id.rawValue] }
+            await session.stop()
+        }
+    }
+
+    /// A queue that could not be read at start (another session still held the file while the app
+    /// stopped it, or the phone was locked) is read again at the next sign that the server is
+    /// reachable (a poll, a fetch, the socket going live), not only when the app comes back or the
+    /// driver taps another action: meanwhile the waiting actions were neither shown nor sent
+    /// (found by a review).
+    @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainAtTheNextFetch() async throws {
+        try await withQueueFile(holding: .changeStatus(of: 2, to: .accepted), expecting: .any) { file, clock, api, earlier in
+            let locked = LockedStorage(file, failingLoads: .max)
+            let session = DriverSession(
+                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked,
+                wallClock: Harness.wallClock(clock))
+            await session.start()
+            await eventually("the first list fetch") { api.listFetches >= 1 }
+            #expect(await session.pendingActions.isEmpty)
+            locked.unlock()
+            await clock.advance(by: .seconds(120))  // the poll
+            await eventually("read and sent at the poll") { api.appliedWriteKeys == [earlier.id.rawValue] }
             await session.stop()
         }
     }
@@ -698,6 +721,8 @@ final class LockedStorage: ActionStorage {
         self.wrapped = wrapped
         remainingFailures = Mutex(failingLoads)
     }
+    /// Reads work from now on (the phone was unlocked).
+    func unlock() { remainingFailures.withLock { $0 = 0 } }
     func load() throws -> Data? {
         let fail = remainingFailures.withLock { remaining -> Bool in
             defer { remaining = max(0, remaining - 1) }
