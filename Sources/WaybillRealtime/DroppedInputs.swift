@@ -12,6 +12,8 @@ final class DroppedInputs: Sendable {
         var hasDropped = false
         /// The dropped input was the feed's wake-up for a read owed (`HubFeed`'s `.readOwed`).
         var wakeUpDropped = false
+        /// A dropped input was the broker's `.lost`: the loop never heard of the outage.
+        var lostDropped = false
     }
     private let state = Mutex(State())
 
@@ -21,6 +23,16 @@ final class DroppedInputs: Sendable {
     func noteDrop() { state.withLock { $0.hasDropped = true } }
 
     func noteWakeUpDropped() { state.withLock { $0.wakeUpDropped = true } }
+
+    func noteLostDropped() { state.withLock { $0.lostDropped = true } }
+
+    /// Whether a `.lost` was dropped since the last call (then clears).
+    func takeLostDropped() -> Bool {
+        state.withLock { s in
+            defer { s.lostDropped = false }
+            return s.lostDropped
+        }
+    }
 
     /// Whether a wake-up was dropped since the last call (then clears).
     func takeWakeUpDropped() -> Bool {

@@ -15,9 +15,11 @@ public import WaybillDomain
 /// - A gap keeps the batch pending and asks for a store read of `events(after: deliveredThrough)`;
 ///   the store's answer is authoritative, so a failed read only delays (never drops) delivery.
 /// - Until the broker subscription is up, and while it is lost, every tick asks for a store read
-///   (short poll); after `.subscribed`, one read closes what was published in between, then polling
-///   stops. A feed starts polling: a broker that never comes up (Redis down at startup) never says
-///   `.subscribed` — nor `.lost`.
+///   (short poll); after `.subscribed`, one read closes what was published in between. Up before
+///   the first tick, the broker is trusted at once; after it was down, polling goes on until a broker
+///   batch delivers (the relay's publisher may reconnect later than the subscription), for at most
+///   `maxTicksAwaitingBatch` ticks. A feed starts polling: a broker that never comes up (Redis down
+///   at startup) never says `.subscribed` — nor `.lost`.
 /// - A periodic check that finds the store ahead of `deliveredThrough` reads the events: a broker
 ///   that is subscribed but never gets them (the relay's leader cannot reach it) delays delivery by
 ///   at most one check interval instead of stopping it. Two such checks in a row with no
@@ -150,6 +152,12 @@ public struct FeedSequencer: Sendable {
     public private(set) var awaitingBrokerBatch = false
     /// The broker was down since the last `.subscribed`: lost, or not subscribed yet at a tick.
     private var brokerWasDown = false
+    /// Ticks left before the wait for a delivering batch ends anyway: an idle cluster has nothing
+    /// to publish, and would otherwise poll until its next write (maybe hours; a review found it).
+    /// 5 s: more than the publisher's longest backoff (2 s). After it, the periodic check and
+    /// `brokerSilent` cover a broker that still brings nothing.
+    private var ticksAwaitingBatch = 0
+    public static let maxTicksAwaitingBatch = 50
     /// Broker batches since the last check's answer, and checks in a row that found the store
     /// ahead with none.
     private var batchesSinceCheck = 0
@@ -226,11 +234,15 @@ public struct FeedSequencer: Sendable {
     /// the broker delivers from now on; after it was down (`lost()`, or still not subscribed at a
     /// tick), the store is still read on every tick until a broker batch delivers
     /// (`awaitingBrokerBatch`).
+    /// Said again while waiting (a replay after dropped inputs), the wait goes on.
     public mutating func subscribed() {
         hasBeenSubscribed = true
         owedRead = .events
         forgetSilence()
-        awaitingBrokerBatch = brokerWasDown
+        if brokerWasDown {
+            awaitingBrokerBatch = true
+            ticksAwaitingBatch = Self.maxTicksAwaitingBatch
+        }
         brokerWasDown = false
         mode = awaitingBrokerBatch ? .polling : .broker
     }
@@ -262,6 +274,13 @@ public struct FeedSequencer: Sendable {
     public mutating func tick() {
         ticksSinceCheck += 1
         if !hasBeenSubscribed { brokerWasDown = true }
+        if awaitingBrokerBatch {
+            ticksAwaitingBatch -= 1
+            if ticksAwaitingBatch <= 0 {
+                awaitingBrokerBatch = false
+                mode = .broker
+            }
+        }
         skippedThisTick = false
         if skipOwed {
             skipOwed = false

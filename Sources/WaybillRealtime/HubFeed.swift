@@ -103,6 +103,15 @@ public final class HubFeed: Sendable {
         }
     }
 
+    /// Whether the feed polls while it waits for a delivering broker batch, with no store read owed
+    /// or in flight (`FeedSequencer.awaitingBrokerBatch`; tests wait for it).
+    public var isAwaitingBrokerBatch: Bool {
+        shared.withLock { shared in
+            guard let sequencer = shared.sequencer, !shared.stopped else { return false }
+            return sequencer.awaitingBrokerBatch && sequencer.owedRead == nil
+        }
+    }
+
     /// Whether `run` has started and not ended (tests wait for it).
     public var isRunning: Bool { shared.withLock { $0.sequencer != nil && !$0.stopped } }
 
@@ -143,9 +152,14 @@ public final class HubFeed: Sendable {
                 // reads owed are done below either way. (Only then: cleared after any drop, a full
                 // queue took a new wake-up per commit, each pushing out another input.)
                 if dropped.takeWakeUpDropped() { shared.withLock { $0.woken = false } }
+                // A `.lost` dropped too: the outage is news to the sequencer, and the `.subscribed`
+                // after it must still wait for a delivering batch (the publisher may come back later).
+                let lostDropped = dropped.takeLostDropped()
                 update { sequencer in
                     switch lastSeen {
-                    case .subscribed?: sequencer.subscribed()
+                    case .subscribed?:
+                        if lostDropped { sequencer.lost() }
+                        sequencer.subscribed()
                     case .lost?: sequencer.lost()
                     case .events?, .skipped?, nil: break
                     }
@@ -301,6 +315,7 @@ public final class HubFeed: Sendable {
             metrics.overflowed(.feedInputs)
             dropped.noteDrop()
             if case .readOwed = old { dropped.noteWakeUpDropped() }
+            if case .delivery(.lost) = old { dropped.noteLostDropped() }
         }
     }
 

@@ -659,6 +659,9 @@ struct OfflineActionsTests {
                 api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked,
                 wallClock: Harness.wallClock(clock))
             await session.start()  // the second read fails too
+            // The third: the first list fetch's answer tries too. Unlocked only after it, so what
+            // reads the queue below is the app coming back.
+            await eventually("the fetch's read") { locked.loadAttempts >= 3 }
             #expect(await session.pendingActions.isEmpty)
             locked.unlock()
             await session.appDidBecomeActive()  // unlocked now
@@ -723,7 +726,11 @@ final class LockedStorage: ActionStorage {
     }
     /// Reads work from now on (the phone was unlocked).
     func unlock() { remainingFailures.withLock { $0 = 0 } }
+    private let attempts = Mutex(0)
+    /// Reads tried so far, failed ones included.
+    var loadAttempts: Int { attempts.withLock { $0 } }
     func load() throws -> Data? {
+        attempts.withLock { $0 += 1 }
         let fail = remainingFailures.withLock { remaining -> Bool in
             defer { remaining = max(0, remaining - 1) }
             return remaining > 0

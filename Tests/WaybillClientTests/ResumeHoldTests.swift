@@ -143,14 +143,16 @@ struct ResumeHoldTests {
         var configuration = Self.configuration
         configuration.heartbeatInterval = nil
         let transport = FakeEventTransport()
+        let locked = LockedStorage(first.storage, failingLoads: .max)
         let session = DriverSession(
             api: first.api, transport: transport, clock: first.clock, configuration: configuration,
-            actionStorage: LockedStorage(first.storage, failingLoads: 2), wallClock: Harness.wallClock(first.clock))
+            actionStorage: locked, wallClock: Harness.wallClock(first.clock))
         await session.start()
         await eventually("connected") { transport.connections.count == 1 }
         #expect(first.api.socketCursors.last == .some(nil), "nothing to resume from yet")
         transport.current?.receiveConnected(newest: 20)
         await eventually("live") { await session.connectionState == .live }
+        locked.unlock()
         await session.appDidBecomeActive()  // unlocked now: the queue is read
         #expect(await session.pendingActions.map(\.id) == [accept.id])
         await eventually("connected again") { transport.connections.count == 2 }

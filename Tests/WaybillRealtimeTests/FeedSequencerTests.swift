@@ -242,6 +242,34 @@ struct FeedSequencerTests {
         #expect(feed.owedRead == nil, "the broker delivers: polling stops")
     }
 
+    /// An idle cluster has nothing to publish: the wait for a delivering batch ends after
+    /// `maxTicksAwaitingBatch` ticks (5 s) anyway, or every node polled until its next write.
+    @Test func theWaitForABrokerBatchEndsAfterFiveSecondsWithoutOne() {
+        var feed = Self.subscribed()
+        feed.lost()
+        feed.subscribed()
+        for tick in 1..<FeedSequencer.maxTicksAwaitingBatch {
+            _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+            feed.tick()
+            #expect(feed.owedRead == .events, "tick \(tick): still polling")
+        }
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.tick()
+        #expect(feed.mode == .broker && !feed.awaitingBrokerBatch)
+        #expect(feed.owedRead == nil, "the broker is trusted again; its checks cover the rest")
+    }
+
+    /// `.subscribed` said again while waiting (the feed replays the broker's last word after
+    /// dropped inputs) does not end the wait.
+    @Test func aSecondSubscribedWhileWaitingKeepsWaiting() {
+        var feed = Self.subscribed()
+        feed.lost()
+        feed.subscribed()
+        _ = feed.storeRead(Self.read([], newest: 10, atDelivered: Fixtures.event(10)))
+        feed.subscribed()
+        #expect(feed.awaitingBrokerBatch && feed.mode == .polling)
+    }
+
     /// Lost again before any batch came: polling goes on, and the next subscription waits as well.
     @Test func aSubscriptionLostAgainBeforeItsFirstBatchStillPolls() {
         var feed = Self.subscribed()

@@ -32,12 +32,14 @@ struct HubFeedBoundTests {
     }
 
     /// A feed with an input bound of 4, on a test clock that stands still.
-    static func boundedFeed(broker: ScriptedBroker, store: any OrderStore, target: any FeedTarget, metrics: Metrics) -> HubFeed {
+    static func boundedFeed(
+        broker: ScriptedBroker, store: any OrderStore, target: any FeedTarget, metrics: Metrics, clock: TestClock = TestClock()
+    ) -> HubFeed {
         var configuration = HubFeed.Configuration()
         configuration.maxPendingInputs = 4
         return HubFeed(
             broker: broker, store: store, target: target, metrics: metrics, logger: Fixtures.logger,
-            clock: TestClock(), configuration: configuration)
+            clock: clock, configuration: configuration)
     }
 
     /// Runs a feed on `store` with an input bound of 4, delivering to a `StuckTarget`, until `body`
@@ -113,6 +115,37 @@ struct HubFeedBoundTests {
     /// owed). When that wake-up was among the inputs dropped from the bounded queue, the flag that
     /// says one is on its way stayed set, and no later gap woke the feed again: only the ticks
     /// (here the test clock stands still: never).
+    /// Redis restarted while the feed's queue was full: its `.lost` and `.subscribed` were both
+    /// among the inputs dropped. The feed must still wait for a broker batch before it trusts the
+    /// broker again (the relay's publisher may come back later than the subscription), not take the
+    /// replayed `.subscribed` for a broker that never went away (found by a review).
+    @Test func anOutageWhoseWordsWereDroppedStillWaitsForABrokerBatch() async throws {
+        try await withStore { real in
+            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
+            let clock = TestClock()
+            let feed = Self.boundedFeed(broker: broker, store: store, target: target, metrics: metrics, clock: clock)
+            let subscription = broker.subscribe()
+            let start = try await HubFeed.newestCursor(in: real)
+            let running = Task { await feed.run(first: subscription, startingAfter: start) }
+            defer { running.cancel() }
+            broker.send(.subscribed)
+            #expect(await eventually { feed.isQuiet })
+            store.hold()
+            broker.send(.skipped)  // the feed reads the store: held there
+            #expect(await eventually { store.heldReads == 1 })
+            broker.send(.lost)
+            broker.send(.subscribed)
+            for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: `.lost` and `.subscribed` go first
+            #expect(await eventually { metrics.overflows(of: .feedInputs) == 4 })
+            store.release()
+            #expect(await eventually { feed.isAwaitingBrokerBatch }, "the replayed `.subscribed` waits for a batch")
+            let unpublished = try await real.append(1)  // committed while the publisher is away
+            await clock.advance(by: .milliseconds(100))
+            #expect(await eventually { target.ids == unpublished.map(\.id.rawValue) }, "read at the tick: \(target.ids)")
+            running.cancel()
+        }
+    }
+
     @Test func aDroppedWakeUpDoesNotKeepLaterGapsFromWakingTheFeed() async throws {
         try await withStore { real in
             let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()

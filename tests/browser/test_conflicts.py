@@ -250,7 +250,7 @@ def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_e
     page.locator("#edit-notes").fill("Gate 4")
     page.locator("#save-edit").click()
     expect(page.locator("#edit-form")).to_be_hidden()
-    expect(page.locator(".notes")).to_have_text("Gate 4", timeout=2_000)
+    expect(page.locator(".notes")).to_have_text("Gate 4", timeout=5_000)  # the refetches are held: the answer's
     page.locator("#forward-button").click()
     expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=5_000)
     expect(page.locator("#detail-error")).to_have_text("")

@@ -25,6 +25,7 @@ export class OrdersView {
     this.pageStale = false; // a refetch failed: the next signal reloads the whole page
     this.loading = null; // the generation of the page load in flight, if any
     this.signalledWhileLoading = false; // a signal came meanwhile: that load's answer may predate it
+    this.leaving = false; // Older or Newer loads, and the rows on screen are still the page left
   }
 
   /** The live stream this page listens to (company events). */
@@ -170,13 +171,15 @@ export class OrdersView {
     // would stay old until the safety poll (found by a review, 2026-12-04).
     const plan = this.pageStale ? { page: true } : planRefresh(signal, this.page);
     if (plan.page) return this.loadPage();
-    if (this.loading !== null && (plan.ids.length > 0 || (this.moving && this.mayBeOnTheNextPage(signal)))) {
+    if (this.loading !== null && (plan.ids.length > 0 || (this.leaving && this.mayBeOnTheNextPage(signal)))) {
       // A page load (the user paged or searched) is in flight and its answer may be older than
       // this change: rows fetched now would be drawn over by it. It loads once more when it ends
       // (found by a review, 2026-12-04: a cancelled order showed as assigned until the poll).
       // While Older or Newer loads, the page on screen is the one being left: its bounds say
       // nothing of the page coming, so any order below the new cursor counts (found by a
-      // review, 2026-12-05: an order changed during an Older click stayed stale on it).
+      // review, 2026-12-05: an order changed during an Older click stayed stale on it). Only
+      // until the new page is drawn: its own reload judges by its own bounds (counting every
+      // order below the cursor then chained reloads on a busy company; a review again).
       this.signalledWhileLoading = true;
       return undefined;
     }
@@ -236,10 +239,12 @@ export class OrdersView {
    */
   async move(fallback) {
     this.moving = true;
+    this.leaving = true;
     try {
       return await this.loadPage({ fallback });
     } finally {
       this.moving = false;
+      this.leaving = false;
     }
   }
 
@@ -271,6 +276,7 @@ export class OrdersView {
         return;
       }
       this.page = { before, rows: data, hasMore: next !== null, next };
+      this.leaving = false;
       this.orders = data;
       this.listError.textContent = '';
       this.render();
@@ -282,6 +288,7 @@ export class OrdersView {
           // Older or Newer failed: the user stays where they were, with the rows still on screen
           // (not moved to the asked-for page by the next event; found by a review, 2026-12-05).
           this.page = fallback.page;
+          this.leaving = false;
           this.cursors = fallback.cursors;
           this.pageStale = fallback.stale || this.signalledWhileLoading;
           this.render();
