@@ -19,6 +19,9 @@ public struct ServerConfiguration: Sendable {
     public var passwordIterations = 210_000
     /// How long an API token works after login (`--token-days`, default 30 days); then 401.
     public var tokenLifetime: Duration = .seconds(30 * 86_400)
+    /// How long a dispatcher's API token may go unused before it stops working
+    /// (`--token-idle-hours`, default 12 hours; `nil`: no limit); then 401.
+    public var tokenIdleLimit: Duration? = .seconds(12 * 3_600)
     /// When set, `GET /metrics` requires `Authorization: Bearer <metricsToken>` (`--metrics-token`);
     /// otherwise it answers only a loopback caller without `X-Forwarded-For` whose `Host` names this
     /// machine (403 for anyone else; `Routes.requireLocal`).

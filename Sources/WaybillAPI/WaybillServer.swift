@@ -73,7 +73,7 @@ public final class WaybillServer: Sendable {
         let auth = Authenticator(
             store: store, clock: clock, hasher: PasswordHasher(iterations: configuration.passwordIterations, pool: pool),
             pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
-            tokenLifetime: configuration.tokenLifetime, metrics: metrics,
+            tokenLifetime: configuration.tokenLifetime, tokenIdleLimit: configuration.tokenIdleLimit, metrics: metrics,
             requestLimiter: UserRequestLimiter(
                 .init(perSecond: configuration.userRequestsPerSecond, burst: configuration.userRequestBurst)))
         let relay = OutboxRelay(

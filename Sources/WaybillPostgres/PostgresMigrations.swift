@@ -23,6 +23,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0009_token_expiry_index", sql: PostgresSchema.tokenExpiryIndex),
         PostgresMigration(name: "0010_driver_status_index", sql: PostgresSchema.driverStatusIndex),
         PostgresMigration(name: "0011_repair_driver_status_index", sql: PostgresSchema.repairDriverStatusIndex),
+        PostgresMigration(name: "0012_token_last_use", sql: PostgresSchema.tokenLastUse),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

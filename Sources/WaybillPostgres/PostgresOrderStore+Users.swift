@@ -44,22 +44,25 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)? {
-        try perform { () throws(PostgresError) -> (user: User, epoch: SessionEpoch)? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? {
+        try perform { () throws(PostgresError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? in
             let found = try queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, t.last_used_at
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = $1 AND NOT t.revoked AND (t.expires_at IS NULL OR t.expires_at > $2)
                 """,
                 [.bytea(tokenHash), .date(now)]
             ) { row throws(PostgresError) in
-                (user: try Self.decodeUser(row), hash: row.bytes(5), epoch: SessionEpoch(try row.int64(6)))
+                (
+                    user: try Self.decodeUser(row), hash: row.bytes(5), epoch: SessionEpoch(try row.int64(6)),
+                    last: try row.optionalDate(7)
+                )
             }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.
             guard let found, ConstantTime.equals(found.hash, tokenHash) else { return nil }
-            return (found.user, found.epoch)
+            return (found.user, found.epoch, found.last)
         }
     }
 
@@ -134,8 +137,8 @@ extension PostgresOrderStore.Transaction {
             }
             _ = try execute(
                 """
-                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch)
-                VALUES ($1, $2, $3, $4, $5)
+                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch, last_used_at)
+                VALUES ($1, $2, $3, $4, $5, $3)
                 """,
                 // No user: 0 here, and the foreign key refuses the row (a conflict, as before).
                 [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt), .integer(epoch ?? 0)])
@@ -143,6 +146,14 @@ extension PostgresOrderStore.Transaction {
             _ = try execute(
                 "DELETE FROM api_tokens WHERE user_id = $1 AND id <= (SELECT id FROM api_tokens WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
                 [.id(user), .integer(Int64(maxTokensPerUser))])
+        }
+    }
+
+    func touchToken(hash: [UInt8], at: Date) throws {
+        try perform { () throws(PostgresError) in
+            _ = try execute(
+                "UPDATE api_tokens SET last_used_at = $2 WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < $2)",
+                [.bytea(hash), .date(at)])
         }
     }
 

@@ -181,6 +181,11 @@ extension PostgresSchema {
         ALTER TABLE logouts ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 9223372036854775807;
         """
 
+    /// When each API token was last used, as on SQLite (`SQLiteSchema.tokenLastUse`).
+    static let tokenLastUse = """
+        ALTER TABLE api_tokens ADD COLUMN last_used_at BIGINT;
+        """
+
     /// Expired API tokens are pruned, as on SQLite (`SQLiteSchema.tokenExpiryIndex`).
     static let tokenExpiryIndex = """
         CREATE INDEX api_tokens_by_expiry ON api_tokens (expires_at);

@@ -21,6 +21,8 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0008_session_epochs", sql: SQLiteSchema.sessionEpochs),
         SQLiteMigration(name: "0009_token_expiry_index", sql: SQLiteSchema.tokenExpiryIndex),
         SQLiteMigration(name: "0010_driver_status_index", sql: SQLiteSchema.driverStatusIndex),
+        // 0011 (PostgreSQL's repair of an invalid index) has no SQLite step.
+        SQLiteMigration(name: "0012_token_last_use", sql: SQLiteSchema.tokenLastUse),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

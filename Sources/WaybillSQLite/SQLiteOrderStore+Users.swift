@@ -41,22 +41,22 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)? {
-        try perform { () throws(SQLiteError) -> (user: User, epoch: SessionEpoch)? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? {
+        try perform { () throws(SQLiteError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? in
             let found = try db.queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, t.last_used_at
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = ? AND t.revoked = 0 AND (t.expires_at IS NULL OR t.expires_at > ?)
                 """,
                 [.blob(tokenHash), .date(now)]
             ) { row throws(SQLiteError) in
-                (user: try Self.decodeUser(row), hash: row.blob(5), epoch: SessionEpoch(row.int64(6)))
+                (user: try Self.decodeUser(row), hash: row.blob(5), epoch: SessionEpoch(row.int64(6)), last: row.optionalDate(7))
             }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.
             guard let found, ConstantTime.equals(found.hash, tokenHash) else { return nil }
-            return (found.user, found.epoch)
+            return (found.user, found.epoch, found.last)
         }
     }
 
@@ -101,14 +101,22 @@ extension SQLiteOrderStore.Transaction {
         try perform { () throws(SQLiteError) in
             try db.execute(
                 """
-                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch)
-                VALUES (?, ?, ?, ?, (SELECT session_epoch FROM users WHERE id = ?))
+                INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch, last_used_at)
+                VALUES (?, ?, ?, ?, (SELECT session_epoch FROM users WHERE id = ?), ?)
                 """,
-                [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user)])
+                [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user), .date(createdAt)])
             // By the user index: only this user's rows past the newest `maxTokensPerUser`.
             try db.execute(
                 "DELETE FROM api_tokens WHERE user_id = ? AND id <= (SELECT id FROM api_tokens WHERE user_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
                 [.id(user), .id(user), .integer(Int64(maxTokensPerUser))])
+        }
+    }
+
+    func touchToken(hash: [UInt8], at: Date) throws {
+        try perform { () throws(SQLiteError) in
+            try db.execute(
+                "UPDATE api_tokens SET last_used_at = ? WHERE token_hash = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+                [.date(at), .blob(hash), .date(at)])
         }
     }
 

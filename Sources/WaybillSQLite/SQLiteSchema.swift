@@ -197,6 +197,13 @@ extension SQLiteSchema {
 }
 
 extension SQLiteSchema {
+    /// When each API token was last used (`touchToken`, at most every few minutes): a dispatcher's
+    /// token unused for `--token-idle-hours` stops working (docs/DESIGN.md, "The panel's session").
+    /// Tokens made before this have none, and count as used now until their first touch.
+    static let tokenLastUse = """
+        ALTER TABLE api_tokens ADD COLUMN last_used_at INTEGER;
+        """
+
     /// API tokens that expired are pruned with the other session records (`pruneSessionRecords`);
     /// every login adds one, so without this the table grew by a row per login for good. A token
     /// with no expiry stays (revoked or not: nothing records when it was revoked).

@@ -162,9 +162,10 @@ public protocol StoreReader {
     func user(_ id: UserID) throws -> User?
     /// The user with this email (case-insensitive), with the stored password hash.
     func credentials(email: String) throws -> (user: User, passwordHash: String)?
-    /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`, and the
-    /// token's session epoch.
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch)?
+    /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`, the token's
+    /// session epoch, and when it was last used (`touchToken`; `nil` for a token made before the
+    /// store kept it).
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)?
     /// The drivers of a company, by id.
     func drivers(in company: CompanyID) throws -> [User]
 
@@ -234,6 +235,9 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// successful logins are not throttled, and each added a row kept until its expiry, so one
     /// account could grow the table by millions of rows (found by a review).
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
+    /// Notes that the token whose SHA-256 is `hash` was used at `at` (its last use moves forward
+    /// only: a node whose clock is behind never takes it back).
+    func touchToken(hash: [UInt8], at: Date) throws
     /// Revokes every token of `user` (they stop authenticating at once), deletes their unredeemed
     /// WebSocket tickets (a ticket taken before a logout must not open a socket after it), starts
     /// the user's next session epoch (tokens made from now on carry it) and records a `Logout`

@@ -12,7 +12,7 @@ enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes", "max-sockets-per-user",
         "user-requests-per-second", "user-request-burst", "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
-        "token-days", "metrics-token", "trusted-proxy", "inline-writes",
+        "token-days", "token-idle-hours", "metrics-token", "trusted-proxy", "inline-writes",
     ]
 
     static let help = """
@@ -49,6 +49,8 @@ enum ServeCommand {
           --retention-days N           how long events stay replayable, 1…3650 (WAYBILL_RETENTION_DAYS, default 7)
           --ticket-seconds N           WebSocket ticket lifetime, 1…60 (WAYBILL_TICKET_SECONDS, default 30)
           --token-days N               API tokens expire N days after login, 1…3650 (WAYBILL_TOKEN_DAYS, default 30)
+          --token-idle-hours N         a dispatcher's token unused for N hours stops working, 0…8760
+                                       (WAYBILL_TOKEN_IDLE_HOURS, default 12; 0 = no limit; drivers' never do)
           --metrics-token TOKEN        /metrics then requires "Authorization: Bearer TOKEN" (WAYBILL_METRICS_TOKEN;
                                        default: /metrics answers only on this machine: a loopback peer
                                        without X-Forwarded-For, with a Host naming this machine)
@@ -113,6 +115,8 @@ enum ServeCommand {
         c.ticketLifetime = .seconds(ticketSeconds)
         let tokenDays = try args.int("token-days", default: 30, in: 1...3650)
         c.tokenLifetime = .seconds(tokenDays * 86_400)
+        let idleHours = try args.int("token-idle-hours", default: 12, in: 0...8760)
+        c.tokenIdleLimit = idleHours == 0 ? nil : .seconds(idleHours * 3_600)
         if let token = args.string("metrics-token") {
             // A short token is guessable; an empty one would be a typo that silently opens nothing.
             guard token.count >= 16 else { throw Arguments.Problem(description: "--metrics-token must be at least 16 characters") }

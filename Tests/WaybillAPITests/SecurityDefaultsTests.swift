@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import WaybillAPI
-import WaybillSQLite
+@testable import WaybillSQLite
 import WaybillStorage
 import WaybillNetwork
 import WaybillTesting
@@ -30,6 +30,68 @@ struct SecurityDefaultsTests {
 
     @Test func theDefaultTokenLifetimeIsThirtyDays() {
         #expect(ServerConfiguration().tokenLifetime == .seconds(30 * 86_400))
+        #expect(ServerConfiguration().tokenIdleLimit == .seconds(12 * 3_600))
+    }
+
+    /// A dispatcher's token that goes unused for the idle limit stops working (a token copied from
+    /// a shared computer's panel works only while its owner keeps using it); each use moves the
+    /// limit on, whichever node sees it (the store keeps the last use); a driver's token is not
+    /// limited (a phone may sit in a drawer over a weekend). Before, a token worked for its whole
+    /// 30 days, used or not.
+    @Test func aDispatchersTokenUnusedForTheIdleLimitStopsWorkingADriversDoesNot() async throws {
+        let clock = SteppedClock()
+        try await TestServer.withRunning(clock: clock, configure: { $0.tokenIdleLimit = .seconds(3_600) }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            func login(_ account: Seeder.Result.Account) async throws -> String {
+                let answer = try await server.request(
+                    "POST", "/api/auth/login", json: ["email": account.email, "password": account.password])
+                return try #require(answer.object.string("token"))
+            }
+            let dispatcher = try await login(seed.dispatcher), driver = try await login(seed.drivers[0])
+            func status(_ token: String) async throws -> Int { try await server.request("GET", "/api/me", token: token).status }
+            func lastUse(_ token: String) async throws -> Date? {
+                let now = clock.now()
+                return try await server.store.read { tx in try tx.user(tokenHash: Secret(token).hash, now: now) }?.lastUsedAt
+            }
+            #expect(try await status(dispatcher) == 200)
+            #expect(try await status(driver) == 200)
+            clock.advance(by: 1_800)
+            #expect(try await status(dispatcher) == 200, "used after 30 minutes")
+            let usedAt = clock.now()
+            #expect(await server.eventually {
+                guard let kept = try? await lastUse(dispatcher) else { return false }
+                return abs(kept.timeIntervalSince(usedAt)) < 0.002  // kept in milliseconds
+            }, "the use is kept")
+            clock.advance(by: 3_000)
+            #expect(try await status(dispatcher) == 200, "50 minutes after its last use")
+            clock.advance(by: 3_601)
+            #expect(try await status(dispatcher) == 401, "an hour and a second after its last use")
+            #expect(try await status(driver) == 200, "a driver's token has no idle limit")
+            // Logging in again works at once.
+            #expect(try await status(try await login(seed.dispatcher)) == 200)
+        }
+    }
+
+    /// A token made before the store kept its last use (an upgraded database) counts as used now:
+    /// refused at once, every dispatcher would have been logged out by the upgrade.
+    @Test func aTokenWithoutALastUseCountsAsUsedNow() async throws {
+        let clock = SteppedClock()
+        try await TestServer.withRunning(clock: clock, configure: { $0.tokenIdleLimit = .seconds(3_600) }) { server in
+            let seed = try await server.seed(drivers: 0, orders: 0)
+            let login = try await server.request(
+                "POST", "/api/auth/login", json: ["email": seed.dispatcher.email, "password": seed.dispatcher.password])
+            let token = try #require(login.object.string("token"))
+            let db = try SQLiteConnection(path: server.directory.appendingPathComponent("waybill.sqlite").path)
+            try db.execute("UPDATE api_tokens SET last_used_at = NULL")
+            db.close()
+            clock.advance(by: 7_200)
+            #expect(try await server.request("GET", "/api/me", token: token).status == 200)
+            let now = clock.now()
+            #expect(await server.eventually {
+                let kept = try? await server.store.read { tx in try tx.user(tokenHash: Secret(token).hash, now: now) }?.lastUsedAt
+                return kept.map { abs($0.timeIntervalSince(now)) < 0.002 } ?? false  // kept in milliseconds
+            }, "and its use is kept from now on")
+        }
     }
 
     @Test func metricsNeedTheTokenWhenOneIsSet() async throws {

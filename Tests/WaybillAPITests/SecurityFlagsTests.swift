@@ -10,12 +10,18 @@ struct SecurityFlagsTests {
         let help = try ChildProcess(["serve", "--help"])
         #expect(await help.exitStatus() == 0)
         let text = help.stdout.joined(separator: "\n")
-        for needle in ["--token-days N", "WAYBILL_TOKEN_DAYS", "default 30", "--metrics-token TOKEN", "WAYBILL_METRICS_TOKEN"] {
+        for needle in [
+            "--token-days N", "WAYBILL_TOKEN_DAYS", "default 30", "--token-idle-hours N", "WAYBILL_TOKEN_IDLE_HOURS",
+            "default 12", "--metrics-token TOKEN", "WAYBILL_METRICS_TOKEN",
+        ] {
             #expect(text.contains(needle), "serve --help lacks \(needle)")
         }
     }
 
-    @Test(arguments: [["--token-days", "0"], ["--token-days", "x"], ["--metrics-token", "short"], ["--inline-writes", "maybe"]])
+    @Test(arguments: [
+        ["--token-days", "0"], ["--token-days", "x"], ["--token-idle-hours", "-1"], ["--token-idle-hours", "8761"],
+        ["--metrics-token", "short"], ["--inline-writes", "maybe"],
+    ])
     func badValuesAreAClearError(_ flag: [String]) async throws {
         let serve = try ChildProcess(["serve", "--port", "0", "--data-dir", "/nonexistent/never-created"] + flag)
         defer { serve.terminate() }

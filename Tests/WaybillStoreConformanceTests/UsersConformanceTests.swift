@@ -87,6 +87,28 @@ import WaybillStoreTesting
         }
     }
 
+    /// A token's last use starts at its login and only moves forward (`touchToken`): a node whose
+    /// clock is behind never takes it back, so another node's idle check never sees it older.
+    @Test(arguments: Backend.allCases) func aTokensLastUseStartsAtLoginAndOnlyMovesForward(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let token: [UInt8] = Array(repeating: 4, count: 32), other: [UInt8] = Array(repeating: 5, count: 32)
+            try await store.write { tx in
+                try tx.insertToken(hash: token, for: fixture.alice.id, createdAt: t0, expiresAt: nil)
+                try tx.insertToken(hash: other, for: fixture.alice.id, createdAt: t0, expiresAt: nil)
+            }
+            func lastUse(_ hash: [UInt8]) async throws -> Date? {
+                try await store.read { tx in try tx.user(tokenHash: hash, now: t0) }?.lastUsedAt
+            }
+            #expect(try await lastUse(token) == t0, "used at its login")
+            try await store.write { tx in try tx.touchToken(hash: token, at: t0 + 600) }
+            #expect(try await lastUse(token) == t0 + 600)
+            try await store.write { tx in try tx.touchToken(hash: token, at: t0 + 300) }
+            #expect(try await lastUse(token) == t0 + 600, "never back")
+            #expect(try await lastUse(other) == t0, "another token is left alone")
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aTicketWorksOnceAndNotAfterExpiry(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)

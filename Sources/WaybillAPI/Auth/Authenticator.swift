@@ -26,6 +26,11 @@ final class Authenticator: SocketAuthenticating {
 
     /// How long an API token works after login (SPEC: tokens are not forever; `--token-days`).
     let tokenLifetime: Duration
+    /// How long a dispatcher's token may go unused before it stops working (`--token-idle-hours`;
+    /// `nil`: never). A driver's is not limited: a phone may sit in a drawer over a weekend.
+    let tokenIdleLimit: Duration?
+    /// How often a token's last use is written: every use would be a write per request.
+    static let touchInterval: Duration = .seconds(300)
     /// Runs the slow password checks; refuses work past its queue (503 `overloaded`).
     private let pool: KeyStretchingPool
     /// Addresses told to retry later, refused until then without any work.
@@ -41,7 +46,8 @@ final class Authenticator: SocketAuthenticating {
     init(
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
         throttle: LoginThrottle, ticketLifetime: Duration = .seconds(30), tokenLifetime: Duration = .seconds(30 * 86_400),
-        metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil, elapsed: (any WallClock)? = nil
+        tokenIdleLimit: Duration? = nil, metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil,
+        elapsed: (any WallClock)? = nil
     ) {
         self.elapsed = elapsed ?? ElapsedClock.beside(clock)
         self.metrics = metrics
@@ -52,6 +58,7 @@ final class Authenticator: SocketAuthenticating {
         self.pool = pool
         self.ticketLifetime = min(ticketLifetime, .seconds(60))
         self.tokenLifetime = tokenLifetime
+        self.tokenIdleLimit = tokenIdleLimit
         self.throttle = throttle
     }
 
@@ -204,6 +211,16 @@ final class Authenticator: SocketAuthenticating {
         let generation = revocations.load(ordering: .acquiring)
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         guard let found else { return nil }
+        if let tokenIdleLimit, found.user.role == .dispatcher {
+            // Judged by the store's last use, which every node moves (at most `touchInterval`
+            // behind), never by this node's cache. A token from before the store kept it (nil)
+            // counts as used now.
+            let lastUsed = found.lastUsedAt ?? now
+            guard now.timeIntervalSince(lastUsed) <= tokenIdleLimit.timeInterval else { return nil }
+            if found.lastUsedAt == nil || now.timeIntervalSince(lastUsed) >= Self.touchInterval.timeInterval {
+                touch(hash, at: now)
+            }
+        }
         let credential = SocketCredential(user: found.user, epoch: found.epoch)
         cache.withLock { entries in
             guard revocations.load(ordering: .acquiring) == generation else { return }
@@ -212,6 +229,20 @@ final class Authenticator: SocketAuthenticating {
         }
         return credential
     }
+
+    /// Writes the token's last use, in the background: the request it came with does not wait
+    /// for a write, and a failed one is tried again at the token's next lookup (the cache holds
+    /// a credential for 1 s). Touches in flight are counted for tests.
+    private func touch(_ hash: [UInt8], at now: Date) {
+        touching.add(1, ordering: .relaxed)
+        Task { [self] in
+            defer { touching.subtract(1, ordering: .relaxed) }
+            try? await store.write { tx in try tx.touchToken(hash: hash, at: now) }
+        }
+    }
+    private let touching = Atomic<Int>(0)
+    /// Touches started and not yet done (tests wait for them).
+    var touchesInFlight: Int { touching.load(ordering: .relaxed) }
 
     /// Revokes every token of `user` (logout everywhere).
     /// - Returns: the `Logout` the store recorded (the node acts on it at once; see `SessionWatcher.actedOn`).
