@@ -75,7 +75,8 @@ public final class WaybillServer: Sendable {
             pool: pool, throttle: throttle, ticketLifetime: configuration.ticketLifetime,
             tokenLifetime: configuration.tokenLifetime, tokenIdleLimit: configuration.tokenIdleLimit, metrics: metrics,
             requestLimiter: UserRequestLimiter(
-                .init(perSecond: configuration.userRequestsPerSecond, burst: configuration.userRequestBurst)))
+                .init(perSecond: configuration.userRequestsPerSecond, burst: configuration.userRequestBurst)),
+            logger: logger)
         let relay = OutboxRelay(
             store: store, broker: broker, metrics: metrics, logger: logger,
             configuration: .init(

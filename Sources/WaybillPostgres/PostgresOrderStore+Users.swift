@@ -44,11 +44,11 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? {
-        try perform { () throws(PostgresError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)? {
+        try perform { () throws(PostgresError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)? in
             let found = try queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, t.last_used_at
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, coalesce(t.last_used_at, t.created_at)
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = $1 AND NOT t.revoked AND (t.expires_at IS NULL OR t.expires_at > $2)
                 """,
@@ -56,7 +56,7 @@ extension PostgresOrderStore.Transaction {
             ) { row throws(PostgresError) in
                 (
                     user: try Self.decodeUser(row), hash: row.bytes(5), epoch: SessionEpoch(try row.int64(6)),
-                    last: try row.optionalDate(7)
+                    last: try row.date(7)
                 )
             }
             // The index lookup already matched; comparing again in constant time keeps the final

@@ -181,9 +181,11 @@ extension PostgresSchema {
         ALTER TABLE logouts ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 9223372036854775807;
         """
 
-    /// When each API token was last used, as on SQLite (`SQLiteSchema.tokenLastUse`).
+    /// When each API token was last used, as on SQLite (`SQLiteSchema.tokenLastUse`): tokens that
+    /// exist count as used at this migration.
     static let tokenLastUse = """
         ALTER TABLE api_tokens ADD COLUMN last_used_at BIGINT;
+        UPDATE api_tokens SET last_used_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
         """
 
     /// Expired API tokens are pruned, as on SQLite (`SQLiteSchema.tokenExpiryIndex`).

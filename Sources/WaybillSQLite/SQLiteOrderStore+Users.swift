@@ -41,17 +41,17 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? {
-        try perform { () throws(SQLiteError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? in
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)? {
+        try perform { () throws(SQLiteError) -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)? in
             let found = try db.queryFirst(
                 """
-                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, t.last_used_at
+                SELECT u.id, u.company_id, u.role, u.email, u.name, t.token_hash, t.session_epoch, coalesce(t.last_used_at, t.created_at)
                 FROM api_tokens t JOIN users u ON u.id = t.user_id
                 WHERE t.token_hash = ? AND t.revoked = 0 AND (t.expires_at IS NULL OR t.expires_at > ?)
                 """,
                 [.blob(tokenHash), .date(now)]
             ) { row throws(SQLiteError) in
-                (user: try Self.decodeUser(row), hash: row.blob(5), epoch: SessionEpoch(row.int64(6)), last: row.optionalDate(7))
+                (user: try Self.decodeUser(row), hash: row.blob(5), epoch: SessionEpoch(row.int64(6)), last: row.date(7))
             }
             // The index lookup already matched; comparing again in constant time keeps the final
             // decision free of timing that depends on how many bytes of a guess were right.

@@ -163,9 +163,9 @@ public protocol StoreReader {
     /// The user with this email (case-insensitive), with the stored password hash.
     func credentials(email: String) throws -> (user: User, passwordHash: String)?
     /// The user owning an unexpired, unrevoked API token whose SHA-256 is `tokenHash`, the token's
-    /// session epoch, and when it was last used (`touchToken`; `nil` for a token made before the
-    /// store kept it).
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)?
+    /// session epoch, and when it was last used (`touchToken`; its login for a token an older
+    /// release made, which keeps no last use).
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)?
     /// The drivers of a company, by id.
     func drivers(in company: CompanyID) throws -> [User]
 

@@ -66,7 +66,7 @@ final class CountingReader: StoreReader, @unchecked Sendable {  // used on one t
     func company(_ id: CompanyID) throws -> Company? { try inner.company(id) }
     func user(_ id: UserID) throws -> User? { try inner.user(id) }
     func credentials(email: String) throws -> (user: User, passwordHash: String)? { try inner.credentials(email: email) }
-    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date?)? {
+    func user(tokenHash: [UInt8], now: Date) throws -> (user: User, epoch: SessionEpoch, lastUsedAt: Date)? {
         try inner.user(tokenHash: tokenHash, now: now)
     }
     func drivers(in company: CompanyID) throws -> [User] { try inner.drivers(in: company) }

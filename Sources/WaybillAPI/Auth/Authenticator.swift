@@ -40,6 +40,8 @@ final class Authenticator: SocketAuthenticating {
     private static let rateLimited = APIError(429, "rate_limited", "Too many failed logins; wait a few minutes.")
     /// Counts tickets refused for their shape (`malformed_ticket`) and requests over a user's rate.
     private let metrics: Metrics?
+    /// For a token's last use that could not be written (`touch`).
+    private let logger: Logger?
     /// Each user's API requests on this node (`admit`); `nil`: no limit.
     private let requestLimiter: UserRequestLimiter?
 
@@ -47,8 +49,9 @@ final class Authenticator: SocketAuthenticating {
         store: any OrderStore, clock: any WallClock, hasher: PasswordHasher, pool: KeyStretchingPool,
         throttle: LoginThrottle, ticketLifetime: Duration = .seconds(30), tokenLifetime: Duration = .seconds(30 * 86_400),
         tokenIdleLimit: Duration? = nil, metrics: Metrics? = nil, requestLimiter: UserRequestLimiter? = nil,
-        elapsed: (any WallClock)? = nil
+        elapsed: (any WallClock)? = nil, logger: Logger? = nil
     ) {
+        self.logger = logger
         self.elapsed = elapsed ?? ElapsedClock.beside(clock)
         self.metrics = metrics
         self.requestLimiter = requestLimiter
@@ -212,14 +215,12 @@ final class Authenticator: SocketAuthenticating {
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         guard let found else { return nil }
         if let tokenIdleLimit, found.user.role == .dispatcher {
-            // Judged by the store's last use, which every node moves (at most `touchInterval`
-            // behind), never by this node's cache. A token from before the store kept it (nil)
-            // counts as used now.
-            let lastUsed = found.lastUsedAt ?? now
-            guard now.timeIntervalSince(lastUsed) <= tokenIdleLimit.timeInterval else { return nil }
-            if found.lastUsedAt == nil || now.timeIntervalSince(lastUsed) >= Self.touchInterval.timeInterval {
-                touch(hash, at: now)
-            }
+            // Judged by the store's last use, which every node moves, never by this node's cache.
+            let idle = now.timeIntervalSince(found.lastUsedAt)
+            guard idle <= tokenIdleLimit.timeInterval else { return nil }
+            // Written again once it is `touchInterval` old, or a quarter of a shorter limit (with a
+            // limit under 5 minutes no use was ever written, and an active user was refused).
+            if idle >= min(Self.touchInterval, tokenIdleLimit / 4).timeInterval { touch(hash, at: now) }
         }
         let credential = SocketCredential(user: found.user, epoch: found.epoch)
         cache.withLock { entries in
@@ -232,17 +233,31 @@ final class Authenticator: SocketAuthenticating {
 
     /// Writes the token's last use, in the background: the request it came with does not wait
     /// for a write, and a failed one is tried again at the token's next lookup (the cache holds
-    /// a credential for 1 s). Touches in flight are counted for tests.
+    /// a credential for 1 s). One at a time per token: the requests of a page load miss the cache
+    /// together, and each started a write (a review). A failure is logged, at most once a minute:
+    /// a store that reads but cannot write (a full disk) would otherwise turn every dispatcher away
+    /// after the idle limit with nothing said.
     private func touch(_ hash: [UInt8], at now: Date) {
-        touching.add(1, ordering: .relaxed)
+        guard touching.withLock({ $0.insert(hash).inserted }) else { return }
         Task { [self] in
-            defer { touching.subtract(1, ordering: .relaxed) }
-            try? await store.write { tx in try tx.touchToken(hash: hash, at: now) }
+            defer { _ = touching.withLock { $0.remove(hash) } }
+            do {
+                try await store.write { tx in try tx.touchToken(hash: hash, at: now) }
+            } catch {
+                let at = elapsed.now()
+                let due = touchFailureLogged.withLock { last -> Bool in
+                    guard last.map({ at.timeIntervalSince($0) >= 60 }) ?? true else { return false }
+                    last = at
+                    return true
+                }
+                if due { logger?.warning("could not write a token's last use; it may be refused as idle", ["error": "\(error)"]) }
+            }
         }
     }
-    private let touching = Atomic<Int>(0)
-    /// Touches started and not yet done (tests wait for them).
-    var touchesInFlight: Int { touching.load(ordering: .relaxed) }
+    private let touching = Mutex<Set<[UInt8]>>([])
+    private let touchFailureLogged = Mutex<Date?>(nil)
+    /// Touches started and not yet done.
+    var touchesInFlight: Int { touching.withLock { $0.count } }
 
     /// Revokes every token of `user` (logout everywhere).
     /// - Returns: the `Logout` the store recorded (the node acts on it at once; see `SessionWatcher.actedOn`).
