@@ -99,6 +99,34 @@ import WaybillTesting
             .contains("(company_id, driver_id, status, id)"))
     }
 
+    /// 0012: a token that existed before it counts as used at the migration, not at its login (every
+    /// dispatcher would have been refused at once) nor at its next use (a copied token would get a
+    /// fresh idle limit).
+    @Test func aTokenFromBeforeTheLastUseColumnCountsAsUsedAtTheMigration() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        let user = try await store.write { tx in
+            let company = try tx.insertCompany(name: "Acme")
+            return try tx.insertUser(companyID: company.id, role: .dispatcher, email: "d@acme.test", name: "D", passwordHash: "h")
+        }
+        store.close()
+        let database = databaseName(url)
+        func psql(_ sql: String) async throws -> String {
+            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
+        }
+        // Back to before 0012, with a token made a day ago (as an older release stored it).
+        _ = try await psql(
+            "ALTER TABLE api_tokens DROP COLUMN last_used_at; DELETE FROM schema_migrations WHERE name = '0012_token_last_use'")
+        let dayAgo = Int64((Date().timeIntervalSince1970 - 86_400) * 1000)
+        _ = try await psql(
+            "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES ('\\x0707', \(user.id.rawValue), \(dayAgo), NULL)")
+        let reopened = try await openStore(url)
+        defer { reopened.close() }
+        let found = try await reopened.read { tx in try tx.user(tokenHash: [0x07, 0x07], now: Date()) }
+        let lastUse = try #require(found?.lastUsedAt)
+        #expect(abs(lastUse.timeIntervalSinceNow) < 60, "used at the migration: \(lastUse)")
+    }
+
     /// A database that is not UTF-8 is refused at open, with the reason: an emoji in a title would
     /// otherwise fail inside a write (22P05) as a server error, where SQLite stores it.
     @Test func aDatabaseThatIsNotUTF8IsRefusedAtOpen() async throws {
