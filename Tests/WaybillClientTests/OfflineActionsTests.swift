@@ -654,15 +654,7 @@ struct OfflineActionsTests {
     /// unlocked meanwhile), not only when the driver acts: what waited there is sent.
     @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainWhenTheAppComesBack() async throws {
         try await withQueueFile(holding: .changeStatus(of: 2, to: .accepted), expecting: .any) { file, clock, api, earlier in
-            let locked = LockedStorage(file, failingLoads: .max)
-            let session = DriverSession(
-                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked,
-                wallClock: Harness.wallClock(clock))
-            await session.start()  // the second read fails too
-            // The third: the first list fetch's answer tries too. Unlocked only after it, so what
-            // reads the queue below is the app coming back.
-            await eventually("the fetch's read") { locked.loadAttempts >= 3 }
-            #expect(await session.pendingActions.isEmpty)
+            let (session, locked) = await Self.startedOverALockedQueue(file, clock: clock, api: api)
             locked.unlock()
             await session.appDidBecomeActive()  // unlocked now
             #expect(await session.pendingActions.map(\.id) == [earlier.id] || api.appliedWriteKeys == [earlier.id.rawValue])
@@ -678,18 +670,27 @@ struct OfflineActionsTests {
     /// (found by a review).
     @Test func aQueueThatCouldNotBeReadAtStartIsReadAgainAtTheNextFetch() async throws {
         try await withQueueFile(holding: .changeStatus(of: 2, to: .accepted), expecting: .any) { file, clock, api, earlier in
-            let locked = LockedStorage(file, failingLoads: .max)
-            let session = DriverSession(
-                api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked,
-                wallClock: Harness.wallClock(clock))
-            await session.start()
-            await eventually("the first list fetch") { api.listFetches >= 1 }
-            #expect(await session.pendingActions.isEmpty)
+            let (session, locked) = await Self.startedOverALockedQueue(file, clock: clock, api: api)
             locked.unlock()
             await clock.advance(by: .seconds(120))  // the poll
             await eventually("read and sent at the poll") { api.appliedWriteKeys == [earlier.id.rawValue] }
             await session.stop()
         }
+    }
+
+    /// A session started over `file` while it cannot be read: the session's first read, its start's
+    /// and its first list fetch's have all failed, so what reads the queue after `unlock` is the
+    /// step the test takes.
+    static func startedOverALockedQueue(
+        _ file: FileActionStorage, clock: TestClock, api: FakeOrdersAPI
+    ) async -> (DriverSession, LockedStorage) {
+        let locked = LockedStorage(file, failingLoads: .max)
+        let session = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: locked, wallClock: Harness.wallClock(clock))
+        await session.start()
+        await eventually("the first list fetch's read") { locked.loadAttempts >= 3 }
+        #expect(await session.pendingActions.isEmpty)
+        return (session, locked)
     }
 
     static func name(_ state: ActionState) -> String {

@@ -5,6 +5,7 @@ import WaybillBroker
 import WaybillDomain
 import WaybillObservability
 import WaybillRealtime
+import WaybillSQLite
 import WaybillStorage
 import WaybillTesting
 
@@ -111,15 +112,11 @@ struct HubFeedBoundTests {
         }
     }
 
-    /// A local commit that leaves a gap wakes the feed to read the store (`.readOwed`, once while
-    /// owed). When that wake-up was among the inputs dropped from the bounded queue, the flag that
-    /// says one is on its way stayed set, and no later gap woke the feed again: only the ticks
-    /// (here the test clock stands still: never).
-    /// Redis restarted while the feed's queue was full: its `.lost` and `.subscribed` were both
-    /// among the inputs dropped. The feed must still wait for a broker batch before it trusts the
-    /// broker again (the relay's publisher may come back later than the subscription), not take the
-    /// replayed `.subscribed` for a broker that never went away (found by a review).
-    @Test func anOutageWhoseWordsWereDroppedStillWaitsForABrokerBatch() async throws {
+    /// A feed with an input bound of 4 on `real` (read through a `HeldReadsStore`), subscribed and
+    /// quiet, then busy with a store read held on a skipped message: `body` fills its queue.
+    static func withHeldRead(
+        _ body: (HubFeed, ScriptedBroker, HeldReadsStore, RecordingTarget, Metrics, TestClock, SQLiteOrderStore) async throws -> Void
+    ) async throws {
         try await withStore { real in
             let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
             let clock = TestClock()
@@ -133,6 +130,18 @@ struct HubFeedBoundTests {
             store.hold()
             broker.send(.skipped)  // the feed reads the store: held there
             #expect(await eventually { store.heldReads == 1 })
+            try await body(feed, broker, store, target, metrics, clock, real)
+            running.cancel()
+            await running.value
+        }
+    }
+
+    /// Redis restarted while the feed's queue was full: its `.lost` and `.subscribed` were both
+    /// among the inputs dropped. The feed must still wait for a broker batch before it trusts the
+    /// broker again (the relay's publisher may come back later than the subscription), not take the
+    /// replayed `.subscribed` for a broker that never went away (found by a review).
+    @Test func anOutageWhoseWordsWereDroppedStillWaitsForABrokerBatch() async throws {
+        try await Self.withHeldRead { feed, broker, store, target, metrics, clock, real in
             broker.send(.lost)
             broker.send(.subscribed)
             for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: `.lost` and `.subscribed` go first
@@ -142,23 +151,15 @@ struct HubFeedBoundTests {
             let unpublished = try await real.append(1)  // committed while the publisher is away
             await clock.advance(by: .milliseconds(100))
             #expect(await eventually { target.ids == unpublished.map(\.id.rawValue) }, "read at the tick: \(target.ids)")
-            running.cancel()
         }
     }
 
+    /// A local commit that leaves a gap wakes the feed to read the store (`.readOwed`, once while
+    /// owed). When that wake-up was among the inputs dropped from the bounded queue, the flag that
+    /// says one is on its way stayed set, and no later gap woke the feed again: only the ticks
+    /// (here the test clock stands still: never).
     @Test func aDroppedWakeUpDoesNotKeepLaterGapsFromWakingTheFeed() async throws {
-        try await withStore { real in
-            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
-            let feed = Self.boundedFeed(broker: broker, store: store, target: target, metrics: metrics)
-            let subscription = broker.subscribe()
-            let start = try await HubFeed.newestCursor(in: real)
-            let running = Task { await feed.run(first: subscription, startingAfter: start) }
-            defer { running.cancel() }
-            broker.send(.subscribed)
-            #expect(await eventually { feed.isQuiet })
-            store.hold()
-            broker.send(.skipped)  // the feed reads the store: held there
-            #expect(await eventually { store.heldReads == 1 })
+        try await Self.withHeldRead { feed, broker, store, target, metrics, _, real in
             let first = try await real.append(2)
             feed.committedHere([first[1]])  // a gap (1): the feed is woken (`.readOwed` queued)
             for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: the wake-up is dropped
@@ -170,8 +171,6 @@ struct HubFeedBoundTests {
             let second = try await real.append(2)
             feed.committedHere([second[1]])  // another gap (3): it must wake the feed again
             #expect(await eventually { target.ids == [1, 2, 3, 4] }, "\(target.ids)")
-            running.cancel()
-            await running.value
         }
     }
 }

@@ -196,6 +196,28 @@ def test_a_confirmation_dialog_open_while_the_order_changes_does_not_act_on_the_
         assert stored["status"] == "assigned" and stored["version"] == version + 1
 
 
+def hold_refetches(page, order_id):
+    """Until the returned function is called, the panel's reads of the order wait (answered then:
+    its refetches land late); its writes go through."""
+    held, path = [], f"**/api/orders/{order_id}/"
+
+    def handle(route, request):
+        if request.method == "GET":
+            held.append(route)
+            return None
+        return route.continue_()
+
+    page.route(path, handle)
+
+    def release():
+        assert held, "the refetches were held"
+        for route in held:
+            route.continue_()
+        page.unroute(path)
+
+    return release
+
+
 def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_change(page, server, api):
     """Mark accepted, then at once Mark in progress, while the refetch after the first is slow: the
     first write's answer is drawn at once, so the second names the version the first made (a
@@ -204,24 +226,13 @@ def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_c
     order = api.create_order("Two quick moves", driver_id=server.drivers[0]["id"])
     page.goto(f"/#/orders/{order['id']}")
     expect(page.locator("#forward-button")).to_have_text("Mark accepted")
-    held = []
-
-    def hold_refetches(route, request):
-        if request.method == "GET":
-            held.append(route)  # answered at the end: the refetches land late
-            return None
-        return route.continue_()
-
-    page.route(f"**/api/orders/{order['id']}/", hold_refetches)
+    release_refetches = hold_refetches(page, order["id"])
     page.locator("#forward-button").click()
     expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=2_000)
     page.locator("#forward-button").click()
     expect(page.locator("#forward-button")).to_have_text("Mark completed", timeout=5_000)
     expect(page.locator("#detail-error")).to_have_text("")
-    assert held, "the refetches were held"
-    for route in held:
-        route.continue_()
-    page.unroute(f"**/api/orders/{order['id']}/")
+    release_refetches()
     # The late answers (older or the same) do not take the detail back.
     expect(page.locator("#forward-button")).to_have_text("Mark completed")
     stored = api.ok("GET", f"/api/orders/{order['id']}/")
@@ -237,15 +248,7 @@ def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_e
     order = api.create_order("Edit then move", driver_id=server.drivers[0]["id"])
     page.goto(f"/#/orders/{order['id']}")
     expect(page.locator("#forward-button")).to_have_text("Mark accepted")
-    held = []
-
-    def hold_refetches(route, request):
-        if request.method == "GET":
-            held.append(route)  # answered at the end: the refetches land late
-            return None
-        return route.continue_()
-
-    page.route(f"**/api/orders/{order['id']}/", hold_refetches)
+    release_refetches = hold_refetches(page, order["id"])
     page.locator("#edit-order").click()
     page.locator("#edit-notes").fill("Gate 4")
     page.locator("#save-edit").click()
@@ -254,10 +257,7 @@ def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_e
     page.locator("#forward-button").click()
     expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=5_000)
     expect(page.locator("#detail-error")).to_have_text("")
-    assert held, "the refetches were held"
-    for route in held:
-        route.continue_()
-    page.unroute(f"**/api/orders/{order['id']}/")
+    release_refetches()
     stored = api.ok("GET", f"/api/orders/{order['id']}/")
     assert stored["status"] == "accepted" and stored["notes"] == "Gate 4", stored
 
