@@ -26,6 +26,8 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private let reserve = NSCondition()
     /// Set (under `reserve`) when an urgent job may wait for a reserved worker.
     private var reserveCalled = false
+    /// Kept workers asleep on `reserve` (tests wait for them).
+    private var keptWorkersAsleep = 0
     /// Set (under `reserve`) by `close`: every reserved worker wakes and stops.
     private var reserveClosed = false
 
@@ -92,7 +94,9 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
             if closed { return nil }
             // A call made after the check above is not missed: `reserveCalled` stays set until read.
             reserve.lock()
+            keptWorkersAsleep += 1
             while !reserveCalled && !reserveClosed { reserve.wait() }
+            keptWorkersAsleep -= 1
             reserveCalled = false
             reserve.unlock()
         }
@@ -188,6 +192,13 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
         callReserve(closing: true)
+    }
+
+    /// Kept workers asleep waiting to be called (tests watch it).
+    package var keptWorkersAsleepCount: Int {
+        reserve.lock()
+        defer { reserve.unlock() }
+        return keptWorkersAsleep
     }
 
     /// Workers asleep waiting for a job (kept workers not counted; tests watch it).
