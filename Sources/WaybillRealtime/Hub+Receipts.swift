@@ -106,14 +106,20 @@ extension Hub {
             Task {
                 let committed = await self.write(reports, driver: driver, company: company, at: decidedAt)
                 self.executeSurely { _ in
+                    let keepTrying = (self.driverReceipts[driver]?.sockets ?? 0) > 0
                     guard
                         let next = self.driverReceipts[driver]?.coalescer.written(
-                            at: self.elapsed(), failed: committed ? [] : reports)
+                            at: self.elapsed(), failed: committed ? [] : reports, keepTrying: keepTrying)
                     else { return }
                     self.perform(next, for: driver)
                 }
             }
         }
+    }
+
+    /// History rewound: every driver's waiting receipts name the old history's versions.
+    func receiptsRewound() {
+        for driver in driverReceipts.keys { driverReceipts[driver]?.coalescer.historyRewound() }
     }
 
     /// One store write for a driver's receipts, off the service thread; whether it committed. A

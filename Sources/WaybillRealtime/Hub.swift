@@ -215,6 +215,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     public func rewound(to newest: EventCursor, io: any SocketIO) {
         lastDelivered = newest
         metrics.delivered(through: newest.id.rawValue)
+        receiptsRewound()
         closeAll(code: 1012, reason: "service restart", io: io)
     }
 

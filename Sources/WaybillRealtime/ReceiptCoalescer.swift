@@ -18,9 +18,14 @@ public import WaybillDomain
 ///   for further orders are dropped until the next write (the device reports them again only for
 ///   a version it has not reported on that socket: a new version, or after a reconnect);
 /// - a write that failed (the store down for a moment, a failover) goes back into the queue and is
-///   tried again after a backoff that doubles from `interval` up to 30 s, `maxRetries` times: the
-///   device does not send a version twice on one socket, so a receipt dropped here stayed "not
-///   seen" on the panel until the order's next version (found by a review, 2026-12-04).
+///   tried again after a backoff that doubles from `interval` up to 30 s, `maxRetries` times, and
+///   for as long as the driver has a socket open here (`keepTrying`): the device does not send a
+///   version twice on one socket, so a receipt dropped here stayed "not seen" on the panel until
+///   the order's next version (found by a review, 2026-12-04), and after a store outage of over
+///   90 s until the device reconnected (a review, 2026-12-05);
+/// - a history rewind (a restore, a failover that lost commits) drops what waits, and what a write
+///   in flight carried if it fails: those versions are the old history's, and the device reports
+///   the new one's after its `reset` (kept, the highest version hid the restored one: a review).
 public struct ReceiptCoalescer: Sendable {
     /// What the hub does next for this socket.
     public enum Action: Equatable, Sendable {
@@ -40,6 +45,8 @@ public struct ReceiptCoalescer: Sendable {
     private var isWakeScheduled = false
     /// Failed writes in a row (0 after one that committed).
     public private(set) var failures = 0
+    /// The write in flight began before a history rewind: if it fails, its receipts are dropped.
+    private var inFlightIsStale = false
     /// How many times in a row a failed write is tried again before its receipts are dropped.
     public let maxRetries: Int
     static let longestBackoff: Duration = .seconds(30)
@@ -73,18 +80,30 @@ public struct ReceiptCoalescer: Sendable {
     }
 
     /// The write asked for by `.write` has finished: committed (`failed` empty), or failed with
-    /// the receipts it carried, which wait for the next write (up to `maxRetries` times in a row).
-    public mutating func written(at now: Duration, failed: [SeenReport] = []) -> Action {
+    /// the receipts it carried, which wait for the next write (up to `maxRetries` times in a row,
+    /// or for as long as `keepTrying`: the driver still has a socket here, whose device will not
+    /// report those versions again).
+    public mutating func written(at now: Duration, failed: [SeenReport] = [], keepTrying: Bool = false) -> Action {
         isWriting = false
+        let stale = inFlightIsStale
+        inFlightIsStale = false
         if failed.isEmpty {
             failures = 0
-        } else if failures < maxRetries {
-            failures += 1
+        } else if stale {
+            // The old history's versions: dropped (the device reports the new ones after `reset`).
+        } else if failures < maxRetries || keepTrying {
+            failures = min(failures + 1, maxRetries)
             merge(failed)
         } else {
             failures = 0  // given up: these are dropped, what comes next starts afresh
         }
         return next(at: now)
+    }
+
+    /// History rewound under the store: what waits names versions of the old history.
+    public mutating func historyRewound() {
+        pending = [:]
+        if isWriting { inFlightIsStale = true }
     }
 
     /// Nothing waits, is being written or is scheduled.

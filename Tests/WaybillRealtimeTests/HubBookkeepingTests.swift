@@ -88,6 +88,42 @@ struct HubBookkeepingTests {
         }
     }
 
+    /// While the driver's socket is open, a receipts write that keeps failing is tried past the
+    /// coalescer's `maxRetries` (6): the device will not report the version again on that socket
+    /// (found by a review: a store outage of over 90 s lost it until the device reconnected).
+    @Test func aReceiptsWriteIsTriedPastItsRetriesWhileTheDriverIsConnected() async throws {
+        try await withStore { store in
+            let counting = CountingStore(store)
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(1))) {
+                hub, service, _, socket in
+                counting.failWrites(8)  // the first try and seven more: one past the six retries
+                let before = counting.writes
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+                #expect(await eventually { counting.writes == before + 9 }, "\(counting.writes - before) tries")
+            }
+        }
+    }
+
+    /// A history rewind drops the receipts waiting for a retry: they name the old history's versions
+    /// (the device reports the restored ones after its `reset`; a review).
+    @Test func aHistoryRewindDropsReceiptsWaitingForARetry() async throws {
+        try await withStore { store in
+            let counting = CountingStore(store)
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(300))) {
+                hub, service, _, socket in
+                counting.failWrites(1)
+                let before = counting.writes
+                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":9}]}"#, io: io) }
+                #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
+                let restored = try await store.append(1)
+                hub.historyRewound(to: restored[0].cursor)  // before the retry, 600 ms after the first try
+                #expect(await eventually { service.io.closeCode(socket) == 1012 })
+                try await Task.sleep(for: .milliseconds(1_500))
+                #expect(counting.writes == before + 1, "not tried again")
+            }
+        }
+    }
+
     /// A history rewind reaches the hub while the bounded queue refuses work: its sockets are still
     /// closed with 1012 (lost, they would stay on the old history with no `reset`).
     @Test func aHistoryRewindIsActedOnWhileTheBoundedQueueRefusesWork() async throws {

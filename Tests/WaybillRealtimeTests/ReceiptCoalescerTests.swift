@@ -49,6 +49,41 @@ struct ReceiptCoalescerTests {
         #expect(coalescer.failures == 0)
     }
 
+    /// While the driver has a socket here, failed writes are tried again past `maxRetries`, every
+    /// 30 s at most: that device will not report those versions again, so a store outage of over
+    /// 90 s left them "not seen" on the panel until it reconnected (found by a review).
+    @Test func aFailedWriteKeepsBeingTriedWhileTheDriverHasASocket() {
+        var coalescer = ReceiptCoalescer(interval: .seconds(1), maxRetries: 2)
+        let receipts = Self.seen((1, 7))
+        var now = Duration.zero
+        #expect(coalescer.received(receipts, at: now) == .write(receipts))
+        for attempt in 1...8 {
+            let action = coalescer.written(at: now + .milliseconds(100), failed: receipts, keepTrying: true)
+            guard case .wake(let wait) = action else {
+                Issue.record("attempt \(attempt): \(action)")
+                return
+            }
+            #expect(wait <= .seconds(30), "attempt \(attempt): the backoff stays at 30 s at most")
+            now = now + .milliseconds(100) + wait
+            #expect(coalescer.woke(at: now) == .write(receipts), "attempt \(attempt): tried again")
+        }
+        #expect(coalescer.written(at: now + .milliseconds(100)) == .none)
+        #expect(coalescer.isIdle && coalescer.failures == 0)
+    }
+
+    /// A history rewind (a failover that lost commits) drops what waits and what a write in flight
+    /// carried if it fails: kept, the old history's v9 hid the restored v7 the device reports after
+    /// its `reset` (the highest version wins), and nothing was recorded (found by a review).
+    @Test func aRewindDropsTheOldHistorysReceipts() {
+        var coalescer = ReceiptCoalescer(interval: .seconds(1))
+        #expect(coalescer.received(Self.seen((42, 9)), at: .zero) == .write(Self.seen((42, 9))))
+        #expect(coalescer.received(Self.seen((43, 4)), at: .milliseconds(200)) == .none, "waits for the write in flight")
+        coalescer.historyRewound()
+        #expect(coalescer.pending.isEmpty)
+        #expect(coalescer.written(at: .seconds(5), failed: Self.seen((42, 9)), keepTrying: true) == .none, "not tried again")
+        #expect(coalescer.received(Self.seen((42, 7)), at: .seconds(6)) == .write(Self.seen((42, 7))), "the restored version")
+    }
+
     @Test func writesNeverOverlap() {
         var coalescer = ReceiptCoalescer()
         _ = coalescer.received(Self.seen((1, 1)), at: .seconds(0))
