@@ -123,8 +123,8 @@ extension Hub {
     }
 
     /// One store write for a driver's receipts, off the service thread; whether it committed. A
-    /// failure goes back to the driver's coalescer, which tries again a few times with a backoff
-    /// (`ReceiptCoalescer`). Recording is idempotent: a retry of a write that did commit (its
+    /// failure goes back to the driver's coalescer, which tries again with a backoff: until it
+    /// commits while the driver has a socket here, else a few times (`ReceiptCoalescer`). Recording is idempotent: a retry of a write that did commit (its
     /// outcome unknown) records nothing new.
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async -> Bool {
         do {
