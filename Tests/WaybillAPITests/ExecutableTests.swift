@@ -289,8 +289,10 @@ struct ExecutableTests {
             let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
             let app = try Self.driverApp(on: server, as: driver)
             defer { app.signal(SIGKILL) }
+            // What the app said, if it never got live (a CI run once waited the whole 30 s).
             let live = try #require(
-                await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" })
+                await app.line(timeout: .seconds(30)) { $0["kind"] as? String == "connection" && $0["state"] as? String == "live" },
+                "stdout: \(app.stdout.suffix(8)) stderr: \(app.stderr.suffix(8)) server: \(server.logs.all.suffix(8))")
             app.type("open \(id)")
             let detail = try #require(await app.line(after: live.index) { $0["kind"] as? String == "detail" })
             app.type("close \(id)")
