@@ -14,7 +14,9 @@ public import WaybillDomain
 /// - the first receipt after a quiet second is written at once; later ones wait until a second
 ///   after the last write began, and go out together in one write;
 /// - never two writes of one driver at a time: the next waits for the previous one to finish;
-/// - at most `maxPending` orders wait (a hostile client cannot grow the hub's memory); receipts
+/// - at most `maxPending` orders wait (a hostile client cannot grow the hub's memory), enough for
+///   what a device reports when it connects: its whole list, up to 1 000 rows (two halves of 500),
+///   and its opened orders; at 500 the newest orders of a long list were dropped (a review); receipts
 ///   for further orders are dropped until the next write (the device reports them again only for
 ///   a version it has not reported on that socket: a new version, or after a reconnect);
 /// - a write that failed (the store down for a moment, a failover) goes back into the queue and is
@@ -51,7 +53,11 @@ public struct ReceiptCoalescer: Sendable {
     public let maxRetries: Int
     static let longestBackoff: Duration = .seconds(30)
 
-    public init(interval: Duration = .seconds(1), maxPending: Int = 500, maxRetries: Int = 6) {
+    /// A driver's list holds up to 1 000 rows (the client's two halves of 500), and a device
+    /// reports them all when it connects, with its opened orders.
+    public static let defaultMaxPending = 1_200
+
+    public init(interval: Duration = .seconds(1), maxPending: Int = defaultMaxPending, maxRetries: Int = 6) {
         self.interval = interval
         self.maxPending = maxPending
         self.maxRetries = maxRetries
