@@ -119,12 +119,12 @@ let package = Package(
             name: "WaybillAPITests",
             dependencies: ["WaybillTesting", "WaybillAPI", "WaybillNetwork", "WaybillDomain", "WaybillStorage",
                            "WaybillSQLite", "WaybillPostgres", "WaybillBroker", "WaybillClient",
-                           "WaybillClientTransports", "WaybillObservability"],
+                           "WaybillClientTransports", "WaybillObservability", "WaybillStoreTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "WaybillRealtimeTests",
             dependencies: ["WaybillRealtime", "WaybillTesting", "WaybillDomain", "WaybillStorage", "WaybillSQLite",
-                           "WaybillBroker", "WaybillNetwork", "WaybillObservability", "WaybillJSON"],
+                           "WaybillBroker", "WaybillNetwork", "WaybillObservability", "WaybillJSON", "WaybillStoreTesting"],
             swiftSettings: swiftSettings),
         // The fuzz targets (Fuzzing/, through the `Targets` link) replaying their seed corpus: the
         // harness is built with every `make test`, and each seed is a regression test.

@@ -27,18 +27,15 @@ final class DroppedInputs: Sendable {
     func noteLostDropped() { state.withLock { $0.lostDropped = true } }
 
     /// Whether a `.lost` was dropped since the last call (then clears).
-    func takeLostDropped() -> Bool {
-        state.withLock { s in
-            defer { s.lostDropped = false }
-            return s.lostDropped
-        }
-    }
+    func takeLostDropped() -> Bool { take(\.lostDropped) }
 
     /// Whether a wake-up was dropped since the last call (then clears).
-    func takeWakeUpDropped() -> Bool {
+    func takeWakeUpDropped() -> Bool { take(\.wakeUpDropped) }
+
+    private func take(_ flag: WritableKeyPath<State, Bool>) -> Bool {
         state.withLock { s in
-            defer { s.wakeUpDropped = false }
-            return s.wakeUpDropped
+            defer { s[keyPath: flag] = false }
+            return s[keyPath: flag]
         }
     }
 

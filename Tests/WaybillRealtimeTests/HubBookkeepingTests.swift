@@ -5,6 +5,7 @@ import WaybillDomain
 import WaybillNetwork
 import WaybillObservability
 import WaybillRealtime
+import WaybillSQLite
 import WaybillStorage
 import WaybillTesting
 
@@ -75,15 +76,27 @@ struct HubBookkeepingTests {
     /// A receipts write that fails (the store down for a moment) is tried again: the device will
     /// not send that version again on this socket (found by a review, 2026-12-04).
     @Test func aFailedReceiptsWriteIsTriedAgain() async throws {
+        try await Self.withFailingReceiptsWrites(1, interval: .milliseconds(100)) { _, _, _, counting, _, before in
+            #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
+            #expect(await eventually { counting.writes == before + 2 }, "tried again, with nothing new from the socket")
+        }
+    }
+
+    /// A driver's socket admitted on a store whose next `failures` writes fail, after it sent a
+    /// receipt for order 1 at `version`; `body` gets the counting wrapper, the store under it, and the
+    /// write count from before the receipt.
+    static func withFailingReceiptsWrites(
+        _ failures: Int, interval: Duration, version: Int = 1,
+        _ body: (Hub, ServiceThread, SocketID, CountingStore, SQLiteOrderStore, _ before: Int) async throws -> Void
+    ) async throws {
         try await withStore { store in
             let counting = CountingStore(store)
-            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(100))) {
-                hub, service, _, socket in
-                counting.failWrites(1)
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: interval)) { hub, service, _, socket in
+                counting.failWrites(failures)
                 let before = counting.writes
-                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
-                #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
-                #expect(await eventually { counting.writes == before + 2 }, "tried again, with nothing new from the socket")
+                let frame = #"{"type":"seen","orders":[{"id":1,"version":"# + "\(version)}]}"
+                service.run { io in hub.socketReceived(socket, text: frame, io: io) }
+                try await body(hub, service, socket, counting, store, before)
             }
         }
     }
@@ -92,35 +105,22 @@ struct HubBookkeepingTests {
     /// coalescer's `maxRetries` (6): the device will not report the version again on that socket
     /// (found by a review: a store outage of over 90 s lost it until the device reconnected).
     @Test func aReceiptsWriteIsTriedPastItsRetriesWhileTheDriverIsConnected() async throws {
-        try await withStore { store in
-            let counting = CountingStore(store)
-            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(1))) {
-                hub, service, _, socket in
-                counting.failWrites(8)  // the first try and seven more: one past the six retries
-                let before = counting.writes
-                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
-                #expect(await eventually { counting.writes == before + 9 }, "\(counting.writes - before) tries")
-            }
+        // The first try and seven more fail: one past the six retries.
+        try await Self.withFailingReceiptsWrites(8, interval: .milliseconds(1)) { _, _, _, counting, _, before in
+            #expect(await eventually { counting.writes == before + 9 }, "\(counting.writes - before) tries")
         }
     }
 
     /// A history rewind drops the receipts waiting for a retry: they name the old history's versions
     /// (the device reports the restored ones after its `reset`; a review).
     @Test func aHistoryRewindDropsReceiptsWaitingForARetry() async throws {
-        try await withStore { store in
-            let counting = CountingStore(store)
-            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(300))) {
-                hub, service, _, socket in
-                counting.failWrites(1)
-                let before = counting.writes
-                service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":9}]}"#, io: io) }
-                #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
-                let restored = try await store.append(1)
-                hub.historyRewound(to: restored[0].cursor)  // before the retry, 600 ms after the first try
-                #expect(await eventually { service.io.closeCode(socket) == 1012 })
-                try await Task.sleep(for: .milliseconds(1_500))
-                #expect(counting.writes == before + 1, "not tried again")
-            }
+        try await Self.withFailingReceiptsWrites(1, interval: .milliseconds(300), version: 9) { hub, service, socket, counting, store, before in
+            #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
+            let restored = try await store.append(1)
+            hub.historyRewound(to: restored[0].cursor)  // before the retry, 600 ms after the first try
+            #expect(await eventually { service.io.closeCode(socket) == 1012 })
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(counting.writes == before + 1, "not tried again")
         }
     }
 

@@ -7,6 +7,7 @@ import WaybillObservability
 import WaybillRealtime
 import WaybillSQLite
 import WaybillStorage
+import WaybillStoreTesting
 import WaybillTesting
 
 /// The feed's input queue is bounded: while the feed is stuck, broker batches past the bound are
@@ -112,13 +113,13 @@ struct HubFeedBoundTests {
         }
     }
 
-    /// A feed with an input bound of 4 on `real` (read through a `HeldReadsStore`), subscribed and
+    /// A feed with an input bound of 4 on `real` (read through a `HeldStore`), subscribed and
     /// quiet, then busy with a store read held on a skipped message: `body` fills its queue.
     static func withHeldRead(
-        _ body: (HubFeed, ScriptedBroker, HeldReadsStore, RecordingTarget, Metrics, TestClock, SQLiteOrderStore) async throws -> Void
+        _ body: (HubFeed, ScriptedBroker, HeldStore, RecordingTarget, Metrics, TestClock, SQLiteOrderStore) async throws -> Void
     ) async throws {
         try await withStore { real in
-            let store = HeldReadsStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
+            let store = HeldStore(real), broker = ScriptedBroker(), target = RecordingTarget(), metrics = Metrics()
             let clock = TestClock()
             let feed = Self.boundedFeed(broker: broker, store: store, target: target, metrics: metrics, clock: clock)
             let subscription = broker.subscribe()
@@ -127,7 +128,7 @@ struct HubFeedBoundTests {
             defer { running.cancel() }
             broker.send(.subscribed)
             #expect(await eventually { feed.isQuiet })
-            store.hold()
+            store.holdReads()
             broker.send(.skipped)  // the feed reads the store: held there
             #expect(await eventually { store.heldReads == 1 })
             try await body(feed, broker, store, target, metrics, clock, real)
@@ -146,7 +147,7 @@ struct HubFeedBoundTests {
             broker.send(.subscribed)
             for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: `.lost` and `.subscribed` go first
             #expect(await eventually { metrics.overflows(of: .feedInputs) == 4 })
-            store.release()
+            store.releaseReads()
             #expect(await eventually { feed.isAwaitingBrokerBatch }, "the replayed `.subscribed` waits for a batch")
             let unpublished = try await real.append(1)  // committed while the publisher is away
             await clock.advance(by: .milliseconds(100))
@@ -165,7 +166,7 @@ struct HubFeedBoundTests {
             for _ in 0..<6 { broker.send(.skipped) }  // the queue overflows: the wake-up is dropped
             // All forwarded before the read goes on: the wake-up, oldest, went first of the three.
             #expect(await eventually { metrics.overflows(of: .feedInputs) == 3 })
-            store.release()
+            store.releaseReads()
             #expect(await eventually { target.ids == [1, 2] })
             #expect(await eventually { feed.isQuiet })
             let second = try await real.append(2)

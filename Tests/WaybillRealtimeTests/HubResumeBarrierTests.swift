@@ -1,49 +1,14 @@
 import Foundation
-import Synchronization
 import Testing
 import WaybillDomain
 import WaybillNetwork
 import WaybillObservability
 import WaybillSQLite
 import WaybillStorage
+import WaybillStoreTesting
 import WaybillTesting
 
 @testable import WaybillRealtime
-
-/// Holds every read while the test says so: a replay query that is slow to answer.
-final class HeldReadsStore: OrderStore {
-    private let store: any OrderStore
-    private let state = Mutex<(holding: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
-    init(_ store: any OrderStore) { self.store = store }
-
-    func hold() { state.withLock { $0.holding = true } }
-    /// Lets the held reads (and every later one) go on.
-    func release() {
-        let waiting = state.withLock { state in
-            state.holding = false
-            defer { state.waiting = [] }
-            return state.waiting
-        }
-        for continuation in waiting { continuation.resume() }
-    }
-    var heldReads: Int { state.withLock { $0.waiting.count } }
-
-    func read<T: Sendable>(_ body: @escaping @Sendable (any StoreReader) throws -> T) async throws -> T {
-        await withCheckedContinuation { continuation in
-            let go = state.withLock { state in
-                if state.holding { state.waiting.append(continuation) }
-                return !state.holding
-            }
-            if go { continuation.resume() }
-        }
-        return try await store.read(body)
-    }
-    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
-        try await store.write(body)
-    }
-    func close() {}
-    func lease(_ name: String) -> any Lease { store.lease(name) }
-}
 
 /// A pong answers after the replay (docs/PROTOCOL.md, "Resume"): a client that resumes with actions
 /// queued pings right after `connected`, and holds them until the pong or a `reset` (an action
@@ -65,7 +30,7 @@ struct HubResumeBarrierTests {
                 type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .assigned,
                 driverID: 7, changedAt: Date(), groups: [.company(1), .driver(7)])
             let events = try await store.write { tx in try tx.appendEvents([event, event]) }
-            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator(), clock = TestClock()
+            let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator(), clock = TestClock()
             let metrics = Metrics()
             var limits = Hub.Limits()
             limits.replayTimeout = .seconds(10)
@@ -74,7 +39,7 @@ struct HubResumeBarrierTests {
                 configuration: .init(limits: limits), clock: clock)
             hub.execute = { body in service.queue.async { body(service.io) } }
             let socket = SocketID(1)
-            held.hold()
+            held.holdReads()
             await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
             #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
             await clock.advance(by: .seconds(9))
@@ -83,7 +48,7 @@ struct HubResumeBarrierTests {
             #expect(await eventually { service.io.closeCode(socket) == 1013 })
             #expect(metrics.overflows(of: .replayTime) == 1)
             let sent = service.io.frames(socket)
-            held.release()
+            held.releaseReads()
             try await Task.sleep(for: .milliseconds(200))
             #expect(service.io.frames(socket) == sent, "the late answer sends nothing")
         }
@@ -91,10 +56,10 @@ struct HubResumeBarrierTests {
 
     @Test func aPingDuringASlowReplayIsAnsweredAfterTheReset() async throws {
         try await withStore { store in
-            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator()
             let hub = service.hub(authenticator: auth, store: held)
             let socket = SocketID(1)
-            held.hold()
+            held.holdReads()
             // A cursor of another history: event 5 is not in this (empty) store.
             await Self.admit(hub, auth, service, query: [(name: "cursor", value: "5-deadbeef")])
             #expect(await eventually { service.io.frames(socket) == 1 }, "connected")
@@ -102,7 +67,7 @@ struct HubResumeBarrierTests {
             service.run { io in hub.socketReceived(socket, text: #"{"type":"ping"}"#, io: io) }
             service.run { _ in }
             #expect(service.io.frames(socket) == 1, "no pong while the replay's outcome is unknown")
-            held.release()
+            held.releaseReads()
             #expect(await eventually { service.io.frames(socket) == 3 })
             let pong = try #require(hub.pong?.frame)
             #expect(service.io.sent(socket).dropFirst().map(ObjectIdentifier.init)
@@ -118,15 +83,15 @@ struct HubResumeBarrierTests {
                 type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .assigned,
                 driverID: 7, changedAt: Date(), groups: [.company(1), .driver(7)])
             let events = try await store.write { tx in try tx.appendEvents([event, event, event]) }
-            let held = HeldReadsStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator()
             let hub = service.hub(authenticator: auth, store: held)
             let socket = SocketID(1)
-            held.hold()
+            held.holdReads()
             await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
             #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
             service.run { io in hub.socketReceived(socket, text: #"{"type":"ping"}"#, io: io) }
             #expect(service.io.frames(socket) == 1, "connected only")
-            held.release()
+            held.releaseReads()
             #expect(await eventually { service.io.frames(socket) == 4 }, "connected, two replayed events, pong")
             // The pong names the hub's newest delivered event (this hub started at the origin and
             // delivered nothing live: a position behind the replay, which a client never moves

@@ -218,15 +218,21 @@ def hold_refetches(page, order_id):
     return release
 
 
+def open_assigned_order_holding_refetches(page, server, api, title):
+    """Logs in, opens a new order assigned to a driver (its next move: Mark accepted), and holds the
+    panel's reads of it from then on (`hold_refetches`). Returns the order and the release."""
+    login_as_dispatcher(page, server)
+    order = api.create_order(title, driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator("#forward-button")).to_have_text("Mark accepted")
+    return order, hold_refetches(page, order["id"])
+
+
 def test_the_dispatchers_own_quick_second_move_is_not_refused_as_someone_elses_change(page, server, api):
     """Mark accepted, then at once Mark in progress, while the refetch after the first is slow: the
     first write's answer is drawn at once, so the second names the version the first made (a
     review found it sent the old one and got "changed meanwhile" for the dispatcher's own change)."""
-    login_as_dispatcher(page, server)
-    order = api.create_order("Two quick moves", driver_id=server.drivers[0]["id"])
-    page.goto(f"/#/orders/{order['id']}")
-    expect(page.locator("#forward-button")).to_have_text("Mark accepted")
-    release_refetches = hold_refetches(page, order["id"])
+    order, release_refetches = open_assigned_order_holding_refetches(page, server, api, "Two quick moves")
     page.locator("#forward-button").click()
     expect(page.locator("#forward-button")).to_have_text("Mark in progress", timeout=2_000)
     page.locator("#forward-button").click()
@@ -244,11 +250,7 @@ def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_e
     """Save an edit, then at once Mark accepted, while the refetch after the save is slow: the
     edit's answer is drawn at once, so the move names the version the edit made (a review found
     the save ignored its answer: the move sent the old version and got "changed meanwhile")."""
-    login_as_dispatcher(page, server)
-    order = api.create_order("Edit then move", driver_id=server.drivers[0]["id"])
-    page.goto(f"/#/orders/{order['id']}")
-    expect(page.locator("#forward-button")).to_have_text("Mark accepted")
-    release_refetches = hold_refetches(page, order["id"])
+    order, release_refetches = open_assigned_order_holding_refetches(page, server, api, "Edit then move")
     page.locator("#edit-order").click()
     page.locator("#edit-notes").fill("Gate 4")
     page.locator("#save-edit").click()

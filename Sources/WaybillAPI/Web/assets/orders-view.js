@@ -288,7 +288,6 @@ export class OrdersView {
           // Older or Newer failed: the user stays where they were, with the rows still on screen
           // (not moved to the asked-for page by the next event; found by a review, 2026-12-05).
           this.page = fallback.page;
-          this.leaving = false;
           this.cursors = fallback.cursors;
           this.pageStale = fallback.stale || this.signalledWhileLoading;
           this.render();
