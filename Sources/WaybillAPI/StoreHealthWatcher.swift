@@ -1,32 +1,47 @@
 import WaybillObservability
 import WaybillStorage
 
-/// Logs the store's problems (`OrderStore.health`) at error when they appear, and at info when they
-/// are gone: a failing WAL checkpoint must reach the log even if nobody probes `/readyz`.
+/// Logs the store's problems (`OrderStore.health`) at error when they appear, its warnings at
+/// warning, and each at info when it is gone: a failing WAL checkpoint must reach the log even if
+/// nobody probes `/readyz`.
 struct StoreHealthWatcher: Sendable {
     let store: any OrderStore
     let logger: Logger
     let clock: any Clock<Duration>
     var interval: Duration = .seconds(5)
 
+    /// What was logged as lasting at the last check.
+    struct Reported: Equatable {
+        var problems: [String] = []
+        var warnings: [String] = []
+        var isEmpty: Bool { problems.isEmpty && warnings.isEmpty }
+    }
+
     /// Checks every `interval` until cancelled.
     func run() async {
-        var reported: [String] = []
+        var reported = Reported()
         while !Task.isCancelled {
             reported = check(after: reported)
             do { try await clock.sleep(for: interval) } catch { return }
         }
     }
 
-    /// Logs what changed since `reported` (each problem once while it lasts); returns the problems now.
-    func check(after reported: [String]) -> [String] {
+    /// Logs what changed since `reported` (each problem or warning once while it lasts); returns
+    /// what lasts now.
+    func check(after reported: Reported) -> Reported {
         let health = store.health
-        for problem in health.problems where !reported.contains(problem) {
+        for problem in health.problems where !reported.problems.contains(problem) {
             logger.error("store problem", ["problem": problem, "checkpoint_failures": "\(health.checkpointFailures)"])
         }
-        for problem in reported where !health.problems.contains(problem) {
+        for problem in reported.problems where !health.problems.contains(problem) {
             logger.info("store problem over", ["problem": problem])
         }
-        return health.problems
+        for warning in health.warnings where !reported.warnings.contains(warning) {
+            logger.warning("store warning", ["warning": warning])
+        }
+        for warning in reported.warnings where !health.warnings.contains(warning) {
+            logger.info("store warning over", ["warning": warning])
+        }
+        return Reported(problems: health.problems, warnings: health.warnings)
     }
 }

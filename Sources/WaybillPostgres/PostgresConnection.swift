@@ -39,6 +39,17 @@ final class PostgresConnection {
     /// Whether the connection can still be used: open, and libpq has not seen it break.
     var isUsable: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
+    /// Whether an idle connection still looks open. Nothing arrives on it between calls (these
+    /// connections never `LISTEN`), so a readable socket means the server is saying goodbye: a
+    /// terminated backend (`pg_terminate_backend`, `idle_session_timeout`, a restart) sends its
+    /// FATAL message, then closes. Such a connection is not trusted, whatever libpq would make of
+    /// the message. Never waits.
+    func isStillOpenWhileIdle() -> Bool {
+        guard let db = handle, PQstatus(db) == CONNECTION_OK else { return false }
+        var descriptor = pollfd(fd: PQsocket(db), events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+
     /// Whether a transaction is open and failed: every statement but ROLLBACK will be refused.
     var isInFailedTransaction: Bool { handle.map { PQtransactionStatus($0) == PQTRANS_INERROR } ?? false }
 

@@ -42,6 +42,8 @@ public final class PostgresOrderStore: OrderStore {
     private let clock: @Sendable () -> Date
     private let isClosed = Mutex(false)
     private let leases = Mutex<[WeakLease]>([])
+    /// The reader kept for urgent reads, as the store's health shows it.
+    private let keptReader: KeptReader
 
     /// Connects, applies pending migrations, and starts the worker threads.
     ///
@@ -60,10 +62,20 @@ public final class PostgresOrderStore: OrderStore {
     ///   - clock: the time stamped on events as `committed_at` and on logouts.
     /// - Throws: `StoreError.unavailable` with one line saying why: a malformed URL, a server
     ///   that cannot be reached, refused credentials, or a failed migration.
-    public init(
+    public convenience init(
         url: String, applicationName: String = "waybill", writerCount: Int = 4, readerCount: Int = 4,
         callBudget: Duration = PostgresOrderStore.defaultCallBudget,
         clock: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        try self.init(
+            url: url, applicationName: applicationName, writerCount: writerCount, readerCount: readerCount,
+            callBudget: callBudget, clock: clock, keptReader: KeptReader.Timing())
+    }
+
+    /// `init(url:…)` with the kept reader's checks on another schedule (tests).
+    init(
+        url: String, applicationName: String, writerCount: Int, readerCount: Int, callBudget: Duration,
+        clock: @escaping @Sendable () -> Date, keptReader timing: KeptReader.Timing
     ) throws {
         self.callBudget = callBudget
         let parsed: PostgresConnectionSettings
@@ -83,6 +95,8 @@ public final class PostgresOrderStore: OrderStore {
             throw StoreError.unavailable("cannot open PostgreSQL at \(parsed.displayName): \(error.message)")
         }
         let health = PostgresHealth()
+        let keptReader = KeptReader(timing: timing)
+        self.keptReader = keptReader
         let writeQueue = self.writeQueue, readQueue = self.readQueue
         workers =
             (0..<max(1, writerCount)).map { index in
@@ -98,7 +112,7 @@ public final class PostgresOrderStore: OrderStore {
             + [
                 PostgresWorker(
                     name: "waybill.postgres.reader.urgent", queue: readQueue, settings: parsed.forPool,
-                    health: health, urgentOnly: true)
+                    health: health, kept: keptReader)
             ]
     }
 
@@ -181,6 +195,13 @@ public final class PostgresOrderStore: OrderStore {
         readQueue.close()
         for lease in leases.withLock({ $0.compactMap(\.lease) }) { lease.shutDown() }
         for worker in workers where !worker.isCurrentThread { worker.waitUntilFinished() }
+    }
+
+    /// A warning while the reader kept for urgent reads has no connection (its connect failed: the
+    /// server out of connection slots, or down): the live path's reads then wait for a busy
+    /// reader, or for a connect. Not a problem: the store still answers every call.
+    public var health: StoreHealth {
+        StoreHealth(warnings: keptReader.isUnconnected ? ["postgres_urgent_reader_unconnected"] : [])
     }
 
     /// A cluster-wide lease: a PostgreSQL session advisory lock on a dedicated connection with a

@@ -33,6 +33,16 @@ final class PostgresSession {
         return opened
     }
 
+    /// Whether the session holds a connection a call could use now without connecting: open, of the
+    /// current generation (no failure seen since it was opened), and not closed by the server while
+    /// idle. Drops one that fails the check. Never waits.
+    func holdsUsableConnection() -> Bool {
+        guard let connection else { return false }
+        if connectedGeneration == health.generation, connection.isStillOpenWhileIdle() { return true }
+        close()
+        return false
+    }
+
     /// Drops the current connection (the server frees whatever it held).
     func close() {
         connection?.close()

@@ -10,28 +10,58 @@ final class PostgresWorker: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let threadID = Mutex<pthread_t?>(nil)
 
-    /// Starts the thread; it connects lazily, on its first job. With `urgentOnly` it takes urgent
-    /// jobs only, when every other worker is busy (`JobQueue.take(upTo:urgentOnly:)`), and connects
-    /// at start.
+    /// Starts the thread; it connects lazily, on its first job. With `kept` it is the store's kept
+    /// reader: it takes urgent jobs only, when every other worker is busy
+    /// (`JobQueue.take(upTo:urgentOnly:)`), and keeps its connection open between them
+    /// (`keepConnected`).
     init(
         name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth,
-        urgentOnly: Bool = false
+        kept: KeptReader? = nil
     ) {
         let finished = self.finished
         let thread = Thread { [self] in
             threadID.withLock { $0 = pthread_self() }
             let session = PostgresSession(settings: settings, health: health)
-            // The kept reader connects at once (the others when calls need them): it is needed
-            // when every other reader is busy, in a reconnect storm, the worst moment to find the
-            // server out of connection slots (found by a review). A failure here is only retried
-            // by its first call, which reports it to `health` as any call's connect does.
-            if urgentOnly { _ = try? session.connection(deadline: .now + PostgresSession.connectTimeout) }
-            while let jobs = queue.take(upTo: 1, urgentOnly: urgentOnly) { for job in jobs { job.run(session) } }
+            if let kept {
+                Self.keepConnected(session, serving: queue, kept)
+            } else {
+                while let jobs = queue.take(upTo: 1) { for job in jobs { job.run(session) } }
+            }
             session.close()
             finished.signal()
         }
         thread.name = name
         thread.start()
+    }
+
+    /// The kept reader's loop. Its connection is opened at once, not in the storm that first needs
+    /// it, when the server may be out of connection slots (found by a review). Between urgent jobs
+    /// it wakes now and then (`KeptReader.Timing`) to look after it: a connection the server ended
+    /// while idle (`idle_session_timeout`, `pg_terminate_backend`, a restart), or one of before a
+    /// failure any worker saw, is dropped and opened again; a connect that fails is tried again
+    /// after 1 s, doubling to 30 s, and shows in `PostgresOrderStore.health` as a warning, which
+    /// the server logs. Before, a connect that failed at start was not logged and was tried again
+    /// only by the first urgent read, the one that needed the connection.
+    private static func keepConnected(_ session: PostgresSession, serving queue: JobQueue<PostgresJob>, _ kept: KeptReader) {
+        var retry = kept.timing.firstRetry
+        while true {
+            var connected = session.holdsUsableConnection()
+            if !connected {
+                // Not reported to `health`: a refused connect (no free slot) says nothing of the
+                // server being down, and calls find that out themselves.
+                connected = (try? session.connection(deadline: .now + PostgresSession.connectTimeout)) != nil
+                kept.noteConnected(connected)
+            }
+            if connected {
+                retry = kept.timing.firstRetry
+                kept.wake(queue, after: kept.timing.checkInterval)
+            } else {
+                kept.wake(queue, after: retry)
+                retry = min(retry * 2, kept.timing.maximumRetry)
+            }
+            guard let jobs = queue.take(upTo: 1, urgentOnly: true) else { return }
+            for job in jobs { job.run(session) }
+        }
     }
 
     /// Whether the caller runs on this worker's thread (where waiting for it would deadlock).
@@ -43,5 +73,55 @@ final class PostgresWorker: Sendable {
     func waitUntilFinished() {
         finished.wait()
         finished.signal()  // later waiters return at once
+    }
+}
+
+/// What the store's kept reader shares with the store: its timing, and whether its connection is
+/// open (`PostgresOrderStore.health`).
+final class KeptReader: Sendable {
+    struct Timing: Sendable {
+        /// How often an open connection is looked at (no round trip: a `poll` and the generation).
+        var checkInterval: Duration = .seconds(10)
+        /// The first wait after a failed connect; it doubles up to `maximumRetry`.
+        var firstRetry: Duration = .seconds(1)
+        var maximumRetry: Duration = .seconds(30)
+    }
+
+    let timing: Timing
+    /// Whether the last connect failed (and none has succeeded since).
+    private let unconnected = Atomic<Bool>(false)
+    /// When the earliest wake-up asked for is due; `nil` when none is.
+    private let nextWake = Mutex<ContinuousClock.Instant?>(nil)
+
+    init(timing: Timing) { self.timing = timing }
+
+    /// The kept reader has no connection: its last connect failed.
+    var isUnconnected: Bool { unconnected.load(ordering: .relaxed) }
+
+    func noteConnected(_ connected: Bool) { unconnected.store(!connected, ordering: .relaxed) }
+
+    /// Makes the kept reader's wait end, with no job, `delay` from now, unless an earlier wake-up is
+    /// due already. On Dispatch's monotonic clock: a wall clock stepped back must not stop the
+    /// retries (a condition's timed wait counts on the wall clock).
+    func wake(_ queue: JobQueue<PostgresJob>, after delay: Duration) {
+        let due = ContinuousClock.now + delay
+        let scheduled = nextWake.withLock { next in
+            if let next, next > ContinuousClock.now, next <= due { return false }
+            next = due
+            return true
+        }
+        guard scheduled else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay.timeInterval) { [self] in
+            nextWake.withLock { next in if next == due { next = nil } }
+            queue.wakeKeptWorkers()
+        }
+    }
+}
+
+extension Duration {
+    /// Seconds as a `TimeInterval` (Dispatch's unit).
+    fileprivate var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 }

@@ -30,6 +30,8 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private var keptWorkersAsleep = 0
     /// Set (under `reserve`) by `close`: every reserved worker wakes and stops.
     private var reserveClosed = false
+    /// Set (under `reserve`) by `wakeKeptWorkers`: a kept worker returns from its wait with no job.
+    private var reservePoked = false
 
     package init() {}
 
@@ -80,7 +82,8 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     /// For a worker kept for urgent jobs (the live path's reads, `OrderStore.urgentRead`): waits
     /// for an urgent job and takes up to `limit` of them, never another kind; `nil` once the queue
     /// is closed and holds no urgent job. It is woken only when an urgent job finds every other
-    /// worker busy, so long jobs (a reconnect storm's replays) hold up no urgent one.
+    /// worker busy, so long jobs (a reconnect storm's replays) hold up no urgent one, or by
+    /// `wakeKeptWorkers`, which makes it return no job (an empty batch).
     package func take(upTo limit: Int, urgentOnly: Bool) -> [Job]? {
         guard urgentOnly else { return take(upTo: limit) }
         while true {
@@ -95,11 +98,24 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
             // A call made after the check above is not missed: `reserveCalled` stays set until read.
             reserve.lock()
             keptWorkersAsleep += 1
-            while !reserveCalled && !reserveClosed { reserve.wait() }
+            while !reserveCalled && !reserveClosed && !reservePoked { reserve.wait() }
             keptWorkersAsleep -= 1
             reserveCalled = false
+            let poked = reservePoked && !reserveClosed
+            reservePoked = false
             reserve.unlock()
+            if poked { return [] }
         }
+    }
+
+    /// Wakes the kept workers waiting in `take(upTo:urgentOnly: true)` without a job: each returns
+    /// an empty batch, to look after its connection (the PostgreSQL kept reader's checks). A
+    /// worker not waiting now returns an empty batch from its next wait.
+    package func wakeKeptWorkers() {
+        reserve.lock()
+        reservePoked = true
+        reserve.broadcast()
+        reserve.unlock()
     }
 
     /// Wakes the reserved workers (inside `condition`'s lock, or after the close).

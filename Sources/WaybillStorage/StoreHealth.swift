@@ -12,11 +12,16 @@ public struct StoreHealth: Sendable, Equatable {
     /// or before the first commit). A log that keeps growing though checkpoints succeed means a
     /// reader holds it (a backup tool, an open `sqlite3` shell): nothing else reported that.
     public var walPages: Int?
+    /// Short, fixed descriptions of what is wrong but leaves the store serving as it should, e.g.
+    /// `"postgres_urgent_reader_unconnected"`: logged at warning while it lasts; `/readyz` still
+    /// passes (a node that answers every call must not leave the load balancer for it).
+    public var warnings: [String]
 
-    public init(problems: [String] = [], checkpointFailures: Int = 0, walPages: Int? = nil) {
+    public init(problems: [String] = [], checkpointFailures: Int = 0, walPages: Int? = nil, warnings: [String] = []) {
         self.problems = problems
         self.checkpointFailures = checkpointFailures
         self.walPages = walPages
+        self.warnings = warnings
     }
 
     public var isHealthy: Bool { problems.isEmpty }

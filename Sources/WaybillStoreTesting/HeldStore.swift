@@ -2,8 +2,9 @@ import Synchronization
 public import WaybillStorage
 
 /// Passes every call through to `store`, and holds reads, or writes, while a test says so: a slow
-/// replay query, a touch still in flight. Counts writes. One wrapper for the tests of the hub, the
-/// feed and the authenticator (each had its own copy).
+/// replay query, a touch still in flight. Counts writes, and adds the warnings a test sets to the
+/// store's health. One wrapper for the tests of the hub, the feed, the authenticator and the
+/// health watcher (each had its own copy).
 public final class HeldStore: OrderStore {
     private struct Gate {
         var holding = false
@@ -11,6 +12,7 @@ public final class HeldStore: OrderStore {
     }
     private let store: any OrderStore
     private let reads = Mutex(Gate()), writeGate = Mutex(Gate()), writeCount = Atomic<Int>(0)
+    private let addedWarnings = Mutex<[String]>([])
 
     public init(_ store: any OrderStore) { self.store = store }
 
@@ -56,6 +58,16 @@ public final class HeldStore: OrderStore {
         await Self.pass(writeGate)
         return try await store.write(body)
     }
+
+    /// The store's health, with `warnings` set by the test after its own.
+    public var health: StoreHealth {
+        var health = store.health
+        health.warnings += addedWarnings.withLock { $0 }
+        return health
+    }
+
+    /// Warnings `health` shows from now on, after the store's own.
+    public func setWarnings(_ warnings: [String]) { addedWarnings.withLock { $0 = warnings } }
 
     public func close() {}
     public func lease(_ name: String) -> any Lease { store.lease(name) }

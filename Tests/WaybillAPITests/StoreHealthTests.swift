@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import WaybillObservability
 import WaybillStorage
+import WaybillStoreTesting
 
 @testable import WaybillAPI
 @testable import WaybillSQLite
@@ -48,7 +49,7 @@ struct StoreHealthTests {
         defer { store.close() }
         let watcher = StoreHealthWatcher(store: store, logger: Logger(sink: logs.sink), clock: ContinuousClock())
 
-        var reported: [String] = []
+        var reported = StoreHealthWatcher.Reported()
         // Bounds, not waits: they end as soon as the condition holds (tens of ms on a quiet
         // machine; a loaded one starved the 10 ms checkpointer past 5 s once).
         let deadline = ContinuousClock.now + .seconds(20)
@@ -56,7 +57,7 @@ struct StoreHealthTests {
             reported = watcher.check(after: reported)
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(reported == ["wal_checkpoint_failing"])
+        #expect(reported.problems == ["wal_checkpoint_failing"])
         reported = watcher.check(after: reported)  // still failing: not logged again
         let errors = logs.all.filter { $0.contains("level=error") && $0.contains("msg=\"store problem\"") }
         #expect(errors.count == 1)
@@ -70,5 +71,37 @@ struct StoreHealthTests {
         }
         #expect(reported.isEmpty)
         #expect(logs.all.contains { $0.contains("level=info") && $0.contains("store problem over") })
+    }
+
+    /// A warning (the PostgreSQL store's kept reader without a connection) is logged at warning
+    /// once while it lasts, and its end at info; `/readyz` does not look at warnings.
+    @Test func aStoreWarningIsLoggedAtWarningOnceAndItsEndAtInfo() async throws {
+        let logs = LogCapture()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-health-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let base = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
+        defer { base.close() }
+        let store = HeldStore(base)
+        let watcher = StoreHealthWatcher(store: store, logger: Logger(sink: logs.sink), clock: ContinuousClock())
+        func warnings() -> [String] {
+            logs.all.filter { $0.contains("level=warning") && $0.contains("msg=\"store warning\"") }
+        }
+
+        var reported = watcher.check(after: .init())
+        #expect(reported.isEmpty)
+        store.setWarnings(["postgres_urgent_reader_unconnected"])
+        reported = watcher.check(after: reported)
+        reported = watcher.check(after: reported)  // still there: not logged again
+        #expect(reported.warnings == ["postgres_urgent_reader_unconnected"])
+        #expect(reported.problems.isEmpty)
+        #expect(warnings().count == 1)
+        #expect(warnings().first?.contains("warning=postgres_urgent_reader_unconnected") == true)
+        #expect(!logs.all.contains { $0.contains("level=error") })
+
+        store.setWarnings([])
+        reported = watcher.check(after: reported)
+        #expect(reported.isEmpty)
+        #expect(logs.all.contains { $0.contains("level=info") && $0.contains("store warning over") })
+        #expect(warnings().count == 1)
     }
 }

@@ -47,4 +47,73 @@ import WaybillTesting
         try await blocker.value
         _ = try await queued.value
     }
+
+    /// A store whose kept reader looks after its connection every 100 ms (connect retries: 100 ms
+    /// doubling to 400 ms), named for `pg_stat_activity`.
+    private func storeCheckingOften(_ url: String, name: String) async throws -> PostgresOrderStore {
+        try await runBlocking {
+            try PostgresOrderStore(
+                url: url, applicationName: name, writerCount: 1, readerCount: 1, callBudget: .seconds(30),
+                clock: { Date() },
+                keptReader: KeptReader.Timing(
+                    checkInterval: .milliseconds(100), firstRetry: .milliseconds(100), maximumRetry: .milliseconds(400)))
+        }
+    }
+
+    /// The store's connections now, by application name (the other workers connect only when a call
+    /// needs them, and these tests make none: every one counted is the kept reader's).
+    private func connections(_ name: String) async -> String? {
+        try? await runBlocking {
+            try PostgresServer.shared().psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)'")
+        }
+    }
+
+    private func terminate(_ name: String) async throws {
+        _ = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(name)'")
+        }
+    }
+
+    /// A connection the server ended while idle (`idle_session_timeout`, `pg_terminate_backend`, a
+    /// restart) is opened again by itself, not by the urgent read that needs it.
+    @Test func aKeptConnectionTheServerEndedIsOpenedAgainBeforeAnyCall() async throws {
+        let name = "waybill-kept-\(UInt32.random(in: 0...UInt32.max))"
+        let store = try await storeCheckingOften(try await freshDatabase(), name: name)
+        defer { store.close() }
+        #expect(await eventually { await connections(name) == "1" })
+        try await terminate(name)
+        #expect(await eventually { await connections(name) == "0" })
+        #expect(await eventually { await connections(name) == "1" }, "the kept reader connected again by itself")
+        #expect(store.health.warnings.isEmpty)
+        _ = try await store.urgentRead { tx in try tx.newestEventID() }  // and it serves
+    }
+
+    /// A kept reader that cannot connect says so in the store's health (the server logs it), keeps
+    /// trying, and the warning ends when it connects.
+    @Test func aKeptReaderThatCannotConnectIsAWarningUntilItConnectsAgain() async throws {
+        let name = "waybill-kept-\(UInt32.random(in: 0...UInt32.max))"
+        let url = try await freshDatabase(), database = databaseName(url)
+        let store = try await storeCheckingOften(url, name: name)
+        defer { store.close() }
+        #expect(await eventually { await connections(name) == "1" })
+        #expect(store.health.warnings.isEmpty)
+        func allowConnections(_ allowed: Bool) async throws {
+            _ = try await runBlocking {
+                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
+            }
+        }
+        try await allowConnections(false)
+        do {
+            try await terminate(name)
+            #expect(await eventually { store.health.warnings == ["postgres_urgent_reader_unconnected"] })
+            #expect(store.health.problems.isEmpty)
+        } catch {
+            try? await allowConnections(true)
+            throw error
+        }
+        try await allowConnections(true)
+        #expect(await eventually { store.health.warnings.isEmpty }, "connected again")
+        #expect(await connections(name) == "1")
+    }
 }

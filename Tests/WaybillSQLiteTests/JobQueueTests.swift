@@ -137,6 +137,29 @@ struct JobQueueTests {
         #expect(reserved.withLock { $0 }.isEmpty, "never woken for a job an idle worker takes")
     }
 
+    /// `wakeKeptWorkers` makes a kept worker's wait end with no job (the PostgreSQL kept reader
+    /// looks after its connection then), once per call; an urgent job is still taken after it.
+    @Test func aKeptWorkerWokenWithoutAJobReturnsAnEmptyBatchAndStillTakesUrgentJobs() async throws {
+        let queue = JobQueue<String>()
+        let batches = Mutex<[[String]]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            while let jobs = queue.take(upTo: 1, urgentOnly: true) { batches.withLock { $0.append(jobs) } }
+            done.signal()
+        }.start()
+        #expect(await eventually { queue.keptWorkersAsleepCount == 1 })
+        queue.wakeKeptWorkers()
+        #expect(await eventually { batches.withLock { $0 } == [[]] }, "woken with no job")
+        #expect(await eventually { queue.keptWorkersAsleepCount == 1 }, "asleep again, not spinning")
+        #expect(batches.withLock { $0 } == [[]])
+        // A wake-up and an urgent job together: the job is not lost behind the empty batch.
+        queue.wakeKeptWorkers()
+        Thread { _ = queue.enqueue("feed", urgent: true) }.start()
+        #expect(await eventually { batches.withLock { $0 }.flatMap { $0 } == ["feed"] })
+        queue.close()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+    }
+
     /// Two kept workers asleep both stop at the close (the first one woken must not take the other's
     /// wake-up with it).
     @Test func theCloseStopsEveryReservedWorker() {
