@@ -27,8 +27,9 @@ public protocol ActionStorage: Sendable {
     /// Makes the caller the storage's one user for as long as it keeps the returned claim (a session
     /// holds its claim while it runs, and a session that does not run only for one write: `queue`,
     /// `dismissRefusal`). `nil`: this storage needs none (memory).
-    /// - Throws: ``ActionStorageInUse`` while another user holds it: two users would each write their
-    ///   own copy of the queue over the other's.
+    /// - Throws: ``ActionStorageInUse`` while another user holds it — another claim of this storage
+    ///   or of a copy of it included: two users would each write their own copy of the queue over
+    ///   the other's. To let a session use a claim of its caller's, pass it to the session.
     func claim() throws -> ActionStorageClaim?
 }
 
@@ -37,7 +38,8 @@ extension ActionStorage {
     public func claim() throws -> ActionStorageClaim? { nil }
 }
 
-/// A storage's one user, for as long as this value lives (``ActionStorage/claim()``).
+/// A storage's one user, for as long as this object lives (``ActionStorage/claim()``): whoever
+/// holds a reference to it shares it (`DriverSession`'s `actionStorageClaim`).
 public final class ActionStorageClaim: Sendable {
     private let release: @Sendable () -> Void
     init(release: @escaping @Sendable () -> Void) { self.release = release }
@@ -63,7 +65,8 @@ public struct ActionStorageInUse: Error, CustomStringConvertible {
 /// another `FileActionStorage` of the same file (in this process or another) keeps no action until
 /// that claim is released: each
 /// session writes its whole queue, and two would write over each other's actions (found by a
-/// review). Copies of one value share its claim.
+/// review). Copies of one value are no exception: a claim is refused while a claim of a copy lives
+/// (two sessions made over copies of one value wrote over each other's queue; found by a review).
 public struct FileActionStorage: ActionStorage {
     /// The queue file.
     public let url: URL
@@ -156,41 +159,37 @@ public struct FileActionStorage: ActionStorage {
 /// The error `errno` names now (EIO if it names none POSIX knows).
 private func posixError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 
-/// The exclusive `flock` behind a ``FileActionStorage``'s claims: taken by the first claim, kept
-/// while any claim of this value (or its copies) lives. `flock` locks belong to an open file, so a
-/// second value in the same process is refused like another process.
+/// The exclusive `flock` behind a ``FileActionStorage``'s claims, held while its one claim lives.
+/// `flock` locks belong to an open file, so a second value in the same process is refused like
+/// another process; a copy of this value shares this owner, which refuses it itself.
 final class FileLockOwner: Sendable {
     let path: String
-    private let state = Mutex<(descriptor: Int32, claims: Int)>((-1, 0))
+    /// The locked file while a claim lives; -1 otherwise.
+    private let descriptor = Mutex<Int32>(-1)
 
     init(path: String) { self.path = path }
 
     func claim() throws -> ActionStorageClaim {
-        try state.withLock { state throws in
-            if state.claims == 0 {
-                let directory = (path as NSString).deletingLastPathComponent
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else { throw posixError() }
-                guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-                    let failure: any Error = errno == EWOULDBLOCK ? ActionStorageInUse(lockPath: path) : posixError()
-                    close(descriptor)
-                    throw failure
-                }
-                state.descriptor = descriptor
+        try descriptor.withLock { held throws in
+            guard held < 0 else { throw ActionStorageInUse(lockPath: path) }
+            let directory = (path as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard opened >= 0 else { throw posixError() }
+            guard flock(opened, LOCK_EX | LOCK_NB) == 0 else {
+                let failure: any Error = errno == EWOULDBLOCK ? ActionStorageInUse(lockPath: path) : posixError()
+                close(opened)
+                throw failure
             }
-            state.claims += 1
+            held = opened
         }
         return ActionStorageClaim { [self] in release() }
     }
 
     private func release() {
-        state.withLock { state in
-            state.claims -= 1
-            if state.claims == 0, state.descriptor >= 0 {
-                close(state.descriptor)  // releases the lock
-                state.descriptor = -1
-            }
+        descriptor.withLock { held in
+            if held >= 0 { close(held) }  // releases the lock
+            held = -1
         }
     }
 }

@@ -282,7 +282,7 @@ extension DriverSession {
     /// - Throws: the storage's error when it still cannot be read; the new action is then not kept.
     func loadStoredQueueIfNeeded() throws {
         guard storedQueueNotLoaded else { return }
-        if actionClaim == nil { actionClaim = try actionStorage.claim() }  // throws while another holds it
+        if actionClaim == nil { actionClaim = try claimActionStorage() }  // throws while another holds it
         let (stored, storedRefused, problem) = try Self.decode(actionStorage.load(), from: actionStorage)
         storedQueueNotLoaded = false
         actionStorageUnreadable = problem != nil  // still true only if what was read had to be set aside

@@ -168,6 +168,10 @@ public actor DriverSession {
     ///   - actionStorage: where the offline queue is kept; a queue left there by an earlier session (an app
     ///     restart) is resumed. Default: memory only (nothing survives the process).
     ///   - wallClock: the time stamped on queued actions, to give up on old ones; tests pass a fixed one.
+    ///   - actionStorageClaim: a claim the caller holds on `actionStorage` (``ActionStorage/claim()``),
+    ///     which the session then uses instead of claiming the storage itself: an app that claims its
+    ///     queue before it logs in (`waybill driver`, to refuse a second instance at once). Without
+    ///     it, a session over a storage its caller has claimed keeps no action.
     public init(
         api: any OrdersAPI,
         transport: any EventTransport,
@@ -175,9 +179,11 @@ public actor DriverSession {
         configuration: Configuration = Configuration(),
         random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
         actionStorage: any ActionStorage = InMemoryActionStorage(),
-        wallClock: @escaping @Sendable () -> Date = { Date() }
+        wallClock: @escaping @Sendable () -> Date = { Date() },
+        actionStorageClaim: ActionStorageClaim? = nil
     ) {
         self.api = api
+        callersClaim = actionStorageClaim
         self.transport = transport
         self.startTimer = { period in
             let start = clock.now
@@ -201,7 +207,7 @@ public actor DriverSession {
         // queue is read before the first action is kept, as for a storage that could not be read).
         let stored: (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?)
         do {
-            actionClaim = try actionStorage.claim()
+            actionClaim = try actionStorageClaim ?? actionStorage.claim()
             stored = Self.loadActions(from: actionStorage)
         } catch {
             actionClaim = nil
@@ -237,6 +243,16 @@ public actor DriverSession {
     /// This session's claim on its storage (``ActionStorage/claim()``), kept while it runs and let
     /// go when it stops (``releaseActionStorage()``).
     var actionClaim: ActionStorageClaim?
+    /// The claim the caller gave the session (`init`'s `actionStorageClaim`), used in place of one of
+    /// its own.
+    let callersClaim: ActionStorageClaim?
+
+    /// A claim on the storage: the caller's, or a new one.
+    /// - Throws: ``ActionStorageInUse`` while another holds it.
+    func claimActionStorage() throws -> ActionStorageClaim? {
+        if let callersClaim { return callersClaim }
+        return try actionStorage.claim()
+    }
     /// The storage holds this session's whole queue (it let the storage go after storing it): read
     /// again, it replaces what is in memory instead of going before it.
     var storedQueueIsWhole = false

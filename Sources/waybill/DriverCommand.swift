@@ -135,7 +135,8 @@ enum DriverCommand {
             exit(3)
         }
         let loop = try WebSocketClientLoop()
-        let session = DriverSession(api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage)
+        let session = DriverSession(
+            api: api, transport: LwsEventTransport(loop: loop), actionStorage: storage, actionStorageClaim: claim)
         if await session.actionStorageUnreadable {
             view.error(
                 "cannot read the action queue in \(storage.url.path): a file that cannot be decoded is kept as \(storage.unreadableURL.lastPathComponent) (or .unreadable.N beside earlier ones); one that cannot be read is read again before a new action is kept, and never written over")

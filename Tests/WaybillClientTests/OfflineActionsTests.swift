@@ -484,21 +484,81 @@ struct OfflineActionsTests {
     }
 
     /// One user per queue file: a second `FileActionStorage` of the same file (in this process, as
-    /// in another) is refused while the first is claimed; copies of one value share its claim; the
-    /// file is free again once every claim of it is gone.
+    /// in another) is refused while the first is claimed, and so is a copy of the claimed value (it
+    /// shared the claim: two sessions over copies wrote over each other); the file is free again
+    /// once the claim is gone, whoever holds a reference to it.
     @Test func aQueueFileHasOneUserAtATime() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let url = directory.appendingPathComponent("actions.json")
         let first = FileActionStorage(url: url), copy = first
         var claim = try first.claim()
-        var again = try copy.claim()
-        #expect(claim != nil && again != nil)
+        #expect(claim != nil)
+        #expect(throws: ActionStorageInUse.self) { _ = try copy.claim() }
+        #expect(throws: ActionStorageInUse.self) { _ = try first.claim() }
         #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
+        var shared = claim
         claim = nil
         #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
-        again = nil
-        #expect(try FileActionStorage(url: url).claim() != nil, "free once both claims are gone")
+        shared = nil
+        #expect(try copy.claim() != nil, "free once the claim is gone")
+        withExtendedLifetime(shared) {}
+    }
+
+    /// Two sessions made over copies of one `FileActionStorage` value never write over each other's
+    /// actions, as two over two values do (`twoSessionsOverOneFileNeverWriteOverEachOther`): the
+    /// copies shared one claim, so both ran holding the file and each wrote its own queue over it.
+    @Test func twoSessionsOverCopiesOfOneStorageNeverWriteOverEachOther() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let clock = TestClock(), api = FakeOrdersAPI(), storage = FileActionStorage(url: url)
+        api.holdWrites(true)
+        defer {
+            api.holdWrites(false)
+            api.releaseWrites()
+        }
+        let first = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: storage)
+        let second = DriverSession(api: api, transport: FakeEventTransport(), clock: clock, actionStorage: storage)
+        await first.start()  // runs: holds the file
+        let a = try await first.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
+        await second.start()
+        await #expect(throws: ActionStorageInUse.self) { try await second.queue(.completeStage(5, of: 2), expecting: .any) }
+        #expect(await second.pendingActions.isEmpty)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [a.id])
+        await first.stop()
+        let b = try await second.queue(.completeStage(5, of: 2), expecting: .any)  // free now: read, then kept
+        #expect(await second.pendingActions.map(\.id) == [a.id, b.id])
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [a.id, b.id])
+        await second.stop()
+    }
+
+    /// A session given its caller's claim (`waybill driver` claims the file before it logs in, to
+    /// refuse a second instance at once) reads and keeps actions under it, and lets nobody else in.
+    @Test func aSessionUsesTheClaimItsCallerHolds() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let storage = FileActionStorage(url: url)
+        let earlier = DriverSession(api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage)
+        let left = try await earlier.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)  // an earlier run's action
+        let claim = try storage.claim()
+        let api = FakeOrdersAPI()
+        api.holdWrites(true)
+        defer {
+            api.holdWrites(false)
+            api.releaseWrites()
+        }
+        let session = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage, actionStorageClaim: claim)
+        #expect(await session.pendingActions.map(\.id) == [left.id], "read under the caller's claim")
+        await session.start()
+        let kept = try await session.queue(.completeStage(4, of: 2), expecting: .any)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [left.id, kept.id])
+        #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
+        await session.stop()
+        #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }  // still the caller's
+        withExtendedLifetime(claim) {}
     }
 
     /// Two sessions over one queue file (the app made a new one without releasing the old) never
