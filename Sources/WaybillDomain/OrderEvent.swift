@@ -1,16 +1,51 @@
 public import Foundation
 
-/// The kinds of order event (SPEC §3).
-public enum OrderEventType: String, Sendable, Codable, CaseIterable {
-    case created = "order_created"
-    case updated = "order_updated"
-    case statusChanged = "order_status_changed"
-    case assigned = "order_assigned"
-    case unassigned = "order_unassigned"
-    case deleted = "order_deleted"
+/// The kind of an order event (SPEC §3): one of this release's (`allCases`), or a kind a newer
+/// release added, read back from the store or the broker by a node that does not know it yet.
+///
+/// Why not an enum: in a rolling upgrade, the first node of a release that adds a kind commits
+/// such events while the others still run the release before. With an enum those nodes could
+/// not read them: each node's feed read of the store failed from that event on, so no socket on
+/// it got any event until it was upgraded, and its replays failed too. A kind this release does
+/// not know is passed on as it came, under its own name (clients treat any `order_…` frame as a
+/// signal to refetch the order, docs/PROTOCOL.md), and its cursor is the same one the newer node
+/// gives it: the fingerprint is computed over the name.
+public struct OrderEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public static let created = OrderEventType(known: "order_created")
+    public static let updated = OrderEventType(known: "order_updated")
+    public static let statusChanged = OrderEventType(known: "order_status_changed")
+    public static let assigned = OrderEventType(known: "order_assigned")
+    public static let unassigned = OrderEventType(known: "order_unassigned")
+    public static let deleted = OrderEventType(known: "order_deleted")
     /// The assigned driver's device reported showing a version (SPEC §3): to `company_` and
     /// `fleet_` only, never to a driver group. Not a change of the order: no new version.
-    case seen = "order_seen"
+    public static let seen = OrderEventType(known: "order_seen")
+
+    /// The kinds this release makes.
+    public static let allCases: [OrderEventType] = [
+        .created, .updated, .statusChanged, .assigned, .unassigned, .deleted, .seen,
+    ]
+
+    public let rawValue: String
+
+    /// A kind by name: one of `allCases`, or any `order_` name of lower-case ASCII letters and
+    /// underscores, at most 64 bytes (a newer release's kind); `nil` for anything else (a damaged
+    /// row, a hostile broker message). The name goes into frames as it is, so nothing that would
+    /// need escaping gets through.
+    public init?(rawValue: String) {
+        let bytes = rawValue.utf8
+        guard bytes.count > 6, bytes.count <= 64, rawValue.hasPrefix("order_"),
+            bytes.allSatisfy({ (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") })
+        else { return nil }
+        self.rawValue = rawValue
+    }
+
+    private init(known: String) { rawValue = known }
+
+    /// Whether this release makes events of this kind (a newer release's kind is not known).
+    public var isKnown: Bool { Self.allCases.contains(self) }
+
+    public var description: String { rawValue }
 }
 
 /// One event as the broadcaster decides it, before the outbox gives it an id.

@@ -73,12 +73,24 @@ struct BrokerWireFormatTests {
     }
 
     /// Each field of a valid event, broken in turn, makes the whole batch an error.
+    /// A kind of event a newer release added (a rolling upgrade: a newer node's relay published it)
+    /// is read, not refused: the node passes it on under its name (`OrderEventType`).
+    @Test func aNewerReleasesKindOfEventIsReadUnderItsName() throws {
+        var events = sampleEvents(1...2)
+        events[0].event.type = try #require(OrderEventType(rawValue: "order_archived"))
+        let decoded = try BrokerWireFormat.decode(BrokerWireFormat.encode(events))
+        #expect(decoded == events)
+        #expect(decoded[0].event.type.rawValue == "order_archived")
+        #expect(decoded[0].cursor == events[0].cursor)
+    }
+
     @Test func invalidFieldsAreErrors() throws {
         let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(2...2)), as: UTF8.self)
         #expect(try BrokerWireFormat.decode(Array(valid.utf8)).count == 1)
         let breakages = [
             ("\"id\":2", "\"id\":0"), ("\"id\":2", "\"id\":-2"), ("\"id\":2", "\"id\":2.5"),
             ("\"id\":2", "\"id\":99999999999999999999"), ("\"type\":\"order_", "\"type\":\"x"),
+            ("\"type\":\"order_", "\"type\":\"order_X"), ("\"type\":\"order_", "\"type\":\"order_\\u0022"),
             ("\"new_status\":\"", "\"new_status\":\"x"), ("\"company_3\"", "\"company_x\""),
             ("[\"company_3\",\"fleet_3\",\"driver_102\"]", "[]"), ("\"driver_id\":102", "\"driver_id\":0"),
             ("\"committed_at\":1764547200079", "\"committed_at\":\"soon\""), ("\"number\":", "\"numero\":"),

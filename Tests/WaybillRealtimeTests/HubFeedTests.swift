@@ -80,6 +80,26 @@ struct HubFeedTests {
         }
     }
 
+    /// An event of a kind a newer release added, committed by a newer node in a rolling upgrade and
+    /// published in a message this node could not read, comes from the store under its name, and
+    /// the events after it follow: the store read failed on it, so this node delivered nothing
+    /// more until it was upgraded.
+    @Test func anEventOfANewerReleasesKindIsDeliveredWithTheOnesAfterIt() async throws {
+        try await withStore { store in
+            try await Self.withRunningFeed(on: store) { feed, broker, target, _ in
+                broker.send(.subscribed)
+                #expect(await eventually { feed.isQuiet }, "the read after `.subscribed` is done")
+                var newer = Fixtures.orderEvent()
+                newer.type = try #require(OrderEventType(rawValue: "order_archived"))
+                _ = try await (store as any OrderStore).write { [newer] tx in try tx.appendEvents([newer]) }
+                _ = try await store.append(1)
+                broker.send(.skipped)
+                #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
+                #expect(target.types == ["order_archived", "order_updated"])
+            }
+        }
+    }
+
     @Test func aGapInWhatTheBrokerGaveIsReadFromTheStore() async throws {
         try await Self.withFeed { store, broker, target, _ in
             let events = try await store.append(5)

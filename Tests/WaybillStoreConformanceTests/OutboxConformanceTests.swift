@@ -38,6 +38,28 @@ import WaybillStoreTesting
         }
     }
 
+    /// An event of a kind a newer release added (a newer node committed it in a rolling upgrade) is
+    /// read back under its name, by group and in order, with the events after it: the read failed
+    /// on it before, and a node's feed and replays with it.
+    @Test(arguments: Backend.allCases) func anEventOfANewerReleasesKindReadsBackWithTheOnesAfterIt(
+        _ backend: Backend
+    ) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            var newer = createdEvent(order)
+            newer.type = try #require(OrderEventType(rawValue: "order_archived"))
+            let stored = try await store.write { [newer] tx in try tx.appendEvents([newer]) }
+            let after = try await store.write { tx in try tx.appendEvents([createdEvent(order)]) }
+            let all = try await store.read { tx in try tx.events(after: .zero, limit: 10) }
+            #expect(all == stored + after)
+            #expect(all.first?.event.type.rawValue == "order_archived")
+            let mine = try await store.read { tx in try tx.events(of: .company(fixture.acme.id), after: .zero, limit: 10) }
+            #expect(mine.map(\.cursor) == (stored + after).map(\.cursor))
+            #expect(try await store.read { tx in try tx.event(stored[0].id) } == stored[0])
+        }
+    }
+
     @Test(arguments: Backend.allCases) func appendedEventsGetStrictlyIncreasingIDsAndReadBackWhole(
         _ backend: Backend
     ) async throws {

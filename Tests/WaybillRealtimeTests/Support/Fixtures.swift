@@ -104,10 +104,17 @@ final class ScriptedBroker: Broker {
 
 /// A feed target that records what it was given.
 final class RecordingTarget: FeedTarget {
-    private let state = Mutex<(ids: [EventID], rewinds: [EventCursor])>(([], []))
-    func deliver(_ events: [StoredEvent]) { state.withLock { $0.ids += events.map(\.id) } }
+    private let state = Mutex<(ids: [EventID], types: [String], rewinds: [EventCursor])>(([], [], []))
+    func deliver(_ events: [StoredEvent]) {
+        state.withLock {
+            $0.ids += events.map(\.id)
+            $0.types += events.map(\.event.type.rawValue)
+        }
+    }
     func historyRewound(to newest: EventCursor) { state.withLock { $0.rewinds.append(newest) } }
     var ids: [Int64] { state.withLock { $0.ids.map(\.rawValue) } }
+    /// The kinds delivered, by name, in order.
+    var types: [String] { state.withLock { $0.types } }
     var rewinds: [EventCursor] { state.withLock { $0.rewinds } }
 }
 
