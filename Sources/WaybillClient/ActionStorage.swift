@@ -42,8 +42,13 @@ extension ActionStorage {
 /// holds a reference to it shares it (`DriverSession`'s `actionStorageClaim`).
 public final class ActionStorageClaim: Sendable {
     private let release: @Sendable () -> Void
+    /// Whether a session took it (`DriverSession`'s `actionStorageClaim`): a claim goes to one only.
+    private let adopted = Atomic<Bool>(false)
     init(release: @escaping @Sendable () -> Void) { self.release = release }
     deinit { release() }
+
+    /// Marks the claim as a session's; `false` if another session has it already.
+    func adopt() -> Bool { !adopted.exchange(true, ordering: .sequentiallyConsistent) }
 }
 
 /// Another user holds the storage: a session of this app not released yet, or another process.

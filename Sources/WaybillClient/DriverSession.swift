@@ -171,7 +171,10 @@ public actor DriverSession {
     ///   - actionStorageClaim: a claim the caller holds on `actionStorage` (``ActionStorage/claim()``),
     ///     which the session then uses instead of claiming the storage itself: an app that claims its
     ///     queue before it logs in (`waybill driver`, to refuse a second instance at once). Without
-    ///     it, a session over a storage its caller has claimed keeps no action.
+    ///     it, a session over a storage its caller has claimed keeps no action. One session only: a
+    ///     claim already given to another session is ignored, and this one claims the storage
+    ///     itself (so it keeps no action while the other's claim lives). The file stays claimed
+    ///     while the caller keeps a reference to the claim, whatever the session does.
     public init(
         api: any OrdersAPI,
         transport: any EventTransport,
@@ -183,7 +186,9 @@ public actor DriverSession {
         actionStorageClaim: ActionStorageClaim? = nil
     ) {
         self.api = api
-        callersClaim = actionStorageClaim
+        // Handed over once: two live sessions sharing one claim would write over each other's queue.
+        let callersClaim = actionStorageClaim.flatMap { $0.adopt() ? $0 : nil }
+        self.callersClaim = callersClaim
         self.transport = transport
         self.startTimer = { period in
             let start = clock.now
@@ -207,7 +212,7 @@ public actor DriverSession {
         // queue is read before the first action is kept, as for a storage that could not be read).
         let stored: (actions: [QueuedAction], refused: [QueuedAction], problem: StoredQueueProblem?)
         do {
-            actionClaim = try actionStorageClaim ?? actionStorage.claim()
+            actionClaim = try callersClaim ?? actionStorage.claim()
             stored = Self.loadActions(from: actionStorage)
         } catch {
             actionClaim = nil
@@ -288,7 +293,8 @@ public actor DriverSession {
     }
 
     /// Closes the socket and stops polling; cached data stays readable. ``start()`` starts again.
-    /// It lets the action storage go, so another session over the same file can take it.
+    /// It lets the action storage go, so another session over the same file can take it (unless
+    /// its caller still holds the claim it gave the session: `actionStorageClaim`).
     public func stop() {
         for waiter in runWaiters { waiter.finish() }
         runWaiters = []

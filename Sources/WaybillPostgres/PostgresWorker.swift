@@ -40,25 +40,38 @@ final class PostgresWorker: Sendable {
     /// while idle (`idle_session_timeout`, `pg_terminate_backend`, a restart), or one of before a
     /// failure any worker saw, is dropped and opened again; a connect that fails is tried again
     /// after 1 s, doubling to 30 s, and shows in `PostgresOrderStore.health` as a warning, which
-    /// the server logs. Before, a connect that failed at start was not logged and was tried again
-    /// only by the first urgent read, the one that needed the connection.
+    /// the server logs, until the session holds a connection again (its own, or one a job opened).
+    /// Before, a connect that failed at start was not logged and was tried again only by the first
+    /// urgent read, the one that needed the connection.
+    ///
+    /// A connect of its own waits (up to 2 s), so it is tried only when nothing is owed sooner: not
+    /// before its retry time, not while an urgent job waits (the job connects itself, within its
+    /// own budget) or the queue is closed, and not while the store knows the server is down (calls
+    /// are refused at once then, and a call's probe finds it back). A review of the first version
+    /// found it connecting after every urgent job of an outage, holding the next one for 2 s.
     private static func keepConnected(_ session: PostgresSession, serving queue: JobQueue<PostgresJob>, _ kept: KeptReader) {
         var retry = kept.timing.firstRetry
+        var nextConnect = ContinuousClock.now
         while true {
             var connected = session.holdsUsableConnection()
-            if !connected {
-                // Not reported to `health`: a refused connect (no free slot) says nothing of the
-                // server being down, and calls find that out themselves.
-                connected = (try? session.connection(deadline: .now + PostgresSession.connectTimeout)) != nil
-                kept.noteConnected(connected)
+            if !connected, ContinuousClock.now >= nextConnect, !queue.hasUrgentJobsOrIsClosed {
+                if session.health.isDown {
+                    nextConnect = .now + kept.timing.firstRetry  // look again then
+                } else {
+                    // Not reported to `health`: a refused connect (no free slot) says nothing of
+                    // the server being down, and calls find that out themselves.
+                    connected = (try? session.connection(deadline: .now + PostgresSession.connectTimeout)) != nil
+                    if connected {
+                        retry = kept.timing.firstRetry
+                    } else {
+                        kept.noteConnected(false)
+                        nextConnect = .now + retry
+                        retry = min(retry * 2, kept.timing.maximumRetry)
+                    }
+                }
             }
-            if connected {
-                retry = kept.timing.firstRetry
-                kept.wake(queue, after: kept.timing.checkInterval)
-            } else {
-                kept.wake(queue, after: retry)
-                retry = min(retry * 2, kept.timing.maximumRetry)
-            }
+            if connected { kept.noteConnected(true) }
+            kept.wake(queue, after: connected ? kept.timing.checkInterval : max(.milliseconds(10), ContinuousClock.now.duration(to: nextConnect)))
             guard let jobs = queue.take(upTo: 1, urgentOnly: true) else { return }
             for job in jobs { job.run(session) }
         }

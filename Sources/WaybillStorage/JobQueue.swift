@@ -224,6 +224,14 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         return idleWorkers
     }
 
+    /// Whether an urgent job waits, or the queue is closed: a kept worker about to do something
+    /// slow of its own (a connect) should take the queue first.
+    package var hasUrgentJobsOrIsClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return urgentCount > 0 || isClosed
+    }
+
     /// Jobs waiting to be taken.
     package var count: Int {
         condition.lock()

@@ -534,7 +534,9 @@ struct OfflineActionsTests {
     }
 
     /// A session given its caller's claim (`waybill driver` claims the file before it logs in, to
-    /// refuse a second instance at once) reads and keeps actions under it, and lets nobody else in.
+    /// refuse a second instance at once) reads and keeps actions under it, and lets nobody else in:
+    /// a second session given the same claim ignores it (two live sessions would write over each
+    /// other's queue) and keeps no action.
     @Test func aSessionUsesTheClaimItsCallerHolds() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -556,6 +558,12 @@ struct OfflineActionsTests {
         let kept = try await session.queue(.completeStage(4, of: 2), expecting: .any)
         #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [left.id, kept.id])
         #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }
+        let other = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage, actionStorageClaim: claim)
+        await other.start()
+        await #expect(throws: ActionStorageInUse.self) { try await other.queue(.completeStage(5, of: 2), expecting: .any) }
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [left.id, kept.id])
+        await other.stop()
         await session.stop()
         #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }  // still the caller's
         withExtendedLifetime(claim) {}

@@ -49,14 +49,16 @@ import WaybillTesting
     }
 
     /// A store whose kept reader looks after its connection every 100 ms (connect retries: 100 ms
-    /// doubling to 400 ms), named for `pg_stat_activity`.
-    private func storeCheckingOften(_ url: String, name: String) async throws -> PostgresOrderStore {
+    /// doubling to 400 ms, unless `retry` says otherwise), named for `pg_stat_activity`.
+    private func storeCheckingOften(
+        _ url: String, name: String, retry: Duration = .milliseconds(100)
+    ) async throws -> PostgresOrderStore {
         try await runBlocking {
             try PostgresOrderStore(
                 url: url, applicationName: name, writerCount: 1, readerCount: 1, callBudget: .seconds(30),
                 clock: { Date() },
                 keptReader: KeptReader.Timing(
-                    checkInterval: .milliseconds(100), firstRetry: .milliseconds(100), maximumRetry: .milliseconds(400)))
+                    checkInterval: .milliseconds(100), firstRetry: retry, maximumRetry: max(retry, .milliseconds(400))))
         }
     }
 
@@ -115,5 +117,45 @@ import WaybillTesting
         try await allowConnections(true)
         #expect(await eventually { store.health.warnings.isEmpty }, "connected again")
         #expect(await connections(name) == "1")
+    }
+
+    /// The warning ends when the kept reader holds a connection again, also one an urgent read
+    /// opened before its own next try (found by a review: it stayed on for good then).
+    @Test func theWarningEndsWhenAnUrgentReadHasConnectedTheKeptReader() async throws {
+        let name = "waybill-kept-\(UInt32.random(in: 0...UInt32.max))"
+        let url = try await freshDatabase(), database = databaseName(url)
+        let store = try await storeCheckingOften(url, name: name, retry: .seconds(600))
+        defer { store.close() }
+        #expect(await eventually { await connections(name) == "1" })
+        func allowConnections(_ allowed: Bool) async throws {
+            _ = try await runBlocking {
+                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
+            }
+        }
+        try await allowConnections(false)
+        do {
+            try await terminate(name)
+            #expect(await eventually { store.health.warnings == ["postgres_urgent_reader_unconnected"] })
+        } catch {
+            try? await allowConnections(true)
+            throw error
+        }
+        try await allowConnections(true)
+        // Its own next try is 10 minutes away: only the urgent read below can connect it. The one
+        // other reader is held, so the urgent read goes to the kept one.
+        let gate = DispatchSemaphore(value: 0), started = Moment()
+        let blocker = Task {
+            try await store.read { tx in
+                _ = try tx.newestEventID()
+                started.come()
+                _ = gate.wait(timeout: .now() + 20)
+            }
+        }
+        defer { gate.signal() }
+        #expect(await eventually { started.hasCome }, "the one reader is held")
+        _ = try await store.urgentRead { tx in try tx.newestEventID() }
+        #expect(await eventually { store.health.warnings.isEmpty }, "connected by the urgent read")
+        gate.signal()
+        try await blocker.value
     }
 }
