@@ -94,6 +94,11 @@ public final class WaybillServer: Sendable {
         limits.authenticationTimeout = configuration.socketAuthenticationTimeout
         limits.maxConcurrentReplays = configuration.maxConcurrentReplays
         limits.maxSocketsPerUser = configuration.maxSocketsPerUser
+        // A user's sockets together: 200 frames a second, or one a second per socket the user may
+        // open when that is more (a raised `--max-sockets-per-user`, as the benchmarks' 15 000
+        // sockets of a few tokens, each pinging every 10 s, raise it).
+        limits.maxFramesPerUserPerSecond = max(limits.maxFramesPerUserPerSecond, Double(configuration.maxSocketsPerUser))
+        limits.userFrameBurst = max(limits.userFrameBurst, 2 * configuration.maxSocketsPerUser)
         limits.maxReplayBufferEvents = configuration.maxReplayEvents
         // The replay may take half the socket's outbound limit (below) and the live events buffered
         // meanwhile the other half, less room for `connected`, a `reset` and the owed pongs: they go

@@ -6,7 +6,8 @@ public import Foundation
 /// Stored on the order row with the driver it came from. A receipt counts only while that driver
 /// is still the order's driver: after a reassignment the new driver has seen nothing yet, so the
 /// old driver's receipt reads as `nil` (it is kept, not cleared, so reassigning back to the same
-/// driver shows what that driver really saw — an older version, so "not seen yet").
+/// driver shows what that driver really saw — an older version, so "not seen yet" — unless the
+/// driver in between reported: one receipt per order, the last reporter's).
 public struct OrderReceipt: Sendable, Equatable {
     public var driverID: UserID
     /// The order version the device showed (never above the order's version at the time).

@@ -1,3 +1,4 @@
+import WaybillDomain
 import WaybillNetwork
 import WaybillObservability
 
@@ -27,6 +28,13 @@ extension Hub {
         /// ping, a socket at the limit costs 0.5 % of a core (one at line rate took all of it).
         public var maxFramesPerSecond = 100.0
         public var frameBurst = 200
+        /// Text frames all of one user's sockets on this node may send together, per second and at
+        /// once; past them the socket that sent the frame is closed with 1008. The socket's own
+        /// budget times `maxSocketsPerUser` let one token (a stolen one, a buggy app) send 3 200
+        /// frames a second from 32 sockets, about a sixth of the service thread (found by a
+        /// review); a phone sends one every 10 s, a dispatcher's tabs one each.
+        public var maxFramesPerUserPerSecond = 200.0
+        public var userFrameBurst = 400
         /// Sockets one user may have open on this node; one more is closed with 1013. A phone has
         /// one (two while a reconnect overlaps a half-open one), a dispatcher one per tab and
         /// stream. Without it one token, stolen or buggy, could open sockets until the process ran
@@ -36,12 +44,23 @@ extension Hub {
         public init() {}
     }
 
-    /// A socket sent more frames than its budget. Service thread.
-    func frameBudgetExceeded(_ socket: SocketID, io: any SocketIO) {
+    /// A socket sent more frames than its budget, or its user's sockets together than theirs
+    /// (`byUser`). Service thread.
+    func frameBudgetExceeded(_ socket: SocketID, byUser: Bool = false, io: any SocketIO) {
         metrics.overflowed(.inboundFrames)
-        logger.warning("socket sent too many frames; closing it", ["socket": "\(socket)"])
+        logger.warning(
+            byUser ? "user's sockets sent too many frames; closing this one" : "socket sent too many frames; closing it",
+            ["socket": "\(socket)"])
         connections[socket]?.machine.closing()
         io.close(socket, code: 1008, reason: "too many messages")
+    }
+
+    /// Takes one frame from `user`'s budget (all of the user's sockets on this node); `false` when
+    /// they are over it. The budget is dropped with the user's last socket (`socketClosed`).
+    func takeUserFrame(_ user: UserID, at now: Duration) -> Bool {
+        let limits = configuration.limits
+        return userFrameBudgets[user, default: FrameBudget(perSecond: limits.maxFramesPerUserPerSecond, burst: limits.userFrameBurst)]
+            .take(at: now)
     }
 
     /// A socket's machine gave up buffering during its replay. Service thread.

@@ -46,7 +46,11 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         /// Text frames it may still send (`Limits.maxFramesPerSecond`).
         var budget: FrameBudget
 
-        enum FrameAdmission { case taken, overBudget, ignored }
+        enum FrameAdmission {
+            /// Within the socket's budget; the user's (`nil` before admission) is looked at next.
+            case taken(UserID?)
+            case overBudget, ignored
+        }
 
         /// A client frame arrived at `now`: taken from the budget if it allows, and then ignored
         /// before authentication. Frames sent while the authentication ran (up to its 10 s with a
@@ -55,7 +59,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         mutating func admitFrame(at now: Duration) -> FrameAdmission {
             guard machine.phase != .closing else { return .ignored }
             guard budget.take(at: now) else { return .overBudget }
-            return machine.answersPings ? .taken : .ignored
+            return machine.answersPings ? .taken(machine.userID) : .ignored
         }
     }
 
@@ -79,6 +83,9 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// Logouts this node has acted on (`closeSockets(revokedBy:)`), to refuse sockets authenticated before them.
     var logouts = LogoutLedger()
     private var members: [Group: Set<SocketID>] = [:]
+    /// Frames all of a user's sockets may still send (`Limits.maxFramesPerUserPerSecond`), for
+    /// users with a socket admitted here.
+    var userFrameBudgets: [UserID: FrameBudget] = [:]
     /// Admitted sockets per user (`Limits.maxSocketsPerUser`).
     var socketsPerUser: [UserID: Int] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
@@ -237,8 +244,13 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
 
     public func socketReceived(_ socket: SocketID, text: String, io: any SocketIO) {
         // One look-up for both checks: every app ping of every socket comes through here.
-        switch connections[socket]?.admitFrame(at: elapsed()) {
-        case .taken?: break
+        let now = elapsed()
+        switch connections[socket]?.admitFrame(at: now) {
+        case .taken(let user)?:
+            if let user, !takeUserFrame(user, at: now) {
+                frameBudgetExceeded(socket, byUser: true, io: io)
+                return
+            }
         case .overBudget?:
             frameBudgetExceeded(socket, io: io)
             return
@@ -266,6 +278,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             if let user = entry.machine.userID {
                 let left = (socketsPerUser[user] ?? 1) - 1
                 socketsPerUser[user] = left > 0 ? left : nil
+                if left <= 0 { userFrameBudgets[user] = nil }
             }
             metrics.socketClosed(kind: group.kind)
         } else {

@@ -89,6 +89,34 @@ struct SocketBoundsTests {
         }
     }
 
+    /// A user's sockets share one frame budget (`Hub.Limits.maxFramesPerUserPerSecond`): 200 a
+    /// second and 400 at once, or one a second (two at once) per socket the user may open when that
+    /// is more. Four sockets of one driver sending 200 pings each (each within its own budget) go
+    /// past the default, and a socket is closed with 1008; with 1 000 sockets allowed (the
+    /// benchmarks lift the cap so), every ping is answered.
+    @Test(arguments: [32, 1000]) func aUsersSocketsShareOneFrameBudgetThatGrowsWithTheirSocketLimit(_ limit: Int) async throws {
+        try await TestServer.withRunning(configure: { $0.maxSocketsPerUser = limit }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            var sockets: [TestSocket] = []
+            for _ in 0..<4 { sockets.append(try await server.connectedSocket(token: seed.drivers[0].token).0) }
+            for socket in sockets { for _ in 0..<200 { await socket.send(#"{"type":"ping"}"#) } }
+            if limit == 32 {
+                #expect(await server.eventually { Self.closeLogged(server, code: 1008) })
+                #expect(server.logs.all.contains { $0.contains("user's sockets sent too many frames") })
+            } else {
+                for socket in sockets {
+                    var pongs = 0
+                    while pongs < 200, let frame = await socket.next(timeout: .seconds(20)) {
+                        if frame["type"] as? String == "pong" { pongs += 1 }
+                    }
+                    #expect(pongs == 200)
+                }
+                #expect(!Self.closeLogged(server, code: 1008))
+            }
+            for socket in sockets { await socket.close() }
+        }
+    }
+
     /// A socket whose authentication does not finish in time is closed with 1013 (not kept, with
     /// its task, until the store answers).
     @Test func anAuthenticationThatTakesTooLongIsClosedWith1013() async throws {

@@ -27,13 +27,16 @@ struct FrameBudgetTests {
         #expect(later == [true, true, true, false, false])
     }
 
-    /// A hub on its service thread whose sockets may send 10 frames at once and one a second after.
-    static func hub(on store: any OrderStore) -> (Hub, ServiceThread, GatedAuthenticator) {
+    /// A hub on its service thread whose sockets may send 10 frames at once and one a second after
+    /// (and a user's sockets together `userBurst` at once, one a second after).
+    static func hub(on store: any OrderStore, userBurst: Int = 400) -> (Hub, ServiceThread, GatedAuthenticator) {
         let service = ServiceThread()
         let auth = GatedAuthenticator()
         var limits = Hub.Limits()
         limits.maxFramesPerSecond = 1
         limits.frameBurst = 10
+        limits.maxFramesPerUserPerSecond = 1
+        limits.userFrameBurst = userBurst
         let hub = Hub(
             authenticator: auth, store: store, metrics: Metrics(), logger: Fixtures.logger, startingAfter: .origin,
             configuration: .init(limits: limits))
@@ -58,6 +61,33 @@ struct FrameBudgetTests {
             #expect(service.io.frames(SocketID(1)) <= 1 + 11, "connected, then at most the burst of pongs")
             #expect(service.io.closeCode(SocketID(2)) == nil)
             #expect(service.io.frames(SocketID(2)) == 2, "connected and its pong")
+        }
+    }
+
+    /// A user's sockets share one budget too: 32 sockets of one token, each within its own, sent 32
+    /// times one socket's frames (found by a review). The socket whose frame goes past it is closed
+    /// with 1008; another user's socket is not, and a socket of the user that stayed within the
+    /// budget is not.
+    @Test func aUsersSocketsTogetherArePastTheirBudgetAndTheSocketThatWentOverIsClosed() async throws {
+        try await withStore { store in
+            let (hub, service, auth) = Self.hub(on: store, userBurst: 15)
+            for (socket, user) in [(SocketID(1), HubLogoutTests.driver), (SocketID(2), HubLogoutTests.driver), (SocketID(3), HubLogoutTests.other)] {
+                service.run { io in hub.socketOpened(socket, request: HubLogoutTests.request, io: io) }
+                let answer = await auth.nextQuestion()
+                answer(user, SessionEpoch(0))
+                #expect(await eventually { service.io.frames(socket) == 1 })  // connected
+            }
+            service.run { io in
+                for _ in 0..<8 { hub.socketReceived(SocketID(1), text: #"{"type":"ping"}"#, io: io) }
+                for _ in 0..<8 { hub.socketReceived(SocketID(2), text: #"{"type":"ping"}"#, io: io) }
+                for _ in 0..<8 { hub.socketReceived(SocketID(3), text: #"{"type":"ping"}"#, io: io) }
+            }
+            #expect(service.io.closeCode(SocketID(1)) == nil, "8 frames: within both budgets")
+            #expect(service.io.frames(SocketID(1)) == 9, "connected and 8 pongs")
+            #expect(service.io.closeCode(SocketID(2)) == 1008, "the 16th frame of the user")
+            #expect(service.io.frames(SocketID(2)) == 1 + 7, "connected, then the pongs within the user's 15")
+            #expect(service.io.closeCode(SocketID(3)) == nil, "another user's budget")
+            #expect(service.io.frames(SocketID(3)) == 9)
         }
     }
 
