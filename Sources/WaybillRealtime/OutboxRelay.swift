@@ -252,6 +252,17 @@ public final class OutboxRelay: Sendable {
         return failures >= configuration.stepDownAfterFailures
     }
 
+    /// Where the relay goes on from when it takes a cursor from the store rather than from what it
+    /// published (a rewind found, a backlog skipped): one event before it, so the event at `cursor`
+    /// goes out again. A feed that delivered exactly through that id from a history rewound since
+    /// compares it with what it delivered and resets its sockets; without the overlap the next
+    /// event continued that id, the new history was taken for a continuation of the old, and the
+    /// sockets kept the lost events with no 1012 (found by a review, 2026-12-05). Feeds drop the
+    /// copy otherwise.
+    static func restartOverlap(from cursor: EventID) -> EventID {
+        EventID(max(0, cursor.rawValue - 1))
+    }
+
     /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and
     /// whether the round only moved it past events the hub feed already had.
     private func relayAvailable(
@@ -295,14 +306,16 @@ public final class OutboxRelay: Sendable {
             // store meanwhile: republishing it batch by batch held new commits behind it, about 1 s
             // per 150 000 events, and every node decoded all of it to drop it (found by a review,
             // 2026-12-04). Only the last batch goes out: ids are dense, so a feed that lacks the
-            // skipped ones sees the gap and reads them from the store.
+            // skipped ones sees the gap and reads them from the store. It starts one event early
+            // (`restartOverlap`): a feed that delivered exactly up to the jump, from a history
+            // rewound since, must compare that event, not take the next as its continuation.
             let newest = try await store.urgentRead { tx in try tx.newestEventID() }
             let batch = Int64(configuration.batchSize)
             if newest.rawValue - cursor.rawValue > batch {
                 logger.info(
                     "outbox relay skips a backlog the feeds read from the store",
                     ["cursor": "\(cursor)", "newest": "\(newest)"])
-                cursor = EventID(newest.rawValue - batch)
+                cursor = Self.restartOverlap(from: EventID(newest.rawValue - batch))
             }
         }
         var check = history.unverified
@@ -327,7 +340,7 @@ public final class OutboxRelay: Sendable {
                 // History rewound (a restore or a failover): ids below the cursor are new events.
                 logger.error("outbox history rewound; relaying from the store's newest", ["cursor": "\(cursor)", "newest": "\(newest)"])
                 history = HistoryCheck(verifiedAt: now)
-                return (newest, false)
+                return (Self.restartOverlap(from: newest), false)
             }
             if !checking.isEmpty {
                 check = []

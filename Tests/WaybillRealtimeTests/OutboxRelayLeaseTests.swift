@@ -119,7 +119,9 @@ struct OutboxRelayLeaseTests {
             }
             #expect(caughtUp)
             let batch = OutboxRelay.Configuration().batchSize
-            #expect(broker.publishedIDs.count <= batch + 1, "published \(broker.publishedIDs.count) events")
+            // The last batch, the event before it (`OutboxRelay.restartOverlap`), and `after` if it
+            // came in a round of its own.
+            #expect(broker.publishedIDs.count <= batch + 2, "published \(broker.publishedIDs.count) events")
             #expect(broker.publishedIDs.first.map { $0.rawValue > backlog[0].id.rawValue + 2_000 } == true)
             running.cancel()
             await running.value
@@ -209,8 +211,11 @@ struct OutboxRelayLeaseTests {
                 #expect(
                     await eventually {
                         await clock.advance(by: .seconds(1))
-                        return broker.publishedIDs.last == after[0].id && broker.publishedIDs.count == 6
+                        return broker.publishedIDs.last == after[0].id && broker.publishedIDs.count == 7
                     })
+                // The restored newest (2) went out again first (`OutboxRelay.restartOverlap`), so a
+                // feed that delivered exactly through 2 of the old history compares it and resets.
+                #expect(broker.publishedIDs == [1, 2, 3, 4, 5, 2, 3])
                 running.cancel()
                 await running.value
             }
