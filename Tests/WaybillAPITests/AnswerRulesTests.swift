@@ -64,4 +64,57 @@ struct AnswerRulesTests {
             #expect(wellFormed.status == 403)
         }
     }
+
+    /// The role (403) before visibility (404) and `If-Match` (412) on the two actions whose role
+    /// the domain rule checked (a review, 2026-12-05: a driver's cancel with a stale tag got 412,
+    /// and refetched and retried what it can never do), and the path's id (404) before a malformed
+    /// `If-Match` (400) on every route.
+    @Test func theRoleComesBeforeVisibilityAndIfMatchAndTheIdBeforeIfMatch() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let stale = ["If-Match": "\"o\(id)-v999\""]
+            let cancel = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: driver.token, json: ["status": "cancelled"], headers: stale)
+            #expect(cancel.status == 403, "\(cancel.text)")
+            let unassign = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: driver.token, json: ["status": "new"], headers: stale)
+            #expect(unassign.status == 403, "\(unassign.text)")
+            for order in [id, 999_999] {
+                let complete = try await server.request(
+                    "POST", "/api/orders/\(order)/stages/1/complete", token: seed.dispatcherToken, json: [String: Any](),
+                    headers: stale)
+                #expect(complete.status == 403, "order \(order): \(complete.text)")
+            }
+            for (method, path) in [
+                ("DELETE", "/api/orders/abc/"), ("POST", "/api/orders/abc/unassign"), ("POST", "/api/orders/abc/stages/1/complete"),
+                ("POST", "/api/orders/\(id)/stages/abc/complete"),
+            ] {
+                let answer = try await server.request(
+                    method, path, token: seed.dispatcherToken, json: [String: Any](), headers: ["If-Match": "nope"])
+                #expect(answer.status == 404, "\(method) \(path): \(answer.text)")
+            }
+        }
+    }
+
+    /// `POST /status {"status":"new"}` on an assigned order is unassigning (SPEC §1's table:
+    /// `assigned → new` by a dispatcher), with its event; it was 409 `invalid_transition`.
+    @Test func statusNewOnAnAssignedOrderUnassignsIt() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let (socket, _) = try await server.connectedSocket(token: seed.dispatcherToken)
+            let answer = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: seed.dispatcherToken, json: ["status": "new"])
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(answer.object.string("status") == "new")
+            #expect(answer.object["driver_id"] is NSNull)
+            let event = await socket.nextEvent()
+            #expect(event?["type"] as? String == "order_unassigned")
+            let again = try await server.request(
+                "POST", "/api/orders/\(id)/status", token: seed.dispatcherToken, json: ["status": "new"])
+            #expect(again.status == 409, "only from assigned: \(again.text)")
+            await socket.close()
+        }
+    }
 }

@@ -89,10 +89,13 @@ final class OrderService: Sendable {
         }
     }
 
+    /// `POST /status`. `new` is unassigning (SPEC §1's table: `assigned → new` by a dispatcher),
+    /// with its events; `assigned` needs a driver, so only `/assign` reaches it (409 here).
     func changeStatus(
         _ id: OrderID, to status: OrderStatus, by actor: Actor, ifMatch: OrderPrecondition = .none
     ) async throws -> Order {
-        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+        if status == .new { return try await unassign(id, by: actor, ifMatch: ifMatch) }
+        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.transitioned(to: status, by: actor, at: now), { .statusChanged(before: $0, after: $1) })
         }
     }

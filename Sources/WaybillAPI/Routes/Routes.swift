@@ -80,8 +80,10 @@ struct Routes {
             return try await Self.written { try await orders.patch(id, body, by: actor, ifMatch: ifMatch) }
         }
         r.on("DELETE", "/api/orders/{id}") { request, context in
-            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
-            let id: OrderID = try context.id("id")
+            // The path's id before `If-Match` (a malformed id is 404 before a 400: PROTOCOL, "Order
+            // of checks"); the same on every route.
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let ifMatch = try Conditional.ifMatch(request)
             return try await IdempotentWrite.answer({ _ in HTTPResponse(status: 204) }) {
                 try await orders.delete(id, by: actor, ifMatch: ifMatch)
             }
@@ -90,6 +92,9 @@ struct Routes {
             let actor = try await context.requireActor(), id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(StatusRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
+            // The role before visibility and `If-Match`: a driver asking to cancel or unassign got
+            // a 412 for a stale version, and so refetched and retried what it can never do.
+            if body.status == .cancelled || body.status == .new { try RequestContext.requireDispatcher(actor) }
             return try await Self.written {
                 try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch)
             }
@@ -104,14 +109,17 @@ struct Routes {
             }
         }
         r.on("POST", "/api/orders/{id}/unassign") { request, context in
-            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
-            let id: OrderID = try context.id("id")
+            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let ifMatch = try Conditional.ifMatch(request)
             try RequestContext.requireDispatcher(actor)
             return try await Self.written { try await orders.unassign(id, by: actor, ifMatch: ifMatch) }
         }
         r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
-            let actor = try await context.requireActor(), ifMatch = try Conditional.ifMatch(request)
+            let actor = try await context.requireActor()
             let id: OrderID = try context.id("id"), stage: StageID = try context.id("sid")
+            let ifMatch = try Conditional.ifMatch(request)
+            // Only the assigned driver completes a stage: a dispatcher's 403 comes before a 404 or 412.
+            guard actor.role == .driver else { throw OrderRuleViolation.roleNotAllowed(actor.role) }
             return try await Self.written {
                 try await orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch)
             }
