@@ -174,14 +174,15 @@ extension PostgresOrderStore.Transaction {
     }
 
     func revokeTokens(of user: UserID) throws -> Logout {
-        try perform { () throws(PostgresError) -> Logout in
+        // No such user: `notFound`, as on SQLite (each threw its own failure, a 500 either way).
+        let logout = try perform { () throws(PostgresError) -> Logout? in
             // The epoch first: its row lock orders two logouts of one user (each starts its own
             // epoch) and a login's token insert (`insertToken` reads the epoch FOR SHARE), so a
             // token committed meanwhile is seen by the UPDATE below, which runs after that commit.
             let epoch = try queryFirst(
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch", [.id(user)]
             ) { row throws(PostgresError) in try row.int64(0) }
-            guard let epoch else { throw PostgresError(.invalidValue, message: "no user \(user) to log out") }
+            guard let epoch else { return nil }
             _ = try execute("UPDATE api_tokens SET revoked = true WHERE user_id = $1 AND NOT revoked", [.id(user)])  // live ones only
             _ = try execute("DELETE FROM ws_tickets WHERE user_id = $1", [.id(user)])
             let recorded = try queryFirst(
@@ -191,6 +192,8 @@ extension PostgresOrderStore.Transaction {
             guard let recorded else { throw PostgresError(.invalidValue, message: "logout not recorded") }
             return recorded
         }
+        guard let logout else { throw StoreError.notFound }
+        return logout
     }
 
     func reserveLoginAttempt(key: String, at: Date, window: TimeInterval, limit: Int) throws -> Bool {

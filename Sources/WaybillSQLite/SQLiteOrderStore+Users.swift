@@ -102,7 +102,7 @@ extension SQLiteOrderStore.Transaction {
             try db.execute(
                 """
                 INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at, session_epoch, last_used_at)
-                VALUES (?, ?, ?, ?, (SELECT session_epoch FROM users WHERE id = ?), ?)
+                VALUES (?, ?, ?, ?, coalesce((SELECT session_epoch FROM users WHERE id = ?), 0), ?)
                 """,
                 [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user), .date(createdAt)])
             // By the user index: only this user's rows past the newest `maxTokensPerUser`.
@@ -134,12 +134,13 @@ extension SQLiteOrderStore.Transaction {
     }
 
     func revokeTokens(of user: UserID) throws -> Logout {
-        try perform { () throws(SQLiteError) -> Logout in
+        // No such user: `notFound`, as on PostgreSQL (each threw its own failure, a 500 either way).
+        let logout = try perform { () throws(SQLiteError) -> Logout? in
             // In the same order as PostgreSQL's (one writer at a time here: any order would do).
             let epoch = try db.queryFirst(
                 "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? RETURNING session_epoch", [.id(user)]
             ) { $0.int64(0) }
-            guard let epoch else { throw SQLiteError(code: SQLITE_ERROR, message: "no user \(user) to log out") }
+            guard let epoch else { return nil }
             try db.execute("UPDATE api_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0", [.id(user)])  // live ones only: fewer pages
             try db.execute("DELETE FROM ws_tickets WHERE user_id = ?", [.id(user)])
             let recorded = try db.queryFirst(
@@ -149,6 +150,8 @@ extension SQLiteOrderStore.Transaction {
             guard let recorded else { throw SQLiteError(code: SQLITE_ERROR, message: "logout not recorded") }
             return recorded
         }
+        guard let logout else { throw StoreError.notFound }
+        return logout
     }
 
     func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll {

@@ -248,6 +248,7 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// inserted while this runs is ordered by the user's row (`insertToken` reads the epoch under
     /// a lock this update conflicts with): it gets the new epoch, or is committed first and revoked.
     /// - Returns: that `Logout`, as `logouts(since:)` will read it (the node that made it has acted).
+    /// - Throws: `StoreError.notFound` if the user does not exist.
     @discardableResult func revokeTokens(of user: UserID) throws -> Logout
     /// The user of an unexpired, unrevoked token whose SHA-256 is `tokenHash`, read so that a
     /// concurrent `revokeTokens` of that user is ordered after this transaction (PostgreSQL: the

@@ -56,6 +56,9 @@ import WaybillStoreTesting
             let id = try #require(try await assignedOrder(store, fixture, version: 5).id)
             let (alice, acme) = (fixture.alice.id, fixture.acme.id)
             #expect(try await record(store, id, version: 6, by: alice, in: acme) == nil, "above the current version")
+            // Past 32 bits too (PostgreSQL typed the version as `orders.version`, 32 bits, and
+            // failed the whole write).
+            #expect(try await record(store, id, version: Int(Int32.max) + 1, by: alice, in: acme) == nil)
             #expect(try await record(store, id, version: 0, by: alice, in: acme) == nil)
             #expect(try await record(store, id, version: 4, by: alice, in: acme, at: t0 + 1)?.seen?.version == 4)
             #expect(

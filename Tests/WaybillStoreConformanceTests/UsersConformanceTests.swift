@@ -89,6 +89,27 @@ import WaybillStoreTesting
 
     /// A token's last use starts at its login and only moves forward (`touchToken`): a node whose
     /// clock is behind never takes it back, so another node's idle check never sees it older.
+    /// A user that does not exist: a token for it is a conflict and a logout of it is `notFound`,
+    /// the same on both stores (SQLite failed the token's NOT NULL epoch first, a 500; the two
+    /// logouts threw different failures; a store comparison, 2026-12-05).
+    @Test(arguments: Backend.allCases) func aTokenOrALogoutOfNoUserFailsTheSameOnBothStores(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            _ = try await Fixture.seed(store)
+            await #expect {
+                try await store.write { tx in try tx.insertToken(hash: [1, 2, 3], for: UserID(999_999), createdAt: t0, expiresAt: nil) }
+            } throws: { error in
+                if case .conflict? = error as? StoreError { return true }
+                return false
+            }
+            await #expect {
+                try await store.write { tx in try tx.revokeTokens(of: UserID(999_999)) }
+            } throws: { error in
+                if case .notFound? = error as? StoreError { return true }
+                return false
+            }
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aTokensLastUseStartsAtLoginAndOnlyMovesForward(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
