@@ -88,7 +88,7 @@ struct ActionQueue: Sendable {
             // It may have been applied, or not: sent again, its `If-Match` could match a repeated
             // version with other content, or its order id name another order (`historyRewound()`).
             var dropped = actions.removeFirst()
-            dropped.state = .refused(Self.rewound)
+            dropped.state = .refused(Self.rewound(dropped))
             return .dropped(dropped)
         }
         actions[0].state = .sending
@@ -225,7 +225,7 @@ struct ActionQueue: Sendable {
         actions.removeAll { action in
             guard action.state == .waiting else { return false }
             var refused = action
-            refused.state = .refused(Self.rewound)
+            refused.state = .refused(Self.rewound(action))
             dropped.append(refused)
             return true
         }
@@ -239,6 +239,19 @@ struct ActionQueue: Sendable {
         status: nil, code: "history_rewound",
         message: "the server could not resume this device's history (its data was restored, or the device was"
             + " away too long): check the order and do this again")
+
+    /// The same for an action a send of which may have been applied (no answer came): "do this
+    /// again" would apply it twice (a document attached twice), so it says what an expiry of such
+    /// an action says (`unconfirmed`; found by a review of the client, 2026-12-05).
+    static let rewoundMayHaveApplied = ActionRefusal(
+        status: nil, code: "unconfirmed",
+        message: "sent, but not confirmed before the server could not resume this device's history: it may"
+            + " have been applied; check the order")
+
+    /// The refusal of `action` after a `reset`.
+    static func rewound(_ action: QueuedAction) -> ActionRefusal {
+        action.mayHaveApplied ? rewoundMayHaveApplied : rewound
+    }
 
     /// The delay of the last ``Finish/retry(_:after:)`` has passed.
     mutating func backoffElapsed() { isBackingOff = false }

@@ -67,6 +67,15 @@ extension DriverSession {
         /// a review, 2026-12-05). The fresh ticket's request tells them apart (401 if the token is
         /// gone); a second 4001 before `connected` in a row stops as before.
         private var refusalRetried = false
+        /// The backoff under way follows a close by which the server asked to wait
+        /// (``waitingCloseCodes``): a wake-up does not cut it short.
+        private var serverAskedToWait = false
+
+        /// Close codes by which the server asks the client to come back later, not sooner: 1013
+        /// (overloaded; also a ticket request answered 429 or 503), 1011 (its own failure), 1012
+        /// (restarting, or a history rewind closing every socket at once) and 1008 (this client
+        /// sent too much).
+        static let waitingCloseCodes: Set<Int> = [1008, 1011, 1012, 1013]
 
         /// Whether queued actions must wait: a resume is under way and its outcome is unknown.
         ///
@@ -264,6 +273,7 @@ extension DriverSession {
                 return .stop(.notAllowed)
             default:
                 if refusedBeforeConnected { refusalRetried = true }  // once, with a fresh ticket
+                serverAskedToWait = code.map(Self.waitingCloseCodes.contains) ?? false
                 let attempt = failures
                 failures += 1
                 guard let delay = policy.delay(forAttempt: attempt, random: &random) else {
@@ -292,11 +302,15 @@ extension DriverSession {
         /// retrying; the app must log in and start again). From a backoff the attempt count is kept:
         /// a phone whose network comes and goes (a path monitor fires often on the move) reset it at
         /// every wake-up and came back at the first delay against a server closing sockets with
-        /// 1013 (found by a review, 2026-12-05); a socket that proves stable starts it over. After
+        /// 1013 (found by a review, 2026-12-05); a socket that proves stable starts it over. A
+        /// backoff after the server asked to wait (``waitingCloseCodes``) is not cut short at all:
+        /// the wake-up says the phone's network is back, not the server, and each early reconnect
+        /// cost the server a ticket, a handshake and often a list refetch (a later review). After
         /// polling only, a wake-up brings a fresh budget of attempts.
         mutating func wakeUp() -> Action {
             switch state {
             case .backingOff(let attempt, _):
+                if serverAskedToWait { return .none }
                 return connecting(attempt: attempt + 1)
             case .pollingOnly:
                 failures = 0

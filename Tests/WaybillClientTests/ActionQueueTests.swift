@@ -388,6 +388,34 @@ struct ActionQueueTests {
         #expect(next.id.rawValue == "e")
     }
 
+    /// An action a send of which may have been applied (no answer came) is refused after a `reset`
+    /// as `unconfirmed`, "check the order", not `history_rewound`'s "do this again", which would
+    /// apply it twice: waiting when the reset came, or on its way and ending without an answer.
+    @Test func anActionThatMayHaveBeenAppliedIsRefusedAsUnconfirmedAfterAReset() {
+        var queue = ActionQueue(policy: ActionQueuePolicy())
+        var random = SeededGenerator(seed: 1)
+        queue.add(action("a", .attachDocument(name: "pod.pdf", kind: "pod", to: 1)))
+        queue.add(action("b", .completeStage(5, of: 1)))
+        _ = queue.next(now: start)
+        _ = queue.finished(.retry(countsAsServerFailure: false, mayHaveApplied: true), random: &random)  // no answer
+        let dropped = queue.historyRewound()
+        #expect(dropped.map(\.id.rawValue) == ["a", "b"])
+        #expect(dropped.map(\.state) == [.refused(ActionQueue.rewoundMayHaveApplied), .refused(ActionQueue.rewound)])
+        #expect(ActionQueue.rewoundMayHaveApplied.code == "unconfirmed")
+
+        queue.backoffElapsed()
+        queue.add(action("c", .attachDocument(name: "pod.pdf", kind: "pod", to: 2)))
+        _ = queue.next(now: start)
+        #expect(queue.historyRewound().isEmpty, "on its way: it stays")
+        _ = queue.finished(.retry(countsAsServerFailure: false, mayHaveApplied: true), random: &random)
+        queue.backoffElapsed()
+        guard case .dropped(let c) = queue.next(now: start) else {
+            Issue.record("sent again")
+            return
+        }
+        #expect(c.state == .refused(ActionQueue.rewoundMayHaveApplied))
+    }
+
     @Test func wakingCutsABackoffShortAndAnInterruptedSendWaitsAgain() {
         var queue = ActionQueue(policy: ActionQueuePolicy())
         var random = SeededGenerator(seed: 1)

@@ -327,6 +327,25 @@ import WaybillTesting
         #expect(machine.socketClosed(code: 1006, random: &random) == .reconnect(after: .seconds(1), since: 10))
     }
 
+    /// A backoff after the server asked to wait (1013, also a ticket answered 429/503; 1011, 1012,
+    /// 1008) is not cut short by a wake-up: each early reconnect cost the server a ticket, a
+    /// handshake and a refetch, at the rate the phone woke. After a drop (no code, 1006) it is.
+    @Test func wakeUpKeepsTheBackoffTheServerAskedFor() {
+        for code in [1008, 1011, 1012, 1013] {
+            var machine = Machine(policy: .classic)
+            var random = MaxGenerator()
+            _ = machine.start()
+            _ = machine.received(connected(10))
+            #expect(machine.socketClosed(code: code, random: &random) == .reconnect(after: .seconds(1), since: 10))
+            #expect(machine.wakeUp() == .none, "after \(code)")
+            #expect(machine.state == .backingOff(attempt: 0, delay: .seconds(1)))
+            #expect(machine.backoffElapsed() == .connect(since: 10))
+            // The next close is a drop: a wake-up shortens that backoff again.
+            _ = machine.socketClosed(code: nil, random: &random)
+            #expect(machine.wakeUp() == .connect(since: 10), "after a drop following \(code)")
+        }
+    }
+
     @Test func wakeUpLeavesALiveSocketAlone() {
         var machine = Machine(policy: .standard)
         _ = machine.start()

@@ -158,6 +158,49 @@ def test_a_wake_up_during_a_backoff_keeps_its_count_and_the_button_starts_over(p
     assert result["afterButton"] == 0, result
 
 
+def test_a_wake_up_keeps_a_backoff_the_server_asked_for(page, server):
+    """After a close by which the server asks to wait (1013, 1011, 1012, 1008) or a ticket answered
+    429/503, the browser going online or the tab coming back does not reconnect before the backoff
+    ends (every open tab came back at its own wake-ups); after a drop (1006) it does at once."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      const waits = {};
+      for (const code of [1013, 1011, 1012, 1008, 1006, 'ticket-429', 'ticket-503']) {
+        let failTicket = 0;
+        const slowApi = { wsTicket: async () => {
+          if (failTicket) { const status = failTicket; failTicket = 0; throw Object.assign(new Error('x'), { status }); }
+          return { ticket: 't', expires_in: 60 };
+        } };
+        const slow = new live.LiveFeed({
+          api: slowApi, WebSocketImpl: FakeSocket, random: () => 0.99, coalesceMs: 100,
+          onSignal: async () => {}, onStatus: () => {}, onAuthFailure: () => {},
+        });
+        slow.start();
+        await tick(20);
+        FakeSocket.last.frame({ type: 'connected', user_id: 1, groups: ['company_1'], event_id: 10 });
+        await tick(50);
+        if (typeof code === 'string') {
+          failTicket = Number(code.slice(7));
+          FakeSocket.last.drop(1006);            // a drop: reconnects at once (attempt 0 → ~1 s)...
+          slow.onOnline();                       // ...asks a ticket now, which is answered 429/503
+          await tick(20);
+        } else {
+          FakeSocket.last.drop(code);
+          await tick(20);
+        }
+        const before = FakeSocket.urls.length;
+        slow.onOnline();                         // the network came back
+        await tick(50);
+        waits[code] = { reconnected: FakeSocket.urls.length > before, state: slow.state };
+        slow.stop();
+      }
+      return waits;
+    """)
+    for code in ["1013", "1011", "1012", "1008", "ticket-429", "ticket-503"]:
+        assert result[code] == {"reconnected": False, "state": "reconnecting"}, (code, result)
+    assert result["1006"]["reconnected"] is True, result
+
+
 def test_a_steady_stream_of_events_refetches_once_per_window_not_back_to_back(page, server):
     """Events that arrive while a refetch runs wait for a window of their own: on a busy company
     the tab used to refetch back to back (27 requests a second at 200 writes/s, measured), each one

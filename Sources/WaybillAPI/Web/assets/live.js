@@ -24,6 +24,10 @@ export const READ_RETRY_POLICY = Object.freeze({ baseMs: 1000, capMs: 30000 });
 
 /** Close codes after which retrying cannot help (SPEC §4): the user must log in again. */
 export const AUTH_CLOSE_CODES = new Set([4001, 4003]);
+// Close codes by which the server asks to come back later, not sooner (1013 overloaded, 1011 its
+// own failure, 1012 restarting or a history rewind, 1008 this client sent too much): a wake-up
+// (online, the tab back) does not cut that backoff short. A ticket answered 429 or 503 counts too.
+export const WAIT_CLOSE_CODES = new Set([1008, 1011, 1012, 1013]);
 
 /** A frame's `cursor`, if it is a plausible one (`<event_id>-<check>`); anything else is ignored. */
 function cursorOf(frame) {
@@ -81,6 +85,7 @@ export class LiveFeed {
     this.readRetries = 0; // refetches in a row with a read answered "wait" (`retryReads`)
     this.unavailableInFlush = false; // a read of the running refetch was answered "wait"
     this.flushing = false;
+    this.serverAskedToWait = false; // the backoff under way follows a `WAIT_CLOSE_CODES` close
     this.timers = {};
     this.onOnline = () => { if (this.state !== 'live') this.reconnectNow({ wakeUp: true }); };
     this.onVisible = () => {
@@ -141,6 +146,13 @@ export class LiveFeed {
     // often, brought the panel back at the first delay each time against a server closing sockets
     // with 1013 (found by a review, 2026-12-05). The button, and a wake-up after polling only,
     // start over; a socket that stays up (`stableMs`) does too.
+    // A backoff the server asked for (`WAIT_CLOSE_CODES`) is kept: the wake-up says the browser's
+    // network is back, not the server, and every open tab came back at its own wake-ups (a review
+    // of the driver client, 2026-12-05). The data is still refetched.
+    if (wakeUp && this.state === 'reconnecting' && this.serverAskedToWait) {
+      this.refresh();
+      return;
+    }
     if (!(wakeUp && this.state === 'reconnecting')) this.attempt = 0;
     this.clearTimer('retry');
     this.setStatus(this.everConnected ? 'reconnecting' : 'connecting');
@@ -164,7 +176,7 @@ export class LiveFeed {
       if (error.status === 403) return this.authFailed(4003);
       // A server without tickets or WebSockets: polling is all we can do.
       if (error.status === 404 || error.status === 405 || error.status === 501) return this.pollOnly();
-      return this.retryLater();
+      return this.retryLater({ serverAskedToWait: error.status === 429 || error.status === 503 });
     }
     if (generation !== this.generation || this.stopped) return;
     let socket;
@@ -274,11 +286,12 @@ export class LiveFeed {
       return this.retryLater();
     }
     if (AUTH_CLOSE_CODES.has(code)) return this.authFailed(code);
-    this.retryLater(); // 1001, 1006, 1012, 4008…: resume with `since`
+    this.retryLater({ serverAskedToWait: WAIT_CLOSE_CODES.has(code) }); // 1001, 1006, 1012, 4008…: resume with `since`
   }
 
-  retryLater() {
+  retryLater({ serverAskedToWait = false } = {}) {
     if (this.stopped) return;
+    this.serverAskedToWait = serverAskedToWait;
     if (this.state === 'polling') return; // in polling mode each poll tick tries once
     if (this.attempt >= this.policy.maxAttempts) return this.pollOnly();
     const delay = fullJitterDelay(this.attempt, this.policy, this.random);
