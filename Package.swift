@@ -13,6 +13,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "WaybillClient", targets: ["WaybillClient"]),
+        // The client's Linux transports, with the network module their event loop comes from.
+        .library(name: "WaybillClientTransports", targets: ["WaybillClientTransports", "WaybillNetwork"]),
         .executable(name: "waybill", targets: ["waybill"]),
         // Only for the fuzz targets in Fuzzing/ (a separate package, `make fuzz`, docs/HARDENING.md):
         // a package can use another's modules through products only.

@@ -24,6 +24,8 @@
 # Local addresses only (127.0.0.1). Environment: WAYBILL_BENCH_DIR (the shared harness),
 # COMPARE_IDLE_SOCKETS, COMPARE_HOLD, COMPARE_DURATION, COMPARE_PORT (base port, default 18090).
 set -euo pipefail
+# Debian installs nginx in /usr/sbin, which is not on a normal user's PATH.
+PATH="$PATH:/usr/sbin"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PEERS="$(cd "$BENCH/.." && pwd)/peers"

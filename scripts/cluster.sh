@@ -13,6 +13,8 @@
 # Ports (override with the environment): WAYBILL_CLUSTER_PORT (nginx, 8080), node ports +1 and +2,
 # PostgreSQL 25432, Redis 26379 (below 32768: never in the kernel's ephemeral range).
 set -euo pipefail
+# Debian installs nginx in /usr/sbin, which is not on a normal user's PATH.
+PATH="$PATH:/usr/sbin"
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 LB_PORT="${WAYBILL_CLUSTER_PORT:-8080}"

@@ -18,7 +18,8 @@ import WaybillJSON
 /// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///
-/// Decoding is strict: unknown event types, statuses or groups, non-positive ids, ids not strictly
+/// Decoding is strict: event types that are not `order_` names (a newer release's kind is read:
+/// `OrderEventType`), unknown statuses or groups, non-positive ids, ids not strictly
 /// ascending, a time outside years 1970–9999, more than `maxEvents` events or `maxBytes` bytes, no
 /// groups, or a wrong version are errors, never a partial batch. It never traps on hostile bytes,
 /// and nothing it returns can make a later step trap (a review found a `committed_at` near 2⁶³ that

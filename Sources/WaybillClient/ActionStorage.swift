@@ -49,6 +49,9 @@ public final class ActionStorageClaim: Sendable {
 
     /// Marks the claim as a session's; `false` if another session has it already.
     func adopt() -> Bool { !adopted.exchange(true, ordering: .sequentiallyConsistent) }
+
+    /// The session that had it stopped (or was refused): another may be given it.
+    func disown() { adopted.store(false, ordering: .sequentiallyConsistent) }
 }
 
 /// Another user holds the storage: a session of this app not released yet, or another process.

@@ -171,10 +171,11 @@ public actor DriverSession {
     ///   - actionStorageClaim: a claim the caller holds on `actionStorage` (``ActionStorage/claim()``),
     ///     which the session then uses instead of claiming the storage itself: an app that claims its
     ///     queue before it logs in (`waybill driver`, to refuse a second instance at once). Without
-    ///     it, a session over a storage its caller has claimed keeps no action. One session only: a
-    ///     claim already given to another session is ignored, and this one claims the storage
-    ///     itself (so it keeps no action while the other's claim lives). The file stays claimed
-    ///     while the caller keeps a reference to the claim, whatever the session does.
+    ///     it, a session over a storage its caller has claimed keeps no action. One session at a
+    ///     time: a claim another session still has (it has not stopped) is ignored, and this one
+    ///     claims the storage itself (so it keeps no action while the other's claim lives); a
+    ///     session gives it back when it stops or is refused. The file stays claimed while the
+    ///     caller keeps a reference to the claim, whatever the session does.
     public init(
         api: any OrdersAPI,
         transport: any EventTransport,
@@ -249,8 +250,8 @@ public actor DriverSession {
     /// go when it stops (``releaseActionStorage()``).
     var actionClaim: ActionStorageClaim?
     /// The claim the caller gave the session (`init`'s `actionStorageClaim`), used in place of one of
-    /// its own.
-    let callersClaim: ActionStorageClaim?
+    /// its own until the session stops or is refused (``giveBackCallersClaim()``).
+    var callersClaim: ActionStorageClaim?
 
     /// A claim on the storage: the caller's, or a new one.
     /// - Throws: ``ActionStorageInUse`` while another holds it.
@@ -300,6 +301,7 @@ public actor DriverSession {
         runWaiters = []
         guard isRunning else {
             releaseActionStorage()  // halted by a refusal (4001), then an action queued: let go all the same
+            giveBackCallersClaim()
             return
         }
         isRunning = false
@@ -327,6 +329,18 @@ public actor DriverSession {
         detailTasks = [:]
         stopSendingActions()
         releaseActionStorage()
+        giveBackCallersClaim()
+    }
+
+    /// The session is done with its caller's claim (it stopped, or the server refused the login):
+    /// the app may give it to its next session (after a 4001 and a new login), which it refused
+    /// while this one, stopped but still referenced, kept it (a review, 2026-12-05). Kept while the
+    /// storage is behind memory (``releaseActionStorage()`` could not let go). From now on this
+    /// session claims the storage itself, which fails while the caller holds the claim.
+    func giveBackCallersClaim() {
+        guard let claim = callersClaim, actionClaim == nil else { return }
+        claim.disown()
+        callersClaim = nil
     }
 
     /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.
@@ -340,16 +354,26 @@ public actor DriverSession {
         stop()
     }
 
-    /// Call when the app returns to the foreground: a socket waiting to retry (or given up) reconnects now.
+    /// Call when the app returns to the foreground: a socket waiting to retry (or given up) reconnects
+    /// now, unless the server asked it to wait (a close with 1008, 1011, 1012 or 1013): then the list
+    /// is refetched and the backoff runs its course.
     public func appDidBecomeActive() { wakeUp() }
 
-    /// Call when the network comes back (e.g. from `NWPathMonitor`): a waiting socket reconnects now.
+    /// Call when the network comes back (e.g. from `NWPathMonitor`): as ``appDidBecomeActive()``.
     public func networkDidBecomeAvailable() { wakeUp() }
 
     private func wakeUp() {
         guard isRunning else { return }
         try? loadStoredQueueIfNeeded()  // the phone was unlocked since: the queue may be readable now
-        perform(machine.wakeUp())
+        let wasBackingOff = if case .backingOff = machine.state { true } else { false }
+        let action = machine.wakeUp()
+        if wasBackingOff, action == .none {
+            // The server asked to wait: no socket before the backoff ends, but what the driver looks
+            // at is refetched now, as the reconnect would have (and the panel does).
+            perform(list.bumpRevision())
+        } else {
+            perform(action)
+        }
         serverLooksReachable()
     }
 

@@ -6,7 +6,7 @@ import Foundation
 /// `poll` is lws's built-in loop: every wake-up `poll()`s every socket, so its cost per message grows
 /// with the number of open sockets (≈ 1 ms of CPU per inbound message at 10 000 sockets here).
 /// `libev` hands lws a libev loop of ours (epoll underneath), whose cost per message does not depend on
-/// the socket count. See docs/BENCHMARKS.md and the libwebsockets field guide, §13.
+/// the socket count. See docs/BENCHMARKS.md and the shared libwebsockets field notes (../shared/notes/libwebsockets.md, §13).
 public enum EventLoopKind: String, Sendable, CaseIterable {
     /// lws's own `poll()` loop (no plugin needed).
     case poll

@@ -15,7 +15,7 @@ import Synchronization
 /// before the loop next waits (see `drainOwed`). A 50 ms
 /// heartbeat timer then does two jobs: it asks `shouldStop` (and breaks the loop), and it keeps the
 /// plugin's own timer from being armed far in the future, which would delay every sul or
-/// `lws_set_timeout` scheduled from a socket callback until then (field guide §13, trap 1).
+/// `lws_set_timeout` scheduled from a socket callback until then (the shared libwebsockets field notes, ../shared/notes/libwebsockets.md §13, trap 1).
 final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; other vars only on `thread`
     typealias Work = @Sendable () -> Void
 

@@ -61,16 +61,19 @@ final class PostgresWorker: Sendable {
                     // Not reported to `health`: a refused connect (no free slot) says nothing of
                     // the server being down, and calls find that out themselves.
                     connected = (try? session.connection(deadline: .now + PostgresSession.connectTimeout)) != nil
-                    if connected {
-                        retry = kept.timing.firstRetry
-                    } else {
+                    if !connected {
                         kept.noteConnected(false)
                         nextConnect = .now + retry
                         retry = min(retry * 2, kept.timing.maximumRetry)
                     }
                 }
             }
-            if connected { kept.noteConnected(true) }
+            if connected {
+                // Also after a connect an urgent read made: the next loss starts from the first retry.
+                kept.noteConnected(true)
+                retry = kept.timing.firstRetry
+                nextConnect = .now
+            }
             kept.wake(queue, after: connected ? kept.timing.checkInterval : max(.milliseconds(10), ContinuousClock.now.duration(to: nextConnect)))
             guard let jobs = queue.take(upTo: 1, urgentOnly: true) else { return }
             for job in jobs { job.run(session) }

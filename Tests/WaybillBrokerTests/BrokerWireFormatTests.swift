@@ -72,7 +72,6 @@ struct BrokerWireFormatTests {
         #expect(throws: BrokerError.self) { try BrokerWireFormat.decode(Array(text.utf8)) }
     }
 
-    /// Each field of a valid event, broken in turn, makes the whole batch an error.
     /// A kind of event a newer release added (a rolling upgrade: a newer node's relay published it)
     /// is read, not refused: the node passes it on under its name (`OrderEventType`).
     @Test func aNewerReleasesKindOfEventIsReadUnderItsName() throws {
@@ -84,6 +83,7 @@ struct BrokerWireFormatTests {
         #expect(decoded[0].cursor == events[0].cursor)
     }
 
+    /// Each field of a valid event, broken in turn, makes the whole batch an error.
     @Test func invalidFieldsAreErrors() throws {
         let valid = String(decoding: BrokerWireFormat.encode(sampleEvents(2...2)), as: UTF8.self)
         #expect(try BrokerWireFormat.decode(Array(valid.utf8)).count == 1)

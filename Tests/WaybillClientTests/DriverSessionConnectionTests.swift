@@ -315,6 +315,22 @@ import WaybillTesting
         #expect(await h.session.connectionState == .live)
     }
 
+    /// A wake-up during a backoff the server asked for (1013) opens no socket before the backoff
+    /// ends, but refetches the list at once, as the reconnect would have (and the panel does).
+    @Test func aWakeUpDuringABackoffTheServerAskedForRefetchesWithoutReconnecting() async {
+        let policy = ReconnectPolicy(base: .seconds(8), cap: .seconds(60), jitter: .none)
+        let h = await Harness.live(configuration: .init(reconnectPolicy: policy))
+        h.transport.current?.drop(code: 1013)
+        await eventually("backing off") { await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(8)) }
+        let attempts = h.transport.attempts.count, fetches = h.api.listFetches
+        await h.session.networkDidBecomeAvailable()
+        await eventually("refetched") { h.api.listFetches > fetches }
+        #expect(h.transport.attempts.count == attempts, "no socket before the backoff ends")
+        #expect(await h.session.connectionState == .backingOff(attempt: 0, delay: .seconds(8)))
+        await h.clock.advance(by: .seconds(8))
+        await eventually("reconnected when the backoff ended") { h.transport.attempts.count == attempts + 1 }
+    }
+
     @Test func stopClosesTheSocketAndNothingRunsAfterwards() async {
         let h = await Harness.live()
         await h.session.stop()

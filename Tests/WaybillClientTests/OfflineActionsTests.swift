@@ -566,7 +566,14 @@ struct OfflineActionsTests {
         await other.stop()
         await session.stop()
         #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }  // still the caller's
-        withExtendedLifetime(claim) {}
+        // Stopped (a 4001, a logout), the session gives the claim back: the app's next session takes
+        // it, while the stopped one is still referenced (a review: it refused every action).
+        let next = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage, actionStorageClaim: claim)
+        let later = try await next.queue(.completeStage(6, of: 2), expecting: .any)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [left.id, kept.id, later.id])
+        await #expect(throws: ActionStorageInUse.self) { try await session.queue(.completeStage(7, of: 2), expecting: .any) }
+        withExtendedLifetime((claim, session)) {}
     }
 
     /// Two sessions over one queue file (the app made a new one without releasing the old) never

@@ -5,7 +5,7 @@ import WaybillTesting
 @testable import WaybillNetwork
 
 /// The server and client loops on both event loops: timers, wake-ups and shutdown are where libev
-/// differs from lws's own poll loop (field guide §13).
+/// differs from lws's own poll loop (the shared libwebsockets field notes, ../shared/notes/libwebsockets.md §13).
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct EventLoopTests {
     @Test func environmentPicksTheLoopAndDefaultsToLibev() throws {
