@@ -141,6 +141,12 @@ public protocol HTTPResponder: Sendable {
     /// loop pass). A responder whose executor can run the task's first steps on the calling
     /// thread without blocking may do so (`APIResponder`: an order write on an idle SQLite writer).
     func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void)
+
+    /// The largest body `method` `path` may have, when it is below the server's `maxBodyBytes`
+    /// (`nil`: that one). Asked on the service thread at the request's head, only for a body that
+    /// may be larger than `HTTPServerConfiguration.bodyBytesAlwaysAllowed` (a length above it, or
+    /// chunked), so it costs the usual small request nothing. Past it: 413 before the body is read.
+    func bodyLimit(method: String, path: String) -> Int?
 }
 
 extension HTTPResponder {
@@ -149,4 +155,7 @@ extension HTTPResponder {
 
     /// Only starts the task.
     public func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) { start() }
+
+    /// The server's `maxBodyBytes` for every request.
+    public func bodyLimit(method: String, path: String) -> Int? { nil }
 }

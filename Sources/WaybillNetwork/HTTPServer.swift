@@ -8,8 +8,11 @@ public struct HTTPServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     /// TCP port; 0 picks a free one (tests), read it back from `HTTPServer.port`.
     public var port = 8080
-    /// Largest request body; bigger ones get 413 (with or without Content-Length).
+    /// Largest request body; bigger ones get 413 (with or without Content-Length). A responder may
+    /// set a lower one per route (`HTTPResponder.bodyLimit`).
     public var maxBodyBytes = 1 << 20
+    /// A body up to this size is never refused by a route's own limit (nor asked about).
+    public static let bodyBytesAlwaysAllowed = 16 << 10
     /// Largest request header block; bigger ones are refused (431 or a close).
     public var maxHeaderBytes = 16 << 10
     /// Idle keep-alive connections are closed after this long (whole seconds: lws counts seconds).

@@ -38,6 +38,8 @@ final class HTTPSession {
     }
     /// Content-Length framing: bytes still expected (nil for chunked).
     var chunked: ChunkedBodyDecoder?
+    /// The largest body this request may have (`HTTPResponder.bodyLimit`, at most `maxBodyBytes`).
+    var bodyLimit = Int.max
     /// Close the connection after this response (chunked or no-length bodies, 413, shutdown).
     var closeAfterResponse = false
     /// When the request's head was in (`HTTPServerConfiguration.bodyDeadline` counts from it).

@@ -25,6 +25,12 @@ extension ServerCore {
         let isChunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
         let lengthText = headers["content-length"]
         let length = lengthText.flatMap(Self.integer)
+        session.bodyLimit = configuration.maxBodyBytes
+        if isChunked || (length ?? 0) > HTTPServerConfiguration.bodyBytesAlwaysAllowed,
+            let limit = responder.bodyLimit(method: request.method, path: request.path)
+        {
+            session.bodyLimit = max(HTTPServerConfiguration.bodyBytesAlwaysAllowed, min(limit, configuration.maxBodyBytes))
+        }
         // lws itself expects a body for POST/PUT/PATCH without a length, or for any Content-Length > 0.
         let lwsExpectsBody = (length ?? 0) > 0 || (lengthText == nil && Self.bodyMethods.contains(request.method))
 
@@ -42,11 +48,11 @@ extension ServerCore {
                 )
                 return 0
             }
-            session.chunked = ChunkedBodyDecoder(limit: configuration.maxBodyBytes)
+            session.chunked = ChunkedBodyDecoder(limit: session.bodyLimit)
             session.closeAfterResponse = true  // lws still expects a 100 MB body after the last chunk
-        } else if let length, length > configuration.maxBodyBytes {
+        } else if let length, length > session.bodyLimit {
             // Answer at once and close, so lws does not read megabytes for nothing.
-            session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+            session.respond(Self.tooLarge(session.bodyLimit), close: true)
         } else if length == 0 && request.method == "POST" {
             // lws delivers HTTP_BODY(0) + BODY_COMPLETION for an explicit zero-length POST only.
             session.state = .readingBody
@@ -94,7 +100,7 @@ extension ServerCore {
                 dispatch(session)
             case .tooLarge:
                 session.chunked = nil
-                session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+                session.respond(Self.tooLarge(session.bodyLimit), close: true)
             case .malformed:
                 session.chunked = nil
                 session.respond(
@@ -104,9 +110,9 @@ extension ServerCore {
             }
             return 0
         }
-        if session.request.body.count + bytes.count > configuration.maxBodyBytes {
+        if session.request.body.count + bytes.count > session.bodyLimit {
             session.request.body = []
-            session.respond(Self.tooLarge(configuration.maxBodyBytes), close: true)
+            session.respond(Self.tooLarge(session.bodyLimit), close: true)
             return 0
         }
         session.request.body.append(contentsOf: bytes)

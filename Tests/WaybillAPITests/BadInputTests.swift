@@ -59,6 +59,37 @@ struct BadInputTests {
         }
     }
 
+    /// Only an order's create and edit may carry a large body; every other route refuses one past
+    /// 16 KiB with 413 before reading it (a 1 MiB body to a login or a status change was read and
+    /// parsed whole, about 20 ms each, before its refusal: a cheap way to take a thread's time).
+    @Test func aLargeBodyIsRefusedExceptByAnOrdersCreateAndEdit() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let padding = String(repeating: " ", count: 20 << 10)
+            for (method, path, json) in [
+                ("POST", "/api/auth/login", #"{"email":"a@b.c","password":"x"}"#),
+                ("POST", "/api/orders/\(id)/status", #"{"status":"accepted"}"#),
+                ("POST", "/api/orders/\(id)/documents", #"{"name":"a.pdf","kind":"pod"}"#),
+                ("POST", "/api/ws-ticket", "{}"),
+            ] {
+                let body = Data((String(json.dropLast()) + padding + "}").utf8)
+                let answer = try await server.request(method, path, token: seed.dispatcherToken, body: body)
+                #expect(answer.status == 413, "\(method) \(path)")
+                #expect(answer.errorCode == "payload_too_large", "\(method) \(path)")
+                let small = try await server.request(method, path, token: seed.dispatcherToken, body: Data(json.utf8))
+                #expect(small.status != 413, "\(method) \(path) with a small body")
+            }
+            let edit = try await server.request(
+                "PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, body: Data((#"{"notes":"big"# + "\"" + padding + "}").utf8))
+            #expect(edit.status == 200, "\(edit.text)")
+            let create = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken, body: Data((#"{"title":"big"# + "\"" + padding + "}").utf8))
+            #expect(create.status == 201, "\(create.text)")
+            #expect(try await server.request("GET", "/healthz").status == 200)
+        }
+    }
+
     @Test func oversizeBodyWithContentLengthIs413() async throws {
         try await TestServer.withRunning(configure: { $0.maxBodyBytes = 4096 }) { server in
             let seed = try await server.seed(drivers: 0, orders: 0)

@@ -397,6 +397,34 @@ struct HTTPServerTests {
         }
     }
 
+    /// A route's own body limit (`HTTPResponder.bodyLimit`), with or without a length: 413 before
+    /// the body is read; up to 16 KiB is always allowed, and other routes keep `maxBodyBytes`.
+    @Test func aRoutesOwnBodyLimitGets413WithOrWithoutALength() async throws {
+        try await withServer { server in
+            let port = server.port
+            let big = String(repeating: "a", count: 20 << 10), allowed = String(repeating: "a", count: 16 << 10)
+            let (withLength, chunked, other, small) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("POST", "/small", body: Array(big.utf8)))
+                let withLength = try c.readResponse()
+                let d = try RawConnection(port: port)
+                try d.send("POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try d.send("5000\r\n" + big + "\r\n0\r\n\r\n")
+                let chunked = try d.readResponse()
+                let e = try RawConnection(port: port)
+                try e.send(RawConnection.request("POST", "/other", body: Array(big.utf8)))
+                let other = try e.readResponse()
+                try e.send(RawConnection.request("POST", "/small", body: Array(allowed.utf8)))
+                return (withLength, chunked, other, try e.readResponse())
+            }
+            #expect(withLength.status == 413 && withLength.text.contains("payload_too_large"))
+            #expect(withLength.text.contains("16384"))
+            #expect(chunked.status == 413)
+            #expect(other.status == 200)
+            #expect(small.status == 200)
+        }
+    }
+
     @Test func oversizeHeaderBlockIsRefusedAndServerStaysHealthy() async throws {
         try await withServer({ $0.maxHeaderBytes = 2048 }) { server in
             let port = server.port

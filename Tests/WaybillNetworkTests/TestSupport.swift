@@ -6,6 +6,9 @@ import WaybillTesting
 
 /// Answers with a JSON description of the request; a few paths do something special.
 struct EchoResponder: HTTPResponder {
+    /// `/small` takes no more than the bodies always allowed (16 KiB).
+    func bodyLimit(method: String, path: String) -> Int? { path == "/small" ? 0 : nil }
+
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         switch request.path {
         case "/status/204":
