@@ -29,6 +29,10 @@ final class RedisSubscriber: Sendable {
     private let wake: WakePipe
     private let isStopping = Atomic<Bool>(false)
     private let thread = Mutex<JoinableThread?>(nil)
+    /// Unreadable messages not logged yet, and when one was last logged: one line a second at
+    /// most, with the count of those in between (a flood of them, or a newer node's format during
+    /// a rolling upgrade at hundreds of batches a second, filled the log; a review, 2026-12-05).
+    private let skipLog = Mutex<(unlogged: Int, last: ContinuousClock.Instant?)>((0, nil))
 
     init(settings: RedisSettings, log: RedisLog) throws(BrokerError) {
         self.settings = settings
@@ -170,7 +174,16 @@ final class RedisSubscriber: Sendable {
             let events = try BrokerWireFormat.decode(payload)
             if !events.isEmpty { fanOut.deliver(events) }
         } catch {
-            log(.warning, "redis batch skipped", ["redis.error": "\(error)", "bytes": "\(payload.count)"])
+            let now = ContinuousClock.now
+            let skipped = skipLog.withLock { state -> Int? in
+                state.unlogged += 1
+                if let last = state.last, now - last < .seconds(1) { return nil }
+                defer { state = (0, now) }
+                return state.unlogged
+            }
+            if let skipped {
+                log(.warning, "redis batch skipped", ["redis.error": "\(error)", "bytes": "\(payload.count)", "skipped": "\(skipped)"])
+            }
             fanOut.skipped()
         }
     }

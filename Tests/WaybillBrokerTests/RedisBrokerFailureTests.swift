@@ -192,7 +192,9 @@ struct RedisBrokerFailureTests {
             // Each unreadable message is said (`.skipped`: the consumers read the store at once).
             let skipped = Array(repeating: BrokerDelivery.skipped, count: hostile.count)
             #expect(subscription.deliveries == [.subscribed] + skipped + [.events([event(5)])])
-            #expect(warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count } == hostile.count)
+            // Logged once a second at most, with a count (a flood filled the log a line each).
+            let logged = warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count }
+            #expect(logged >= 1 && logged < hostile.count, "\(logged) lines for \(hostile.count) messages")
         }
     }
 
