@@ -15,7 +15,8 @@ import WaybillJSON
 ///   Decoding picks the date nearest to `ms / 1000` that gives `ms` again: plain `Double(ms) / 1000`
 ///   sits a hair below `ms` for about 4 % of millisecond values (measured over 5 million), and
 ///   rounding that down would change the cursor.
-/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
+/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`, and `salt`, the
+///   event's cursor secret, `StoredEvent.salt`) are omitted when absent (0 for the salt); groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///
 /// Decoding is strict: event types that are not `order_` names (a newer release's kind is read:
@@ -104,6 +105,7 @@ public enum BrokerWireFormat {
         if let driver = event.driverID { text += ",\"driver_id\":\(driver.rawValue)" }
         if let oldDriver = event.oldDriverID { text += ",\"old_driver_id\":\(oldDriver.rawValue)" }
         if let seenVersion = event.seenVersion { text += ",\"seen_version\":\(seenVersion)" }
+        if stored.salt != 0 { text += ",\"salt\":\(stored.salt)" }  // the cursor's secret: nodes only, never a client
         text += ",\"changed_at\":\(milliseconds(of: event.changedAt))"
         text += ",\"committed_at\":\(milliseconds(of: stored.committedAt)),\"groups\":["
         text += event.groups.map { "\"\($0.name)\"" }.joined(separator: ",")
@@ -184,7 +186,9 @@ public enum BrokerWireFormat {
             changedAt: try fields.time("changed_at"),
             groups: groups,
             seenVersion: try fields.optionalPositive("seen_version").map { Int($0) })
-        return StoredEvent(id: EventID(try fields.positive("id")), event: event, committedAt: try fields.time("committed_at"))
+        return StoredEvent(
+            id: EventID(try fields.positive("id")), event: event, committedAt: try fields.time("committed_at"),
+            salt: try fields.optionalPositive("salt") ?? 0)
     }
 
     /// The members of one JSON object of a batch, read as `JSONDecoder`'s keyed container would.

@@ -4,7 +4,8 @@ import Foundation
 ///
 /// A bare event id cannot tell a restored or failed-over database from the one a client saw:
 /// the same ids come back for different events. The cursor adds `check`, 8 hex digits of a
-/// hash of the stored event (id, type, order id, commit time in milliseconds). A server whose
+/// hash of the stored event (id, type, order id, commit time in milliseconds, and the event's
+/// secret `StoredEvent.salt`, which makes the check of an event one cannot see unguessable). A server whose
 /// event under `id` has another fingerprint answers `reset` instead of a replay that would
 /// silently skip events. Wire form: `"1234-0b7e55d1"`.
 public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
@@ -21,7 +22,8 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
     public init(of stored: StoredEvent) {
         id = stored.id
         check = Self.fingerprint(
-            id: stored.id, type: stored.event.type, orderID: stored.event.orderID, committedAt: stored.committedAt)
+            id: stored.id, type: stored.event.type, orderID: stored.event.orderID, committedAt: stored.committedAt,
+            salt: stored.salt)
     }
 
     /// Before the first event: what a store with no events reports as its newest cursor.
@@ -43,9 +45,13 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
     /// Whether `stored` is the event this cursor was taken from.
     public func matches(_ stored: StoredEvent) -> Bool { stored.id == id && EventCursor(of: stored).check == check }
 
-    /// FNV-1a (32 bit) over `id|type|order|millis`: cheap, stable across platforms and releases.
-    /// Not a security measure: it only has to tell two different histories apart.
-    static func fingerprint(id: EventID, type: OrderEventType, orderID: OrderID, committedAt: Date) -> String {
+    /// FNV-1a (32 bit) over `id|type|order|millis`, then `|salt` when the event has one: cheap,
+    /// stable across platforms and releases. It tells two different histories apart; the salt, a
+    /// 63-bit secret of the stored event, makes the 32 bits say nothing about the rest to whoever
+    /// does not know it (every salt maps any `id|type|order|millis` to any check about equally).
+    static func fingerprint(
+        id: EventID, type: OrderEventType, orderID: OrderID, committedAt: Date, salt: Int64 = 0
+    ) -> String {
         // To the nearest millisecond, not down: a time read back from a store as `ms / 1000` is
         // sometimes a hair below the exact value in binary floating point, and rounding down would
         // then give `ms - 1` and another fingerprint for the same stored event.
@@ -60,6 +66,10 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
         hash.decimal(orderID.rawValue)
         hash.byte(0x7c)
         hash.decimal(millis)
+        if salt != 0 {
+            hash.byte(0x7c)
+            hash.decimal(salt)
+        }
         return hash.hex
     }
 }

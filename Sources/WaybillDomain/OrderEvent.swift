@@ -92,11 +92,25 @@ public struct StoredEvent: Sendable, Equatable {
     /// When its transaction committed, at millisecond precision (every store round-trips
     /// milliseconds exactly: the cursor's fingerprint is computed from them).
     public var committedAt: Date
+    /// A random number the store keeps with the event and never sends to a client, hashed into the
+    /// cursor's check (`EventCursor`): without it, anyone could compute the check of any event from
+    /// its id, kind, order and commit time, and so, from the check of an event of *another company*
+    /// (every `connected` and `pong` frame carries the cursor of the newest event the node knows),
+    /// guess those by brute force: that company's order ids, kinds of change and their times (found
+    /// by a review, 2026-12-05). 0 for events stored before migration 0013: their cursors stay.
+    public var salt: Int64
 
-    public init(id: EventID, event: OrderEvent, committedAt: Date = Date(timeIntervalSince1970: 0)) {
+    public init(id: EventID, event: OrderEvent, committedAt: Date = Date(timeIntervalSince1970: 0), salt: Int64 = 0) {
         self.id = id
         self.event = event
         self.committedAt = committedAt
+        self.salt = salt
+    }
+
+    /// A salt for a new event: 1 up to `Int64.max`, from the system's secure generator.
+    public static func newSalt() -> Int64 {
+        var generator = SystemRandomNumberGenerator()
+        return Int64.random(in: 1...Int64.max, using: &generator)
     }
 
     /// The resume cursor of this event: its id plus a fingerprint of what was stored under it.

@@ -24,6 +24,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0010_driver_status_index", sql: PostgresSchema.driverStatusIndex),
         PostgresMigration(name: "0011_repair_driver_status_index", sql: PostgresSchema.repairDriverStatusIndex),
         PostgresMigration(name: "0012_token_last_use", sql: PostgresSchema.tokenLastUse),
+        PostgresMigration(name: "0013_event_cursor_salt", sql: PostgresSchema.eventCursorSalt),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -7,7 +7,7 @@ import WaybillStorage
 extension PostgresOrderStore.Transaction {
     private static let eventColumns = """
         e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
-        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version, e.cursor_salt
         """
 
     private static func decodeEvent(_ row: PostgresRow) throws(PostgresError) -> StoredEvent {
@@ -21,7 +21,8 @@ extension PostgresOrderStore.Transaction {
             oldDriverID: try row.optionalInt64(8).map(UserID.init), changedAt: try row.date(10),
             groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) },
             seenVersion: try row.optionalInt64(12).map(Int.init))
-        return StoredEvent(id: EventID(try row.int64(0)), event: event, committedAt: try row.date(11))
+        return StoredEvent(
+            id: EventID(try row.int64(0)), event: event, committedAt: try row.date(11), salt: try row.int64(13))
     }
 
     // MARK: Reading
@@ -104,8 +105,9 @@ extension PostgresOrderStore.Transaction {
             // every writer of every node waits for it, so nothing else may happen in between
             // (../shared/notes/postgres-redis.md §4: hold the row briefly). `appendAtCommit` does
             // better: no round trip at all between the append and the COMMIT.
-            let result = try run([Self.appendStatement(events, committedAt: committedAt)])[0]
-            return try Self.storedEvents(events, last: result, committedAt: committedAt)
+            let salts = events.map { _ in StoredEvent.newSalt() }
+            let result = try run([Self.appendStatement(events, committedAt: committedAt, salts: salts)])[0]
+            return try Self.storedEvents(events, last: result, committedAt: committedAt, salts: salts)
         }
     }
 
@@ -132,11 +134,12 @@ extension PostgresOrderStore.Transaction {
             if hasBegun { _ = try run([commit]) }
             return
         }
-        let results = try run([Self.appendStatement(append.events, committedAt: append.committedAt), commit])
+        let salts = append.events.map { _ in StoredEvent.newSalt() }
+        let results = try run([Self.appendStatement(append.events, committedAt: append.committedAt, salts: salts), commit])
         // Committed: an answer this build cannot read must not turn the write into a failure. The
         // events then reach the sockets through the relay's poll instead of this node's own path.
         append.stored =
-            (try? Self.storedEvents(append.events, last: results[0], committedAt: append.committedAt)) ?? []
+            (try? Self.storedEvents(append.events, last: results[0], committedAt: append.committedAt, salts: salts)) ?? []
     }
 
     /// The append: ids from the `event_counter` row, the events and their groups, in one statement.
@@ -148,7 +151,7 @@ extension PostgresOrderStore.Transaction {
     /// row lock until this one has committed (then reads its new value) or rolled back (then
     /// reuses the same ids, leaving no hole). Callers append as the last step of their
     /// transaction, so the row is held only for the inserts and the COMMIT.
-    private static func appendStatement(_ events: [OrderEvent], committedAt: Date) -> PostgresStatement {
+    private static func appendStatement(_ events: [OrderEvent], committedAt: Date, salts: [Int64]) -> PostgresStatement {
         // The CTEs that insert run even though the final SELECT does not read them.
         PostgresStatement(
             """
@@ -156,14 +159,14 @@ extension PostgresOrderStore.Transaction {
                 UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
             ), new_events AS (
                 INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status,
-                    driver_id, old_driver_id, groups, changed_at, committed_at, seen_version)
+                    driver_id, old_driver_id, groups, changed_at, committed_at, seen_version, cursor_salt)
                 SELECT (SELECT last_id FROM counter) - $1 + e.n, e.company_id, e.type, e.order_id, e.number,
                     e.old_status, e.new_status, e.driver_id, e.old_driver_id, e.groups, e.changed_at, $12,
-                    e.seen_version
+                    e.seen_version, e.cursor_salt
                 FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-                    $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[])
+                    $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[], $14::bigint[])
                     WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
-                        old_driver_id, groups, changed_at, seen_version, n)
+                        old_driver_id, groups, changed_at, seen_version, cursor_salt, n)
                 RETURNING event_id, groups
             ), new_groups AS (
                 -- DISTINCT: a group listed twice is still one delivery.
@@ -188,12 +191,13 @@ extension PostgresOrderStore.Transaction {
                 .text(PostgresArray.literal(events.map { "\($0.changedAt.postgresMilliseconds)" })),
                 .date(committedAt),
                 .text(PostgresArray.literal(events.map { $0.seenVersion.map { "\($0)" } })),
+                .text(PostgresArray.literal(salts.map { "\($0)" })),
             ])
     }
 
     /// The events as stored, numbered up to the counter's new `last_id` (the append's one row).
     private static func storedEvents(
-        _ events: [OrderEvent], last result: PostgresResult, committedAt: Date
+        _ events: [OrderEvent], last result: PostgresResult, committedAt: Date, salts: [Int64]
     ) throws(PostgresError) -> [StoredEvent] {
         let last = try required(try result.rows { row throws(PostgresError) in try row.int64(0) }.first, "event_counter")
         var stored: [StoredEvent] = []
@@ -202,7 +206,8 @@ extension PostgresOrderStore.Transaction {
             let id = EventID(last - Int64(events.count) + 1 + Int64(offset))
             var saved = event
             saved.changedAt = event.changedAt.postgresRoundTripped
-            stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped))
+            stored.append(
+                StoredEvent(id: id, event: saved, committedAt: committedAt.postgresRoundTripped, salt: salts[offset]))
         }
         return stored
     }

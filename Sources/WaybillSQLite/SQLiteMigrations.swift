@@ -23,6 +23,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0010_driver_status_index", sql: SQLiteSchema.driverStatusIndex),
         // 0011 (PostgreSQL's repair of an invalid index) has no SQLite step.
         SQLiteMigration(name: "0012_token_last_use", sql: SQLiteSchema.tokenLastUse),
+        SQLiteMigration(name: "0013_event_cursor_salt", sql: SQLiteSchema.eventCursorSalt),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

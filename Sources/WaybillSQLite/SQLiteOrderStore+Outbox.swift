@@ -7,7 +7,7 @@ import WaybillStorage
 extension SQLiteOrderStore.Transaction {
     private static let eventColumns = """
         e.event_id, e.company_id, e.type, e.order_id, e.number, e.old_status, e.new_status, e.driver_id,
-        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version
+        e.old_driver_id, e.groups, e.changed_at, e.committed_at, e.seen_version, e.cursor_salt
         """
 
     private static func decodeEvent(_ row: SQLiteRow) throws(SQLiteError) -> StoredEvent {
@@ -21,7 +21,7 @@ extension SQLiteOrderStore.Transaction {
             oldDriverID: row.optionalInt64(8).map(UserID.init), changedAt: row.date(10),
             groups: row.text(9).split(separator: " ").compactMap { Group(name: String($0)) },
             seenVersion: row.optionalInt64(12).map(Int.init))
-        return StoredEvent(id: EventID(row.int64(0)), event: event, committedAt: row.date(11))
+        return StoredEvent(id: EventID(row.int64(0)), event: event, committedAt: row.date(11), salt: row.int64(13))
     }
 
     // MARK: Reading
@@ -124,11 +124,11 @@ extension SQLiteOrderStore.Transaction {
             stored.reserveCapacity(events.count)
             do throws(SQLiteError) {
                 for (offset, event) in events.enumerated() {
-                    let id = EventID(newest + 1 + Int64(offset))
-                    try insert(event, id: id, committedAt: committedAt)
+                    let id = EventID(newest + 1 + Int64(offset)), salt = StoredEvent.newSalt()
+                    try insert(event, id: id, committedAt: committedAt, salt: salt)
                     var saved = event
                     saved.changedAt = event.changedAt.sqliteRoundTripped
-                    stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped))
+                    stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped, salt: salt))
                 }
             } catch {
                 db.newestEvent.forget()
@@ -139,18 +139,19 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date) throws(SQLiteError) {
+    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date, salt: Int64) throws(SQLiteError) {
         try db.execute(
             """
             INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
-                old_driver_id, groups, changed_at, committed_at, seen_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                old_driver_id, groups, changed_at, committed_at, seen_version, cursor_salt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
                 .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
                 .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
                 .date(event.changedAt), .date(committedAt), event.seenVersion.map(SQLiteValue.int) ?? .null,
+                .integer(salt),
             ])
         // One statement for all of the event's groups (two or three): a statement's run costs more
         // than its rows. OR IGNORE: a group listed twice is still one delivery.

@@ -203,6 +203,12 @@ extension SQLiteSchema {
     /// every dispatcher would be logged out by the upgrade; counted as used at each one's next use,
     /// a copied token would get a fresh limit from whoever used it next: a review). A token an
     /// older release inserts later has none and counts as used at its login (`coalesce`).
+    /// Each event's secret salt, hashed into its cursor's check (`StoredEvent.salt`); 0 for the
+    /// events already stored, whose cursors (held by clients) stay as they were.
+    static let eventCursorSalt = """
+        ALTER TABLE events ADD COLUMN cursor_salt INTEGER NOT NULL DEFAULT 0;
+        """
+
     static let tokenLastUse = """
         ALTER TABLE api_tokens ADD COLUMN last_used_at INTEGER;
         UPDATE api_tokens SET last_used_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);

@@ -66,8 +66,9 @@ func sampleEvents(_ ids: ClosedRange<Int64>) -> [StoredEvent] {
             changedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_000 + id * 37),
             groups: [.company(CompanyID(1 + id % 3)), .fleet(CompanyID(1 + id % 3))]
                 + (driver.map { [.driver($0)] } ?? []))
+        // Every other event has a salt (the cursor's secret; events stored before it have none).
         return StoredEvent(
-            id: EventID(id), event: event, committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_005 + id * 37)
-        )
+            id: EventID(id), event: event, committedAt: BrokerWireFormat.date(milliseconds: 1_764_547_200_005 + id * 37),
+            salt: id % 2 == 0 ? 0 : Int64.max - id * 1_000_003)
     }
 }

@@ -31,7 +31,7 @@ enum ReferenceWireDecoder {
             case id, type, number, groups
             case companyID = "company_id", orderID = "order_id", oldStatus = "old_status", newStatus = "new_status"
             case driverID = "driver_id", oldDriverID = "old_driver_id", changedAt = "changed_at"
-            case committedAt = "committed_at", seenVersion = "seen_version"
+            case committedAt = "committed_at", seenVersion = "seen_version", salt
         }
 
         init(from decoder: any Decoder) throws {
@@ -64,7 +64,9 @@ enum ReferenceWireDecoder {
                 changedAt: try time(.changedAt),
                 groups: groups,
                 seenVersion: try optionalPositive(.seenVersion).map { Int($0) })
-            stored = StoredEvent(id: EventID(try positive(.id)), event: event, committedAt: try time(.committedAt))
+            stored = StoredEvent(
+                id: EventID(try positive(.id)), event: event, committedAt: try time(.committedAt),
+                salt: try optionalPositive(.salt) ?? 0)
         }
     }
 }

@@ -88,4 +88,26 @@ struct EventCursorTests {
         // (computed by the string-building code this replaced, 2026-12-02).
         #expect(stored(id: 1234, millis: 1_800_000_000_123).cursor.description == "1234-272a7e52")
     }
+
+    /// With a salt (`StoredEvent.salt`), the check is FNV-1a over `id|type|order|millis|salt`; a salt
+    /// of 0 (events stored before it) leaves the check as it was, so clients' cursors stay valid.
+    @Test func aSaltedEventsCheckCoversItsSaltAndAnUnsaltedOneKeepsItsOldCheck() {
+        let unsalted = stored(id: 1234, millis: 1_800_000_000_123)
+        #expect(unsalted.salt == 0)
+        #expect(unsalted.cursor.description == "1234-272a7e52", "unchanged")
+        var salted = unsalted
+        salted.salt = 987_654_321_012_345
+        var hash: UInt32 = 0x811c_9dc5
+        for byte in "1234|\(unsalted.event.type.rawValue)|\(unsalted.event.orderID.rawValue)|1800000000123|987654321012345".utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 0x0100_0193
+        }
+        let hex = String(hash, radix: 16)
+        #expect(salted.cursor.check == String(repeating: "0", count: 8 - hex.count) + hex)
+        #expect(salted.cursor != unsalted.cursor)
+        var other = salted
+        other.salt += 1
+        #expect(other.cursor != salted.cursor, "another salt, another check")
+        #expect(StoredEvent.newSalt() > 0)
+    }
 }

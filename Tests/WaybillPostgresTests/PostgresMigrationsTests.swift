@@ -23,7 +23,7 @@ import WaybillTesting
             recorded.split(separator: "\n") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs", "0009_token_expiry_index",
-                "0010_driver_status_index", "0011_repair_driver_status_index", "0012_token_last_use",
+                "0010_driver_status_index", "0011_repair_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt",
             ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
@@ -55,7 +55,7 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "11")
+        #expect(count == "12")
     }
 
     /// A database a newer release migrated is refused at open, with the migration it does not know

@@ -4,7 +4,7 @@ import WaybillBroker
 import WaybillDomain
 import WaybillObservability
 import WaybillRealtime
-import WaybillSQLite
+@testable import WaybillSQLite
 import WaybillStorage
 import WaybillTesting
 
@@ -89,20 +89,34 @@ struct OutboxRelayRewindTests {
     /// not only the newest or the one the stretch started from (found by a review of the first
     /// version, which compared only the latter).
     @Test func aRestorePointInsideTheUncheckedStretchIsFound() async throws {
-        let fixed: @Sendable () -> Date = { Date(timeIntervalSince1970: 1_764_500_000) }
-        try await withStore(clock: fixed) { original in
-            try await withStore(clock: fixed) { restored in
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-backup-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let originalPath = directory.appendingPathComponent("original.sqlite").path
+        let backupPath = directory.appendingPathComponent("backup.sqlite").path
+        let original = try await runBlocking { try SQLiteOrderStore(path: originalPath) }
+        defer { original.close() }
+        do {
                 let store = SwitchableStore(original), broker = ScriptedBroker(), clock = TestClock()
                 let old = try await original.append(3)
                 let (relay, running) = try await Self.quietRelay(store, broker, clock, published: old)
                 defer { running.cancel() }
-                let stretch = try await original.append(3)  // 4...6, published unread
-                relay.committed(stretch)
+                let fourth = try await original.append(1)  // 4, published unread
+                relay.committed(fourth)
+                // The backup holds 1...4, as stored (the same events and secrets: a copy of the file).
+                try await runBlocking {
+                    let connection = try SQLiteConnection(path: originalPath)
+                    defer { connection.close() }
+                    try connection.execute("VACUUM INTO '\(backupPath)'")
+                }
+                let rest = try await original.append(2)  // 5 and 6, published unread
+                relay.committed(rest)
                 #expect(await eventually { broker.publishedCursors.count == 6 })
-                // The backup holds 1...4 (the same events: same ids, order and commit time); the
-                // commits after the restore are other events under 5, 6 and 7.
-                let kept = try await restored.append(4)
-                #expect(kept.map(\.cursor) == (old + stretch.prefix(1)).map(\.cursor))
+                let restored = try await runBlocking { try SQLiteOrderStore(path: backupPath) }
+                defer { restored.close() }
+                let kept = try await restored.read { tx in try tx.events(after: .zero, limit: 10) }
+                #expect(kept.map(\.cursor) == (old + fourth).map(\.cursor))
+                // The commits after the restore are other events under 5, 6 and 7.
                 let after = try await restored.append(3, order: 2)
                 store.switchTo(restored)
                 #expect(
@@ -113,7 +127,6 @@ struct OutboxRelayRewindTests {
                 #expect(Array(broker.publishedCursors.dropFirst(6)) == after.map(\.cursor), "5, 6 and 7 of the new history")
                 running.cancel()
                 await running.value
-            }
         }
     }
 

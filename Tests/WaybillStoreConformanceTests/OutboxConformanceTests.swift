@@ -38,6 +38,27 @@ import WaybillStoreTesting
         }
     }
 
+    /// Each appended event gets its own secret salt, kept and read back with it: its cursor cannot
+    /// be computed from what a client could know of another company's event (its id, kind, order
+    /// and commit time), so the cursor of the node's newest event, which every `connected` and
+    /// `pong` frame carries, gives none of those away (a review, 2026-12-05).
+    @Test(arguments: Backend.allCases) func eachEventHasASecretSaltThatItsCursorDependsOn(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            let appended = try await store.write { tx in try tx.appendEvents([createdEvent(order), createdEvent(order)]) }
+            let stored = try await store.read { tx in try tx.events(after: .zero, limit: 10) }
+            #expect(stored == appended)
+            #expect(stored.allSatisfy { $0.salt != 0 })
+            #expect(Set(stored.map(\.salt)).count == 2)
+            for event in stored {
+                let guessed = StoredEvent(id: event.id, event: event.event, committedAt: event.committedAt)
+                #expect(event.cursor != guessed.cursor, "not computable from the public fields")
+                #expect(try await store.read { tx in try tx.event(event.id) }?.cursor == event.cursor)
+            }
+        }
+    }
+
     /// An event of a kind a newer release added (a newer node committed it in a rolling upgrade) is
     /// read back under its name, by group and in order, with the events after it: the read failed
     /// on it before, and a node's feed and replays with it.
