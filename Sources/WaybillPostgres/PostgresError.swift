@@ -71,6 +71,13 @@ struct PostgresError: Error, CustomStringConvertible {
         case "25006": return .unavailable("PostgreSQL is read-only here (a standby?) (25006)")
         default:
             if state.hasPrefix("08") { return .unavailable("the connection to PostgreSQL failed (\(state))") }
+            // Insufficient resources (53: a full disk, out of memory) and system errors (58: an I/O
+            // error): the server's trouble, not the request's, and gone once it is fixed: 503, as
+            // SQLite's full disk and I/O errors are. They were 500s, which the driver client counts
+            // toward giving an action up (a review of the failure contract, 2026-12-05).
+            if state.hasPrefix("53") || state.hasPrefix("58") {
+                return .unavailable("PostgreSQL is out of resources or failing (\(state))")
+            }
             if state.hasPrefix("22") { return .failure(code: 22000, message: "invalid value (\(state))") }
             return .failure(code: Self.numericCode(state), message: "PostgreSQL error \(state)")
         }
