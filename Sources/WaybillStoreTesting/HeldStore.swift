@@ -2,7 +2,7 @@ import Synchronization
 public import WaybillStorage
 
 /// Passes every call through to `store`, and holds reads, or writes, while a test says so: a slow
-/// replay query, a touch still in flight. Counts writes, fails them when told, and adds the warnings a test sets to the
+/// replay query, a touch still in flight. Counts writes, and adds the warnings a test sets to the
 /// store's health. One wrapper for the tests of the hub, the feed, the authenticator and the
 /// health watcher (each had its own copy).
 public final class HeldStore: OrderStore {
@@ -13,7 +13,6 @@ public final class HeldStore: OrderStore {
     private let store: any OrderStore
     private let reads = Mutex(Gate()), writeGate = Mutex(Gate()), writeCount = Atomic<Int>(0)
     private let addedWarnings = Mutex<[String]>([])
-    private let writeFailure = Mutex<StoreError?>(nil)
 
     public init(_ store: any OrderStore) { self.store = store }
 
@@ -57,12 +56,8 @@ public final class HeldStore: OrderStore {
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
         writeCount.add(1, ordering: .relaxed)
         await Self.pass(writeGate)
-        if let failure = writeFailure.withLock({ $0 }) { throw failure }
         return try await store.write(body)
     }
-
-    /// Writes fail with `failure` from now on (`nil`: they go through again), as on a full disk.
-    public func failWrites(with failure: StoreError?) { writeFailure.withLock { $0 = failure } }
 
     /// The store's health, with `warnings` set by the test after its own.
     public var health: StoreHealth {
