@@ -15,8 +15,9 @@ import WaybillJSON
 ///   Decoding picks the date nearest to `ms / 1000` that gives `ms` again: plain `Double(ms) / 1000`
 ///   sits a hair below `ms` for about 4 % of millisecond values (measured over 5 million), and
 ///   rounding that down would change the cursor.
-/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`, and `salt`, the
-///   event's cursor secret, `StoredEvent.salt`) are omitted when absent (0 for the salt); groups go by
+/// - `salt`, the event's cursor secret (`StoredEvent.salt`, 0 for an event stored before salts),
+///   is always written and required: a batch without it comes from an older node.
+/// - Optional fields (`old_status`, `driver_id`, `old_driver_id`, `seen_version`) are omitted when absent; groups go by
 ///   their wire names (`company_1`, `driver_7`).
 ///
 /// Decoding is strict: event types that are not `order_` names (a newer release's kind is read:
@@ -105,7 +106,9 @@ public enum BrokerWireFormat {
         if let driver = event.driverID { text += ",\"driver_id\":\(driver.rawValue)" }
         if let oldDriver = event.oldDriverID { text += ",\"old_driver_id\":\(oldDriver.rawValue)" }
         if let seenVersion = event.seenVersion { text += ",\"seen_version\":\(seenVersion)" }
-        if stored.salt != 0 { text += ",\"salt\":\(stored.salt)" }  // the cursor's secret: nodes only, never a client
+        // The cursor's secret (nodes only, never a client), 0 included: a batch without it comes
+        // from a node older than salts, whose copy of a salted event has the wrong check.
+        text += ",\"salt\":\(stored.salt)"
         text += ",\"changed_at\":\(milliseconds(of: event.changedAt))"
         text += ",\"committed_at\":\(milliseconds(of: stored.committedAt)),\"groups\":["
         text += event.groups.map { "\"\($0.name)\"" }.joined(separator: ",")
@@ -186,9 +189,14 @@ public enum BrokerWireFormat {
             changedAt: try fields.time("changed_at"),
             groups: groups,
             seenVersion: try fields.optionalPositive("seen_version").map { Int($0) })
+        // No salt: published by a node older than salts (a rolling upgrade), which read the event
+        // without it, so its cursor here would differ from the store's and the feed would take
+        // that for a rewind and close every socket with 1012 (a review, 2026-12-05). Refused, the
+        // batch is `.skipped`, and the feed reads those events from the store at once.
+        let salt = try fields.integer("salt")  // "missing" for a publisher older than salts
+        guard salt >= 0 else { throw fields.invalid("salt", "negative") }
         return StoredEvent(
-            id: EventID(try fields.positive("id")), event: event, committedAt: try fields.time("committed_at"),
-            salt: try fields.optionalPositive("salt") ?? 0)
+            id: EventID(try fields.positive("id")), event: event, committedAt: try fields.time("committed_at"), salt: salt)
     }
 
     /// The members of one JSON object of a batch, read as `JSONDecoder`'s keyed container would.

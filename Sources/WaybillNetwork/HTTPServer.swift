@@ -11,7 +11,8 @@ public struct HTTPServerConfiguration: Sendable {
     /// Largest request body; bigger ones get 413 (with or without Content-Length). A responder may
     /// set a lower one per route (`HTTPResponder.bodyLimit`).
     public var maxBodyBytes = 1 << 20
-    /// A body up to this size is never refused by a route's own limit (nor asked about).
+    /// A body up to this size is never refused by a route's own limit (nor asked about); the
+    /// server's `maxBodyBytes` still applies.
     public static let bodyBytesAlwaysAllowed = 16 << 10
     /// Largest request header block; bigger ones are refused (431 or a close).
     public var maxHeaderBytes = 16 << 10

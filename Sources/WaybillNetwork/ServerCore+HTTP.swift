@@ -29,7 +29,8 @@ extension ServerCore {
         if isChunked || (length ?? 0) > HTTPServerConfiguration.bodyBytesAlwaysAllowed,
             let limit = responder.bodyLimit(method: request.method, path: request.path)
         {
-            session.bodyLimit = max(HTTPServerConfiguration.bodyBytesAlwaysAllowed, min(limit, configuration.maxBodyBytes))
+            // Never above the server's own limit, which may be set below 16 KiB (4 KiB at least).
+            session.bodyLimit = min(max(limit, HTTPServerConfiguration.bodyBytesAlwaysAllowed), configuration.maxBodyBytes)
         }
         // lws itself expects a body for POST/PUT/PATCH without a length, or for any Content-Length > 0.
         let lwsExpectsBody = (length ?? 0) > 0 || (lengthText == nil && Self.bodyMethods.contains(request.method))

@@ -181,14 +181,14 @@ extension PostgresSchema {
         ALTER TABLE logouts ADD COLUMN session_epoch BIGINT NOT NULL DEFAULT 9223372036854775807;
         """
 
-    /// When each API token was last used, as on SQLite (`SQLiteSchema.tokenLastUse`): tokens that
-    /// exist count as used at this migration.
     /// Each event's secret salt, as on SQLite (`SQLiteSchema.eventCursorSalt`). A column with a
     /// constant default is added without rewriting the table (PostgreSQL 11 and later).
     static let eventCursorSalt = """
         ALTER TABLE events ADD COLUMN cursor_salt BIGINT NOT NULL DEFAULT 0;
         """
 
+    /// When each API token was last used, as on SQLite (`SQLiteSchema.tokenLastUse`): tokens that
+    /// exist count as used at this migration.
     static let tokenLastUse = """
         ALTER TABLE api_tokens ADD COLUMN last_used_at BIGINT;
         UPDATE api_tokens SET last_used_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint;

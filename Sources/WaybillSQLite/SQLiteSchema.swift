@@ -197,18 +197,18 @@ extension SQLiteSchema {
 }
 
 extension SQLiteSchema {
-    /// When each API token was last used (`touchToken`, at most every few minutes): a dispatcher's
-    /// token unused for `--token-idle-hours` stops working (docs/DESIGN.md, "Decisions where the
-    /// SPEC is silent"). Tokens that exist now count as used at this migration (refused at once,
-    /// every dispatcher would be logged out by the upgrade; counted as used at each one's next use,
-    /// a copied token would get a fresh limit from whoever used it next: a review). A token an
-    /// older release inserts later has none and counts as used at its login (`coalesce`).
     /// Each event's secret salt, hashed into its cursor's check (`StoredEvent.salt`); 0 for the
     /// events already stored, whose cursors (held by clients) stay as they were.
     static let eventCursorSalt = """
         ALTER TABLE events ADD COLUMN cursor_salt INTEGER NOT NULL DEFAULT 0;
         """
 
+    /// When each API token was last used (`touchToken`, at most every few minutes): a dispatcher's
+    /// token unused for `--token-idle-hours` stops working (docs/DESIGN.md, "Decisions where the
+    /// SPEC is silent"). Tokens that exist now count as used at this migration (refused at once,
+    /// every dispatcher would be logged out by the upgrade; counted as used at each one's next use,
+    /// a copied token would get a fresh limit from whoever used it next: a review). A token an
+    /// older release inserts later has none and counts as used at its login (`coalesce`).
     static let tokenLastUse = """
         ALTER TABLE api_tokens ADD COLUMN last_used_at INTEGER;
         UPDATE api_tokens SET last_used_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);

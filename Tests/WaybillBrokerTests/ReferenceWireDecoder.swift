@@ -46,6 +46,11 @@ enum ReferenceWireDecoder {
                 guard (0...253_402_300_799_999).contains(value) else { throw BrokerError("out of range") }
                 return BrokerWireFormat.date(milliseconds: value)
             }
+            func nonNegative(_ key: Key) throws -> Int64 {
+                let value = try c.decode(Int64.self, forKey: key)
+                guard value >= 0 else { throw BrokerError("negative") }
+                return value
+            }
             func optionalPositive(_ key: Key) throws -> Int64? {
                 try c.decodeIfPresent(Int64.self, forKey: key) == nil ? nil : try positive(key)
             }
@@ -66,7 +71,7 @@ enum ReferenceWireDecoder {
                 seenVersion: try optionalPositive(.seenVersion).map { Int($0) })
             stored = StoredEvent(
                 id: EventID(try positive(.id)), event: event, committedAt: try time(.committedAt),
-                salt: try optionalPositive(.salt) ?? 0)
+                salt: try nonNegative(.salt))
         }
     }
 }
