@@ -425,6 +425,22 @@ struct HTTPServerTests {
         }
     }
 
+    /// The server's own limit still applies when it is below the 16 KiB a route always allows (a
+    /// chunked body asks the route; its limit was raised to 16 KiB).
+    @Test func aRoutesLimitNeverGoesAboveTheServers() async throws {
+        try await withServer({ $0.maxBodyBytes = 8192 }) { server in
+            let port = server.port
+            let body = String(repeating: "a", count: 12 << 10)
+            let answer = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try c.send("3000\r\n" + body + "\r\n0\r\n\r\n")
+                return try c.readResponse()
+            }
+            #expect(answer.status == 413)
+        }
+    }
+
     @Test func oversizeHeaderBlockIsRefusedAndServerStaysHealthy() async throws {
         try await withServer({ $0.maxHeaderBytes = 2048 }) { server in
             let port = server.port
