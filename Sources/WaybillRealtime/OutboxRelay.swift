@@ -489,17 +489,15 @@ public final class OutboxRelay: Sendable {
         var failures = 0
         while !Task.isCancelled, lease.isHeld {
             do {
-                let (relayed, newest, cursor, event) = try await store.urgentRead { tx in
+                let (relayed, newest, event) = try await store.urgentRead { tx in
                     let relayed = try tx.relayedThrough(), newest = try tx.newestEventID()
-                    // Above the newest: the history rewound; start one event early, as the running
-                    // relay does (`restartOverlap`).
-                    let cursor = relayed > newest ? Self.restartOverlap(from: newest) : relayed
-                    return (relayed, newest, cursor, cursor == .zero ? nil : try tx.event(cursor))
+                    let cursor = min(relayed, newest)
+                    return (relayed, newest, cursor == .zero ? nil : try tx.event(cursor))
                 }
                 if relayed > newest {
                     logger.error("relay cursor above the newest event; relaying from the newest", ["relayed": "\(relayed)", "newest": "\(newest)"])
                 }
-                return .read(cursor, event?.cursor)
+                return .read(min(relayed, newest), event?.cursor)
             } catch {
                 failures += 1
                 metrics.relayFailed()

@@ -170,10 +170,11 @@ struct RedisBrokerFailureTests {
     }
 
     @Test func garbageOnTheChannelIsSkippedAndLaterBatchesArrive() async throws {
-        let warnings = Mutex<[String]>([])
+        let warnings = Mutex<[String]>([]), counts = Mutex<[String]>([])
         let opening = { (url: String) in
-            try RedisBroker(url: url) { level, message, _ in
+            try RedisBroker(url: url) { level, message, fields in
                 if level == .warning { warnings.withLock { $0.append(message) } }
+                if message == "redis batch skipped" { counts.withLock { $0.append(fields["skipped"] ?? "none") } }
             }
         }
         try await withRedisBroker(opening: opening) { redis, broker in
@@ -195,6 +196,10 @@ struct RedisBrokerFailureTests {
             // Logged once a second at most, with a count (a flood filled the log a line each).
             let logged = warnings.withLock { $0.filter { $0 == "redis batch skipped" }.count }
             #expect(logged >= 1 && logged < hostile.count, "\(logged) lines for \(hostile.count) messages")
+            // Each line counts the messages skipped since the one before, its own included.
+            let said = counts.withLock { $0 }
+            #expect(said.first == "1", "\(said)")
+            #expect(said.compactMap { Int($0) }.reduce(0, +) <= hostile.count, "\(said)")
         }
     }
 

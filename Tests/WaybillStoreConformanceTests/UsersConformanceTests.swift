@@ -87,8 +87,6 @@ import WaybillStoreTesting
         }
     }
 
-    /// A token's last use starts at its login and only moves forward (`touchToken`): a node whose
-    /// clock is behind never takes it back, so another node's idle check never sees it older.
     /// A user that does not exist: a token for it is a conflict and a logout of it is `notFound`,
     /// the same on both stores (SQLite failed the token's NOT NULL epoch first, a 500; the two
     /// logouts threw different failures; a store comparison, 2026-12-05).
@@ -110,6 +108,8 @@ import WaybillStoreTesting
         }
     }
 
+    /// A token's last use starts at its login and only moves forward (`touchToken`): a node whose
+    /// clock is behind never takes it back, so another node's idle check never sees it older.
     @Test(arguments: Backend.allCases) func aTokensLastUseStartsAtLoginAndOnlyMovesForward(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)

@@ -171,9 +171,10 @@ def test_a_wake_up_keeps_a_backoff_the_server_asked_for(page, server):
           if (failTicket) { const status = failTicket; failTicket = 0; throw Object.assign(new Error('x'), { status }); }
           return { ticket: 't', expires_in: 60 };
         } };
+        const refetches = [];
         const slow = new live.LiveFeed({
           api: slowApi, WebSocketImpl: FakeSocket, random: () => 0.99, coalesceMs: 100,
-          onSignal: async () => {}, onStatus: () => {}, onAuthFailure: () => {},
+          onSignal: async (s) => { if (s.all) refetches.push(performance.now()); }, onStatus: () => {}, onAuthFailure: () => {},
         });
         slow.start();
         await tick(20);
@@ -188,16 +189,22 @@ def test_a_wake_up_keeps_a_backoff_the_server_asked_for(page, server):
           FakeSocket.last.drop(code);
           await tick(20);
         }
-        const before = FakeSocket.urls.length;
+        const ticketRefused = failTicket === 0;  // the refused ticket was asked for before the wake-up below
+        await tick(150);                         // the refetches so far are done
+        const before = FakeSocket.urls.length, refetchesBefore = refetches.length;
         slow.onOnline();                         // the network came back
-        await tick(50);
-        waits[code] = { reconnected: FakeSocket.urls.length > before, state: slow.state };
+        await tick(150);
+        waits[code] = {
+          reconnected: FakeSocket.urls.length > before, state: slow.state, ticketRefused,
+          refetched: refetches.length > refetchesBefore,
+        };
         slow.stop();
       }
       return waits;
     """)
     for code in ["1013", "1011", "1012", "1008", "ticket-429", "ticket-503"]:
-        assert result[code] == {"reconnected": False, "state": "reconnecting"}, (code, result)
+        # No socket before the backoff ends, but the data is refetched now.
+        assert result[code] == {"reconnected": False, "state": "reconnecting", "ticketRefused": True, "refetched": True}, (code, result)
     assert result["1006"]["reconnected"] is True, result
 
 
