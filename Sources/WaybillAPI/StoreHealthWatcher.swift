@@ -30,18 +30,24 @@ struct StoreHealthWatcher: Sendable {
     /// what lasts now.
     func check(after reported: Reported) -> Reported {
         let health = store.health
-        for problem in health.problems where !reported.problems.contains(problem) {
+        Self.changes(from: reported.problems, to: health.problems) { problem in
             logger.error("store problem", ["problem": problem, "checkpoint_failures": "\(health.checkpointFailures)"])
-        }
-        for problem in reported.problems where !health.problems.contains(problem) {
+        } ended: { problem in
             logger.info("store problem over", ["problem": problem])
         }
-        for warning in health.warnings where !reported.warnings.contains(warning) {
+        Self.changes(from: reported.warnings, to: health.warnings) { warning in
             logger.warning("store warning", ["warning": warning])
-        }
-        for warning in reported.warnings where !health.warnings.contains(warning) {
+        } ended: { warning in
             logger.info("store warning over", ["warning": warning])
         }
         return Reported(problems: health.problems, warnings: health.warnings)
+    }
+
+    /// Calls `appeared` for each name in `now` not in `before`, and `ended` for each the other way.
+    private static func changes(
+        from before: [String], to now: [String], appeared: (String) -> Void, ended: (String) -> Void
+    ) {
+        for name in now where !before.contains(name) { appeared(name) }
+        for name in before where !now.contains(name) { ended(name) }
     }
 }

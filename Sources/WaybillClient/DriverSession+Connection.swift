@@ -34,6 +34,9 @@ extension DriverSession {
             serverLooksReachable()  // held while the resume's outcome is unknown (`holdsActions`)
         case .resumeConfirmed:
             break  // the queue is released below
+        case .refetchWhileWaiting:
+            // What the driver looks at is refetched now, as the reconnect would have (and the panel does).
+            perform(list.bumpRevision())
         case .refreshEverything:
             // After a restore or failover the same versions (and so the same tags) can name other
             // content: refetch without If-None-Match, or a 304 would keep what no longer exists.

@@ -30,6 +30,9 @@ extension DriverSession {
             case resumeConfirmed
             /// The server cannot replay: refetch everything shown.
             case refreshEverything
+            /// A wake-up during a backoff the server asked for: no socket before it ends, but the
+            /// list is refetched now, as the reconnect would have.
+            case refetchWhileWaiting
             /// Nothing to do.
             case none
         }
@@ -305,12 +308,13 @@ extension DriverSession {
         /// 1013 (found by a review, 2026-12-05); a socket that proves stable starts it over. A
         /// backoff after the server asked to wait (``waitingCloseCodes``) is not cut short at all:
         /// the wake-up says the phone's network is back, not the server, and each early reconnect
-        /// cost the server a ticket, a handshake and often a list refetch (a later review). After
+        /// cost the server a ticket, a handshake and often a list refetch (a later review); the list
+        /// is refetched instead (`.refetchWhileWaiting`). After
         /// polling only, a wake-up brings a fresh budget of attempts.
         mutating func wakeUp() -> Action {
             switch state {
             case .backingOff(let attempt, _):
-                if serverAskedToWait { return .none }
+                if serverAskedToWait { return .refetchWhileWaiting }
                 return connecting(attempt: attempt + 1)
             case .pollingOnly:
                 failures = 0

@@ -365,15 +365,7 @@ public actor DriverSession {
     private func wakeUp() {
         guard isRunning else { return }
         try? loadStoredQueueIfNeeded()  // the phone was unlocked since: the queue may be readable now
-        let wasBackingOff = if case .backingOff = machine.state { true } else { false }
-        let action = machine.wakeUp()
-        if wasBackingOff, action == .none {
-            // The server asked to wait: no socket before the backoff ends, but what the driver looks
-            // at is refetched now, as the reconnect would have (and the panel does).
-            perform(list.bumpRevision())
-        } else {
-            perform(action)
-        }
+        perform(machine.wakeUp())
         serverLooksReachable()
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WaybillDomain
 import WaybillStorage
 
 /// A dedicated thread that owns one `PostgresSession` and runs jobs from a queue on it.
@@ -131,13 +132,5 @@ final class KeptReader: Sendable {
             nextWake.withLock { next in if next == due { next = nil } }
             queue.wakeKeptWorkers()
         }
-    }
-}
-
-extension Duration {
-    /// Seconds as a `TimeInterval` (Dispatch's unit).
-    fileprivate var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 }

@@ -337,7 +337,7 @@ import WaybillTesting
             _ = machine.start()
             _ = machine.received(connected(10))
             #expect(machine.socketClosed(code: code, random: &random) == .reconnect(after: .seconds(1), since: 10))
-            #expect(machine.wakeUp() == .none, "after \(code)")
+            #expect(machine.wakeUp() == .refetchWhileWaiting, "after \(code): no socket, a refetch")
             #expect(machine.state == .backingOff(attempt: 0, delay: .seconds(1)))
             #expect(machine.backoffElapsed() == .connect(since: 10))
             // The next close is a drop: a wake-up shortens that backoff again.

@@ -77,6 +77,29 @@ import WaybillTesting
         }.split(separator: "\n").map(String.init)
     }
 
+    /// Refuses connections to `database`, ends the store's (`name`), and waits for the kept reader's
+    /// warning; runs `whileRefused`, then allows connections again, whatever happened.
+    private func refusingConnections(
+        to database: String, of store: PostgresOrderStore, name: String,
+        _ whileRefused: () async throws -> Void = {}
+    ) async throws {
+        func allowConnections(_ allowed: Bool) async throws {
+            _ = try await runBlocking {
+                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
+            }
+        }
+        try await allowConnections(false)
+        do {
+            try await terminate(name)
+            #expect(await eventually { store.health.warnings == ["postgres_urgent_reader_unconnected"] })
+            try await whileRefused()
+        } catch {
+            try? await allowConnections(true)
+            throw error
+        }
+        try await allowConnections(true)
+    }
+
     private func terminate(_ name: String) async throws {
         _ = try await runBlocking {
             try PostgresServer.shared().psql(
@@ -111,21 +134,9 @@ import WaybillTesting
         defer { store.close() }
         #expect(await eventually { await connections(name) == "1" })
         #expect(store.health.warnings.isEmpty)
-        func allowConnections(_ allowed: Bool) async throws {
-            _ = try await runBlocking {
-                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
-            }
-        }
-        try await allowConnections(false)
-        do {
-            try await terminate(name)
-            #expect(await eventually { store.health.warnings == ["postgres_urgent_reader_unconnected"] })
+        try await refusingConnections(to: database, of: store, name: name) {
             #expect(store.health.problems.isEmpty)
-        } catch {
-            try? await allowConnections(true)
-            throw error
         }
-        try await allowConnections(true)
         #expect(await eventually { store.health.warnings.isEmpty }, "connected again")
         #expect(await connections(name) == "1")
     }
@@ -138,20 +149,7 @@ import WaybillTesting
         let store = try await storeCheckingOften(url, name: name, retry: .seconds(600))
         defer { store.close() }
         #expect(await eventually { await connections(name) == "1" })
-        func allowConnections(_ allowed: Bool) async throws {
-            _ = try await runBlocking {
-                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
-            }
-        }
-        try await allowConnections(false)
-        do {
-            try await terminate(name)
-            #expect(await eventually { store.health.warnings == ["postgres_urgent_reader_unconnected"] })
-        } catch {
-            try? await allowConnections(true)
-            throw error
-        }
-        try await allowConnections(true)
+        try await refusingConnections(to: database, of: store, name: name)
         // Its own next try is 10 minutes away: only the urgent read below can connect it. The one
         // other reader is held, so the urgent read goes to the kept one.
         let gate = DispatchSemaphore(value: 0), started = Moment()
