@@ -13,6 +13,8 @@
 #   scripts/bench.sh cluster paced RATE SECONDS redis   the same with Redis SIGKILLed from 5 s to 15 s
 #   scripts/bench.sh cluster paced RATE SECONDS node2   writes through nginx, every socket on node 1,
 #                                                   node 2 SIGKILLed at 5 s and started again at 15 s
+#   scripts/bench.sh cluster paced RATE SECONDS node2-term   the same with node 2 stopped as a deploy
+#                                                   stops it (SIGTERM, its drain waited for) at 5 s
 #
 # WAYBILL_BENCH_CLUSTER_WRITE_NODES="2" (paced only; default "1 2") sends every write to node 2 at the
 # whole rate: node 1 starts first and leads the relay, so every event is then a follower's commit,
@@ -48,7 +50,13 @@ N2=$((WAYBILL_CLUSTER_PORT + 2))
 PG_STATEMENTS="${WAYBILL_BENCH_PG_STATEMENTS:-0}"
 [ "$PG_STATEMENTS" = 1 ] && export WAYBILL_CLUSTER_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 
-cleanup() { "$ROOT/scripts/cluster.sh" down >/dev/null 2>&1 || true; }
+# WAYBILL_BENCH_KEEP_LOGS=DIR copies the nodes' and nginx's logs there before the cluster is removed.
+cleanup() {
+    if [ -n "${WAYBILL_BENCH_KEEP_LOGS:-}" ]; then
+        mkdir -p "$WAYBILL_BENCH_KEEP_LOGS" && cp "$STATE"/*.log "$STATE"/nginx/*.log "$WAYBILL_BENCH_KEEP_LOGS"/ 2>/dev/null || true
+    fi
+    "$ROOT/scripts/cluster.sh" down >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 
 "$ROOT/scripts/cluster.sh" start-all >&2
@@ -105,11 +113,13 @@ pg_sql() { psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill
 
 committed_events() { pg_sql "SELECT last_id FROM event_counter"; }
 
-paced() {  # paced RATE SECONDS [redis|node2]
+paced() {  # paced RATE SECONDS [redis|node2|node2-term]
     local rate="$1" dur="$2" outage="${3:-}" per_writer write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
-    case "$outage" in redis|node2|"") ;; *) echo "paced: the outage is redis or node2" >&2; exit 2 ;; esac
+    case "$outage" in redis|node2|node2-term|"") ;; *) echo "paced: the outage is redis, node2 or node2-term" >&2; exit 2 ;; esac
+    # Which node is down for a while, its sockets moved to node 1 and every write sent through nginx.
+    local node_down=""; case "$outage" in node2|node2-term) node_down=1 ;; esac
     case "$write_nodes" in "1 2"|1|2) ;; *) echo "paced: WAYBILL_BENCH_CLUSTER_WRITE_NODES is \"1 2\", 1 or 2" >&2; exit 2 ;; esac
-    if [ "$outage" = node2 ] && [ "$write_nodes" != "1 2" ]; then
+    if [ -n "$node_down" ] && [ "$write_nodes" != "1 2" ]; then
         echo "paced: with node 2 killed every write goes through nginx; WAYBILL_BENCH_CLUSTER_WRITE_NODES does not apply" >&2; exit 2
     fi
     # The rate each writer sends.
@@ -122,7 +132,7 @@ ids = [i for d in drivers for i in d["order_ids"]]
 open(f"{state}/paced-fixtures.lua", "w").write(
     "return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
 # With node 2 killed, every socket is on node 1 (a killed node's sockets would count as lost).
-parts = [drivers, []] if outage == "node2" else [drivers[:half], drivers[half:]]
+parts = [drivers, []] if outage.startswith("node2") else [drivers[:half], drivers[half:]]
 for n, (port, part) in enumerate(zip(sys.argv[3:5], parts), 1):
     json.dump(dict(fx, drivers=part, ws_url=f"ws://127.0.0.1:{port}/ws/orders/"), open(f"{state}/drain{n}.json", "w"))
 PY
@@ -148,12 +158,14 @@ PY
             killer=$! ;;
         node2) ( sleep 5; "$ROOT/scripts/cluster.sh" kill node2 >/dev/null; sleep 10; "$ROOT/scripts/cluster.sh" start node2 >/dev/null ) &
             killer=$! ;;
+        node2-term) ( sleep 5; "$ROOT/scripts/cluster.sh" stop node2 >/dev/null; sleep 5; "$ROOT/scripts/cluster.sh" start node2 >/dev/null ) &
+            killer=$! ;;
     esac
     local writers=() port
     for n in $write_nodes; do
         port=$N1; [ "$n" = 2 ] && port=$N2
         # Through nginx when a node is killed: it sends each request to a live node.
-        [ "$outage" = node2 ] && port=$WAYBILL_CLUSTER_PORT
+        [ -n "$node_down" ] && port=$WAYBILL_CLUSTER_PORT
         timeout -k 5 $(( dur + 30 )) wrk -t 1 -c "${WAYBILL_BENCH_WRK_CONNECTIONS:-64}" -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
             "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $per_writer)")" \
             >"$STATE/wrk$n.txt" &
@@ -196,8 +208,8 @@ wall = a[0] - b[0]
 per_write = lambda i: round((a[i] - b[i]) / tck * 1e6 / committed, 1) if committed else None
 # PostgreSQL's figure sums the backends alive at both samples: a node killed mid-run takes its
 # backends' ticks with it, so that figure (and node 2's, another process after its restart) is left out.
-pg_cpu = None if outage == "node2" else per_write(3)
-print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-killed" if outage else "")
+pg_cpu = None if outage.startswith("node2") else per_write(3)
+print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-stopped" if outage == "node2-term" else f"-{outage}-killed" if outage else "")
     + ("" if write_nodes == ["1", "2"] else f"-writes-node{write_nodes[0]}"),
     "write_nodes": write_nodes, "relay_leader": leader,
     "offered_writes_per_s": rate, "duration_s": dur, "writes": writes,
@@ -205,7 +217,7 @@ print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-
     "events_committed": committed, "committed_per_s": round(committed / dur, 1), "event_frames": frames,
     "lost": committed - frames,
     "delivery_latency_ms": [d["latency_ms"] for d in drains],
-    "cpu_us_per_write": {"node1": per_write(1), "node2": None if outage == "node2" else per_write(2), "postgres": pg_cpu},
+    "cpu_us_per_write": {"node1": per_write(1), "node2": None if outage.startswith("node2") else per_write(2), "postgres": pg_cpu},
     "cpu": {"wall_s": round(wall, 2), "node1": round((a[1] - b[1]) / tck / wall, 3),
             "node2": round((a[2] - b[2]) / tck / wall, 3), "postgres": round((a[3] - b[3]) / tck / wall, 3),
             "machine_busy": round(1 - (a[5] - b[5]) / (a[4] - b[4]), 3) if a[4] > b[4] else None}},
@@ -222,6 +234,6 @@ case "${1:-suite}" in
         for rate in 500 1000 1500; do fanout "$rate" 15 "waybill-cluster-fanout-$rate"; done
         outage 200 20
         ;;
-    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS | paced RATE SECONDS [redis|node2]]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS | paced RATE SECONDS [redis|node2|node2-term]]" >&2; exit 2 ;;
 esac
 echo "node logs: $(grep -c 'level=error' "$STATE/node1.log" "$STATE/node2.log" | tr '\n' ' ') error lines" >&2

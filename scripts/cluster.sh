@@ -8,6 +8,7 @@
 #   scripts/cluster.sh down            stop everything started by `up` and delete .cluster/
 #   scripts/cluster.sh status          what runs, with pids and ports
 #   scripts/cluster.sh kill redis|node1|node2|postgres     kill one part (SIGKILL; PostgreSQL: immediate stop)
+#   scripts/cluster.sh stop node1|node2                    stop a node as a deploy does (SIGTERM, waits for its exit)
 #   scripts/cluster.sh start redis|node1|node2|postgres    start it again on the same port
 #
 # Ports (override with the environment): WAYBILL_CLUSTER_PORT (nginx, 8080), node ports +1 and +2,
@@ -126,6 +127,9 @@ http {
         server 127.0.0.1:$(node_port 1) max_fails=1 fail_timeout=3s;
         server 127.0.0.1:$(node_port 2) max_fails=1 fail_timeout=3s;
         keepalive 32;
+        # Below the nodes' 5 s: nginx closes an idle connection before a node would, so it never
+        # sends a request on one the node is closing (a write would get 502, not resent).
+        keepalive_timeout 4s;
     }
     server {
         listen 127.0.0.1:$LB_PORT;
@@ -164,6 +168,15 @@ kill_pidfile() {  # kill_pidfile NAME SIGNAL
     local file="$STATE/$1.pid"
     [ -f "$file" ] || return 0
     kill "-$2" "$(cat "$file")" 2>/dev/null || true
+    rm -f "$file"
+}
+
+stop_node() {  # stop_node NAME: SIGTERM, then wait (up to 20 s) for the drain to end
+    local file="$STATE/$1.pid" pid
+    [ -f "$file" ] || return 0
+    pid="$(cat "$file")"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     rm -f "$file"
 }
 
@@ -227,6 +240,7 @@ Waybill cluster is running (PostgreSQL + Redis + 2 nodes behind nginx).
 Break it from another terminal and watch every change still arrive:
   scripts/cluster.sh kill redis      (then: scripts/cluster.sh start redis)
   scripts/cluster.sh kill node1      (its sockets resume on node2; then: scripts/cluster.sh start node1)
+  scripts/cluster.sh stop node1      (a deploy: SIGTERM, nothing refused through nginx; then: start node1)
   scripts/cluster.sh kill postgres   (writes answer 503; then: scripts/cluster.sh start postgres)
 Stop with Ctrl-C (everything is stopped and $STATE deleted).
 EOF
@@ -240,9 +254,10 @@ case "$command" in
     start-all) start_all ;;
     down) down ;;
     status) status ;;
-    kill|start)
+    kill|start|stop)
         part="${2:-}"
         case "$command:$part" in
+            stop:node1|stop:node2) stop_node "$part" ;;
             kill:redis) kill_pidfile redis KILL ;;
             kill:node1|kill:node2) kill_pidfile "$part" KILL ;;
             kill:postgres) kill_postgres ;;
@@ -252,5 +267,5 @@ case "$command" in
             *) die "usage: scripts/cluster.sh $command redis|node1|node2|postgres" ;;
         esac
         status ;;
-    *) die "usage: scripts/cluster.sh up|start-all|down|status|kill PART|start PART" ;;
+    *) die "usage: scripts/cluster.sh up|start-all|down|status|kill PART|stop PART|start PART" ;;
 esac

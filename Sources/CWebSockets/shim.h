@@ -8,6 +8,11 @@
 #include <stddef.h>
 
 /* Macros that Swift cannot import, as static inline functions. */
+/* accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module is not built with. The
+ * server's own listener (ListeningSocket.swift) accepts non-blocking, close-on-exec sockets. */
+extern int accept4(int, struct sockaddr *, socklen_t *, int);
+static inline int lwsx_accept(int listener) { return accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
 static inline size_t lwsx_pre(void) { return LWS_PRE; }
 static inline lws_filepos_t lwsx_no_len(void) { return LWS_ILLEGAL_HTTP_CONTENT_LEN; }
 

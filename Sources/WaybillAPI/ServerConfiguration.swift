@@ -92,6 +92,10 @@ public struct ServerConfiguration: Sendable {
     /// How long shutdown waits for HTTP requests already begun (bodies arriving, handlers running,
     /// answers going out): longer than a store call's 5 s budget, so a write's outcome is answered.
     public var requestDrain: Duration = .seconds(6)
+    /// How long shutdown keeps kept-alive connections with no request in hand for their client (a
+    /// load balancer) to close, answering what arrives on them (`HTTPServerConfiguration`'s
+    /// `idleConnectionDrain`). `waybill serve` sets 5 s on PostgreSQL (a node behind a balancer).
+    public var idleConnectionDrain: Duration = .zero
     /// The web panel's files; `nil` = the copy bundled with the module.
     public var webDirectory: URL?
 

@@ -244,6 +244,7 @@ public final class WaybillServer: Sendable {
         n.maxMessageBytes = 4096  // clients send pings and `seen` frames (≤ 100 entries)
         n.shutdownDrain = c.shutdownDrain
         n.requestDrain = c.requestDrain
+        n.idleConnectionDrain = c.idleConnectionDrain
         n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }

@@ -36,6 +36,14 @@ public struct HTTPServerConfiguration: Sendable {
     /// call may take up to its 5 s budget (SPEC §6), and a write that commits after its connection
     /// went away is one the client cannot tell happened.
     public var requestDrain: Duration = .seconds(6)
+    /// How long shutdown keeps kept-alive connections that carry no request, for their client to
+    /// close them; past it they are closed. A request that arrives on one meanwhile is answered, with
+    /// `Connection: close`. Why: a connection closed by the server races with a request its client
+    /// may be sending on it at that moment, which nginx then answers 502 and does not resend if it
+    /// is a write (measured: one such 502 in six deploys). A proxy that closes its idle upstream
+    /// connections sooner (nginx's upstream `keepalive_timeout`, docs/SCALING.md) never meets the
+    /// race. The request drain is extended by this much. Zero (the default): closed at once.
+    public var idleConnectionDrain: Duration = .zero
     /// Work items `HTTPServer.execute` may have waiting for the service thread. Past it `execute`
     /// refuses work and every WebSocket is closed with 1013 (try again later), so clients resume
     /// from their cursor instead of the server queueing without limit (docs/HARDENING.md).
@@ -96,13 +104,15 @@ public final class HTTPServer: Sendable {
         core.loop.willDestroy = { [weak core] in
             core?.cancelDrainCheck()
             core?.cancelHeartbeat()
+            core?.releaseSpareDescriptor()
         }
         do {
             // The service thread keeps this server (and what holds it weakly: the hub's posts)
             // alive until it ends, as the type's documentation says, and no longer.
             try core.loop.start(kind: kind) { [self] in withExtendedLifetime(self) { core.makeContext() } }
         } catch {
-            throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)")
+            let reason = core.listenError.map { ": \($0)" } ?? ""
+            throw HTTPServerError(description: "cannot listen on \(core.configuration.host):\(core.configuration.port)\(reason)")
         }
     }
 

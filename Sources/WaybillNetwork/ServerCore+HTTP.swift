@@ -12,14 +12,20 @@ extension ServerCore {
         attach(session, to: user)
         inFlight[session.id] = session
 
-        if isShuttingDown {
-            session.respond(
-                .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."),
-                close: true
-            )
-            return 0
-        }
         let headers = request.headers
+        if isShuttingDown {
+            // A request on a connection kept from before: answered while idle connections are
+            // kept (a proxy's request on one is served, not lost), then the connection closes. A
+            // socket's upgrade is refused: its client reconnects to another node.
+            guard answersLateRequests, headers["upgrade"] == nil else {
+                session.respond(
+                    .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."),
+                    close: true
+                )
+                return 0
+            }
+            session.closeAfterResponse = true
+        }
         // The client asked to close: say so in the response, and close after it.
         if headers["connection"]?.lowercased() == "close" { session.closeAfterResponse = true }
         let isChunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false

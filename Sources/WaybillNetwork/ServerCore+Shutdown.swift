@@ -7,7 +7,10 @@ extension ServerCore {
         guard !isShuttingDown else { return }
         isShuttingDown = true
         drainDeadline = .now + configuration.shutdownDrain
-        requestDrainDeadline = .now + max(configuration.requestDrain, configuration.shutdownDrain)
+        idleDrainDeadline = .now + configuration.idleConnectionDrain
+        requestDrainDeadline =
+            .now + max(configuration.requestDrain, configuration.shutdownDrain) + configuration.idleConnectionDrain
+        stopListening()
         for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             close(id, code: 1001, reason: "server shutdown")
         }
@@ -30,6 +33,19 @@ extension ServerCore {
         guard isShuttingDown else { return false }
         let now = ContinuousClock.now
         return (sockets.isEmpty || now >= drainDeadline) && (inFlight.isEmpty || now >= requestDrainDeadline)
+            && (now >= idleDrainDeadline || !hasIdleConnection)
+    }
+
+    /// Whether a request that arrives now, during shutdown, is answered (with `Connection: close`)
+    /// rather than refused with 503: only while idle connections are kept (`idleConnectionDrain`),
+    /// so a proxy's request on one of them is served, not lost.
+    var answersLateRequests: Bool { isShuttingDown && ContinuousClock.now < idleDrainDeadline }
+
+    /// The drain tick: past `idleConnectionDrain`, the idle connections still open are closed.
+    func closeIdleConnectionsIfDue() {
+        guard isShuttingDown, !idleConnectionsClosed, ContinuousClock.now >= idleDrainDeadline else { return }
+        idleConnectionsClosed = true
+        closeIdleConnections()
     }
 
     /// A periodic tick so `lws_service` returns and the loop re-checks `isDrained` even when idle.
@@ -49,5 +65,6 @@ extension ServerCore {
 func drainTick(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
     guard let sul, let owner = lwsx_timer_owner(sul) else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue()
+    core.closeIdleConnectionsIfDue()
     if !core.isDrained { core.scheduleDrainCheck() }
 }

@@ -2,6 +2,10 @@ import CWebSockets
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The state behind `HTTPServer`: everything here except the `Sendable` lets is touched only on
 /// the service thread (lws callbacks and posted work).
 final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `loop`'s thread; lets are Sendable
@@ -25,6 +29,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var isShuttingDown = false
     var drainDeadline = ContinuousClock.now
     var requestDrainDeadline = ContinuousClock.now
+    /// Until when shutdown keeps idle kept-alive connections open (`idleConnectionDrain`).
+    var idleDrainDeadline = ContinuousClock.now
+    var idleConnectionsClosed = false
     /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
     var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)
@@ -40,6 +47,18 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// (`woken`). Swapped with `answering` like the two lists above.
     var deferredAnswers: [UInt64] = []
     var answering: [UInt64] = []
+    /// The listening socket's wsi (lws watches it as a raw file) and descriptor, until shutdown.
+    var listenerWsi: OpaquePointer?
+    var listenerDescriptor: Int32 = -1
+    var vhost: OpaquePointer?
+    /// Held back for `accept` when the process is out of descriptors (`SpareDescriptor`).
+    var spare: SpareDescriptor?
+    /// Connections accepted and not yet freed by lws (WebSockets too): shutdown closes the idle ones.
+    var connections: Set<OpaquePointer> = []
+    /// Accepted connections dropped at once: out of descriptors, or lws's table full (tests, logs).
+    var acceptFailures = 0
+    /// Why the listening socket could not be opened, for `HTTPServer.start`'s error.
+    var listenError: String?
     /// Who gets pinged or dropped at each 100 ms tick (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
     /// Pongs a peer may send between two heartbeat pings (`maxPongs(perPing:)`).
@@ -48,7 +67,6 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName = strdup("waybill")!
-    private let iface: UnsafeMutablePointer<CChar>?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     let drainTimer: UnsafeMutablePointer<lwsx_timer>
     let heartbeatTimer: UnsafeMutablePointer<lwsx_timer>
@@ -60,12 +78,6 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         self.responder = responder
         self.delegate = delegate
         loop = ServiceLoop(name: "waybill-lws", maxQueuedWork: configuration.maxQueuedWork)
-        // lws takes an interface name or address literal: nil binds all; "localhost" is not a name it knows.
-        switch configuration.host {
-        case "", "0.0.0.0", "*": iface = nil
-        case "localhost": iface = strdup("127.0.0.1")
-        default: iface = strdup(configuration.host)
-        }
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)  // [1] stays the all-zero terminator
         protocols[0].name = UnsafePointer(protocolName)
@@ -97,21 +109,26 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     deinit {
         protocols.deallocate()
         free(protocolName)
-        free(iface)
         retryPolicy.deallocate()
         drainTimer.deallocate()
         heartbeatTimer.deallocate()
         (pingPayload - lwsx_pre()).deallocate()
     }
 
-    /// Creates the context; runs on the service thread.
+    /// Opens the listening socket and creates the context around it; runs on the service thread.
     func makeContext() -> OpaquePointer? {
+        let listener: ListeningSocket
+        do {
+            listener = try ListeningSocket.open(host: configuration.host, port: configuration.port)
+        } catch {
+            listenError = error.description
+            return nil
+        }
         var info = lws_context_creation_info()
-        info.port = Int32(configuration.port)
-        info.iface = UnsafePointer(iface)
+        // lws listens on nothing: it is handed the connections `ListeningSocket` accepts.
+        info.port = CONTEXT_PORT_NO_LISTEN_SERVER
         info.protocols = UnsafePointer(protocols)
-        info.options =
-            UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) | UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
+        info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.keepalive_timeout = Int32(clamping: Self.wholeSeconds(configuration.keepAliveTimeout))
         info.timeout_secs = UInt32(clamping: Self.wholeSeconds(configuration.lwsTimeout))
@@ -123,11 +140,16 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         info.count_threads = 1
         info.fd_limit_per_thread = UInt32(clamping: fileDescriptorLimit)
         loop.prepare(&info)
-        guard let ctx = lws_create_context(&info) else { return nil }
-        scheduleHeartbeat(ctx)
-        if let vhost = lws_get_vhost_by_name(ctx, "default") {
-            boundPort.store(Int(lws_get_vhost_listen_port(vhost)), ordering: .sequentiallyConsistent)
+        guard let ctx = lws_create_context(&info) else {
+            Glibc.close(listener.descriptor)
+            return nil
         }
+        guard watch(listener, in: ctx) else {
+            listenError = "the event loop would not take the listening socket"
+            lws_context_destroy(ctx)
+            return nil
+        }
+        scheduleHeartbeat(ctx)
         return ctx
     }
 
@@ -166,14 +188,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             woken()
             return 0  // never non-zero: that would close the wake-up pipe
-        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-            // Once shutdown has begun, a new connection is closed as soon as it is accepted: a
-            // reconnect storm against a draining server then costs no descriptor and no handshake
-            // (10 000 clients retrying during a drain once filled the 20 000-file limit). Clients
-            // retry with backoff; open keep-alive connections still get 503 `shutting_down`.
-            // (`lws_context_deprecate` would close the listener, but lws then raises SIGINT in the
-            // process once the context is idle, which an embedding process must not get.)
-            return isShuttingDown ? -1 : 0
+        case LWS_CALLBACK_RAW_RX_FILE:
+            // Only the listener is a raw file here. Once shutdown has begun it is closed, so a
+            // reconnect storm against a draining server costs no descriptor and no handshake
+            // (10 000 clients retrying during a drain once filled the 20 000-file limit).
+            return wsi == listenerWsi ? acceptConnections() : -1
         case LWS_CALLBACK_HTTP:
             return httpRequestStarted(wsi, user)
         case LWS_CALLBACK_HTTP_BODY:
@@ -206,6 +225,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         case LWS_CALLBACK_WSI_DESTROY:
             detach(user)
             forgetRemoteAddress(wsi)
+            forgetConnection(wsi)
             return 0
         case LWS_CALLBACK_RAW_ADOPT:
             // lws 4.1 turns a `CONNECT` request into a raw socket and clears every timeout

@@ -21,8 +21,10 @@ enum ServeCommand {
         Runs the Waybill server. By default on the embedded store: a SQLite file in the data directory
         and an in-process broker. With --database-url and --redis-url it is one node of a cluster:
         any number of nodes on the same PostgreSQL and Redis, behind a load balancer (docs/SCALING.md).
-        Stops gracefully on SIGINT/SIGTERM (sockets get 1001 after a flush, up to 3 s; requests
-        already being handled get up to 6 s to answer).
+        Stops gracefully on SIGINT/SIGTERM: new connections are refused at once (a load balancer
+        sends them to another node), sockets get 1001 after a flush (up to 3 s), requests already
+        being handled get up to 6 s to answer; on PostgreSQL, idle kept-alive connections are kept
+        up to 5 s more for the balancer to close, and what arrives on them is answered.
 
         Options (each also read from the environment variable shown):
           --host ADDR                  interface to bind (WAYBILL_HOST, default 127.0.0.1)
@@ -82,6 +84,12 @@ enum ServeCommand {
         try args.int("password-iterations", default: value, in: 1...PasswordHasher.maxIterations)
     }
 
+    /// Whether the store is PostgreSQL: a database URL is given (flag or environment), and no
+    /// `--data-dir` flag beats a URL from the environment.
+    static func isPostgres(_ args: Arguments) -> Bool {
+        args.string("database-url") != nil && !(args.isGiven("data-dir") && !args.isGiven("database-url"))
+    }
+
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
         var c = ServerConfiguration()
         c.host = args.string("host", default: c.host)
@@ -91,6 +99,11 @@ enum ServeCommand {
             throw Arguments.Problem(description: "--host must not be empty (0.0.0.0 listens on every interface)")
         }
         c.port = try args.int("port", default: c.port, in: 0...65_535)
+        // A node of a cluster runs behind a load balancer: at a stop it keeps its idle kept-alive
+        // connections up to 5 s for the balancer to close (nginx's upstream keepalive_timeout 4 s,
+        // docs/SCALING.md), answering what arrives on them, so a deploy costs no request. One node
+        // alone has nobody to hand over to: it closes them at once (Ctrl-C is not held up).
+        if isPostgres(args) { c.idleConnectionDrain = .seconds(5) }
         // Below a login's body every login was 413; above 1 GiB one request could hold the memory.
         c.maxBodyBytes = try args.int("max-body-bytes", default: c.maxBodyBytes, in: 4096...(1 << 30))
         // Above an hour no proxy keeps an idle socket open anyway; unbounded, a huge value trapped
@@ -174,7 +187,7 @@ enum ServeCommand {
             throw Arguments.Problem(description: "--data-dir (SQLite) and --database-url (PostgreSQL) name two stores: give one")
         }
         let directory = args.string("data-dir")
-        if let url = args.string("database-url"), !(args.isGiven("data-dir") && !args.isGiven("database-url")) {
+        if let url = args.string("database-url"), isPostgres(args) {
             return .postgres(url: url)
         }
         return .sqlite(directory: directory ?? dataDirectoryDefault)

@@ -262,6 +262,44 @@ struct ClusterTests {
     /// The relay's leader is stopped for a deploy (SIGTERM) while writes go on through the other
     /// node: it closes its sockets with 1001 and releases the lease at once; its clients resume on
     /// the other node, which takes the lease over, with nothing lost and nothing twice.
+    /// A node stopped for a deploy (SIGTERM) refuses new connections at once, so a load balancer
+    /// sends them to another node, and answers a write that arrives on a connection it had kept
+    /// open (a balancer's pooled connection), then closes it. Before, it accepted and closed new
+    /// connections and answered such a write 503: behind nginx a deploy cost 502s and 503s.
+    @Test func aNodeStoppedForADeployRefusesConnectsAndAnswersWritesOnItsKeptConnections() async throws {
+        try await TestCluster.withRunning(nodes: 1) { cluster in
+            let seed = try await cluster.seed(drivers: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let port = cluster.ports[0]
+            let kept = try await runBlocking { () -> RawConnection in
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/healthz"))
+                _ = try c.readResponse()
+                return c
+            }
+            try #require(cluster.nodes[0] != nil)
+            cluster.nodes[0]?.signal(SIGTERM)
+            let refused = await cluster.eventually(timeout: .seconds(10)) {
+                (try? await runBlocking { try RawConnection(port: port, timeout: .seconds(2)).close() }) == nil
+            }
+            #expect(refused, "a connect after SIGTERM is refused")
+            let answer = try await runBlocking { () -> RawHTTPResponse in
+                let body = Array(#"{"notes":"written during the deploy"}"#.utf8)
+                try kept.send(RawConnection.request(
+                    "PATCH", "/api/orders/\(id)/",
+                    headers: [("Authorization", "Bearer \(seed.dispatcherToken)"), ("Content-Type", "application/json")],
+                    body: body))
+                return try kept.readResponse()
+            }
+            #expect(answer.status == 200, "the write on the kept connection is answered: \(answer.text)")
+            #expect(answer.header("connection") == "close")
+            #expect(await cluster.nodes[0]?.exitStatus(timeout: .seconds(15)) == 0)
+            let company = CompanyID(seed.companyID)
+            let stored = try await cluster.store.read { tx in try tx.order(OrderID(id), in: company) }
+            #expect(stored?.notes == "written during the deploy")
+        }
+    }
+
     @Test func aGracefulLeaderHandoverLosesNothing() async throws {
         try await TestCluster.withRunning(nodes: 1) { cluster in
             let (seed, id, second) = try await cluster.leaderAndFollower()

@@ -492,6 +492,55 @@ struct ExecutableTests {
         #expect(lines.contains { $0.contains("msg=\"server stopped\"") }, "flushed at exit")
     }
 
+    /// Out of descriptors, a queued connection is accepted and closed at once (its client sees the
+    /// end and backs off), instead of staying queued and waking the service thread on every pass:
+    /// lws 4.1's own accept only logged the error and spun at a full core. Once descriptors are free
+    /// again, the server answers.
+    @Test func outOfDescriptorsQueuedConnectionsAreShedWithoutSpinning() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // About 32 descriptors are the server's own (store, log, loop): room for a few dozen sockets.
+        let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path], openFileLimit: 64)
+        defer { server.terminate() }
+        let port = try #require(await Self.port(of: server))
+        let held = try await runBlocking { try (0..<120).map { _ in try RawConnection(port: port, timeout: .seconds(5)) } }
+        // Connections the server closed without a word: the ones it could not keep.
+        func shedCount() -> Int {
+            held.filter { connection in
+                var byte: UInt8 = 0
+                return recv(connection.fileDescriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0  // end of stream
+            }.count
+        }
+        #expect(await eventually(timeout: .seconds(10)) { shedCount() > 0 }, "connections past the limit are shed")
+        let busy = try #require(await Self.cpuSeconds(of: server.pid, over: .seconds(2)))
+        #expect(busy < 1.0, "the server spun on the queued connections: \(busy) s of CPU in 2 s")
+        held.forEach { $0.close() }
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/healthz"))
+        #expect(
+            await eventually(timeout: .seconds(15)) {
+                (try? await HTTPClient.send(method: "GET", url: url, headers: [], body: nil, timeout: .seconds(2)))?.status == 200
+            }, "answers again once descriptors are free")
+        server.signal(SIGTERM)
+        #expect(await server.exitStatus() == 0)
+    }
+
+    /// CPU time (user + system) `pid` used during `window`, from /proc (clock ticks of 1/100 s).
+    static func cpuSeconds(of pid: pid_t, over window: Duration) async -> Double? {
+        func ticks() -> Double? {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let end = text.lastIndex(of: ")")
+            else { return nil }
+            // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+            let fields = text[text.index(after: end)...].split(separator: " ")
+            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+            return user + system
+        }
+        guard let before = ticks() else { return nil }
+        try? await Task.sleep(for: window)
+        guard let after = ticks() else { return nil }
+        return (after - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     static func port(of server: ChildProcess) async -> Int? {
         let deadline = ContinuousClock.now + .seconds(30)  // a start on a busy runner
         while ContinuousClock.now < deadline {

@@ -24,9 +24,12 @@ final class ChildProcess: Sendable {
         return bundle.appendingPathComponent("waybill").path
     }
 
-    /// - Parameter pausingStderrAfter: stop reading the child's stderr after the first line that
-    ///   contains this (a stuck log collector: its writes fill the pipe) until `resumeStderr`.
-    init(_ arguments: [String], pausingStderrAfter marker: String? = nil) throws {
+    /// - Parameters:
+    ///   - pausingStderrAfter: stop reading the child's stderr after the first line that contains
+    ///     this (a stuck log collector: its writes fill the pipe) until `resumeStderr`.
+    ///   - openFileLimit: runs it under `prlimit` (util-linux) with this many descriptors, soft and
+    ///     hard (the server raises its soft limit to the hard one).
+    init(_ arguments: [String], pausingStderrAfter marker: String? = nil, openFileLimit: Int? = nil) throws {
         var input: [Int32] = [-1, -1], output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
         guard pipe(&input) == 0, pipe(&output) == 0, pipe(&errors) == 0 else {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
@@ -42,7 +45,9 @@ final class ChildProcess: Sendable {
             }
             // dup2 clears close-on-exec on the copies; every other descriptor of the test process
             // (pipes and sockets of other tests) is close-on-exec or closed by `Spawn`.
-            pid = try Spawn.start(Self.waybillPath, arguments) { actions in
+            let command =
+                openFileLimit.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)", "--", Self.waybillPath] } ?? [Self.waybillPath]
+            pid = try Spawn.start(command[0], Array(command.dropFirst()) + arguments) { actions in
                 posix_spawn_file_actions_adddup2(&actions, input[0], 0)
                 posix_spawn_file_actions_adddup2(&actions, output[1], 1)
                 posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
