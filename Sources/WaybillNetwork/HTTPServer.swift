@@ -71,7 +71,7 @@ public struct HTTPServerConfiguration: Sendable {
 /// transfer-encoding, connection, host, origin, user-agent, accept, cookie, sec-websocket-protocol,
 /// x-forwarded-for, idempotency-key, x-request-id, last-event-id.
 public final class HTTPServer: Sendable {
-    private let core: ServerCore
+    let core: ServerCore
 
     /// - Parameters:
     ///   - webSocketDelegate: receives socket events on the service thread; the server keeps a
@@ -158,10 +158,12 @@ public final class HTTPServer: Sendable {
     /// thread hands itself on the libev loop sends none: it runs before the loop next waits.
     public var serviceWakeUps: Int { core.loop.wakeUps }
 
-    /// Graceful stop: refuse new work (new HTTP requests get 503 and a close, upgrades are
-    /// refused), finish in-flight HTTP, close every socket with 1001 after flushing its queue, wait
-    /// up to `shutdownDrain` for the sockets and `requestDrain` for requests in flight, then
-    /// destroy the context. Returns when the thread has ended.
+    /// Graceful stop: close the listening socket (connects are refused), finish in-flight HTTP
+    /// (each answer closes its connection), answer requests on connections kept from before while
+    /// `idleConnectionDrain` lasts (503 and a close after it; upgrades are refused), close every
+    /// socket with 1001 after flushing its queue, wait up to `shutdownDrain` for the sockets and
+    /// `requestDrain` (+ `idleConnectionDrain`) for requests in flight, then destroy the context.
+    /// Returns when the thread has ended.
     /// Safe to call more than once, and before `start` (then it returns at once).
     public func shutdown() async {
         let core = self.core

@@ -26,33 +26,44 @@ struct ListeningSocket {
         guard (0...65_535).contains(port) else { throw ListenError("port \(port) is out of range") }
         switch host {
         case "", "0.0.0.0", "*":
-            // Dual stack, as lws bound it; a machine without IPv6 gets IPv4 only.
-            if let socket = try? bind(family: AF_INET6, address: "::", port: port, dualStack: true) { return socket }
-            return try bind(family: AF_INET, address: "0.0.0.0", port: port, dualStack: false)
+            // Dual stack, as lws bound it; only a machine without IPv6 gets IPv4 alone (any other
+            // failure, the port taken included, is the answer).
+            do {
+                return try bind(family: AF_INET6, address: "::", port: port, v6Only: false)
+            } catch where error.code == EAFNOSUPPORT {
+                return try bind(family: AF_INET, address: "0.0.0.0", port: port, v6Only: nil)
+            }
         case "localhost":
-            return try bind(family: AF_INET, address: "127.0.0.1", port: port, dualStack: false)
+            return try bind(family: AF_INET, address: "127.0.0.1", port: port, v6Only: nil)
         default:
             var v4 = in_addr()
             var v6 = in6_addr()
             if inet_pton(AF_INET, host, &v4) == 1 {
-                return try bind(family: AF_INET, address: host, port: port, dualStack: false)
+                return try bind(family: AF_INET, address: host, port: port, v6Only: nil)
             }
             if inet_pton(AF_INET6, host, &v6) == 1 {
-                return try bind(family: AF_INET6, address: host, port: port, dualStack: false)
+                // The system's default (dual stack on Linux), as lws left it: `::` takes IPv4 too.
+                return try bind(family: AF_INET6, address: host, port: port, v6Only: nil)
             }
             throw ListenError("\(host) is not an address literal (or localhost, or 0.0.0.0)")
         }
     }
 
-    private static func bind(family: Int32, address: String, port: Int, dualStack: Bool) throws(ListenError) -> ListeningSocket {
+    /// `v6Only`: `IPV6_V6ONLY` for an IPv6 socket, `nil` leaves the system's default.
+    private static func bind(family: Int32, address: String, port: Int, v6Only: Bool?) throws(ListenError) -> ListeningSocket {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ListenError("socket: \(Self.reason(errno))") }
+        guard fd >= 0 else {
+            let code = errno
+            throw ListenError("socket: \(Self.reason(code))", code: code)
+        }
         var one: Int32 = 1
-        var v6Only: Int32 = dualStack ? 0 : 1
         let size = socklen_t(MemoryLayout<Int32>.size)
         // A restarted node binds again while its old connections sit in TIME_WAIT.
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, size)
-        if family == AF_INET6 { _ = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &v6Only, size) }
+        if family == AF_INET6, let v6Only {
+            var value: Int32 = v6Only ? 1 : 0
+            _ = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &value, size)
+        }
         var storage = sockaddr_storage()
         let length: socklen_t
         if family == AF_INET {
@@ -74,9 +85,9 @@ struct ListeningSocket {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
         }
         guard bound == 0, listen(fd, SOMAXCONN) == 0 else {
-            let reason = Self.reason(errno)
+            let code = errno
             Glibc.close(fd)
-            throw ListenError(reason)
+            throw ListenError(Self.reason(code), code: code)
         }
         var actual = sockaddr_storage()
         var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -102,7 +113,12 @@ struct ListeningSocket {
 /// Why the listening socket could not be opened.
 struct ListenError: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// The `errno` behind it, if a call failed.
+    let code: Int32
+    init(_ description: String, code: Int32 = 0) {
+        self.description = description
+        self.code = code
+    }
 }
 
 /// One descriptor held back for the moment the process runs out: `accept` then fails with

@@ -13,11 +13,13 @@ extension ServerCore {
         inFlight[session.id] = session
 
         let headers = request.headers
+        let wasRefusedUpgrade = refusedUpgrade == wsi
+        refusedUpgrade = nil
         if isShuttingDown {
             // A request on a connection kept from before: answered while idle connections are
             // kept (a proxy's request on one is served, not lost), then the connection closes. A
             // socket's upgrade is refused: its client reconnects to another node.
-            guard answersLateRequests, headers["upgrade"] == nil else {
+            guard answersLateRequests, !wasRefusedUpgrade else {
                 session.respond(
                     .jsonError(status: 503, code: "shutting_down", message: "The server is shutting down."),
                     close: true

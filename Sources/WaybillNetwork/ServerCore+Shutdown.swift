@@ -10,6 +10,8 @@ extension ServerCore {
         idleDrainDeadline = .now + configuration.idleConnectionDrain
         requestDrainDeadline =
             .now + max(configuration.requestDrain, configuration.shutdownDrain) + configuration.idleConnectionDrain
+        // Every answer from here on closes its connection, also one already being written.
+        for session in inFlight.values { session.closeAfterResponse = true }
         stopListening()
         for id in sockets.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             close(id, code: 1001, reason: "server shutdown")
@@ -41,10 +43,10 @@ extension ServerCore {
     /// so a proxy's request on one of them is served, not lost.
     var answersLateRequests: Bool { isShuttingDown && ContinuousClock.now < idleDrainDeadline }
 
-    /// The drain tick: past `idleConnectionDrain`, the idle connections still open are closed.
+    /// The drain tick: past `idleConnectionDrain`, the idle connections still open are closed,
+    /// at every tick (a connection whose answer was still going out goes idle later).
     func closeIdleConnectionsIfDue() {
-        guard isShuttingDown, !idleConnectionsClosed, ContinuousClock.now >= idleDrainDeadline else { return }
-        idleConnectionsClosed = true
+        guard isShuttingDown, ContinuousClock.now >= idleDrainDeadline else { return }
         closeIdleConnections()
     }
 

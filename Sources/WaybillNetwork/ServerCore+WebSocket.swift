@@ -24,6 +24,7 @@ extension ServerCore {
             return 0
         }
         guard kind == "websocket" || kind == "h2c" else { return -1 }  // lws hangs up
+        if kind == "websocket", isShuttingDown { refusedUpgrade = wsi }
         name[0] = CChar(UInt8(ascii: "-"))
         return 0
     }

@@ -31,7 +31,6 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var requestDrainDeadline = ContinuousClock.now
     /// Until when shutdown keeps idle kept-alive connections open (`idleConnectionDrain`).
     var idleDrainDeadline = ContinuousClock.now
-    var idleConnectionsClosed = false
     /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
     var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)
@@ -69,6 +68,11 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     private let protocolName = strdup("waybill")!
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     let drainTimer: UnsafeMutablePointer<lwsx_timer>
+    /// Ends a pause in accepting (`pauseAccepting`).
+    let acceptTimer: UnsafeMutablePointer<lwsx_timer>
+    /// The connection whose WebSocket upgrade `confirmUpgrade` just refused for the shutdown: its
+    /// request, which lws then hands over as plain HTTP, gets 503 (its client reconnects elsewhere).
+    var refusedUpgrade: OpaquePointer?
     let heartbeatTimer: UnsafeMutablePointer<lwsx_timer>
     /// The ping payload behind lws's headroom (lws writes the frame header in front of it).
     let pingPayload: UnsafeMutablePointer<UInt8>
@@ -97,6 +101,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         maxPongsPerPing = Self.maxPongs(perPing: configuration.pingInterval)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())
+        acceptTimer = .allocate(capacity: 1)
+        acceptTimer.initialize(to: lwsx_timer())
         heartbeatTimer = .allocate(capacity: 1)
         heartbeatTimer.initialize(to: lwsx_timer())
         let headroom = lwsx_pre()
@@ -111,6 +117,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         free(protocolName)
         retryPolicy.deallocate()
         drainTimer.deallocate()
+        acceptTimer.deallocate()
         heartbeatTimer.deallocate()
         (pingPayload - lwsx_pre()).deallocate()
     }

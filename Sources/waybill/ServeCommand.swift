@@ -24,10 +24,12 @@ enum ServeCommand {
         Stops gracefully on SIGINT/SIGTERM: new connections are refused at once (a load balancer
         sends them to another node), sockets get 1001 after a flush (up to 3 s), requests already
         being handled get up to 6 s to answer; on PostgreSQL, idle kept-alive connections are kept
-        up to 5 s more for the balancer to close, and what arrives on them is answered.
+        up to 5 s for the balancer to close, what arrives on them is answered (so the whole stop
+        may take up to 11 s).
 
         Options (each also read from the environment variable shown):
-          --host ADDR                  interface to bind (WAYBILL_HOST, default 127.0.0.1)
+          --host ADDR                  address to listen on: a literal, localhost, or 0.0.0.0 for every
+                                       interface, IPv6 too (WAYBILL_HOST, default 127.0.0.1)
           --port N                     TCP port, 0 = any free port (WAYBILL_PORT, default 8080)
           --data-dir DIR               where the SQLite database lives (WAYBILL_DATA_DIR, default ./waybill-data);
                                        not with --database-url on the command line (the flag beats WAYBILL_DATABASE_URL)

@@ -259,9 +259,6 @@ struct ClusterTests {
         }
     }
 
-    /// The relay's leader is stopped for a deploy (SIGTERM) while writes go on through the other
-    /// node: it closes its sockets with 1001 and releases the lease at once; its clients resume on
-    /// the other node, which takes the lease over, with nothing lost and nothing twice.
     /// A node stopped for a deploy (SIGTERM) refuses new connections at once, so a load balancer
     /// sends them to another node, and answers a write that arrives on a connection it had kept
     /// open (a balancer's pooled connection), then closes it. Before, it accepted and closed new
@@ -300,6 +297,9 @@ struct ClusterTests {
         }
     }
 
+    /// The relay's leader is stopped for a deploy (SIGTERM) while writes go on through the other
+    /// node: it closes its sockets with 1001 and releases the lease at once; its clients resume on
+    /// the other node, which takes the lease over, with nothing lost and nothing twice.
     @Test func aGracefulLeaderHandoverLosesNothing() async throws {
         try await TestCluster.withRunning(nodes: 1) { cluster in
             let (seed, id, second) = try await cluster.leaderAndFollower()
