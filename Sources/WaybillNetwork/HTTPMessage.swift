@@ -80,6 +80,10 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     /// Peer address, for logs.
     public var remoteAddress: String
+    /// The request arrived after the server began to stop, on a connection kept from before
+    /// (`HTTPServerConfiguration.idleConnectionDrain`): it is answered, but a readiness check
+    /// should say no (a health checker must not take a stopping node for a ready one).
+    public var arrivedWhileStopping = false
 
     /// Makes a request (tests and other transports build them too).
     public init(

@@ -27,6 +27,7 @@ extension ServerCore {
                 return 0
             }
             session.closeAfterResponse = true
+            session.request.arrivedWhileStopping = true
         }
         // The client asked to close: say so in the response, and close after it.
         if headers["connection"]?.lowercased() == "close" { session.closeAfterResponse = true }

@@ -10,7 +10,12 @@ struct HealthChecks: Sendable {
     let metrics: Metrics
     let clock: any WallClock
 
-    func ready() async throws -> HTTPResponse {
+    /// - Parameter stopping: the server is stopping (the request came on a connection it kept):
+    ///   not ready, whatever the store says, so a health checker stops sending work here.
+    func ready(stopping: Bool = false) async throws -> HTTPResponse {
+        if stopping {
+            return try JSONCoding.response(["status": "unavailable", "reason": "shutting_down"], status: 503)
+        }
         do {
             _ = try await store.read { tx in try tx.newestEventID() }
         } catch {

@@ -133,7 +133,7 @@ struct Routes {
             }
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
-        r.on("GET", "/readyz") { _, _ in try await health.ready() }
+        r.on("GET", "/readyz") { request, _ in try await health.ready(stopping: request.arrivedWhileStopping) }
         r.on("GET", "/metrics") { request, _ in
             if let metricsToken {
                 try Self.requireBearer(metricsToken, in: request)
