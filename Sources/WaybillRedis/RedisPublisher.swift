@@ -170,7 +170,10 @@ final class RedisPublisher: Sendable {
         case .error(let message):
             throw BrokerError("redis refused PUBLISH: \(message)")
         default:
-            throw BrokerError("unexpected PUBLISH reply: \(String(describing: reply).prefix(120))")
+            // Redis answers PUBLISH with a count or an error, nothing else; what did is not Redis
+            // (a proxy, a look-alike), and its next replies may belong to other commands: drop the
+            // connection, as after any failure (it was kept, found by a review, 2026-12-05).
+            throw failed(BrokerError("unexpected PUBLISH reply: \(String(describing: reply).prefix(120))"), &link)
         }
     }
 

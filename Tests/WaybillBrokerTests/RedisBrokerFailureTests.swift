@@ -32,6 +32,20 @@ struct RedisBrokerFailureTests {
         }
     }
 
+    /// A PUBLISH answered with neither a count nor an error (a proxy or a look-alike in front of
+    /// Redis; Redis never does) drops the connection: its later replies could answer other
+    /// commands. It was kept, and the next PUBLISH went out on it (a review, 2026-12-05).
+    @Test func anUnexpectedPublishReplyDropsTheConnection() async throws {
+        let lookAlike = try LookAlikeRedis()
+        defer { lookAlike.stop() }
+        let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
+        defer { broker.close() }
+        await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
+        try await Task.sleep(for: .milliseconds(400))  // past the first retry delay (100 ms)
+        await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+        #expect(lookAlike.connections == 2, "each PUBLISH on a fresh connection")
+    }
+
     /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
     /// SIGPIPE and killed the process in the notes (§1). The broker ignores SIGPIPE, so this throws.
     @Test func largePublishToAKilledRedisThrowsInsteadOfKillingTheProcess() async throws {
@@ -414,4 +428,60 @@ private final class RawSubscriber: @unchecked Sendable {
         }
     }
 
+}
+
+/// A TCP server on 127.0.0.1 that answers whatever it reads with `+OK` (a simple string), as no
+/// Redis answers PUBLISH: a stand-in for a proxy or look-alike in front of Redis. Counts the
+/// connections it accepted.
+final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set up before start
+    let port: Int
+    private let fd: Int32
+    private let accepted = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private var thread: Thread?
+
+    var connections: Int { accepted.load(ordering: .acquiring) }
+
+    init() throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let socketFD = fd
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socketFD, $0, length) == 0 && listen(socketFD, 16) == 0 && getsockname(socketFD, $0, &length) == 0
+            }
+        }
+        guard socketFD >= 0, ok else { throw RawConnectionError.connectFailed(errno) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [self] in serve() }
+        self.thread = thread
+        thread.start()
+    }
+
+    private func serve() {
+        while !stopped.load(ordering: .acquiring) {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 50) == 1 else { continue }
+            let client = accept(fd, nil, nil)
+            guard client >= 0 else { continue }
+            accepted.add(1, ordering: .releasing)
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while read(client, &buffer, buffer.count) > 0 {
+                    let ok = Array("+OK\r\n".utf8)
+                    _ = ok.withUnsafeBufferPointer { write(client, $0.baseAddress, $0.count) }
+                }
+                close(client)
+            }.start()
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        usleep(100_000)  // the accept loop polls every 50 ms
+        close(fd)
+    }
 }

@@ -19,8 +19,15 @@ struct APIResponder: HTTPResponder {
     /// Only these: their work besides the transaction is small and never blocks, while a login
     /// (password hashing is awaited elsewhere, but a flood of them) or a large list read would
     /// hold the writes back.
+    ///
+    /// Not an order write with a body over `largestInlineBody` (an order's create or edit with
+    /// long stages or notes): its parse (about 20 ms for 1 MiB) would hold the writer thread every
+    /// company shares. It runs on the pool, and only its transaction goes to the writer.
     func executor(for request: HTTPRequest) -> (any TaskExecutor)? {
-        Self.isOrderWrite(method: request.method, path: request.path) ? writerExecutor : nil
+        guard Self.isOrderWrite(method: request.method, path: request.path),
+            request.body.count <= Self.largestInlineBody
+        else { return nil }
+        return writerExecutor
     }
 
     /// An order write that arrives while no other request is running (`alone`) runs on the
@@ -30,9 +37,9 @@ struct APIResponder: HTTPResponder {
     /// sockets. `inlineWrites` turns this off.
     func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
         // A large body is parsed where the handler runs: never on the service thread, which every
-        // socket shares (a 1 MiB body takes about 20 ms to parse; a review, 2026-12-05).
-        if inlineWrites, alone, request.body.count <= Self.largestInlineBody,
-            let writer = executor(for: request) as? any WriterExecutor
+        // socket shares (a 1 MiB body takes about 20 ms to parse; a review, 2026-12-05), nor on
+        // the writer thread (`executor(for:)`).
+        if inlineWrites, alone, let writer = executor(for: request) as? any WriterExecutor
         {
             writer.runHere(start)
         } else {
