@@ -1,3 +1,4 @@
+internal import CSQLite
 public import Foundation
 import Synchronization
 public import WaybillDomain
@@ -108,7 +109,8 @@ public final class SQLiteOrderStore: OrderStore {
                         // Before WAL and the first table: only a new, empty file takes it.
                         try db.executeScript("PRAGMA page_size = \(Self.newDatabasePageSize)")
                         // Checkpoints run on `SQLiteCheckpointer`'s thread, not inside a commit.
-                        try db.executeScript("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0")
+                        try Self.switchToWAL(db)
+                        try db.executeScript("PRAGMA wal_autocheckpoint = 0")
                         db.reportWALPages(to: walPages)
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
@@ -326,3 +328,19 @@ public final class SQLiteOrderStore: OrderStore {
 
 /// A `read` closure bound to its caller's continuation, run on a reader thread.
 typealias ReadJob = @Sendable (SQLiteConnection) -> Void
+
+extension SQLiteOrderStore {
+    /// Switches the file to WAL and checks that it took: SQLite answers with the mode now in force
+    /// and keeps the old one where WAL cannot work (a file system without shared memory or locks,
+    /// an in-memory database). Run there silently, the store was slower, readers and the writer
+    /// blocked each other, and the inline write path stayed shut (a review, 2026-12-05).
+    static func switchToWAL(_ db: SQLiteConnection) throws(SQLiteError) {
+        let mode = try db.queryFirst("PRAGMA journal_mode = WAL") { row in row.text(0) }
+        guard mode?.lowercased() == "wal" else {
+            throw SQLiteError(
+                code: SQLITE_ERROR,
+                message: "the database cannot use write-ahead logging (journal mode \(mode ?? "unknown")): "
+                    + "put the data directory on a local file system")
+        }
+    }
+}

@@ -18,6 +18,18 @@ import WaybillTesting
         #expect(!store.isCheckpointerRunning)
     }
 
+    /// A database where write-ahead logging cannot work (here SQLite's in-memory one; in use, a file
+    /// system without shared memory or locks) is refused at open, with the reason: SQLite keeps
+    /// its old journal mode and says so, and the store ran on silently, slower, its readers and
+    /// writer blocking each other (a review, 2026-12-05).
+    @Test func aDatabaseThatCannotUseWALIsRefusedAtOpen() {
+        #expect {
+            _ = try SQLiteOrderStore(path: ":memory:", readerCount: 1)
+        } throws: { error in
+            "\(error)".contains("cannot use write-ahead logging (journal mode memory)")
+        }
+    }
+
     @Test func aClosedStoreIsUnavailable() async throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
