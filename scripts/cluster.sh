@@ -171,12 +171,16 @@ kill_pidfile() {  # kill_pidfile NAME SIGNAL
     rm -f "$file"
 }
 
-stop_node() {  # stop_node NAME: SIGTERM, then wait (up to 20 s) for the drain to end
+stop_node() {  # stop_node NAME: SIGTERM, then wait (up to 20 s) for the drain to end, then SIGKILL
     local file="$STATE/$1.pid" pid
     [ -f "$file" ] || return 0
     pid="$(cat "$file")"
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "cluster: $1 did not stop within 20 s of SIGTERM: killed" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
     rm -f "$file"
 }
 
@@ -264,6 +268,7 @@ case "$command" in
             start:redis) start_redis ;;
             start:node1|start:node2) build; start_node "${part#node}" ;;
             start:postgres) start_postgres ;;
+            stop:*) die "usage: scripts/cluster.sh stop node1|node2" ;;
             *) die "usage: scripts/cluster.sh $command redis|node1|node2|postgres" ;;
         esac
         status ;;

@@ -245,6 +245,7 @@ public final class WaybillServer: Sendable {
         n.shutdownDrain = c.shutdownDrain
         n.requestDrain = c.requestDrain
         n.idleConnectionDrain = c.idleConnectionDrain
+        n.keepAliveTimeout = c.keepAliveTimeout
         n.maxQueuedWork = c.maxQueuedServiceWork
         return n
     }

@@ -4,7 +4,8 @@ import Synchronization
 
 /// Limits and timings of the server. Every field has a working default.
 public struct HTTPServerConfiguration: Sendable {
-    /// Interface to bind: an address literal or "localhost"; "127.0.0.1" by default, "0.0.0.0" for all.
+    /// Address to listen on: a literal or "localhost"; "127.0.0.1" by default, "0.0.0.0" for every
+    /// interface (IPv6 too, dual stack).
     public var host = "127.0.0.1"
     /// TCP port; 0 picks a free one (tests), read it back from `HTTPServer.port`.
     public var port = 8080

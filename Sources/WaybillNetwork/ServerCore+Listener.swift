@@ -42,9 +42,12 @@ extension ServerCore {
         return 0
     }
 
-    /// Accepts up to `limit` queued connections (see `acceptConnections`).
-    private func acceptQueued(upTo limit: Int) {
-        guard let vhost, listenerDescriptor >= 0 else { return }
+    /// Accepts up to `limit` queued connections (see `acceptConnections`); returns how many it
+    /// handed to lws.
+    @discardableResult
+    private func acceptQueued(upTo limit: Int) -> Int {
+        guard let vhost, listenerDescriptor >= 0 else { return 0 }
+        var adopted = 0
         let type = lws_adoption_type(rawValue: LWS_ADOPT_SOCKET.rawValue | LWS_ADOPT_HTTP.rawValue)
         for _ in 0..<limit {
             let fd = lwsx_accept(listenerDescriptor)
@@ -56,12 +59,14 @@ extension ServerCore {
                     // Out of descriptors: drop the oldest queued connection rather than spin on it.
                     acceptFailures += 1
                     if spare?.shedOne(from: listenerDescriptor) == true { continue }
-                    // Not even that (the system's table full, or the spare taken meanwhile): stop
-                    // watching the listener for a moment instead of waking on it at once, again.
+                    // Nothing shed: the queue is empty now (Linux fails with EMFILE before it looks
+                    // at the queue), or the spare could not be freed (the system's table full, the
+                    // spare taken meanwhile). Either way stop watching the listener for a moment
+                    // rather than wake on it at once, again.
                     pauseAccepting()
-                    return
+                    return adopted
                 default:
-                    return  // EAGAIN: the queue is empty
+                    return adopted  // EAGAIN: the queue is empty
                 }
             }
             var one: Int32 = 1
@@ -70,11 +75,13 @@ extension ServerCore {
             descriptor.sockfd = fd
             // On failure (lws's descriptor table full) lws has closed the socket itself.
             if let wsi = lws_adopt_descriptor_vhost(vhost, type, descriptor, nil, nil) {
-                connections.insert(wsi)
+                connections[wsi] = .now
+                adopted += 1
             } else {
                 acceptFailures += 1
             }
         }
+        return adopted
     }
 
     /// Stops `RAW_RX_FILE` for the listener for `acceptPause`; the connections wait in the queue.
@@ -85,7 +92,12 @@ extension ServerCore {
         lws_sul_schedule(context, 0, lwsx_timer_sul(acceptTimer), acceptResumeTick, Self.acceptPauseMicroseconds)
     }
 
-    /// How long accepting pauses when even the spare descriptor could not shed a connection.
+    /// How long a connection new at shutdown (accepted within this long before it, or taken from
+    /// the listener's queue) has to send its request before it is closed as idle: a request on
+    /// its way is then answered (or refused with 503), not reset with its connection.
+    static let newConnectionGrace: Duration = .seconds(1)
+
+    /// How long accepting pauses when the spare descriptor shed nothing.
     static let acceptPauseMicroseconds: lws_usec_t = 100_000
 
     func resumeAccepting() {
@@ -100,11 +112,17 @@ extension ServerCore {
         guard let listenerWsi else { return }
         // What the kernel already queued first: it completed those handshakes, and a client (nginx)
         // may have sent its request; closing the listener would reset them, a write answered 502
-        // and never resent (found by a review). Taken in, each is answered, or refused with 503.
+        // and never resent (found by a review). Taken in, each is answered, or refused with 503:
+        // with no request in hand yet, they get `newConnectionGrace` to send it before they are
+        // closed as idle, as do connections accepted just before. At most a listen backlog's
+        // worth: a client that reconnects as fast as it is taken in must not hold the shutdown.
         // Left: a handshake that completes in the microseconds between the last accept and the
         // close is reset. (Tried: a drop-everything BPF filter on the listener first, so no
         // handshake could complete; connections then hung or were reset in the tests.)
-        acceptQueued(upTo: Int.max)
+        acceptQueued(upTo: Int(SOMAXCONN))
+        let now = ContinuousClock.now
+        let hasNew = connections.contains { now - $0.value < Self.newConnectionGrace && isIdleHTTPConnection($0.key) }
+        if hasNew { idleCloseDeadline = max(idleCloseDeadline, now + Self.newConnectionGrace) }
         lws_sul_cancel(lwsx_timer_sul(acceptTimer))
         // Synchronous: nothing more is accepted in this pass. Never inside the listener's own callback.
         lws_set_timeout(listenerWsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC)
@@ -112,7 +130,7 @@ extension ServerCore {
 
     /// Closes the kept-alive connections that carry no request (past `idleConnectionDrain`).
     func closeIdleConnections() {
-        for wsi in connections where isIdleHTTPConnection(wsi) {
+        for wsi in connections.keys where isIdleHTTPConnection(wsi) {
             // Asynchronous: the set is being walked, and lws may be inside a callback of this pass.
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
@@ -120,7 +138,7 @@ extension ServerCore {
 
     /// Whether an accepted connection is open with no request in hand (shutdown waits for these
     /// only up to `idleConnectionDrain`).
-    var hasIdleConnection: Bool { connections.contains { isIdleHTTPConnection($0) } }
+    var hasIdleConnection: Bool { connections.keys.contains { isIdleHTTPConnection($0) } }
 
     /// An accepted connection that is neither a WebSocket nor in the middle of a request: lws
     /// empties its session slot between keep-alive transactions.
@@ -134,7 +152,7 @@ extension ServerCore {
             listenerWsi = nil
             listenerDescriptor = -1
         } else {
-            connections.remove(wsi)
+            connections[wsi] = nil
         }
     }
 

@@ -8,6 +8,7 @@ extension ServerCore {
         isShuttingDown = true
         drainDeadline = .now + configuration.shutdownDrain
         idleDrainDeadline = .now + configuration.idleConnectionDrain
+        idleCloseDeadline = idleDrainDeadline
         requestDrainDeadline =
             .now + max(configuration.requestDrain, configuration.shutdownDrain) + configuration.idleConnectionDrain
         // Every answer from here on closes its connection, also one already being written.
@@ -35,7 +36,7 @@ extension ServerCore {
         guard isShuttingDown else { return false }
         let now = ContinuousClock.now
         return (sockets.isEmpty || now >= drainDeadline) && (inFlight.isEmpty || now >= requestDrainDeadline)
-            && (now >= idleDrainDeadline || !hasIdleConnection)
+            && (now >= idleCloseDeadline || !hasIdleConnection)
     }
 
     /// Whether a request that arrives now, during shutdown, is answered (with `Connection: close`)
@@ -46,7 +47,7 @@ extension ServerCore {
     /// The drain tick: past `idleConnectionDrain`, the idle connections still open are closed,
     /// at every tick (a connection whose answer was still going out goes idle later).
     func closeIdleConnectionsIfDue() {
-        guard isShuttingDown, ContinuousClock.now >= idleDrainDeadline else { return }
+        guard isShuttingDown, ContinuousClock.now >= idleCloseDeadline else { return }
         closeIdleConnections()
     }
 

@@ -31,6 +31,10 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var requestDrainDeadline = ContinuousClock.now
     /// Until when shutdown keeps idle kept-alive connections open (`idleConnectionDrain`).
     var idleDrainDeadline = ContinuousClock.now
+    /// Until when shutdown waits for idle connections before closing them: `idleDrainDeadline`, or
+    /// later for connections accepted just before it or taken from the listener's queue
+    /// (`newConnectionGrace`).
+    var idleCloseDeadline = ContinuousClock.now
     /// The open-file limit in force when the context was created (lws sizes its fd tables from it).
     var fileDescriptorLimit: UInt64 = 0
     lazy var io = ServerSocketIO(core: self)
@@ -53,7 +57,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// Held back for `accept` when the process is out of descriptors (`SpareDescriptor`).
     var spare: SpareDescriptor?
     /// Connections accepted and not yet freed by lws (WebSockets too): shutdown closes the idle ones.
-    var connections: Set<OpaquePointer> = []
+    /// With when each was accepted (a connection new at shutdown may not have sent its request yet).
+    var connections: [OpaquePointer: ContinuousClock.Instant] = [:]
     /// Accepted connections dropped at once: out of descriptors, or lws's table full (tests, logs).
     var acceptFailures = 0
     /// Why the listening socket could not be opened, for `HTTPServer.start`'s error.

@@ -24,8 +24,8 @@ enum ServeCommand {
         Stops gracefully on SIGINT/SIGTERM: new connections are refused at once (a load balancer
         sends them to another node), sockets get 1001 after a flush (up to 3 s), requests already
         being handled get up to 6 s to answer; on PostgreSQL, idle kept-alive connections are kept
-        up to 5 s for the balancer to close, what arrives on them is answered (so the whole stop
-        may take up to 11 s).
+        up to 5 s for the balancer to close, what arrives on them is answered (the network's part of
+        the stop may then take up to 11 s; the store closes after it).
 
         Options (each also read from the environment variable shown):
           --host ADDR                  address to listen on: a literal, localhost, or 0.0.0.0 for every
@@ -95,8 +95,8 @@ enum ServeCommand {
     static func configuration(from args: Arguments) throws -> ServerConfiguration {
         var c = ServerConfiguration()
         c.host = args.string("host", default: c.host)
-        // lws reads an empty interface as "every interface": an empty `WAYBILL_HOST=` (an unset
-        // variable in a compose file) silently listened on 0.0.0.0 instead of loopback.
+        // An empty host means "every interface" to the listener (`ListeningSocket`): an empty
+        // `WAYBILL_HOST=` (an unset variable in a compose file) silently listened on 0.0.0.0.
         guard !c.host.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw Arguments.Problem(description: "--host must not be empty (0.0.0.0 listens on every interface)")
         }

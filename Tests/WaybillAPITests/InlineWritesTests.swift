@@ -123,7 +123,9 @@ struct InlineWritesTests {
                 done.signal()
             }.start()
             let write = Task { try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"held"}"#) }
-            try await Task.sleep(for: .milliseconds(200))  // the writer thread waits for the lock
+            // The writer thread waits for the lock (on a runner slower than this the test proves
+            // nothing, but never fails wrongly).
+            try await Task.sleep(for: .milliseconds(500))
             let padding = String(repeating: " ", count: 20 << 10)
             let status = try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: "{\"notes\": " + padding)  // cut off: malformed
             let answeredBeforeRelease = !released.value.load(ordering: .sequentiallyConsistent)

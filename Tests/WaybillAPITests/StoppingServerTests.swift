@@ -12,7 +12,10 @@ struct StoppingServerTests {
     /// reuses its connection must not take a stopping node for a ready one. `/healthz` (alive)
     /// still answers 200, as every other request on such a connection is answered.
     @Test func readinessIsRefusedOnAConnectionKeptWhileTheServerStops() async throws {
-        try await TestServer.withRunning(configure: { $0.idleConnectionDrain = .seconds(30) }) { server in
+        try await TestServer.withRunning(configure: {
+            $0.idleConnectionDrain = .seconds(30)
+            $0.keepAliveTimeout = .seconds(60)  // the kept connections wait idle while the test looks
+        }) { server in
             let port = server.port
             func keptConnection() async throws -> RawConnection {
                 try await runBlocking {

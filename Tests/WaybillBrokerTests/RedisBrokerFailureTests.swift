@@ -438,7 +438,9 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
     private let fd: Int32
     private let accepted = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
-    private var thread: Thread?
+    /// Signalled when the accept loop has ended: only then is the descriptor closed (a number
+    /// closed under a running loop could be another test's socket by its next `accept`).
+    private let ended = DispatchSemaphore(value: 0)
 
     var connections: Int { accepted.load(ordering: .acquiring) }
 
@@ -454,11 +456,16 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
                 bind(socketFD, $0, length) == 0 && listen(socketFD, 16) == 0 && getsockname(socketFD, $0, &length) == 0
             }
         }
-        guard socketFD >= 0, ok else { throw RawConnectionError.connectFailed(errno) }
+        guard socketFD >= 0, ok else {
+            let code = errno
+            if socketFD >= 0 { close(socketFD) }
+            throw RawConnectionError.connectFailed(code)
+        }
         port = Int(UInt16(bigEndian: address.sin_port))
-        let thread = Thread { [self] in serve() }
-        self.thread = thread
-        thread.start()
+        Thread { [self] in
+            serve()
+            ended.signal()
+        }.start()
     }
 
     private func serve() {
@@ -481,7 +488,7 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
 
     func stop() {
         stopped.store(true, ordering: .releasing)
-        usleep(100_000)  // the accept loop polls every 50 ms
+        ended.wait()  // the accept loop polls every 50 ms
         close(fd)
     }
 }

@@ -665,7 +665,7 @@ struct HTTPServerTests {
         configuration.port = 0
         configuration.keepAliveTimeout = .seconds(60)
         configuration.idleConnectionDrain = .seconds(1)
-        configuration.requestDrain = .seconds(30)  // the slow answer's 6 s, with room on a slow runner
+        configuration.requestDrain = .seconds(30)  // the slow answer's 8 s, with room on a slow runner
         let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
         try server.start()
         let port = server.port
@@ -673,11 +673,15 @@ struct HTTPServerTests {
         // Its session gone first, so the count below is the slow request's (not a shutdown begun
         // before the slow request even connected).
         #expect(await eventually { server.liveSessionObjects == 0 })
-        let slow = Self.slowGet(port: port, "/slow?ms=6000")
+        let slow = Self.slowGet(port: port, "/slow?ms=8000")
         #expect(await eventually { server.liveSessionObjects == 1 })
         let stopping = Task { await server.shutdown() }
+        // The listener closes first: once a connect is refused, the stop has begun.
+        #expect(await eventually(timeout: .seconds(10)) {
+            (try? await runBlocking { try RawConnection(port: port, timeout: .seconds(2)).close() }) == nil
+        })
         let closed = try await runBlocking { () -> Bool in
-            kept.timeout = .seconds(4)  // well before the slow answer
+            kept.timeout = .seconds(6)  // the idle drain's 1 s, and before the slow answer
             do {
                 _ = try kept.readResponse()
                 return false
