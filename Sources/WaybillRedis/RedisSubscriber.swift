@@ -142,6 +142,11 @@ final class RedisSubscriber: Sendable {
                 if stopping { return nil }
                 if fds[0].revents != 0 {
                     try connection.readAvailable()
+                    // Bytes arrived (an end of stream throws above): the connection is alive, also
+                    // while a large message is still on its way. Only whole replies counted, and a
+                    // message over the heartbeat's 2 s in transit made the subscriber resubscribe
+                    // in its middle, over and over (a review, 2026-12-05).
+                    heartbeat.heard(at: lookedAt)
                     try drain()  // what was read counts before the silence is judged
                 }
                 switch heartbeat.check(at: lookedAt) {

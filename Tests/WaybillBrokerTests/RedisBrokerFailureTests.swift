@@ -46,6 +46,22 @@ struct RedisBrokerFailureTests {
         #expect(lookAlike.connections == 2, "each PUBLISH on a fresh connection")
     }
 
+    /// A message still arriving after the heartbeat's 2 s (tens of MB on a slow link; here a
+    /// look-alike that sends one over 3.5 s, answering no PING meanwhile, as Redis answers after
+    /// the message) keeps the subscription: bytes arriving are a sign of life. Only whole replies
+    /// counted, and the subscriber resubscribed in the message's middle (a review, 2026-12-05).
+    @Test func aMessageSlowerThanTheHeartbeatKeepsTheSubscription() async throws {
+        let lookAlike = try LookAlikeRedis(trickle: true)
+        defer { lookAlike.stop() }
+        let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        #expect(await subscription.waitForSubscribed())
+        #expect(await subscription.wait(timeout: .seconds(10)) { $0.contains(.events([event(7)])) }, "the slow message arrives")
+        #expect(lookAlike.connections == 1, "no resubscribe while it arrived")
+        #expect(!subscription.deliveries.contains(.lost))
+    }
+
     /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
     /// SIGPIPE and killed the process in the notes (§1). The broker ignores SIGPIPE, so this throws.
     @Test func largePublishToAKilledRedisThrowsInsteadOfKillingTheProcess() async throws {
@@ -444,7 +460,12 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
 
     var connections: Int { accepted.load(ordering: .acquiring) }
 
-    init() throws {
+    /// `trickle`: answers SUBSCRIBE as Redis does, then sends one message (`event(7)`) a few bytes
+    /// every 100 ms over about 3.5 s, and answers nothing else (no PONG before it ends).
+    private let trickle: Bool
+
+    init(trickle: Bool = false) throws {
+        self.trickle = trickle
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -475,6 +496,10 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
             let client = accept(fd, nil, nil)
             guard client >= 0 else { continue }
             accepted.add(1, ordering: .releasing)
+            if trickle {
+                Thread { Self.trickleMessage(to: client) }.start()
+                continue
+            }
             Thread {
                 var buffer = [UInt8](repeating: 0, count: 65_536)
                 while read(client, &buffer, buffer.count) > 0 {
@@ -484,6 +509,36 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
                 close(client)
             }.start()
         }
+    }
+
+    /// RESP for `[kind, channel, payload]`.
+    private static func push(_ parts: [[UInt8]]) -> [UInt8] {
+        var bytes = Array("*\(parts.count)\r\n".utf8)
+        for part in parts { bytes += Array("$\(part.count)\r\n".utf8) + part + Array("\r\n".utf8) }
+        return bytes
+    }
+
+    private static func trickleMessage(to client: Int32) {
+        func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBufferPointer { write(client, $0.baseAddress, $0.count) } }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        guard read(client, &buffer, buffer.count) > 0 else {  // SUBSCRIBE
+            close(client)
+            return
+        }
+        let channel = Array("waybill:events".utf8)
+        send(Array("*3\r\n$9\r\nsubscribe\r\n$\(channel.count)\r\n".utf8) + channel + Array("\r\n:1\r\n".utf8))
+        let message = push([Array("message".utf8), channel, BrokerWireFormat.encode([event(7)])])
+        let pieces = 35
+        let size = (message.count + pieces - 1) / pieces
+        for start in stride(from: 0, to: message.count, by: size) {
+            usleep(100_000)
+            send(Array(message[start..<min(start + size, message.count)]))
+        }
+        // Then answer PINGs as Redis would, until the client goes.
+        while read(client, &buffer, buffer.count) > 0 {
+            send(Array("*2\r\n$4\r\npong\r\n$0\r\n\r\n".utf8))
+        }
+        close(client)
     }
 
     func stop() {
