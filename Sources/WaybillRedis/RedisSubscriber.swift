@@ -122,6 +122,13 @@ final class RedisSubscriber: Sendable {
         func drain() throws(BrokerError) {
             while let reply = try connection.bufferedReply() {
                 heartbeat.heard(at: .now)
+                if Self.isUnsubscribe(reply) {
+                    // Nobody here asked for it (the subscriber never unsubscribes; it closes): the
+                    // server, or a proxy, ended the subscription, and the connection would go on
+                    // answering PINGs with nothing delivered until the feeds' silent-broker rule
+                    // (about 10 s). Resubscribe now (a review, 2026-12-05).
+                    throw BrokerError("unsubscribed by the server")
+                }
                 handle(reply)
             }
         }
@@ -161,6 +168,12 @@ final class RedisSubscriber: Sendable {
         } catch {
             return error.message
         }
+    }
+
+    /// An `unsubscribe` push (`["unsubscribe", channel, count]`).
+    static func isUnsubscribe(_ reply: RedisReply) -> Bool {
+        guard case .array(let items) = reply else { return false }
+        return items.first?.text == "unsubscribe"
     }
 
     /// `["message", channel, payload]` → decode once, deliver; pongs and (un)subscribe confirmations

@@ -51,7 +51,7 @@ struct RedisBrokerFailureTests {
     /// the message) keeps the subscription: bytes arriving are a sign of life. Only whole replies
     /// counted, and the subscriber resubscribed in the message's middle (a review, 2026-12-05).
     @Test func aMessageSlowerThanTheHeartbeatKeepsTheSubscription() async throws {
-        let lookAlike = try LookAlikeRedis(trickle: true)
+        let lookAlike = try LookAlikeRedis(mode: .trickle)
         defer { lookAlike.stop() }
         let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
         defer { broker.close() }
@@ -60,6 +60,20 @@ struct RedisBrokerFailureTests {
         #expect(await subscription.wait(timeout: .seconds(10)) { $0.contains(.events([event(7)])) }, "the slow message arrives")
         #expect(lookAlike.connections == 1, "no resubscribe while it arrived")
         #expect(!subscription.deliveries.contains(.lost))
+    }
+
+    /// An `unsubscribe` nobody asked for (the server's or a proxy's) makes the subscriber
+    /// subscribe again at once: it stayed on a connection that answered PINGs and delivered
+    /// nothing, until the feeds' silent-broker rule about 10 s later (a review, 2026-12-05).
+    @Test func anUnsolicitedUnsubscribeSubscribesAgain() async throws {
+        let lookAlike = try LookAlikeRedis(mode: .unsubscribeFirst)
+        defer { lookAlike.stop() }
+        let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
+        defer { broker.close() }
+        let subscription = DeliveryCollector(broker.subscribe())
+        // The look-alike sends the message only on its second connection.
+        #expect(await subscription.wait(timeout: .seconds(5)) { $0.contains(.events([event(7)])) })
+        #expect(lookAlike.connections == 2)
     }
 
     /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
@@ -460,12 +474,20 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
 
     var connections: Int { accepted.load(ordering: .acquiring) }
 
-    /// `trickle`: answers SUBSCRIBE as Redis does, then sends one message (`event(7)`) a few bytes
-    /// every 100 ms over about 3.5 s, and answers nothing else (no PONG before it ends).
-    private let trickle: Bool
+    enum Mode {
+        /// Answers every command with `+OK`, as no Redis answers PUBLISH.
+        case okToEverything
+        /// Answers SUBSCRIBE as Redis does, then sends one message (`event(7)`) a few bytes every
+        /// 100 ms over about 3.5 s, and answers nothing else (no PONG before it ends).
+        case trickle
+        /// Answers SUBSCRIBE, then on the first connection pushes an `unsubscribe` and stays
+        /// silent but for PONGs; on the next, sends the message (`event(7)`).
+        case unsubscribeFirst
+    }
+    private let mode: Mode
 
-    init(trickle: Bool = false) throws {
-        self.trickle = trickle
+    init(mode: Mode = .okToEverything) throws {
+        self.mode = mode
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -496,8 +518,14 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
             let client = accept(fd, nil, nil)
             guard client >= 0 else { continue }
             accepted.add(1, ordering: .releasing)
-            if trickle {
-                Thread { Self.trickleMessage(to: client) }.start()
+            switch mode {
+            case .okToEverything: break
+            case .trickle:
+                Thread { Self.subscribe(client, thenSend: .trickled) }.start()
+                continue
+            case .unsubscribeFirst:
+                let first = connections == 1
+                Thread { Self.subscribe(client, thenSend: first ? .unsubscribe : .message) }.start()
                 continue
             }
             Thread {
@@ -518,7 +546,9 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
         return bytes
     }
 
-    private static func trickleMessage(to client: Int32) {
+    private enum Follow { case trickled, unsubscribe, message }
+
+    private static func subscribe(_ client: Int32, thenSend follow: Follow) {
         func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBufferPointer { write(client, $0.baseAddress, $0.count) } }
         var buffer = [UInt8](repeating: 0, count: 4096)
         guard read(client, &buffer, buffer.count) > 0 else {  // SUBSCRIBE
@@ -528,11 +558,19 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
         let channel = Array("waybill:events".utf8)
         send(Array("*3\r\n$9\r\nsubscribe\r\n$\(channel.count)\r\n".utf8) + channel + Array("\r\n:1\r\n".utf8))
         let message = push([Array("message".utf8), channel, BrokerWireFormat.encode([event(7)])])
-        let pieces = 35
-        let size = (message.count + pieces - 1) / pieces
-        for start in stride(from: 0, to: message.count, by: size) {
-            usleep(100_000)
-            send(Array(message[start..<min(start + size, message.count)]))
+        switch follow {
+        case .trickled:
+            let pieces = 35
+            let size = (message.count + pieces - 1) / pieces
+            for start in stride(from: 0, to: message.count, by: size) {
+                usleep(100_000)
+                send(Array(message[start..<min(start + size, message.count)]))
+            }
+        case .unsubscribe:
+            usleep(200_000)
+            send(Array("*3\r\n$11\r\nunsubscribe\r\n$\(channel.count)\r\n".utf8) + channel + Array("\r\n:0\r\n".utf8))
+        case .message:
+            send(message)
         }
         // Then answer PINGs as Redis would, until the client goes.
         while read(client, &buffer, buffer.count) > 0 {
