@@ -3,7 +3,8 @@
 /// A partitioned or frozen Redis sends nothing, and a subscribed socket is otherwise silent on an idle
 /// channel: without a heartbeat the loop was still waiting, unaware, after 6 s; TCP keepalive in
 /// hiredis 0.14 is 15 s idle + 3 × 5 s (notes §7). So: PING every `interval`; anything read
-/// (a pong or a message) proves the connection; nothing read for `timeout` while a PING has waited
+/// (a pong, a message, or bytes of one still arriving) proves the connection; nothing read for
+/// `timeout` while a PING has waited
 /// at least `interval` for its answer → reconnect. That gave up after 3.0 s in the notes' partition
 /// test, and after 2 s here when Redis freezes right after a reply.
 ///
@@ -29,8 +30,8 @@ struct RedisHeartbeat: Sendable {
         lastPing = now
     }
 
-    /// A reply of any kind arrived (noted before it is handled: a slow handler's time counts as
-    /// silence, which the rule above forgives by pinging first).
+    /// Bytes arrived: a reply of any kind, or part of one (noted before it is handled: a slow
+    /// handler's time counts as silence, which the rule above forgives by pinging first).
     mutating func heard(at now: ContinuousClock.Instant) {
         lastHeard = now
         unansweredSince = nil

@@ -176,7 +176,7 @@ final class RedisSubscriber: Sendable {
         return items.first?.text == "unsubscribe"
     }
 
-    /// `["message", channel, payload]` → decode once, deliver; pongs and (un)subscribe confirmations
+    /// `["message", channel, payload]` → decode once, deliver; pongs and subscribe confirmations
     /// only prove the connection alive. A payload that does not decode is logged and skipped: one bad
     /// publisher must not stop delivery. The consumers hear `.skipped` and read the store at once:
     /// they noticed only at the next batch's id gap or their 5 s check, so while a newer node led

@@ -488,6 +488,8 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
 
     init(mode: Mode = .okToEverything) throws {
         self.mode = mode
+        // Its client threads may write into connections the broker already closed.
+        signal(SIGPIPE, SIG_IGN)
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
