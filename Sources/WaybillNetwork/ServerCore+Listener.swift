@@ -26,7 +26,6 @@ extension ServerCore {
         }
         self.vhost = vhost
         listenerWsi = wsi
-        listenerDescriptor = listener.descriptor
         spare = SpareDescriptor()
         boundPort.store(listener.port, ordering: .sequentiallyConsistent)
         return true
@@ -46,19 +45,19 @@ extension ServerCore {
     /// handed to lws.
     @discardableResult
     private func acceptQueued(upTo limit: Int) -> Int {
-        guard let vhost, listenerDescriptor >= 0 else { return 0 }
+        guard let vhost, let listenerWsi else { return 0 }
+        let listener = lws_get_socket_fd(listenerWsi)
         var adopted = 0
         let type = lws_adoption_type(rawValue: LWS_ADOPT_SOCKET.rawValue | LWS_ADOPT_HTTP.rawValue)
         for _ in 0..<limit {
-            let fd = lwsx_accept(listenerDescriptor)
+            let fd = lwsx_accept(listener)
             guard fd >= 0 else {
                 switch errno {
                 case EINTR, ECONNABORTED, EPROTO:
                     continue  // that one is gone; the next may be fine
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: drop the oldest queued connection rather than spin on it.
-                    acceptFailures += 1
-                    if spare?.shedOne(from: listenerDescriptor) == true { continue }
+                    if spare?.shedOne(from: listener) == true { continue }
                     // Nothing shed: the queue is empty now (Linux fails with EMFILE before it looks
                     // at the queue), or the spare could not be freed (the system's table full, the
                     // spare taken meanwhile). Either way stop watching the listener for a moment
@@ -77,8 +76,6 @@ extension ServerCore {
             if let wsi = lws_adopt_descriptor_vhost(vhost, type, descriptor, nil, nil) {
                 connections[wsi] = .now
                 adopted += 1
-            } else {
-                acceptFailures += 1
             }
         }
         return adopted
@@ -150,7 +147,6 @@ extension ServerCore {
     func forgetConnection(_ wsi: OpaquePointer) {
         if wsi == listenerWsi {
             listenerWsi = nil
-            listenerDescriptor = -1
         } else {
             connections[wsi] = nil
         }

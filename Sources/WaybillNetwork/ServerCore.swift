@@ -50,17 +50,15 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// (`woken`). Swapped with `answering` like the two lists above.
     var deferredAnswers: [UInt64] = []
     var answering: [UInt64] = []
-    /// The listening socket's wsi (lws watches it as a raw file) and descriptor, until shutdown.
+    /// The listening socket's wsi (lws watches it as a raw file, and holds its descriptor), until
+    /// shutdown.
     var listenerWsi: OpaquePointer?
-    var listenerDescriptor: Int32 = -1
     var vhost: OpaquePointer?
     /// Held back for `accept` when the process is out of descriptors (`SpareDescriptor`).
     var spare: SpareDescriptor?
     /// Connections accepted and not yet freed by lws (WebSockets too): shutdown closes the idle ones.
     /// With when each was accepted (a connection new at shutdown may not have sent its request yet).
     var connections: [OpaquePointer: ContinuousClock.Instant] = [:]
-    /// Accepted connections dropped at once: out of descriptors, or lws's table full (tests, logs).
-    var acceptFailures = 0
     /// Why the listening socket could not be opened, for `HTTPServer.start`'s error.
     var listenError: String?
     /// Who gets pinged or dropped at each 100 ms tick (see `HeartbeatWheel`).

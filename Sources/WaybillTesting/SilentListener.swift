@@ -15,25 +15,7 @@ public final class SilentListener: @unchecked Sendable {
     /// Listens on a free port.
     /// - Throws: `RawConnectionError.connectFailed` with the errno if the socket cannot listen.
     public init() throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RawConnectionError.connectFailed(errno) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let socketFD = fd
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socketFD, $0, length) == 0 && listen(socketFD, 16) == 0 && getsockname(socketFD, $0, &length) == 0
-            }
-        }
-        guard ok else {
-            let code = errno
-            Glibc.close(fd)
-            fd = -1  // or deinit closes the number again, maybe another thread's file by then
-            throw RawConnectionError.connectFailed(code)
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (fd, port) = try openLoopbackListener()
     }
 
     deinit { close() }

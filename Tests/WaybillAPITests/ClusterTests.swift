@@ -276,9 +276,7 @@ struct ClusterTests {
             }
             try #require(cluster.nodes[0] != nil)
             cluster.nodes[0]?.signal(SIGTERM)
-            let refused = await cluster.eventually(timeout: .seconds(10)) {
-                (try? await runBlocking { try RawConnection(port: port, timeout: .seconds(2)).close() }) == nil
-            }
+            let refused = await cluster.eventually(timeout: .seconds(10)) { await connectIsRefused(port: port) }
             #expect(refused, "a connect after SIGTERM is refused")
             let answer = try await runBlocking { () -> RawHTTPResponse in
                 let body = Array(#"{"notes":"written during the deploy"}"#.utf8)

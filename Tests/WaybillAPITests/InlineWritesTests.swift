@@ -15,7 +15,41 @@ import WaybillStorage
 /// service thread still never waits for another process's lock.
 @Suite(.timeLimit(.minutes(1)))
 struct InlineWritesTests {
-    private final class Released: Sendable { let value = Atomic<Bool>(false) }
+    /// Another process's hold on the database's write lock (`BEGIN IMMEDIATE` on a connection of
+    /// its own, as `waybill seed` beside the server), let go by `release()` or after 15 s: a server
+    /// that waited for it would answer only then. (A fixed 3 s hold was too short for a loaded
+    /// 2-core machine running the whole suite.)
+    private final class WriteLockHolder: @unchecked Sendable {  // the connection is the thread's after init
+        private let connection: SQLiteConnection
+        private let released = Atomic<Bool>(false)
+        private let letGo = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+
+        init(path: String) throws {
+            connection = try SQLiteConnection(path: path)
+            try connection.execute("BEGIN IMMEDIATE")
+            Thread { [self] in
+                _ = letGo.wait(timeout: .now() + 15)
+                released.store(true, ordering: .sequentiallyConsistent)
+                try? connection.execute("COMMIT")
+                done.signal()
+            }.start()
+        }
+
+        deinit { connection.close() }
+
+        var isReleased: Bool { released.load(ordering: .sequentiallyConsistent) }
+
+        /// Lets go and returns once the lock is free.
+        func release() async {
+            letGo.signal()
+            await withCheckedContinuation { c in
+                DispatchQueue.global().async {
+                    self.done.wait()
+                    c.resume()
+                }
+            }
+        }
+    }
 
     private struct Running {
         let sqlite: SQLiteOrderStore
@@ -110,34 +144,17 @@ struct InlineWritesTests {
     /// the writer thread, about 20 ms a MiB (a review, 2026-12-05).
     @Test func aLargeBodyIsParsedOffTheWriterThread() async throws {
         try await withServer { s in
-            let other = try SQLiteConnection(path: s.path)
-            defer { other.close() }
-            try other.execute("BEGIN IMMEDIATE")
-            let released = Released()
-            nonisolated(unsafe) let holder = other
-            let done = DispatchSemaphore(value: 0), letGo = DispatchSemaphore(value: 0)
-            Thread {
-                _ = letGo.wait(timeout: .now() + 15)
-                released.value.store(true, ordering: .sequentiallyConsistent)
-                try? holder.execute("COMMIT")
-                done.signal()
-            }.start()
+            let lock = try WriteLockHolder(path: s.path)
             let write = Task { try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"held"}"#) }
             // The writer thread waits for the lock (on a runner slower than this the test proves
             // nothing, but never fails wrongly).
             try await Task.sleep(for: .milliseconds(500))
             let padding = String(repeating: " ", count: 20 << 10)
             let status = try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: "{\"notes\": " + padding)  // cut off: malformed
-            let answeredBeforeRelease = !released.value.load(ordering: .sequentiallyConsistent)
+            let answeredBeforeRelease = !lock.isReleased
             #expect(status == 400)
             #expect(answeredBeforeRelease, "the large body was parsed while the writer thread waited")
-            letGo.signal()
-            await withCheckedContinuation { c in
-                DispatchQueue.global().async {
-                    done.wait()
-                    c.resume()
-                }
-            }
+            await lock.release()
             #expect(try await write.value == 200)
         }
     }
@@ -147,34 +164,14 @@ struct InlineWritesTests {
     @Test func aWriteWaitingForAnotherProcessDoesNotHoldTheServer() async throws {
         try await withServer { s in
             #expect(try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"before"}"#) == 200)
-            let other = try SQLiteConnection(path: s.path)
-            defer { other.close() }
-            try other.execute("BEGIN IMMEDIATE")
-            // The other process lets go when the test says so, or after 15 s: a server that waited
-            // for it would answer the reads below only then. (A fixed 3 s hold was too short for a
-            // loaded 2-core machine running the whole suite.)
-            let released = Released()
-            nonisolated(unsafe) let holder = other
-            let done = DispatchSemaphore(value: 0), letGo = DispatchSemaphore(value: 0)
-            Thread {
-                _ = letGo.wait(timeout: .now() + 15)
-                released.value.store(true, ordering: .sequentiallyConsistent)
-                try? holder.execute("COMMIT")
-                done.signal()
-            }.start()
+            let lock = try WriteLockHolder(path: s.path)
             let write = Task { try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"after"}"#) }
             try await Task.sleep(for: .milliseconds(200))  // the write is in hand, waiting for the lock
             #expect(try await s.send("GET", "/healthz") == 200)
             #expect(try await s.send("GET", "/api/orders/\(s.orderID)/") == 200)
-            let answeredBeforeRelease = !released.value.load(ordering: .sequentiallyConsistent)
+            let answeredBeforeRelease = !lock.isReleased
             #expect(answeredBeforeRelease, "answered while the write still waited for the lock")
-            letGo.signal()
-            await withCheckedContinuation { c in
-                DispatchQueue.global().async {
-                    done.wait()
-                    c.resume()
-                }
-            }
+            await lock.release()
             #expect(try await write.value == 200)
             let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
             #expect(order?.notes == "after")

@@ -29,9 +29,7 @@ struct StoppingServerTests {
             let (forReady, forAlive) = (try await keptConnection(), try await keptConnection())
             let stopping = Task { await server.stopServer() }
             // The listener closes first: once a connect is refused, the stop has begun.
-            let begun = await eventually(timeout: .seconds(15)) {
-                (try? await runBlocking { try RawConnection(port: port, timeout: .seconds(2)).close() }) == nil
-            }
+            let begun = await eventually(timeout: .seconds(15)) { await connectIsRefused(port: port) }
             #expect(begun)
             let (ready, alive) = try await runBlocking { () -> (RawHTTPResponse, RawHTTPResponse) in
                 try forReady.send(RawConnection.request("GET", "/readyz"))

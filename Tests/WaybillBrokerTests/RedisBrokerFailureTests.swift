@@ -490,23 +490,7 @@ final class LookAlikeRedis: @unchecked Sendable {  // fd and the thread are set 
         self.mode = mode
         // Its client threads may write into connections the broker already closed.
         signal(SIGPIPE, SIG_IGN)
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let socketFD = fd
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socketFD, $0, length) == 0 && listen(socketFD, 16) == 0 && getsockname(socketFD, $0, &length) == 0
-            }
-        }
-        guard socketFD >= 0, ok else {
-            let code = errno
-            if socketFD >= 0 { close(socketFD) }
-            throw RawConnectionError.connectFailed(code)
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (fd, port) = try openLoopbackListener()
         Thread { [self] in
             serve()
             ended.signal()

@@ -677,9 +677,7 @@ struct HTTPServerTests {
         #expect(await eventually { server.liveSessionObjects == 1 })
         let stopping = Task { await server.shutdown() }
         // The listener closes first: once a connect is refused, the stop has begun.
-        #expect(await eventually(timeout: .seconds(10)) {
-            (try? await runBlocking { try RawConnection(port: port, timeout: .seconds(2)).close() }) == nil
-        })
+        #expect(await eventually(timeout: .seconds(10)) { await connectIsRefused(port: port) })
         let closed = try await runBlocking { () -> Bool in
             kept.timeout = .seconds(6)  // the idle drain's 1 s, and before the slow answer
             do {
