@@ -114,12 +114,14 @@ struct HubBookkeepingTests {
     /// A history rewind drops the receipts waiting for a retry: they name the old history's versions
     /// (the device reports the restored ones after its `reset`; a review).
     @Test func aHistoryRewindDropsReceiptsWaitingForARetry() async throws {
-        try await Self.withFailingReceiptsWrites(1, interval: .milliseconds(300), version: 9) { hub, service, socket, counting, store, before in
+        // The retry comes 2 s after the first try: the rewind must reach the hub before it. At 600 ms
+        // a loaded CI runner once took longer (2026-12-05), and the test saw the retry it forbids.
+        try await Self.withFailingReceiptsWrites(1, interval: .seconds(1), version: 9) { hub, service, socket, counting, store, before in
             #expect(await eventually { counting.writes == before + 1 }, "the first try (fails)")
             let restored = try await store.append(1)
-            hub.historyRewound(to: restored[0].cursor)  // before the retry, 600 ms after the first try
+            hub.historyRewound(to: restored[0].cursor)  // before the retry, 2 s after the first try
             #expect(await eventually { service.io.closeCode(socket) == 1012 })
-            try await Task.sleep(for: .milliseconds(1_500))
+            try await Task.sleep(for: .milliseconds(3_000))  // past when the retry would have come
             #expect(counting.writes == before + 1, "not tried again")
         }
     }
