@@ -116,7 +116,9 @@ public final class WaybillServer: Sendable {
         // Logouts made on any node: close the sockets they revoked here and drop cached tokens.
         let sessions = SessionWatcher(
             store: store, interval: configuration.sessionPollInterval, now: { clock.now() }, logger: logger,
-            lostTrack: { hub.execute { io in hub.closeAll(code: 1012, reason: "service restart", io: io) } }
+            // Logouts may have been pruned unread: each connected user's session epoch says which
+            // of their sockets to close (`Hub.sweepSessions`).
+            lostTrack: { hub.sweepSessions(at: clock.now()) { logout in auth.forget(user: logout.userID) } }
         ) { logout in
             auth.forget(user: logout.userID)
             closeSockets(logout)

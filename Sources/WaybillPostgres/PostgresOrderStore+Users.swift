@@ -88,6 +88,17 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
+    func sessionEpochs(of users: [UserID]) throws -> [UserID: SessionEpoch] {
+        guard !users.isEmpty else { return [:] }
+        return try perform { () throws(PostgresError) in
+            let rows = try query(
+                "SELECT id, session_epoch FROM users WHERE id = ANY($1::bigint[])",
+                [.text(PostgresArray.literal(users.map { String($0.rawValue) }))]
+            ) { row throws(PostgresError) in (UserID(try row.int64(0)), SessionEpoch(try row.int64(1))) }
+            return Dictionary(rows, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
     /// A `logouts` row read as `user_id, at, session_epoch, id`: what a poll reads and what revoking
     /// returns alike.
     private static func logout(_ row: PostgresRow) throws(PostgresError) -> Logout {

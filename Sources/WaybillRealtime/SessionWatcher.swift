@@ -25,10 +25,10 @@ public final class SessionWatcher: Sendable {
     ///   - overlap: how far back each poll looks (see `LogoutWindow`).
     ///   - lostTrack: called when a poll answers after none did for `lostTrackAfter` (half the
     ///     hour logout records are kept, `OutboxPruner`'s session retention): logouts made meanwhile
-    ///     may be gone from the store, so this node cannot tell whose sockets they revoked. The
-    ///     server closes every socket with 1012: clients come back with new tickets, and a revoked
-    ///     user's is refused (found by a review, 2026-12-05: a node cut off from PostgreSQL for over
-    ///     an hour kept serving logged-out users their company's events).
+    ///     may be gone from the store, so the poll cannot say whose sockets they revoked (found by a
+    ///     review, 2026-12-05: a node cut off from PostgreSQL for over an hour kept serving
+    ///     logged-out users their company's events). The server reads each connected user's
+    ///     session epoch instead, and closes the sockets it revoked (`Hub.sweepSessions`).
     ///   - loggedOut: called once per new logout: close the sockets it revoked, forget cached tokens.
     public init(
         store: any OrderStore, interval: Duration = .milliseconds(250), overlap: Duration = .seconds(5),
@@ -72,7 +72,7 @@ public final class SessionWatcher: Sendable {
                 for logout in logouts { loggedOut(logout) }
                 if lost {
                     logger.warning(
-                        "session watcher read no logouts for longer than they are kept: closing every socket so each signs in again",
+                        "session watcher read no logouts for longer than they are kept: reading the session epoch of every connected user",
                         ["limit_seconds": "\(Int(limit))"])
                     lostTrack()
                 }

@@ -206,6 +206,11 @@ public protocol StoreReader {
     /// the newest it has seen also hears of a logout stamped by a node whose clock runs behind its
     /// own by more than the window.
     func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll
+    /// The session epoch of each of `users` that exists, now: a user's epoch is the one their
+    /// latest logout started, so it tells which of their credentials every logout so far revoked,
+    /// pruned logout records included. Read by a node that lost track of logouts
+    /// (`Hub.sweepSessions`). Users that do not exist are absent; so are repeats.
+    func sessionEpochs(of users: [UserID]) throws -> [UserID: SessionEpoch]
 }
 
 extension StoreReader {

@@ -68,17 +68,33 @@ struct HistoryRewindTests {
     }
 
     /// A node that read no logouts for longer than they are kept (its clock here jumps an hour, as
-    /// for a node cut off from the store that long) closes every socket with 1012: it cannot tell
-    /// whose sockets the logouts it missed revoked, and each client signs in again.
-    @Test func aNodeThatLostTrackOfLogoutsClosesEverySocket() async throws {
+    /// for a node cut off from the store that long) cannot tell from the logouts left whose sockets
+    /// the missed ones revoked: it reads each connected user's session epoch instead. The socket of
+    /// a driver who logged out meanwhile (the record pruned before any poll read it) closes with
+    /// 4001; another driver's socket stays open and still gets its events. Before, every socket
+    /// closed with 1012: after an outage of the store, every client of the cluster came back at once.
+    @Test func aNodeThatLostTrackOfLogoutsClosesOnlyTheSocketsTheyRevoked() async throws {
         let clock = SteppedClock()
         try await TestServer.withRunning(clock: clock) { server in
-            let seed = try await server.seed(drivers: 1, orders: 1)
-            let (socket, _) = try await server.connectedSocket(token: seed.drivers[0].token)
+            let seed = try await server.seed(drivers: 2, orders: 1)
+            let (revoked, _) = try await server.connectedSocket(token: seed.drivers[0].token)
+            let (kept, _) = try await server.connectedSocket(token: seed.drivers[1].token)
+            // The logout and the pruning of its record in one transaction: no poll ever reads it.
+            let loggedOut = UserID(seed.drivers[0].id)
+            let pruned = try await server.store.write { tx in
+                let logout = try tx.revokeTokens(of: loggedOut)
+                return try tx.pruneSessionRecords(before: logout.at.addingTimeInterval(1), limit: 100)
+            }
+            #expect(pruned == 1)
             clock.advance(by: 3600)
-            let code = await socket.closed(timeout: .seconds(20))
-            #expect(code == 1012 || code == 1002)  // lws's client reports a received 1012 as 1002
+            #expect(await revoked.closed(timeout: .seconds(20)) == 4001)
             #expect(await server.eventually { server.logs.contains("read no logouts for longer than they are kept") })
+            #expect(await server.eventually { server.logs.contains("logged_out=1") })
+            let order = try #require(seed.drivers[1].orderIDs?.first)
+            try await server.writeNotesDirectly(order: order, company: seed.companyID, notes: "still live")
+            let event = try #require(await kept.nextEvent())
+            #expect(event["order_id"] as? Int == Int(order))
+            #expect(!server.logs.contains("code=1012"))
         }
     }
 }

@@ -82,4 +82,5 @@ final class CountingReader: StoreReader, @unchecked Sendable {  // used on one t
     func oldestUnrelayedEventTime() throws -> Date? { try inner.oldestUnrelayedEventTime() }
     func event(_ id: EventID) throws -> StoredEvent? { try inner.event(id) }
     func logoutPoll(since: Date, afterID: Int64?) throws -> LogoutPoll { try inner.logoutPoll(since: since, afterID: afterID) }
+    func sessionEpochs(of users: [UserID]) throws -> [UserID: SessionEpoch] { try inner.sessionEpochs(of: users) }
 }

@@ -69,6 +69,33 @@ import WaybillStoreTesting
         }
     }
 
+    /// A user's session epoch is the one their latest logout started, also once its record is
+    /// pruned: a node that lost track of logouts reads it to know which credentials were revoked.
+    /// Users that do not exist are left out; any number of users is read at once.
+    @Test(arguments: Backend.allCases) func sessionEpochsAreReadForManyUsersAndOutliveTheLogoutRecords(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withStore(backend, clock: clock) { store in
+            let fixture = try await Fixture.seed(store)
+            let (alice, bob) = (fixture.alice.id, fixture.bob.id)
+            @Sendable func epochs(_ users: [UserID]) async throws -> [UserID: SessionEpoch] {
+                try await store.read { tx in try tx.sessionEpochs(of: users) }
+            }
+            #expect(try await epochs([]) == [:])
+            #expect(try await epochs([alice, bob]) == [alice: SessionEpoch(0), bob: SessionEpoch(0)])
+            clock.set(t0)
+            let first = try await store.write { tx in try tx.revokeTokens(of: alice) }
+            let second = try await store.write { tx in try tx.revokeTokens(of: alice) }
+            #expect(second.epoch == SessionEpoch(2))
+            // Every logout record pruned: the epochs stay.
+            #expect(try await store.write { tx in try tx.pruneSessionRecords(before: t0 + 15, limit: 100) } == 2)
+            #expect(try await store.read { tx in try tx.logouts(since: t0 - 1) }.isEmpty)
+            // 2 000 ids that name nobody, the two users, and Alice again.
+            let asked = (0..<2_000).map { UserID(Int64(900_000 + $0)) } + [bob, alice, alice]
+            #expect(try await epochs(asked) == [alice: second.epoch, bob: SessionEpoch(0)])
+            #expect(first.epoch == SessionEpoch(1))
+        }
+    }
+
     /// A user keeps their newest `maxTokensPerUser` tokens: a login past that deletes the oldest
     /// (logins are not throttled once they succeed, and each added a row kept until it expired).
     /// Another user's tokens stay.
