@@ -694,6 +694,40 @@ struct HTTPServerTests {
         await stopping.value
     }
 
+    /// An answer whose head went out before the stop began (a keep-alive answer then) closes its
+    /// connection once its body is written, instead of leaving it open, idle, until the idle
+    /// drain ends (a review, 2026-12-05; this test came a session later). The client reads slowly,
+    /// so most of the 8 MiB body is still to be written when the stop begins.
+    @Test func anAnswerBeingWrittenWhenTheStopBeginsClosesItsConnectionAfterIt() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.keepAliveTimeout = .seconds(60)
+        configuration.idleConnectionDrain = .seconds(30)  // without the close, the connection stays this long
+        configuration.requestDrain = .seconds(30)
+        let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: nil)
+        try server.start()
+        let port = server.port, size = 8 << 20
+        let c = try RawConnection(port: port, timeout: .seconds(20), receiveBufferSize: 16 << 10)
+        defer { c.close() }
+        let head = try await runBlocking { () -> String in
+            try c.send(RawConnection.request("GET", "/big?size=\(size)"))
+            var lines: [String] = []
+            while true {
+                let line = try c.readLine()
+                if line.isEmpty { return lines.joined(separator: "\n").lowercased() }
+                lines.append(line)
+            }
+        }
+        #expect(head.hasPrefix("http/1.1 200"))
+        #expect(!head.contains("connection: close"), "the head went out before the stop")
+        let stopping = Task { await server.shutdown() }
+        #expect(await eventually(timeout: .seconds(10)) { await connectIsRefused(port: port) })
+        let body = try await runBlocking { try c.readUntilClose(timeout: .seconds(15)) }
+        #expect(body.count == size, "the whole body, then the close")
+        #expect(body == (0..<size).map { UInt8($0 % 251) })
+        await stopping.value
+    }
+
     @Test(arguments: ["localhost", "0.0.0.0"])
     func bindsByNameOrToEveryInterface(host: String) async throws {
         try await withServer({ $0.host = host }) { server in
