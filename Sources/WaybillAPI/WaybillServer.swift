@@ -118,7 +118,7 @@ public final class WaybillServer: Sendable {
             store: store, interval: configuration.sessionPollInterval, now: { clock.now() }, logger: logger,
             // Logouts may have been pruned unread: each connected user's session epoch says which
             // of their sockets to close (`Hub.sweepSessions`).
-            lostTrack: { hub.sweepSessions(at: clock.now()) { logout in auth.forget(user: logout.userID) } }
+            lostTrack: { hub.sweepSessions(at: clock.now()) { user in auth.forget(user: user) } }
         ) { logout in
             auth.forget(user: logout.userID)
             closeSockets(logout)

@@ -89,7 +89,7 @@ struct HistoryRewindTests {
             clock.advance(by: 3600)
             #expect(await revoked.closed(timeout: .seconds(20)) == 4001)
             #expect(await server.eventually { server.logs.contains("read no logouts for longer than they are kept") })
-            #expect(await server.eventually { server.logs.contains("logged_out=1") })
+            #expect(await server.eventually { server.logs.contains("sockets_closed=1") })
             let order = try #require(seed.drivers[1].orderIDs?.first)
             try await server.writeNotesDirectly(order: order, company: seed.companyID, notes: "still live")
             let event = try #require(await kept.nextEvent())

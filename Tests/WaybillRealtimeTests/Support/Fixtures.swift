@@ -148,6 +148,9 @@ final class CountingStore: OrderStore {
     }
     /// The next `count` writes fail as with a store that is down for a moment.
     func failWrites(_ count: Int) { writesToFail.store(count, ordering: .relaxed) }
+    private let urgentReadsToFail = Atomic<Int>(0)
+    /// The next `count` urgent reads fail the same way.
+    func failUrgentReads(_ count: Int) { urgentReadsToFail.store(count, ordering: .relaxed) }
     /// Every read, urgent ones included.
     var reads: Int { counts.withLock { $0.reads } }
     /// Reads made with `urgentRead` (the live path's).
@@ -169,6 +172,10 @@ final class CountingStore: OrderStore {
         }
         defer { counts.withLock { $0.finishedReads += 1 } }
         if failingReads { throw StoreError.unavailable("no connection slot") }
+        if urgentReadsToFail.load(ordering: .relaxed) > 0 {
+            urgentReadsToFail.subtract(1, ordering: .relaxed)
+            throw StoreError.unavailable("store down for a moment")
+        }
         return try await store.urgentRead(body)
     }
     func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
