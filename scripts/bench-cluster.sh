@@ -15,6 +15,12 @@
 #                                                   node 2 SIGKILLed at 5 s and started again at 15 s
 #   scripts/bench.sh cluster paced RATE SECONDS node2-term   the same with node 2 stopped as a deploy
 #                                                   stops it (SIGTERM, its drain waited for) at 5 s
+#   scripts/bench.sh cluster paced RATE SECONDS node2-cut    a partition: node 2 runs in a network namespace
+#                                                   (root; scripts/cluster.sh, WAYBILL_CLUSTER_NETNS) and is cut
+#                                                   off from PostgreSQL and Redis from 5 s to 15 s, its packets
+#                                                   dropped; it stays reachable, and keeps its writer and
+#                                                   its half of the sockets, whose events must arrive once
+#                                                   it is joined again (lost counts them as for the others)
 #
 # WAYBILL_BENCH_CLUSTER_WRITE_NODES="2" (paced only; default "1 2") sends every write to node 2 at the
 # whole rate: node 1 starts first and leads the relay, so every event is then a follower's commit,
@@ -46,6 +52,12 @@ export WAYBILL_USER_REQUESTS_PER_SECOND=0
 STATE="$WAYBILL_CLUSTER_DIR"
 N1=$((WAYBILL_CLUSTER_PORT + 1))
 N2=$((WAYBILL_CLUSTER_PORT + 2))
+# A partition needs node 2 in a namespace of its own, where it listens on its link's address.
+H2=127.0.0.1
+if [ "${1:-}" = paced ] && [ "${4:-}" = node2-cut ]; then
+    export WAYBILL_CLUSTER_NETNS=1
+    H2=10.231.1.2
+fi
 
 PG_STATEMENTS="${WAYBILL_BENCH_PG_STATEMENTS:-0}"
 [ "$PG_STATEMENTS" = 1 ] && export WAYBILL_CLUSTER_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
@@ -60,22 +72,29 @@ cleanup() {
 trap cleanup EXIT
 
 "$ROOT/scripts/cluster.sh" start-all >&2
+if [ -n "${WAYBILL_CLUSTER_NETNS:-}" ]; then
+    # The node cut off leads the relay (the harder case): node 1, which took the lease first, is
+    # restarted, and node 2 takes it over.
+    "$ROOT/scripts/cluster.sh" stop node1 >/dev/null
+    for _ in $(seq 1 100); do grep -q 'outbox relay leads' "$STATE/node2.log" && break; sleep 0.1; done
+    "$ROOT/scripts/cluster.sh" start node1 >/dev/null
+fi
 "$BIN" seed --database-url "postgresql://waybill@127.0.0.1:$WAYBILL_CLUSTER_PG_PORT/waybill" \
     --drivers "$DRIVERS" --orders-per-driver "$ORDERS" --out "$STATE/seed.json" 2>/dev/null
-python3 - "$STATE/seed.json" "$STATE/fixtures.json" "$N1" "$N2" "$(cat "$STATE/node1.pid")" <<'PY'
+python3 - "$STATE/seed.json" "$STATE/fixtures.json" "$N1" "$N2" "$(cat "$STATE/node1.pid")" "$H2" <<'PY'
 import json, sys
 seed = json.load(open(sys.argv[1]))
-n1, n2 = sys.argv[3], sys.argv[4]
+n1, n2, h2 = sys.argv[3], sys.argv[4], sys.argv[6]
 seed.update(base_url=f"http://127.0.0.1:{n1}", ws_url=f"ws://127.0.0.1:{n1}/ws/orders/",
-            base_urls=[f"http://127.0.0.1:{n1}", f"http://127.0.0.1:{n2}"],
-            ws_urls=[f"ws://127.0.0.1:{n1}/ws/orders/", f"ws://127.0.0.1:{n2}/ws/orders/"],
+            base_urls=[f"http://127.0.0.1:{n1}", f"http://{h2}:{n2}"],
+            ws_urls=[f"ws://127.0.0.1:{n1}/ws/orders/", f"ws://{h2}:{n2}/ws/orders/"],
             server_pid=int(sys.argv[5]))
 json.dump(seed, open(sys.argv[2], "w"))
 PY
 # Both nodes must have fanned out the seed's events before measuring (else they arrive mid-run).
 for _ in $(seq 1 200); do
     a="$(curl -sf "http://127.0.0.1:$N1/metrics" | awk '/^waybill_delivered_event_id /{print $2}')"
-    b="$(curl -sf "http://127.0.0.1:$N2/metrics" | awk '/^waybill_delivered_event_id /{print $2}')"
+    b="$(curl -sf ${WAYBILL_CLUSTER_NETNS:+-H "Authorization: Bearer $(cat "$STATE/metrics-token")"} "http://$H2:$N2/metrics" | awk '/^waybill_delivered_event_id /{print $2}')"
     [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" -gt 0 ] && break
     sleep 0.1
 done
@@ -113,9 +132,9 @@ pg_sql() { psql -h 127.0.0.1 -p "$WAYBILL_CLUSTER_PG_PORT" -U waybill -d waybill
 
 committed_events() { pg_sql "SELECT last_id FROM event_counter"; }
 
-paced() {  # paced RATE SECONDS [redis|node2|node2-term]
+paced() {  # paced RATE SECONDS [redis|node2|node2-term|node2-cut]
     local rate="$1" dur="$2" outage="${3:-}" per_writer write_nodes="${WAYBILL_BENCH_CLUSTER_WRITE_NODES:-1 2}"
-    case "$outage" in redis|node2|node2-term|"") ;; *) echo "paced: the outage is redis, node2 or node2-term" >&2; exit 2 ;; esac
+    case "$outage" in redis|node2|node2-term|node2-cut|"") ;; *) echo "paced: the outage is redis, node2, node2-term or node2-cut" >&2; exit 2 ;; esac
     # Which node is down for a while, its sockets moved to node 1 and every write sent through nginx.
     local node_down=""; case "$outage" in node2|node2-term) node_down=1 ;; esac
     case "$write_nodes" in "1 2"|1|2) ;; *) echo "paced: WAYBILL_BENCH_CLUSTER_WRITE_NODES is \"1 2\", 1 or 2" >&2; exit 2 ;; esac
@@ -124,17 +143,18 @@ paced() {  # paced RATE SECONDS [redis|node2|node2-term]
     fi
     # The rate each writer sends.
     per_writer="$(python3 -c "print($rate / len('$write_nodes'.split()))")"
-    python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" <<'PY'
+    python3 - "$STATE/fixtures.json" "$STATE" "$N1" "$N2" "$outage" "$H2" <<'PY'
 import json, sys
-fx = json.load(open(sys.argv[1])); state = sys.argv[2]; outage = sys.argv[5]
+fx = json.load(open(sys.argv[1])); state = sys.argv[2]; outage = sys.argv[5]; hosts = ["127.0.0.1", sys.argv[6]]
 drivers = fx["drivers"]; half = len(drivers) // 2
 ids = [i for d in drivers for i in d["order_ids"]]
 open(f"{state}/paced-fixtures.lua", "w").write(
     "return {ids = {%s}, token = %s}\n" % (",".join(map(str, ids)), json.dumps(fx["dispatcher_token"])))
-# With node 2 killed, every socket is on node 1 (a killed node's sockets would count as lost).
-parts = [drivers, []] if outage.startswith("node2") else [drivers[:half], drivers[half:]]
-for n, (port, part) in enumerate(zip(sys.argv[3:5], parts), 1):
-    json.dump(dict(fx, drivers=part, ws_url=f"ws://127.0.0.1:{port}/ws/orders/"), open(f"{state}/drain{n}.json", "w"))
+# With node 2 killed, every socket is on node 1 (a killed node's sockets would count as lost); cut
+# off, node 2 keeps its sockets, and their events must arrive once it is back.
+parts = [drivers, []] if outage in ("node2", "node2-term") else [drivers[:half], drivers[half:]]
+for n, (port, part, host) in enumerate(zip(sys.argv[3:5], parts, hosts), 1):
+    json.dump(dict(fx, drivers=part, ws_url=f"ws://{host}:{port}/ws/orders/"), open(f"{state}/drain{n}.json", "w"))
 PY
     # The drains stop 2 s after the writers: an event delivered later than that counts as lost.
     local drains=() n sockets
@@ -160,14 +180,16 @@ PY
             killer=$! ;;
         node2-term) ( sleep 5; "$ROOT/scripts/cluster.sh" stop node2 >/dev/null; sleep 5; "$ROOT/scripts/cluster.sh" start node2 >/dev/null ) &
             killer=$! ;;
+        node2-cut) ( sleep 5; "$ROOT/scripts/cluster.sh" cut node2 >/dev/null; sleep 10; "$ROOT/scripts/cluster.sh" heal node2 >/dev/null ) &
+            killer=$! ;;
     esac
-    local writers=() port
+    local writers=() port host
     for n in $write_nodes; do
-        port=$N1; [ "$n" = 2 ] && port=$N2
+        port=$N1 host=127.0.0.1; [ "$n" = 2 ] && port=$N2 host=$H2
         # Through nginx when a node is killed: it sends each request to a live node.
-        [ -n "$node_down" ] && port=$WAYBILL_CLUSTER_PORT
+        [ -n "$node_down" ] && port=$WAYBILL_CLUSTER_PORT host=127.0.0.1
         timeout -k 5 $(( dur + 30 )) wrk -t 1 -c "${WAYBILL_BENCH_WRK_CONNECTIONS:-64}" -d "${dur}s" --latency -s "$ROOT/scripts/bench_paced.lua" \
-            "http://127.0.0.1:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $per_writer)")" \
+            "http://$host:$port" -- "$STATE/paced-fixtures.lua" "$(python3 -c "print(1000 / $per_writer)")" \
             >"$STATE/wrk$n.txt" &
         writers+=($!)
     done
@@ -208,8 +230,9 @@ wall = a[0] - b[0]
 per_write = lambda i: round((a[i] - b[i]) / tck * 1e6 / committed, 1) if committed else None
 # PostgreSQL's figure sums the backends alive at both samples: a node killed mid-run takes its
 # backends' ticks with it, so that figure (and node 2's, another process after its restart) is left out.
-pg_cpu = None if outage.startswith("node2") else per_write(3)
-print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-stopped" if outage == "node2-term" else f"-{outage}-killed" if outage else "")
+killed = outage in ("node2", "node2-term")
+pg_cpu = None if killed else per_write(3)
+print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-{int(rate)}" + (f"-{outage}-stopped" if outage == "node2-term" else "-node2-cut-off" if outage == "node2-cut" else f"-{outage}-killed" if outage else "")
     + ("" if write_nodes == ["1", "2"] else f"-writes-node{write_nodes[0]}"),
     "write_nodes": write_nodes, "relay_leader": leader,
     "offered_writes_per_s": rate, "duration_s": dur, "writes": writes,
@@ -217,7 +240,7 @@ print(json.dumps({"scenario": "cluster-paced", "label": f"waybill-cluster-paced-
     "events_committed": committed, "committed_per_s": round(committed / dur, 1), "event_frames": frames,
     "lost": committed - frames,
     "delivery_latency_ms": [d["latency_ms"] for d in drains],
-    "cpu_us_per_write": {"node1": per_write(1), "node2": None if outage.startswith("node2") else per_write(2), "postgres": pg_cpu},
+    "cpu_us_per_write": {"node1": per_write(1), "node2": None if killed else per_write(2), "postgres": pg_cpu},
     "cpu": {"wall_s": round(wall, 2), "node1": round((a[1] - b[1]) / tck / wall, 3),
             "node2": round((a[2] - b[2]) / tck / wall, 3), "postgres": round((a[3] - b[3]) / tck / wall, 3),
             "machine_busy": round(1 - (a[5] - b[5]) / (a[4] - b[4]), 3) if a[4] > b[4] else None}},
@@ -234,6 +257,6 @@ case "${1:-suite}" in
         for rate in 500 1000 1500; do fanout "$rate" 15 "waybill-cluster-fanout-$rate"; done
         outage 200 20
         ;;
-    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS | paced RATE SECONDS [redis|node2|node2-term]]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh cluster [fanout|outage RATE SECONDS | paced RATE SECONDS [redis|node2|node2-term|node2-cut]]" >&2; exit 2 ;;
 esac
 echo "node logs: $(grep -c 'level=error' "$STATE/node1.log" "$STATE/node2.log" | tr '\n' ' ') error lines" >&2

@@ -10,9 +10,17 @@
 #   scripts/cluster.sh kill redis|node1|node2|postgres     kill one part (SIGKILL; PostgreSQL: immediate stop)
 #   scripts/cluster.sh stop node1|node2                    stop a node as a deploy does (SIGTERM, waits for its exit)
 #   scripts/cluster.sh start redis|node1|node2|postgres    start it again on the same port
+#   scripts/cluster.sh cut node2       cut node 2 off from PostgreSQL and Redis: packets dropped, nothing
+#                                      refused (needs WAYBILL_CLUSTER_NETNS=1); `heal node2` joins it again
 #
 # Ports (override with the environment): WAYBILL_CLUSTER_PORT (nginx, 8080), node ports +1 and +2,
 # PostgreSQL 25432, Redis 26379 (below 32768: never in the kernel's ephemeral range).
+#
+# WAYBILL_CLUSTER_NETNS=1 (root, `ip` from iproute2): node 2 runs in a network namespace of its own,
+# reached by nginx and clients over one virtual link (10.231.1.2) and reaching PostgreSQL and Redis
+# over another (10.231.2.1), so that `cut node2` can drop its database traffic while it stays
+# reachable: a network partition, which a killed or stopped process is not (connections hang
+# instead of being refused). The namespace is waybill-PORT; `down` removes it.
 set -euo pipefail
 # Debian installs nginx in /usr/sbin, which is not on a normal user's PATH.
 PATH="$PATH:/usr/sbin"
@@ -36,8 +44,48 @@ REDIS_PORT="${WAYBILL_CLUSTER_REDIS_PORT:-26379}"
 DB_URL="postgresql://waybill@127.0.0.1:$PG_PORT/waybill"
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 BIN="${WAYBILL_BIN:-}"
+NETNS="${WAYBILL_CLUSTER_NETNS:-}"
+NS="waybill-$LB_PORT"
+# Interface names (at most 15 bytes): the client link and the database link, host side and node side.
+CLIENT_LINK="wbc$LB_PORT" DB_LINK="wbd$LB_PORT"
+NODE2_ADDR=10.231.1.2 PROXY_ADDR=10.231.1.1 DB_ADDR=10.231.2.1
 
 node_port() { echo $((LB_PORT + $1)); }
+# Where node N listens (and nginx and clients reach it).
+node_host() { if [ "$1" = 2 ] && [ -n "$NETNS" ]; then echo "$NODE2_ADDR"; else echo 127.0.0.1; fi; }
+
+# Node 2's namespace and its two links (see the header). Idempotent.
+make_netns() {
+    [ "$(id -u)" = 0 ] || die "WAYBILL_CLUSTER_NETNS=1 needs root (network namespaces)"
+    command -v ip >/dev/null || die "WAYBILL_CLUSTER_NETNS=1 needs ip (iproute2)"
+    ip netns list | grep -qw "$NS" && return 0
+    ip netns add "$NS"
+    ip -n "$NS" link set lo up
+    local link host node
+    for link in "$CLIENT_LINK:10.231.1" "$DB_LINK:10.231.2"; do
+        host="${link%%:*}" node="${link%%:*}n"
+        ip link add "$host" type veth peer name "$node"
+        ip link set "$node" netns "$NS"
+        ip addr add "${link#*:}.1/30" dev "$host"
+        ip -n "$NS" addr add "${link#*:}.2/30" dev "$node"
+        ip link set "$host" up
+        ip -n "$NS" link set "$node" up
+    done
+}
+
+remove_netns() {
+    [ -n "$NETNS" ] || return 0
+    ip netns del "$NS" 2>/dev/null || true  # takes the node sides, and with them both pairs
+    ip link del "$CLIENT_LINK" 2>/dev/null || true
+    ip link del "$DB_LINK" 2>/dev/null || true
+}
+
+# cut/heal node2: the host side of the database link down or up. Down, the kernel drops what either
+# side sends over it, silently: open connections hang until their own timeouts, new ones time out.
+set_db_link() {
+    [ -n "$NETNS" ] || die "cut and heal need the cluster started with WAYBILL_CLUSTER_NETNS=1"
+    ip link set "$DB_LINK" "$1"
+}
 
 die() { echo "cluster: $*" >&2; exit 1; }
 
@@ -65,9 +113,11 @@ start_postgres() {
         [ "$(id -u)" = 0 ] && chown -R postgres: "$STATE/pg"
         as_pg "$bin/initdb" -D "$STATE/pg/data" -A trust -U waybill --no-sync >"$STATE/pg/initdb.log" 2>&1 \
             || die "initdb failed, see $STATE/pg/initdb.log"
+        # Node 2 in its namespace connects from the database link's other end.
+        [ -n "$NETNS" ] && echo "host all all 10.231.2.0/30 trust" >>"$STATE/pg/data/pg_hba.conf"
     fi
     as_pg "$bin/pg_ctl" -D "$STATE/pg/data" -l "$STATE/pg/server.log" -w -t 20 \
-        -o "-p $PG_PORT -k $STATE/pg -c listen_addresses=127.0.0.1 -c fsync=on ${WAYBILL_CLUSTER_PG_OPTIONS:-}" start >/dev/null \
+        -o "-p $PG_PORT -k $STATE/pg -c listen_addresses=127.0.0.1${NETNS:+,$DB_ADDR} -c fsync=on ${WAYBILL_CLUSTER_PG_OPTIONS:-}" start >/dev/null \
         || die "PostgreSQL did not start, see $STATE/pg/server.log"
     as_pg "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U waybill -d postgres -qtAc \
         "SELECT 1 FROM pg_database WHERE datname = 'waybill'" | grep -q 1 \
@@ -89,18 +139,29 @@ kill_postgres() {
 
 start_redis() {
     mkdir -p "$STATE/redis"
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$STATE/redis" \
+    # Reached from node 2's namespace too: Redis's protected mode takes only loopback clients.
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 ${NETNS:+$DB_ADDR --protected-mode no} --save "" --appendonly no --dir "$STATE/redis" \
         --daemonize no >"$STATE/redis/server.log" 2>&1 &
     echo $! >"$STATE/redis.pid"
     wait_for 10 redis-cli -p "$REDIS_PORT" ping || die "Redis did not start, see $STATE/redis/server.log"
 }
 
 start_node() {  # start_node N
-    local n=$1 port; port="$(node_port "$1")"
-    "$BIN" serve --host 127.0.0.1 --port "$port" --node-id "node$n" --trusted-proxy 127.0.0.1 \
-        --database-url "$DB_URL" --redis-url "$REDIS_URL" >>"$STATE/node$n.log" 2>&1 &
+    local n=$1 port host; port="$(node_port "$1")" host="$(node_host "$1")"
+    if [ "$host" = 127.0.0.1 ]; then
+        "$BIN" serve --host 127.0.0.1 --port "$port" --node-id "node$n" --trusted-proxy 127.0.0.1 \
+            --database-url "$DB_URL" --redis-url "$REDIS_URL" >>"$STATE/node$n.log" 2>&1 &
+    else
+        # `ip netns exec` execs the node: the pid is the node's. /metrics answers only loopback
+        # clients unless a token is set: nginx and the tools reach this node over its link.
+        [ -f "$STATE/metrics-token" ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STATE/metrics-token"
+        WAYBILL_METRICS_TOKEN="$(cat "$STATE/metrics-token")" \
+            ip netns exec "$NS" "$BIN" serve --host "$host" --port "$port" --node-id "node$n" --trusted-proxy "$PROXY_ADDR" \
+            --database-url "postgresql://waybill@$DB_ADDR:$PG_PORT/waybill" --redis-url "redis://$DB_ADDR:$REDIS_PORT" \
+            >>"$STATE/node$n.log" 2>&1 &
+    fi
     echo $! >"$STATE/node$n.pid"
-    wait_for 20 curl -sf "http://127.0.0.1:$port/readyz" || die "node$n did not become ready, see $STATE/node$n.log"
+    wait_for 20 curl -sf "http://$host:$port/readyz" || die "node$n did not become ready, see $STATE/node$n.log"
 }
 
 write_nginx_conf() {
@@ -125,7 +186,7 @@ http {
     map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
     upstream waybill {
         server 127.0.0.1:$(node_port 1) max_fails=1 fail_timeout=3s;
-        server 127.0.0.1:$(node_port 2) max_fails=1 fail_timeout=3s;
+        server $(node_host 2):$(node_port 2) max_fails=1 fail_timeout=3s;
         keepalive 32;
         # Below the nodes' 5 s: nginx closes an idle connection before a node would, so it never
         # sends a request on one the node is closing (a write would get 502, not resent).
@@ -198,6 +259,7 @@ down() {
     kill_pidfile node2 TERM
     kill_pidfile redis TERM
     stop_postgres
+    remove_netns
     sleep 0.3
     rm -rf "$STATE"
 }
@@ -219,6 +281,7 @@ start_all() {
     [ -d "$STATE" ] && down
     mkdir -p "$STATE"
     build
+    [ -n "$NETNS" ] && make_netns
     echo "cluster: starting PostgreSQL on $PG_PORT, Redis on $REDIS_PORT"
     start_postgres
     start_redis
@@ -258,9 +321,12 @@ case "$command" in
     start-all) start_all ;;
     down) down ;;
     status) status ;;
-    kill|start|stop)
+    kill|start|stop|cut|heal)
         part="${2:-}"
         case "$command:$part" in
+            cut:node2) set_db_link down ;;
+            heal:node2) set_db_link up ;;
+            cut:*|heal:*) die "usage: scripts/cluster.sh $command node2" ;;
             stop:node1|stop:node2) stop_node "$part" ;;
             kill:redis) kill_pidfile redis KILL ;;
             kill:node1|kill:node2) kill_pidfile "$part" KILL ;;
@@ -272,5 +338,5 @@ case "$command" in
             *) die "usage: scripts/cluster.sh $command redis|node1|node2|postgres" ;;
         esac
         status ;;
-    *) die "usage: scripts/cluster.sh up|start-all|down|status|kill PART|stop PART|start PART" ;;
+    *) die "usage: scripts/cluster.sh up|start-all|down|status|kill PART|stop PART|start PART|cut node2|heal node2" ;;
 esac

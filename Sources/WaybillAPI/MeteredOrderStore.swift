@@ -38,6 +38,13 @@ struct MeteredOrderStore: OrderStore {
         return try await base.write(appendingEvents: body)
     }
 
+    func write<T: Sendable>(
+        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        metrics.storeTransaction(write: true)
+        return try await base.write(changing: order, appendingEvents: body)
+    }
+
     func close() { base.close() }
 
     func lease(_ name: String) -> any Lease { base.lease(name) }

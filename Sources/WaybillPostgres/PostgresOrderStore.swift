@@ -32,6 +32,8 @@ public final class PostgresOrderStore: OrderStore {
     public static let defaultCallBudget: Duration = .milliseconds(4500)
     /// This store's budget per call (`defaultCallBudget` unless the opener chose another).
     private let callBudget: Duration
+    /// The orders with a write running on this node (`write(changing:appendingEvents:)`).
+    private let orderWrites = KeyedGate<Int64>()
 
     private let writeQueue = JobQueue<PostgresJob>()
     private let readQueue = JobQueue<PostgresJob>()
@@ -166,12 +168,29 @@ public final class PostgresOrderStore: OrderStore {
         return (value, append?.stored ?? [])
     }
 
+    /// `write(appendingEvents:)`, one write per order at a time on this node (`KeyedGate`); the
+    /// wait for its turn counts in the call's budget.
+    public func write<T: Sendable>(
+        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        let deadline = ContinuousClock.now + callBudget
+        try await orderWrites.enter(order.rawValue, until: deadline) {
+            StoreError.unavailable("the call waited too long for another write to the same order")
+        }
+        defer { orderWrites.leave(order.rawValue) }
+        let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline) { tx in
+            let (value, events) = try body(tx)
+            return (value, tx.appendAtCommit(events))
+        }
+        return (value, append?.stored ?? [])
+    }
+
     private func submit<T: Sendable>(
         _ kind: PostgresTransactionRunner.Kind, to queue: JobQueue<PostgresJob>, urgent: Bool = false,
-        _ body: @escaping @Sendable (Transaction) throws -> T
+        deadline: ContinuousClock.Instant? = nil, _ body: @escaping @Sendable (Transaction) throws -> T
     ) async throws -> T {
         let runner = PostgresTransactionRunner(kind: kind, clock: clock)
-        let deadline = ContinuousClock.now + callBudget
+        let deadline = deadline ?? ContinuousClock.now + callBudget
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = PostgresJob { session in
                 continuation.resume(with: runner.run(body, on: session, deadline: deadline))

@@ -37,6 +37,16 @@ public protocol OrderStore: Sendable {
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
+    /// `write(appendingEvents:)` for a write that changes the one order `order` (and locks its row
+    /// first). A store with several writer connections runs at most one such write per order at a
+    /// time on this process, and keeps the others waiting without a connection, within the same
+    /// budget (`KeyedGate`): a row lock held for long, by a transaction of a node cut off from the
+    /// database, then holds up the writes to that order only, not every write of the node. The
+    /// default is `write(appendingEvents:)` (one writer: writes serialize anyway).
+    func write<T: Sendable>(
+        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent])
+
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
     func close()
 
@@ -121,6 +131,13 @@ extension OrderStore {
             let (value, events) = try body(tx)
             return (value, events.isEmpty ? [] : try tx.appendEvents(events))
         }
+    }
+
+    /// Writes to one order need no turns of their own (one writer, or a test's wrapper).
+    public func write<T: Sendable>(
+        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        try await write(appendingEvents: body)
     }
 
     /// Nothing to report (stores without background work of their own).

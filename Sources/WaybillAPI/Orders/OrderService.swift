@@ -137,7 +137,7 @@ final class OrderService: Sendable {
     @discardableResult
     func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        return try await commit { tx, _ in
+        return try await commit(changing: id) { tx, _ in
             let order = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(order)
             try order.checkDeletable(by: actor)
@@ -159,7 +159,7 @@ final class OrderService: Sendable {
     private func mutate(
         _ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition, _ rule: @escaping Rule
     ) async throws -> Order {
-        try await commit { tx, now in
+        try await commit(changing: id) { tx, now in
             let current = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(current)
             let (next, change) = try rule(current, tx, now)
@@ -170,9 +170,10 @@ final class OrderService: Sendable {
     }
 
     /// Runs `body` in one transaction, appends the broadcaster's events for its change, commits,
-    /// then reports the committed events.
+    /// then reports the committed events. `changing`: the one existing order it changes, whose
+    /// writes the store may run one at a time (`OrderStore.write(changing:appendingEvents:)`).
     private func commit(
-        _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
+        changing id: OrderID? = nil, _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
     ) async throws -> Order {
         // Work the request adds to its order write's transaction, after the change and before its
         // events: `IdempotentWrite` stores the request's response there, so the change and the
@@ -182,11 +183,14 @@ final class OrderService: Sendable {
         let now = clock.now(), hook = IdempotentWrite.current?.inTransaction
         // The events are appended as the last step before commit: ids are taken in commit order
         // (docs/DESIGN.md, "Event ids").
-        let (order, events) = try await store.write(appendingEvents: { tx in
+        let transaction: @Sendable (any StoreWriter) throws -> (Order, [OrderEvent]) = { tx in
             let (order, change) = try body(tx, now)
             try hook?(order, tx, now)
             return (order, change.map { Broadcaster.events(for: $0, at: now) } ?? [])
-        })
+        }
+        let (order, events) =
+            if let id { try await store.write(changing: id, appendingEvents: transaction) }
+            else { try await store.write(appendingEvents: transaction) }
         if !events.isEmpty { committed(events) }
         return order
     }

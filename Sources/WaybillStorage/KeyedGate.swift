@@ -1,0 +1,83 @@
+import Synchronization
+
+/// One holder per key at a time; the others wait in arrival order, each at most until its own
+/// deadline. For a store with several writer connections: at most one write per order runs at a
+/// time (`OrderStore.write(changing:appendingEvents:)`), the rest wait here, holding no connection.
+///
+/// Why: writes to one order serialize on its row lock anyway, but a write waiting for that lock
+/// holds a writer connection. When the lock is held for long (a transaction of a node cut off from
+/// the database, which PostgreSQL ends only when it finds the peer gone, about 10 s), a few writes
+/// to that one order took every writer of a node, and every write of the node waited (measured:
+/// `scripts/bench.sh cluster paced 1000 20 node2-cut`, docs/BENCHMARKS.md). For the store modules
+/// only (`package`).
+package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+    private struct State {
+        var nextID: UInt64 = 0
+        /// A key is held while it is here; its waiters in arrival order.
+        var held: [Key: [Waiter]] = [:]
+    }
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// Returns once the caller holds `key` (it must `leave` it then); throws `timedOut()` if
+    /// `deadline` passes first, holding nothing.
+    package func enter(
+        _ key: Key, until deadline: ContinuousClock.Instant, timedOut: @escaping @Sendable () -> any Error
+    ) async throws {
+        // The usual case, a key nobody holds, suspends nothing.
+        let free = state.withLock { state -> Bool in
+            guard state.held[key] == nil else { return false }
+            state.held[key] = []
+            return true
+        }
+        if free { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let id = state.withLock { state -> UInt64? in
+                guard state.held[key] != nil else {  // left meanwhile
+                    state.held[key] = []
+                    return nil
+                }
+                state.nextID &+= 1
+                state.held[key]!.append(Waiter(id: state.nextID, continuation: continuation))
+                return state.nextID
+            }
+            guard let id else { return continuation.resume() }
+            Task { [self] in
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                expire(key, id, error: timedOut())
+            }
+        }
+    }
+
+    /// Hands `key` to its first waiter, or frees it.
+    package func leave(_ key: Key) {
+        let next = state.withLock { state -> Waiter? in
+            guard var waiters = state.held[key] else { return nil }
+            guard !waiters.isEmpty else {
+                state.held[key] = nil
+                return nil
+            }
+            let first = waiters.removeFirst()
+            state.held[key] = waiters  // still held: by `first` now
+            return first
+        }
+        next?.continuation.resume()
+    }
+
+    /// A waiter whose deadline came while it still waited gives up its place.
+    private func expire(_ key: Key, _ id: UInt64, error: any Error) {
+        let expired = state.withLock { state -> Waiter? in
+            guard let index = state.held[key]?.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.held[key]!.remove(at: index)
+        }
+        expired?.continuation.resume(throwing: error)
+    }
+
+    /// Keys held now (tests: nothing stays held).
+    package var heldKeys: Int { state.withLock { $0.held.count } }
+}

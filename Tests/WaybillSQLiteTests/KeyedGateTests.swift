@@ -1,0 +1,57 @@
+import Foundation
+import Synchronization
+import Testing
+import WaybillStorage
+import WaybillTesting
+
+/// One holder per key; waiters in arrival order, each until its own deadline (`KeyedGate`).
+@Suite(.timeLimit(.minutes(1)))
+struct KeyedGateTests {
+    struct TimedOut: Error {}
+    final class Arrivals: Sendable {
+        let order = Mutex<[Int]>([])
+    }
+
+    @Test func waitersTakeTheKeyInTheirOrderAndOtherKeysAreFree() async throws {
+        let gate = KeyedGate<Int>()
+        let far = ContinuousClock.now + .seconds(30)
+        try await gate.enter(1, until: far) { TimedOut() }
+        try await gate.enter(2, until: far) { TimedOut() }  // another key: at once
+        let arrivals = Arrivals()
+        // Each waiter queued before the next starts (arrival order is what is kept).
+        var waiters: [Task<Void, any Error>] = []
+        for n in 1...3 {
+            waiters.append(Task {
+                try await gate.enter(1, until: far) { TimedOut() }
+                arrivals.order.withLock { $0.append(n) }
+                gate.leave(1)
+            })
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(arrivals.order.withLock { $0 }.isEmpty, "nobody passes while the key is held")
+        gate.leave(1)
+        for waiter in waiters { try await waiter.value }
+        #expect(arrivals.order.withLock { $0 } == [1, 2, 3])
+        gate.leave(2)
+        #expect(gate.heldKeys == 0)
+    }
+
+    /// A waiter whose deadline comes first gives up with the caller's error and holds nothing; the
+    /// waiter behind it still gets the key.
+    @Test func aWaiterPastItsDeadlineGivesUpAndTheNextOneStillGetsTheKey() async throws {
+        let gate = KeyedGate<Int>()
+        try await gate.enter(7, until: .now + .seconds(30)) { TimedOut() }
+        let started = ContinuousClock.now
+        let early = Task { try await gate.enter(7, until: .now + .milliseconds(200)) { TimedOut() } }
+        try await Task.sleep(for: .milliseconds(20))
+        let late = Task {
+            try await gate.enter(7, until: .now + .seconds(30)) { TimedOut() }
+            gate.leave(7)
+        }
+        await #expect(throws: TimedOut.self) { try await early.value }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        gate.leave(7)
+        try await late.value
+        #expect(gate.heldKeys == 0)
+    }
+}
