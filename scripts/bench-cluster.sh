@@ -53,11 +53,9 @@ STATE="$WAYBILL_CLUSTER_DIR"
 N1=$((WAYBILL_CLUSTER_PORT + 1))
 N2=$((WAYBILL_CLUSTER_PORT + 2))
 # A partition needs node 2 in a namespace of its own, where it listens on its link's address.
+[ "${1:-}" = paced ] && [ "${4:-}" = node2-cut ] && export WAYBILL_CLUSTER_NETNS=1
 H2=127.0.0.1
-if [ "${1:-}" = paced ] && [ "${4:-}" = node2-cut ]; then
-    export WAYBILL_CLUSTER_NETNS=1
-    H2=10.231.1.2
-fi
+[ -n "${WAYBILL_CLUSTER_NETNS:-}" ] && H2=10.231.1.2
 
 PG_STATEMENTS="${WAYBILL_BENCH_PG_STATEMENTS:-0}"
 [ "$PG_STATEMENTS" = 1 ] && export WAYBILL_CLUSTER_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"

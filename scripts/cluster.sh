@@ -11,16 +11,19 @@
 #   scripts/cluster.sh stop node1|node2                    stop a node as a deploy does (SIGTERM, waits for its exit)
 #   scripts/cluster.sh start redis|node1|node2|postgres    start it again on the same port
 #   scripts/cluster.sh cut node2       cut node 2 off from PostgreSQL and Redis: packets dropped, nothing
-#                                      refused (needs WAYBILL_CLUSTER_NETNS=1); `heal node2` joins it again
+#                                      refused (a cluster started with WAYBILL_CLUSTER_NETNS=1); `heal node2` joins it again
 #
 # Ports (override with the environment): WAYBILL_CLUSTER_PORT (nginx, 8080), node ports +1 and +2,
 # PostgreSQL 25432, Redis 26379 (below 32768: never in the kernel's ephemeral range).
 #
-# WAYBILL_CLUSTER_NETNS=1 (root, `ip` from iproute2): node 2 runs in a network namespace of its own,
-# reached by nginx and clients over one virtual link (10.231.1.2) and reaching PostgreSQL and Redis
-# over another (10.231.2.1), so that `cut node2` can drop its database traffic while it stays
-# reachable: a network partition, which a killed or stopped process is not (connections hang
-# instead of being refused). The namespace is waybill-PORT; `down` removes it.
+# WAYBILL_CLUSTER_NETNS=1 (root, `ip` and `tc` from iproute2) at `up` or `start-all`: node 2 runs in a
+# network namespace of its own, reached by nginx and clients over one virtual link (10.231.1.2) and
+# reaching PostgreSQL and Redis over another (10.231.2.1), so that `cut node2` can drop its database
+# traffic while it stays reachable: a network partition, which a killed or stopped process is not
+# (connections hang instead of being refused). The cut drops every packet on both ends of that link
+# (a queue of length 0), which stays up with its routes, and neither end asks for the other's
+# hardware address (fixed entries): nothing is refused or reported unreachable, as when a switch
+# between them dies. The namespace is waybill-PORT; later commands find it noted in the state folder.
 set -euo pipefail
 # Debian installs nginx in /usr/sbin, which is not on a normal user's PATH.
 PATH="$PATH:/usr/sbin"
@@ -44,7 +47,8 @@ REDIS_PORT="${WAYBILL_CLUSTER_REDIS_PORT:-26379}"
 DB_URL="postgresql://waybill@127.0.0.1:$PG_PORT/waybill"
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 BIN="${WAYBILL_BIN:-}"
-NETNS="${WAYBILL_CLUSTER_NETNS:-}"
+# Set for `up`/`start-all`; later commands read what the running cluster was started with.
+NETNS="${WAYBILL_CLUSTER_NETNS:-$(cat "$STATE/netns" 2>/dev/null || true)}"
 NS="waybill-$LB_PORT"
 # Interface names (at most 15 bytes): the client link and the database link, host side and node side.
 CLIENT_LINK="wbc$LB_PORT" DB_LINK="wbd$LB_PORT"
@@ -58,7 +62,8 @@ node_host() { if [ "$1" = 2 ] && [ -n "$NETNS" ]; then echo "$NODE2_ADDR"; else 
 make_netns() {
     [ "$(id -u)" = 0 ] || die "WAYBILL_CLUSTER_NETNS=1 needs root (network namespaces)"
     command -v ip >/dev/null || die "WAYBILL_CLUSTER_NETNS=1 needs ip (iproute2)"
-    ip netns list | grep -qw "$NS" && return 0
+    command -v tc >/dev/null || die "WAYBILL_CLUSTER_NETNS=1 needs tc (iproute2)"
+    remove_netns  # what a run that failed half-way left
     ip netns add "$NS"
     ip -n "$NS" link set lo up
     local link host node
@@ -70,21 +75,32 @@ make_netns() {
         ip -n "$NS" addr add "${link#*:}.2/30" dev "$node"
         ip link set "$host" up
         ip -n "$NS" link set "$node" up
+        # Each end knows the other's hardware address: a cut link asks nobody, so nothing reports
+        # the other end unreachable.
+        ip neigh replace "${link#*:}.2" lladdr "$(ip -n "$NS" -br link show "$node" | awk '{print $3}')" dev "$host" nud permanent
+        ip -n "$NS" neigh replace "${link#*:}.1" lladdr "$(ip -br link show "$host" | awk '{print $3}')" dev "$node" nud permanent
     done
+    echo 1 >"$STATE/netns"
 }
 
 remove_netns() {
-    [ -n "$NETNS" ] || return 0
-    ip netns del "$NS" 2>/dev/null || true  # takes the node sides, and with them both pairs
+    [ -e "/run/netns/$NS" ] && ip netns del "$NS" 2>/dev/null  # takes the node sides, and with them both pairs
     ip link del "$CLIENT_LINK" 2>/dev/null || true
     ip link del "$DB_LINK" 2>/dev/null || true
 }
 
-# cut/heal node2: the host side of the database link down or up. Down, the kernel drops what either
-# side sends over it, silently: open connections hang until their own timeouts, new ones time out.
+# cut/heal node2: every packet on either end of the database link dropped (a queue of length 0), or
+# the link as it was. The link stays up and keeps its routes: open connections hang until their
+# own timeouts, new ones time out.
 set_db_link() {
-    [ -n "$NETNS" ] || die "cut and heal need the cluster started with WAYBILL_CLUSTER_NETNS=1"
-    ip link set "$DB_LINK" "$1"
+    [ -n "$NETNS" ] || die "cut and heal need a cluster started with WAYBILL_CLUSTER_NETNS=1"
+    if [ "$1" = cut ]; then
+        tc qdisc replace dev "$DB_LINK" root pfifo limit 0
+        ip netns exec "$NS" tc qdisc replace dev "${DB_LINK}n" root pfifo limit 0
+    else
+        tc qdisc del dev "$DB_LINK" root 2>/dev/null || true
+        ip netns exec "$NS" tc qdisc del dev "${DB_LINK}n" root 2>/dev/null || true
+    fi
 }
 
 die() { echo "cluster: $*" >&2; exit 1; }
@@ -259,7 +275,7 @@ down() {
     kill_pidfile node2 TERM
     kill_pidfile redis TERM
     stop_postgres
-    remove_netns
+    remove_netns  # whether or not this cluster made it: nothing of an earlier run stays behind
     sleep 0.3
     rm -rf "$STATE"
 }
@@ -279,9 +295,10 @@ start_all() {
     command -v nginx >/dev/null || die "nginx is missing (scripts/install-deps.sh --cluster installs it)"
     command -v redis-server >/dev/null || die "redis-server is missing (scripts/install-deps.sh --cluster)"
     [ -d "$STATE" ] && down
+    NETNS="${WAYBILL_CLUSTER_NETNS:-}"  # decided anew, not by an earlier cluster's note
     mkdir -p "$STATE"
     build
-    [ -n "$NETNS" ] && make_netns
+    if [ -n "$NETNS" ]; then make_netns; fi
     echo "cluster: starting PostgreSQL on $PG_PORT, Redis on $REDIS_PORT"
     start_postgres
     start_redis
@@ -299,7 +316,7 @@ up() {
 
 Waybill cluster is running (PostgreSQL + Redis + 2 nodes behind nginx).
   Web panel:   http://127.0.0.1:$LB_PORT/        (load-balanced over both nodes)
-  Node 1:      http://127.0.0.1:$(node_port 1)/metrics     Node 2: http://127.0.0.1:$(node_port 2)/metrics
+  Node 1:      http://127.0.0.1:$(node_port 1)/metrics     Node 2: http://$(node_host 2):$(node_port 2)/metrics
   Dispatcher:  dispatcher@demo.example.com / demo-dispatcher
   Drivers:     driver1@demo.example.com … driver3@demo.example.com / demo-driver
   Logs:        $STATE/node1.log  $STATE/node2.log  $STATE/nginx/access.log
@@ -324,8 +341,8 @@ case "$command" in
     kill|start|stop|cut|heal)
         part="${2:-}"
         case "$command:$part" in
-            cut:node2) set_db_link down ;;
-            heal:node2) set_db_link up ;;
+            cut:node2) set_db_link cut ;;
+            heal:node2) set_db_link heal ;;
             cut:*|heal:*) die "usage: scripts/cluster.sh $command node2" ;;
             stop:node1|stop:node2) stop_node "$part" ;;
             kill:redis) kill_pidfile redis KILL ;;

@@ -19,6 +19,8 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
         var nextID: UInt64 = 0
         /// A key is held while it is here; its waiters in arrival order.
         var held: [Key: [Waiter]] = [:]
+        /// Each waiter's deadline timer, cancelled when it gets its turn.
+        var timers: [UInt64: Task<Void, Never>] = [:]
     }
     private let state = Mutex(State())
 
@@ -47,31 +49,40 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
                 return state.nextID
             }
             guard let id else { return continuation.resume() }
-            Task { [self] in
-                try? await Task.sleep(until: deadline, clock: .continuous)
+            let timer = Task { [self] in
+                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }  // its turn came
                 expire(key, id, error: timedOut())
             }
+            // Kept unless the waiter is already gone (its turn came first): then no one would cancel it.
+            let late = state.withLock { state -> Bool in
+                guard state.held[key]?.contains(where: { $0.id == id }) == true else { return true }
+                state.timers[id] = timer
+                return false
+            }
+            if late { timer.cancel() }
         }
     }
 
     /// Hands `key` to its first waiter, or frees it.
     package func leave(_ key: Key) {
-        let next = state.withLock { state -> Waiter? in
-            guard var waiters = state.held[key] else { return nil }
-            guard !waiters.isEmpty else {
+        let next = state.withLock { state -> (Waiter, Task<Void, Never>?)? in
+            guard let nobodyWaits = state.held[key]?.isEmpty else { return nil }
+            guard !nobodyWaits else {
                 state.held[key] = nil
                 return nil
             }
-            let first = waiters.removeFirst()
-            state.held[key] = waiters  // still held: by `first` now
-            return first
+            let first = state.held[key]!.removeFirst()  // the key stays held: by `first` now
+            return (first, state.timers.removeValue(forKey: first.id))
         }
-        next?.continuation.resume()
+        guard let (waiter, timer) = next else { return }
+        timer?.cancel()
+        waiter.continuation.resume()
     }
 
     /// A waiter whose deadline came while it still waited gives up its place.
     private func expire(_ key: Key, _ id: UInt64, error: any Error) {
         let expired = state.withLock { state -> Waiter? in
+            state.timers[id] = nil
             guard let index = state.held[key]?.firstIndex(where: { $0.id == id }) else { return nil }
             return state.held[key]!.remove(at: index)
         }
@@ -80,4 +91,7 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
 
     /// Keys held now (tests: nothing stays held).
     package var heldKeys: Int { state.withLock { $0.held.count } }
+
+    /// Callers waiting for `key` now (tests).
+    package func waiting(for key: Key) -> Int { state.withLock { $0.held[key]?.count ?? 0 } }
 }

@@ -1,7 +1,9 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillAPI
 import WaybillObservability
+import WaybillSQLite
 
 /// Tokens, tickets and passwords never reach a log line; paths are logged redacted.
 @Suite(.timeLimit(.minutes(1)))
@@ -37,6 +39,46 @@ struct LoggingTests {
 
     /// A search is what a user typed (numbers, titles that may name customers), and the panel
     /// searches as they type: the access log keeps its length only (found by a review, 2026-12-03).
+    /// A store outage fails every request alike: each keeps its access line (status 503), and the
+    /// error line with the cause comes once a second at most, saying how many were left out. Each
+    /// request had one: about 5 600 lines in 10 s of a partition (docs/HARDENING.md).
+    @Test func requestsTheStoreCannotServeLogTheirErrorOnceASecond() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            server.store.close()
+            let started = ContinuousClock.now
+            for _ in 0..<20 {
+                let answer = try await server.request("GET", "/api/orders/", token: seed.dispatcherToken)
+                #expect(answer.status == 503)
+            }
+            let seconds = Int((ContinuousClock.now - started) / .seconds(1)) + 1
+            #expect(await server.eventually { server.logs.all.filter { $0.contains("path=/api/orders status=503") }.count == 20 })
+            let errors = server.logs.all.filter { $0.contains("msg=\"request failed\"") }
+            #expect(errors.count >= 1 && errors.count <= seconds, "\(errors.count) error lines in \(seconds) s")
+            #expect(errors.allSatisfy { $0.contains("similar_not_logged=") })
+        }
+    }
+
+    /// One line per interval, and the next one says how many were left out meanwhile.
+    @Test func aLogLineRateCountsWhatItLeavesOut() {
+        final class Now: Sendable {
+            let instant = Mutex(ContinuousClock.now)
+        }
+        let now = Now(), start = now.instant.withLock { $0 }
+        let rate = LogLineRate(interval: .seconds(1)) { now.instant.withLock { $0 } }
+        #expect(rate.admit() == 0)
+        #expect(rate.admit() == nil)
+        #expect(rate.admit() == nil)
+        now.instant.withLock { $0 = start + .milliseconds(999) }
+        #expect(rate.admit() == nil)
+        now.instant.withLock { $0 = start + .seconds(1) }
+        #expect(rate.admit() == 3)
+        #expect(rate.admit() == nil)
+        now.instant.withLock { $0 = start + .seconds(5) }
+        #expect(rate.admit() == 1)
+        #expect(rate.admit() == nil)
+    }
+
     @Test func searchTextIsLoggedAsItsLengthOnly() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

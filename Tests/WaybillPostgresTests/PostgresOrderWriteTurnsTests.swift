@@ -64,4 +64,39 @@ import WaybillStoreTesting
         let final = try #require(try await node.read { tx in try tx.order(locked.id!, in: locked.companyID) })
         #expect(final.notes.count - locked.notes.count == committed, "each committed once")
     }
+
+    /// The wait for a turn counts in the call's budget: with the order locked past it, every write
+    /// to the order is refused as unavailable within its budget (and a little), never later.
+    @Test func theWaitForATurnCountsInTheCallsBudget() async throws {
+        let url = try await freshDatabase()
+        let node = try await openStore(url, name: "node", writers: 4, callBudget: .milliseconds(1500))
+        let other = try await openStore(url, name: "other-node", writers: 1)
+        defer {
+            node.close()
+            other.close()
+        }
+        let locked = try await seedOrder(node)
+        let holding = Task {
+            try await other.write { tx in
+                _ = try tx.order(locked.id!, in: locked.companyID)
+                Thread.sleep(forTimeInterval: 4)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let waiting = (0..<6).map { _ in
+            Task {
+                await timed {
+                    try await node.write(changing: locked.id!) { tx in
+                        (try tx.order(locked.id!, in: locked.companyID), [OrderEvent]())
+                    }.0
+                }
+            }
+        }
+        for task in waiting {
+            let (elapsed, result) = await task.value
+            #expect(isUnavailable(result))
+            #expect(elapsed < .milliseconds(1500) + .seconds(1), "refused within the budget: \(elapsed)")
+        }
+        try await holding.value
+    }
 }

@@ -26,7 +26,7 @@ struct KeyedGateTests {
                 arrivals.order.withLock { $0.append(n) }
                 gate.leave(1)
             })
-            try await Task.sleep(for: .milliseconds(50))
+            #expect(await eventually { gate.waiting(for: 1) == n })
         }
         #expect(arrivals.order.withLock { $0 }.isEmpty, "nobody passes while the key is held")
         gate.leave(1)
@@ -41,15 +41,15 @@ struct KeyedGateTests {
     @Test func aWaiterPastItsDeadlineGivesUpAndTheNextOneStillGetsTheKey() async throws {
         let gate = KeyedGate<Int>()
         try await gate.enter(7, until: .now + .seconds(30)) { TimedOut() }
-        let started = ContinuousClock.now
         let early = Task { try await gate.enter(7, until: .now + .milliseconds(200)) { TimedOut() } }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(await eventually { gate.waiting(for: 7) == 1 })
         let late = Task {
             try await gate.enter(7, until: .now + .seconds(30)) { TimedOut() }
             gate.leave(7)
         }
+        #expect(await eventually { gate.waiting(for: 7) == 2 })
         await #expect(throws: TimedOut.self) { try await early.value }
-        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(gate.waiting(for: 7) == 1, "the one that gave up left the line")
         gate.leave(7)
         try await late.value
         #expect(gate.heldKeys == 0)

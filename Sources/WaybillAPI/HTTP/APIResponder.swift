@@ -13,6 +13,9 @@ struct APIResponder: HTTPResponder {
     var writerExecutor: (any TaskExecutor)? = nil
     /// Whether an order write may run on the service thread (`start`; `ServerConfiguration.inlineWrites`).
     var inlineWrites = true
+    /// The error lines of requests the store could not serve (503 `store_unavailable`): one a
+    /// second at most, each saying how many were left out; each request still has its access line.
+    var storeFailureLines = LogLineRate()
 
     /// Order writes run on the store's writer thread when it offers one: the request's code, its
     /// transaction and its answer then take one thread instead of three (`SQLiteWriterExecutor`).
@@ -132,7 +135,15 @@ struct APIResponder: HTTPResponder {
 
     private func failure(_ error: any Error, _ request: HTTPRequest) -> HTTPResponse {
         let api = APIError(error)
-        if api.isServerFault {
+        if api.code == "store_unavailable" {
+            // An outage fails every request alike: one line a second tells it (`storeFailureLines`).
+            if let left = storeFailureLines.admit() {
+                logger.error("request failed", [
+                    "path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)",
+                    "similar_not_logged": "\(left)",
+                ])
+            }
+        } else if api.isServerFault {
             logger.error("request failed", ["path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)"])
         }
         var response = JSONCoding.error(api)
