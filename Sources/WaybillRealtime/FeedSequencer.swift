@@ -109,8 +109,6 @@ public struct FeedSequencer: Sendable {
     public private(set) var mode: Mode = .polling
     /// `.subscribed` came at least once (a later `.polling` is a lost subscription, not a first one).
     public private(set) var hasBeenSubscribed = false
-    /// The broker subscription is lost (or was never taken) and not back yet (`HubFeed`'s blindness).
-    public var isBrokerDown: Bool { brokerWasDown }
     /// What the feed should read from the store now, if anything.
     public private(set) var owedRead: ReadKind?
     /// A read of events failed: the next tick asks again even with nothing pending.

@@ -7,9 +7,6 @@ public protocol FeedTarget: Sendable {
     func deliver(_ events: [StoredEvent])
     /// History rewound under live sockets: close them (1012) and continue after `newest`.
     func historyRewound(to newest: EventCursor)
-    /// The node has reached neither the broker nor the store for a while (`FeedBlindness`): close
-    /// every socket with 1013 (try again later), so that each client resumes on a node that can.
-    func lostTouch()
 }
 
 extension Hub: FeedTarget {
@@ -23,9 +20,5 @@ extension Hub: FeedTarget {
 
     public func historyRewound(to newest: EventCursor) {
         executeSurely { io in self.rewound(to: newest, io: io) }
-    }
-
-    public func lostTouch() {
-        execute { io in self.closeAll(code: 1013, reason: "try again later", io: io) }
     }
 }

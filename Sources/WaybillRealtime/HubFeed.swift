@@ -24,9 +24,6 @@ public final class HubFeed: Sendable {
         /// Broker deliveries and ticks waiting for the feed (it falls behind while a store read is
         /// slow). Past it the oldest is dropped: a dropped batch is a gap the next read fills.
         public var maxPendingInputs = 4096
-        /// How long the node may reach neither the broker nor the store before it closes its
-        /// sockets (`FeedBlindness`).
-        public var blindLimit: Duration = .seconds(10)
         public init() {}
     }
 
@@ -64,9 +61,6 @@ public final class HubFeed: Sendable {
     /// are both down the feed polls every 100 ms: the first failure is logged, then every 100th,
     /// and the first success after them (a line per poll buried every other line of the log).
     private let failedReads = Mutex(FailureStreak())
-    private let blindness: Mutex<FeedBlindness>
-    /// Time since the feed was made, on `clock` (an existential clock's instants cannot be subtracted).
-    private let elapsed: @Sendable () -> Duration
 
     public init(
         broker: any Broker, store: any OrderStore, target: any FeedTarget, metrics: Metrics, logger: Logger,
@@ -79,13 +73,6 @@ public final class HubFeed: Sendable {
         self.logger = logger
         self.clock = clock
         self.configuration = configuration
-        blindness = Mutex(FeedBlindness(limit: configuration.blindLimit))
-        elapsed = Self.stopwatch(clock)
-    }
-
-    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
-        let start = clock.now
-        return { start.duration(to: clock.now) }
     }
 
     /// The store's newest cursor: where a feed (and the hub) start.
@@ -227,7 +214,6 @@ public final class HubFeed: Sendable {
                 sequencer.subscribed()
             }
             if wasLost { logger.info("broker subscription back") }  // not under the lock: logging may block
-            blindness.withLock { $0.sawLife() }
         case .delivery(.skipped):
             update { $0.batchSkipped() }
         case .tick:
@@ -250,7 +236,6 @@ public final class HubFeed: Sendable {
                         atDoubted: try doubted.flatMap { $0 == after ? atDelivered : try tx.event($0) })
                 }
                 metrics.feedReadStore()
-                blindness.withLock { $0.sawLife() }
                 if let failed = failedReads.withLock({ $0.succeeded() }) {
                     logger.info("feed store reads work again", ["failed_reads": "\(failed)"])
                 }
@@ -259,13 +244,6 @@ public final class HubFeed: Sendable {
                 let (log, failed) = failedReads.withLock { streak in (streak.failed(), streak.inARow) }
                 if log { logger.warning("feed store read failed; retrying", ["error": "\(error)", "failed_reads": "\(failed)"]) }
                 update { $0.storeReadFailed() }
-                let brokerDown = shared.withLock { $0.sequencer?.isBrokerDown ?? false }
-                if blindness.withLock({ $0.readFailed(at: elapsed(), brokerDown: brokerDown) }) {
-                    logger.warning(
-                        "this node reached neither the broker nor the store for a while: closing its sockets (1013) so that their clients resume on a node that can",
-                        ["seconds": "\(configuration.blindLimit.components.seconds)"])
-                    target.lostTouch()
-                }
             }
         }
     }

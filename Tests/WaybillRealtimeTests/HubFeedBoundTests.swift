@@ -28,7 +28,6 @@ struct HubFeedBoundTests {
             state.withLock { $0.ids += events.map(\.id.rawValue) }
         }
         func historyRewound(to newest: EventCursor) { state.withLock { $0.rewinds.append(newest) } }
-        func lostTouch() {}
         var entered: Bool { state.withLock { $0.entered } }
         var ids: [Int64] { state.withLock { $0.ids } }
         var rewinds: [EventCursor] { state.withLock { $0.rewinds } }

@@ -65,37 +65,6 @@ struct HubFeedTests {
         }
     }
 
-    /// A node that reaches neither the broker nor the store (a partition) closes its sockets once
-    /// the spell lasts 10 s (`FeedBlindness`), so that their clients resume on a node that can
-    /// deliver; it does not while the broker is subscribed (the store down alone), and a spell
-    /// ends when a read works.
-    @Test func aNodeThatReachesNeitherBrokerNorStoreClosesItsSocketsOnce() async throws {
-        try await withStore { real in
-            let store = CountingStore(real, failReads: true)
-            try await Self.withRunningFeed(on: store, newestFrom: real) { _, broker, target, clock in
-                // The store down, the broker up: reads fail at each tick, the sockets stay.
-                broker.send(.subscribed)
-                broker.send(.lost)
-                broker.send(.subscribed)
-                for _ in 0..<150 { await clock.advance(by: .milliseconds(100)) }
-                #expect(target.lostTouches == 0)
-                broker.send(.lost)
-                for _ in 0..<90 {
-                    let before = store.reads
-                    await clock.advance(by: .milliseconds(100))
-                    #expect(await eventually { store.reads > before })
-                }
-                #expect(target.lostTouches == 0, "9 s blind")
-                for _ in 0..<30 {
-                    let before = store.reads
-                    await clock.advance(by: .milliseconds(100))
-                    #expect(await eventually { store.reads > before })
-                }
-                #expect(target.lostTouches == 1, "once, 10 s into the spell")
-            }
-        }
-    }
-
     /// A message the broker could not read (`.skipped`: a newer node's format in a rolling upgrade)
     /// makes the feed read the store at once: before, what it held waited for the next batch's gap
     /// or the 5 s check (no tick here: the test clock stands still).

@@ -96,22 +96,6 @@ struct HubSessionSweepTests {
         }
     }
 
-    /// A node that lost touch with the broker and the store (`HubFeed`'s blindness) closes every
-    /// socket with 1013, try again later: their clients resume elsewhere.
-    @Test func losingTouchClosesEverySocketWith1013() async throws {
-        try await withStore { store in
-            let (alice, bob) = try await Self.seedUsers(store)
-            let service = ServiceThread()
-            let auth = GatedAuthenticator()
-            let hub = service.hub(authenticator: auth, store: store)
-            try await Self.admit([(SocketID(1), alice, SessionEpoch(0)), (SocketID(2), bob, SessionEpoch(0))], to: hub, on: service, auth: auth)
-            hub.lostTouch()
-            service.run { _ in }
-            #expect(service.io.closeCode(SocketID(1)) == 1013)
-            #expect(service.io.closeCode(SocketID(2)) == 1013)
-        }
-    }
-
     /// Opens each socket and admits it with its user and credential epoch.
     static func admit(
         _ sockets: [(SocketID, User, SessionEpoch)], to hub: Hub, on service: ServiceThread, auth: GatedAuthenticator

@@ -112,10 +112,6 @@ final class RecordingTarget: FeedTarget {
         }
     }
     func historyRewound(to newest: EventCursor) { state.withLock { $0.rewinds.append(newest) } }
-    private let touchLost = Atomic<Int>(0)
-    func lostTouch() { touchLost.add(1, ordering: .relaxed) }
-    /// How many times the feed said the node reached neither the broker nor the store.
-    var lostTouches: Int { touchLost.load(ordering: .relaxed) }
     var ids: [Int64] { state.withLock { $0.ids.map(\.rawValue) } }
     /// The kinds delivered, by name, in order.
     var types: [String] { state.withLock { $0.types } }
