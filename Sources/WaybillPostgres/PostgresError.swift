@@ -83,6 +83,12 @@ struct PostgresError: Error, CustomStringConvertible {
         }
     }
 
+    /// Whether `error` is a lock wait that timed out (55P03, as `storeError` words it).
+    static func isLockTimeout(_ error: StoreError) -> Bool {
+        if case .unavailable(let why) = error { return why.hasSuffix("(55P03)") }
+        return false
+    }
+
     /// A stable number for `StoreError.failure`: SQLSTATE class digits (e.g. 42 for 42P01).
     private static func numericCode(_ state: String) -> Int32 {
         Int32(state.prefix(2)) ?? -1

@@ -34,6 +34,12 @@ public final class PostgresOrderStore: OrderStore {
     private let callBudget: Duration
     /// The orders with a write running on this node (`write(changing:appendingEvents:)`).
     private let orderWrites = KeyedGate<Int64>()
+    /// Orders whose last write here met the lock timeout (55P03), each with the end of its pause:
+    /// until then their writes are refused at once; after it, one is tried with a short lock wait
+    /// (`probeLockTimeout`). A success removes the order (`write(changing:appendingEvents:)`).
+    private let lockedOrders = Mutex<[Int64: ContinuousClock.Instant]>([:])
+    static let lockedOrderPause: Duration = .seconds(1)
+    static let probeLockTimeout: Duration = .milliseconds(200)
 
     private let writeQueue = JobQueue<PostgresJob>()
     private let readQueue = JobQueue<PostgresJob>()
@@ -170,30 +176,67 @@ public final class PostgresOrderStore: OrderStore {
 
     /// `write(appendingEvents:)`, one write per order at a time on this node (`KeyedGate`); the
     /// wait for its turn counts in the call's budget.
+    ///
+    /// An order whose write met the lock timeout is paused (`lockedOrders`): for a second its
+    /// writes are refused at once, then one is tried with a lock wait of 200 ms, and so on until
+    /// one commits. Why: the turns keep a locked order to one writer connection, but with a steady
+    /// stream of writes to it that writer is never free, and a node cut off in the middle of
+    /// several transactions (one per writer of its own) leaves as many orders locked for about
+    /// 10 s: they took every writer of another node again (a review, 2026-12-05). Paused, a locked
+    /// order holds a writer about 200 ms a second.
     public func write<T: Sendable>(
         changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        let deadline = ContinuousClock.now + callBudget
-        try await orderWrites.enter(order.rawValue, until: deadline) {
+        let deadline = ContinuousClock.now + callBudget, key = order.rawValue
+        _ = try lockState(of: key)
+        try await orderWrites.enter(key, until: deadline) {
             StoreError.unavailable("the call waited too long for another write to the same order")
         }
-        defer { orderWrites.leave(order.rawValue) }
-        let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline) { tx in
-            let (value, events) = try body(tx)
-            return (value, tx.appendAtCommit(events))
+        defer { orderWrites.leave(key) }
+        let probing = try lockState(of: key)  // a pause may have begun while this waited
+        do {
+            let (value, append) = try await submit(
+                .write, to: writeQueue, deadline: deadline, lockTimeoutCap: probing ? Self.probeLockTimeout : nil
+            ) { tx in
+                let (value, events) = try body(tx)
+                return (value, tx.appendAtCommit(events))
+            }
+            if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
+            return (value, append?.stored ?? [])
+        } catch let error as StoreError where PostgresError.isLockTimeout(error) {
+            let now = ContinuousClock.now
+            lockedOrders.withLock { paused in
+                paused[key] = now + Self.lockedOrderPause
+                // Orders nobody wrote again stay until a write finds them: bounded all the same.
+                if paused.count > 1024 { paused = paused.filter { now < $0.value + .seconds(60) } }
+            }
+            throw error
         }
-        return (value, append?.stored ?? [])
+    }
+
+    /// Whether `key`'s order was paused for a lock timeout and its pause is over (try it with a
+    /// short lock wait); throws while the pause lasts. No lock taken unless some order is paused.
+    private func lockState(of key: Int64) throws -> Bool {
+        guard let until = lockedOrders.withLock({ $0.isEmpty ? nil : $0[key] }) else { return false }
+        guard ContinuousClock.now >= until else {
+            throw StoreError.unavailable(
+                "the order stays locked by a transaction that has not ended (a node cut off?); try again shortly")
+        }
+        return true
     }
 
     private func submit<T: Sendable>(
         _ kind: PostgresTransactionRunner.Kind, to queue: JobQueue<PostgresJob>, urgent: Bool = false,
-        deadline: ContinuousClock.Instant? = nil, _ body: @escaping @Sendable (Transaction) throws -> T
+        deadline: ContinuousClock.Instant? = nil, lockTimeoutCap: Duration? = nil,
+        _ body: @escaping @Sendable (Transaction) throws -> T
     ) async throws -> T {
-        let runner = PostgresTransactionRunner(kind: kind, clock: clock)
+        var runner = PostgresTransactionRunner(kind: kind, clock: clock)
+        runner.lockTimeoutCap = lockTimeoutCap
+        let configured = runner
         let deadline = deadline ?? ContinuousClock.now + callBudget
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = PostgresJob { session in
-                continuation.resume(with: runner.run(body, on: session, deadline: deadline))
+                continuation.resume(with: configured.run(body, on: session, deadline: deadline))
             }
             if !queue.enqueue(job, urgent: urgent) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }

@@ -41,6 +41,9 @@ struct PostgresTransactionRunner: Sendable {
     /// This runner's margin: `serverMargin`, unless a test widens it (a busy runner's thread held for
     /// 250 ms let the client's deadline come first in tests that ask which one does).
     var serverMargin: Duration = Self.serverMargin
+    /// A shorter lock wait for this transaction (`PostgresOrderStore.write(changing:…)`: an order
+    /// whose last write met the lock timeout is tried with a short one); `nil`: the usual.
+    var lockTimeoutCap: Duration? = nil
     /// A transaction with less than this left when its closure returns is rolled back instead of
     /// committed: a COMMIT sent that late is likely to meet the deadline with its outcome unknown
     /// (503 "the outcome is unknown", and a client without an `Idempotency-Key` that retries may
@@ -53,7 +56,8 @@ struct PostgresTransactionRunner: Sendable {
     /// first statement, in one pipeline (`Transaction.run`), and a setting made in a pipeline
     /// bounds the statements after it in the same pipeline.
     func begin(deadline: ContinuousClock.Instant) -> (statements: [PostgresStatement], statementTimeout: Int64) {
-        let (statement, lock) = Self.timeouts(deadline: deadline, margin: serverMargin)
+        var (statement, lock) = Self.timeouts(deadline: deadline, margin: serverMargin)
+        if let cap = lockTimeoutCap { lock = max(50, min(lock, cap.milliseconds)) }
         // A call with its whole budget left gets the pool's own values, which every pool connection
         // starts with (`forPool`'s startup options; a proxy that dropped them is not supported,
         // docs/SCALING.md): no statement to set them (one statement fewer per transaction).

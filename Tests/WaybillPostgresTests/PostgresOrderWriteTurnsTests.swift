@@ -52,17 +52,65 @@ import WaybillStoreTesting
         #expect(throws: Never.self) { try result.get() }
         #expect(elapsed < .seconds(1), "a write to another order waits for no locked one: \(elapsed)")
         try await holding.value
-        // The writes to the locked order end within their budget: committed in turn, or refused
-        // as unavailable (the first in turn meets the lock's 2 s timeout while the lock is held).
+        // The writes to the locked order end within their budget: refused as unavailable (the
+        // first in turn meets the lock's 2 s timeout, and the order is paused: the others are
+        // refused at once), or committed in turn once the lock is gone.
         var committed = 0
         for task in waiting {
             let (elapsed, result) = try await task.value
             #expect(elapsed < .seconds(31))
             if case .success = result { committed += 1 } else { #expect(isUnavailable(result)) }
         }
-        #expect(committed >= 4)
         let final = try #require(try await node.read { tx in try tx.order(locked.id!, in: locked.companyID) })
         #expect(final.notes.count - locked.notes.count == committed, "each committed once")
+    }
+
+    /// An order whose write met the lock timeout is paused: for a second its writes are refused at
+    /// once (no writer taken), then one is tried with a lock wait of 200 ms, and the first that
+    /// commits ends the pause. With a steady stream of writes, a locked order held one writer for
+    /// as long as the lock lasted, and several such orders took every writer of the node.
+    @Test func anOrderWhoseWriteMetTheLockTimeoutIsPausedThenProbedBriefly() async throws {
+        let url = try await freshDatabase()
+        let node = try await openStore(url, name: "node", writers: 2)
+        let other = try await openStore(url, name: "other-node", writers: 1)
+        defer {
+            node.close()
+            other.close()
+        }
+        let locked = try await seedOrder(node)
+        let holding = Task {
+            try await other.write { tx in
+                _ = try tx.order(locked.id!, in: locked.companyID)
+                Thread.sleep(forTimeInterval: 4.5)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        @Sendable func change() async -> (Duration, Result<Order, any Error>) {
+            await timed {
+                try await node.write(changing: locked.id!) { tx in
+                    var current = try #require(try tx.order(locked.id!, in: locked.companyID))
+                    current.notes += "x"
+                    current.version += 1
+                    return (try tx.updateOrder(current), [OrderEvent]())
+                }.0
+            }
+        }
+        let (first, firstResult) = await change()
+        #expect(isUnavailable(firstResult))
+        #expect(first >= .milliseconds(1500), "the first waits for the lock's timeout: \(first)")
+        let (paused, pausedResult) = await change()
+        #expect(isUnavailable(pausedResult))
+        #expect(paused < .milliseconds(500), "refused at once during the pause: \(paused)")
+        try await Task.sleep(for: .milliseconds(1100))
+        let (probe, probeResult) = await change()
+        #expect(isUnavailable(probeResult), "the lock is still held")
+        #expect(probe < .milliseconds(1200), "tried with a short lock wait: \(probe)")
+        try await holding.value
+        try await Task.sleep(for: .milliseconds(1100))
+        let (_, afterResult) = await change()
+        #expect(throws: Never.self) { try afterResult.get() }
+        let (_, nextResult) = await change()
+        #expect(throws: Never.self) { try nextResult.get() }
     }
 
     /// The wait for a turn counts in the call's budget: with the order locked past it, every write
