@@ -48,6 +48,11 @@ extension PostgresOrderStore {
         private(set) var beginWentUnanswered = false
         /// The `statement_timeout` the server applies to this transaction's statements, in ms.
         private(set) var statementTimeout = PostgresConnectionSettings.statementTimeout.milliseconds
+        /// The BEGIN shortened the lock wait (`PostgresTransactionRunner.lockTimeoutCap`): meant for
+        /// the order row's read only, so the append and the COMMIT get the usual one back
+        /// (`freshTimeouts`). A short wait for the event counter row would pause an order whose
+        /// own row is free (a review, 2026-12-06).
+        var lockWaitCapped = false
 
         init(
             db: PostgresConnection, clock: @escaping @Sendable () -> Date, isWriter: Bool,
@@ -100,7 +105,8 @@ extension PostgresOrderStore {
         /// than the deadline leaving the outcome unknown.
         func freshTimeouts() -> PostgresStatement? {
             let (statement, lock) = PostgresTransactionRunner.timeouts(deadline: deadline, margin: serverMargin)
-            guard statementTimeout - statement > 100 else { return nil }
+            guard statementTimeout - statement > 100 || lockWaitCapped else { return nil }
+            lockWaitCapped = false
             statementTimeout = statement
             return PostgresTransactionRunner.timeoutStatement(statement: statement, lock: lock)
         }

@@ -74,7 +74,9 @@ struct PostgresTransactionRunner: Sendable {
     static func timeouts(deadline: ContinuousClock.Instant, margin: Duration) -> (statement: Int64, lock: Int64) {
         let left = ContinuousClock.now.duration(to: deadline) - margin
         let statement = max(50, min(left.milliseconds, PostgresConnectionSettings.statementTimeout.milliseconds))
-        return (statement, max(50, min(statement, PostgresConnectionSettings.lockTimeout.milliseconds)))
+        // The lock wait ends first: a lock wait cut by the statement's timeout reads as 57014, and
+        // a lock held for long would not be told apart (`PostgresError.isLockTimeout`).
+        return (statement, max(50, min(statement - 100, PostgresConnectionSettings.lockTimeout.milliseconds)))
     }
 
     /// Sets both bounds for the rest of the transaction; in a pipeline, for the statements after it.
@@ -167,6 +169,7 @@ struct PostgresTransactionRunner: Sendable {
         let tx = PostgresOrderStore.Transaction(
             db: db, clock: clock, isWriter: kind == .write, deadline: deadline, serverMargin: serverMargin,
             begin: { begin(deadline: deadline) })
+        tx.lockWaitCapped = lockTimeoutCap != nil
         let result = Result { try body(tx) }.mapError { $0.translatedForStore }
         tx.end()
         if let failure = tx.fatalFailure {

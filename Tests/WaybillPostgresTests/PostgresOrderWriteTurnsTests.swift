@@ -113,6 +113,52 @@ import WaybillStoreTesting
         #expect(throws: Never.self) { try nextResult.get() }
     }
 
+    /// A paused order's probe waits briefly for its own row only: its append and COMMIT wait for
+    /// the event counter row as every write does. With the short wait on them too, a counter held
+    /// for a moment by another node's commit paused an order whose row was free.
+    @Test func aProbeWaitsForTheEventCounterAsUsual() async throws {
+        let url = try await freshDatabase()
+        let node = try await openStore(url, name: "node", writers: 2)
+        let other = try await openStore(url, name: "other-node", writers: 1)
+        defer {
+            node.close()
+            other.close()
+        }
+        let order = try await seedOrder(node)
+        @Sendable func change() async -> Result<Order, any Error> {
+            await timed {
+                try await node.write(changing: order.id!) { tx in
+                    var current = try #require(try tx.order(order.id!, in: order.companyID))
+                    current.notes += "x"
+                    current.version += 1
+                    return (try tx.updateOrder(current), [createdEvent(current)])
+                }.0
+            }.1
+        }
+        // Pause the order: its row held past the lock's timeout.
+        let holdingRow = Task {
+            try await other.write { tx in
+                _ = try tx.order(order.id!, in: order.companyID)
+                Thread.sleep(forTimeInterval: 2.6)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(isUnavailable(await change()))
+        try await holdingRow.value
+        try await Task.sleep(for: .milliseconds(1100))  // the pause is over: the next write probes
+        // Another node holds the event counter row for 700 ms (its append, then a slow commit).
+        let holdingCounter = Task {
+            try await other.write { tx in
+                _ = try tx.appendEvents([createdEvent(order)])
+                Thread.sleep(forTimeInterval: 0.7)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(150))
+        let probe = await change()
+        #expect(throws: Never.self) { try probe.get() }
+        try await holdingCounter.value
+    }
+
     /// The wait for a turn counts in the call's budget: with the order locked past it, every write
     /// to the order is refused as unavailable within its budget (and a little), never later.
     @Test func theWaitForATurnCountsInTheCallsBudget() async throws {
