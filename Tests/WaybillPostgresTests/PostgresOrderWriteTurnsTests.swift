@@ -13,56 +13,76 @@ import WaybillStoreTesting
 /// four writes to the locked order took all four writers for their lock timeout (2 s), and every
 /// write of the node waited (`scripts/bench.sh cluster paced 1000 20 node2-cut`).
 @Suite(.timeLimit(.minutes(2))) struct PostgresOrderWriteTurnsTests {
-    @Test func writesWaitingForALockedOrderLeaveTheWritersToOtherOrders() async throws {
+    /// Two nodes on a fresh database, the node under test with `writers` writers, and an order.
+    static func withTwoNodes(
+        writers: Int, callBudget: Duration = .seconds(30),
+        _ body: (_ node: PostgresOrderStore, _ other: PostgresOrderStore, _ order: Order) async throws -> Void
+    ) async throws {
         let url = try await freshDatabase()
-        let node = try await openStore(url, name: "node", writers: 4)
+        let node = try await openStore(url, name: "node", writers: writers, callBudget: callBudget)
         let other = try await openStore(url, name: "other-node", writers: 1)
         defer {
             node.close()
             other.close()
         }
-        let locked = try await seedOrder(node)
-        let free = try await node.write { tx in
-            var copy = locked
-            copy.id = nil
-            copy.number = "2026/11/0002"
-            return try tx.insertOrder(copy)
-        }
-        // The other node locks the order's row and keeps its transaction open for 3 s.
+        try await body(node, other, try await seedOrder(node))
+    }
+
+    /// `store` locks `order`'s row and keeps its transaction open for `seconds`; returns once
+    /// the lock is surely taken (300 ms later).
+    static func holdRow(of order: Order, on store: PostgresOrderStore, for seconds: Double) async throws -> Task<Void, any Error> {
         let holding = Task {
-            try await other.write { tx in
-                _ = try tx.order(locked.id!, in: locked.companyID)
-                Thread.sleep(forTimeInterval: 3)
+            try await store.write { tx in
+                _ = try tx.order(order.id!, in: order.companyID)
+                Thread.sleep(forTimeInterval: seconds)
             }
         }
         try await Task.sleep(for: .milliseconds(300))
-        @Sendable func change(_ order: Order) async throws -> (Duration, Result<Order, any Error>) {
-            await timed {
-                try await node.write(changing: order.id!) { tx in
-                    var current = try #require(try tx.order(order.id!, in: order.companyID))
-                    current.notes += "x"
-                    current.version += 1
-                    return (try tx.updateOrder(current), [OrderEvent]())
-                }.0
+        return holding
+    }
+
+    /// One more character in `order`'s notes, through the order's turns, timed; with an event
+    /// appended at the COMMIT when `event`.
+    @Sendable static func change(
+        _ order: Order, on node: PostgresOrderStore, event: Bool = false
+    ) async -> (Duration, Result<Order, any Error>) {
+        await timed {
+            try await node.write(changing: order.id!) { tx in
+                var current = try #require(try tx.order(order.id!, in: order.companyID))
+                current.notes += "x"
+                current.version += 1
+                return (try tx.updateOrder(current), event ? [createdEvent(current)] : [])
+            }.0
+        }
+    }
+
+    @Test func writesWaitingForALockedOrderLeaveTheWritersToOtherOrders() async throws {
+        try await Self.withTwoNodes(writers: 4) { node, other, locked in
+            let free = try await node.write { tx in
+                var copy = locked
+                copy.id = nil
+                copy.number = "2026/11/0002"
+                return try tx.insertOrder(copy)
             }
+            let holding = try await Self.holdRow(of: locked, on: other, for: 3)
+            let waiting = (0..<6).map { _ in Task { await Self.change(locked, on: node) } }
+            try await Task.sleep(for: .milliseconds(200))  // every one of them asked before the next write
+            let (elapsed, result) = await Self.change(free, on: node)
+            #expect(throws: Never.self) { try result.get() }
+            #expect(elapsed < .seconds(1), "a write to another order waits for no locked one: \(elapsed)")
+            try await holding.value
+            // The writes to the locked order end within their budget: refused as unavailable (the
+            // first in turn meets the lock's 2 s timeout, and the order is paused: the others are
+            // refused at once), or committed in turn once the lock is gone.
+            var committed = 0
+            for task in waiting {
+                let (elapsed, result) = await task.value
+                #expect(elapsed < .seconds(31))
+                if case .success = result { committed += 1 } else { #expect(isUnavailable(result)) }
+            }
+            let final = try #require(try await node.read { tx in try tx.order(locked.id!, in: locked.companyID) })
+            #expect(final.notes.count - locked.notes.count == committed, "each committed once")
         }
-        let waiting = (0..<6).map { _ in Task { try await change(locked) } }
-        try await Task.sleep(for: .milliseconds(200))  // every one of them asked before the next write
-        let (elapsed, result) = try await change(free)
-        #expect(throws: Never.self) { try result.get() }
-        #expect(elapsed < .seconds(1), "a write to another order waits for no locked one: \(elapsed)")
-        try await holding.value
-        // The writes to the locked order end within their budget: refused as unavailable (the
-        // first in turn meets the lock's 2 s timeout, and the order is paused: the others are
-        // refused at once), or committed in turn once the lock is gone.
-        var committed = 0
-        for task in waiting {
-            let (elapsed, result) = try await task.value
-            #expect(elapsed < .seconds(31))
-            if case .success = result { committed += 1 } else { #expect(isUnavailable(result)) }
-        }
-        let final = try #require(try await node.read { tx in try tx.order(locked.id!, in: locked.companyID) })
-        #expect(final.notes.count - locked.notes.count == committed, "each committed once")
     }
 
     /// An order whose write met the lock timeout is paused: for a second its writes are refused at
@@ -70,127 +90,63 @@ import WaybillStoreTesting
     /// commits ends the pause. With a steady stream of writes, a locked order held one writer for
     /// as long as the lock lasted, and several such orders took every writer of the node.
     @Test func anOrderWhoseWriteMetTheLockTimeoutIsPausedThenProbedBriefly() async throws {
-        let url = try await freshDatabase()
-        let node = try await openStore(url, name: "node", writers: 2)
-        let other = try await openStore(url, name: "other-node", writers: 1)
-        defer {
-            node.close()
-            other.close()
-        }
-        let locked = try await seedOrder(node)
-        let holding = Task {
-            try await other.write { tx in
-                _ = try tx.order(locked.id!, in: locked.companyID)
-                Thread.sleep(forTimeInterval: 4.5)
+        try await Self.withTwoNodes(writers: 2) { node, other, locked in
+            let holding = try await Self.holdRow(of: locked, on: other, for: 4.5)
+            let (first, firstResult) = await Self.change(locked, on: node)
+            #expect(isUnavailable(firstResult))
+            #expect(first >= .milliseconds(1500), "the first waits for the lock's timeout: \(first)")
+            let (paused, pausedResult) = await Self.change(locked, on: node)
+            #expect(isUnavailable(pausedResult))
+            #expect(paused < .milliseconds(500), "refused at once during the pause: \(paused)")
+            try await Task.sleep(for: .milliseconds(1100))
+            let (probe, probeResult) = await Self.change(locked, on: node)
+            #expect(isUnavailable(probeResult), "the lock is still held")
+            #expect(probe < .milliseconds(1200), "tried with a short lock wait: \(probe)")
+            try await holding.value
+            try await Task.sleep(for: .milliseconds(1100))
+            for _ in 0..<2 {
+                let (_, result) = await Self.change(locked, on: node)
+                #expect(throws: Never.self) { try result.get() }
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
-        @Sendable func change() async -> (Duration, Result<Order, any Error>) {
-            await timed {
-                try await node.write(changing: locked.id!) { tx in
-                    var current = try #require(try tx.order(locked.id!, in: locked.companyID))
-                    current.notes += "x"
-                    current.version += 1
-                    return (try tx.updateOrder(current), [OrderEvent]())
-                }.0
-            }
-        }
-        let (first, firstResult) = await change()
-        #expect(isUnavailable(firstResult))
-        #expect(first >= .milliseconds(1500), "the first waits for the lock's timeout: \(first)")
-        let (paused, pausedResult) = await change()
-        #expect(isUnavailable(pausedResult))
-        #expect(paused < .milliseconds(500), "refused at once during the pause: \(paused)")
-        try await Task.sleep(for: .milliseconds(1100))
-        let (probe, probeResult) = await change()
-        #expect(isUnavailable(probeResult), "the lock is still held")
-        #expect(probe < .milliseconds(1200), "tried with a short lock wait: \(probe)")
-        try await holding.value
-        try await Task.sleep(for: .milliseconds(1100))
-        let (_, afterResult) = await change()
-        #expect(throws: Never.self) { try afterResult.get() }
-        let (_, nextResult) = await change()
-        #expect(throws: Never.self) { try nextResult.get() }
     }
 
     /// A paused order's probe waits briefly for its own row only: its append and COMMIT wait for
     /// the event counter row as every write does. With the short wait on them too, a counter held
     /// for a moment by another node's commit paused an order whose row was free.
     @Test func aProbeWaitsForTheEventCounterAsUsual() async throws {
-        let url = try await freshDatabase()
-        let node = try await openStore(url, name: "node", writers: 2)
-        let other = try await openStore(url, name: "other-node", writers: 1)
-        defer {
-            node.close()
-            other.close()
-        }
-        let order = try await seedOrder(node)
-        @Sendable func change() async -> Result<Order, any Error> {
-            await timed {
-                try await node.write(changing: order.id!) { tx in
-                    var current = try #require(try tx.order(order.id!, in: order.companyID))
-                    current.notes += "x"
-                    current.version += 1
-                    return (try tx.updateOrder(current), [createdEvent(current)])
-                }.0
-            }.1
-        }
-        // Pause the order: its row held past the lock's timeout.
-        let holdingRow = Task {
-            try await other.write { tx in
-                _ = try tx.order(order.id!, in: order.companyID)
-                Thread.sleep(forTimeInterval: 2.6)
+        try await Self.withTwoNodes(writers: 2) { node, other, order in
+            // Pause the order: its row held past the lock's timeout.
+            let holdingRow = try await Self.holdRow(of: order, on: other, for: 2.6)
+            #expect(isUnavailable(await Self.change(order, on: node, event: true).1))
+            try await holdingRow.value
+            try await Task.sleep(for: .milliseconds(1100))  // the pause is over: the next write probes
+            // Another node holds the event counter row for 700 ms (its append, then a slow commit).
+            let holdingCounter = Task {
+                try await other.write { tx in
+                    _ = try tx.appendEvents([createdEvent(order)])
+                    Thread.sleep(forTimeInterval: 0.7)
+                }
             }
+            try await Task.sleep(for: .milliseconds(150))
+            let (_, probe) = await Self.change(order, on: node, event: true)
+            #expect(throws: Never.self) { try probe.get() }
+            try await holdingCounter.value
         }
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(isUnavailable(await change()))
-        try await holdingRow.value
-        try await Task.sleep(for: .milliseconds(1100))  // the pause is over: the next write probes
-        // Another node holds the event counter row for 700 ms (its append, then a slow commit).
-        let holdingCounter = Task {
-            try await other.write { tx in
-                _ = try tx.appendEvents([createdEvent(order)])
-                Thread.sleep(forTimeInterval: 0.7)
-            }
-        }
-        try await Task.sleep(for: .milliseconds(150))
-        let probe = await change()
-        #expect(throws: Never.self) { try probe.get() }
-        try await holdingCounter.value
     }
 
     /// The wait for a turn counts in the call's budget: with the order locked past it, every write
     /// to the order is refused as unavailable within its budget (and a little), never later.
     @Test func theWaitForATurnCountsInTheCallsBudget() async throws {
-        let url = try await freshDatabase()
-        let node = try await openStore(url, name: "node", writers: 4, callBudget: .milliseconds(1500))
-        let other = try await openStore(url, name: "other-node", writers: 1)
-        defer {
-            node.close()
-            other.close()
-        }
-        let locked = try await seedOrder(node)
-        let holding = Task {
-            try await other.write { tx in
-                _ = try tx.order(locked.id!, in: locked.companyID)
-                Thread.sleep(forTimeInterval: 4)
+        try await Self.withTwoNodes(writers: 4, callBudget: .milliseconds(1500)) { node, other, locked in
+            let holding = try await Self.holdRow(of: locked, on: other, for: 4)
+            let waiting = (0..<6).map { _ in Task { await Self.change(locked, on: node) } }
+            for task in waiting {
+                let (elapsed, result) = await task.value
+                #expect(isUnavailable(result))
+                #expect(elapsed < .milliseconds(1500) + .seconds(1), "refused within the budget: \(elapsed)")
             }
+            try await holding.value
         }
-        try await Task.sleep(for: .milliseconds(300))
-        let waiting = (0..<6).map { _ in
-            Task {
-                await timed {
-                    try await node.write(changing: locked.id!) { tx in
-                        (try tx.order(locked.id!, in: locked.companyID), [OrderEvent]())
-                    }.0
-                }
-            }
-        }
-        for task in waiting {
-            let (elapsed, result) = await task.value
-            #expect(isUnavailable(result))
-            #expect(elapsed < .milliseconds(1500) + .seconds(1), "refused within the budget: \(elapsed)")
-        }
-        try await holding.value
     }
 }
