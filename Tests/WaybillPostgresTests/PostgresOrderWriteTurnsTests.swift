@@ -111,6 +111,25 @@ import WaybillStoreTesting
         }
     }
 
+    /// A write that waited for its turn behind one that met the lock timeout finds the order
+    /// paused when its turn comes, and is refused at once: it does not take a writer to wait for
+    /// the lock again (it asked before the pause began, so only the check after its wait sees it).
+    @Test func aWriteWhoseTurnComesAfterTheLockTimeoutIsRefusedAtOnce() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, other, locked in
+            let holding = try await Self.holdRow(of: locked, on: other, for: 3)
+            let first = Task { await Self.change(locked, on: node) }
+            try await Task.sleep(for: .milliseconds(100))  // queued behind the first
+            let (_, second) = await Self.change(locked, on: node)
+            #expect(isUnavailable(await first.value.1), "the first meets the lock's timeout")
+            // Without the check it waited for the lock and committed once the holder ended (3 s).
+            #expect(throws: StoreError.self) { try second.get() }
+            if case .failure(let error) = second {
+                #expect("\(error)".contains("stays locked"), "refused for the pause: \(error)")
+            }
+            try await holding.value
+        }
+    }
+
     /// A paused order's probe waits briefly for its own row only: its append and COMMIT wait for
     /// the event counter row as every write does. With the short wait on them too, a counter held
     /// for a moment by another node's commit paused an order whose row was free.
