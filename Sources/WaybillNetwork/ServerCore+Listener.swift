@@ -41,13 +41,10 @@ extension ServerCore {
         return 0
     }
 
-    /// Accepts up to `limit` queued connections (see `acceptConnections`); returns how many it
-    /// handed to lws.
-    @discardableResult
-    private func acceptQueued(upTo limit: Int) -> Int {
-        guard let vhost, let listenerWsi else { return 0 }
+    /// Accepts up to `limit` queued connections (see `acceptConnections`).
+    private func acceptQueued(upTo limit: Int) {
+        guard let vhost, let listenerWsi else { return }
         let listener = lws_get_socket_fd(listenerWsi)
-        var adopted = 0
         let type = lws_adoption_type(rawValue: LWS_ADOPT_SOCKET.rawValue | LWS_ADOPT_HTTP.rawValue)
         for _ in 0..<limit {
             let fd = lwsx_accept(listener)
@@ -63,9 +60,9 @@ extension ServerCore {
                     // spare taken meanwhile). Either way stop watching the listener for a moment
                     // rather than wake on it at once, again.
                     pauseAccepting()
-                    return adopted
+                    return
                 default:
-                    return adopted  // EAGAIN: the queue is empty
+                    return  // EAGAIN: the queue is empty
                 }
             }
             var one: Int32 = 1
@@ -75,10 +72,8 @@ extension ServerCore {
             // On failure (lws's descriptor table full) lws has closed the socket itself.
             if let wsi = lws_adopt_descriptor_vhost(vhost, type, descriptor, nil, nil) {
                 connections[wsi] = .now
-                adopted += 1
             }
         }
-        return adopted
     }
 
     /// Stops `RAW_RX_FILE` for the listener for `acceptPause`; the connections wait in the queue.

@@ -167,7 +167,16 @@ public final class PostgresOrderStore: OrderStore {
     public func write<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        let (value, append) = try await submit(.write, to: writeQueue) { tx in
+        try await submitAppending(body)
+    }
+
+    /// A write whose events go out with its COMMIT (`write(appendingEvents:)`), with the call's
+    /// `deadline` (from now by default) and an optional shorter lock wait.
+    private func submitAppending<T: Sendable>(
+        _ body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent]),
+        deadline: ContinuousClock.Instant? = nil, lockTimeoutCap: Duration? = nil
+    ) async throws -> (T, [StoredEvent]) {
+        let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline, lockTimeoutCap: lockTimeoutCap) { tx in
             let (value, events) = try body(tx)
             return (value, tx.appendAtCommit(events))
         }
@@ -196,14 +205,10 @@ public final class PostgresOrderStore: OrderStore {
         defer { orderWrites.leave(key) }
         let probing = try lockState(of: key)  // a pause may have begun while this waited
         do {
-            let (value, append) = try await submit(
-                .write, to: writeQueue, deadline: deadline, lockTimeoutCap: probing ? Self.probeLockTimeout : nil
-            ) { tx in
-                let (value, events) = try body(tx)
-                return (value, tx.appendAtCommit(events))
-            }
+            let written = try await submitAppending(
+                body, deadline: deadline, lockTimeoutCap: probing ? Self.probeLockTimeout : nil)
             if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
-            return (value, append?.stored ?? [])
+            return written
         } catch let error as StoreError where !PostgresError.isLockTimeout(error) {
             // Any other outcome (a 412, the order gone, the server down) says nothing of the lock.
             if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }

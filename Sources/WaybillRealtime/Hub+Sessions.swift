@@ -79,9 +79,7 @@ extension Hub {
             closed += 1
         }
         for user in closedUsers {
-            logouts.record(Logout(userID: user, at: now, epoch: epochs[user] ?? .revokesAll)) {
-                connections.values.lazy.filter { $0.machine.phase == .authenticating }.map(\.openedAtLogout).min()
-            }
+            logouts.record(Logout(userID: user, at: now, epoch: epochs[user] ?? .revokesAll), oldestPending: oldestAuthenticating)
         }
         return (closedUsers, closed)
     }

@@ -197,15 +197,18 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         let user = logout.userID
         // Sockets still authenticating may have read the credentials before the logout revoked
         // them; `admit` refuses those (their machine has no user yet, so the loop below skips them).
-        logouts.record(logout) {
-            connections.values.lazy.filter { $0.machine.phase == .authenticating }.map(\.openedAtLogout).min()
-        }
+        logouts.record(logout, oldestPending: oldestAuthenticating)
         // Skips sockets already closing: a local logout and the session watcher both ask.
         for (socket, entry) in connections
         where entry.machine.userID == user && logout.revokes(entry.epoch) && entry.machine.phase != .closing {
             connections[socket]?.machine.closing()
             io.close(socket, code: 4001, reason: "logged out")
         }
+    }
+
+    /// The smallest `openedAtLogout` of a socket still authenticating (`LogoutLedger.record`).
+    func oldestAuthenticating() -> UInt64? {
+        connections.values.lazy.filter { $0.machine.phase == .authenticating }.map(\.openedAtLogout).min()
     }
 
     /// Closes every socket with `code` so clients reconnect and resume.

@@ -33,7 +33,7 @@ extension SQLiteOrderStore.Transaction {
         }
         if let ids = query.ids {
             filters += " AND id IN (SELECT value FROM json_each(?))"
-            filterArguments.append(.text("[" + ids.map { String($0.rawValue) }.joined(separator: ",") + "]"))
+            filterArguments.append(.ids(ids))
         }
         if let folded = query.foldedText {
             // `waybill_lower` is Swift's `lowercased()` (SQLiteConnection): LIKE would fold ASCII only.

@@ -176,10 +176,8 @@ extension SQLiteOrderStore.Transaction {
     func sessionEpochs(of users: [UserID]) throws -> [UserID: SessionEpoch] {
         guard !users.isEmpty else { return [:] }
         return try perform { () throws(SQLiteError) in
-            // The ids travel as one JSON parameter: any number of them, one cached statement.
             let rows = try db.query(
-                "SELECT id, session_epoch FROM users WHERE id IN (SELECT value FROM json_each(?))",
-                [.text("[" + users.map { String($0.rawValue) }.joined(separator: ",") + "]")]
+                "SELECT id, session_epoch FROM users WHERE id IN (SELECT value FROM json_each(?))", [.ids(users)]
             ) { row in (UserID(row.int64(0)), SessionEpoch(row.int64(1))) }
             return Dictionary(rows, uniquingKeysWith: { first, _ in first })
         }

@@ -25,6 +25,12 @@ enum SQLiteValue: Equatable {
     static func optionalText(_ value: String?) -> SQLiteValue {
         value.map { .text($0) } ?? .null
     }
+
+    /// Identifiers as one JSON array, for `IN (SELECT value FROM json_each(?))`: any number of
+    /// them in one parameter, so the statement's text (and its cache entry) stays the same.
+    static func ids(_ values: [some Identifier]) -> SQLiteValue {
+        .text("[" + values.map { String($0.rawValue) }.joined(separator: ",") + "]")
+    }
 }
 
 extension Date {

@@ -36,14 +36,23 @@ struct RedisBrokerFailureTests {
     /// Redis; Redis never does) drops the connection: its later replies could answer other
     /// commands. It was kept, and the next PUBLISH went out on it (a review, 2026-12-05).
     @Test func anUnexpectedPublishReplyDropsTheConnection() async throws {
-        let lookAlike = try LookAlikeRedis()
+        try await Self.withLookAlike(.okToEverything) { lookAlike, broker in
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
+            try await Task.sleep(for: .milliseconds(400))  // past the first retry delay (100 ms)
+            await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
+            #expect(lookAlike.connections == 2, "each PUBLISH on a fresh connection")
+        }
+    }
+
+    /// A broker on a Redis look-alike answering as `mode` says; both stopped after `body`.
+    static func withLookAlike(
+        _ mode: LookAlikeRedis.Mode, _ body: (LookAlikeRedis, RedisBroker) async throws -> Void
+    ) async throws {
+        let lookAlike = try LookAlikeRedis(mode: mode)
         defer { lookAlike.stop() }
         let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
         defer { broker.close() }
-        await #expect(throws: BrokerError.self) { try await broker.publish([event(1)]) }
-        try await Task.sleep(for: .milliseconds(400))  // past the first retry delay (100 ms)
-        await #expect(throws: BrokerError.self) { try await broker.publish([event(2)]) }
-        #expect(lookAlike.connections == 2, "each PUBLISH on a fresh connection")
+        try await body(lookAlike, broker)
     }
 
     /// A message still arriving after the heartbeat's 2 s (tens of MB on a slow link; here a
@@ -51,29 +60,25 @@ struct RedisBrokerFailureTests {
     /// the message) keeps the subscription: bytes arriving are a sign of life. Only whole replies
     /// counted, and the subscriber resubscribed in the message's middle (a review, 2026-12-05).
     @Test func aMessageSlowerThanTheHeartbeatKeepsTheSubscription() async throws {
-        let lookAlike = try LookAlikeRedis(mode: .trickle)
-        defer { lookAlike.stop() }
-        let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        #expect(await subscription.waitForSubscribed())
-        #expect(await subscription.wait(timeout: .seconds(10)) { $0.contains(.events([event(7)])) }, "the slow message arrives")
-        #expect(lookAlike.connections == 1, "no resubscribe while it arrived")
-        #expect(!subscription.deliveries.contains(.lost))
+        try await Self.withLookAlike(.trickle) { lookAlike, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            #expect(await subscription.waitForSubscribed())
+            #expect(await subscription.wait(timeout: .seconds(10)) { $0.contains(.events([event(7)])) }, "the slow message arrives")
+            #expect(lookAlike.connections == 1, "no resubscribe while it arrived")
+            #expect(!subscription.deliveries.contains(.lost))
+        }
     }
 
     /// An `unsubscribe` nobody asked for (the server's or a proxy's) makes the subscriber
     /// subscribe again at once: it stayed on a connection that answered PINGs and delivered
     /// nothing, until the feeds' silent-broker rule about 10 s later (a review, 2026-12-05).
     @Test func anUnsolicitedUnsubscribeSubscribesAgain() async throws {
-        let lookAlike = try LookAlikeRedis(mode: .unsubscribeFirst)
-        defer { lookAlike.stop() }
-        let broker = try RedisBroker(url: "redis://127.0.0.1:\(lookAlike.port)")
-        defer { broker.close() }
-        let subscription = DeliveryCollector(broker.subscribe())
-        // The look-alike sends the message only on its second connection.
-        #expect(await subscription.wait(timeout: .seconds(5)) { $0.contains(.events([event(7)])) })
-        #expect(lookAlike.connections == 2)
+        try await Self.withLookAlike(.unsubscribeFirst) { lookAlike, broker in
+            let subscription = DeliveryCollector(broker.subscribe())
+            // The look-alike sends the message only on its second connection.
+            #expect(await subscription.wait(timeout: .seconds(5)) { $0.contains(.events([event(7)])) })
+            #expect(lookAlike.connections == 2)
+        }
     }
 
     /// hiredis writes with plain `write()`: a multi-megabyte PUBLISH into a dead connection raised
