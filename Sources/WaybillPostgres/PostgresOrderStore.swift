@@ -209,20 +209,33 @@ public final class PostgresOrderStore: OrderStore {
                 body, deadline: deadline, lockTimeoutCap: probing ? Self.probeLockTimeout : nil)
             if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
             return written
-        } catch let error as StoreError where !PostgresError.isLockTimeout(error) {
-            // Any other outcome (a 412, the order gone, the server down) says nothing of the lock.
-            if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
+        } catch let error as StoreError where PostgresError.isLockTimeout(error) {
+            pause(key, until: ContinuousClock.now + Self.lockedOrderPause)
             throw error
-        } catch let error as StoreError {  // a lock timeout
-            let now = ContinuousClock.now
-            lockedOrders.withLock { paused in
-                paused[key] = now + Self.lockedOrderPause
-                // Orders nobody wrote again stay until a write finds them: bounded all the same.
-                if paused.count > 1024 { paused = paused.filter { now < $0.value + .seconds(30) } }
-            }
+        } catch {
+            // Any other outcome ends a probe's pause: a store error (the order gone, the server
+            // down), and as much an error the write's own closure threw (a 412, a rule), which
+            // comes after its read of the row. Only store errors ended it before: a probe the write
+            // refused left the order on 200 ms lock waits for up to 30 s (found by a review). A
+            // closure that threw before its read tested no lock; if the row is still locked, the
+            // next write meets the timeout and pauses the order again.
+            if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
             throw error
         }
     }
+
+    /// Pauses `key`'s order until `until` (`write(changing:appendingEvents:)`; tests set one).
+    func pause(_ key: Int64, until: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        lockedOrders.withLock { paused in
+            paused[key] = until
+            // Orders nobody wrote again stay until a write finds them: bounded all the same.
+            if paused.count > 1024 { paused = paused.filter { now < $0.value + .seconds(30) } }
+        }
+    }
+
+    /// Whether `order` is paused, or its pause is over and its next write probes (tests).
+    func isPaused(_ order: OrderID) -> Bool { lockedOrders.withLock { $0[order.rawValue] != nil } }
 
     /// Whether `key`'s order was paused for a lock timeout and its pause is over (try it with a
     /// short lock wait); throws while the pause lasts. A pause over for 30 s is forgotten: a cut

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import WaybillDomain
-import WaybillPostgres
+@testable import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
 import WaybillStoreTesting
@@ -151,6 +151,31 @@ import WaybillStoreTesting
             let (_, probe) = await Self.change(order, on: node, event: true)
             #expect(throws: Never.self) { try probe.get() }
             try await holdingCounter.value
+        }
+    }
+
+    /// Any outcome of a probe but a lock timeout ends the pause: also an error the write itself
+    /// throws after reading the row (a 412, a rule). Only store errors ended it before, and such
+    /// a probe left the order on 200 ms lock waits for up to 30 s. The pause is set directly (as
+    /// a lock timeout sets it, and already over): the other tests make it the real way.
+    @Test func aProbeTheWriteRefusesEndsThePause() async throws {
+        struct Refused: Error {}
+        try await Self.withTwoNodes(writers: 1) { node, _, order in
+            node.pause(order.id!.rawValue, until: ContinuousClock.now - .milliseconds(1))
+            #expect(node.isPaused(order.id!))
+            let refused = await timed {
+                try await node.write(changing: order.id!) { tx -> ((), [OrderEvent]) in
+                    _ = try #require(try tx.order(order.id!, in: order.companyID))
+                    throw Refused()
+                }
+            }
+            #expect(throws: Refused.self) { try refused.1.get() }
+            #expect(!node.isPaused(order.id!), "the probe met no lock: the pause is over")
+            // A probe that commits ends it, as before.
+            node.pause(order.id!.rawValue, until: ContinuousClock.now - .milliseconds(1))
+            let (_, change) = await Self.change(order, on: node)
+            #expect(throws: Never.self) { try change.get() }
+            #expect(!node.isPaused(order.id!), "a committed probe ends the pause")
         }
     }
 
