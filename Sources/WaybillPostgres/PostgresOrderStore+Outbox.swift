@@ -38,7 +38,7 @@ extension PostgresOrderStore.Transaction {
                 WHERE g.group_name = $1 AND g.event_id > $2
                 ORDER BY g.event_id LIMIT $3
                 """,
-                [.text(group.name), .id(after), .int(limit)], Self.decodeEvent)
+                [.text(EventGroupRows.rows(of: group).name), .id(after), .int(limit)], Self.decodeEvent)
         }
     }
 
@@ -99,6 +99,7 @@ extension PostgresOrderStore.Transaction {
     /// `appendStatement` for why the ids follow commit order).
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
+        let rows = try Self.groupRows(events)
         let committedAt = clock()
         return try perform { () throws(PostgresError) in
             // One statement, one round trip: the counter row is locked from here until COMMIT, and
@@ -106,7 +107,7 @@ extension PostgresOrderStore.Transaction {
             // (../shared/notes/postgres-redis.md §4: hold the row briefly). `appendAtCommit` does
             // better: no round trip at all between the append and the COMMIT.
             let salts = events.map { _ in StoredEvent.newSalt() }
-            let result = try run([Self.appendStatement(events, committedAt: committedAt, salts: salts)])[0]
+            let result = try run([Self.appendStatement(events, rows: rows, committedAt: committedAt, salts: salts)])[0]
             return try Self.storedEvents(events, last: result, committedAt: committedAt, salts: salts)
         }
     }
@@ -114,9 +115,9 @@ extension PostgresOrderStore.Transaction {
     /// Events to append with the COMMIT, in one round trip (`PostgresOrderStore.write(appendingEvents:)`):
     /// the counter row is then held only while the server runs the append and the COMMIT, never
     /// while a message travels to this node and back. `nil` when there is nothing to append.
-    func appendAtCommit(_ events: [OrderEvent]) -> PendingAppend? {
+    func appendAtCommit(_ events: [OrderEvent]) throws -> PendingAppend? {
         guard !events.isEmpty else { return nil }
-        let pending = PendingAppend(events: events, committedAt: clock())
+        let pending = PendingAppend(events: events, rows: try Self.groupRows(events), committedAt: clock())
         finalAppend = pending
         return pending
     }
@@ -135,7 +136,9 @@ extension PostgresOrderStore.Transaction {
             return
         }
         let salts = append.events.map { _ in StoredEvent.newSalt() }
-        let results = try run([Self.appendStatement(append.events, committedAt: append.committedAt, salts: salts), commit])
+        let results = try run([
+            Self.appendStatement(append.events, rows: append.rows, committedAt: append.committedAt, salts: salts), commit,
+        ])
         // Committed: an answer this build cannot read must not turn the write into a failure. The
         // events then reach the sockets through the relay's poll instead of this node's own path.
         append.stored =
@@ -151,9 +154,14 @@ extension PostgresOrderStore.Transaction {
     /// row lock until this one has committed (then reads its new value) or rolled back (then
     /// reuses the same ids, leaving no hole). Callers append as the last step of their
     /// transaction, so the row is held only for the inserts and the COMMIT.
-    private static func appendStatement(_ events: [OrderEvent], committedAt: Date, salts: [Int64]) -> PostgresStatement {
+    ///
+    /// `rows` are each event's index rows (`groupRows`), by its place in `events`.
+    private static func appendStatement(
+        _ events: [OrderEvent], rows: [[Group]], committedAt: Date, salts: [Int64]
+    ) -> PostgresStatement {
+        let rowEvents = rows.enumerated().flatMap { place, groups in groups.map { _ in "\(place + 1)" } }
         // The CTEs that insert run even though the final SELECT does not read them.
-        PostgresStatement(
+        return PostgresStatement(
             """
             WITH counter AS (
                 UPDATE event_counter SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id
@@ -167,12 +175,12 @@ extension PostgresOrderStore.Transaction {
                     $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $13::bigint[], $14::bigint[])
                     WITH ORDINALITY AS e(company_id, type, order_id, number, old_status, new_status, driver_id,
                         old_driver_id, groups, changed_at, seen_version, cursor_salt, n)
-                RETURNING event_id, groups
+                RETURNING event_id
             ), new_groups AS (
                 -- DISTINCT: a group listed twice is still one delivery.
                 INSERT INTO event_groups (group_name, event_id)
-                SELECT DISTINCT g.name, new_events.event_id
-                FROM new_events, unnest(string_to_array(new_events.groups, ' ')) AS g(name)
+                SELECT DISTINCT g.name, (SELECT last_id FROM counter) - $1 + g.n
+                FROM unnest($15::text[], $16::bigint[]) AS g(name, n)
                 ON CONFLICT DO NOTHING
             )
             SELECT last_id FROM counter
@@ -192,7 +200,17 @@ extension PostgresOrderStore.Transaction {
                 .date(committedAt),
                 .text(PostgresArray.literal(events.map { $0.seenVersion.map { "\($0)" } })),
                 .text(PostgresArray.literal(salts.map { "\($0)" })),
+                .text(PostgresArray.literal(rows.flatMap { $0.map(\.name) })),
+                .text(PostgresArray.literal(rowEvents)),
             ])
+    }
+
+    /// Each event's index rows (`EventGroupRows`); throws for an event the index refuses.
+    private static func groupRows(_ events: [OrderEvent]) throws -> [[Group]] {
+        try events.map { event in
+            guard let rows = EventGroupRows.rows(for: event.groups) else { throw EventGroupRows.refused(event.groups) }
+            return rows
+        }
     }
 
     /// The events as stored, numbered up to the counter's new `last_id` (the append's one row).
@@ -258,11 +276,14 @@ extension PostgresOrderStore.Transaction {
 /// by the caller after: the continuation orders the two.
 final class PendingAppend: @unchecked Sendable {
     let events: [OrderEvent]
+    /// Each event's index rows (`EventGroupRows`).
+    let rows: [[Group]]
     let committedAt: Date
     fileprivate(set) var stored: [StoredEvent] = []
 
-    init(events: [OrderEvent], committedAt: Date) {
+    init(events: [OrderEvent], rows: [[Group]], committedAt: Date) {
         self.events = events
+        self.rows = rows
         self.committedAt = committedAt
     }
 }

@@ -178,7 +178,7 @@ public final class PostgresOrderStore: OrderStore {
     ) async throws -> (T, [StoredEvent]) {
         let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline, lockTimeoutCap: lockTimeoutCap) { tx in
             let (value, events) = try body(tx)
-            return (value, tx.appendAtCommit(events))
+            return (value, try tx.appendAtCommit(events))
         }
         return (value, append?.stored ?? [])
     }

@@ -37,7 +37,7 @@ extension SQLiteOrderStore.Transaction {
                 WHERE g.group_name = ? AND g.event_id > ?
                 ORDER BY g.event_id LIMIT ?
                 """,
-                [.text(group.name), .id(after), .int(limit)], Self.decodeEvent)
+                [.text(EventGroupRows.rows(of: group).name), .id(after), .int(limit)], Self.decodeEvent)
         }
     }
 
@@ -110,6 +110,10 @@ extension SQLiteOrderStore.Transaction {
     /// can therefore never skip an event that commits late.
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
+        let rows = try events.map { event in
+            guard let rows = EventGroupRows.rows(for: event.groups) else { throw EventGroupRows.refused(event.groups) }
+            return rows
+        }
         return try perform { () throws(SQLiteError) in
             let newest: Int64
             if let known = db.newestEvent.newest(version: db.dataVersion) {
@@ -125,7 +129,7 @@ extension SQLiteOrderStore.Transaction {
             do throws(SQLiteError) {
                 for (offset, event) in events.enumerated() {
                     let id = EventID(newest + 1 + Int64(offset)), salt = StoredEvent.newSalt()
-                    try insert(event, id: id, committedAt: committedAt, salt: salt)
+                    try insert(event, rows: rows[offset], id: id, committedAt: committedAt, salt: salt)
                     var saved = event
                     saved.changedAt = event.changedAt.sqliteRoundTripped
                     stored.append(StoredEvent(id: id, event: saved, committedAt: committedAt.sqliteRoundTripped, salt: salt))
@@ -139,7 +143,10 @@ extension SQLiteOrderStore.Transaction {
         }
     }
 
-    private func insert(_ event: OrderEvent, id: EventID, committedAt: Date, salt: Int64) throws(SQLiteError) {
+    /// Inserts `event` with its index rows for the groups `rows` (`EventGroupRows.rows(for:)`).
+    private func insert(
+        _ event: OrderEvent, rows groups: [Group], id: EventID, committedAt: Date, salt: Int64
+    ) throws(SQLiteError) {
         try db.execute(
             """
             INSERT INTO events (event_id, company_id, type, order_id, number, old_status, new_status, driver_id,
@@ -153,9 +160,9 @@ extension SQLiteOrderStore.Transaction {
                 .date(event.changedAt), .date(committedAt), event.seenVersion.map(SQLiteValue.int) ?? .null,
                 .integer(salt),
             ])
-        // One statement for all of the event's groups (two or three): a statement's run costs more
-        // than its rows. OR IGNORE: a group listed twice is still one delivery.
-        let groups = event.groups
+        // One statement for all of the event's rows (one or two: a fleet has its company's,
+        // `EventGroupRows`): a statement's run costs more than its rows. OR IGNORE: a group listed
+        // twice is still one delivery.
         guard !groups.isEmpty else { return }
         var arguments: [SQLiteValue] = []
         arguments.reserveCapacity(groups.count * 2)

@@ -153,7 +153,7 @@ extension PostgresOutageTests {
                 try server.freeze()
                 defer { try? server.thaw() }
                 let result = runner.run(
-                    { tx in _ = tx.appendAtCommit([createdEvent(order)]) }, on: session, deadline: .now + .seconds(2))
+                    { tx in _ = try tx.appendAtCommit([createdEvent(order)]) }, on: session, deadline: .now + .seconds(2))
                 return (isUnavailable(result), session.health.isDown)
             }
             #expect(unavailable)

@@ -101,7 +101,7 @@ import WaybillTesting
                 _ = try tx.execute("SELECT 1")  // BEGIN: the timeouts count from here (about 2.7 s, lock 2 s)
                 // 1.7 s left: the pool's 2 s lock timeout alone would outlast the deadline.
                 Thread.sleep(forTimeInterval: 2.5)
-                _ = tx.appendAtCommit([createdEvent(order)])  // sent with the COMMIT
+                _ = try tx.appendAtCommit([createdEvent(order)])  // sent with the COMMIT
             }
             let newest = try other.queryFirst("SELECT last_id FROM event_counter", deadline: .now + .seconds(5)) {
                 $0.text(0)

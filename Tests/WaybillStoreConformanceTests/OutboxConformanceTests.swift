@@ -38,6 +38,41 @@ import WaybillStoreTesting
         }
     }
 
+    /// An event for a fleet without its company is refused, by either append, and nothing of its
+    /// write commits: a fleet's events are read from its company's index rows (`EventGroupRows`),
+    /// so it would never be read back by the fleet.
+    @Test(arguments: Backend.allCases) func anEventForAFleetWithoutItsCompanyIsRefused(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: fixture.acme.id)) }
+            var event = createdEvent(order)
+            event.groups = [.fleet(fixture.acme.id), .driver(fixture.alice.id)]
+            let newest = try await store.read { tx in try tx.newestEventID() }
+            let inTransaction = await #expect(throws: StoreError.self) {
+                try await store.write { [event] tx in
+                    var changed = order
+                    changed.notes = "changed"
+                    _ = try tx.updateOrder(changed)
+                    return try tx.appendEvents([event])
+                }
+            }
+            #expect("\(inTransaction.map { "\($0)" } ?? "")".contains("fleet"))
+            await #expect(throws: StoreError.self) {
+                try await store.write(appendingEvents: { [event] _ in ((), [event]) })
+            }
+            #expect(try await store.read { tx in try tx.newestEventID() } == newest)
+            let stored = try await store.read { tx in try tx.order(order.id!, in: fixture.acme.id) }
+            #expect(stored?.notes == order.notes, "the write rolled back")
+            // Its company listed too: accepted, and read back by both.
+            event.groups = [.fleet(fixture.acme.id), .company(fixture.acme.id)]
+            let accepted = try await store.write { [event] tx in try tx.appendEvents([event]) }
+            for group in [Group.fleet(fixture.acme.id), .company(fixture.acme.id)] {
+                let read = try await store.read { tx in try tx.events(of: group, after: newest, limit: 10) }
+                #expect(read == accepted, "\(group)")
+            }
+        }
+    }
+
     /// Each appended event gets its own secret salt, kept and read back with it: its cursor cannot
     /// be computed from what a client could know of another company's event (its id, kind, order
     /// and commit time), so the cursor of the node's newest event, which every `connected` and
