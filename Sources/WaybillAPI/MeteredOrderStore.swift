@@ -39,10 +39,10 @@ struct MeteredOrderStore: OrderStore {
     }
 
     func write<T: Sendable>(
-        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         metrics.storeTransaction(write: true)
-        return try await base.write(changing: order, appendingEvents: body)
+        return try await base.write(changing: orders, appendingEvents: body)
     }
 
     func close() { base.close() }

@@ -184,7 +184,9 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     /// `write(appendingEvents:)`, one write per order at a time on this node (`KeyedGate`); the
-    /// wait for its turn counts in the call's budget.
+    /// wait for its turns counts in the call's budget. A write of several orders (a driver's
+    /// receipts) takes their turns in ascending order: two such writes never wait for each other
+    /// crosswise, and a write of one order never holds a turn while it waits for another.
     ///
     /// An order whose write met the lock timeout is paused (`lockedOrders`): for a second its
     /// writes are refused at once, then one is tried with a lock wait of 200 ms, and so on until
@@ -193,24 +195,32 @@ public final class PostgresOrderStore: OrderStore {
     /// several transactions (one per writer of its own) leaves as many orders locked for about
     /// 10 s: they took every writer of another node again (a review, 2026-12-05). Paused, a locked
     /// order holds a writer about 200 ms every 1.2 s. (A deadlock met during such a short wait
-    /// reads as a lock timeout, 55P03, and pauses the order instead of being retried.)
+    /// reads as a lock timeout, 55P03, and pauses the order instead of being retried.) A write of
+    /// several orders is refused while any of them is paused, and probes when any pause is over,
+    /// but its own lock timeout pauses none: it cannot tell which row was locked, and a pause
+    /// refuses every write of its order.
     public func write<T: Sendable>(
-        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        let deadline = ContinuousClock.now + callBudget, key = order.rawValue
-        _ = try lockState(of: key)
-        try await orderWrites.enter(key, until: deadline) {
-            StoreError.unavailable("the call waited too long for another write to the same order")
+        let deadline = ContinuousClock.now + callBudget
+        let keys = Set(orders.map(\.rawValue)).sorted()
+        _ = try probing(keys)
+        var entered: [Int64] = []
+        defer { for key in entered { orderWrites.leave(key) } }
+        for key in keys {
+            try await orderWrites.enter(key, until: deadline) {
+                StoreError.unavailable("the call waited too long for another write to the same order")
+            }
+            entered.append(key)
         }
-        defer { orderWrites.leave(key) }
-        let probing = try lockState(of: key)  // a pause may have begun while this waited
+        let probes = try probing(keys)  // a pause may have begun while this waited
         do {
             let written = try await submitAppending(
-                body, deadline: deadline, lockTimeoutCap: probing ? Self.probeLockTimeout : nil)
-            if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
+                body, deadline: deadline, lockTimeoutCap: probes.isEmpty ? nil : Self.probeLockTimeout)
+            endPauses(probes)
             return written
         } catch let error as StoreError where PostgresError.isLockTimeout(error) {
-            pause(key, until: ContinuousClock.now + Self.lockedOrderPause)
+            if keys.count == 1 { pause(keys[0], until: ContinuousClock.now + Self.lockedOrderPause) }
             throw error
         } catch {
             // Any other outcome ends a probe's pause: a store error (the order gone, the server
@@ -219,8 +229,15 @@ public final class PostgresOrderStore: OrderStore {
             // refused left the order on 200 ms lock waits for up to 30 s (found by a review). A
             // closure that threw before its read tested no lock; if the row is still locked, the
             // next write meets the timeout and pauses the order again.
-            if probing { lockedOrders.withLock { _ = $0.removeValue(forKey: key) } }
+            endPauses(probes)
             throw error
+        }
+    }
+
+    private func endPauses(_ keys: [Int64]) {
+        guard !keys.isEmpty else { return }
+        lockedOrders.withLock { paused in
+            for key in keys { paused[key] = nil }
         }
     }
 
@@ -237,25 +254,31 @@ public final class PostgresOrderStore: OrderStore {
     /// Whether `order` is paused, or its pause is over and its next write probes (tests).
     func isPaused(_ order: OrderID) -> Bool { lockedOrders.withLock { $0[order.rawValue] != nil } }
 
-    /// Whether `key`'s order was paused for a lock timeout and its pause is over (try it with a
-    /// short lock wait); throws while the pause lasts. A pause over for 30 s is forgotten: a cut
-    /// node's lock lasts about 10 s, and a write months later should not get the short wait.
-    private func lockState(of key: Int64) throws -> Bool {
+    /// Those of `keys`' orders that were paused for a lock timeout and whose pause is over (try
+    /// them with a short lock wait); throws while any pause lasts. A pause over for 30 s is
+    /// forgotten: a cut node's lock lasts about 10 s, and a write months later should not get the
+    /// short wait.
+    private func probing(_ keys: [Int64]) throws -> [Int64] {
         let now = ContinuousClock.now
-        let until = lockedOrders.withLock { paused -> ContinuousClock.Instant? in
-            guard let until = paused[key] else { return nil }
-            guard now < until + .seconds(30) else {
-                paused[key] = nil
-                return nil
+        let (over, lasting) = lockedOrders.withLock { paused -> ([Int64], Bool) in
+            var over: [Int64] = []
+            for key in keys {
+                guard let until = paused[key] else { continue }
+                if now >= until + .seconds(30) {
+                    paused[key] = nil
+                } else if now < until {
+                    return ([], true)
+                } else {
+                    over.append(key)
+                }
             }
-            return until
+            return (over, false)
         }
-        guard let until else { return false }
-        guard now >= until else {
+        guard !lasting else {
             throw StoreError.unavailable(
                 "the order stays locked by another transaction (a node cut off, or a stalled database); try again shortly")
         }
-        return true
+        return over
     }
 
     private func submit<T: Sendable>(

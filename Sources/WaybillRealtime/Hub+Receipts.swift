@@ -129,7 +129,10 @@ extension Hub {
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async -> Bool {
         do {
             // The events are appended as the last step before commit (docs/DESIGN.md, "Event ids").
-            let (_, events) = try await store.write(appendingEvents: { tx in
+            // Through the orders' turns: on PostgreSQL a receipt for an order another node's
+            // transaction holds locked waits for its turn without a writer, and one for a paused
+            // order is refused at once (`OrderStore.write(changing:appendingEvents:)`).
+            let (_, events) = try await store.write(changing: reports.map(\.orderID), appendingEvents: { tx in
                 ((), try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx))
             })
             if !events.isEmpty { receipts.committed(events) }

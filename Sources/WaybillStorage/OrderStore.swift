@@ -37,14 +37,15 @@ public protocol OrderStore: Sendable {
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
-    /// `write(appendingEvents:)` for a write that changes the one order `order` (and locks its row
-    /// first). A store with several writer connections runs at most one such write per order at a
-    /// time on this process, and keeps the others waiting without a connection, within the same
-    /// budget (`KeyedGate`): a row lock held for long, by a transaction of a node cut off from the
-    /// database, then holds up the writes to that order only, not every write of the node. The
-    /// default is `write(appendingEvents:)` (one writer: writes serialize anyway).
+    /// `write(appendingEvents:)` for a write that changes the orders `orders` (and locks their rows)
+    /// and no other. A store with several writer connections runs at most one such write per order
+    /// at a time on this process, and keeps the others waiting without a connection, within the
+    /// same budget (`KeyedGate`): a row lock held for long, by a transaction of a node cut off from
+    /// the database, then holds up the writes to that order only, not every write of the node. The
+    /// default is `write(appendingEvents:)` (one writer: writes serialize anyway). A write of one
+    /// order (an order's change) or of several (a driver's receipts).
     func write<T: Sendable>(
-        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
@@ -133,11 +134,18 @@ extension OrderStore {
         }
     }
 
-    /// Writes to one order need no turns of their own (one writer, or a test's wrapper).
+    /// Writes to some orders need no turns of their own (one writer, or a test's wrapper).
+    public func write<T: Sendable>(
+        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        try await write(appendingEvents: body)
+    }
+
+    /// `write(changing:appendingEvents:)` of the one order `order`.
     public func write<T: Sendable>(
         changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        try await write(appendingEvents: body)
+        try await write(changing: [order], appendingEvents: body)
     }
 
     /// Nothing to report (stores without background work of their own).

@@ -217,6 +217,97 @@ import WaybillStoreTesting
         }
     }
 
+    /// A second order of `order`'s company, written through `node`.
+    static func secondOrder(of order: Order, on node: PostgresOrderStore) async throws -> Order {
+        try await node.write { tx in
+            var copy = order
+            copy.id = nil
+            copy.number = "2026/11/0002"
+            return try tx.insertOrder(copy)
+        }
+    }
+
+    /// A write of several orders (a driver's receipts) takes each one's turn: it waits while a
+    /// write of one of them runs, even on a free writer. Without the turns it ran at once.
+    @Test func aWriteOfSeveralOrdersWaitsForTheTurnOfEach() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, _, order in
+            let second = try await Self.secondOrder(of: order, on: node)
+            let first = RowHold()
+            let running = Task { [first] in
+                try await node.write(changing: order.id!) { tx -> ((), [OrderEvent]) in
+                    _ = try tx.order(order.id!, in: order.companyID)
+                    first.taken.store(true, ordering: .sequentiallyConsistent)
+                    while !first.released.load(ordering: .sequentiallyConsistent) { Thread.sleep(forTimeInterval: 0.005) }
+                    return ((), [])
+                }
+            }
+            while !first.taken.load(ordering: .sequentiallyConsistent) { try await Task.sleep(for: .milliseconds(5)) }
+            let started = WriteFlag()
+            let both = Task {
+                try await node.write(changing: [second.id!, order.id!]) { _ -> ((), [OrderEvent]) in
+                    started.set()
+                    return ((), [])
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!started.isSet, "waits for the first order's turn")
+            first.released.store(true, ordering: .sequentiallyConsistent)
+            try await running.value
+            try await both.value
+            #expect(started.isSet)
+        }
+    }
+
+    /// A write of several orders is refused at once while one of them is paused, and when that
+    /// pause is over it probes the order, and its commit ends the pause.
+    @Test func aWriteOfSeveralOrdersIsRefusedWhileOneIsPausedAndProbesAfter() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, _, order in
+            let second = try await Self.secondOrder(of: order, on: node)
+            node.pause(second.id!.rawValue, until: ContinuousClock.now + .seconds(30))  // the last in turn
+            let ran = WriteFlag()
+            let refused = await timed {
+                try await node.write(changing: [second.id!, order.id!]) { _ -> ((), [OrderEvent]) in
+                    ran.set()
+                    return ((), [])
+                }
+            }
+            #expect(isUnavailable(refused.1))
+            #expect(!ran.isSet, "refused before it took a writer")
+            node.pause(second.id!.rawValue, until: ContinuousClock.now - .milliseconds(1))
+            let probe = await timed {
+                try await node.write(changing: [order.id!, second.id!]) { tx -> ((), [OrderEvent]) in
+                    _ = try tx.order(second.id!, in: order.companyID)
+                    return ((), [])
+                }
+            }
+            #expect(throws: Never.self) { try probe.1.get() }
+            #expect(!node.isPaused(second.id!), "the committed probe ends the pause")
+        }
+    }
+
+    /// A write of several orders that meets the lock timeout pauses none of them: it cannot tell
+    /// which row was locked, and a pause refuses every write of its order for a second.
+    @Test func aLockTimeoutOfAWriteOfSeveralOrdersPausesNone() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, other, order in
+            let second = try await Self.secondOrder(of: order, on: node)
+            let holding = try await Self.holdRow(of: order, on: other)
+            let (_, result) = await timed {
+                try await node.write(changing: [second.id!, order.id!]) { tx -> ((), [OrderEvent]) in
+                    _ = try tx.order(second.id!, in: order.companyID)
+                    _ = try tx.order(order.id!, in: order.companyID)
+                    return ((), [])
+                }
+            }
+            #expect(isUnavailable(result), "the lock's timeout")
+            #expect(!node.isPaused(order.id!) && !node.isPaused(second.id!))
+            // A write of the one locked order does pause it (as before).
+            let (_, alone) = await Self.change(order, on: node)
+            #expect(isUnavailable(alone))
+            #expect(node.isPaused(order.id!))
+            try await holding.release()
+        }
+    }
+
     /// The wait for a turn counts in the call's budget: with the order locked past it, every write
     /// to the order is refused as unavailable within its budget (and a little), never later.
     @Test func theWaitForATurnCountsInTheCallsBudget() async throws {
@@ -233,4 +324,11 @@ import WaybillStoreTesting
             try await holding.release()
         }
     }
+}
+
+/// A flag a store's writer thread sets and the test reads.
+private final class WriteFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .sequentiallyConsistent) }
+    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
 }

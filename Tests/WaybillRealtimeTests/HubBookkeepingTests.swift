@@ -57,6 +57,26 @@ struct HubBookkeepingTests {
         }
     }
 
+    /// A driver's receipts write names the orders it records (their turns and pauses on
+    /// PostgreSQL, `OrderStore.write(changing:appendingEvents:)`): without them, a receipt for an
+    /// order another node's transaction held locked took a writer for the lock's timeout at each
+    /// retry, and one for a paused order was not refused.
+    @Test func aDriversReceiptsWriteNamesItsOrders() async throws {
+        try await withStore { store in
+            let counting = CountingStore(store)
+            try await Self.withAdmittedSocket(on: counting, receipts: .init(interval: .milliseconds(10))) {
+                hub, service, _, socket in
+                let before = counting.writes
+                service.run { io in
+                    hub.socketReceived(
+                        socket, text: #"{"type":"seen","orders":[{"id":2,"version":1},{"id":1,"version":1}]}"#, io: io)
+                }
+                #expect(await eventually { counting.writes == before + 1 })
+                #expect(counting.changedOrders == [[OrderID(1), OrderID(2)]])
+            }
+        }
+    }
+
     /// A dispatcher's `seen` is ignored by the hub itself: no store write at all (the store would
     /// refuse it too, which hid the hub's rule from the end-to-end test).
     @Test func aDispatchersSeenWritesNothing() async throws {

@@ -186,6 +186,15 @@ final class CountingStore: OrderStore {
         }
         return try await store.write(body)
     }
+    private let changing = Mutex<[[OrderID]]>([])
+    /// The orders each `write(changing:appendingEvents:)` named, in call order.
+    var changedOrders: [[OrderID]] { changing.withLock { $0 } }
+    func write<T: Sendable>(
+        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) async throws -> (T, [StoredEvent]) {
+        changing.withLock { $0.append(orders) }
+        return try await write(appendingEvents: body)  // through `write`: counted, and failed when asked
+    }
     func close() {}
     func lease(_ name: String) -> any Lease { store.lease(name) }
 }
