@@ -36,6 +36,32 @@ struct ResumeTests {
         }
     }
 
+    /// The fleet stream resumes too: its replay reads its company's index rows (the outbox keeps
+    /// one row for a company and its fleet, `EventGroupRows`), so a fleet map that reconnects gets
+    /// the changes it missed, like the panel.
+    @Test func theFleetStreamReplaysTheMissedEvents() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let id = try #require(seed.drivers[0].orderIDs?.first)
+            let (first, connected) = try await server.connectedSocket(token: seed.dispatcherToken, query: "stream=fleet")
+            let cursor = try #require(connected["event_id"] as? Int)
+            await first.close()
+            for n in 0..<3 {
+                _ = try await server.request("PATCH", "/api/orders/\(id)/", token: seed.dispatcherToken, json: ["notes": "\(n)"])
+            }
+            let (resumed, _) = try await server.connectedSocket(
+                token: seed.dispatcherToken, query: "stream=fleet&since=\(cursor)")
+            var ids: [Int] = []
+            for _ in 0..<3 {
+                let frame = try #require(await resumed.nextEvent())
+                #expect(frame["type"] as? String == "order_updated")
+                ids.append(try #require(frame["event_id"] as? Int))
+            }
+            #expect(ids == ids.sorted() && Set(ids).count == 3 && ids[0] > cursor)
+            #expect(await resumed.nextEvent(timeout: .milliseconds(300)) == nil)
+        }
+    }
+
     /// The hard case: events committed while the replay query runs. Writes run without pause while
     /// the driver reconnects again and again; in the end the driver has seen every event of its
     /// group exactly once, in order.
