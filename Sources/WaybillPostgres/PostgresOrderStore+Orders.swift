@@ -124,6 +124,19 @@ extension PostgresOrderStore.Transaction {
         return Dictionary(pairs, uniquingKeysWith: +)
     }
 
+    /// Locks the rows of the orders `ids` (`FOR UPDATE`, in id order), waiting as long as the
+    /// transaction's lock wait allows: a paused order's probe (`PostgresOrderStore.write(changing:…)`).
+    func lockOrders(_ ids: [Int64]) throws {
+        guard !ids.isEmpty else { return }
+        try perform { () throws(PostgresError) in
+            _ = try run([
+                PostgresStatement(
+                    "SELECT id FROM orders WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
+                    [.text(PostgresArray.literal(ids.map { "\($0)" }))])
+            ])
+        }
+    }
+
     /// In a write transaction the order row is locked (`FOR UPDATE`) until the transaction ends,
     /// so a read-modify-write of one order by two nodes (or two writer threads) serializes: the
     /// second waits, then reads the first one's result instead of overwriting it.

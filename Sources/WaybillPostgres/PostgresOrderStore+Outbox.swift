@@ -38,7 +38,7 @@ extension PostgresOrderStore.Transaction {
                 WHERE g.group_name = $1 AND g.event_id > $2
                 ORDER BY g.event_id LIMIT $3
                 """,
-                [.text(EventGroupRows.rows(of: group).name), .id(after), .int(limit)], Self.decodeEvent)
+                [.text(group.name), .id(after), .int(limit)], Self.decodeEvent)
         }
     }
 
@@ -208,7 +208,7 @@ extension PostgresOrderStore.Transaction {
     /// Each event's index rows (`EventGroupRows`); throws for an event the index refuses.
     private static func groupRows(_ events: [OrderEvent]) throws -> [[Group]] {
         try events.map { event in
-            guard let rows = EventGroupRows.rows(for: event.groups) else { throw EventGroupRows.refused(event.groups) }
+            guard let rows = EventGroupRows.rows(for: event.groups, fleetRows: true) else { throw EventGroupRows.refused(event.groups) }
             return rows
         }
     }

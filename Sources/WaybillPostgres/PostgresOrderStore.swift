@@ -171,12 +171,18 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     /// A write whose events go out with its COMMIT (`write(appendingEvents:)`), with the call's
-    /// `deadline` (from now by default) and an optional shorter lock wait.
+    /// `deadline` (from now by default) and an optional shorter lock wait; a probe of paused
+    /// orders locks their rows first and notes that it did (`write(changing:appendingEvents:)`).
     private func submitAppending<T: Sendable>(
         _ body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent]),
-        deadline: ContinuousClock.Instant? = nil, lockTimeoutCap: Duration? = nil
+        deadline: ContinuousClock.Instant? = nil, lockTimeoutCap: Duration? = nil,
+        probe: (orders: [Int64], outcome: ProbeOutcome)? = nil
     ) async throws -> (T, [StoredEvent]) {
         let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline, lockTimeoutCap: lockTimeoutCap) { tx in
+            if let probe {
+                try tx.lockOrders(probe.orders)
+                probe.outcome.found()
+            }
             let (value, events) = try body(tx)
             return (value, try tx.appendAtCommit(events))
         }
@@ -185,53 +191,72 @@ public final class PostgresOrderStore: OrderStore {
 
     /// `write(appendingEvents:)`, one write per order at a time on this node (`KeyedGate`); the
     /// wait for its turns counts in the call's budget. A write of several orders (a driver's
-    /// receipts) takes their turns in ascending order: two such writes never wait for each other
-    /// crosswise, and a write of one order never holds a turn while it waits for another.
+    /// receipts) takes all of their turns at once, holding none while it waits for one
+    /// (`KeyedGate.enterAll`).
     ///
     /// An order whose write met the lock timeout is paused (`lockedOrders`): for a second its
     /// writes are refused at once, then one is tried with a lock wait of 200 ms, and so on until
-    /// one commits. Why: the turns keep a locked order to one writer connection, but with a steady
-    /// stream of writes to it that writer is never free, and a node cut off in the middle of
-    /// several transactions (one per writer of its own) leaves as many orders locked for about
-    /// 10 s: they took every writer of another node again (a review, 2026-12-05). Paused, a locked
-    /// order holds a writer about 200 ms every 1.2 s. (A deadlock met during such a short wait
-    /// reads as a lock timeout, 55P03, and pauses the order instead of being retried.) A write of
-    /// several orders is refused while any of them is paused, and probes when any pause is over,
-    /// but its own lock timeout pauses none: it cannot tell which row was locked, and a pause
-    /// refuses every write of its order.
+    /// one finds the row free. Why: the turns keep a locked order to one writer connection, but
+    /// with a steady stream of writes to it that writer is never free, and a node cut off in the
+    /// middle of several transactions (one per writer of its own) leaves as many orders locked
+    /// for about 10 s: they took every writer of another node again (a review, 2026-12-05).
+    /// Paused, a locked order holds a writer about 200 ms every 1.2 s. (A deadlock met during such
+    /// a short wait reads as a lock timeout, 55P03, and pauses the order instead of being retried.)
+    ///
+    /// The try locks the paused rows itself, first (`Transaction.lockOrders`), and its outcome is
+    /// that lock's: a write's own statements may not wait for a row (a receipt's conditional
+    /// `UPDATE` skips one it does not apply to), so their outcome would end a pause without having
+    /// met the lock (a review, 2026-12-06). A write's own lock timeout pauses its order only when
+    /// it names one: of several, it cannot tell which row was locked, and a pause refuses every
+    /// write of its order.
     public func write<T: Sendable>(
         changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         let deadline = ContinuousClock.now + callBudget
         let keys = Set(orders.map(\.rawValue)).sorted()
         _ = try probing(keys)
-        var entered: [Int64] = []
-        defer { for key in entered { orderWrites.leave(key) } }
-        for key in keys {
-            try await orderWrites.enter(key, until: deadline) {
-                StoreError.unavailable("the call waited too long for another write to the same order")
-            }
-            entered.append(key)
+        let waitedTooLong: @Sendable () -> any Error = {
+            StoreError.unavailable("the call waited too long for another write to the same order")
         }
+        if keys.count == 1 {
+            try await orderWrites.enter(keys[0], until: deadline, timedOut: waitedTooLong)
+        } else {
+            try await orderWrites.enterAll(keys, until: deadline, timedOut: waitedTooLong)
+        }
+        defer { for key in keys { orderWrites.leave(key) } }
         let probes = try probing(keys)  // a pause may have begun while this waited
+        guard !probes.isEmpty else {
+            do {
+                return try await submitAppending(body, deadline: deadline)
+            } catch let error as StoreError where PostgresError.isLockTimeout(error) && keys.count == 1 {
+                pause(keys[0], until: ContinuousClock.now + Self.lockedOrderPause)
+                throw error
+            }
+        }
+        let locked = ProbeOutcome()
         do {
             let written = try await submitAppending(
-                body, deadline: deadline, lockTimeoutCap: probes.isEmpty ? nil : Self.probeLockTimeout)
+                body, deadline: deadline, lockTimeoutCap: Self.probeLockTimeout, probe: (probes, locked))
             endPauses(probes)
             return written
-        } catch let error as StoreError where PostgresError.isLockTimeout(error) {
-            if keys.count == 1 { pause(keys[0], until: ContinuousClock.now + Self.lockedOrderPause) }
-            throw error
         } catch {
-            // Any other outcome ends a probe's pause: a store error (the order gone, the server
-            // down), and as much an error the write's own closure threw (a 412, a rule), which
-            // comes after its read of the row. Only store errors ended it before: a probe the write
-            // refused left the order on 200 ms lock waits for up to 30 s (found by a review). A
-            // closure that threw before its read tested no lock; if the row is still locked, the
-            // next write meets the timeout and pauses the order again.
-            endPauses(probes)
+            if locked.wasFound {
+                // The rows were free: whatever failed after says nothing of them.
+                endPauses(probes)
+            } else if let error = error as? StoreError, PostgresError.isLockTimeout(error) {
+                for key in probes { pause(key, until: ContinuousClock.now + Self.lockedOrderPause) }
+            } else {
+                // The lock was never tried (the server down, the call out of time): nothing changes.
+            }
             throw error
         }
+    }
+
+    /// Whether a probe's lock of its paused rows succeeded; set on the writer thread, read after.
+    final class ProbeOutcome: Sendable {
+        private let value = Atomic<Bool>(false)
+        func found() { value.store(true, ordering: .sequentiallyConsistent) }
+        var wasFound: Bool { value.load(ordering: .sequentiallyConsistent) }
     }
 
     private func endPauses(_ keys: [Int64]) {
@@ -250,6 +275,9 @@ public final class PostgresOrderStore: OrderStore {
             if paused.count > 1024 { paused = paused.filter { now < $0.value + .seconds(30) } }
         }
     }
+
+    /// Whether a write of `order` holds its turn now (tests).
+    func isWriting(_ order: OrderID) -> Bool { orderWrites.isHeld(order.rawValue) }
 
     /// Whether `order` is paused, or its pause is over and its next write probes (tests).
     func isPaused(_ order: OrderID) -> Bool { lockedOrders.withLock { $0[order.rawValue] != nil } }

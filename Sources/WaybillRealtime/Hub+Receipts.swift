@@ -129,9 +129,10 @@ extension Hub {
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async -> Bool {
         do {
             // The events are appended as the last step before commit (docs/DESIGN.md, "Event ids").
-            // Through the orders' turns: on PostgreSQL a receipt for an order another node's
-            // transaction holds locked waits for its turn without a writer, and one for a paused
-            // order is refused at once (`OrderStore.write(changing:appendingEvents:)`).
+            // Through the orders' turns (`OrderStore.write(changing:appendingEvents:)`): on
+            // PostgreSQL it waits without a writer while another write of one of them runs on this
+            // node, and is refused at once while one of them is paused for a lock timeout (then the
+            // coalescer tries again later, for every order of the batch).
             let (_, events) = try await store.write(changing: reports.map(\.orderID), appendingEvents: { tx in
                 ((), try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx))
             })

@@ -24,6 +24,7 @@ enum SQLiteMigrations {
         // 0011 (PostgreSQL's repair of an invalid index) has no SQLite step.
         SQLiteMigration(name: "0012_token_last_use", sql: SQLiteSchema.tokenLastUse),
         SQLiteMigration(name: "0013_event_cursor_salt", sql: SQLiteSchema.eventCursorSalt),
+        SQLiteMigration(name: "0014_fleet_reads_company_rows", sql: SQLiteSchema.fleetReadsCompanyRows),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -28,16 +28,20 @@ extension SQLiteOrderStore.Transaction {
 
     func events(of group: Group, after: EventID, limit: Int) throws -> [StoredEvent] {
         guard limit > 0 else { return [] }
+        // A fleet walks its company's rows, keeping the events that name it (`EventGroupRows`):
+        // in SQL, so the LIMIT counts only those.
+        let (rows, naming) = EventGroupRows.read(of: group, fleetRows: false)
         return try perform { () throws(SQLiteError) in
             // Driven by event_groups' (group_name, event_id) key: a range scan of this group only.
             try db.query(
                 """
                 SELECT \(Self.eventColumns)
                 FROM event_groups g JOIN events e ON e.event_id = g.event_id
-                WHERE g.group_name = ? AND g.event_id > ?
+                WHERE g.group_name = ? AND g.event_id > ?\(naming == nil ? "" : " AND instr(' ' || e.groups || ' ', ?) > 0")
                 ORDER BY g.event_id LIMIT ?
                 """,
-                [.text(EventGroupRows.rows(of: group).name), .id(after), .int(limit)], Self.decodeEvent)
+                [.text(rows.name), .id(after)] + (naming.map { [.text(" \($0.name) ")] } ?? []) + [.int(limit)],
+                Self.decodeEvent)
         }
     }
 
@@ -111,7 +115,7 @@ extension SQLiteOrderStore.Transaction {
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
         let rows = try events.map { event in
-            guard let rows = EventGroupRows.rows(for: event.groups) else { throw EventGroupRows.refused(event.groups) }
+            guard let rows = EventGroupRows.rows(for: event.groups, fleetRows: false) else { throw EventGroupRows.refused(event.groups) }
             return rows
         }
         return try perform { () throws(SQLiteError) in

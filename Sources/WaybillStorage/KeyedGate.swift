@@ -63,6 +63,45 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
         }
     }
 
+    /// Takes `key` if nobody holds it (the caller must `leave` it then); never waits.
+    package func tryEnter(_ key: Key) -> Bool {
+        state.withLock { state in
+            guard state.held[key] == nil else { return false }
+            state.held[key] = []
+            return true
+        }
+    }
+
+    /// Takes every key of `keys`, holding none while it waits: when one is busy, it leaves those it
+    /// took, waits for that one's turn (`enter`), then tries the others again without waiting. So
+    /// a caller of several keys never holds up a key's other callers while it waits for another
+    /// (a receipts write of orders A and K, K's turn held by a write waiting on a locked row, would
+    /// otherwise hold up every write of A), and two such callers cannot wait for each other.
+    /// Returns holding all (each must be `leave`d), or throws holding none.
+    package func enterAll(
+        _ keys: [Key], until deadline: ContinuousClock.Instant, timedOut: @escaping @Sendable () -> any Error
+    ) async throws {
+        var waitFor: Key?
+        while true {
+            var held: [Key] = []
+            if let key = waitFor {
+                try await enter(key, until: deadline, timedOut: timedOut)
+                held.append(key)
+            }
+            var busy: Key?
+            for key in keys where key != waitFor {
+                guard tryEnter(key) else {
+                    busy = key
+                    break
+                }
+                held.append(key)
+            }
+            guard let busy else { return }
+            for key in held { leave(key) }
+            waitFor = busy
+        }
+    }
+
     /// Hands `key` to its first waiter, or frees it.
     package func leave(_ key: Key) {
         let next = state.withLock { state -> (Waiter, Task<Void, Never>?)? in
@@ -91,6 +130,9 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
 
     /// Keys held now (tests: nothing stays held).
     package var heldKeys: Int { state.withLock { $0.held.count } }
+
+    /// Whether someone holds `key` now (tests).
+    package func isHeld(_ key: Key) -> Bool { state.withLock { $0.held[key] != nil } }
 
     /// Callers waiting for `key` now (tests).
     package func waiting(for key: Key) -> Int { state.withLock { $0.held[key]?.count ?? 0 } }

@@ -61,10 +61,17 @@ import WaybillStoreTesting
             }
         }
         hold.task.withLock { $0 = task }
-        while !hold.taken.load(ordering: .sequentiallyConsistent) {
+        try await until("the row is locked") { hold.taken.load(ordering: .sequentiallyConsistent) }
+        return hold
+    }
+
+    /// Polls `condition` every 5 ms; throws after 30 s (a holder that failed, say).
+    static func until(_ what: String, _ condition: () -> Bool) async throws {
+        let end = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            guard ContinuousClock.now < end else { throw StoreError.unavailable("the test waited 30 s for: \(what)") }
             try await Task.sleep(for: .milliseconds(5))
         }
-        return hold
     }
 
     /// One more character in `order`'s notes, through the order's turns, timed; with an event
@@ -156,7 +163,7 @@ import WaybillStoreTesting
         try await Self.withTwoNodes(writers: 2) { node, other, locked in
             let holding = try await Self.holdRow(of: locked, on: other)
             let first = Task { await Self.change(locked, on: node) }
-            try await Task.sleep(for: .milliseconds(100))  // queued behind the first
+            try await Self.until("the first holds the turn") { node.isWriting(locked.id!) }  // queued behind it
             let (_, second) = await Self.change(locked, on: node)
             #expect(isUnavailable(await first.value.1), "the first meets the lock's timeout")
             // Without the check it waited for the lock, met the timeout too, and took 2 s more.
@@ -237,11 +244,15 @@ import WaybillStoreTesting
                 try await node.write(changing: order.id!) { tx -> ((), [OrderEvent]) in
                     _ = try tx.order(order.id!, in: order.companyID)
                     first.taken.store(true, ordering: .sequentiallyConsistent)
-                    while !first.released.load(ordering: .sequentiallyConsistent) { Thread.sleep(forTimeInterval: 0.005) }
+                    let end = ContinuousClock.now + .seconds(60)
+                    while !first.released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
+                        Thread.sleep(forTimeInterval: 0.005)
+                    }
                     return ((), [])
                 }
             }
-            while !first.taken.load(ordering: .sequentiallyConsistent) { try await Task.sleep(for: .milliseconds(5)) }
+            defer { first.released.store(true, ordering: .sequentiallyConsistent) }
+            try await Self.until("the first write runs") { first.taken.load(ordering: .sequentiallyConsistent) }
             let started = WriteFlag()
             let both = Task {
                 try await node.write(changing: [second.id!, order.id!]) { _ -> ((), [OrderEvent]) in
@@ -261,7 +272,7 @@ import WaybillStoreTesting
     /// A write of several orders is refused at once while one of them is paused, and when that
     /// pause is over it probes the order, and its commit ends the pause.
     @Test func aWriteOfSeveralOrdersIsRefusedWhileOneIsPausedAndProbesAfter() async throws {
-        try await Self.withTwoNodes(writers: 2) { node, _, order in
+        try await Self.withTwoNodes(writers: 2) { node, other, order in
             let second = try await Self.secondOrder(of: order, on: node)
             node.pause(second.id!.rawValue, until: ContinuousClock.now + .seconds(30))  // the last in turn
             let ran = WriteFlag()
@@ -282,6 +293,65 @@ import WaybillStoreTesting
             }
             #expect(throws: Never.self) { try probe.1.get() }
             #expect(!node.isPaused(second.id!), "the committed probe ends the pause")
+            // A probe waits 200 ms for the paused row, not the usual 2 s, and the order stays paused.
+            let holding = try await Self.holdRow(of: second, on: other)
+            node.pause(second.id!.rawValue, until: ContinuousClock.now - .milliseconds(1))
+            let (elapsed, locked) = await timed {
+                try await node.write(changing: [order.id!, second.id!]) { _ -> ((), [OrderEvent]) in ((), []) }
+            }
+            #expect(isUnavailable(locked))
+            #expect(elapsed < .milliseconds(1200), "tried with a short lock wait: \(elapsed)")
+            #expect(node.isPaused(second.id!))
+            try await holding.release()
+        }
+    }
+
+    /// A write of several orders holds none of their turns while it waits for one: a write of
+    /// another of its orders goes on meanwhile. Taken one after another, it held the first
+    /// order's turn while it waited for the second's.
+    @Test func aWriteOfSeveralOrdersHoldsNoTurnWhileItWaits() async throws {
+        try await Self.withTwoNodes(writers: 3) { node, _, order in
+            let second = try await Self.secondOrder(of: order, on: node)
+            let first = RowHold()
+            let running = Task { [first] in
+                try await node.write(changing: second.id!) { _ -> ((), [OrderEvent]) in
+                    first.taken.store(true, ordering: .sequentiallyConsistent)
+                    let end = ContinuousClock.now + .seconds(60)
+                    while !first.released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
+                        Thread.sleep(forTimeInterval: 0.005)
+                    }
+                    return ((), [])
+                }
+            }
+            defer { first.released.store(true, ordering: .sequentiallyConsistent) }
+            try await Self.until("the second order's write runs") { first.taken.load(ordering: .sequentiallyConsistent) }
+            let both = Task {
+                try await node.write(changing: [order.id!, second.id!]) { _ -> ((), [OrderEvent]) in ((), []) }
+            }
+            try await Task.sleep(for: .milliseconds(200))  // it waits for the second order's turn
+            let (elapsed, alone) = await Self.change(order, on: node)
+            #expect(throws: Never.self) { try alone.get() }
+            #expect(!first.released.load(ordering: .sequentiallyConsistent) && elapsed < .seconds(5))
+            first.released.store(true, ordering: .sequentiallyConsistent)
+            try await running.value
+            try await both.value
+        }
+    }
+
+    /// A paused order's probe locks the row itself before the write's own statements: a write
+    /// that does not wait for the row (a receipt's conditional `UPDATE` skips a row it does not
+    /// apply to) committed and ended the pause of an order still locked.
+    @Test func aProbeLocksThePausedRowItself() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, other, order in
+            let holding = try await Self.holdRow(of: order, on: other)
+            node.pause(order.id!.rawValue, until: ContinuousClock.now - .milliseconds(1))
+            let (elapsed, result) = await timed {
+                try await node.write(changing: order.id!) { _ -> ((), [OrderEvent]) in ((), []) }
+            }
+            #expect(isUnavailable(result), "the row is still locked")
+            #expect(elapsed < .milliseconds(1200), "tried with a short lock wait: \(elapsed)")
+            #expect(node.isPaused(order.id!))
+            try await holding.release()
         }
     }
 

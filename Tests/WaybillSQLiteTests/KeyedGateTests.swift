@@ -36,6 +36,33 @@ struct KeyedGateTests {
         #expect(gate.heldKeys == 0)
     }
 
+    /// `enterAll` holds none of its keys while it waits for a busy one: the free key stays free for
+    /// others meanwhile; once the busy one is left it takes them all. A deadline met while it waits
+    /// leaves it holding none.
+    @Test func enterAllHoldsNoKeyWhileItWaits() async throws {
+        let gate = KeyedGate<Int>()
+        let far = ContinuousClock.now + .seconds(30)
+        try await gate.enter(2, until: far) { TimedOut() }
+        let all = Task { try await gate.enterAll([1, 2], until: far) { TimedOut() } }
+        #expect(await eventually { gate.waiting(for: 2) == 1 })
+        #expect(gate.tryEnter(1), "key 1 is free while it waits for key 2")
+        gate.leave(1)
+        gate.leave(2)
+        try await all.value
+        #expect(gate.isHeld(1) && gate.isHeld(2))
+        gate.leave(1)
+        gate.leave(2)
+        #expect(gate.heldKeys == 0)
+        // Out of time while it waits: it holds nothing.
+        try await gate.enter(2, until: far) { TimedOut() }
+        await #expect(throws: TimedOut.self) {
+            try await gate.enterAll([1, 2], until: .now + .milliseconds(50)) { TimedOut() }
+        }
+        #expect(!gate.isHeld(1))
+        gate.leave(2)
+        #expect(gate.heldKeys == 0)
+    }
+
     /// A waiter whose deadline comes first gives up with the caller's error and holds nothing; the
     /// waiter behind it still gets the key.
     @Test func aWaiterPastItsDeadlineGivesUpAndTheNextOneStillGetsTheKey() async throws {

@@ -25,7 +25,7 @@ import WaybillStoreTesting
             try rawQuery(database.path, "SELECT name FROM schema_migrations") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0006_outbox_without_counter", "0008_session_epochs", "0009_token_expiry_index",
-                "0010_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt",
+                "0010_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt", "0014_fleet_reads_company_rows",
             ])
         // 0006: no counter row and no by-event index; every commit wrote both.
         #expect(!tables.contains("event_counter"))
@@ -57,7 +57,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["11"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["12"])
         #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 
