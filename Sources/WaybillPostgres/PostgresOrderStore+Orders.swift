@@ -124,16 +124,16 @@ extension PostgresOrderStore.Transaction {
         return Dictionary(pairs, uniquingKeysWith: +)
     }
 
-    /// Locks the rows of the orders `ids` (`FOR UPDATE`, in id order), waiting as long as the
-    /// transaction's lock wait allows: a paused order's probe (`PostgresOrderStore.write(changing:…)`).
-    func lockOrders(_ ids: [Int64]) throws {
-        guard !ids.isEmpty else { return }
-        try perform { () throws(PostgresError) in
-            _ = try run([
-                PostgresStatement(
-                    "SELECT id FROM orders WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
-                    [.text(PostgresArray.literal(ids.map { "\($0)" }))])
-            ])
+    /// Locks the rows of the orders `ids` (`FOR UPDATE`) one at a time, in the given order, each
+    /// waiting as long as the transaction's lock wait allows, and tells `locked` of each: a paused
+    /// order's probe (`PostgresOrderStore.write(changing:…)`). One statement per row, so a lock
+    /// timeout names its row (probes are rare: a round trip each does not matter).
+    func lockOrders(_ ids: [Int64], locked: (Int64) -> Void) throws {
+        for id in ids {
+            try perform { () throws(PostgresError) in
+                _ = try run([PostgresStatement("SELECT id FROM orders WHERE id = $1 FOR UPDATE", [.integer(id)])])
+            }
+            locked(id)
         }
     }
 

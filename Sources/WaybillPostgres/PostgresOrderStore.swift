@@ -180,8 +180,10 @@ public final class PostgresOrderStore: OrderStore {
     ) async throws -> (T, [StoredEvent]) {
         let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline, lockTimeoutCap: lockTimeoutCap) { tx in
             if let probe {
-                try tx.lockOrders(probe.orders)
-                probe.outcome.found()
+                // Afresh at each run: the runner runs the closure again after a lost connection
+                // or a deadlock, and only this run's locks say anything (a review).
+                probe.outcome.reset()
+                try tx.lockOrders(probe.orders) { probe.outcome.locked($0) }
             }
             let (value, events) = try body(tx)
             return (value, try tx.appendAtCommit(events))
@@ -203,12 +205,14 @@ public final class PostgresOrderStore: OrderStore {
     /// Paused, a locked order holds a writer about 200 ms every 1.2 s. (A deadlock met during such
     /// a short wait reads as a lock timeout, 55P03, and pauses the order instead of being retried.)
     ///
-    /// The try locks the paused rows itself, first (`Transaction.lockOrders`), and its outcome is
-    /// that lock's: a write's own statements may not wait for a row (a receipt's conditional
-    /// `UPDATE` skips one it does not apply to), so their outcome would end a pause without having
-    /// met the lock (a review, 2026-12-06). A write's own lock timeout pauses its order only when
-    /// it names one: of several, it cannot tell which row was locked, and a pause refuses every
-    /// write of its order.
+    /// The try locks the paused rows itself, first, one at a time in id order
+    /// (`Transaction.lockOrders`), and only those locks change the pauses: each row locked was
+    /// free (its pause ends, whatever the write does next), and a lock timeout among them was
+    /// the next row's (paused again). A write's own statements may not wait for a row (a
+    /// receipt's conditional `UPDATE` skips one it does not apply to), so their outcome would end
+    /// a pause without having met the lock (a review, 2026-12-06). The lock timeout of a write
+    /// that probes nothing pauses its order only when it names one: of several, it cannot tell
+    /// which row was locked, and a pause refuses every write of its order.
     public func write<T: Sendable>(
         changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
@@ -233,30 +237,31 @@ public final class PostgresOrderStore: OrderStore {
                 throw error
             }
         }
-        let locked = ProbeOutcome()
+        let outcome = ProbeOutcome()
         do {
             let written = try await submitAppending(
-                body, deadline: deadline, lockTimeoutCap: Self.probeLockTimeout, probe: (probes, locked))
+                body, deadline: deadline, lockTimeoutCap: Self.probeLockTimeout, probe: (probes, outcome))
             endPauses(probes)
             return written
         } catch {
-            if locked.wasFound {
-                // The rows were free: whatever failed after says nothing of them.
-                endPauses(probes)
-            } else if let error = error as? StoreError, PostgresError.isLockTimeout(error) {
-                for key in probes { pause(key, until: ContinuousClock.now + Self.lockedOrderPause) }
-            } else {
-                // The lock was never tried (the server down, the call out of time): nothing changes.
+            // The rows locked were free: whatever failed after says nothing of them. A lock timeout
+            // right after them was the next row's, in id order: paused again. Rows not tried stay
+            // as they were (the server down, the call out of time).
+            let free = outcome.lockedOrders
+            endPauses(free)
+            if let error = error as? StoreError, PostgresError.isLockTimeout(error), free.count < probes.count {
+                pause(probes[free.count], until: ContinuousClock.now + Self.lockedOrderPause)
             }
             throw error
         }
     }
 
-    /// Whether a probe's lock of its paused rows succeeded; set on the writer thread, read after.
+    /// The paused rows a probe's run locked, in id order; written on the writer thread, read after.
     final class ProbeOutcome: Sendable {
-        private let value = Atomic<Bool>(false)
-        func found() { value.store(true, ordering: .sequentiallyConsistent) }
-        var wasFound: Bool { value.load(ordering: .sequentiallyConsistent) }
+        private let locked = Mutex<[Int64]>([])
+        func reset() { locked.withLock { $0 = [] } }
+        func locked(_ order: Int64) { locked.withLock { $0.append(order) } }
+        var lockedOrders: [Int64] { locked.withLock { $0 } }
     }
 
     private func endPauses(_ keys: [Int64]) {
@@ -275,6 +280,9 @@ public final class PostgresOrderStore: OrderStore {
             if paused.count > 1024 { paused = paused.filter { now < $0.value + .seconds(30) } }
         }
     }
+
+    /// Writes waiting for `order`'s turn now (tests).
+    func writesWaiting(for order: OrderID) -> Int { orderWrites.waiting(for: order.rawValue) }
 
     /// Whether a write of `order` holds its turn now (tests).
     func isWriting(_ order: OrderID) -> Bool { orderWrites.isHeld(order.rawValue) }

@@ -197,14 +197,14 @@ extension SQLiteSchema {
 }
 
 extension SQLiteSchema {
-    /// Each event's secret salt, hashed into its cursor's check (`StoredEvent.salt`); 0 for the
-    /// events already stored, whose cursors (held by clients) stay as they were.
     /// From here a fleet's events are read from its company's index rows, and new events get no
     /// fleet row (`EventGroupRows`). No table changes: the step is recorded so that an older
     /// Waybill, which reads a fleet's own rows and would miss every event written from here on
     /// (its replays of the fleet map with gaps, and no reset), refuses the file as one a newer
     /// release upgraded. The fleet rows written before stay until pruning removes them.
     static let fleetReadsCompanyRows = "SELECT 1;"
+    /// Each event's secret salt, hashed into its cursor's check (`StoredEvent.salt`); 0 for the
+    /// events already stored, whose cursors (held by clients) stay as they were.
     static let eventCursorSalt = """
         ALTER TABLE events ADD COLUMN cursor_salt INTEGER NOT NULL DEFAULT 0;
         """

@@ -77,19 +77,24 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
     /// a caller of several keys never holds up a key's other callers while it waits for another
     /// (a receipts write of orders A and K, K's turn held by a write waiting on a locked row, would
     /// otherwise hold up every write of A), and two such callers cannot wait for each other.
-    /// Returns holding all (each must be `leave`d), or throws holding none.
+    /// Returns holding each distinct key once (each must be `leave`d once), or throws holding none.
+    /// Each round that finds a key busy gives up its place in that key's queue; the deadline ends
+    /// the rounds.
     package func enterAll(
         _ keys: [Key], until deadline: ContinuousClock.Instant, timedOut: @escaping @Sendable () -> any Error
     ) async throws {
+        var distinct: [Key] = []
+        for key in keys where !distinct.contains(key) { distinct.append(key) }
         var waitFor: Key?
         while true {
+            guard ContinuousClock.now < deadline else { throw timedOut() }
             var held: [Key] = []
             if let key = waitFor {
                 try await enter(key, until: deadline, timedOut: timedOut)
                 held.append(key)
             }
             var busy: Key?
-            for key in keys where key != waitFor {
+            for key in distinct where key != waitFor {
                 guard tryEnter(key) else {
                     busy = key
                     break

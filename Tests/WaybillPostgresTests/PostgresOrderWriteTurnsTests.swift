@@ -328,10 +328,10 @@ import WaybillStoreTesting
             let both = Task {
                 try await node.write(changing: [order.id!, second.id!]) { _ -> ((), [OrderEvent]) in ((), []) }
             }
-            try await Task.sleep(for: .milliseconds(200))  // it waits for the second order's turn
-            let (elapsed, alone) = await Self.change(order, on: node)
+            try await Self.until("it waits for the second order's turn") { node.writesWaiting(for: second.id!) == 1 }
+            let (_, alone) = await Self.change(order, on: node)
             #expect(throws: Never.self) { try alone.get() }
-            #expect(!first.released.load(ordering: .sequentiallyConsistent) && elapsed < .seconds(5))
+            #expect(node.writesWaiting(for: second.id!) == 1, "done while the write of both still waited")
             first.released.store(true, ordering: .sequentiallyConsistent)
             try await running.value
             try await both.value
@@ -351,6 +351,27 @@ import WaybillStoreTesting
             #expect(isUnavailable(result), "the row is still locked")
             #expect(elapsed < .milliseconds(1200), "tried with a short lock wait: \(elapsed)")
             #expect(node.isPaused(order.id!))
+            try await holding.release()
+        }
+    }
+
+    /// A probe of several paused orders locks their rows one by one, in id order: the rows it
+    /// locked were free and their pauses end; the one whose lock timed out is paused again.
+    @Test func aProbeOfSeveralPausedOrdersEndsThePausesOfTheFreeOnes() async throws {
+        try await Self.withTwoNodes(writers: 2) { node, other, order in
+            let second = try await Self.secondOrder(of: order, on: node)
+            #expect(order.id!.rawValue < second.id!.rawValue)
+            let holding = try await Self.holdRow(of: second, on: other)
+            for paused in [order, second] { node.pause(paused.id!.rawValue, until: ContinuousClock.now - .milliseconds(1)) }
+            let (_, result) = await timed {
+                try await node.write(changing: [second.id!, order.id!]) { _ -> ((), [OrderEvent]) in ((), []) }
+            }
+            #expect(isUnavailable(result))
+            #expect(!node.isPaused(order.id!), "its row was free")
+            #expect(node.isPaused(second.id!), "its row is still locked")
+            // Paused again, not only left to probe: refused at once.
+            let (elapsed, again) = await Self.change(second, on: node)
+            #expect(isUnavailable(again) && elapsed < .milliseconds(500), "\(elapsed)")
             try await holding.release()
         }
     }
