@@ -99,7 +99,7 @@ extension PostgresOrderStore.Transaction {
     /// `appendStatement` for why the ids follow commit order).
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
-        let rows = try Self.groupRows(events)
+        let rows = try EventGroupRows.rows(for: events, fleetRows: true)
         let committedAt = clock()
         return try perform { () throws(PostgresError) in
             // One statement, one round trip: the counter row is locked from here until COMMIT, and
@@ -117,7 +117,7 @@ extension PostgresOrderStore.Transaction {
     /// while a message travels to this node and back. `nil` when there is nothing to append.
     func appendAtCommit(_ events: [OrderEvent]) throws -> PendingAppend? {
         guard !events.isEmpty else { return nil }
-        let pending = PendingAppend(events: events, rows: try Self.groupRows(events), committedAt: clock())
+        let pending = PendingAppend(events: events, rows: try EventGroupRows.rows(for: events, fleetRows: true), committedAt: clock())
         finalAppend = pending
         return pending
     }
@@ -155,7 +155,7 @@ extension PostgresOrderStore.Transaction {
     /// reuses the same ids, leaving no hole). Callers append as the last step of their
     /// transaction, so the row is held only for the inserts and the COMMIT.
     ///
-    /// `rows` are each event's index rows (`groupRows`), by its place in `events`.
+    /// `rows` are each event's index rows (`EventGroupRows`), by its place in `events`.
     private static func appendStatement(
         _ events: [OrderEvent], rows: [[Group]], committedAt: Date, salts: [Int64]
     ) -> PostgresStatement {
@@ -203,14 +203,6 @@ extension PostgresOrderStore.Transaction {
                 .text(PostgresArray.literal(rows.flatMap { $0.map(\.name) })),
                 .text(PostgresArray.literal(rowEvents)),
             ])
-    }
-
-    /// Each event's index rows (`EventGroupRows`); throws for an event the index refuses.
-    private static func groupRows(_ events: [OrderEvent]) throws -> [[Group]] {
-        try events.map { event in
-            guard let rows = EventGroupRows.rows(for: event.groups, fleetRows: true) else { throw EventGroupRows.refused(event.groups) }
-            return rows
-        }
     }
 
     /// The events as stored, numbered up to the counter's new `last_id` (the append's one row).

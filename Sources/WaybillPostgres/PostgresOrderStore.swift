@@ -36,7 +36,7 @@ public final class PostgresOrderStore: OrderStore {
     private let orderWrites = KeyedGate<Int64>()
     /// Orders whose last write here met the lock timeout (55P03), each with the end of its pause:
     /// until then their writes are refused at once; after it, one is tried with a short lock wait
-    /// (`probeLockTimeout`). A success removes the order (`write(changing:appendingEvents:)`).
+    /// (`probeLockTimeout`). A try that locks the row removes the order (`write(changing:appendingEvents:)`).
     private let lockedOrders = Mutex<[Int64: ContinuousClock.Instant]>([:])
     static let lockedOrderPause: Duration = .seconds(1)
     static let probeLockTimeout: Duration = .milliseconds(200)
@@ -219,13 +219,8 @@ public final class PostgresOrderStore: OrderStore {
         let deadline = ContinuousClock.now + callBudget
         let keys = Set(orders.map(\.rawValue)).sorted()
         _ = try probing(keys)
-        let waitedTooLong: @Sendable () -> any Error = {
+        try await orderWrites.enterAll(keys, until: deadline) {
             StoreError.unavailable("the call waited too long for another write to the same order")
-        }
-        if keys.count == 1 {
-            try await orderWrites.enter(keys[0], until: deadline, timedOut: waitedTooLong)
-        } else {
-            try await orderWrites.enterAll(keys, until: deadline, timedOut: waitedTooLong)
         }
         defer { for key in keys { orderWrites.leave(key) } }
         let probes = try probing(keys)  // a pause may have begun while this waited
@@ -233,7 +228,7 @@ public final class PostgresOrderStore: OrderStore {
             do {
                 return try await submitAppending(body, deadline: deadline)
             } catch let error as StoreError where PostgresError.isLockTimeout(error) && keys.count == 1 {
-                pause(keys[0], until: ContinuousClock.now + Self.lockedOrderPause)
+                pause(keys[0])
                 throw error
             }
         }
@@ -250,7 +245,7 @@ public final class PostgresOrderStore: OrderStore {
             let free = outcome.lockedOrders
             endPauses(free)
             if let error = error as? StoreError, PostgresError.isLockTimeout(error), free.count < probes.count {
-                pause(probes[free.count], until: ContinuousClock.now + Self.lockedOrderPause)
+                pause(probes[free.count])
             }
             throw error
         }
@@ -271,8 +266,9 @@ public final class PostgresOrderStore: OrderStore {
         }
     }
 
-    /// Pauses `key`'s order until `until` (`write(changing:appendingEvents:)`; tests set one).
-    func pause(_ key: Int64, until: ContinuousClock.Instant) {
+    /// Pauses `key`'s order until `until`, `lockedOrderPause` from now unless a test sets another
+    /// (`write(changing:appendingEvents:)`).
+    func pause(_ key: Int64, until: ContinuousClock.Instant = .now + lockedOrderPause) {
         let now = ContinuousClock.now
         lockedOrders.withLock { paused in
             paused[key] = until

@@ -114,10 +114,7 @@ extension SQLiteOrderStore.Transaction {
     /// can therefore never skip an event that commits late.
     func appendEvents(_ events: [OrderEvent]) throws -> [StoredEvent] {
         guard !events.isEmpty else { return [] }
-        let rows = try events.map { event in
-            guard let rows = EventGroupRows.rows(for: event.groups, fleetRows: false) else { throw EventGroupRows.refused(event.groups) }
-            return rows
-        }
+        let rows = try EventGroupRows.rows(for: events, fleetRows: false)
         return try perform { () throws(SQLiteError) in
             let newest: Int64
             if let known = db.newestEvent.newest(version: db.dataVersion) {

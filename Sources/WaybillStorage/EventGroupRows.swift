@@ -37,6 +37,15 @@ package enum EventGroupRows {
         return rows
     }
 
+    /// `rows(for:fleetRows:)` of each event, by its place in `events`; throws `refused` for the
+    /// first event it refuses.
+    package static func rows(for events: [OrderEvent], fleetRows: Bool) throws -> [[Group]] {
+        try events.map { event in
+            guard let rows = rows(for: event.groups, fleetRows: fleetRows) else { throw refused(event.groups) }
+            return rows
+        }
+    }
+
     /// Whose rows a read of `group` walks, and the group each event found there must name to be
     /// `group`'s (`nil`: every one is): a fleet without rows of its own walks its company's.
     package static func read(of group: Group, fleetRows: Bool) -> (rows: Group, naming: Group?) {
@@ -45,7 +54,7 @@ package enum EventGroupRows {
     }
 
     /// What a store throws for an event that `rows(for:)` refuses.
-    package static func refused(_ groups: [Group]) -> StoreError {
+    private static func refused(_ groups: [Group]) -> StoreError {
         .failure(
             code: 0,
             message: "an event for a fleet must go to its company too (groups: \(groups.map(\.name).joined(separator: " ")))")

@@ -32,12 +32,7 @@ package final class KeyedGate<Key: Hashable & Sendable>: Sendable {
         _ key: Key, until deadline: ContinuousClock.Instant, timedOut: @escaping @Sendable () -> any Error
     ) async throws {
         // The usual case, a key nobody holds, suspends nothing.
-        let free = state.withLock { state -> Bool in
-            guard state.held[key] == nil else { return false }
-            state.held[key] = []
-            return true
-        }
-        if free { return }
+        if tryEnter(key) { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let id = state.withLock { state -> UInt64? in
                 guard state.held[key] != nil else {  // left meanwhile

@@ -31,15 +31,38 @@ import WaybillStoreTesting
         try await body(node, other, try await seedOrder(other))
     }
 
-    /// A row lock another node holds until the test releases it (at the latest after 60 s).
+    /// A write whose transaction stays open until the test releases it (at the latest after
+    /// 60 s): it holds its order's row lock, and, through `write(changing:)`, its turn.
     final class RowHold: Sendable {
-        fileprivate let taken = Atomic<Bool>(false)
-        fileprivate let released = Atomic<Bool>(false)
-        fileprivate let task = Mutex<Task<Void, any Error>?>(nil)
+        private let taken = Atomic<Bool>(false)
+        private let released = Atomic<Bool>(false)
+        private let task = Mutex<Task<Void, any Error>?>(nil)
+
+        /// Starts `write` (which must call `keep`) and returns once it has taken its lock.
+        static func start(_ write: @escaping @Sendable (RowHold) async throws -> Void) async throws -> RowHold {
+            let hold = RowHold()
+            let task = Task { [hold] in try await write(hold) }
+            hold.task.withLock { $0 = task }
+            try await PostgresOrderWriteTurnsTests.until("the row is locked") { hold.taken.load(ordering: .sequentiallyConsistent) }
+            return hold
+        }
+
+        /// Inside the write's closure, on the writer thread: says the lock is taken, then waits
+        /// for `release` (or 60 s).
+        fileprivate func keep() {
+            taken.store(true, ordering: .sequentiallyConsistent)
+            let end = ContinuousClock.now + .seconds(60)
+            while !released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+        }
+
+        /// Lets the write go on, without waiting for it (a `defer`'s way out on a failure).
+        func letGo() { released.store(true, ordering: .sequentiallyConsistent) }
 
         /// Ends the holder's transaction and waits until it has committed.
         func release() async throws {
-            released.store(true, ordering: .sequentiallyConsistent)
+            letGo()
             try await task.withLock { $0 }?.value
         }
     }
@@ -49,20 +72,23 @@ import WaybillStoreTesting
     /// before the write it should outlast, sometimes ended first on a loaded runner, and the write
     /// committed where the test expected its lock timeout.
     static func holdRow(of order: Order, on store: PostgresOrderStore) async throws -> RowHold {
-        let hold = RowHold()
-        let task = Task { [hold] in
+        try await RowHold.start { hold in
             try await store.write { tx in
                 _ = try tx.order(order.id!, in: order.companyID)
-                hold.taken.store(true, ordering: .sequentiallyConsistent)
-                let end = ContinuousClock.now + .seconds(60)
-                while !hold.released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
-                    Thread.sleep(forTimeInterval: 0.005)
-                }
+                hold.keep()
             }
         }
-        hold.task.withLock { $0 = task }
-        try await until("the row is locked") { hold.taken.load(ordering: .sequentiallyConsistent) }
-        return hold
+    }
+
+    /// `holdRow` through `node`'s turns: the write holds `order`'s turn too until `release()`.
+    static func holdTurn(of order: Order, on node: PostgresOrderStore) async throws -> RowHold {
+        try await RowHold.start { hold in
+            _ = try await node.write(changing: order.id!) { tx -> ((), [OrderEvent]) in
+                _ = try tx.order(order.id!, in: order.companyID)
+                hold.keep()
+                return ((), [])
+            }
+        }
     }
 
     /// Polls `condition` every 5 ms; throws after 30 s (a holder that failed, say).
@@ -239,20 +265,8 @@ import WaybillStoreTesting
     @Test func aWriteOfSeveralOrdersWaitsForTheTurnOfEach() async throws {
         try await Self.withTwoNodes(writers: 2) { node, _, order in
             let second = try await Self.secondOrder(of: order, on: node)
-            let first = RowHold()
-            let running = Task { [first] in
-                try await node.write(changing: order.id!) { tx -> ((), [OrderEvent]) in
-                    _ = try tx.order(order.id!, in: order.companyID)
-                    first.taken.store(true, ordering: .sequentiallyConsistent)
-                    let end = ContinuousClock.now + .seconds(60)
-                    while !first.released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
-                        Thread.sleep(forTimeInterval: 0.005)
-                    }
-                    return ((), [])
-                }
-            }
-            defer { first.released.store(true, ordering: .sequentiallyConsistent) }
-            try await Self.until("the first write runs") { first.taken.load(ordering: .sequentiallyConsistent) }
+            let first = try await Self.holdTurn(of: order, on: node)
+            defer { first.letGo() }
             let started = WriteFlag()
             let both = Task {
                 try await node.write(changing: [second.id!, order.id!]) { _ -> ((), [OrderEvent]) in
@@ -262,8 +276,7 @@ import WaybillStoreTesting
             }
             try await Task.sleep(for: .milliseconds(300))
             #expect(!started.isSet, "waits for the first order's turn")
-            first.released.store(true, ordering: .sequentiallyConsistent)
-            try await running.value
+            try await first.release()
             try await both.value
             #expect(started.isSet)
         }
@@ -312,19 +325,8 @@ import WaybillStoreTesting
     @Test func aWriteOfSeveralOrdersHoldsNoTurnWhileItWaits() async throws {
         try await Self.withTwoNodes(writers: 3) { node, _, order in
             let second = try await Self.secondOrder(of: order, on: node)
-            let first = RowHold()
-            let running = Task { [first] in
-                try await node.write(changing: second.id!) { _ -> ((), [OrderEvent]) in
-                    first.taken.store(true, ordering: .sequentiallyConsistent)
-                    let end = ContinuousClock.now + .seconds(60)
-                    while !first.released.load(ordering: .sequentiallyConsistent), ContinuousClock.now < end {
-                        Thread.sleep(forTimeInterval: 0.005)
-                    }
-                    return ((), [])
-                }
-            }
-            defer { first.released.store(true, ordering: .sequentiallyConsistent) }
-            try await Self.until("the second order's write runs") { first.taken.load(ordering: .sequentiallyConsistent) }
+            let first = try await Self.holdTurn(of: second, on: node)
+            defer { first.letGo() }
             let both = Task {
                 try await node.write(changing: [order.id!, second.id!]) { _ -> ((), [OrderEvent]) in ((), []) }
             }
@@ -332,8 +334,7 @@ import WaybillStoreTesting
             let (_, alone) = await Self.change(order, on: node)
             #expect(throws: Never.self) { try alone.get() }
             #expect(node.writesWaiting(for: second.id!) == 1, "done while the write of both still waited")
-            first.released.store(true, ordering: .sequentiallyConsistent)
-            try await running.value
+            try await first.release()
             try await both.value
         }
     }
