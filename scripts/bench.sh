@@ -21,6 +21,9 @@
 #   scripts/bench.sh floor 1000 20 [get|patch]
 #                                         the same paced requests to a bare libwebsockets server
 #                                         (scripts/lws_floor.c): what lws itself costs per request
+#   scripts/bench.sh ab 6 BIN_A BIN_B [RATE [SECONDS]]
+#                                         CPU per write of two builds run side by side, `paced` against
+#                                         both at once for each round (scripts/bench-ab.sh)
 # Results (one JSON line each) are appended to bench-results/results.jsonl (git-ignored), or to
 # $WAYBILL_BENCH_OUT.
 set -euo pipefail
@@ -29,6 +32,7 @@ if [ "${1:-}" = cluster ]; then shift; exec "$ROOT/scripts/bench-cluster.sh" "$@
 if [ "${1:-}" = compare ]; then shift; exec "$ROOT/scripts/bench-compare.sh" "$@"; fi
 if [ "${1:-}" = storm ]; then shift; exec "$ROOT/scripts/bench-storm.sh" "$@"; fi
 if [ "${1:-}" = floor ]; then shift; exec "$ROOT/scripts/bench-floor.sh" "$@"; fi
+if [ "${1:-}" = ab ]; then shift; exec "$ROOT/scripts/bench-ab.sh" "$@"; fi
 BENCH="${WAYBILL_BENCH_DIR:-$ROOT/../shared/bench}"
 PORT="${WAYBILL_BENCH_PORT:-8090}"
 DRIVERS="${WAYBILL_BENCH_DRIVERS:-50}"

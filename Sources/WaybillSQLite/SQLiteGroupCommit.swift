@@ -41,6 +41,42 @@ struct WriteJob: Sendable {
     }
 }
 
+extension WriteJob {
+    /// The job of a `write` call: runs `body` (its errors translated for the store) and hands the
+    /// caller its result once the transaction is settled, through `resume`.
+    init<T: Sendable>(
+        _ body: @escaping @Sendable (any StoreWriter) throws -> T,
+        resume: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) {
+        self.init(
+            run: { tx in
+                let result = Result { try body(tx) }.mapError { $0.translatedForStore }
+                return WriteOutcome(succeeded: (try? result.get()) != nil) { batchFailure in
+                    switch (batchFailure, result) {
+                    case (let failure?, .success):
+                        resume(.failure(failure))
+                    case (_?, .failure):
+                        // Its batch did not commit. The closure's own refusal (a 412, a 409) may
+                        // rest on an earlier closure's work that no longer exists: the caller
+                        // would drop an action, or store that answer under its key, for a
+                        // change that never happened (found by a review, 2026-12-05).
+                        resume(.failure(StoreError.unavailable("a write batched with this one failed to commit; nothing was written")))
+                    case (nil, _):
+                        resume(result)  // its own outcome: the more precise cause
+                    }
+                }
+            },
+            fail: { resume(.failure($0)) })
+    }
+}
+
+/// Where a write committed on the calling thread (`SQLiteWriterExecutor.commitHere`) leaves its
+/// result. `@unchecked Sendable`: set and read by that one thread, inside the call.
+final class DirectOutcome<T: Sendable>: @unchecked Sendable {
+    private(set) var result: Result<T, any Error>?
+    func set(_ result: Result<T, any Error>) { self.result = result }
+}
+
 /// What running one write closure left behind, until its transaction is settled.
 struct WriteOutcome {
     /// `false` when the closure threw: its savepoint is rolled back.

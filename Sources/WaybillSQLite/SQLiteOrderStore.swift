@@ -197,27 +197,13 @@ public final class SQLiteOrderStore: OrderStore {
     /// is never left half-known to its caller.
     /// - Throws: `StoreError`, or whatever `body` throws.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let job = WriteJob(
-                run: { tx in
-                    let result = Result { try body(tx) }.mapError { $0.translatedForStore }
-                    return WriteOutcome(succeeded: (try? result.get()) != nil) { batchFailure in
-                        switch (batchFailure, result) {
-                        case (let failure?, .success):
-                            continuation.resume(throwing: failure)
-                        case (_?, .failure):
-                            // Its batch did not commit. The closure's own refusal (a 412, a 409) may
-                            // rest on an earlier closure's work that no longer exists: the caller
-                            // would drop an action, or store that answer under its key, for a
-                            // change that never happened (found by a review, 2026-12-05).
-                            continuation.resume(
-                                throwing: StoreError.unavailable("a write batched with this one failed to commit; nothing was written"))
-                        case (nil, _):
-                            continuation.resume(with: result)  // its own outcome: the more precise cause
-                        }
-                    }
-                },
-                fail: { continuation.resume(throwing: $0) })
+        // Task code the calling thread runs for the writer (`SQLiteWriterExecutor.runHere`, the
+        // service thread's inline write) commits its write at once, without suspending: queued,
+        // the write and the task's code after it would each be one more piece through the queue.
+        let here = DirectOutcome<T>()
+        if executor.commitHere(WriteJob(body, resume: here.set)), let result = here.result { return try result.get() }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let job = WriteJob(body, resume: { continuation.resume(with: $0) })
             if !writeQueue.enqueue(.write(job)) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
     }

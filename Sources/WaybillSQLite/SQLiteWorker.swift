@@ -129,4 +129,8 @@ final class SharedConnection: @unchecked Sendable {  // safe: `connection` only 
     /// Whether the calling thread is running work with the connection now (waiting for the writer
     /// thread to finish would then deadlock: it needs the connection back to close it).
     var isHeldByCurrentThread: Bool { holder.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// The connection, when the calling thread is inside `ifFree`'s body: it holds the lock, so
+    /// nobody else uses the connection until that body returns.
+    var heldByCurrentThread: SQLiteConnection? { isHeldByCurrentThread ? connection : nil }
 }

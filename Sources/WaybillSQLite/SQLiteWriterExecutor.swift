@@ -1,4 +1,6 @@
 import Dispatch
+import Foundation
+import Synchronization
 import WaybillStorage
 
 /// What the writer thread takes from its queue: a write closure, a piece of a task that runs on
@@ -46,8 +48,9 @@ final class SQLiteWriterExecutor: WriterExecutor {
     }
 
     /// Batches one call of `runHere` runs at most before it leaves the rest to the writer thread:
-    /// a write request takes three (its code up to `write`, the commit, its code after), and other
-    /// threads' writes queued meanwhile must not keep the calling thread from its own work.
+    /// a write request takes one when its commit runs at once (`commitHere`), three when it was
+    /// queued (its code up to `write`, the commit, its code after), and other threads' writes
+    /// queued meanwhile must not keep the calling thread from its own work.
     static let inlineBatches = 6
 
     /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle
@@ -62,6 +65,8 @@ final class SQLiteWriterExecutor: WriterExecutor {
         queue.beginQuietEnqueues()
         start()
         connection.ifFree { db in
+            inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
+            defer { inlineThread.store(0, ordering: .relaxed) }
             for _ in 0..<Self.inlineBatches {
                 guard let batch = queue.takeOwn(upTo: batchLimit) else { return }
                 let handedBack = perform(batch, on: db, inline: true)
@@ -76,6 +81,24 @@ final class SQLiteWriterExecutor: WriterExecutor {
             }
         }
         queue.endQuietEnqueues()  // wakes the writer thread for whatever is left
+    }
+
+    /// The thread running this executor's work inline now (`runHere`, inside `connection.ifFree`), or 0.
+    private let inlineThread = Atomic<UInt>(0)
+
+    /// Commits `job` at once on the calling thread when task code that thread runs inline
+    /// (`runHere`) asked for it, and says whether it did (its outcome is then settled). Otherwise —
+    /// another thread, or a transaction that cannot begin without waiting (`InlineCommitGate`) —
+    /// nothing ran, and the caller queues the job as usual.
+    ///
+    /// Why: queued, a write split its task into three pieces through the queue (its code up to
+    /// `write`, the commit, its code after), each taken under the queue's lock, with a suspension
+    /// and a continuation between them. The queue's order loses nothing here: the thread holds the
+    /// connection, so no other commit can come between, and it only takes its own jobs.
+    func commitHere(_ job: WriteJob) -> Bool {
+        guard inlineThread.load(ordering: .relaxed) == UInt(pthread_self()), let db = connection.heldByCurrentThread
+        else { return false }
+        return groupCommit.perform([job], on: db, inline: true).isEmpty
     }
 
     func observeBatches(_ body: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool { observer.set(body) }

@@ -78,6 +78,64 @@ struct SQLiteInlineWriteTests {
         }
     }
 
+    /// The points of the batches a `runHere` ran (`observeBatches`).
+    private final class Points: Sendable {
+        let seen = Mutex<[WriterBatchPoint]>([])
+        func count(_ point: WriterBatchPoint) -> Int { seen.withLock { $0.filter { $0 == point }.count } }
+    }
+
+    /// The task's write commits inside the task's own piece (`SQLiteWriterExecutor.commitHere`):
+    /// one batch, and no queued write to commit. Queued, the same task took three batches — its
+    /// code up to the write, the write's commit, its code after — with a suspension between.
+    @Test func anInlineTasksWriteCommitsWithinItsOwnPiece() async throws {
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            #expect(await writerIsIdle(executor))
+            let points = Points()
+            #expect(executor.observeBatches { point in points.seen.withLock { $0.append(point) } })
+            defer { executor.stopObservingBatches() }
+            let inlineBefore = store.writerStatistics.inlineTransactions
+            let run = startWrite(store, executor, name: "Direct")
+            let threads = try #require(run.outcome.withLock { $0 }, "the task ended inside runHere")
+            #expect(threads.inside == Self.thread())
+            #expect(points.count(.started) == 1, "one piece: \(points.seen.withLock { $0 })")
+            #expect(points.count(.committing) == 0, "no queued write")
+            #expect(store.writerStatistics.inlineTransactions == inlineBefore + 1)
+            #expect(try rawQuery(path, "SELECT name FROM companies").contains("Direct"), "committed")
+        }
+    }
+
+    /// A closure that throws inside a write committed at once: its caller gets the error, its
+    /// changes are rolled back, and the next write commits as before.
+    @Test func anInlineWriteThatThrowsIsRolledBackAndItsCallerGetsTheError() async throws {
+        struct Refused: Error {}
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            #expect(await writerIsIdle(executor))
+            let failure = Run()
+            executor.runHere {
+                Task(executorPreference: executor) {
+                    do {
+                        try await store.write { tx in
+                            _ = try tx.insertCompany(name: "Undone")
+                            throw Refused()
+                        }
+                        failure.failure.withLock { $0 = "no error" }
+                    } catch {
+                        failure.failure.withLock { $0 = "\(type(of: error))" }
+                    }
+                }
+            }
+            #expect(failure.failure.withLock { $0 } == "Refused", "ended inside runHere with the closure's error")
+            let run = startWrite(store, executor, name: "After")
+            #expect(run.outcome.withLock { $0 } != nil, "the next one commits inline")
+            let names = try rawQuery(path, "SELECT name FROM companies")
+            #expect(!names.contains("Undone") && names.contains("After"))
+        }
+    }
+
     @Test func theFirstWriteAfterOpeningGoesToTheWriterThread() async throws {
         try await withQuietStore { store, _ in
             let executor = try #require(store.writerExecutor)
