@@ -152,6 +152,10 @@ final class SQLiteConnection {
     /// The newest event id as of this (writer) connection's last commit (`NewestEventCache`).
     var newestEvent = NewestEventCache()
 
+    /// The stages and documents of recently written orders (`OrderPartsCache`): the writer
+    /// connection's only; nil on readers.
+    var orderParts: OrderPartsCache?
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
 

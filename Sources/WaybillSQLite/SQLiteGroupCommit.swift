@@ -157,6 +157,7 @@ struct SQLiteGroupCommit: Sendable {
         }
         var settled: [WriteOutcome] = []
         var events: [StoredEvent] = []
+        var kept: [SQLiteOrderStore.Transaction] = []  // the closures whose work commits
         var index = jobs.startIndex
         while index < jobs.endIndex {
             let job = jobs[index]
@@ -188,7 +189,10 @@ struct SQLiteGroupCommit: Sendable {
                 return jobs[index...]
             }
             settled.append(outcome)
-            if outcome.succeeded { events += tx.appended }  // a rolled-back closure's events never existed
+            if outcome.succeeded {
+                events += tx.appended  // a rolled-back closure's events never existed
+                kept.append(tx)
+            }
         }
         do throws(SQLiteError) {
             try db.execute("COMMIT")
@@ -197,6 +201,7 @@ struct SQLiteGroupCommit: Sendable {
             return []
         }
         db.newestEvent.committed(version: db.dataVersion, lastEvent: events.last?.id.rawValue)
+        for tx in kept { tx.committed() }
         if let begin { gate.writerCommitted(begin) }
         statistics.recordCommit(writes: settled.count, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(events)
@@ -275,6 +280,7 @@ struct SQLiteGroupCommit: Sendable {
             return false
         }
         db.newestEvent.committed(version: db.dataVersion, lastEvent: tx.appended.last?.id.rawValue)
+        tx.committed()
         statistics.recordCommit(writes: 1, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(tx.appended)
         outcome.resume(nil)

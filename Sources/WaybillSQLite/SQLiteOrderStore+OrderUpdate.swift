@@ -64,8 +64,13 @@ extension SQLiteOrderStore.Transaction {
                 // the driver assigned now, as when read). A test holds the two equal.
                 after.seen = receipt.receipt(assignedTo: after.driverID)
                 loaded[id] = after
+                if db.orderParts != nil {
+                    // The parts as read, now at the new version.
+                    partsSeen[id] = OrderParts(version: after.version, stages: after.stages, documents: after.documents)
+                }
                 return after
             }
+            partsChanged.insert(id)
             // Stages or documents were written: read back as stored (new ids). Those no statement
             // touched are the rows `before` was read from, and are not read again.
             return try loadOrder(

@@ -143,6 +143,15 @@ extension SQLiteOrderStore.Transaction {
         guard let found else { return nil }
         var order = found.0
         loadedReceipts[id] = found.1
+        if stages == nil, documents == nil, !partsChanged.contains(id),
+            let parts = db.orderParts?.parts(of: id, at: order.version)
+        {
+            // The row's version names the parts: committed once, never changed since (`OrderPartsCache`).
+            order.stages = parts.stages
+            order.documents = parts.documents
+            loaded[id] = order
+            return order
+        }
         if let stages {
             order.stages = stages
         } else {
@@ -164,6 +173,9 @@ extension SQLiteOrderStore.Transaction {
             order.documents = try db.query(
                 "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
             ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
+        }
+        if stages == nil, documents == nil, db.orderParts != nil {
+            partsSeen[id] = OrderParts(version: order.version, stages: order.stages, documents: order.documents)
         }
         loaded[id] = order
         return order
@@ -218,6 +230,7 @@ extension SQLiteOrderStore.Transaction {
     func deleteOrder(_ id: OrderID, in company: CompanyID) throws {
         let deleted = try perform { () throws(SQLiteError) -> Bool in
             // Stages and documents go with it (ON DELETE CASCADE); its events stay in the outbox.
+            partsChanged.insert(id)
             loaded[id] = nil
             loadedReceipts[id] = nil
             try db.execute("DELETE FROM orders WHERE id = ? AND company_id = ?", [.id(id), .id(company)])

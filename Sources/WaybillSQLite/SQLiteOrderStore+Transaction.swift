@@ -24,6 +24,20 @@ extension SQLiteOrderStore {
         /// for a new driver from these.
         var loadedReceipts: [OrderID: OrderReceipt.Columns] = [:]
 
+        /// Stages and documents this transaction read, or kept at a new version, on the writer
+        /// connection: `OrderPartsCache`'s entries once it commits.
+        var partsSeen: [OrderID: OrderParts] = [:]
+        /// Orders whose stages or documents this transaction wrote, or that it deleted: dropped
+        /// from `OrderPartsCache` when it commits.
+        var partsChanged: Set<OrderID> = []
+
+        /// Tells the writer connection's `OrderPartsCache` what this transaction read and wrote;
+        /// called only once it committed.
+        func committed() {
+            guard !partsSeen.isEmpty || !partsChanged.isEmpty else { return }
+            db.orderParts?.committed(seen: partsSeen, changed: partsChanged)
+        }
+
         /// Events this transaction's closure appended, in id order: handed to the commit observer
         /// if the closure's work commits.
         var appended: [StoredEvent] = []

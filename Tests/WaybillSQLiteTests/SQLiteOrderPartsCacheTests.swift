@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+
+@testable import WaybillSQLite
+import WaybillStoreTesting
+
+/// `OrderPartsCache`: a write reads the order's row, and its stages and documents only when the
+/// cache does not know them at the row's version; whatever the cache answers equals the file.
+@Suite struct SQLiteOrderPartsCacheTests {
+    /// A write of the notes, as `OrderService` makes one: read, change, bump the version.
+    private func editNotes(_ store: SQLiteOrderStore, _ id: OrderID, _ company: CompanyID, _ notes: String) async throws -> Order {
+        try await store.write { tx in
+            var order = try #require(try tx.order(id, in: company))
+            order.notes = notes
+            order.version += 1
+            order.updatedAt = t0 + Double(order.version)
+            return try tx.updateOrder(order)
+        }
+    }
+
+    private func stored(_ store: SQLiteOrderStore, _ id: OrderID, _ company: CompanyID) async throws -> Order? {
+        try await store.read { tx in try tx.order(id, in: company) }
+    }
+
+    @Test func aWriteAfterAWriteTakesTheStagesAndDocumentsFromTheCache() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            let first = try await editNotes(store, id, company, "one")
+            let hitsAfterFirst = try #require(store.orderPartsCache?.hits)
+            let second = try await editNotes(store, id, company, "two")
+            #expect(store.orderPartsCache?.hits == hitsAfterFirst + 1, "the second write's read was answered")
+            #expect(second.stages == order.stages && second.documents == order.documents)
+            #expect(try await stored(store, id, company) == second)
+            #expect(first.version + 1 == second.version)
+        }
+    }
+
+    /// A write that kept the parts at a new version and then rolled back leaves no entry for that
+    /// version: another process may commit the same version with other parts (here a raw
+    /// connection, as another node or `waybill` process on the file would).
+    @Test func aWriteThatRolledBackLeavesNoEntry() async throws {
+        struct Refused: Error {}
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            await #expect(throws: Refused.self) {
+                try await store.write { tx in
+                    var changed = try #require(try tx.order(id, in: company))
+                    changed.notes = "undone"
+                    changed.version += 1
+                    _ = try tx.updateOrder(changed)
+                    throw Refused()
+                }
+            }
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute("UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", [.id(id)])
+            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(id)])
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.stages.map(\.address) == ["Elsewhere", "Elsewhere"])
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// The same inside a group commit: a closure that threw is rolled back to its savepoint while
+    /// the batch commits, and what it read or kept is not taken.
+    @Test func aRolledBackClosureOfACommittedBatchLeavesNoEntry() async throws {
+        struct Refused: Error {}
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let (first, second) = try await store.write { tx in
+                (try tx.insertOrder(sampleOrder(in: company, number: "A")), try tx.insertOrder(sampleOrder(in: company, number: "B")))
+            }
+            let refused = try #require(first.id), kept = try #require(second.id)
+            let gate = try await holdWriter(store, until: 2)  // the two below run as one batch
+            let undone = Task {
+                try await store.write { tx in
+                    var changed = try #require(try tx.order(refused, in: company))
+                    changed.notes = "undone"
+                    changed.version += 1
+                    _ = try tx.updateOrder(changed)
+                    throw Refused()
+                }
+            }
+            let done = Task { try await editNotes(store, kept, company, "kept") }
+            await #expect(throws: Refused.self) { try await undone.value }
+            _ = try await done.value
+            try await gate.value
+            #expect(store.orderPartsCache?.entries == 1, "only the committed closure's order")
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute("UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", [.id(refused)])
+            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(refused)])
+            let next = try await editNotes(store, refused, company, "after")
+            #expect(next.stages.map(\.address) == ["Elsewhere", "Elsewhere"])
+        }
+    }
+
+    /// Another process's write moves the version: the cached parts are not used.
+    @Test func anotherProcesssWriteIsReadNotTakenFromTheCache() async throws {
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            #expect(store.orderPartsCache?.entries == 1)
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute(
+                "INSERT INTO documents (order_id, name, kind, created_at) VALUES (?, 'pod.jpg', 'pod', 0)", [.id(id)])
+            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(id)])
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.documents.map(\.name) == ["cmr.pdf", "pod.jpg"])
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// A write that changes the stages (a stage completed) or deletes the order drops its entry;
+    /// the next write reads the parts as stored.
+    @Test func aWriteOfTheStagesOrADeleteDropsTheEntry() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            #expect(store.orderPartsCache?.entries == 1)
+            let completed = try await store.write { tx in
+                var changed = try #require(try tx.order(id, in: company))
+                changed.stages[0].completedAt = t0 + 60
+                changed.version += 1
+                return try tx.updateOrder(changed)
+            }
+            #expect(store.orderPartsCache?.entries == 0)
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.stages == completed.stages && next.stages[0].completedAt != nil)
+            #expect(try await stored(store, id, company) == next)
+            #expect(store.orderPartsCache?.entries == 1)
+            try await store.write { tx in try tx.deleteOrder(id, in: company) }
+            #expect(store.orderPartsCache?.entries == 0)
+        }
+    }
+}
