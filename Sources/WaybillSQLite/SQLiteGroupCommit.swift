@@ -150,7 +150,9 @@ struct SQLiteGroupCommit: Sendable {
                 return failWaits(jobs, error)
             }
         }
-        db.newestEvent.began(version: db.dataVersion)
+        let began = db.dataVersion
+        db.newestEvent.began(version: began)
+        db.orderParts?.began(version: began)
         if jobs.count == 1, let job = jobs.first {
             if runAlone(job, on: db, inline: inline), let begin { gate.writerCommitted(begin) }
             return []
@@ -200,8 +202,9 @@ struct SQLiteGroupCommit: Sendable {
             abort(settled, failure: error, on: db)
             return []
         }
-        db.newestEvent.committed(version: db.dataVersion, lastEvent: events.last?.id.rawValue)
-        for tx in kept { tx.committed() }
+        let version = db.dataVersion
+        db.newestEvent.committed(version: version, lastEvent: events.last?.id.rawValue)
+        for tx in kept { tx.committed(version: version) }
         if let begin { gate.writerCommitted(begin) }
         statistics.recordCommit(writes: settled.count, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(events)
@@ -279,8 +282,9 @@ struct SQLiteGroupCommit: Sendable {
             abort([outcome], failure: error, on: db)
             return false
         }
-        db.newestEvent.committed(version: db.dataVersion, lastEvent: tx.appended.last?.id.rawValue)
-        tx.committed()
+        let version = db.dataVersion
+        db.newestEvent.committed(version: version, lastEvent: tx.appended.last?.id.rawValue)
+        tx.committed(version: version)
         statistics.recordCommit(writes: 1, inline: inline, newestEventLookups: db.newestEvent.lookups)
         observer.committed(tx.appended)
         outcome.resume(nil)

@@ -52,6 +52,10 @@ extension SQLiteOrderStore.Transaction {
             arguments += [.date(order.updatedAt), .int(order.version), .id(id), .id(order.companyID)]
             try db.execute(sql, arguments)
             guard db.changes > 0 else { return nil }
+            if order.stages != before.stages || order.documents.contains(where: { $0.id == nil }) {
+                // Before the statements: one may fail part-way and the closure catch it and commit.
+                partsChanged.insert(id)
+            }
             let stagesWritten = try syncStages(order.stages, of: id, existing: before.stages)
             var documentsWritten = false
             for document in order.documents where document.id == nil {
@@ -70,7 +74,6 @@ extension SQLiteOrderStore.Transaction {
                 }
                 return after
             }
-            partsChanged.insert(id)
             // Stages or documents were written: read back as stored (new ids). Those no statement
             // touched are the rows `before` was read from, and are not read again.
             return try loadOrder(

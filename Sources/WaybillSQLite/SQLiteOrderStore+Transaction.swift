@@ -32,10 +32,9 @@ extension SQLiteOrderStore {
         var partsChanged: Set<OrderID> = []
 
         /// Tells the writer connection's `OrderPartsCache` what this transaction read and wrote;
-        /// called only once it committed.
-        func committed() {
-            guard !partsSeen.isEmpty || !partsChanged.isEmpty else { return }
-            db.orderParts?.committed(seen: partsSeen, changed: partsChanged)
+        /// called only once it committed, leaving the file at data version `version`.
+        func committed(version: UInt32?) {
+            db.orderParts?.committed(version: version, seen: partsSeen, changed: partsChanged)
         }
 
         /// Events this transaction's closure appended, in id order: handed to the commit observer

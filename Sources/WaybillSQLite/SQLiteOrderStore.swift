@@ -201,8 +201,14 @@ public final class SQLiteOrderStore: OrderStore {
         // Task code the calling thread runs for the writer (`SQLiteWriterExecutor.runHere`, the
         // service thread's inline write) commits its write at once, without suspending: queued,
         // the write and the task's code after it would each be one more piece through the queue.
-        let here = DirectOutcome<T>()
-        if executor.commitHere(WriteJob(body, resume: here.set)), let result = here.result { return try result.get() }
+        if executor.runsInlineHere, !isClosed.withLock({ $0 }) {
+            let here = DirectOutcome<T>()
+            if executor.commitHere(WriteJob(body, resume: here.set)) {
+                // Every way through a transaction settles its write: never run the closure twice.
+                guard let result = here.result else { throw StoreError.unavailable("a write ended without an outcome") }
+                return try result.get()
+            }
+        }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = WriteJob(body, resume: { continuation.resume(with: $0) })
             if !writeQueue.enqueue(.write(job)) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }

@@ -93,13 +93,18 @@ final class SQLiteWriterExecutor: WriterExecutor {
     ///
     /// Why: queued, a write split its task into three pieces through the queue (its code up to
     /// `write`, the commit, its code after), each taken under the queue's lock, with a suspension
-    /// and a continuation between them. The queue's order loses nothing here: the thread holds the
-    /// connection, so no other commit can come between, and it only takes its own jobs.
+    /// and a continuation between them. The thread holds the connection, so no other commit can
+    /// come between this one and the piece's code. A write another thread queued while the piece
+    /// ran is overtaken by this one; the two were concurrent, and no order between them was ever
+    /// promised. The piece may commit more than once (`inlineBatches` bounds the pieces, not
+    /// their commits): an order write's handler commits once, twice with an `Idempotency-Key`.
     func commitHere(_ job: WriteJob) -> Bool {
-        guard inlineThread.load(ordering: .relaxed) == UInt(pthread_self()), let db = connection.heldByCurrentThread
-        else { return false }
+        guard runsInlineHere, let db = connection.heldByCurrentThread else { return false }
         return groupCommit.perform([job], on: db, inline: true).isEmpty
     }
+
+    /// Whether the calling thread runs this executor's work inline now (`runHere`).
+    var runsInlineHere: Bool { inlineThread.load(ordering: .relaxed) == UInt(pthread_self()) }
 
     func observeBatches(_ body: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool { observer.set(body) }
 

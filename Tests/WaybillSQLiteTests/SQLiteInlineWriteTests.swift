@@ -222,6 +222,33 @@ struct SQLiteInlineWriteTests {
         }
     }
 
+    /// A write asked for inline after the store was closed (by the same task) is refused, as on
+    /// the writer thread: committed at once, it would have gone through.
+    @Test func anInlineWriteAfterTheStoreClosedIsRefused() async throws {
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            #expect(await writerIsIdle(executor))
+            let run = Run()
+            Thread {
+                executor.runHere {
+                    Task(executorPreference: executor) {
+                        store.close()
+                        do {
+                            _ = try await store.write { tx in try tx.insertCompany(name: "After close") }
+                            run.failure.withLock { $0 = "written" }
+                        } catch {
+                            run.failure.withLock { $0 = "\(error)" }
+                        }
+                    }
+                }
+            }.start()
+            #expect(await eventually { run.isDone })
+            #expect(run.failure.withLock { $0 }?.contains("closed") == true, "\(run.failure.withLock { $0 } ?? "")")
+            #expect(try !rawQuery(path, "SELECT name FROM companies").contains("After close"))
+        }
+    }
+
     @Test func aTaskStartedOutsideRunHereStillRunsOnTheWriterThread() async throws {
         try await withQuietStore { store, _ in
             let executor = try #require(store.writerExecutor)

@@ -104,6 +104,76 @@ import WaybillStoreTesting
         }
     }
 
+    /// Only this connection's commits are trusted: when anything else wrote the file since (here a
+    /// raw connection that changes a stage and leaves the version, as a backup restored under the
+    /// server or an older build may), the cache starts over.
+    @Test func aFileWrittenByAnotherConnectionIsReadAgainEvenAtTheSameVersion() async throws {
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            #expect(store.orderPartsCache?.entries == 1)
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            try other.execute("UPDATE stages SET address = 'Restored' WHERE order_id = ?", [.id(id)])
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.stages.map(\.address) == ["Restored", "Restored"])
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// A write of the stages that fails part-way, caught by its closure, which then commits: the
+    /// order is dropped from the cache though the write did not finish (it changed some rows).
+    @Test func aStagesWriteThatFailsPartWayAndIsCaughtDropsTheEntry() async throws {
+        try await withStore { store, path in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            let other = try SQLiteConnection(path: path)
+            defer { other.close() }
+            // A new stage cannot be inserted; changing one in place still works.
+            try other.executeScript("CREATE TRIGGER no_new_stage BEFORE INSERT ON stages BEGIN SELECT RAISE(ABORT, 'refused'); END")
+            _ = try await editNotes(store, id, company, "cached")  // the cache starts over (another connection wrote)
+            let written = try await store.write { tx -> Order in
+                var changed = try #require(try tx.order(id, in: company))
+                changed.notes = "first"
+                changed.version += 1
+                let first = try tx.updateOrder(changed)
+                // The same version again, now with a stage changed and one added: the change is
+                // written, the insert refused, and the closure carries on.
+                var more = first
+                more.stages[0].address = "Changed in place"
+                more.stages.append(Stage(position: 3, kind: .delivery, address: "Never stored"))
+                _ = try? tx.updateOrder(more)
+                return first
+            }
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.version == written.version + 1)
+            #expect(next.stages.map(\.address) == ["Changed in place", "9 Rue Haute"])
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// An order whose stages and documents are large is not kept (the cache is bounded in bytes).
+    @Test func anOrderWithLargePartsIsNotKept() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id
+            var big = sampleOrder(in: company)
+            big.stages = (1...10).map { Stage(position: $0, kind: .delivery, address: String(repeating: "a", count: 4_000)) }
+            let toInsert = big
+            let order = try await store.write { tx in try tx.insertOrder(toInsert) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "one")
+            let next = try await editNotes(store, id, company, "two")
+            #expect(store.orderPartsCache?.entries == 0)
+            #expect(next.stages.count == 10)
+        }
+    }
+
     /// Another process's write moves the version: the cached parts are not used.
     @Test func anotherProcesssWriteIsReadNotTakenFromTheCache() async throws {
         try await withStore { store, path in
