@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// The kind of an order event (SPEC §3): one of this release's (`allCases`), or a kind a newer
 /// release added, read back from the store or the broker by a node that does not know it yet.
@@ -108,11 +109,31 @@ public struct StoredEvent: Sendable, Equatable {
     }
 
     /// A salt for a new event: 1 up to `Int64.max`, from the system's secure generator.
-    public static func newSalt() -> Int64 {
-        var generator = SystemRandomNumberGenerator()
-        return Int64.random(in: 1...Int64.max, using: &generator)
-    }
+    public static func newSalt() -> Int64 { SaltPool.shared.next() }
 
     /// The resume cursor of this event: its id plus a fingerprint of what was stored under it.
     public var cursor: EventCursor { EventCursor(of: self) }
+}
+
+/// Salts from the system's secure generator (`arc4random_buf`, the kernel's `getrandom`), drawn
+/// 64 at a time: `SystemRandomNumberGenerator` made one system call per event, that is one per
+/// write (docs/BENCHMARKS.md, 2026-12-06 04:55). Shared by the store threads that append events.
+private final class SaltPool: Sendable {
+    static let shared = SaltPool()
+    private let state = Mutex<(values: [UInt64], next: Int)>(([], 0))
+
+    func next() -> Int64 {
+        state.withLock { state in
+            while true {
+                if state.next == state.values.count {
+                    var fresh = [UInt64](repeating: 0, count: 64)
+                    fresh.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
+                    state = (fresh, 0)
+                }
+                let salt = Int64(bitPattern: state.values[state.next] >> 1)  // 0 up to Int64.max
+                state.next += 1
+                if salt != 0 { return salt }
+            }
+        }
+    }
 }

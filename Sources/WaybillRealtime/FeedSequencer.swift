@@ -181,20 +181,15 @@ public struct FeedSequencer: Sendable {
 
     /// A batch from the broker, or events this process just committed (in id order).
     public mutating func received(_ batch: [StoredEvent]) -> Step {
-        for event in batch where event.id <= deliveredThrough.id {
-            guard let known = remembered(event.id), !known.matches(event) else { continue }
-            awaitingHistoryCheck = true
-            if doubted.map({ known.id < $0.id }) ?? true {
-                // A read already in flight did not look at this id: only one taken from now on
-                // settles it. The same doubt again (a relay re-sending its batches) changes nothing,
-                // or a stream of copies would hold delivery read after read.
-                doubted = known
-                doubtReadIssued = false
-            }
-            break
+        var step: Step
+        if pending.isEmpty, !awaitingHistoryCheck, continues(batch) {
+            // The usual batch (a commit of this process, or the broker's next one): delivered as it
+            // came, without the pending list's copies (a write's share of the feed's CPU).
+            markDelivered(batch[...])
+            step = Step(deliver: batch)
+        } else {
+            step = receivedOutOfLine(batch)
         }
-        addPending(batch.filter { $0.id > deliveredThrough.id })
-        var step = Step(deliver: awaitingHistoryCheck ? [] : drainPending())
         // Only a batch that continues what was delivered proves the broker brings this node's
         // events: a foreign one (another deployment's Redis on the same channel) never does.
         if !step.deliver.isEmpty {
@@ -213,6 +208,35 @@ public struct FeedSequencer: Sendable {
         if !pending.isEmpty || awaitingHistoryCheck { owedRead = .events }  // a gap, or history in doubt
         if pending.count > maxPending { pending = [] }  // the store has them all; memory stays bounded
         return step
+    }
+
+    /// Whether `batch` is not empty and its ids go on one by one from `deliveredThrough`.
+    private func continues(_ batch: [StoredEvent]) -> Bool {
+        var next = deliveredThrough.id.rawValue + 1
+        for event in batch {
+            guard event.id.rawValue == next else { return false }
+            next += 1
+        }
+        return !batch.isEmpty
+    }
+
+    /// `received` for a batch that does not simply continue delivery: ids already delivered (a copy,
+    /// or a rewound history), a gap before it, or events pending above an earlier gap.
+    private mutating func receivedOutOfLine(_ batch: [StoredEvent]) -> Step {
+        for event in batch where event.id <= deliveredThrough.id {
+            guard let known = remembered(event.id), !known.matches(event) else { continue }
+            awaitingHistoryCheck = true
+            if doubted.map({ known.id < $0.id }) ?? true {
+                // A read already in flight did not look at this id: only one taken from now on
+                // settles it. The same doubt again (a relay re-sending its batches) changes nothing,
+                // or a stream of copies would hold delivery read after read.
+                doubted = known
+                doubtReadIssued = false
+            }
+            break
+        }
+        addPending(batch.filter { $0.id > deliveredThrough.id })
+        return Step(deliver: awaitingHistoryCheck ? [] : drainPending())
     }
 
     /// The broker subscription dropped: read the store now and on every tick until `.subscribed`.
@@ -478,8 +502,18 @@ public struct FeedSequencer: Sendable {
         guard count > 0 else { return [] }
         let ready = Array(pending[..<count])
         pending.removeFirst(count)
-        for event in ready { remember(event.cursor) }
-        deliveredThrough = ready[ready.count - 1].cursor
+        markDelivered(ready[...])
         return ready
+    }
+
+    /// Remembers `events` (not empty, ascending, continuing delivery) as delivered; each cursor is
+    /// computed once (its check is a hash of the event).
+    private mutating func markDelivered(_ events: ArraySlice<StoredEvent>) {
+        var last = deliveredThrough
+        for event in events {
+            last = event.cursor
+            remember(last)
+        }
+        deliveredThrough = last
     }
 }

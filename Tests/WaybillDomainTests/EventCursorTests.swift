@@ -110,4 +110,18 @@ struct EventCursorTests {
         #expect(other.cursor != salted.cursor, "another salt, another check")
         #expect(StoredEvent.newSalt() > 0)
     }
+
+    /// Salts come from the secure generator 64 at a time: across several refills, from several
+    /// threads at once, each is 1…Int64.max and none repeats.
+    @Test func saltsArePositiveAndDistinctAcrossRefillsAndThreads() async {
+        let salts = await withTaskGroup(of: [Int64].self) { group in
+            for _ in 0..<4 { group.addTask { (0..<300).map { _ in StoredEvent.newSalt() } } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(salts.count == 1_200)
+        #expect(salts.allSatisfy { $0 > 0 })
+        #expect(Set(salts).count == salts.count)
+        // Both halves of the range show up (the high bit of the draw is dropped, not the range).
+        #expect(salts.contains { $0 > Int64.max / 2 } && salts.contains { $0 < Int64.max / 2 })
+    }
 }
