@@ -368,7 +368,7 @@ public struct FeedSequencer: Sendable {
         for event in read.events where event.id > deliveredThrough.id {
             delivered.append(event)
             deliveredThrough = event.cursor
-            remember(event.cursor)
+            remember(deliveredThrough)
         }
         pending.removeAll { $0.id <= deliveredThrough.id }
         // Pending before the read was taken yet above its snapshot's newest: no such event was

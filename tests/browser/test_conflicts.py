@@ -112,8 +112,13 @@ def test_a_status_button_on_a_stale_view_is_refused_with_the_fresh_state_shown(p
     stored = api.ok("GET", f"/api/orders/{order['id']}/")
     assert stored["status"] == "assigned" and stored["version"] == 2
 
-    # The user has now seen the change and redoes the action.
-    page.locator("#forward-button").click()
+    # The user has now seen the change and redoes the action. The panel refetches after every write;
+    # that read must be over before the next hold, or it may reach the server after the PATCH below
+    # and put the fresh version on screen (a CI run, 2026-12-06: the DELETE then named it and went
+    # through). Waited for here, so it is answered before the hold starts.
+    detail = f"/api/orders/{order['id']}/"
+    with page.expect_response(lambda r: r.request.method == "GET" and r.url.split("?")[0].endswith(detail)):
+        page.locator("#forward-button").click()
     expect(page.locator(".facts .badge")).to_have_text("Accepted")
     expect(page.locator("#detail-error")).to_be_empty()
     assert api.ok("GET", f"/api/orders/{order['id']}/")["status"] == "accepted"
