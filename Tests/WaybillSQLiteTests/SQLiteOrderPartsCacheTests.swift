@@ -20,15 +20,35 @@ import WaybillStoreTesting
         }
     }
 
+    /// A store with one seeded company and `sampleOrder` (two stages, one document) in it.
+    private func withOrder(_ body: (SQLiteOrderStore, String, Order, CompanyID) async throws -> Void) async throws {
+        try await withStore { store, path in
+            let company = try await Fixture.seed(store).acme.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            try await body(store, path, order, company)
+        }
+    }
+
+    /// `sql` (one `?`: the order's id) on a connection of its own, as another process or node
+    /// writing the file would; then the order's version moves on, as any writer's change does.
+    private func writeElsewhere(_ path: String, _ sql: String, bumpingVersionOf id: OrderID) throws {
+        try writeElsewhere(path, sql, of: id)
+        try writeElsewhere(path, "UPDATE orders SET version = version + 1 WHERE id = ?", of: id)
+    }
+
+    /// `sql` (one `?`: the order's id) on a connection of its own; the version stays.
+    private func writeElsewhere(_ path: String, _ sql: String, of id: OrderID) throws {
+        let other = try SQLiteConnection(path: path)
+        defer { other.close() }
+        try other.execute(sql, [.id(id)])
+    }
+
     private func stored(_ store: SQLiteOrderStore, _ id: OrderID, _ company: CompanyID) async throws -> Order? {
         try await store.read { tx in try tx.order(id, in: company) }
     }
 
     @Test func aWriteAfterAWriteTakesTheStagesAndDocumentsFromTheCache() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             let first = try await editNotes(store, id, company, "one")
             let hitsAfterFirst = try #require(store.orderPartsCache?.hits)
@@ -45,10 +65,7 @@ import WaybillStoreTesting
     /// connection, as another node or `waybill` process on the file would).
     @Test func aWriteThatRolledBackLeavesNoEntry() async throws {
         struct Refused: Error {}
-        try await withStore { store, path in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             await #expect(throws: Refused.self) {
                 try await store.write { tx in
@@ -59,10 +76,7 @@ import WaybillStoreTesting
                     throw Refused()
                 }
             }
-            let other = try SQLiteConnection(path: path)
-            defer { other.close() }
-            try other.execute("UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", [.id(id)])
-            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(id)])
+            try writeElsewhere(path, "UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", bumpingVersionOf: id)
             let next = try await editNotes(store, id, company, "after")
             #expect(next.stages.map(\.address) == ["Elsewhere", "Elsewhere"])
             #expect(try await stored(store, id, company) == next)
@@ -95,10 +109,7 @@ import WaybillStoreTesting
             _ = try await done.value
             try await gate.value
             #expect(store.orderPartsCache?.entries == 1, "only the committed closure's order")
-            let other = try SQLiteConnection(path: path)
-            defer { other.close() }
-            try other.execute("UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", [.id(refused)])
-            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(refused)])
+            try writeElsewhere(path, "UPDATE stages SET address = 'Elsewhere' WHERE order_id = ?", bumpingVersionOf: refused)
             let next = try await editNotes(store, refused, company, "after")
             #expect(next.stages.map(\.address) == ["Elsewhere", "Elsewhere"])
         }
@@ -108,16 +119,11 @@ import WaybillStoreTesting
     /// raw connection that changes a stage and leaves the version, as a backup restored under the
     /// server or an older build may), the cache starts over.
     @Test func aFileWrittenByAnotherConnectionIsReadAgainEvenAtTheSameVersion() async throws {
-        try await withStore { store, path in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             _ = try await editNotes(store, id, company, "cached")
             #expect(store.orderPartsCache?.entries == 1)
-            let other = try SQLiteConnection(path: path)
-            defer { other.close() }
-            try other.execute("UPDATE stages SET address = 'Restored' WHERE order_id = ?", [.id(id)])
+            try writeElsewhere(path, "UPDATE stages SET address = 'Restored' WHERE order_id = ?", of: id)
             let next = try await editNotes(store, id, company, "after")
             #expect(next.stages.map(\.address) == ["Restored", "Restored"])
             #expect(try await stored(store, id, company) == next)
@@ -127,10 +133,7 @@ import WaybillStoreTesting
     /// A write of the stages that fails part-way, caught by its closure, which then commits: the
     /// order is dropped from the cache though the write did not finish (it changed some rows).
     @Test func aStagesWriteThatFailsPartWayAndIsCaughtDropsTheEntry() async throws {
-        try await withStore { store, path in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             let other = try SQLiteConnection(path: path)
             defer { other.close() }
@@ -176,18 +179,13 @@ import WaybillStoreTesting
 
     /// Another process's write moves the version: the cached parts are not used.
     @Test func anotherProcesssWriteIsReadNotTakenFromTheCache() async throws {
-        try await withStore { store, path in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             _ = try await editNotes(store, id, company, "cached")
             #expect(store.orderPartsCache?.entries == 1)
-            let other = try SQLiteConnection(path: path)
-            defer { other.close() }
-            try other.execute(
-                "INSERT INTO documents (order_id, name, kind, created_at) VALUES (?, 'pod.jpg', 'pod', 0)", [.id(id)])
-            try other.execute("UPDATE orders SET version = version + 1 WHERE id = ?", [.id(id)])
+            try writeElsewhere(
+                path, "INSERT INTO documents (order_id, name, kind, created_at) VALUES (?, 'pod.jpg', 'pod', 0)",
+                bumpingVersionOf: id)
             let next = try await editNotes(store, id, company, "after")
             #expect(next.documents.map(\.name) == ["cmr.pdf", "pod.jpg"])
             #expect(try await stored(store, id, company) == next)
@@ -197,10 +195,7 @@ import WaybillStoreTesting
     /// A write that changes the stages (a stage completed) or deletes the order drops its entry;
     /// the next write reads the parts as stored.
     @Test func aWriteOfTheStagesOrADeleteDropsTheEntry() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+        try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             _ = try await editNotes(store, id, company, "cached")
             #expect(store.orderPartsCache?.entries == 1)
