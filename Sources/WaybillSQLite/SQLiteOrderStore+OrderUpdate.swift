@@ -68,10 +68,7 @@ extension SQLiteOrderStore.Transaction {
                 // the driver assigned now, as when read). A test holds the two equal.
                 after.seen = receipt.receipt(assignedTo: after.driverID)
                 loaded[id] = after
-                if db.orderParts != nil {
-                    // The parts as read, now at the new version.
-                    partsSeen[id] = OrderParts(version: after.version, stages: after.stages, documents: after.documents)
-                }
+                keepParts(of: after, id: id)  // the parts as read, now at the new version
                 return after
             }
             // Stages or documents were written: read back as stored (new ids). Those no statement

@@ -174,9 +174,7 @@ extension SQLiteOrderStore.Transaction {
                 "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
             ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
         }
-        if stages == nil, documents == nil, db.orderParts != nil {
-            partsSeen[id] = OrderParts(version: order.version, stages: order.stages, documents: order.documents)
-        }
+        if stages == nil, documents == nil { keepParts(of: order, id: id) }
         loaded[id] = order
         return order
     }

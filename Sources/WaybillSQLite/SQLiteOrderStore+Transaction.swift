@@ -31,6 +31,13 @@ extension SQLiteOrderStore {
         /// from `OrderPartsCache` when it commits.
         var partsChanged: Set<OrderID> = []
 
+        /// Notes `order`'s stages and documents as this transaction leaves them at its version, for
+        /// `OrderPartsCache` (writer connection only).
+        func keepParts(of order: Order, id: OrderID) {
+            guard db.orderParts != nil else { return }
+            partsSeen[id] = OrderParts(version: order.version, stages: order.stages, documents: order.documents)
+        }
+
         /// Tells the writer connection's `OrderPartsCache` what this transaction read and wrote;
         /// called only once it committed, leaving the file at data version `version`.
         func committed(version: UInt32?) {
