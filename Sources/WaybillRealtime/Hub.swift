@@ -157,38 +157,59 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// queue) were most of the hub's own cost (docs/BENCHMARKS.md). A socket is in one group, so
     /// each socket still gets its events in id order.
     public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
-        var byGroup: [Group: [(EventID, OutboundFrame)]] = [:]
-        for (stored, frame) in batch {
-            if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
-            for group in stored.event.groups where members[group] != nil {
-                byGroup[group, default: []].append((stored.id, frame))
-            }
-        }
         var sent = 0
         var frames: [OutboundFrame] = []
-        for (group, events) in byGroup {
-            guard let sockets = members[group] else { continue }
-            for socket in sockets {
-                guard let index = connections.index(forKey: socket) else { continue }
-                frames.removeAll(keepingCapacity: true)
-                for (id, frame) in events {
-                    switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
-                    case .send(let frame): frames.append(frame)
-                    case .buffered, .skip: continue
-                    case .close(let code, let reason):
-                        // The machine is closing: it skips every later event.
-                        replayBufferOverflowed(socket, code: code, reason: reason, io: io)
-                    }
+        if batch.count == 1, let (stored, frame) = batch.first {
+            // One event (a write committed alone, the usual case): its groups straight, without
+            // the table by group below and the arrays it allocates per delivery.
+            if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
+            for group in stored.event.groups {
+                guard let sockets = members[group] else { continue }
+                sent += send(CollectionOfOne((stored.id, frame)), to: sockets, frames: &frames, io: io)
+            }
+        } else {
+            var byGroup: [Group: [(EventID, OutboundFrame)]] = [:]
+            for (stored, frame) in batch {
+                if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
+                for group in stored.event.groups where members[group] != nil {
+                    byGroup[group, default: []].append((stored.id, frame))
                 }
-                switch frames.count {
-                case 0: continue
-                case 1: if io.send(frames[0], to: socket) { sent += 1 }
-                default: sent += io.send(frames, to: socket)
-                }
+            }
+            for (group, events) in byGroup {
+                guard let sockets = members[group] else { continue }
+                sent += send(events, to: sockets, frames: &frames, io: io)
             }
         }
         metrics.framesSent(sent)
         metrics.delivered(through: lastDelivered.id.rawValue)
+    }
+
+    /// Hands `events` (one group's, in order) to each of `sockets` through its machine; the
+    /// frames sent. `frames` is scratch space, kept between calls.
+    private func send(
+        _ events: some Collection<(EventID, OutboundFrame)>, to sockets: Set<SocketID>, frames: inout [OutboundFrame],
+        io: any SocketIO
+    ) -> Int {
+        var sent = 0
+        for socket in sockets {
+            guard let index = connections.index(forKey: socket) else { continue }
+            frames.removeAll(keepingCapacity: true)
+            for (id, frame) in events {
+                switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
+                case .send(let frame): frames.append(frame)
+                case .buffered, .skip: continue
+                case .close(let code, let reason):
+                    // The machine is closing: it skips every later event.
+                    replayBufferOverflowed(socket, code: code, reason: reason, io: io)
+                }
+            }
+            switch frames.count {
+            case 0: continue
+            case 1: if io.send(frames[0], to: socket) { sent += 1 }
+            default: sent += io.send(frames, to: socket)
+            }
+        }
+        return sent
     }
 
     /// Closes with 4001 the sockets whose tokens `logout` revoked (they must log in again); a

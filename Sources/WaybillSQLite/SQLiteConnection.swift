@@ -12,6 +12,8 @@ final class SQLiteConnection {
     private var handle: OpaquePointer?
     /// Prepared once per SQL text; the SQL texts are constants of this module, so the cache is bounded.
     private var statements: [String: SQLiteStatement] = [:]
+    /// The same statements by where their text's bytes are (`cachedStatement`).
+    private var statementsByAddress: [UInt: SQLiteStatement] = [:]
     /// The WAL hook's context, retained while the hook is installed (released by `close()`).
     private var walPages: Unmanaged<WALPages>?
 
@@ -102,6 +104,7 @@ final class SQLiteConnection {
 
     /// Finalizes every cached statement, then closes the connection. Idempotent.
     func close() {
+        statementsByAddress.removeAll()
         statements.removeAll()  // each statement's deinit finalizes it
         // close_v2 always succeeds: with statements left it would defer the close, not fail.
         if let handle { sqlite3_close_v2(handle) }
@@ -199,10 +202,32 @@ final class SQLiteConnection {
         try query(sql, arguments, decode).first
     }
 
+    /// The statement prepared for `sql`, prepared now if it is new.
+    ///
+    /// Found first by the address of the text's bytes, checked: the SQL texts are
+    /// literals, whose bytes never move, and finding one by its text hashed the whole text (100–300
+    /// bytes) at every use, six or seven times per order write (the write path's profile,
+    /// docs/BENCHMARKS.md); the check is `==`, which two copies of one literal pass at once. A
+    /// text built at run time may reuse a freed text's address: the check sends it the slow way,
+    /// and such addresses are dropped past 256. Texts of 15 bytes or fewer (`BEGIN`, `COMMIT`) are stored
+    /// inside the `String` itself, at no fixed address; they hash cheaply, and go by text.
     private func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
-        if let statement = statements[sql] { return statement }
-        let statement = try SQLiteStatement(sql: sql, db: try open())
-        statements[sql] = statement
+        let address = sql.utf8.count > 15 ? sql.utf8.withContiguousStorageIfAvailable { UInt(bitPattern: $0.baseAddress) } : nil
+        if let address, let statement = statementsByAddress[address], statement.sql == sql {
+            return statement
+        }
+        let statement: SQLiteStatement
+        if let known = statements[sql] {
+            statement = known
+        } else {
+            statement = try SQLiteStatement(sql: sql, db: try open())
+            statements[sql] = statement
+        }
+        if let address, address != 0 {
+            // Texts built per call (a list's filters) land at new addresses each time: bounded.
+            if statementsByAddress.count >= 256 { statementsByAddress.removeAll(keepingCapacity: true) }
+            statementsByAddress[address] = statement
+        }
         return statement
     }
 }

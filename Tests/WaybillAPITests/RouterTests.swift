@@ -17,7 +17,7 @@ struct RouterTests {
         return r
     }()
 
-    func found(_ method: String, _ path: String) -> (pattern: String, parameters: [String: String])? {
+    func found(_ method: String, _ path: String) -> (pattern: String, parameters: PathParameters)? {
         guard case .found(let route, let parameters) = Self.router.match(method: method, path: path) else { return nil }
         return (route.pattern, parameters)
     }

@@ -57,3 +57,34 @@ struct SQLiteLowerTests {
         #expect(shape("plain é") == .other)
     }
 }
+
+/// The statement cache finds a statement by where its text's bytes are, then checks the text
+/// (`SQLiteConnection.cachedStatement`): a text built at run time at an address a freed text had
+/// gets its own statement, never the freed text's.
+struct SQLiteStatementCacheTests {
+    @Test func aTextBuiltAtAFreedTextsAddressGetsItsOwnStatement() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        func text(_ value: Int) -> String { "SELECT \(100_000 + value) - 100000 AS built_at_run_time" }
+        func address(_ text: String) -> UInt? { text.utf8.withContiguousStorageIfAvailable { UInt(bitPattern: $0.baseAddress) } }
+        // The cache keeps the first text of each statement, so only a second copy of a text (found
+        // by its bytes, its address noted, then freed) leaves an address another text can take.
+        // Texts of one length, built and dropped one after another: malloc hands the next text the
+        // freed copy's block more often than not. 600 of them also pass the address table's bound.
+        var reused = 0
+        var freedCopy: UInt?
+        for value in 0..<600 {
+            let sql = text(value)
+            if let freedCopy, address(sql) == freedCopy { reused += 1 }
+            #expect(try db.queryFirst(sql) { $0.int(0) } == value)
+            let copy = text(value)
+            freedCopy = address(copy)
+            #expect(try db.queryFirst(copy) { $0.int(0) } == value)
+        }
+        #expect(reused > 0, "no address was reused: the case this test is about did not happen")
+        // Literals, the hot path, still answer after the table was emptied.
+        for _ in 0..<3 { #expect(try db.queryFirst("SELECT 41 + 1 AS the_answer_from_a_literal") { $0.int(0) } == 42) }
+    }
+}

@@ -6,14 +6,14 @@ import WaybillNetwork
 ///
 /// `@unchecked Sendable`: one request task owns it; the user slot is a `Mutex` for the logger.
 final class RequestContext: @unchecked Sendable {
-    let parameters: [String: String]
+    let parameters: PathParameters
     private let authenticator: Authenticator
     private let request: HTTPRequest
     /// The user once admitted; `identified`: once the token named them (the log line's user).
     private let authenticated = Mutex<User?>(nil)
     private let identified = Mutex<User?>(nil)
 
-    init(parameters: [String: String], request: HTTPRequest, authenticator: Authenticator) {
+    init(parameters: PathParameters, request: HTTPRequest, authenticator: Authenticator) {
         self.parameters = parameters
         self.request = request
         self.authenticator = authenticator

@@ -29,7 +29,7 @@ struct Router: Sendable {
 
     /// What a lookup found.
     enum Match {
-        case found(Route, parameters: [String: String])
+        case found(Route, parameters: PathParameters)
         /// The path exists, but not for this method.
         case methodNotAllowed(allowed: [String])
         case notFound
@@ -94,15 +94,36 @@ struct Router: Sendable {
     /// The parameters `parts` binds to `pattern`, or nil if a literal segment differs. Literals
     /// compare by byte (a URL's path is bytes, and a route's literals are ASCII), and all of them
     /// before a parameter is copied out: most routes tried fail there.
-    private static func bind(_ pattern: [Segment], to parts: [Substring]) -> [String: String]? {
+    private static func bind(_ pattern: [Segment], to parts: [Substring]) -> PathParameters? {
         guard pattern.count == parts.count else { return nil }
         for (segment, actual) in zip(pattern, parts) {
             if case .literal(let text) = segment, !text.utf8.elementsEqual(actual.utf8) { return nil }
         }
-        var parameters: [String: String] = [:]
+        var parameters = PathParameters()
         for (segment, actual) in zip(pattern, parts) {
-            if case .parameter(let name) = segment { parameters[name] = String(actual) }
+            if case .parameter(let name) = segment { parameters.pairs.append((name, String(actual))) }
         }
         return parameters
+    }
+}
+
+/// A matched route's path parameters by name: a route has one or two, so a list looked through
+/// beats a dictionary, which hashed every name and value into a new table per request (the write
+/// path's profile, docs/BENCHMARKS.md). Names are unique within a pattern.
+struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    fileprivate(set) var pairs: [(name: String, value: String)] = []
+
+    init() {}
+
+    init(dictionaryLiteral elements: (String, String)...) {
+        pairs = elements.map { (name: $0.0, value: $0.1) }
+    }
+
+    subscript(name: String) -> String? {
+        pairs.first { $0.name == name }?.value
+    }
+
+    static func == (lhs: PathParameters, rhs: PathParameters) -> Bool {
+        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
 }
