@@ -19,6 +19,12 @@ STAMP="$(date -u +%Y%m%d-%H%M%S)"
 OUT_A="$ROOT/bench-results/ab-$STAMP-a.jsonl" OUT_B="$ROOT/bench-results/ab-$STAMP-b.jsonl"
 mkdir -p "$ROOT/bench-results"
 PORT_1="${WAYBILL_BENCH_PORT:-8090}" PORT_2=$(( ${WAYBILL_BENCH_PORT:-8090} + 1 ))
+# A state folder for each side: the shared tools keep files there (`drain.sh` writes the sockets'
+# tokens to drain-tokens.txt before wsdrain reads them). In one folder the two runs raced for that
+# file, and a side whose wsdrain read the other's tokens got no frame at all: its sockets connected
+# to its own server with the other server's tokens (seen twice in 30 rounds, as "lost frames").
+STATE_ROOT="${WAYBILL_BENCH_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/waybill-bench}"
+STATE_A="$STATE_ROOT/ab-a" STATE_B="$STATE_ROOT/ab-b"
 
 field() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get(sys.argv[2]))' "$1" "$2"; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -28,10 +34,10 @@ for round in $(seq 1 "$ROUNDS"); do
     if (( round % 2 )); then port_a=$PORT_1 port_b=$PORT_2; else port_a=$PORT_2 port_b=$PORT_1; fi
     # A server of the round before may still be stopping: never start one on its port.
     for _ in $(seq 1 50); do port_free "$port_a" && port_free "$port_b" && break; sleep 0.2; done
-    WAYBILL_BENCH_PORT=$port_a WAYBILL_BENCH_OUT="$OUT_A" WAYBILL_BENCH_BIN="$A" \
+    WAYBILL_BENCH_PORT=$port_a WAYBILL_BENCH_OUT="$OUT_A" WAYBILL_BENCH_BIN="$A" WAYBILL_BENCH_STATE="$STATE_A" \
         "$ROOT/scripts/bench.sh" paced "$RATE" "$DUR" >/dev/null 2>&1 &
     run_a=$!
-    WAYBILL_BENCH_PORT=$port_b WAYBILL_BENCH_OUT="$OUT_B" WAYBILL_BENCH_BIN="$B" \
+    WAYBILL_BENCH_PORT=$port_b WAYBILL_BENCH_OUT="$OUT_B" WAYBILL_BENCH_BIN="$B" WAYBILL_BENCH_STATE="$STATE_B" \
         "$ROOT/scripts/bench.sh" paced "$RATE" "$DUR" >/dev/null 2>&1 &
     run_b=$!
     wait "$run_a" || { echo "ab: round $round: the run of A failed" >&2; exit 1; }

@@ -48,7 +48,8 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 
 cleanup() {
     [ -n "${SERVER_PID:-}" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
-    rm -rf "$DATA"
+    # WAYBILL_BENCH_KEEP=1 keeps the data directory (the server's log, its database) to look into a run.
+    if [ -n "${WAYBILL_BENCH_KEEP:-}" ]; then echo "bench: kept $DATA" >&2; else rm -rf "$DATA"; fi
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT  # a timeout's TERM still runs cleanup (stops the server)
