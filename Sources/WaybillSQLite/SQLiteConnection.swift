@@ -111,6 +111,8 @@ final class SQLiteConnection {
         handle = nil
         walPages?.release()
         walPages = nil
+        orderRowWritesContext?.release()
+        orderRowWritesContext = nil
     }
 
     /// Reports the WAL's size to `pages` after each commit on this connection. It replaces
@@ -158,6 +160,28 @@ final class SQLiteConnection {
     /// The stages and documents of recently written orders (`OrderPartsCache`): the writer
     /// connection's only; nil on readers.
     var orderParts: OrderPartsCache?
+
+    /// Changes to `orders` rows on this connection (`trackOrderRowWrites`); nil until then.
+    private(set) var orderRowWrites: OrderRowWrites?
+    private var orderRowWritesContext: Unmanaged<OrderRowWrites>?
+
+    /// Counts every change to an `orders` row made on this connection, whatever statement made it
+    /// (SQLite's update hook: also a change a trigger or a foreign key's action makes), for
+    /// `OrderPartsCache`'s rows. The writer connection's only.
+    func trackOrderRowWrites() {
+        guard let handle, orderRowWrites == nil else { return }
+        let writes = OrderRowWrites()
+        let context = Unmanaged.passRetained(writes)
+        orderRowWrites = writes
+        orderRowWritesContext = context
+        sqlite3_update_hook(
+            handle,
+            { context, _, _, table, rowid in
+                guard let context, let table, strcmp(table, "orders") == 0 else { return }
+                Unmanaged<OrderRowWrites>.fromOpaque(context).takeUnretainedValue().touched(rowid)
+            },
+            context.toOpaque())
+    }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }

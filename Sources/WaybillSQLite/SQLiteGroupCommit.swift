@@ -152,7 +152,7 @@ struct SQLiteGroupCommit: Sendable {
         }
         let began = db.dataVersion
         db.newestEvent.began(version: began)
-        db.orderParts?.began(version: began)
+        db.orderParts?.began(version: began, writes: db.orderRowWrites)
         if jobs.count == 1, let job = jobs.first {
             if runAlone(job, on: db, inline: inline), let begin { gate.writerCommitted(begin) }
             return []

@@ -15,6 +15,17 @@ extension SQLiteOrderStore.Transaction {
     /// always bumps the version. At most 2⁶ statement texts exist, so the statement cache stays bounded.
     private static let optionalColumns = ["number", "status", "driver_id", "title", "notes", "created_at"]
 
+    /// The `UPDATE` for each set of changed columns (bit `i`: `optionalColumns[i]`), built once:
+    /// built per write, the text cost its concatenation and, at a new address each time, a hash of
+    /// the whole text in the statement cache (`SQLiteConnection.cachedStatement`).
+    private static let updateStatements: [String] = (0..<(1 << optionalColumns.count)).map { changed in
+        var sql = "UPDATE orders SET "
+        for (index, column) in optionalColumns.enumerated() where changed & (1 << index) != 0 {
+            sql += column + " = ?, "
+        }
+        return sql + "updated_at = ?, version = ? WHERE id = ? AND company_id = ?"
+    }
+
     func updateOrder(_ order: Order) throws -> Order {
         guard let id = order.id else { throw StoreError.notFound }
         let stored = try perform { () throws(SQLiteError) -> Order? in
@@ -25,9 +36,9 @@ extension SQLiteOrderStore.Transaction {
             // Forgotten until the final read: if a statement below fails and the closure catches the
             // error and goes on, the next update must compare with the row as stored, not with `before`.
             loaded[id] = nil
-            // The statement names only the changed columns, in `optionalColumns` order (so at most
-            // 2⁶ texts reach the statement cache). Built without intermediate arrays: every write.
-            var sql = "UPDATE orders SET "
+            // The statement names only the changed columns, in `optionalColumns` order: one of the
+            // 2⁶ texts of `updateStatements`, by which columns changed.
+            var changed = 0
             var arguments: [SQLiteValue] = []
             arguments.reserveCapacity(Self.optionalColumns.count + 4)
             // `after` is the row as this statement leaves it: `before` (as read) with the changed
@@ -35,8 +46,7 @@ extension SQLiteOrderStore.Transaction {
             var after = before
             func compare(_ column: Int, _ new: SQLiteValue, _ old: SQLiteValue, _ apply: (inout Order) -> Void) {
                 guard new != old else { return }
-                sql += Self.optionalColumns[column]
-                sql += " = ?, "
+                changed |= 1 << column
                 arguments.append(new)
                 apply(&after)
             }
@@ -48,9 +58,8 @@ extension SQLiteOrderStore.Transaction {
             compare(5, .date(order.createdAt), .date(before.createdAt)) { $0.createdAt = order.createdAt.sqliteRoundTripped }
             after.updatedAt = order.updatedAt.sqliteRoundTripped
             after.version = order.version
-            sql += "updated_at = ?, version = ? WHERE id = ? AND company_id = ?"
             arguments += [.date(order.updatedAt), .int(order.version), .id(id), .id(order.companyID)]
-            try db.execute(sql, arguments)
+            try db.execute(Self.updateStatements[changed], arguments)
             guard db.changes > 0 else { return nil }
             if order.stages != before.stages || order.documents.contains(where: { $0.id == nil }) {
                 // Before the statements: one may fail part-way and the closure catch it and commit.
@@ -69,6 +78,7 @@ extension SQLiteOrderStore.Transaction {
                 after.seen = receipt.receipt(assignedTo: after.driverID)
                 loaded[id] = after
                 keepParts(of: after, id: id)  // the parts as read, now at the new version
+                keepRow(after, receipt: receipt, id: id)
                 return after
             }
             // Stages or documents were written: read back as stored (new ids). Those no statement

@@ -121,6 +121,15 @@ extension SQLiteOrderStore.Transaction {
     func loadOrder(
         _ id: OrderID, in company: CompanyID, stages: [Stage]? = nil, documents: [Document]? = nil
     ) throws(SQLiteError) -> Order? {
+        if stages == nil, documents == nil, !partsChanged.contains(id), let writes = db.orderRowWrites,
+            writes.last(of: id) == 0, let row = db.orderParts?.row(of: id), row.order.companyID == company
+        {
+            // No statement has changed the row since this connection committed or read it
+            // (`OrderPartsCache`): the order as stored, without a statement.
+            loadedReceipts[id] = row.receipt
+            loaded[id] = row.order
+            return row.order
+        }
         let found = try db.queryFirst(
             """
             SELECT id, company_id, number, status, driver_id, title, notes, created_at, updated_at, version,
@@ -150,6 +159,7 @@ extension SQLiteOrderStore.Transaction {
             order.stages = parts.stages
             order.documents = parts.documents
             loaded[id] = order
+            keepRow(order, receipt: found.1, id: id)
             return order
         }
         if let stages {
@@ -174,7 +184,10 @@ extension SQLiteOrderStore.Transaction {
                 "SELECT id, name, kind, created_at FROM documents WHERE order_id = ? ORDER BY id", [.id(id)]
             ) { Document(id: DocumentID($0.int64(0)), name: $0.text(1), kind: $0.text(2), createdAt: $0.date(3)) }
         }
-        if stages == nil, documents == nil { keepParts(of: order, id: id) }
+        if stages == nil, documents == nil {
+            keepParts(of: order, id: id)
+            keepRow(order, receipt: found.1, id: id)
+        }
         loaded[id] = order
         return order
     }

@@ -38,10 +38,21 @@ extension SQLiteOrderStore {
             partsSeen[id] = OrderParts(version: order.version, stages: order.stages, documents: order.documents)
         }
 
+        /// Orders as stored that this transaction read, or left by an update of their row alone, on
+        /// the writer connection: `OrderPartsCache`'s rows once it commits.
+        var rowsSeen: [OrderID: CachedOrderRow] = [:]
+
+        /// Notes `order` as stored now, with its receipt columns, for `OrderPartsCache`: kept at
+        /// commit only if no later statement changed the row (writer connection only).
+        func keepRow(_ order: Order, receipt: OrderReceipt.Columns, id: OrderID) {
+            guard db.orderParts != nil, let writes = db.orderRowWrites else { return }
+            rowsSeen[id] = CachedOrderRow(order: order, receipt: receipt, write: writes.last(of: id))
+        }
+
         /// Tells the writer connection's `OrderPartsCache` what this transaction read and wrote;
         /// called only once it committed, leaving the file at data version `version`.
         func committed(version: UInt32?) {
-            db.orderParts?.committed(version: version, seen: partsSeen, changed: partsChanged)
+            db.orderParts?.committed(version: version, seen: partsSeen, changed: partsChanged, rows: rowsSeen)
         }
 
         /// Events this transaction's closure appended, in id order: handed to the commit observer

@@ -113,6 +113,7 @@ public final class SQLiteOrderStore: OrderStore {
                         try db.executeScript("PRAGMA wal_autocheckpoint = 0")
                         db.reportWALPages(to: walPages)
                         db.orderParts = OrderPartsCache()
+                        db.trackOrderRowWrites()
                         try SQLiteMigrations.apply(to: db, at: clock())
                         return db
                     },
@@ -284,10 +285,10 @@ public final class SQLiteOrderStore: OrderStore {
     /// One process per SQLite store: a local lock serves as the cluster-wide lease.
     public func lease(_ name: String) -> any Lease { LocalLease(name: name, registry: leases) }
 
-    /// Reads of an order's stages and documents the writer's `OrderPartsCache` answered, and its
-    /// entries (tests); waits for the writer connection.
-    var orderPartsCache: (hits: Int, entries: Int)? {
-        executor.connection.ifFree(orWait: true) { db in db.orderParts.map { ($0.hits, $0.count) } } ?? nil
+    /// Reads of an order's stages and documents the writer's `OrderPartsCache` answered, its
+    /// entries, and reads of whole orders it answered (tests); waits for the writer connection.
+    var orderPartsCache: (hits: Int, entries: Int, rowHits: Int)? {
+        executor.connection.ifFree(orWait: true) { db in db.orderParts.map { ($0.hits, $0.count, $0.rowHits) } } ?? nil
     }
 
     /// Write closures and task pieces waiting for the writer thread (tests use it to build a batch).

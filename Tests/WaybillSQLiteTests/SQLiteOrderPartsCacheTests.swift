@@ -51,9 +51,10 @@ import WaybillStoreTesting
         try await withOrder { store, path, order, company in
             let id = try #require(order.id)
             let first = try await editNotes(store, id, company, "one")
-            let hitsAfterFirst = try #require(store.orderPartsCache?.hits)
+            let afterFirst = try #require(store.orderPartsCache)
             let second = try await editNotes(store, id, company, "two")
-            #expect(store.orderPartsCache?.hits == hitsAfterFirst + 1, "the second write's read was answered")
+            // The whole order: its row too, as no statement changed it since the first write.
+            #expect(store.orderPartsCache?.rowHits == afterFirst.rowHits + 1, "the second write's read was answered")
             #expect(second.stages == order.stages && second.documents == order.documents)
             #expect(try await stored(store, id, company) == second)
             #expect(first.version + 1 == second.version)
@@ -212,6 +213,102 @@ import WaybillStoreTesting
             #expect(store.orderPartsCache?.entries == 1)
             try await store.write { tx in try tx.deleteOrder(id, in: company) }
             #expect(store.orderPartsCache?.entries == 0)
+        }
+    }
+
+    /// A receipt changes the order's row without telling the cache: the next write reads the row
+    /// again (SQLite reported the change), and its answer carries the receipt, as the file does.
+    @Test func aReceiptBetweenTwoWritesIsInTheNextWritesAnswer() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            let first = try await editNotes(store, id, company, "cached")
+            _ = try await store.write { tx in
+                try tx.recordSeen(id, version: first.version, by: driver, in: company, at: t0 + 30)
+            }
+            let rowHits = try #require(store.orderPartsCache?.rowHits)
+            let next = try await editNotes(store, id, company, "after")
+            #expect(store.orderPartsCache?.rowHits == rowHits, "the row was read, not taken from the cache")
+            #expect(next.seen?.version == first.version)
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// The same inside one transaction: a write noted the order's row, then a receipt changed it.
+    /// The note is older than the row's last change, so it is not kept: the next write's answer
+    /// carries the receipt.
+    @Test func aRowChangedAfterItWasNotedInTheSameTransactionIsNotKept() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            let written = try await store.write { tx -> Order in
+                var changed = try #require(try tx.order(id, in: company))
+                changed.notes = "noted"
+                changed.version += 1
+                let written = try tx.updateOrder(changed)
+                _ = try tx.recordSeen(id, version: written.version, by: driver, in: company, at: t0 + 30)
+                return written
+            }
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.seen?.version == written.version)
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// The row as another connection left it at the same version (a restore under the server):
+    /// read again, as the stages are.
+    @Test func aRowWrittenByAnotherConnectionIsReadAgainEvenAtTheSameVersion() async throws {
+        try await withOrder { store, path, order, company in
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            try writeElsewhere(path, "UPDATE orders SET title = 'Restored' WHERE id = ?", of: id)
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.title == "Restored")
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// Inside a transaction, a row some statement changed is read from the file, not from the
+    /// cache: the order read after a receipt carries it.
+    @Test func aReadAfterAChangeInTheSameTransactionSeesTheChange() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            let cached = try await editNotes(store, id, company, "cached")
+            let read = try await store.write { tx -> Order? in
+                _ = try tx.recordSeen(id, version: cached.version, by: driver, in: company, at: t0 + 30)
+                return try tx.order(id, in: company)
+            }
+            #expect(read?.seen?.version == cached.version)
+        }
+    }
+
+    /// A cached order is another company's to nobody: a write naming another company finds
+    /// nothing, as the row's read does (`WHERE company_id = ?`).
+    @Test func aCachedOrderIsNotFoundInAnotherCompany() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, other = fixture.globex.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company)) }
+            let id = try #require(order.id)
+            _ = try await editNotes(store, id, company, "cached")
+            let seenElsewhere = try await store.write { tx in try tx.order(id, in: other) }
+            #expect(seenElsewhere == nil)
+            // An update naming the other company changes nothing either.
+            var foreign = order
+            foreign.companyID = other
+            foreign.notes = "not mine"
+            foreign.version = 3
+            let attempt = foreign
+            await #expect(throws: StoreError.self) { try await store.write { tx in try tx.updateOrder(attempt) } }
+            #expect(try await stored(store, id, company)?.notes == "cached")
         }
     }
 }
