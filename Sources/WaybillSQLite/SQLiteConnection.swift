@@ -106,6 +106,7 @@ final class SQLiteConnection {
     func close() {
         statementsByAddress.removeAll()
         statements.removeAll()  // each statement's deinit finalizes it
+        if let handle, orderRowWritesContext != nil { sqlite3_update_hook(handle, nil, nil) }
         // close_v2 always succeeds: with statements left it would defer the close, not fail.
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -161,13 +162,17 @@ final class SQLiteConnection {
     /// connection's only; nil on readers.
     var orderParts: OrderPartsCache?
 
+    /// Statements prepared, and addresses in `statementsByAddress` (tests).
+    var statementCacheCounts: (statements: Int, addresses: Int) { (statements.count, statementsByAddress.count) }
+
     /// Changes to `orders` rows on this connection (`trackOrderRowWrites`); nil until then.
     private(set) var orderRowWrites: OrderRowWrites?
     private var orderRowWritesContext: Unmanaged<OrderRowWrites>?
 
     /// Counts every change to an `orders` row made on this connection, whatever statement made it
-    /// (SQLite's update hook: also a change a trigger or a foreign key's action makes), for
-    /// `OrderPartsCache`'s rows. The writer connection's only.
+    /// (SQLite's update hook: also a change a trigger or a foreign key's action makes; not a row a
+    /// conflict's `REPLACE` deletes, see `OrderRowWrites`), for `OrderPartsCache`'s rows. The
+    /// writer connection's only.
     func trackOrderRowWrites() {
         guard let handle, orderRowWrites == nil else { return }
         let writes = OrderRowWrites()
@@ -231,27 +236,22 @@ final class SQLiteConnection {
     /// Found first by the address of the text's bytes, checked: the SQL texts are
     /// literals, whose bytes never move, and finding one by its text hashed the whole text (100–300
     /// bytes) at every use, six or seven times per order write (the write path's profile,
-    /// docs/BENCHMARKS.md); the check is `==`, which two copies of one literal pass at once. A
-    /// text built at run time may reuse a freed text's address: the check sends it the slow way,
-    /// and such addresses are dropped past 256. Texts of 15 bytes or fewer (`BEGIN`, `COMMIT`) are stored
+    /// docs/BENCHMARKS.md). Only the text a statement was prepared from is entered, and the
+    /// statement keeps that text, so an address in the table is never another live text's; the
+    /// `==` (which two copies of one text pass at once) is insurance. Texts of 15 bytes or fewer (`BEGIN`, `COMMIT`) are stored
     /// inside the `String` itself, at no fixed address; they hash cheaply, and go by text.
     private func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         let address = sql.utf8.count > 15 ? sql.utf8.withContiguousStorageIfAvailable { UInt(bitPattern: $0.baseAddress) } : nil
         if let address, let statement = statementsByAddress[address], statement.sql == sql {
             return statement
         }
-        let statement: SQLiteStatement
-        if let known = statements[sql] {
-            statement = known
-        } else {
-            statement = try SQLiteStatement(sql: sql, db: try open())
-            statements[sql] = statement
-        }
-        if let address, address != 0 {
-            // Texts built per call (a list's filters) land at new addresses each time: bounded.
-            if statementsByAddress.count >= 256 { statementsByAddress.removeAll(keepingCapacity: true) }
-            statementsByAddress[address] = statement
-        }
+        if let known = statements[sql] { return known }
+        let statement = try SQLiteStatement(sql: sql, db: try open())
+        statements[sql] = statement
+        // The text the statement was prepared from, which it keeps (`SQLiteStatement.sql`): a
+        // literal's bytes, or a text built at run time whose later copies are found by text. One
+        // address per statement, so the table is as bounded as the statements.
+        if let address, address != 0 { statementsByAddress[address] = statement }
         return statement
     }
 }

@@ -34,9 +34,11 @@ final class CachedOrderRow {
 }
 
 /// Every change to an `orders` row on the writer connection, reported by SQLite's update hook
-/// (`SQLiteConnection.trackOrderRowWrites`): what a cached row is checked against, so that no
-/// statement that changes a row (a receipt, a delete, one added later) can leave a stale row in
-/// `OrderPartsCache` by not telling it. Numbered, so that of two notes of one row in a batch only
+/// (`SQLiteConnection.trackOrderRowWrites`): what a cached row is checked against, so that a
+/// statement that changes a row (a receipt, a delete, one added later) cannot leave a stale row in
+/// `OrderPartsCache` by not telling it. The hook misses what SQLite does not report (its
+/// documentation): rows deleted by a conflict's `REPLACE`, and a table emptied by `DELETE` without
+/// `WHERE` (which foreign keys turn off here). Neither may be used on `orders`. Numbered, so that of two notes of one row in a batch only
 /// the one after its last write counts. Kept from one `BEGIN` to the next (`OrderPartsCache.began`).
 /// Used only where its connection is.
 final class OrderRowWrites {
@@ -51,7 +53,8 @@ final class OrderRowWrites {
     /// The number of the last write to order `id` since the transaction began; 0 if none.
     func last(of id: OrderID) -> Int { last[id.rawValue] ?? 0 }
 
-    func reset() { if !last.isEmpty { last.removeAll(keepingCapacity: true) } }
+    /// Keeps the table's room for the usual batch, not for a rare large one.
+    func reset() { if !last.isEmpty { last.removeAll(keepingCapacity: last.count <= 64) } }
 }
 
 /// The stages and documents of recently written orders, by order and version, so that a write
@@ -104,8 +107,9 @@ struct OrderPartsCache {
 
     /// A write transaction began; `version` is the file's data version now. `writes`: the rows
     /// changed since the last `BEGIN` (committed or rolled back since): a row kept from before
-    /// any of them is dropped, and the count starts over.
-    mutating func began(version: UInt32?, writes: OrderRowWrites? = nil) {
+    /// any of them is dropped, and the count starts over. Without it no row can be checked, and
+    /// none is kept.
+    mutating func began(version: UInt32?, writes: OrderRowWrites?) {
         if version == nil || version != self.version {
             if !entries.isEmpty { forget() }
         } else if let writes {
@@ -113,12 +117,18 @@ struct OrderPartsCache {
                 guard let index = entries.index(forKey: OrderID(rowid)), let row = entries.values[index].row,
                     row.write != write
                 else { continue }
-                bytes -= entries.values[index].rowBytes
-                entries.values[index].row = nil
-                entries.values[index].rowBytes = 0
+                dropRow(at: index)
             }
+        } else {
+            for index in entries.indices where entries.values[index].row != nil { dropRow(at: index) }
         }
         writes?.reset()
+    }
+
+    private mutating func dropRow(at index: Dictionary<OrderID, Entry>.Index) {
+        bytes -= entries.values[index].rowBytes
+        entries.values[index].row = nil
+        entries.values[index].rowBytes = 0
     }
 
     /// The parts of order `id` at `version`, if known.
@@ -128,10 +138,12 @@ struct OrderPartsCache {
         return entry.parts
     }
 
-    /// The whole of order `id` as stored, if known. Only for a row no statement of the open
-    /// transaction has changed (`OrderRowWrites.last(of:)` is 0): the caller checks.
-    mutating func row(of id: OrderID) -> CachedOrderRow? {
-        guard let index = entries.index(forKey: id), let row = entries.values[index].row else { return nil }
+    /// The whole of order `id` of `company` as stored, if known. Only for a row no statement of
+    /// the open transaction has changed (`OrderRowWrites.last(of:)` is 0): the caller checks.
+    /// Another company's order is not found, as the row's `WHERE company_id = ?` would not.
+    mutating func row(of id: OrderID, in company: CompanyID) -> CachedOrderRow? {
+        guard let index = entries.index(forKey: id), let row = entries.values[index].row, row.order.companyID == company
+        else { return nil }
         rowHits += 1
         return row
     }
@@ -150,20 +162,18 @@ struct OrderPartsCache {
             drop(id)
             let size = Self.size(of: parts)
             guard size <= Self.largestEntry else { continue }
-            if entries.count >= Self.capacity || bytes + size > Self.byteCapacity { forget() }
             var entry = Entry(parts: parts, partsBytes: size)
             if let row = rows[id], row.version == parts.version, size + row.size <= Self.largestEntry {
                 entry.row = row
                 entry.rowBytes = row.size
             }
+            if entries.count >= Self.capacity || bytes + entry.bytes > Self.byteCapacity { forget() }
             entries[id] = entry
             bytes += entry.bytes
         }
         for (id, row) in rows where !changed.contains(id) && seen[id] == nil {
             guard let index = entries.index(forKey: id) else { continue }
-            bytes -= entries.values[index].rowBytes
-            entries.values[index].row = nil
-            entries.values[index].rowBytes = 0
+            dropRow(at: index)
             guard entries.values[index].parts.version == row.version,
                 entries.values[index].partsBytes + row.size <= Self.largestEntry, bytes + row.size <= Self.byteCapacity
             else { continue }

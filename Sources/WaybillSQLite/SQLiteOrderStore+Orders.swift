@@ -122,7 +122,7 @@ extension SQLiteOrderStore.Transaction {
         _ id: OrderID, in company: CompanyID, stages: [Stage]? = nil, documents: [Document]? = nil
     ) throws(SQLiteError) -> Order? {
         if stages == nil, documents == nil, !partsChanged.contains(id), let writes = db.orderRowWrites,
-            writes.last(of: id) == 0, let row = db.orderParts?.row(of: id), row.order.companyID == company
+            writes.last(of: id) == 0, let row = db.orderParts?.row(of: id, in: company)
         {
             // No statement has changed the row since this connection committed or read it
             // (`OrderPartsCache`): the order as stored, without a statement.

@@ -311,4 +311,54 @@ import WaybillStoreTesting
             #expect(try await stored(store, id, company)?.notes == "cached")
         }
     }
+
+    /// In one group commit: a write noted the order's row, then a later closure of the batch
+    /// recorded a receipt on it. The note is older than the row: the next write's answer carries
+    /// the receipt.
+    @Test func aRowChangedByALaterClosureOfTheBatchIsNotKept() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            let cached = try await editNotes(store, id, company, "cached")
+            let gate = try await holdWriter(store, until: 2)  // the two below run as one batch, in order
+            let write = Task { try await editNotes(store, id, company, "noted") }
+            spin { store.pendingWriteCount >= 1 }
+            let receipt = Task {
+                try await store.write { tx in
+                    _ = try tx.recordSeen(id, version: cached.version + 1, by: driver, in: company, at: t0 + 30)
+                }
+            }
+            let written = try await write.value
+            try await receipt.value
+            try await gate.value
+            let next = try await editNotes(store, id, company, "after")
+            #expect(next.seen?.version == written.version)
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
+
+    /// A row read in a write that changes nothing (its parts from the cache) is kept: the next
+    /// write takes the whole order from memory, and it equals the file.
+    @Test func aRowReadWithCachedPartsIsKept() async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            let cached = try await editNotes(store, id, company, "cached")
+            // The receipt drops the row (the parts stay); the read below takes the row from the
+            // file and the parts from the cache.
+            _ = try await store.write { tx in
+                try tx.recordSeen(id, version: cached.version, by: driver, in: company, at: t0 + 30)
+            }
+            _ = try await store.write { tx in try tx.order(id, in: company) }
+            let rowHits = try #require(store.orderPartsCache?.rowHits)
+            let next = try await editNotes(store, id, company, "after")
+            #expect(store.orderPartsCache?.rowHits == rowHits + 1, "the row read before was kept")
+            #expect(next.seen?.version == cached.version)
+            #expect(try await stored(store, id, company) == next)
+        }
+    }
 }

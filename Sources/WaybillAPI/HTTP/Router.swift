@@ -43,6 +43,9 @@ struct Router: Sendable {
 
     mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
         let segments = Self.split(pattern).map(Segment.init)
+        // `PathParameters` finds a name's first value: a pattern names each parameter once.
+        let names = segments.compactMap { if case .parameter(let name) = $0 { name } else { nil } }
+        precondition(Set(names).count == names.count, "a route pattern names a parameter twice: \(pattern)")
         bySegmentCount[segments.count, default: []].append(routes.count)
         routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
     }
