@@ -139,12 +139,14 @@ public protocol HTTPResponder: Sendable {
     /// Called on the service thread before the task starts: it must be quick.
     func executor(for request: HTTPRequest) -> (any TaskExecutor)?
 
-    /// Starts the request's task: `start` creates it on `executor(for:)`. Called on the service
-    /// thread; `alone` when no other request is running (`ServerCore.isAlone`: every other
-    /// dispatched request has its answer already, and at most one was answered inline in this
-    /// loop pass). A responder whose executor can run the task's first steps on the calling
-    /// thread without blocking may do so (`APIResponder`: an order write on an idle SQLite writer).
-    func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void)
+    /// Starts the request's task: `start` creates it on `executor(for:)`, at once on the calling
+    /// thread when given `true` (`Task.immediate`: it runs there until it first suspends), queued
+    /// on its executor when given `false`. Called on the service thread; `alone` when no other
+    /// request is running (`ServerCore.isAlone`: every other dispatched request has its answer
+    /// already, and at most one was answered inline in this loop pass). A responder whose
+    /// executor can run the task on the calling thread without blocking may do so (`APIResponder`:
+    /// an order write on an idle SQLite writer, `WriterExecutor.runHere`).
+    func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void)
 
     /// The largest body `method` `path` may have, when it is below the server's `maxBodyBytes`
     /// (`nil`: that one). Asked on the service thread at the request's head, only for a body that
@@ -157,8 +159,8 @@ extension HTTPResponder {
     /// Every request on the global pool.
     public func executor(for request: HTTPRequest) -> (any TaskExecutor)? { nil }
 
-    /// Only starts the task.
-    public func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) { start() }
+    /// Only starts the task, on its executor.
+    public func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void) { start(false) }
 
     /// The server's `maxBodyBytes` for every request.
     public func bodyLimit(method: String, path: String) -> Int? { nil }

@@ -191,10 +191,17 @@ extension ServerCore {
         let id = session.id
         let box = session.responseBox
         let responder = self.responder
-        responder.start(request, alone: isAlone(id)) {
-            Task(executorPreference: responder.executor(for: request)) { [self] in
-                box.fulfil(await responder.respond(to: request))
-                loop.post { [self] in responseArrived(for: id) }
+        let operation: @Sendable () async -> Void = { [self] in
+            box.fulfil(await responder.respond(to: request))
+            loop.post { [self] in responseArrived(for: id) }
+        }
+        responder.start(request, alone: isAlone(id)) { immediately in
+            // At once: the task's code up to its first suspension runs here, without a job through
+            // its executor's queue and a switch into it (measured: docs/BENCHMARKS.md, 2026-12-06).
+            if immediately {
+                Task.immediate(executorPreference: responder.executor(for: request), operation: operation)
+            } else {
+                Task(executorPreference: responder.executor(for: request), operation: operation)
             }
         }
         if box.isFilled { session.answeredInline = true }

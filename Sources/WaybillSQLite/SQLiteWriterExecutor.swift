@@ -61,14 +61,16 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// cannot run without waiting goes to the writer thread as before: a commit that would wait for
     /// another process's lock or sync the WAL (`InlineCommitGate`), a checkpoint tail, and
     /// everything while the writer is busy.
-    func runHere(_ start: () -> Void) {
+    func runHere(_ start: (_ here: Bool) -> Void) {
         queue.beginQuietEnqueues()
-        start()
-        connection.ifFree { db in
+        let started: Bool? = connection.ifFree { db in
             inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
             defer { inlineThread.store(0, ordering: .relaxed) }
+            // The task starts at once on this thread (its first piece never goes through the queue),
+            // or is queued and taken below (a caller that starts it the usual way).
+            start(true)
             for _ in 0..<Self.inlineBatches {
-                guard let batch = queue.takeOwn(upTo: batchLimit) else { return }
+                guard let batch = queue.takeOwn(upTo: batchLimit) else { return true }
                 let handedBack = perform(batch, on: db, inline: true)
                 guard handedBack.isEmpty else {
                     // Before anything queued after them; wakes the writer. A store closed meanwhile
@@ -76,10 +78,12 @@ final class SQLiteWriterExecutor: WriterExecutor {
                     if !queue.putBack(handedBack) {
                         for case .write(let write) in handedBack { write.fail(StoreError.unavailable("the store is closed")) }
                     }
-                    return
+                    return true
                 }
             }
+            return true
         }
+        if started == nil { start(false) }  // the writer is busy: the task goes to its queue
         queue.endQuietEnqueues()  // wakes the writer thread for whatever is left
     }
 

@@ -93,18 +93,22 @@ public protocol WriterExecutor: TaskExecutor {
     func observeBatches(_ observer: @escaping @Sendable (WriterBatchPoint) -> Void) -> Bool
     /// Removes the observer (the server stops); a later `observeBatches` may set a new one.
     func stopObservingBatches()
-    /// Runs `start`, which starts a task on this executor, and then, when the writer thread is
-    /// idle, the work that task queued on the calling thread instead of waking the writer: its
-    /// code, its transaction (if that can begin and commit without waiting for a lock or the disk)
-    /// and its code after it. Whatever cannot run so goes to the writer thread as usual. For a
-    /// caller whose thread must not block and that has nothing else to do meanwhile (the server's
-    /// service thread with no other request running; docs/DESIGN.md, "Writes on the service thread").
-    func runHere(_ start: () -> Void)
+    /// Calls `start`, which starts a task on this executor, so that the task's work runs on the
+    /// calling thread when the writer thread is idle, instead of waking the writer: its code, its
+    /// transaction (if that can begin and commit without waiting for a lock or the disk) and its
+    /// code after it. `start` gets `true` then, inside the scope where this thread runs the
+    /// writer's work: the caller starts the task at once (`Task.immediate`), and whatever the task
+    /// queued meanwhile runs here too before `runHere` returns. It gets `false` while the writer is
+    /// busy: the task is queued as usual. Whatever cannot run here goes to the writer thread. For
+    /// a caller whose thread must not block and that has nothing else to do meanwhile (the
+    /// server's service thread with no other request running; docs/DESIGN.md, "Writes on the
+    /// service thread").
+    func runHere(_ start: (_ here: Bool) -> Void)
 }
 
 extension WriterExecutor {
     /// Only starts the task: its work runs on the writer thread.
-    public func runHere(_ start: () -> Void) { start() }
+    public func runHere(_ start: (_ here: Bool) -> Void) { start(false) }
 }
 
 /// Where the writer thread is in a batch (`WriterExecutor.observeBatches`).

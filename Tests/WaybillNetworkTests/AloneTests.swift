@@ -60,9 +60,9 @@ private final class AloneRecorder: HTTPResponder {
 
     func executor(for request: HTTPRequest) -> (any TaskExecutor)? { executor }
 
-    func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
+    func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void) {
         seen.withLock { $0[request.path] = alone }
-        if alone { executor.capture(start) } else { start() }
+        if alone { executor.capture { start(false) } } else { start(false) }
     }
 }
 

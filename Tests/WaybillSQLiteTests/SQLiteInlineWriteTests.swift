@@ -39,10 +39,25 @@ struct SQLiteInlineWriteTests {
         return await eventually { executor.connection.ifFree { _ in true } != nil }
     }
 
-    private func startWrite(_ store: SQLiteOrderStore, _ executor: any WriterExecutor, name: String) -> Run {
+    /// Starts `operation` on `executor` as the server does in `runHere`: at once when `here` (and
+    /// `immediately`), else queued on the executor (the way a caller that ignores `here` does).
+    private static func start(
+        _ executor: any WriterExecutor, here: Bool, immediately: Bool = true,
+        _ operation: @escaping @Sendable () async -> Void
+    ) {
+        if here && immediately {
+            Task.immediate(executorPreference: executor, operation: operation)
+        } else {
+            Task(executorPreference: executor, operation: operation)
+        }
+    }
+
+    private func startWrite(
+        _ store: SQLiteOrderStore, _ executor: any WriterExecutor, name: String, immediately: Bool = true
+    ) -> Run {
         let run = Run()
-        executor.runHere {
-            Task(executorPreference: executor) {
+        executor.runHere { here in
+            Self.start(executor, here: here, immediately: immediately) {
                 let before = Self.thread()
                 do {
                     let inside = try await store.write { tx -> UInt in
@@ -85,9 +100,10 @@ struct SQLiteInlineWriteTests {
     }
 
     /// The task's write commits inside the task's own piece (`SQLiteWriterExecutor.commitHere`):
-    /// one batch, and no queued write to commit. Queued, the same task took three batches — its
+    /// no queued write to commit. Started at once (`Task.immediate`), the piece is not a batch at
+    /// all; started the usual way, it is one batch. Queued, the same task took three batches — its
     /// code up to the write, the write's commit, its code after — with a suspension between.
-    @Test func anInlineTasksWriteCommitsWithinItsOwnPiece() async throws {
+    @Test(arguments: [true, false]) func anInlineTasksWriteCommitsWithinItsOwnPiece(immediately: Bool) async throws {
         try await withQuietStore { store, path in
             let executor = try #require(store.writerExecutor)
             _ = try await store.write { tx in try tx.insertCompany(name: "First") }
@@ -96,10 +112,10 @@ struct SQLiteInlineWriteTests {
             #expect(executor.observeBatches { point in points.seen.withLock { $0.append(point) } })
             defer { executor.stopObservingBatches() }
             let inlineBefore = store.writerStatistics.inlineTransactions
-            let run = startWrite(store, executor, name: "Direct")
+            let run = startWrite(store, executor, name: "Direct", immediately: immediately)
             let threads = try #require(run.outcome.withLock { $0 }, "the task ended inside runHere")
             #expect(threads.inside == Self.thread())
-            #expect(points.count(.started) == 1, "one piece: \(points.seen.withLock { $0 })")
+            #expect(points.count(.started) == (immediately ? 0 : 1), "pieces: \(points.seen.withLock { $0 })")
             #expect(points.count(.committing) == 0, "no queued write")
             #expect(store.writerStatistics.inlineTransactions == inlineBefore + 1)
             #expect(try rawQuery(path, "SELECT name FROM companies").contains("Direct"), "committed")
@@ -115,8 +131,8 @@ struct SQLiteInlineWriteTests {
             _ = try await store.write { tx in try tx.insertCompany(name: "First") }
             #expect(await writerIsIdle(executor))
             let failure = Run()
-            executor.runHere {
-                Task(executorPreference: executor) {
+            executor.runHere { here in
+                Self.start(executor, here: here) {
                     do {
                         try await store.write { tx in
                             _ = try tx.insertCompany(name: "Undone")
@@ -207,8 +223,8 @@ struct SQLiteInlineWriteTests {
             let closed = Run(), caller = Run()
             Thread {
                 caller.outcome.withLock { $0 = (Self.thread(), 0, 0) }
-                executor.runHere {
-                    Task(executorPreference: executor) {
+                executor.runHere { here in
+                    Self.start(executor, here: here) {
                         _ = try? await store.write { tx in try tx.insertCompany(name: "Then closed") }
                         store.close()
                         closed.outcome.withLock { $0 = (Self.thread(), 0, 0) }
@@ -231,8 +247,8 @@ struct SQLiteInlineWriteTests {
             #expect(await writerIsIdle(executor))
             let run = Run()
             Thread {
-                executor.runHere {
-                    Task(executorPreference: executor) {
+                executor.runHere { here in
+                    Self.start(executor, here: here) {
                         store.close()
                         do {
                             _ = try await store.write { tx in try tx.insertCompany(name: "After close") }

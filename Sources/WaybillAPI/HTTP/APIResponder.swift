@@ -38,7 +38,7 @@ struct APIResponder: HTTPResponder {
     /// for it. Otherwise — other requests running, or a burst read in one loop pass — it goes to
     /// the writer thread, which commits them together and leaves the service thread to the
     /// sockets. `inlineWrites` turns this off.
-    func start(_ request: HTTPRequest, alone: Bool, _ start: () -> Void) {
+    func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void) {
         // A large body is parsed where the handler runs: never on the service thread, which every
         // socket shares (a 1 MiB body takes about 20 ms to parse; a review, 2026-12-05), nor on
         // the writer thread (`executor(for:)`).
@@ -46,7 +46,7 @@ struct APIResponder: HTTPResponder {
         {
             writer.runHere(start)
         } else {
-            start()
+            start(false)
         }
     }
 
