@@ -198,7 +198,7 @@ extension ServerCore {
         responder.start(request, alone: isAlone(id)) { immediately in
             // At once: the task's code up to its first suspension runs here, without a job through
             // its executor's queue and a switch into it (measured: docs/BENCHMARKS.md, 2026-12-06).
-            if immediately {
+            if immediately, #available(macOS 26, iOS 26, *) {
                 Task.immediate(executorPreference: responder.executor(for: request), operation: operation)
             } else {
                 Task(executorPreference: responder.executor(for: request), operation: operation)

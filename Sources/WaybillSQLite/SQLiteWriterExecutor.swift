@@ -47,10 +47,11 @@ final class SQLiteWriterExecutor: WriterExecutor {
         self.finishCheckpoint = finishCheckpoint
     }
 
-    /// Batches one call of `runHere` runs at most before it leaves the rest to the writer thread:
-    /// a write request takes one when its commit runs at once (`commitHere`), three when it was
-    /// queued (its code up to `write`, the commit, its code after), and other threads' writes
-    /// queued meanwhile must not keep the calling thread from its own work.
+    /// Batches one call of `runHere` runs at most before it leaves the rest to the writer thread,
+    /// after the task's start at once (which takes none): a write request that started so takes
+    /// none, one started the usual way takes one when its commit runs at once (`commitHere`), and
+    /// three when it was queued (its code up to `write`, the commit, its code after); other
+    /// threads' writes queued meanwhile must not keep the calling thread from its own work.
     static let inlineBatches = 6
 
     /// Runs `start` (which starts a task on this executor) and then, if the writer thread is idle
@@ -62,7 +63,14 @@ final class SQLiteWriterExecutor: WriterExecutor {
     /// another process's lock or sync the WAL (`InlineCommitGate`), a checkpoint tail, and
     /// everything while the writer is busy.
     func runHere(_ start: (_ here: Bool) -> Void) {
-        queue.beginQuietEnqueues()
+        // Work queued before this (a prune, writes from the pool) is the writer thread's, and
+        // goes first: with it waiting, the task is queued behind it, even if the writer has not
+        // taken the connection yet (found by a review, 2026-12-06).
+        guard queue.beginQuietEnqueues() else {
+            start(false)
+            queue.endQuietEnqueues()
+            return
+        }
         let started: Bool? = connection.ifFree { db in
             inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
             defer { inlineThread.store(0, ordering: .relaxed) }

@@ -147,11 +147,15 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
 
     /// Until `endQuietEnqueues`, jobs the calling thread queues wake no worker: it runs them itself
     /// (`takeOwn`), or leaves them for a worker and wakes it then. One such thread at a time.
-    package func beginQuietEnqueues() {
+    /// Returns whether the queue was empty: if not, the scope takes nothing (`takeOwn`), as the
+    /// work queued before it is a worker's and must not be overtaken.
+    @discardableResult
+    package func beginQuietEnqueues() -> Bool {
         condition.lock()
+        defer { condition.unlock() }
         quietThread = pthread_self()
         quietMark = jobs.isEmpty ? otherEnqueues : nil
-        condition.unlock()
+        return quietMark != nil
     }
 
     /// Ends the quiet scope; wakes a worker if jobs are left (the quiet thread did not run them all).

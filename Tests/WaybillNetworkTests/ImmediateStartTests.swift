@@ -4,17 +4,38 @@ import Testing
 import WaybillNetwork
 import WaybillTesting
 
-/// Starts every request's task at once (`start(true)`) and records, right after `start`
-/// returns, whether the handler had already run, and on which thread.
+/// A preferred executor that counts the jobs it is given and runs them on Dispatch's pool.
+private final class CountingExecutor: TaskExecutor, Sendable {
+    let jobs = Atomic<Int>(0)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        jobs.add(1, ordering: .relaxed)
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// Starts every request's task at once (`start(true)`) on `executor`, and records, right after
+/// `start` returns, whether the handler had already run, and on which thread. `/suspends` waits
+/// for another thread once before it answers.
 private final class ImmediateRecorder: HTTPResponder {
     /// (ran inside `start`, on the thread that called `start`), by path.
     let seen = Mutex<[String: (ranInside: Bool, sameThread: Bool)]>([:])
     private let ran = Mutex<[String: UInt]>([:])
+    let executor = CountingExecutor()
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         ran.withLock { $0[request.path] = UInt(pthread_self()) }
+        if request.path == "/suspends" {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(10)) { done.resume() }
+            }
+        }
         return HTTPResponse(status: 200, body: Array("now".utf8))
     }
+
+    func executor(for request: HTTPRequest) -> (any TaskExecutor)? { executor }
 
     func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void) {
         let caller = UInt(pthread_self())
@@ -29,25 +50,48 @@ private final class ImmediateRecorder: HTTPResponder {
 /// `start` returns, without a job through an executor's queue.
 @Suite(.timeLimit(.minutes(1)))
 struct ImmediateStartTests {
-    @Test func aTaskStartedAtOnceRunsBeforeStartReturnsOnTheCallingThread() async throws {
+    private static func withServer(_ body: (HTTPServer, ImmediateRecorder) async throws -> Void) async throws {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         let recorder = ImmediateRecorder()
         let server = HTTPServer(configuration: configuration, responder: recorder, webSocketDelegate: nil)
         try server.start()
-        let response: HTTPClient.Response
         do {
-            response = try await HTTPClient.send(
-                method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/now")!, headers: [], body: nil,
-                timeout: .seconds(20))
+            try await body(server, recorder)
         } catch {
             await server.shutdown()
             throw error
         }
-        #expect(response.status == 200 && response.body == Array("now".utf8))
-        let seen = try #require(recorder.seen.withLock { $0["/now"] })
-        #expect(seen.ranInside, "the handler ran inside start")
-        #expect(seen.sameThread, "on the service thread that called start")
         await server.shutdown()
+    }
+
+    private static func get(_ server: HTTPServer, _ path: String) async throws -> HTTPClient.Response {
+        try await HTTPClient.send(
+            method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)\(path)")!, headers: [], body: nil,
+            timeout: .seconds(20))
+    }
+
+    /// It stays on the calling thread across `await`s that do not suspend, though it prefers
+    /// another executor: that executor is given no job.
+    @Test func aTaskStartedAtOnceRunsBeforeStartReturnsOnTheCallingThread() async throws {
+        try await Self.withServer { server, recorder in
+            let response = try await Self.get(server, "/now")
+            #expect(response.status == 200 && response.body == Array("now".utf8))
+            let seen = try #require(recorder.seen.withLock { $0["/now"] })
+            #expect(seen.ranInside, "the handler ran inside start")
+            #expect(seen.sameThread, "on the service thread that called start")
+            #expect(recorder.executor.jobs.load(ordering: .relaxed) == 0, "no job for the preferred executor")
+        }
+    }
+
+    /// A handler that suspends goes on on its preferred executor, and its answer still arrives.
+    @Test func aTaskStartedAtOnceThatSuspendsGoesOnOnItsExecutor() async throws {
+        try await Self.withServer { server, recorder in
+            let response = try await Self.get(server, "/suspends")
+            #expect(response.status == 200 && response.body == Array("now".utf8))
+            let seen = try #require(recorder.seen.withLock { $0["/suspends"] })
+            #expect(seen.sameThread, "started on the service thread")
+            #expect(recorder.executor.jobs.load(ordering: .relaxed) >= 1, "resumed on its executor")
+        }
     }
 }

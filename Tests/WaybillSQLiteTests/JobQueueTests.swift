@@ -190,7 +190,7 @@ struct JobQueueTests {
     /// what it puts back goes before anything queued after it.
     @Test func theQuietThreadTakesOnlyItsOwnJobsAndPutsBackAtTheFront() throws {
         let queue = JobQueue<Int>()
-        queue.beginQuietEnqueues()
+        #expect(queue.beginQuietEnqueues(), "an empty queue")
         #expect(queue.enqueue(1) && queue.enqueue(2))
         #expect(queue.takeOwn(upTo: 1) == [1])
         // Another thread queues a job: from then on the rest is the worker's.
@@ -204,7 +204,7 @@ struct JobQueueTests {
 
         // A scope that begins with others' work queued takes nothing.
         #expect(queue.enqueue(4))
-        queue.beginQuietEnqueues()
+        #expect(!queue.beginQuietEnqueues(), "others' work queued")
         #expect(queue.enqueue(5))
         #expect(queue.takeOwn(upTo: 10) == nil)
         queue.endQuietEnqueues()

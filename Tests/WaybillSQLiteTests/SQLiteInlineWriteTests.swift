@@ -45,7 +45,7 @@ struct SQLiteInlineWriteTests {
         _ executor: any WriterExecutor, here: Bool, immediately: Bool = true,
         _ operation: @escaping @Sendable () async -> Void
     ) {
-        if here && immediately {
+        if here && immediately, #available(macOS 26, iOS 26, *) {
             Task.immediate(executorPreference: executor, operation: operation)
         } else {
             Task(executorPreference: executor, operation: operation)
@@ -149,6 +149,40 @@ struct SQLiteInlineWriteTests {
             #expect(run.outcome.withLock { $0 } != nil, "the next one commits inline")
             let names = try rawQuery(path, "SELECT name FROM companies")
             #expect(!names.contains("Undone") && names.contains("After"))
+        }
+    }
+
+    /// A task started at once that suspends on a read (resumed by a reader thread while this
+    /// thread still runs the writer's work) goes on on the writer thread: its write commits there,
+    /// nothing waits on the calling thread, and nothing is left behind.
+    @Test func aTaskStartedAtOnceThatSuspendsOnAReadWritesOnTheWriterThread() async throws {
+        try await withQuietStore { store, path in
+            let executor = try #require(store.writerExecutor)
+            _ = try await store.write { tx in try tx.insertCompany(name: "First") }
+            #expect(await writerIsIdle(executor))
+            let caller = Self.thread()
+            let run = Run()
+            executor.runHere { here in
+                Self.start(executor, here: here) {
+                    let before = Self.thread()
+                    do {
+                        _ = try await store.read { tx in try tx.company(CompanyID(1)) }
+                        let inside = try await store.write { tx -> UInt in
+                            _ = try tx.insertCompany(name: "After a read")
+                            return Self.thread()
+                        }
+                        run.outcome.withLock { $0 = (before, inside, Self.thread()) }
+                    } catch {
+                        run.failure.withLock { $0 = "\(error)" }
+                    }
+                }
+            }
+            #expect(await eventually { run.isDone })
+            #expect(run.failure.withLock { $0 } == nil)
+            let threads = try #require(run.outcome.withLock { $0 })
+            #expect(threads.before == caller, "started at once")
+            #expect(threads.inside != caller, "written by the writer thread")
+            #expect(try rawQuery(path, "SELECT name FROM companies").contains("After a read"))
         }
     }
 

@@ -133,4 +133,30 @@ struct SQLiteWriterExecutorTests {
         executor.perform([], on: db)
         #expect(heard.withLock { $0 } == ["started", "ended(idle: false)"])
     }
+
+    /// `runHere` starts the task at once only when nothing was queued before it: work another
+    /// thread queued (a prune, a pool write) is the writer's and goes first, even while the writer
+    /// has not taken the connection yet (found by a review, 2026-12-06).
+    @Test func runHereStartsAtOnceOnlyWithNothingQueuedBeforeIt() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        let queue = JobQueue<WriterWork>()
+        let groupCommit = SQLiteGroupCommit(
+            clock: { Date() }, statistics: SQLiteGroupCommit.Statistics(), observer: CommitObserver(),
+            gate: InlineCommitGate(busyTimeoutMilliseconds: 0, walPages: WALPages()))
+        let executor = SQLiteWriterExecutor(queue: queue, groupCommit: groupCommit, batchLimit: 64, finishCheckpoint: { _ in })
+        executor.connection.lend(db)  // the writer thread's connection, free: no writer thread here
+        var started: [Bool] = []
+        executor.runHere { here in started.append(here) }
+        #expect(started == [true], "nothing queued: at once")
+
+        let other = Thread { _ = queue.enqueue(.finishCheckpoint) }
+        other.start()
+        while queue.count < 1 { usleep(100) }
+        executor.runHere { here in started.append(here) }
+        #expect(started == [true, false], "another thread's work waits: queued behind it")
+        #expect(queue.count == 1, "and left to the writer")
+    }
 }
