@@ -29,6 +29,21 @@ import WaybillStoreTesting
         }
     }
 
+    /// A store with one seeded company and an order of its driver Alice, written once (so the
+    /// cache holds it): the store, the order's id, the company, the driver, and the order as written.
+    private func withCachedDriverOrder(
+        _ body: (SQLiteOrderStore, OrderID, CompanyID, UserID, Order) async throws -> Void
+    ) async throws {
+        try await withStore { store, _ in
+            let fixture = try await Fixture.seed(store)
+            let company = fixture.acme.id, driver = fixture.alice.id
+            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
+            let id = try #require(order.id)
+            let cached = try await editNotes(store, id, company, "cached")
+            try await body(store, id, company, driver, cached)
+        }
+    }
+
     /// `sql` (one `?`: the order's id) on a connection of its own, as another process or node
     /// writing the file would; then the order's version moves on, as any writer's change does.
     private func writeElsewhere(_ path: String, _ sql: String, bumpingVersionOf id: OrderID) throws {
@@ -219,12 +234,7 @@ import WaybillStoreTesting
     /// A receipt changes the order's row without telling the cache: the next write reads the row
     /// again (SQLite reported the change), and its answer carries the receipt, as the file does.
     @Test func aReceiptBetweenTwoWritesIsInTheNextWritesAnswer() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id, driver = fixture.alice.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
-            let id = try #require(order.id)
-            let first = try await editNotes(store, id, company, "cached")
+        try await withCachedDriverOrder { store, id, company, driver, first in
             _ = try await store.write { tx in
                 try tx.recordSeen(id, version: first.version, by: driver, in: company, at: t0 + 30)
             }
@@ -240,12 +250,7 @@ import WaybillStoreTesting
     /// The note is older than the row's last change, so it is not kept: the next write's answer
     /// carries the receipt.
     @Test func aRowChangedAfterItWasNotedInTheSameTransactionIsNotKept() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id, driver = fixture.alice.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
-            let id = try #require(order.id)
-            _ = try await editNotes(store, id, company, "cached")
+        try await withCachedDriverOrder { store, id, company, driver, _ in
             let written = try await store.write { tx -> Order in
                 var changed = try #require(try tx.order(id, in: company))
                 changed.notes = "noted"
@@ -276,12 +281,7 @@ import WaybillStoreTesting
     /// Inside a transaction, a row some statement changed is read from the file, not from the
     /// cache: the order read after a receipt carries it.
     @Test func aReadAfterAChangeInTheSameTransactionSeesTheChange() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id, driver = fixture.alice.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
-            let id = try #require(order.id)
-            let cached = try await editNotes(store, id, company, "cached")
+        try await withCachedDriverOrder { store, id, company, driver, cached in
             let read = try await store.write { tx -> Order? in
                 _ = try tx.recordSeen(id, version: cached.version, by: driver, in: company, at: t0 + 30)
                 return try tx.order(id, in: company)
@@ -316,12 +316,7 @@ import WaybillStoreTesting
     /// recorded a receipt on it. The note is older than the row: the next write's answer carries
     /// the receipt.
     @Test func aRowChangedByALaterClosureOfTheBatchIsNotKept() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id, driver = fixture.alice.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
-            let id = try #require(order.id)
-            let cached = try await editNotes(store, id, company, "cached")
+        try await withCachedDriverOrder { store, id, company, driver, cached in
             let gate = try await holdWriter(store, until: 2)  // the two below run as one batch, in order
             let write = Task { try await editNotes(store, id, company, "noted") }
             spin { store.pendingWriteCount >= 1 }
@@ -342,12 +337,7 @@ import WaybillStoreTesting
     /// A row read in a write that changes nothing (its parts from the cache) is kept: the next
     /// write takes the whole order from memory, and it equals the file.
     @Test func aRowReadWithCachedPartsIsKept() async throws {
-        try await withStore { store, _ in
-            let fixture = try await Fixture.seed(store)
-            let company = fixture.acme.id, driver = fixture.alice.id
-            let order = try await store.write { tx in try tx.insertOrder(sampleOrder(in: company, driver: driver)) }
-            let id = try #require(order.id)
-            let cached = try await editNotes(store, id, company, "cached")
+        try await withCachedDriverOrder { store, id, company, driver, cached in
             // The receipt drops the row (the parts stay); the read below takes the row from the
             // file and the parts from the cache.
             _ = try await store.write { tx in
