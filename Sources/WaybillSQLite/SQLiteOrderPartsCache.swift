@@ -38,8 +38,8 @@ final class CachedOrderRow {
 /// statement that changes a row (a receipt, a delete, one added later) cannot leave a stale row in
 /// `OrderPartsCache` by not telling it. The hook misses what SQLite does not report (its
 /// documentation): rows deleted by a conflict's `REPLACE`, and a table emptied by `DELETE` without
-/// `WHERE` (which foreign keys turn off here). Neither may be used on `orders`. Numbered, so that of two notes of one row in a batch only
-/// the one after its last write counts. Kept from one `BEGIN` to the next (`OrderPartsCache.began`).
+/// `WHERE` (which foreign keys turn off here). Neither may be used on `orders`. Numbered, so that
+/// of two notes of one row in a batch only the one after its last write counts. Kept from one `BEGIN` to the next (`OrderPartsCache.began`).
 /// Used only where its connection is.
 final class OrderRowWrites {
     private(set) var last: [Int64: Int] = [:]
@@ -152,7 +152,7 @@ struct OrderPartsCache {
     /// read or kept, `changed` the orders whose stages or documents it may have written or that
     /// it deleted, `rows` the rows it read or left.
     mutating func committed(
-        version: UInt32?, seen: [OrderID: OrderParts], changed: Set<OrderID>, rows: [OrderID: CachedOrderRow] = [:]
+        version: UInt32?, seen: [OrderID: OrderParts], changed: Set<OrderID>, rows: [OrderID: CachedOrderRow]
     ) {
         self.version = version
         for id in changed { drop(id) }
@@ -162,16 +162,11 @@ struct OrderPartsCache {
             drop(id)
             let size = Self.size(of: parts)
             guard size <= Self.largestEntry else { continue }
-            var entry = Entry(parts: parts, partsBytes: size)
-            if let row = rows[id], row.version == parts.version, size + row.size <= Self.largestEntry {
-                entry.row = row
-                entry.rowBytes = row.size
-            }
-            if entries.count >= Self.capacity || bytes + entry.bytes > Self.byteCapacity { forget() }
-            entries[id] = entry
-            bytes += entry.bytes
+            if entries.count >= Self.capacity || bytes + size > Self.byteCapacity { forget() }
+            entries[id] = Entry(parts: parts, partsBytes: size)
+            bytes += size
         }
-        for (id, row) in rows where !changed.contains(id) && seen[id] == nil {
+        for (id, row) in rows where !changed.contains(id) {
             guard let index = entries.index(forKey: id) else { continue }
             dropRow(at: index)
             guard entries.values[index].parts.version == row.version,
@@ -188,7 +183,6 @@ struct OrderPartsCache {
     private mutating func drop(_ id: OrderID) {
         if let old = entries.removeValue(forKey: id) { bytes -= old.bytes }
     }
-
 
     private mutating func forget() {
         entries.removeAll(keepingCapacity: true)

@@ -71,14 +71,14 @@ final class SQLiteWriterExecutor: WriterExecutor {
             queue.endQuietEnqueues()
             return
         }
-        let started: Bool? = connection.ifFree { db in
+        let ran: Void? = connection.ifFree { db in
             inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
             defer { inlineThread.store(0, ordering: .relaxed) }
             // The task starts at once on this thread (its first piece never goes through the queue),
             // or is queued and taken below (a caller that starts it the usual way).
             start(true)
             for _ in 0..<Self.inlineBatches {
-                guard let batch = queue.takeOwn(upTo: batchLimit) else { return true }
+                guard let batch = queue.takeOwn(upTo: batchLimit) else { return }
                 let handedBack = perform(batch, on: db, inline: true)
                 guard handedBack.isEmpty else {
                     // Before anything queued after them; wakes the writer. A store closed meanwhile
@@ -86,12 +86,11 @@ final class SQLiteWriterExecutor: WriterExecutor {
                     if !queue.putBack(handedBack) {
                         for case .write(let write) in handedBack { write.fail(StoreError.unavailable("the store is closed")) }
                     }
-                    return true
+                    return
                 }
             }
-            return true
         }
-        if started == nil { start(false) }  // the writer is busy: the task goes to its queue
+        if ran == nil { start(false) }  // the writer is busy: the task goes to its queue
         queue.endQuietEnqueues()  // wakes the writer thread for whatever is left
     }
 
