@@ -71,22 +71,12 @@ private final class AloneRecorder: HTTPResponder {
 /// loop pass do not count, up to `inlineAnswersPerPass`.
 @Suite(.timeLimit(.minutes(1)))
 struct AloneTests {
+    /// `withServer` keeps idle connections for 60 s: the warm connections of the burst test sit
+    /// idle while the test sets up, and on a stalled CI runner the 5 s default closed one before
+    /// its request (`.closed`, 2026-12-04).
     private static func withRecorder(_ body: (HTTPServer, AloneRecorder) async throws -> Void) async throws {
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
-        // The warm connections of the burst test sit idle while the test sets up; on a stalled CI
-        // runner the 5 s default closed one before its request (`.closed`, 2026-12-04).
-        configuration.keepAliveTimeout = .seconds(60)
         let recorder = AloneRecorder()
-        let server = HTTPServer(configuration: configuration, responder: recorder, webSocketDelegate: nil)
-        try server.start()
-        do {
-            try await body(server, recorder)
-        } catch {
-            await server.shutdown()
-            throw error
-        }
-        await server.shutdown()
+        try await withServer(responder: recorder) { server in try await body(server, recorder) }
     }
 
     private static func get(_ server: HTTPServer, _ path: String) async throws -> Int {

@@ -51,18 +51,8 @@ private final class ImmediateRecorder: HTTPResponder {
 @Suite(.timeLimit(.minutes(1)))
 struct ImmediateStartTests {
     private static func withServer(_ body: (HTTPServer, ImmediateRecorder) async throws -> Void) async throws {
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
         let recorder = ImmediateRecorder()
-        let server = HTTPServer(configuration: configuration, responder: recorder, webSocketDelegate: nil)
-        try server.start()
-        do {
-            try await body(server, recorder)
-        } catch {
-            await server.shutdown()
-            throw error
-        }
-        await server.shutdown()
+        try await WaybillNetworkTests.withServer(responder: recorder) { server in try await body(server, recorder) }
     }
 
     private static func get(_ server: HTTPServer, _ path: String) async throws -> HTTPClient.Response {

@@ -57,10 +57,12 @@ struct Echo: Decodable {
     init(_ bytes: [UInt8]) throws { self = try JSONDecoder().decode(Echo.self, from: Data(bytes)) }
 }
 
-/// Starts a server on a free port, runs `body`, and always shuts the server down.
+/// Starts a server on a free port (answering with `responder`), runs `body`, and always shuts the
+/// server down.
 @discardableResult
 func withServer<T>(
     _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    responder: any HTTPResponder = EchoResponder(),
     delegate: (any WebSocketDelegate)? = nil,
     _ body: (HTTPServer) async throws -> T
 ) async throws -> T {
@@ -70,7 +72,7 @@ func withServer<T>(
     // the 5 s default closed one between two steps. Tests of the keep-alive timer set their own.
     configuration.keepAliveTimeout = .seconds(60)
     configure(&configuration)
-    let server = HTTPServer(configuration: configuration, responder: EchoResponder(), webSocketDelegate: delegate)
+    let server = HTTPServer(configuration: configuration, responder: responder, webSocketDelegate: delegate)
     try server.start()
     do {
         let result = try await body(server)
