@@ -4,18 +4,6 @@ import Testing
 import WaybillNetwork
 import WaybillTesting
 
-/// A preferred executor that counts the jobs it is given and runs them on Dispatch's pool.
-private final class CountingExecutor: TaskExecutor, Sendable {
-    let jobs = Atomic<Int>(0)
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        jobs.add(1, ordering: .relaxed)
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        DispatchQueue.global().async { job.runSynchronously(on: executor) }
-    }
-}
-
 /// Starts every request's task at once (`start(true)`) on `executor`, and records, right after
 /// `start` returns, whether the handler had already run, and on which thread. `/suspends` waits
 /// for another thread once before it answers.

@@ -100,3 +100,16 @@ func openRawWebSocket(
     let socket = try #require(delegate.openedSockets.first, sourceLocation: sourceLocation)
     return (raw, socket)
 }
+
+/// Counts the jobs it gets and runs them on Dispatch's pool (a preferred executor whose use a
+/// test checks).
+final class CountingExecutor: TaskExecutor, Sendable {
+    let jobs = Atomic<Int>(0)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        jobs.add(1, ordering: .sequentiallyConsistent)
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+    }
+}

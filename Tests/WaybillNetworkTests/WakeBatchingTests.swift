@@ -29,17 +29,6 @@ private final class Counter: Sendable {
     var value: Int { count.load(ordering: .sequentiallyConsistent) }
 }
 
-/// Counts the jobs it gets and runs them on Dispatch's pool.
-private final class CountingExecutor: TaskExecutor {
-    let jobs = Atomic<Int>(0)
-    func enqueue(_ job: consuming ExecutorJob) {
-        jobs.add(1, ordering: .sequentiallyConsistent)
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        DispatchQueue.global().async { job.runSynchronously(on: executor) }
-    }
-}
-
 /// Sends requests for `/on-executor` to its executor, everything else to the pool.
 private struct ExecutorChoosingResponder: HTTPResponder {
     let executor: CountingExecutor
