@@ -3,56 +3,62 @@ public import Foundation
 /// The wire form of events (SPEC §3, §4): JSON text frames, encoded once per event.
 public enum EventFrame {
     /// `{"type":"order_…","id":42,"order_id":42,…,"event_id":1234,"cursor":"1234-0b7e55d1"}` for a committed event.
-    public static func json(_ stored: StoredEvent) -> String {
-        // Appended into one string with room for the whole frame: concatenating and interpolating
-        // made a temporary string per field and regrew the frame four or five times (measured in
-        // allocations per write, docs/BENCHMARKS.md, 2026-12-03). Every write encodes one frame.
+    public static func json(_ stored: StoredEvent) -> String { String(decoding: utf8(stored), as: UTF8.self) }
+
+    /// The frame of `json(_:)` as UTF-8 bytes, what a socket is sent.
+    ///
+    /// Written byte by byte into one reserved array: appending into a reserved `String` (the build
+    /// before this one) paid a capacity and uniqueness check and a UTF-8 view per field, and the
+    /// text was then copied once more into the frame's storage. Every write encodes one frame
+    /// (docs/BENCHMARKS.md, 2026-12-06 10:21–).
+    public static func utf8(_ stored: StoredEvent) -> [UInt8] {
         let e = stored.event
-        var s = ""
-        s.reserveCapacity(320 + e.number.utf8.count)
-        s += "{\"type\":\""
-        s += e.type.rawValue
-        s += "\",\"id\":"
-        s += e.orderID.description
-        s += ",\"order_id\":"
-        s += e.orderID.description
-        s += ",\"number\":"
-        appendQuoted(e.number, to: &s)
-        s += ",\"old_status\":"
+        var out = FrameBytes(capacity: 320 + e.number.utf8.count)
+        out.put("{\"type\":\"")
+        out.put(e.type.rawValue)
+        out.put("\",\"id\":")
+        out.put(e.orderID.rawValue)
+        out.put(",\"order_id\":")
+        out.put(e.orderID.rawValue)
+        out.put(",\"number\":")
+        out.quoted(e.number)
+        out.put(",\"old_status\":")
         if let old = e.oldStatus {
-            s += "\""
-            s += old.rawValue
-            s += "\""
+            out.put("\"")
+            out.put(old.rawValue)
+            out.put("\"")
         } else {
-            s += "null"
+            out.put("null")
         }
-        s += ",\"new_status\":\""
-        s += e.newStatus.rawValue
-        s += "\",\"driver_id\":"
-        s += e.driverID?.description ?? "null"
+        out.put(",\"new_status\":\"")
+        out.put(e.newStatus.rawValue)
+        out.put("\",\"driver_id\":")
+        out.put(e.driverID?.rawValue)
         if e.type == .assigned || e.type == .unassigned {
-            s += ",\"old_driver_id\":"
-            s += e.oldDriverID?.description ?? "null"
+            out.put(",\"old_driver_id\":")
+            out.put(e.oldDriverID?.rawValue)
         }
-        let changedAt = Timestamp.string(e.changedAt)
         if e.type == .seen, let version = e.seenVersion, let driver = e.driverID {
             // The same shape as the REST `seen` field: {"driver_id":7,"version":5,"at":"…Z"}.
-            s += ",\"seen\":{\"driver_id\":"
-            s += driver.description
-            s += ",\"version\":"
-            s += String(version)
-            s += ",\"at\":\""
-            s += changedAt
-            s += "\"}"
+            out.put(",\"seen\":{\"driver_id\":")
+            out.put(driver.rawValue)
+            out.put(",\"version\":")
+            out.put(Int64(version))
+            out.put(",\"at\":\"")
+            Timestamp.append(e.changedAt, to: &out.bytes)
+            out.put("\"}")
         }
-        s += ",\"changed_at\":\""
-        s += changedAt
-        s += "\",\"event_id\":"
-        s += stored.id.description
-        s += ",\"cursor\":\""
-        s += stored.cursor.description
-        s += "\"}"
-        return s
+        out.put(",\"changed_at\":\"")
+        Timestamp.append(e.changedAt, to: &out.bytes)
+        out.put("\",\"event_id\":")
+        out.put(stored.id.rawValue)
+        out.put(",\"cursor\":\"")
+        let cursor = stored.cursor
+        out.put(cursor.id.rawValue)
+        out.put("-")
+        out.put(cursor.check)
+        out.put("\"}")
+        return out.bytes
     }
 
     /// `{"type":"connected","user_id":7,"groups":["driver_7"],"event_id":1230,"cursor":"1230-9f3a61c2"}`.
@@ -100,6 +106,83 @@ public enum EventFrame {
         }
         out += "\""
     }
+}
+
+/// The bytes of an event frame as they are written (`EventFrame.utf8`).
+struct FrameBytes {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// A constant piece of the frame (ASCII, nothing to escape).
+    mutating func put(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    /// A value that needs no escaping (an enum's raw value, a cursor's hex digits).
+    mutating func put(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    /// A decimal integer.
+    mutating func put(_ value: Int64) {
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            // The magnitude of `Int64.min` does not fit an `Int64`.
+            putDigits(UInt64(bitPattern: 0 &- value))
+        } else {
+            putDigits(UInt64(value))
+        }
+    }
+
+    /// A decimal integer, or `null`.
+    mutating func put(_ value: Int64?) {
+        if let value { put(value) } else { put("null") }
+    }
+
+    private mutating func putDigits(_ value: UInt64) {
+        // At most 20 digits: written from the back into a stack buffer, then appended in order.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var index = buffer.count
+            var rest = value
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: UnsafeMutableBufferPointer(rebasing: buffer[index...]))
+        }
+    }
+
+    /// `text` as a JSON string literal: the same escapes as `EventFrame.appendQuoted`. Only ASCII
+    /// bytes are ever escaped, and no byte of a multi-byte UTF-8 sequence is ASCII, so the bytes
+    /// are looked at one by one.
+    mutating func quoted(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): put("\\\"")
+                case UInt8(ascii: "\\"): put("\\\\")
+                case UInt8(ascii: "\n"): put("\\n")
+                case UInt8(ascii: "\r"): put("\\r")
+                case UInt8(ascii: "\t"): put("\\t")
+                case UInt8(ascii: "<"): put("\\u003c")  // safe to embed anywhere
+                case ..<0x20:
+                    put("\\u00")
+                    bytes.append(Self.hex[Int(byte >> 4)])
+                    bytes.append(Self.hex[Int(byte & 0xF)])
+                default:
+                    bytes.append(byte)
+                }
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 }
 
 /// ISO 8601 timestamps in UTC with milliseconds: `2026-11-30T10:15:00.123Z`.

@@ -22,6 +22,12 @@ public final class OutboundFrame: Sendable {
         storage = FrameStorage(text.utf8)
         isBinary = false
     }
+    /// A text message from bytes that are already UTF-8 (an event frame), copied once. The bytes
+    /// are not checked: a text message must be valid UTF-8, so pass only what was made as text.
+    public init(utf8Text bytes: [UInt8]) {
+        storage = FrameStorage(bytes)
+        isBinary = false
+    }
     /// A binary message, copied once.
     public init(binary bytes: [UInt8]) {
         storage = FrameStorage(bytes)

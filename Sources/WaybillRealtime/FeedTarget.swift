@@ -14,7 +14,7 @@ extension Hub: FeedTarget {
     /// in one `execute`.
     public func deliver(_ events: [StoredEvent]) {
         guard !events.isEmpty else { return }
-        let framed = events.map { ($0, OutboundFrame(text: EventFrame.json($0))) }
+        let framed = events.map { ($0, OutboundFrame(utf8Text: EventFrame.utf8($0))) }
         execute { io in self.deliver(framed, io: io) }
     }
 

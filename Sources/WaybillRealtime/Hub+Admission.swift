@@ -211,7 +211,7 @@ extension Hub {
             let page = try tx.events(of: request.group, after: after, limit: asked)
             for event in page {
                 guard frames.count < limit else { return .reset(newest: newest) }
-                let frame = OutboundFrame(text: EventFrame.json(event))
+                let frame = OutboundFrame(utf8Text: EventFrame.utf8(event))
                 bytes += frame.count
                 if bytes > byteLimit { return .reset(newest: newest) }
                 frames.append((event.id, frame))

@@ -31,4 +31,28 @@ struct EventFrameGoldenTests {
             #expect(EventFrame.json(stored) == expected)
         }
     }
+
+    /// The frame's bytes escape a number exactly as `EventFrame.quoted` does, for every ASCII
+    /// character and a few that are not (the bytes are escaped one by one, the text by scalar).
+    @Test func theNumberIsEscapedLikeEveryOtherStringOfTheWire() throws {
+        let texts = (0..<0x80).map { String(UnicodeScalar(UInt8($0))) } + ["é", "日本", "🚚", "a\u{7f}b", ""]
+        for text in texts {
+            let frame = EventFrame.utf8(Self.event(.updated, number: text))
+            let json = try #require(String(validating: frame, as: UTF8.self))
+            #expect(json.contains("\"number\":\(EventFrame.quoted(text)),\"old_status\""), "\(Array(text.unicodeScalars))")
+        }
+    }
+
+    /// Ids of every size go out as their decimal digits.
+    @Test func idsOfEverySizeAreWrittenInFull() {
+        for raw: Int64 in [0, 1, 9, 10, 99, 1_000_000_007, Int64.max] {
+            let event = OrderEvent(
+                type: .updated, companyID: 3, orderID: OrderID(raw), number: "n", oldStatus: nil, newStatus: .accepted,
+                driverID: UserID(raw), oldDriverID: nil, changedAt: Self.at, groups: [.company(3)])
+            let json = EventFrame.json(StoredEvent(id: EventID(raw), event: event, committedAt: Self.at))
+            #expect(json.contains("\"id\":\(raw),\"order_id\":\(raw),"))
+            #expect(json.contains("\"driver_id\":\(raw),"))
+            #expect(json.contains("\"event_id\":\(raw),\"cursor\":\"\(raw)-"))
+        }
+    }
 }
