@@ -55,6 +55,7 @@ final class HTTPSession {
     private(set) var writes = 0
     private let counter: LiveObjectCounter
     private let dispatched: DispatchedRequests
+    private let scratch: WriteScratch
 
     /// Largest body piece per write: lws sends about `pt_serv_buf_size` at once and copies the rest.
     static let writeChunk = 16 << 10
@@ -67,13 +68,14 @@ final class HTTPSession {
 
     init(
         id: UInt64, wsi: OpaquePointer, request: HTTPRequest, counter: LiveObjectCounter,
-        dispatched: DispatchedRequests
+        dispatched: DispatchedRequests, scratch: WriteScratch
     ) {
         self.id = id
         self.wsi = wsi
         self.request = request
         self.counter = counter
         self.dispatched = dispatched
+        self.scratch = scratch
         counter.increment()
     }
 
@@ -254,9 +256,8 @@ final class HTTPSession {
         }
         let headSize = 512 + response.headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
         let pre = FrameStorage.headroom
-        var buffer = [UInt8](repeating: 0, count: pre + headSize + (body?.count ?? 0))
-        return buffer.withUnsafeMutableBufferPointer { b -> Bool in
-            let start = b.baseAddress! + pre
+        return scratch.withBytes(pre + headSize + (body?.count ?? 0)) { base -> Bool in
+            let start = base + pre
             let end = start + headSize
             var p: UnsafeMutablePointer<UInt8>? = start
             if lws_add_http_header_status(wsi, UInt32(Self.wireStatus(response.status)), &p, end) != 0 { return false }
@@ -297,6 +298,43 @@ final class HTTPSession {
             let count = start.distance(to: tail)
             return lws_write(wsi, start, count, LWS_WRITE_HTTP_HEADERS) == count
         }
+    }
+}
+
+/// The bytes every answer's head (and small body) is put together in before its `lws_write`, kept
+/// from one answer to the next. Service thread only (each server has its own).
+///
+/// Why: a new zeroed array per answer was a `malloc` of over 1 KiB, which makes glibc merge its
+/// freed small chunks first (`malloc_consolidate`, 0.6 % of a write's samples with the `memset`,
+/// docs/BENCHMARKS.md, 2026-12-06 10:21–). `lws_write` copies whatever the kernel does not take
+/// into lws's own buffer, so these bytes are free again as soon as it returns.
+final class WriteScratch {
+    /// Larger requests (an answer with a body of up to `HTTPSession.immediateWriteLimit`) get a
+    /// buffer of their own, so one large answer does not keep a megabyte for the server's life.
+    static let keptLimit = 64 << 10
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+
+    init(capacity: Int = 4 << 10) {
+        self.capacity = capacity
+        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit { base.deallocate() }
+
+    /// Runs `body` with `count` writable bytes (not zeroed), valid only during the call.
+    func withBytes<R>(_ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> R) -> R {
+        guard count <= Self.keptLimit else {
+            let own = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
+            defer { own.deallocate() }
+            return body(own)
+        }
+        if count > capacity {
+            base.deallocate()
+            capacity = max(count, capacity * 2)
+            base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        }
+        return body(base.assumingMemoryBound(to: UInt8.self))
     }
 }
 

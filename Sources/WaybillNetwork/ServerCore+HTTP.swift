@@ -8,7 +8,7 @@ extension ServerCore {
     /// `LWS_CALLBACK_HTTP`: the request line and headers are in.
     func httpRequestStarted(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
         let request = LwsRequestReader.request(wsi, remoteAddress: remoteAddress(wsi))
-        let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter, dispatched: dispatched)
+        let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter, dispatched: dispatched, scratch: writeScratch)
         attach(session, to: user)
         inFlight[session.id] = session
 

@@ -18,6 +18,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     let addressCounter = LiveObjectCounter()
     /// Requests whose answer is not yet handed to their connection (`dispatch`'s `alone`).
     let dispatched = DispatchedRequests()
+    /// Where answers are put together before `lws_write` (`HTTPSession.writeHeaders`).
+    let writeScratch = WriteScratch()
     let boundPort = Atomic<Int>(0)
 
     // Service-thread state.

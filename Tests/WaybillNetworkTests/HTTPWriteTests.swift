@@ -45,4 +45,25 @@ struct HTTPWriteTests {
             }
         }
     }
+
+    /// Answers are put together in one buffer the server keeps (`WriteScratch`): answers of
+    /// every size, one after another on one connection, each come out whole, whether the buffer
+    /// grows for one, is reused by a smaller one, or is passed over by one above its kept limit.
+    @Test func answersOfEverySizeComeOutWholeFromTheKeptBuffer() async throws {
+        try await withServer { server in
+            let port = server.port
+            let sizes = [10, 5_000, 3, 60_000, 0, WriteScratch.keptLimit + 1, 7, 20_000]
+            let answers = try await runBlocking { () -> [RawHTTPResponse] in
+                let c = try RawConnection(port: port)
+                return try sizes.map { size in
+                    try c.send(RawConnection.request("GET", "/big?size=\(size)"))
+                    return try c.readResponse()
+                }
+            }
+            for (size, answer) in zip(sizes, answers) {
+                #expect(answer.status == 200)
+                #expect(answer.body == (0..<size).map { UInt8($0 % 251) }, "\(size) bytes")
+            }
+        }
+    }
 }
