@@ -9,4 +9,8 @@ static inline sqlite3_destructor_type wb_sqlite_transient(void) { return SQLITE_
 static const int wb_sqlite_constraint_unique = SQLITE_CONSTRAINT_UNIQUE;
 static const int wb_sqlite_constraint_primarykey = SQLITE_CONSTRAINT_PRIMARYKEY;
 static const int wb_sqlite_constraint_foreignkey = SQLITE_CONSTRAINT_FOREIGNKEY;
+
+/* sqlite3_config is variadic, which Swift cannot call. Turns SQLite's memory statistics off for the
+ * process; only before SQLite is initialized (SQLITE_MISUSE after). */
+static inline int wb_sqlite_memory_statistics_off(void) { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
 #endif

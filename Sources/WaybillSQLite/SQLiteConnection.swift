@@ -21,6 +21,7 @@ final class SQLiteConnection {
     /// connection shares: extended result codes, foreign keys on, `synchronous=NORMAL`, and a
     /// busy timeout so a second process writing the same file waits instead of failing.
     init(path: String, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
+        Self.configureProcess
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &db, flags, nil)
@@ -36,6 +37,29 @@ final class SQLiteConnection {
         }
         try executeScript("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
         try registerLower(db)
+    }
+
+    /// SQLite's process-wide settings, made before its first connection opens.
+    ///
+    /// Memory statistics off: Debian's SQLite keeps them by default (`SQLITE_DEFAULT_MEMSTATUS`),
+    /// so every one of its allocations and frees takes one global mutex and asks `malloc` for the
+    /// block's size; and the build leaves out the lookaside allocator (`SQLITE_OMIT_LOOKASIDE`), so
+    /// all of them go to `malloc`: about 19 per order write (bound texts, records, cursors),
+    /// counted with a `malloc` probe at 1 000 writes/s (docs/BENCHMARKS.md, 2026-12-06 10:21–).
+    /// Nothing here reads those statistics (`sqlite3_memory_used`, a soft heap limit). If SQLite
+    /// was already initialized (another part of the process opened a database first), the call
+    /// is refused and the statistics stay on; nothing else changes.
+    private static let configureProcess: Void = {
+        _ = wb_sqlite_memory_statistics_off()
+    }()
+
+    /// Whether SQLite keeps its memory statistics in this process (tests: `configureProcess`).
+    static var keepsMemoryStatistics: Bool {
+        configureProcess
+        // With the statistics off, SQLite reports no memory in use at all.
+        let probe = sqlite3_malloc(64)
+        defer { sqlite3_free(probe) }
+        return sqlite3_memory_used() > 0
     }
 
     /// `waybill_lower(text)`: Swift's `lowercased()` (Unicode's default case mapping), for text

@@ -88,4 +88,16 @@ struct SQLiteStatementCacheTests {
         #expect(counts.statements == 301)
         #expect(counts.addresses == 301, "one address per statement, none for the copies")
     }
+
+    /// SQLite's memory statistics are off in a process whose first database a `SQLiteConnection`
+    /// opened (`SQLiteConnection.configureProcess`): each of its allocations then skips a global
+    /// mutex. Nothing in this process opens SQLite any other way.
+    @Test func sqliteKeepsNoMemoryStatistics() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        _ = try db.queryFirst("SELECT ?1", [.text(String(repeating: "x", count: 5_000))]) { $0.text(0) }
+        #expect(!SQLiteConnection.keepsMemoryStatistics)
+    }
 }
