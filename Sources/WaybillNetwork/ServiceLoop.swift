@@ -46,6 +46,13 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     }
 
     private let shared = Mutex(Shared())
+    /// The inbox's other buffer: a drain swaps it in for the posted work and hands it back emptied,
+    /// with its capacity, so a post needs no allocation (the inbox was `[]` after every drain, and
+    /// the first post after it, and the second, each allocated: two per order write, counted with a
+    /// `malloc` probe, docs/BENCHMARKS.md, 2026-12-06 10:21–). Service thread only.
+    private var spareInbox: [Work] = []
+    /// The most items a kept buffer may hold room for: a burst's buffer is not kept for good.
+    static let keptInboxCapacity = 1024
     /// `lws_cancel_service` calls under way outside the lock. Each is counted while the lock is held
     /// and the context is live; `run` clears the context under the lock and then waits for this to
     /// reach 0 before it destroys the context, so no call ever reaches a destroyed context.
@@ -315,6 +322,9 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// Wake-ups sent to the service thread so far (`eventfd` writes). Any thread.
     var wakeUps: Int { wakeUpsSent.load(ordering: .relaxed) }
 
+    /// Room the inbox has for posts now (tests: the buffer a drain hands back). Any thread.
+    var inboxCapacity: Int { shared.withLock { $0.inbox.capacity } }
+
     /// Forgets a held wake-up and returns the wake-up to send once the lock is released (nil when
     /// there is no live context). Inside the lock.
     private func wakeLocked(_ s: inout Shared) -> Wake? {
@@ -344,17 +354,25 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
 
     /// Runs everything posted so far. Service thread only, from `EVENT_WAIT_CANCELLED` (and `wokenUp`).
     func drainInbox() {
-        let (work, overflowed) = shared.withLock { s -> ([Work], Bool) in
+        // Taken out for the drain: work that drains again (it never should) finds no spare and
+        // leaves an empty inbox behind, as before.
+        var work: [Work] = []
+        swap(&work, &spareInbox)
+        let overflowed = shared.withLock { s -> Bool in
+            swap(&s.inbox, &work)
             defer {
-                s.inbox = []
                 s.overflowed = false
                 // What was held is being run now: its wake-up is no longer owed.
                 s.wakeHeld = false
                 s.heldThroughBatch = false
             }
-            return (s.inbox, s.overflowed)
+            return s.overflowed
         }
         for item in work { item() }
+        if work.capacity <= Self.keptInboxCapacity {
+            work.removeAll(keepingCapacity: true)
+            spareInbox = work
+        }
         if overflowed { onOverflow() }
         stopIfAsked()
     }
