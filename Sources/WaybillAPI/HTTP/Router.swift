@@ -62,16 +62,22 @@ struct Router: Sendable {
 
     func match(method: String, path: String) -> Match {
         let parts = Self.split(path)
-        var allowed: [String] = []
-        for index in bySegmentCount[parts.count] ?? [] {
-            guard let parameters = Self.bind(routes[index].segments, to: parts) else { continue }
-            let routeMethod = routes[index].method
-            if routeMethod == method || (method == "HEAD" && routeMethod == "GET") {
+        let candidates = bySegmentCount[parts.count] ?? []
+        // The method first, then the path: the parameters are copied out only for the route that
+        // answers, and the list of allowed methods is made only when none does (a PATCH of an
+        // order was bound to its GET route first, then to its own, and listed GET as allowed).
+        for index in candidates where Self.answers(method, routes[index].method) {
+            if let parameters = Self.bind(routes[index].segments, to: parts) {
                 return .found(routes[index], parameters: parameters)
             }
-            allowed.append(routeMethod)
         }
+        let allowed = candidates.filter { Self.literalsMatch(routes[$0].segments, parts) }.map { routes[$0].method }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+    }
+
+    /// Whether a route for `routeMethod` answers a request with `method` (a GET route answers HEAD).
+    private static func answers(_ method: String, _ routeMethod: String) -> Bool {
+        routeMethod == method || (method == "HEAD" && routeMethod == "GET")
     }
 
     /// The non-empty segments between slashes, found by byte: a walk over the path's `Character`s
@@ -94,14 +100,20 @@ struct Router: Sendable {
         return parts
     }
 
+    /// Whether `parts` has `pattern`'s length and literal segments (by byte).
+    private static func literalsMatch(_ pattern: [Segment], _ parts: [Substring]) -> Bool {
+        guard pattern.count == parts.count else { return false }
+        for (segment, actual) in zip(pattern, parts) {
+            if case .literal(let text) = segment, !text.utf8.elementsEqual(actual.utf8) { return false }
+        }
+        return true
+    }
+
     /// The parameters `parts` binds to `pattern`, or nil if a literal segment differs. Literals
     /// compare by byte (a URL's path is bytes, and a route's literals are ASCII), and all of them
     /// before a parameter is copied out: most routes tried fail there.
     private static func bind(_ pattern: [Segment], to parts: [Substring]) -> PathParameters? {
-        guard pattern.count == parts.count else { return nil }
-        for (segment, actual) in zip(pattern, parts) {
-            if case .literal(let text) = segment, !text.utf8.elementsEqual(actual.utf8) { return nil }
-        }
+        guard literalsMatch(pattern, parts) else { return nil }
         var parameters = PathParameters()
         for (segment, actual) in zip(pattern, parts) {
             if case .parameter(let name) = segment { parameters.pairs.append((name, String(actual))) }
