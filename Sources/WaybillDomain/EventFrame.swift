@@ -114,12 +114,8 @@ struct FrameBytes {
 
     init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
-    /// A constant piece of the frame (ASCII, nothing to escape).
-    mutating func put(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
-    }
-
-    /// A value that needs no escaping (an enum's raw value, a cursor's hex digits).
+    /// Text that needs no escaping: the frame's constant pieces, an enum's raw value, a cursor's
+    /// hex digits.
     mutating func put(_ text: String) {
         var text = text
         text.withUTF8 { bytes.append(contentsOf: $0) }

@@ -306,35 +306,49 @@ final class HTTPSession {
 ///
 /// Why: a new zeroed array per answer was a `malloc` of over 1 KiB, which makes glibc merge its
 /// freed small chunks first (`malloc_consolidate`, 0.6 % of a write's samples with the `memset`,
-/// docs/BENCHMARKS.md, 2026-12-06 10:21–). `lws_write` copies whatever the kernel does not take
-/// into lws's own buffer, so these bytes are free again as soon as it returns.
+/// docs/BENCHMARKS.md, 2026-12-06 10:21–). `lws_write` keeps no pointer into what it is given: it
+/// sends what it sends and copies any rest into a buffer of its own (`lws_issue_raw`), so these
+/// bytes are free again as soon as it returns.
 final class WriteScratch {
-    /// Larger requests (an answer with a body of up to `HTTPSession.immediateWriteLimit`) get a
-    /// buffer of their own, so one large answer does not keep a megabyte for the server's life.
+    /// The most the kept buffer grows to. Larger requests (an answer with a body of up to
+    /// `HTTPSession.immediateWriteLimit`) get a buffer of their own, so one large answer does not
+    /// keep a megabyte for the server's life.
     static let keptLimit = 64 << 10
-    private var base: UnsafeMutableRawPointer
+    private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
 
     init(capacity: Int = 4 << 10) {
         self.capacity = capacity
-        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        base = .allocate(capacity: capacity)
     }
 
     deinit { base.deallocate() }
+
+    /// Bytes kept now (tests).
+    var keptBytes: Int { capacity }
 
     /// Runs `body` with `count` writable bytes (not zeroed), valid only during the call.
     func withBytes<R>(_ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> R) -> R {
         guard count <= Self.keptLimit else {
             let own = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
             defer { own.deallocate() }
-            return body(own)
+            return body(Self.marked(own, count))
         }
         if count > capacity {
             base.deallocate()
-            capacity = max(count, capacity * 2)
-            base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+            capacity = min(max(count, capacity * 2), Self.keptLimit)
+            base = .allocate(capacity: capacity)
         }
-        return body(base.assumingMemoryBound(to: UInt8.self))
+        return body(Self.marked(base, count))
+    }
+
+    /// In debug builds (the tests) the bytes are filled with 0xAA first, so an answer that sent a
+    /// byte it never wrote shows it.
+    private static func marked(_ bytes: UnsafeMutablePointer<UInt8>, _ count: Int) -> UnsafeMutablePointer<UInt8> {
+        #if DEBUG
+        bytes.update(repeating: 0xAA, count: count)
+        #endif
+        return bytes
     }
 }
 

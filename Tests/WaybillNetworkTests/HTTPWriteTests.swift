@@ -66,4 +66,19 @@ struct HTTPWriteTests {
             }
         }
     }
+
+    /// The kept buffer grows by doubling but never past its limit, and a larger request leaves it
+    /// as it was.
+    @Test func theKeptBufferNeverGrowsPastItsLimit() {
+        let scratch = WriteScratch(capacity: 4 << 10)
+        for count in [5_000, 60_000, WriteScratch.keptLimit, WriteScratch.keptLimit * 8, 100] {
+            let last = scratch.withBytes(count) { bytes in
+                bytes[count - 1] = 7  // every byte asked for is writable
+                return bytes[count - 1]
+            }
+            #expect(last == 7)
+            #expect(scratch.keptBytes >= min(count, WriteScratch.keptLimit))
+            #expect(scratch.keptBytes <= WriteScratch.keptLimit)
+        }
+    }
 }
