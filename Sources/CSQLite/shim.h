@@ -4,6 +4,8 @@
 
 /* SQLITE_TRANSIENT is a cast macro Swift cannot import: bound values are copied by SQLite. */
 static inline sqlite3_destructor_type wb_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+/* SQLITE_STATIC: SQLite reads the bound bytes in place until the parameter is bound again. */
+static inline sqlite3_destructor_type wb_sqlite_static(void) { return SQLITE_STATIC; }
 
 /* Extended result codes are `(primary | (n << 8))` macros, which Swift cannot import either. */
 static const int wb_sqlite_constraint_unique = SQLITE_CONSTRAINT_UNIQUE;

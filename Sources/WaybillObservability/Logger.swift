@@ -49,7 +49,7 @@ public final class Logger: Sendable {
         var line = ""
         line.reserveCapacity(192)
         line += "ts="
-        line += Self.timestamp(Date())
+        Self.appendTimestamp(Date(), to: &line)
         line += " level="
         line += level.rawValue
         line += " msg="
@@ -140,6 +140,25 @@ extension Logger {
     /// `ISO8601FormatStyle` cost more than the rest of the line (measured, docs/BENCHMARKS.md):
     /// the calendar arithmetic is done here on integers instead.
     static func timestamp(_ date: Date) -> String {
+        var text = ""
+        appendTimestamp(date, to: &text)
+        return text
+    }
+
+    /// Appends `timestamp(date)` to `line` without a buffer or string of its own: the 24 bytes are
+    /// put together on the stack and appended as two strings of 12, which Swift keeps inline (up to
+    /// 15 bytes), where one array and one 24-byte string were two allocations per log line, that
+    /// is per request (counted with a `malloc` probe, docs/BENCHMARKS.md, 2026-12-06 10:21–).
+    static func appendTimestamp(_ date: Date, to line: inout String) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { bytes in
+            writeTimestamp(date, into: bytes)
+            line += String(decoding: UnsafeMutableBufferPointer(rebasing: bytes[0..<12]), as: UTF8.self)
+            line += String(decoding: UnsafeMutableBufferPointer(rebasing: bytes[12..<24]), as: UTF8.self)
+        }
+    }
+
+    /// Writes the 24 bytes of `2026-12-02T04:05:06.789Z` into `out`.
+    private static func writeTimestamp(_ date: Date, into out: UnsafeMutableBufferPointer<UInt8>) {
         // Truncated to the millisecond like `ISO8601FormatStyle`, but from the nearest microsecond:
         // `.789` is a hair below 0.789 in binary, and flooring that directly would print `.788`.
         let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
@@ -148,31 +167,33 @@ extension Logger {
         // Before 1970 the remainder is negative: borrow a day.
         let day = inDay < 0 ? days - 1 : days, ms = inDay < 0 ? inDay + 86_400_000 : inDay
         let (year, month, dayOfMonth) = civil(fromDays: day)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
+        var at = 0
+        func put(_ byte: UInt8) {
+            out[at] = byte
+            at += 1
+        }
         func digits(_ value: Int64, _ count: Int) {
             var divisor: Int64 = 1
             for _ in 1..<count { divisor *= 10 }
             while divisor > 0 {
-                bytes.append(0x30 + UInt8(value / divisor % 10))
+                put(0x30 + UInt8(value / divisor % 10))
                 divisor /= 10
             }
         }
         digits(year, 4)
-        bytes.append(0x2d)
+        put(0x2d)
         digits(month, 2)
-        bytes.append(0x2d)
+        put(0x2d)
         digits(dayOfMonth, 2)
-        bytes.append(0x54)
+        put(0x54)
         digits(ms / 3_600_000, 2)
-        bytes.append(0x3a)
+        put(0x3a)
         digits(ms / 60_000 % 60, 2)
-        bytes.append(0x3a)
+        put(0x3a)
         digits(ms / 1000 % 60, 2)
-        bytes.append(0x2e)
+        put(0x2e)
         digits(ms % 1000, 3)
-        bytes.append(0x5a)
-        return String(decoding: bytes, as: UTF8.self)
+        put(0x5a)
     }
 
     /// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).

@@ -188,6 +188,8 @@ final class SQLiteConnection {
 
     /// Statements prepared, and addresses in `statementsByAddress` (tests).
     var statementCacheCounts: (statements: Int, addresses: Int) { (statements.count, statementsByAddress.count) }
+    /// The bytes the cached statement for `sql` keeps for its bound texts (tests); nil if none.
+    func arenaBytes(of sql: String) -> Int? { statements[sql]?.arenaBytes }
 
     /// Changes to `orders` rows on this connection (`trackOrderRowWrites`); nil until then.
     private(set) var orderRowWrites: OrderRowWrites?

@@ -22,14 +22,36 @@ final class SQLiteStatement {
         self.handle = statement
     }
 
+    /// Where `bind` copies the texts it binds, kept from one use to the next: SQLite reads them
+    /// there in place (`SQLITE_STATIC`) until the next `bind` clears the bindings, which is the
+    /// only place the bytes are rewritten. Bound as `SQLITE_TRANSIENT`, SQLite made its own copy of
+    /// each text with a `malloc` and freed it at the next bind: about 8 of a write's allocations
+    /// (docs/BENCHMARKS.md, 2026-12-06 10:21–).
+    private var arena: UnsafeMutablePointer<UInt8>?
+    private var arenaCapacity = 0
+    /// Texts larger than this together are copied by SQLite instead, so one large value does not
+    /// stay in the cache for the connection's life.
+    static let arenaLimit = 16 << 10
+
     // finalize returns the last step's error, which was already reported when it happened.
-    deinit { sqlite3_finalize(handle) }
+    deinit {
+        sqlite3_finalize(handle)  // first: nothing may point into the arena after it is gone
+        arena?.deallocate()
+    }
+
+    /// Bytes the arena keeps now (tests).
+    var arenaBytes: Int { arenaCapacity }
 
     private var db: OpaquePointer? { sqlite3_db_handle(handle) }
 
     /// Binds `values` to parameters 1…n; unlisted parameters are NULL.
     func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
-        sqlite3_clear_bindings(handle)  // always SQLITE_OK
+        // Always SQLITE_OK. Also lets go of every pointer into the arena before it is rewritten.
+        sqlite3_clear_bindings(handle)
+        var textBytes = 0
+        for case .text(let text) in values { textBytes += text.utf8.count }
+        let arena = textBytes <= Self.arenaLimit ? self.arena(for: textBytes) : nil
+        var used = 0
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32
@@ -41,8 +63,17 @@ final class SQLiteStatement {
                 // An explicit byte count keeps text with an embedded NUL whole. The bytes are passed
                 // in place (`withUTF8`): handing the String over as a C string made a NUL-terminated
                 // copy of every text shorter than 16 bytes, one allocation per bound text (most of
-                // them: statuses, types, groups). SQLite copies them either way (TRANSIENT).
+                // them: statuses, types, groups).
                 code = text.withUTF8 { bytes in
+                    if let arena {
+                        // Into the arena (never NULL: a NULL pointer would bind NULL, not '').
+                        let target = arena + used
+                        if let source = bytes.baseAddress { target.update(from: source, count: bytes.count) }
+                        used += bytes.count
+                        return target.withMemoryRebound(to: CChar.self, capacity: max(bytes.count, 1)) {
+                            sqlite3_bind_text(handle, index, $0, Int32(bytes.count), wb_sqlite_static())
+                        }
+                    }
                     // An empty buffer may have no address, and a NULL pointer would bind NULL, not ''.
                     guard let base = bytes.baseAddress else {
                         return sqlite3_bind_text(handle, index, "", 0, wb_sqlite_transient())
@@ -61,6 +92,17 @@ final class SQLiteStatement {
             }
             guard code == SQLITE_OK else { throw SQLiteError(code: code, db: db, sql: sql) }
         }
+    }
+
+    /// The arena with room for `count` bytes (at least one), grown if needed. Only after
+    /// `sqlite3_clear_bindings`: the old bytes may be freed here.
+    private func arena(for count: Int) -> UnsafeMutablePointer<UInt8> {
+        if let arena, arenaCapacity >= count { return arena }
+        arena?.deallocate()
+        arenaCapacity = min(max(count, 256, arenaCapacity * 2), Self.arenaLimit)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: arenaCapacity)
+        arena = grown
+        return grown
     }
 
     /// Advances: `true` when a row is available, `false` when done.

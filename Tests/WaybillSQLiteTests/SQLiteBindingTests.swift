@@ -99,4 +99,32 @@ struct SQLiteStatementCacheTests {
         defer { db.close() }
         #expect(!SQLiteConnection.keepsMemoryStatistics)
     }
+
+    /// Texts are copied into bytes the statement keeps and bound in place (`SQLITE_STATIC`): one
+    /// statement used again and again, with texts of every length, reads back each use's own
+    /// texts, also when they are too large for its kept bytes, which stay within their limit.
+    @Test func aStatementUsedAgainReadsBackEachUsesOwnTexts() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        let sql = "SELECT ?1, ?2, ?3, typeof(?2), ?4"
+        let large = String(repeating: "y", count: SQLiteStatement.arenaLimit + 1)
+        let uses: [[String]] = [
+            ["a", "bb", "ccc"], ["a longer text than before", "", "x"], [large, "z", "w"], ["1", "2", "3"],
+            ["", "", ""], [String(repeating: "é", count: 3_000), "nul\u{0}inside", "🚚"], ["p", "q", "r"],
+            // Grown past 12 000 bytes by then, and asked for 13 000: doubling would pass the limit.
+            [String(repeating: "m", count: 9_000), "", ""], [String(repeating: "n", count: 13_000), "o", ""],
+        ]
+        for texts in uses {
+            let row = try db.queryFirst(sql, texts.map { .text($0) } + [.integer(7)]) {
+                (texts: [$0.text(0), $0.text(1), $0.text(2)], type: $0.text(3), number: $0.int(4))
+            }
+            #expect(row?.texts == texts, "\(texts.map { $0.prefix(12) })")
+            #expect(row?.type == "text")
+            #expect(row?.number == 7)
+            let kept = try #require(db.arenaBytes(of: sql))
+            #expect(kept <= SQLiteStatement.arenaLimit)
+        }
+    }
 }
