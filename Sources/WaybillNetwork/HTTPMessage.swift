@@ -25,7 +25,9 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Replaces every field named `name` with one field.
     public mutating func set(_ name: String, _ value: String) {
         let key = Self.lowercased(name)
-        fields.removeAll { $0.name == key }
+        // Not on an empty list: `removeAll(where:)` made the shared empty array a buffer of its own
+        // first, one allocation more per answer before `reserveForFirstField` made another.
+        if !fields.isEmpty { fields.removeAll { $0.name == key } }
         reserveForFirstField()
         fields.append((key, value))
     }

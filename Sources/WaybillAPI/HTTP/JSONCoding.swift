@@ -37,7 +37,9 @@ enum JSONCoding {
     /// the hot answers), through `JSONEncoder` otherwise. Both give the same bytes.
     static func bytes<T: Encodable>(_ value: T) throws -> [UInt8] {
         if let writable = value as? any JSONWritable {
-            var json = JSONByteWriter()
+            // Room for an order's detail (about 600 bytes), the answer of every write: from the
+            // writer's default of 512 it was regrown once per write.
+            var json = JSONByteWriter(capacity: 1024)
             writable.write(to: &json)
             return json.bytes
         }
