@@ -90,9 +90,6 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     var socketsPerUser: [UserID: Int] = [:]
     /// The newest event the hub has delivered: the `event_id` and `cursor` of `connected` frames.
     private var lastDelivered: EventCursor
-    /// `send`'s scratch list of one socket's frames, kept between deliveries (each made a new one,
-    /// an allocation per write). Service thread.
-    private var scratchFrames: [OutboundFrame] = []
     /// Runs a body on the service thread; set once by `WaybillServer` after the HTTP server exists.
     /// Bounded there: past 100 000 waiting bodies it refuses, and every socket is closed with 1013.
     public nonisolated(unsafe) var execute: @Sendable (@escaping @Sendable (any SocketIO) -> Void) -> Void = { _ in }
@@ -162,11 +159,6 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
         var sent = 0
         var frames: [OutboundFrame] = []
-        swap(&frames, &scratchFrames)
-        defer {
-            frames.removeAll(keepingCapacity: frames.capacity <= 64)
-            swap(&frames, &scratchFrames)
-        }
         if batch.count == 1, let (stored, frame) = batch.first {
             // One event (a write committed alone, the usual case): its groups straight, without
             // the table by group below and the arrays it allocates per delivery.
