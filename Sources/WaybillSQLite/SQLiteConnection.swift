@@ -231,7 +231,7 @@ final class SQLiteConnection {
 
     /// Runs one statement with `arguments`, ignoring any rows it returns.
     func execute(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) {
-        let statement = try cachedStatement(sql)
+        let statement = try statement(for: sql)
         defer { statement.reset() }
         try statement.bind(arguments)
         while try statement.step() {}
@@ -241,7 +241,7 @@ final class SQLiteConnection {
     func query<T>(
         _ sql: String, _ arguments: [SQLiteValue] = [], _ decode: (SQLiteRow) throws(SQLiteError) -> T
     ) throws(SQLiteError) -> [T] {
-        let statement = try cachedStatement(sql)
+        let statement = try statement(for: sql)
         defer { statement.reset() }
         try statement.bind(arguments)
         var rows: [T] = []
@@ -255,6 +255,16 @@ final class SQLiteConnection {
         _ sql: String, _ arguments: [SQLiteValue] = [], _ decode: (SQLiteRow) throws(SQLiteError) -> T
     ) throws(SQLiteError) -> T? {
         try query(sql, arguments, decode).first
+    }
+
+    /// The statement to run `sql` with now: the cached one, unless it is running (a row closure
+    /// that runs the same SQL again). That nested use gets a statement of its own, finalized when
+    /// it is done: rebinding the running one would reset the outer run under it and rewrite the
+    /// bytes its bound texts are read from (`SQLiteStatement.bind`).
+    private func statement(for sql: String) throws(SQLiteError) -> SQLiteStatement {
+        let cached = try cachedStatement(sql)
+        guard cached.isBusy else { return cached }
+        return try SQLiteStatement(sql: sql, db: open())
     }
 
     /// The statement prepared for `sql`, prepared now if it is new.

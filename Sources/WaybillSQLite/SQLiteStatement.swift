@@ -39,6 +39,9 @@ final class SQLiteStatement {
         arena?.deallocate()
     }
 
+    /// Whether the statement is running: stepped, and not yet done or reset.
+    var isBusy: Bool { sqlite3_stmt_busy(handle) != 0 }
+
     /// Bytes the arena keeps now (tests).
     var arenaBytes: Int { arenaCapacity }
 
@@ -46,11 +49,17 @@ final class SQLiteStatement {
 
     /// Binds `values` to parameters 1…n; unlisted parameters are NULL.
     func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+        // Never while the statement runs: its registers may point into the arena, which is
+        // rewritten below (`SQLiteConnection.statement(for:)` gives a nested use its own).
+        assert(!isBusy, "a statement was bound again while it ran")
         // Always SQLITE_OK. Also lets go of every pointer into the arena before it is rewritten.
         sqlite3_clear_bindings(handle)
-        var textBytes = 0
-        for case .text(let text) in values { textBytes += text.utf8.count }
-        let arena = textBytes <= Self.arenaLimit ? self.arena(for: textBytes) : nil
+        var texts = 0, textBytes = 0
+        for case .text(let text) in values {
+            texts += 1
+            textBytes += text.utf8.count
+        }
+        let arena = texts > 0 && textBytes <= Self.arenaLimit ? self.arena(for: textBytes) : nil
         var used = 0
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
@@ -68,11 +77,11 @@ final class SQLiteStatement {
                     if let arena {
                         // Into the arena (never NULL: a NULL pointer would bind NULL, not '').
                         let target = arena + used
-                        if let source = bytes.baseAddress { target.update(from: source, count: bytes.count) }
+                        if let source = bytes.baseAddress { target.initialize(from: source, count: bytes.count) }
                         used += bytes.count
-                        return target.withMemoryRebound(to: CChar.self, capacity: max(bytes.count, 1)) {
-                            sqlite3_bind_text(handle, index, $0, Int32(bytes.count), wb_sqlite_static())
-                        }
+                        // (An empty last text may point just past the bytes; SQLite reads none of it.)
+                        let text = UnsafeRawPointer(target).assumingMemoryBound(to: CChar.self)
+                        return sqlite3_bind_text(handle, index, text, Int32(bytes.count), wb_sqlite_static())
                     }
                     // An empty buffer may have no address, and a NULL pointer would bind NULL, not ''.
                     guard let base = bytes.baseAddress else {

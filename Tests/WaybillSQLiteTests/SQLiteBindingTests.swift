@@ -125,6 +125,36 @@ struct SQLiteStatementCacheTests {
             #expect(row?.number == 7)
             let kept = try #require(db.arenaBytes(of: sql))
             #expect(kept <= SQLiteStatement.arenaLimit)
+            let total = texts.reduce(0) { $0 + $1.utf8.count }
+            if total <= SQLiteStatement.arenaLimit { #expect(kept >= total) }
         }
+        // Fewer values after a longer use: the parameters not listed read back as NULL, not as
+        // the last use's texts still in the kept bytes.
+        let fewer = try db.queryFirst(sql, [.text("only one")]) {
+            (first: $0.text(0), second: $0.optionalText(1), fourth: $0.optionalInt64(4))
+        }
+        #expect(fewer?.first == "only one")
+        #expect(fewer?.second == nil)
+        #expect(fewer?.fourth == nil)
+    }
+
+    /// A row closure that runs the same SQL again gets a statement of its own: both runs read their
+    /// own texts, and the outer one goes on where it was (rebinding the running statement would
+    /// have reset it and rewritten the bytes its texts are read from).
+    @Test func theSameSQLRunInsideItsOwnRowsRunsOnAStatementOfItsOwn() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try database.openRawConnection()
+        defer { db.close() }
+        let sql = "SELECT ?1 UNION ALL SELECT ?1 || 'b'"
+        var inner: [[String]] = []
+        let rows = try db.query(sql, [.text("a")]) { row throws(SQLiteError) -> String in
+            let outer = row.text(0)
+            inner.append(try db.query(sql, [.text("x")]) { $0.text(0) })
+            return outer + "=" + row.text(0)
+        }
+        #expect(rows == ["a=a", "ab=ab"])
+        #expect(inner == [["x", "xb"], ["x", "xb"]])
+        #expect(db.statementCacheCounts.statements >= 1)
     }
 }
