@@ -77,34 +77,11 @@ public enum EventFrame {
     }
     public static let reset = "{\"type\":\"reset\"}"
 
-    /// A JSON string literal for `text`, escaped.
+    /// A JSON string literal for `text`, escaped as in every frame (`FrameBytes.quoted`).
     public static func quoted(_ text: String) -> String {
-        var out = ""
-        appendQuoted(text, to: &out)
-        return out
-    }
-
-    /// Appends `text` as a JSON string literal, escaped.
-    static func appendQuoted(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "<": out += "\\u003c"  // safe to embed anywhere
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
+        var out = FrameBytes(capacity: text.utf8.count + 2)
+        out.quoted(text)
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 }
 
@@ -151,9 +128,10 @@ struct FrameBytes {
         }
     }
 
-    /// `text` as a JSON string literal: the same escapes as `EventFrame.appendQuoted`. Only ASCII
-    /// bytes are ever escaped, and no byte of a multi-byte UTF-8 sequence is ASCII, so the bytes
-    /// are looked at one by one.
+    /// `text` as a JSON string literal, the one escaping of the event wire (`EventFrame.quoted` too):
+    /// `"`, `\`, newline, return and tab in JSON's short forms, `<` and every other control
+    /// character as `\u00xx`. Only ASCII bytes are ever escaped, and no byte of a multi-byte UTF-8
+    /// sequence is ASCII, so the bytes are looked at one by one.
     mutating func quoted(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
         var text = text

@@ -39,8 +39,8 @@ final class CachedOrderRow {
 /// `OrderPartsCache` by not telling it. The hook misses what SQLite does not report (its
 /// documentation): rows deleted by a conflict's `REPLACE`, and a table emptied by `DELETE` without
 /// `WHERE` (which foreign keys turn off here). Neither may be used on `orders`. Numbered, so that
-/// of two notes of one row in a batch only the one after its last write counts. Kept from one `BEGIN` to the next (`OrderPartsCache.began`).
-/// Used only where its connection is.
+/// of two notes of one row in a batch only the one after its last write counts. Kept from one
+/// `BEGIN` to the next (`OrderPartsCache.began`). Used only where its connection is.
 final class OrderRowWrites {
     private(set) var last: [Int64: Int] = [:]
     private var sequence = 0

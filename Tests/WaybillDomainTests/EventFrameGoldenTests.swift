@@ -34,14 +34,35 @@ struct EventFrameGoldenTests {
         }
     }
 
-    /// The frame's bytes escape a number exactly as `EventFrame.quoted` does, for every ASCII
-    /// character and a few that are not (the bytes are escaped one by one, the text by scalar).
+    /// The wire's escaping, written out here by scalar as the reference: `"`, `\`, newline,
+    /// return and tab in JSON's short forms, `<` and every other control character as `\u00xx`
+    /// (lower-case hex), everything else as it is.
+    static func escaped(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "<": out += "\\u003c"
+            case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// The frame's bytes (escaped by byte) and `EventFrame.quoted` escape a number as the
+    /// reference does by scalar, for every ASCII character and a few that are not.
     @Test func theNumberIsEscapedLikeEveryOtherStringOfTheWire() {
         let texts = (0..<0x80).map { String(UnicodeScalar(UInt8($0))) } + ["é", "日本", "🚚", "a\u{7f}b", ""]
         for text in texts {
             let frame = EventFrame.utf8(Self.event(.updated, number: text))
-            let field = Array("\"number\":\(EventFrame.quoted(text)),\"old_status\"".utf8)
+            let field = Array("\"number\":\(Self.escaped(text)),\"old_status\"".utf8)
             #expect(frame.firstRange(of: field) != nil, "\(Array(text.unicodeScalars))")
+            #expect(Array(EventFrame.quoted(text).utf8) == Array(Self.escaped(text).utf8), "\(Array(text.unicodeScalars))")
         }
     }
 
