@@ -24,7 +24,7 @@ final class SQLiteConnection {
         Self.configureProcess
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &db, flags, nil)
+        let code = sqlite3_open_v2(path, &db, flags, WALGathering.registeredName)
         guard code == SQLITE_OK, let db else {
             let error = SQLiteError(code: code, db: db)
             sqlite3_close_v2(db)  // open may allocate a handle even when it fails
@@ -185,6 +185,17 @@ final class SQLiteConnection {
     /// The stages and documents of recently written orders (`OrderPartsCache`): the writer
     /// connection's only; nil on readers.
     var orderParts: OrderPartsCache?
+
+    /// The writes SQLite made to this connection's WAL file, and those that went to the file
+    /// system (`WALGathering`; tests). nil while no WAL is open, or without the gathering VFS.
+    var walWrites: (taken: Int, made: Int)? {
+        guard let handle else { return nil }
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) == SQLITE_OK,
+            let file, file.pointee.pMethods != nil, let buffer = WALGathering.buffer(of: file)
+        else { return nil }
+        return (buffer.writesTaken, buffer.writesMade)
+    }
 
     /// Statements prepared, and addresses in `statementsByAddress` (tests).
     var statementCacheCounts: (statements: Int, addresses: Int) { (statements.count, statementsByAddress.count) }

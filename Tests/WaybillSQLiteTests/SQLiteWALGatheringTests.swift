@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+
+@testable import WaybillSQLite
+
+/// `WALGathering`: each commit's WAL bytes reach the file system in one write, and every commit is
+/// whole in the file before another connection can see it.
+struct SQLiteWALGatheringTests {
+    private func openWAL(_ database: TemporaryDatabase) throws -> SQLiteConnection {
+        let db = try database.openRawConnection()
+        try SQLiteOrderStore.switchToWAL(db)
+        return db
+    }
+
+    /// The writes a commit of several pages (two tables, an index) made: two per page from SQLite,
+    /// one to the file system.
+    @Test func aCommitReachesTheFileSystemInOneWrite() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let db = try openWAL(database)
+        defer { db.close() }
+        try db.executeScript("""
+            CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT);
+            CREATE TABLE b (id INTEGER PRIMARY KEY, v TEXT);
+            CREATE INDEX b_by_v ON b (v);
+            """)
+        let before = try #require(db.walWrites)
+        try db.executeScript("""
+            BEGIN IMMEDIATE;
+            INSERT INTO a (v) VALUES ('one');
+            INSERT INTO b (v) VALUES ('two');
+            COMMIT;
+            """)
+        let after = try #require(db.walWrites)
+        #expect(after.taken - before.taken >= 6, "header and page for each of at least three pages")
+        #expect(after.made - before.made == 1)
+    }
+
+    /// Another connection reads each commit as soon as it returns: its frames are in the file by
+    /// then (a commit held back in the buffer would read as missing or broken pages).
+    @Test func everyCommitIsReadableAtOnceByAnotherConnection() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let writer = try openWAL(database)
+        defer { writer.close() }
+        try writer.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); CREATE INDEX t_by_v ON t (v);")
+        let reader = try SQLiteConnection(path: database.path)
+        defer { reader.close() }
+        for round in 1...300 {
+            try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(String(repeating: "v\(round)", count: round % 40 + 1))])
+            let seen = try reader.queryFirst("SELECT count(*), max(id), sum(length(v)) FROM t") {
+                (count: $0.int(0), newest: $0.int(1), length: $0.int(2))
+            }
+            #expect(seen?.count == round)
+            #expect(seen?.newest == round)
+        }
+        #expect(try reader.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+        let writes = try #require(writer.walWrites)
+        #expect(writes.made < writes.taken)
+    }
+
+    /// A transaction larger than the buffer, with a cache small enough to spill pages into the WAL
+    /// before its commit: it reads its own spilled pages back, and the whole of it is there after.
+    @Test func aTransactionLargerThanTheBufferReadsBackWhatItSpilled() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let writer = try openWAL(database)
+        defer { writer.close() }
+        try writer.executeScript("PRAGMA cache_size = 8; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+        let before = try #require(writer.walWrites)
+        let rows = 3_000
+        let text = String(repeating: "x", count: 700)
+        try writer.execute("BEGIN IMMEDIATE")
+        for _ in 0..<rows { try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
+        let inside = try writer.queryFirst("SELECT count(*), sum(length(v)) FROM t") { ($0.int(0), $0.int(1)) }
+        #expect(inside?.0 == rows)
+        #expect(inside?.1 == rows * 700)
+        try writer.execute("COMMIT")
+        let after = try #require(writer.walWrites)
+        let taken = after.taken - before.taken
+        let made = after.made - before.made
+        #expect(taken > 2 * 400, "about 2 MiB of pages went through the WAL")
+        #expect(made > 1 && made * 8 < taken, "several writes, each of many frames")
+
+        let reader = try SQLiteConnection(path: database.path)
+        defer { reader.close() }
+        #expect(try reader.queryFirst("SELECT count(*), sum(length(v)) FROM t") { ($0.int(0), $0.int(1)) }.map { [$0.0, $0.1] } == [rows, rows * 700])
+        #expect(try reader.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+
+    /// After a checkpoint empties the WAL, the writer starts it over from its first frame (a
+    /// write that does not follow on from the gathered bytes): every row stays, across reopening.
+    @Test func theLogStartsOverAfterACheckpointAndStaysWhole() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        do {
+            let writer = try openWAL(database)
+            defer { writer.close() }
+            try writer.executeScript("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+            let checkpointer = try SQLiteConnection(path: database.path)
+            defer { checkpointer.close() }
+            for round in 1...60 {
+                try writer.execute("INSERT INTO t (v) VALUES (?)", [.text("row \(round)")])
+                if round % 20 == 0 {
+                    let mode = round == 40 ? "TRUNCATE" : "RESTART"
+                    let busy = try checkpointer.queryFirst("PRAGMA wal_checkpoint(\(mode))") { $0.int(0) }
+                    #expect(busy == 0)
+                }
+            }
+        }
+        let reopened = try SQLiteConnection(path: database.path)
+        defer { reopened.close() }
+        #expect(try reopened.queryFirst("SELECT count(*), max(id) FROM t") { [$0.int(0), $0.int(1)] } == [60, 60])
+        #expect(try reopened.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+}
+
+/// `WALGatherBuffer` on its own, against a file that records each write it is handed.
+struct WALGatherBufferTests {
+    private final class FileWrites {
+        var writes: [(offset: Int64, bytes: [UInt8])] = []
+        var answer: Int32 = 0
+        func write(_ bytes: UnsafeRawPointer, _ count: Int32, _ offset: Int64) -> Int32 {
+            writes.append((offset, Array(UnsafeRawBufferPointer(start: bytes, count: Int(count)))))
+            return answer
+        }
+    }
+
+    private static let page = 512
+    private static func header(commit: Bool, fill: UInt8) -> [UInt8] {
+        var bytes = [UInt8](repeating: fill, count: 24)
+        bytes[4...7] = commit ? [0, 0, 0, 9] : [0, 0, 0, 0]
+        return bytes
+    }
+
+    private func write(_ buffer: WALGatherBuffer, _ bytes: [UInt8], at offset: Int64, _ file: FileWrites) -> Int32 {
+        bytes.withUnsafeBytes { buffer.write($0.baseAddress!, bytes.count, at: offset, to: file.write) }
+    }
+
+    /// Frames run on from the WAL's header; nothing goes out until the commit frame's page, then all
+    /// of it in one write, at the first byte's offset.
+    @Test func framesGoOutTogetherWhenTheCommitFramesPageIsWritten() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        var offset: Int64 = 0
+        var expected: [UInt8] = []
+        func put(_ bytes: [UInt8]) {
+            #expect(write(buffer, bytes, at: offset, file) == 0)
+            offset += Int64(bytes.count)
+            expected += bytes
+        }
+        put([UInt8](repeating: 0x37, count: 32))  // the WAL header: its bytes 4–7 are not zero
+        put(Self.header(commit: false, fill: 1))
+        put([UInt8](repeating: 0xA1, count: Self.page))
+        put(Self.header(commit: false, fill: 2))
+        put([UInt8](repeating: 0xA2, count: Self.page))
+        put(Self.header(commit: true, fill: 3))
+        #expect(file.writes.isEmpty)
+        put([UInt8](repeating: 0xA3, count: Self.page))
+        #expect(file.writes.count == 1)
+        #expect(file.writes.first?.offset == 0)
+        #expect(file.writes.first?.bytes == expected)
+        #expect(buffer.count == 0)
+        #expect(buffer.writesTaken == 7 && buffer.writesMade == 1)
+    }
+
+    /// A page whose own bytes 4–7 are not zero is not mistaken for a commit, and a header and page
+    /// written together as one commit frame go out at once.
+    @Test func onlyACommitHeaderEndsTheGathering() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        let busyPage = [UInt8](repeating: 0xFF, count: Self.page)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, busyPage, at: 56, file) == 0)
+        #expect(file.writes.isEmpty)
+        let whole = Self.header(commit: true, fill: 2) + busyPage
+        #expect(write(buffer, whole, at: 56 + Int64(Self.page), file) == 0)
+        #expect(file.writes.count == 1)
+        #expect(file.writes.first?.bytes.count == 24 + Self.page + whole.count)
+    }
+
+    /// A write elsewhere in the file (SQLite rewriting a frame) first sends what was gathered, and a
+    /// write larger than the buffer goes straight through after it.
+    @Test func aWriteThatDoesNotFollowOnOrDoesNotFitSendsWhatWasGathered() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 1_024)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 2, count: Self.page), at: 56, file) == 0)  // rewritten
+        #expect(file.writes.map(\.offset) == [32])
+        #expect(write(buffer, [UInt8](repeating: 3, count: 2_048), at: 2_000, file) == 0)
+        #expect(file.writes.map(\.offset) == [32, 56, 2_000])
+        #expect(file.writes.map(\.bytes.count) == [24 + Self.page, Self.page, 2_048])
+        #expect(buffer.count == 0)
+    }
+
+    /// No write it makes is longer than the default VFS takes in one call (it keeps 17 bits of a
+    /// length), whatever capacity it is asked for.
+    @Test func noWriteIsLongerThanTheFileSystemTakes() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 1 << 20)
+        #expect(buffer.capacity <= 0x1FFFF)
+        #expect(WALGatherBuffer.defaultCapacity <= buffer.capacity)
+        var offset: Int64 = 32
+        for frame in 0..<300 {
+            #expect(write(buffer, Self.header(commit: false, fill: UInt8(frame % 200)), at: offset, file) == 0)
+            #expect(write(buffer, [UInt8](repeating: 7, count: 4_096), at: offset + 24, file) == 0)
+            offset += 24 + 4_096
+        }
+        #expect(buffer.flush(to: file.write) == 0)
+        #expect(file.writes.allSatisfy { $0.bytes.count <= 0x1FFFF })
+        #expect(file.writes.reduce(0) { $0 + $1.bytes.count } == 300 * (24 + 4_096))
+    }
+
+    /// The file system's error comes back from the write that sent the bytes (here the commit's),
+    /// and nothing stays gathered after it.
+    @Test func aFailedWriteIsReportedByTheCallThatMadeIt() {
+        let file = FileWrites()
+        file.answer = 13  // SQLITE_FULL
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        #expect(write(buffer, Self.header(commit: true, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 13)
+        #expect(buffer.count == 0)
+        file.answer = 0
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(buffer.flush(to: file.write) == 0)
+        #expect(file.writes.last?.bytes.count == 24)
+    }
+}
