@@ -11,6 +11,7 @@ static inline sqlite3_destructor_type wb_sqlite_static(void) { return SQLITE_STA
 static const int wb_sqlite_constraint_unique = SQLITE_CONSTRAINT_UNIQUE;
 static const int wb_sqlite_constraint_primarykey = SQLITE_CONSTRAINT_PRIMARYKEY;
 static const int wb_sqlite_constraint_foreignkey = SQLITE_CONSTRAINT_FOREIGNKEY;
+static const int wb_sqlite_ioerr_write = SQLITE_IOERR_WRITE;
 
 /* sqlite3_config is variadic, which Swift cannot call. Turns SQLite's memory statistics off for the
  * process; only before SQLite is initialized (SQLITE_MISUSE after). */

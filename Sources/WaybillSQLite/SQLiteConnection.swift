@@ -186,15 +186,16 @@ final class SQLiteConnection {
     /// connection's only; nil on readers.
     var orderParts: OrderPartsCache?
 
-    /// The writes SQLite made to this connection's WAL file, and those that went to the file
-    /// system (`WALGathering`; tests). nil while no WAL is open, or without the gathering VFS.
-    var walWrites: (taken: Int, made: Int)? {
+    /// The writes SQLite made to this connection's WAL file, those that went to the file system,
+    /// and the bytes gathered now (`WALGathering`; tests). nil while no WAL is open, or without
+    /// the gathering VFS.
+    var walWrites: (taken: Int, made: Int, gathered: Int)? {
         guard let handle else { return nil }
         var file: UnsafeMutablePointer<sqlite3_file>?
         guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) == SQLITE_OK,
             let file, file.pointee.pMethods != nil, let buffer = WALGathering.buffer(of: file)
         else { return nil }
-        return (buffer.writesTaken, buffer.writesMade)
+        return (buffer.writesTaken, buffer.writesMade, buffer.count)
     }
 
     /// Statements prepared, and addresses in `statementsByAddress` (tests).

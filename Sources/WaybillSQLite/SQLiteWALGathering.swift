@@ -8,24 +8,35 @@ internal import CSQLite
 /// `pwrite` calls, each paying a system call, the file's lock and its time stamps (measured at
 /// 1 000 writes/s: 5.8 % of the server's samples; docs/BENCHMARKS.md, 2026-12-06 12:54–).
 ///
-/// How: writes to a WAL file are gathered in a buffer while they run on from each other, and go
-/// to the file in one call
+/// The rule SQLite's WAL rests on, kept: **every byte a writer puts in the WAL is in the file
+/// before the writer publishes its commit and before it lets go of the WAL's write lock.**
+/// Appended frames are gathered in a buffer while they run on from each other, and go to the file
+/// in one call
 /// - when the frame that commits a transaction has been written: its header says so (bytes 4–7,
-///   the database's size after the commit, are not zero; a format SQLite documents and keeps).
-///   So by the time SQLite publishes the commit to other connections (in shared memory, after its
-///   last write returns), every byte of it is in the file, as before;
-/// - before anything else touches the file through this handle: a read (SQLite reads back frames a
-///   transaction spilled or wrote earlier), a sync, a truncate, its size, a file control, a close;
-/// - when the next write is not right after the gathered bytes (SQLite rewrites a frame in place),
-///   or would not fit (the buffer keeps at most `capacity` bytes; a larger write goes straight on).
+///   the database's size after the commit, are not zero; the WAL format SQLite documents). SQLite
+///   publishes a commit (in shared memory) only after that last write returns;
+/// - when the write lock is let go (seen on the database file, which this VFS also wraps): what is
+///   left then is a rolled-back transaction's frames, which SQLite would have written itself;
+/// - before any other call on the WAL through this handle (a read of a frame the transaction
+///   spilled, a sync, a truncate, its size, a file control);
+/// - when a write does not follow on, or would not fit (`WALGatherBuffer.capacity`).
 ///
-/// Nothing else changes: the other files (the database, its shared memory) are SQLite's own, and
-/// a failed gathered write is reported by the call that made it go out (a commit fails, and
-/// SQLite rolls back). Frames not yet written were never visible to anyone: SQLite publishes only
-/// committed frames. A process that dies with bytes still gathered had not committed them.
+/// Everything that is not an appended frame goes straight to the file, after what was gathered:
+/// a write before the furthest byte this handle wrote (SQLite rewriting a spilled page in place,
+/// or correcting the checksums in the headers of a committed transaction's frames after its
+/// commit frame, `walRewriteChecksums`), and a write of any size other than a frame's header, a
+/// page, or both (a commit frame split at a sync point with `synchronous=FULL`).
+///
+/// Errors: a gathered write that fails is reported by the call that sent it. From a write, as the
+/// default VFS reports it (the commit fails, SQLite rolls back). From any other call, as
+/// `SQLITE_IOERR_WRITE`: SQLite then rolls back the whole transaction (a full disk reported by a
+/// read would roll back only the statement, and the transaction would go on without those bytes).
+/// The bytes are dropped either way.
 ///
 /// The VFS is registered once per process under `name` (not as the default), and every
-/// `SQLiteConnection` opens through it; if registering fails, connections use the default VFS.
+/// `SQLiteConnection` opens through it; if registering fails, connections use the default VFS. A
+/// WAL is gathered only when its database file was opened through this VFS too (otherwise the
+/// lock's release could not be seen); any other file is the default VFS's own, in place.
 enum WALGathering {
     static let name = "waybill-wal-gathering"
 
@@ -33,17 +44,23 @@ enum WALGathering {
     /// SQLite's default VFS, and write as SQLite does).
     static let registeredName: String? = register() ? name : nil
 
-    /// Where the real file lies inside the `sqlite3_file` this VFS hands out for a WAL file:
-    /// after the methods pointer and the buffer's reference.
+    /// A wrapped file's layout: SQLite's `sqlite3_file` (the methods pointer), then this VFS's
+    /// context (a retained `WALGatherBuffer` or `DatabaseLink`), then the real file.
+    private static let contextOffset = 8
     private static let realFileOffset = 16
 
+    /// The WAL's write lock: the first of the shared-memory locks (`WAL_WRITE_LOCK`, wal.c).
+    private static let writeLockSlot: Int32 = 0
+
     nonisolated(unsafe) private static var base: UnsafeMutablePointer<sqlite3_vfs>?
-    nonisolated(unsafe) private static var methods: UnsafeMutablePointer<sqlite3_io_methods>?
+    nonisolated(unsafe) private static var walMethods: UnsafeMutablePointer<sqlite3_io_methods>?
+    nonisolated(unsafe) private static var databaseMethods: UnsafeMutablePointer<sqlite3_io_methods>?
 
     private static func register() -> Bool {
         guard let base = sqlite3_vfs_find(nil), base.pointee.iVersion >= 1 else { return false }
         Self.base = base
-        methods = makeIOMethods()
+        walMethods = store(makeWALMethods())
+        databaseMethods = store(makeDatabaseMethods())
         let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
         vfs.initialize(to: base.pointee)
         vfs.pointee.pNext = nil
@@ -57,49 +74,82 @@ enum WALGathering {
         return sqlite3_vfs_register(vfs, 0) == SQLITE_OK
     }
 
+    private static func store(_ methods: sqlite3_io_methods) -> UnsafeMutablePointer<sqlite3_io_methods> {
+        let stored = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
+        stored.initialize(to: methods)
+        return stored
+    }
+
     private static func open(
         _ name: sqlite3_filename?, _ file: UnsafeMutablePointer<sqlite3_file>?, _ flags: Int32,
         _ outFlags: UnsafeMutablePointer<Int32>?
     ) -> Int32 {
         guard let base, let file, let baseOpen = base.pointee.xOpen else { return SQLITE_MISUSE }
-        // Every other file is the default VFS's own, in place: this VFS never sees its calls.
-        guard flags & SQLITE_OPEN_WAL != 0 else { return baseOpen(base, name, file, flags, outFlags) }
+        let isDatabase = flags & SQLITE_OPEN_MAIN_DB != 0
+        var database: UnsafeMutablePointer<sqlite3_file>?
+        if flags & SQLITE_OPEN_WAL != 0, let name, let owner = sqlite3_database_file_object(name),
+            owner.pointee.pMethods == UnsafePointer(databaseMethods)
+        {
+            database = owner
+        }
+        guard isDatabase || database != nil else { return baseOpen(base, name, file, flags, outFlags) }
+
         let real = realFile(file)
         real.pointee.pMethods = nil
         let code = baseOpen(base, name, real, flags, outFlags)
-        guard code == SQLITE_OK, real.pointee.pMethods != nil, let methods else {
-            file.pointee.pMethods = nil  // SQLite calls no xClose for a file whose open failed
+        guard code == SQLITE_OK, real.pointee.pMethods != nil else {
+            // SQLite closes only a file whose methods are set; the real file's own open cleans up
+            // after itself when it fails (the default VFS sets its methods only on success).
+            file.pointee.pMethods = nil
             return code == SQLITE_OK ? SQLITE_CANTOPEN : code
         }
-        let buffer = WALGatherBuffer(capacity: WALGatherBuffer.defaultCapacity)
-        UnsafeMutableRawPointer(file).advanced(by: 8)
-            .storeBytes(of: Unmanaged.passRetained(buffer).toOpaque(), as: UnsafeMutableRawPointer.self)
-        file.pointee.pMethods = UnsafePointer(methods)
+        if let database {
+            let buffer = WALGatherBuffer(capacity: WALGatherBuffer.defaultCapacity)
+            let link = Self.link(of: database)
+            link.wal = file
+            buffer.database = link
+            setContext(file, Unmanaged.passRetained(buffer).toOpaque())
+            file.pointee.pMethods = UnsafePointer(walMethods)
+        } else {
+            setContext(file, Unmanaged.passRetained(DatabaseLink()).toOpaque())
+            file.pointee.pMethods = UnsafePointer(databaseMethods)
+        }
         return SQLITE_OK
     }
 
-    /// The buffer of a WAL file this VFS opened; nil for any other file (tests, statistics).
+    /// The buffer of a WAL file this VFS gathers for; nil for any other file (tests, statistics).
     static func buffer(of file: UnsafeMutablePointer<sqlite3_file>) -> WALGatherBuffer? {
-        guard let methods, file.pointee.pMethods == UnsafePointer(methods) else { return nil }
+        guard let walMethods, file.pointee.pMethods == UnsafePointer(walMethods) else { return nil }
         return bufferUnchecked(file)
     }
 
+    private static func setContext(_ file: UnsafeMutablePointer<sqlite3_file>, _ context: UnsafeMutableRawPointer) {
+        UnsafeMutableRawPointer(file).advanced(by: contextOffset).storeBytes(of: context, as: UnsafeMutableRawPointer.self)
+    }
+
+    private static func context(_ file: UnsafeMutablePointer<sqlite3_file>?) -> UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(file!).advanced(by: contextOffset).load(as: UnsafeMutableRawPointer.self)
+    }
+
     private static func bufferUnchecked(_ file: UnsafeMutablePointer<sqlite3_file>?) -> WALGatherBuffer {
-        let raw = UnsafeMutableRawPointer(file!).advanced(by: 8).load(as: UnsafeMutableRawPointer.self)
-        return Unmanaged<WALGatherBuffer>.fromOpaque(raw).takeUnretainedValue()
+        Unmanaged<WALGatherBuffer>.fromOpaque(context(file)).takeUnretainedValue()
+    }
+
+    private static func link(of database: UnsafeMutablePointer<sqlite3_file>?) -> DatabaseLink {
+        Unmanaged<DatabaseLink>.fromOpaque(context(database)).takeUnretainedValue()
     }
 
     private static func realFile(_ file: UnsafeMutablePointer<sqlite3_file>?) -> UnsafeMutablePointer<sqlite3_file> {
         UnsafeMutableRawPointer(file!).advanced(by: realFileOffset).assumingMemoryBound(to: sqlite3_file.self)
     }
 
-    /// The real file's methods (set by the default VFS's open, never changed after).
+    /// The real file and its methods (set by the default VFS's open, never changed after).
     private static func real(_ file: UnsafeMutablePointer<sqlite3_file>?) -> (UnsafeMutablePointer<sqlite3_file>, UnsafePointer<sqlite3_io_methods>) {
         let real = realFile(file)
         return (real, real.pointee.pMethods!)
     }
 
-    /// Writes out what `file` gathered, then answers `SQLITE_OK` or the write's error.
+    /// Writes out what the WAL `file` gathered; `SQLITE_OK` or the write's error.
     private static func flush(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
         let buffer = bufferUnchecked(file)
         guard buffer.count > 0 else { return SQLITE_OK }
@@ -107,50 +157,43 @@ enum WALGathering {
         return buffer.flush { bytes, count, offset in methods.pointee.xWrite(real, bytes, count, offset) }
     }
 
-    /// One set of methods for every WAL file, built when the VFS is registered: every call but a
-    /// write first writes out what was gathered, then goes to the real file. Version 3, the
-    /// default VFS's; a method the real file lacks answers as SQLite's own stubs would.
-    private static func makeIOMethods() -> UnsafeMutablePointer<sqlite3_io_methods> {
+    /// `flush` before a call that is not a write: a failure is reported as a failed write (see the
+    /// type's documentation).
+    private static func flushBeforeCall(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
+        failureBeforeCall(flush(file))
+    }
+
+    /// What a call other than a write answers when sending the gathered bytes answered `code`:
+    /// an I/O error as it is, anything else (a full disk) as `SQLITE_IOERR_WRITE`.
+    static func failureBeforeCall(_ code: Int32) -> Int32 {
+        code == SQLITE_OK || code & 0xFF == SQLITE_IOERR ? code : wb_sqlite_ioerr_write
+    }
+
+    /// Methods that hand every call to the real file; the two tables below replace a few.
+    private static func forwardingMethods() -> sqlite3_io_methods {
         var m = sqlite3_io_methods()
         m.iVersion = 3
         m.xClose = { file in
-            let flushed = WALGathering.flush(file)
             let (real, methods) = WALGathering.real(file)
-            let closed = methods.pointee.xClose(real)
-            let raw = UnsafeMutableRawPointer(file!).advanced(by: 8).load(as: UnsafeMutableRawPointer.self)
-            Unmanaged<WALGatherBuffer>.fromOpaque(raw).release()
-            file!.pointee.pMethods = nil
-            return flushed != SQLITE_OK ? flushed : closed
+            return methods.pointee.xClose(real)
         }
         m.xRead = { file, bytes, count, offset in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xRead(real, bytes, count, offset)
         }
         m.xWrite = { file, bytes, count, offset in
-            guard let bytes, count >= 0 else { return SQLITE_MISUSE }
-            let buffer = WALGathering.bufferUnchecked(file)
             let (real, methods) = WALGathering.real(file)
-            return buffer.write(bytes, Int(count), at: offset) { bytes, count, offset in
-                methods.pointee.xWrite(real, bytes, count, offset)
-            }
+            return methods.pointee.xWrite(real, bytes, count, offset)
         }
         m.xTruncate = { file, size in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xTruncate(real, size)
         }
         m.xSync = { file, flags in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xSync(real, flags)
         }
         m.xFileSize = { file, size in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xFileSize(real, size)
         }
@@ -167,8 +210,6 @@ enum WALGathering {
             return methods.pointee.xCheckReservedLock(real, result)
         }
         m.xFileControl = { file, op, argument in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xFileControl(real, op, argument)
         }
@@ -180,39 +221,139 @@ enum WALGathering {
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xDeviceCharacteristics(real)
         }
-        // Shared memory and memory maps belong to the database file, never to its WAL; forwarded
-        // all the same, as the default VFS's version promises them.
+        // A method the real file's version lacks answers as SQLite does when a VFS has none.
         m.xShmMap = { file, region, size, extend, pointer in
             let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xShmMap?(real, region, size, extend, pointer) ?? SQLITE_IOERR
+            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmMap(real, region, size, extend, pointer) : SQLITE_IOERR
         }
         m.xShmLock = { file, offset, count, flags in
             let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xShmLock?(real, offset, count, flags) ?? SQLITE_IOERR
+            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmLock(real, offset, count, flags) : SQLITE_IOERR
         }
         m.xShmBarrier = { file in
             let (real, methods) = WALGathering.real(file)
-            methods.pointee.xShmBarrier?(real)
+            if methods.pointee.iVersion >= 2 { methods.pointee.xShmBarrier(real) }
         }
         m.xShmUnmap = { file, delete in
             let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xShmUnmap?(real, delete) ?? SQLITE_OK
+            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmUnmap(real, delete) : SQLITE_OK
         }
         m.xFetch = { file, offset, count, pointer in
-            let flushed = WALGathering.flush(file)
-            guard flushed == SQLITE_OK else { return flushed }
             let (real, methods) = WALGathering.real(file)
-            guard let fetch = methods.pointee.xFetch else { pointer?.pointee = nil; return SQLITE_OK }
-            return fetch(real, offset, count, pointer)
+            guard methods.pointee.iVersion >= 3 else {
+                pointer?.pointee = nil
+                return SQLITE_OK
+            }
+            return methods.pointee.xFetch(real, offset, count, pointer)
         }
         m.xUnfetch = { file, offset, pointer in
             let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xUnfetch?(real, offset, pointer) ?? SQLITE_OK
+            return methods.pointee.iVersion >= 3 ? methods.pointee.xUnfetch(real, offset, pointer) : SQLITE_OK
         }
-        let stored = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
-        stored.initialize(to: m)
-        return stored
+        return m
     }
+
+    /// The database file's: its WAL's gathered bytes go out before the WAL's write lock is let go,
+    /// and its WAL starts a new transaction's account when the lock is taken.
+    private static func makeDatabaseMethods() -> sqlite3_io_methods {
+        var m = forwardingMethods()
+        m.xClose = { file in
+            let (real, methods) = WALGathering.real(file)
+            let closed = methods.pointee.xClose(real)
+            Unmanaged<DatabaseLink>.fromOpaque(WALGathering.context(file)).release()
+            file!.pointee.pMethods = nil
+            return closed
+        }
+        m.xShmLock = { file, offset, count, flags in
+            let (real, methods) = WALGathering.real(file)
+            let wal = WALGathering.link(of: file).wal
+            let coversWriteLock = offset <= WALGathering.writeLockSlot && WALGathering.writeLockSlot < offset + count
+            if coversWriteLock, flags & SQLITE_SHM_UNLOCK != 0, let wal {
+                // Still held here. What is left is a rolled-back transaction's frames (a commit's went
+                // out with its commit frame); SQLite ignores an unlock's answer, so a failure to write
+                // them changes nothing: no committed frame refers to them.
+                _ = WALGathering.flush(wal)
+            }
+            let code = methods.pointee.xShmLock(real, offset, count, flags)
+            if coversWriteLock, code == SQLITE_OK, flags & SQLITE_SHM_LOCK != 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {
+                WALGathering.bufferUnchecked(wal).beginWriting()
+            }
+            return code
+        }
+        return m
+    }
+
+    /// The WAL's: every call but a write first writes out what was gathered.
+    private static func makeWALMethods() -> sqlite3_io_methods {
+        var m = forwardingMethods()
+        m.xClose = { file in
+            // Empty by now: the write lock was let go before any close.
+            let flushed = WALGathering.flushBeforeCall(file)
+            let (real, methods) = WALGathering.real(file)
+            let closed = methods.pointee.xClose(real)
+            let buffer = WALGathering.bufferUnchecked(file)
+            buffer.database?.wal = nil
+            buffer.database = nil
+            Unmanaged<WALGatherBuffer>.fromOpaque(WALGathering.context(file)).release()
+            file!.pointee.pMethods = nil
+            return flushed != SQLITE_OK ? flushed : closed
+        }
+        m.xRead = { file, bytes, count, offset in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xRead(real, bytes, count, offset)
+        }
+        m.xWrite = { file, bytes, count, offset in
+            guard let bytes, count >= 0 else { return SQLITE_MISUSE }
+            let buffer = WALGathering.bufferUnchecked(file)
+            let (real, methods) = WALGathering.real(file)
+            return buffer.write(bytes, Int(count), at: offset) { bytes, count, offset in
+                methods.pointee.xWrite(real, bytes, count, offset)
+            }
+        }
+        m.xTruncate = { file, size in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xTruncate(real, size)
+        }
+        m.xSync = { file, flags in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xSync(real, flags)
+        }
+        m.xFileSize = { file, size in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xFileSize(real, size)
+        }
+        m.xFileControl = { file, op, argument in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xFileControl(real, op, argument)
+        }
+        m.xFetch = { file, offset, count, pointer in
+            let flushed = WALGathering.flushBeforeCall(file)
+            guard flushed == SQLITE_OK else { return flushed }
+            let (real, methods) = WALGathering.real(file)
+            guard methods.pointee.iVersion >= 3 else {
+                pointer?.pointee = nil
+                return SQLITE_OK
+            }
+            return methods.pointee.xFetch(real, offset, count, pointer)
+        }
+        return m
+    }
+}
+
+/// A database file's link to its open WAL (both belong to one connection, used by one thread at a
+/// time).
+final class DatabaseLink {
+    var wal: UnsafeMutablePointer<sqlite3_file>?
 }
 
 /// The bytes one WAL file has gathered but not yet written, and counts of what it did (tests).
@@ -224,18 +365,24 @@ final class WALGatherBuffer {
     static let defaultCapacity = 30 * (4096 + 24)
     /// The most one write may hand the default VFS: it keeps only the low 17 bits of a write's
     /// length (`seekAndWriteFd`; SQLite itself never writes more than a 64 KiB page and its
-    /// header), so 256 KiB went out as 0 bytes and read as a full disk (found by a test).
+    /// header). A longer write then failed as a full disk (found by a test).
     static let largestWrite = 0x1FFFF
-    /// The size of a frame's header (the WAL format).
+    /// The size of a frame's header, and of the WAL's own header (the WAL format).
     static let frameHeaderSize = 24
+    static let walHeaderSize = 32
 
     let capacity: Int
+    /// The database file's link, cleared when the WAL closes.
+    var database: DatabaseLink?
     private var storage: UnsafeMutableRawPointer?
     /// Bytes gathered, for the file from `start` on.
     private(set) var count = 0
     private var start: Int64 = 0
     /// The last header gathered was a commit frame's: its page, next, ends the transaction.
     private var commitPending = false
+    /// Where the furthest write this handle made since its connection took the write lock (or the
+    /// WAL started over) ended; -1 for none. A write before it rewrites bytes already written.
+    private var end: Int64 = -1
 
     /// Writes SQLite made to this file, and writes this buffer made to the file system.
     private(set) var writesTaken = 0
@@ -247,45 +394,68 @@ final class WALGatherBuffer {
 
     typealias FileWrite = (UnsafeRawPointer, Int32, Int64) -> Int32
 
-    /// Takes one write of SQLite's: gathers it, or writes it out with what was gathered before.
+    /// The connection took the WAL's write lock: its frames start after whatever any writer left.
+    func beginWriting() {
+        end = -1
+        commitPending = false
+    }
+
+    private enum Kind { case walHeader, frameHeader, page, frame, other }
+
+    private static func kind(of count: Int, at offset: Int64) -> Kind {
+        if offset == 0 { return count == walHeaderSize ? .walHeader : .other }
+        if count == frameHeaderSize { return .frameHeader }
+        if isPageSize(count) { return .page }
+        if isPageSize(count - frameHeaderSize) { return .frame }
+        return .other
+    }
+
+    /// Takes one write of SQLite's: gathers it, or writes it out after what was gathered before.
     func write(_ bytes: UnsafeRawPointer, _ count: Int, at offset: Int64, to file: FileWrite) -> Int32 {
         writesTaken += 1
+        let kind = Self.kind(of: count, at: offset)
+        if kind == .walHeader { end = -1 }  // the WAL starts over
+        let rewrite = end >= 0 && offset < end
+        end = max(end, offset + Int64(count))
+
+        if rewrite || kind == .other || count > capacity {
+            let flushed = flush(to: file)
+            guard flushed == SQLITE_OK else { return flushed }
+            writesMade += 1
+            return file(bytes, Int32(count), offset)
+        }
         if self.count > 0, offset != start + Int64(self.count) || self.count + count > capacity {
             let flushed = flush(to: file)
             guard flushed == SQLITE_OK else { return flushed }
-        }
-        guard count <= capacity else {
-            commitPending = false
-            writesMade += 1
-            return file(bytes, Int32(count), offset)
         }
         if storage == nil { storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16) }
         if self.count == 0 { start = offset }
         (storage! + self.count).copyMemory(from: bytes, byteCount: count)
         self.count += count
 
-        // The commit frame's header comes on its own, then its page; a write that holds both (a
-        // header followed by a page) commits at once. A page is at least 512 bytes.
-        // Sizes tell the two apart: a header is 24 bytes, a page a power of two from 512 (the WAL's
-        // own header, 32 bytes at offset 0, is neither).
-        guard offset >= 32 else { return SQLITE_OK }
-        if count == Self.frameHeaderSize {
+        switch kind {
+        case .frameHeader:
             commitPending = Self.isCommitHeader(bytes)
             return SQLITE_OK
+        case .page:
+            let commits = commitPending
+            commitPending = false
+            return commits ? flush(to: file) : SQLITE_OK
+        case .frame:
+            commitPending = false
+            return Self.isCommitHeader(bytes) ? flush(to: file) : SQLITE_OK
+        case .walHeader, .other:
+            return SQLITE_OK
         }
-        let page = Self.isPageSize(count) ? count : count - Self.frameHeaderSize
-        guard Self.isPageSize(page) else { return SQLITE_OK }
-        if page == count ? commitPending : Self.isCommitHeader(bytes) { return flush(to: file) }
-        commitPending = false
-        return SQLITE_OK
     }
 
-    /// Writes out everything gathered, in one call.
+    /// Writes out everything gathered, in one call. On failure the bytes are dropped: the caller
+    /// reports the error, and SQLite rolls the transaction back.
     func flush(to file: FileWrite) -> Int32 {
         commitPending = false
         guard count > 0, let storage else { return SQLITE_OK }
         let length = count
-        count = 0  // on failure too: SQLite rolls the transaction back, and writes its frames again
+        count = 0
         writesMade += 1
         return file(storage, Int32(length), start)
     }

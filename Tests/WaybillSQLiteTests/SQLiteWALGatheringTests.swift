@@ -88,6 +88,63 @@ struct SQLiteWALGatheringTests {
         #expect(try reader.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
     }
 
+    /// A transaction that spills pages and then changes some of them again makes SQLite correct
+    /// its frames' checksums after writing the commit frame (`walRewriteChecksums`): a copy of the
+    /// files taken right after the commit, which must recover from the WAL alone (it has no
+    /// shared memory), holds the whole commit.
+    @Test func aCommitWhoseChecksumsWereCorrectedIsWholeInTheFile() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let writer = try openWAL(database)
+        defer { writer.close() }
+        try writer.executeScript("PRAGMA cache_size = 8; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+        let text = String(repeating: "y", count: 300)
+        try writer.execute("BEGIN IMMEDIATE")
+        for _ in 0..<2_000 { try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
+        try writer.execute("UPDATE t SET v = 'changed' WHERE id % 50 = 1")  // pages spilled before
+        try writer.execute("COMMIT")
+        #expect(writer.walWrites?.gathered == 0)
+
+        let copy = TemporaryDatabase()
+        defer { copy.remove() }
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: copy.path).deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: database.path, toPath: copy.path)
+        try FileManager.default.copyItem(atPath: database.path + "-wal", toPath: copy.path + "-wal")
+        let recovered = try SQLiteConnection(path: copy.path)
+        defer { recovered.close() }
+        let counts = try recovered.queryFirst("SELECT count(*), sum(v = 'changed') FROM t") { [$0.int(0), $0.int(1)] }
+        #expect(counts == [2_000, 40])
+        #expect(try recovered.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+
+    /// A transaction that spilled frames and rolled back leaves nothing gathered once it lets go
+    /// of the write lock: its frames can never be written later, over frames another process
+    /// committed in the meantime.
+    @Test func aRolledBackTransactionLeavesNothingGathered() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let writer = try openWAL(database)
+        defer { writer.close() }
+        try writer.executeScript("PRAGMA cache_size = 8; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+        // Every page back in the database file: the rollback then reads nothing from the WAL
+        // (which would send the gathered bytes out while the lock is still held).
+        #expect(try writer.queryFirst("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } == 0)
+        let text = String(repeating: "z", count: 300)
+        try writer.execute("BEGIN IMMEDIATE")
+        for _ in 0..<1_000 { try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
+        let spilled = try #require(writer.walWrites)
+        #expect(spilled.gathered > 0, "the cache spilled frames into the WAL")
+        try writer.execute("ROLLBACK")
+        #expect(writer.walWrites?.gathered == 0)
+
+        let other = try SQLiteConnection(path: database.path)
+        defer { other.close() }
+        try other.execute("INSERT INTO t (v) VALUES ('kept')")
+        #expect(try writer.queryFirst("SELECT count(*), max(v) FROM t") { "\($0.int(0)) \($0.text(1))" } == "1 kept")
+        #expect(try writer.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+
     /// After a checkpoint empties the WAL, the writer starts it over from its first frame (a
     /// write that does not follow on from the gathered bytes): every row stays, across reopening.
     @Test func theLogStartsOverAfterACheckpointAndStaysWhole() throws {
@@ -179,19 +236,82 @@ struct WALGatherBufferTests {
         #expect(file.writes.first?.bytes.count == 24 + Self.page + whole.count)
     }
 
-    /// A write elsewhere in the file (SQLite rewriting a frame) first sends what was gathered, and a
-    /// write larger than the buffer goes straight through after it.
-    @Test func aWriteThatDoesNotFollowOnOrDoesNotFitSendsWhatWasGathered() {
+    /// A write before the furthest byte written (SQLite rewriting a spilled page in place) goes
+    /// straight to the file after what was gathered, and so does a write larger than the buffer.
+    @Test func aRewriteOrAWriteThatDoesNotFitGoesStraightOut() {
         let file = FileWrites()
         let buffer = WALGatherBuffer(capacity: 1_024)
         #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
         #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 0)
+        #expect(file.writes.isEmpty)
         #expect(write(buffer, [UInt8](repeating: 2, count: Self.page), at: 56, file) == 0)  // rewritten
-        #expect(file.writes.map(\.offset) == [32])
+        #expect(file.writes.map(\.offset) == [32, 56])
+        #expect(file.writes.map(\.bytes.count) == [24 + Self.page, Self.page])
+        #expect(buffer.count == 0)
         #expect(write(buffer, [UInt8](repeating: 3, count: 2_048), at: 2_000, file) == 0)
         #expect(file.writes.map(\.offset) == [32, 56, 2_000])
-        #expect(file.writes.map(\.bytes.count) == [24 + Self.page, Self.page, 2_048])
         #expect(buffer.count == 0)
+    }
+
+    /// After a commit, SQLite may correct the checksums in the headers of the transaction's frames,
+    /// the commit frame's last (`walRewriteChecksums`, when a spilled page was written again): each
+    /// goes to the file at once, not held back as the start of another commit frame.
+    @Test func checksumsCorrectedAfterACommitGoStraightOut() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        let frame = Int64(24 + Self.page)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 0)
+        #expect(write(buffer, Self.header(commit: true, fill: 2), at: 32 + frame, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 2, count: Self.page), at: 56 + frame, file) == 0)
+        #expect(file.writes.count == 1)
+        #expect(write(buffer, Self.header(commit: false, fill: 3), at: 32, file) == 0)
+        #expect(write(buffer, Self.header(commit: true, fill: 4), at: 32 + frame, file) == 0)
+        #expect(buffer.count == 0)
+        #expect(file.writes.map(\.offset) == [32, 32, 32 + frame])
+        #expect(file.writes.last?.bytes == Self.header(commit: true, fill: 4))
+    }
+
+    /// A write of any other size (a frame split at a sync point) goes straight out, after what was
+    /// gathered; the WAL's own header is gathered with the frames after it.
+    @Test func aWriteOfAnyOtherSizeGoesStraightOut() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        #expect(write(buffer, [UInt8](repeating: 9, count: 32), at: 0, file) == 0)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(file.writes.isEmpty)
+        #expect(write(buffer, [UInt8](repeating: 1, count: 300), at: 56, file) == 0)
+        #expect(file.writes.map(\.offset) == [0, 56])
+        #expect(file.writes.map(\.bytes.count) == [56, 300])
+        #expect(buffer.count == 0)
+    }
+
+    /// Taking the write lock starts a new account: another writer may have started the WAL over
+    /// (a second process), so frames below this handle's furthest byte are appends again.
+    @Test func aNewWriteTransactionGathersFromWhereverTheWALNowEnds() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        let frame = Int64(24 + Self.page)
+        for index in 0..<4 {
+            #expect(write(buffer, Self.header(commit: index == 3, fill: 1), at: 32 + Int64(index) * frame, file) == 0)
+            #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56 + Int64(index) * frame, file) == 0)
+        }
+        #expect(file.writes.count == 1)
+        buffer.beginWriting()
+        #expect(write(buffer, Self.header(commit: false, fill: 2), at: 32 + frame, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 2, count: Self.page), at: 56 + frame, file) == 0)
+        #expect(file.writes.count == 1)
+        #expect(buffer.count == 24 + Self.page)
+    }
+
+    /// Bytes that fail to go out before a read, a sync or any other call are reported as a failed
+    /// write (an I/O error, which rolls the whole transaction back), a full disk included.
+    @Test func aFailureBeforeAnotherCallIsAnIOError() {
+        let ioerrWrite: Int32 = 10 | (3 << 8)
+        #expect(WALGathering.failureBeforeCall(0) == 0)
+        #expect(WALGathering.failureBeforeCall(13) == ioerrWrite)  // SQLITE_FULL
+        #expect(WALGathering.failureBeforeCall(ioerrWrite) == ioerrWrite)
+        #expect(WALGathering.failureBeforeCall(10 | (13 << 8)) == 10 | (13 << 8))  // another I/O error, as it is
     }
 
     /// No write it makes is longer than the default VFS takes in one call (it keeps 17 bits of a
@@ -222,7 +342,9 @@ struct WALGatherBufferTests {
         #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 13)
         #expect(buffer.count == 0)
         file.answer = 0
+        buffer.beginWriting()  // SQLite writes the transaction again
         #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(buffer.count == 24)
         #expect(buffer.flush(to: file.write) == 0)
         #expect(file.writes.last?.bytes.count == 24)
     }
