@@ -187,15 +187,15 @@ final class SQLiteConnection {
     var orderParts: OrderPartsCache?
 
     /// The writes SQLite made to this connection's WAL file, those that went to the file system,
-    /// and the bytes gathered now (`WALGathering`; tests). nil while no WAL is open, or without
-    /// the gathering VFS.
-    var walWrites: (taken: Int, made: Int, gathered: Int)? {
+    /// the bytes gathered now, and the times the write lock was let go with bytes still gathered
+    /// (`WALGathering`; tests). nil while no WAL is open, or without the gathering VFS.
+    var walWrites: (taken: Int, made: Int, gathered: Int, atRelease: Int)? {
         guard let handle else { return nil }
         var file: UnsafeMutablePointer<sqlite3_file>?
         guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) == SQLITE_OK,
             let file, file.pointee.pMethods != nil, let buffer = WALGathering.buffer(of: file)
         else { return nil }
-        return (buffer.writesTaken, buffer.writesMade, buffer.count)
+        return (buffer.writesTaken, buffer.writesMade, buffer.count, buffer.flushesAtRelease)
     }
 
     /// Statements prepared, and addresses in `statementsByAddress` (tests).

@@ -22,16 +22,25 @@ internal import CSQLite
 /// - when a write does not follow on, or would not fit (`WALGatherBuffer.capacity`).
 ///
 /// Everything that is not an appended frame goes straight to the file, after what was gathered:
-/// a write before the furthest byte this handle wrote (SQLite rewriting a spilled page in place,
-/// or correcting the checksums in the headers of a committed transaction's frames after its
-/// commit frame, `walRewriteChecksums`), and a write of any size other than a frame's header, a
-/// page, or both (a commit frame split at a sync point with `synchronous=FULL`).
+/// a write before the furthest byte this handle wrote since it took the write lock (SQLite
+/// rewriting a spilled page in place, or correcting the checksums in the headers of a committed
+/// transaction's frames after its commit frame, `walRewriteChecksums`), a write of any size other
+/// than a frame's header, a page, or both, and every write after a sync inside the transaction (a
+/// new WAL's header; under `synchronous=FULL`, each commit's end, where SQLite may split a frame
+/// into pieces of any size).
 ///
 /// Errors: a gathered write that fails is reported by the call that sent it. From a write, as the
 /// default VFS reports it (the commit fails, SQLite rolls back). From any other call, as
 /// `SQLITE_IOERR_WRITE`: SQLite then rolls back the whole transaction (a full disk reported by a
 /// read would roll back only the statement, and the transaction would go on without those bytes).
-/// The bytes are dropped either way.
+/// The bytes are dropped either way, and every later write of that transaction fails, so nothing
+/// commits over the hole even if a caller swallowed the error. Sending the gathered bytes at the
+/// lock's release cannot fail a committed transaction: a commit's bytes went out before it was
+/// published; what is left then is a rolled-back transaction's.
+///
+/// Two reviews traced this against SQLite 3.40.1's `wal.c`, `pager.c` and `os_unix.c`
+/// (docs/HARDENING.md, 2026-12-06 12:54–). It assumes SQLite's default VFS is `unix` (its io
+/// methods' version 3).
 ///
 /// The VFS is registered once per process under `name` (not as the default), and every
 /// `SQLiteConnection` opens through it; if registering fails, connections use the default VFS. A
@@ -264,15 +273,29 @@ enum WALGathering {
             file!.pointee.pMethods = nil
             return closed
         }
+        // With `locking_mode=EXCLUSIVE` SQLite takes no shared-memory locks at all (never used
+        // here): the database file's own lock is let go last, when that mode ends.
+        m.xUnlock = { file, level in
+            if let wal = WALGathering.link(of: file).wal {
+                _ = WALGathering.flush(wal)
+                WALGathering.bufferUnchecked(wal).endWriting()
+            }
+            let (real, methods) = WALGathering.real(file)
+            return methods.pointee.xUnlock(real, level)
+        }
         m.xShmLock = { file, offset, count, flags in
             let (real, methods) = WALGathering.real(file)
             let wal = WALGathering.link(of: file).wal
             let coversWriteLock = offset <= WALGathering.writeLockSlot && WALGathering.writeLockSlot < offset + count
             if coversWriteLock, flags & SQLITE_SHM_UNLOCK != 0, let wal {
                 // Still held here. What is left is a rolled-back transaction's frames (a commit's went
-                // out with its commit frame); SQLite ignores an unlock's answer, so a failure to write
-                // them changes nothing: no committed frame refers to them.
+                // out with its commit frame's page, before SQLite published it). SQLite ignores an
+                // unlock's answer, so a failure to write them changes nothing: no committed frame
+                // refers to them.
+                let buffer = WALGathering.bufferUnchecked(wal)
+                if buffer.count > 0 { buffer.flushesAtRelease += 1 }
                 _ = WALGathering.flush(wal)
+                buffer.endWriting()
             }
             let code = methods.pointee.xShmLock(real, offset, count, flags)
             if coversWriteLock, code == SQLITE_OK, flags & SQLITE_SHM_LOCK != 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {
@@ -287,7 +310,7 @@ enum WALGathering {
     private static func makeWALMethods() -> sqlite3_io_methods {
         var m = forwardingMethods()
         m.xClose = { file in
-            // Empty by now: the write lock was let go before any close.
+            // Empty by now: the write lock, and the database file's lock, were let go before.
             let flushed = WALGathering.flushBeforeCall(file)
             let (real, methods) = WALGathering.real(file)
             let closed = methods.pointee.xClose(real)
@@ -321,6 +344,7 @@ enum WALGathering {
         m.xSync = { file, flags in
             let flushed = WALGathering.flushBeforeCall(file)
             guard flushed == SQLITE_OK else { return flushed }
+            WALGathering.bufferUnchecked(file).synced()
             let (real, methods) = WALGathering.real(file)
             return methods.pointee.xSync(real, flags)
         }
@@ -360,8 +384,10 @@ final class DatabaseLink {
 ///
 /// Used by one connection at a time (SQLite's rule for a file handle), so not locked.
 final class WALGatherBuffer {
-    /// 30 frames of 4 KiB pages, allocated at the first write: a commit of more pages goes out in
-    /// several writes of this size (a seed, a migration), still far fewer than two per page.
+    /// 30 frames of 4 KiB pages, or 117 of the store's 1 KiB pages, allocated at the first write:
+    /// a commit of more pages goes out in several writes of up to this size (a seed, a migration),
+    /// still far fewer than two per page. A frame may be cut at its end: its header gathered, its
+    /// page after a flush (`commitPending` survives that flush).
     static let defaultCapacity = 30 * (4096 + 24)
     /// The most one write may hand the default VFS: it keeps only the low 17 bits of a write's
     /// length (`seekAndWriteFd`; SQLite itself never writes more than a 64 KiB page and its
@@ -378,8 +404,17 @@ final class WALGatherBuffer {
     /// Bytes gathered, for the file from `start` on.
     private(set) var count = 0
     private var start: Int64 = 0
-    /// The last header gathered was a commit frame's: its page, next, ends the transaction.
+    /// The last header written was a commit frame's: its page, next, ends the transaction. Only a
+    /// frame's end (or a new write transaction) clears it, never a flush: a commit header gathered
+    /// when its page no longer fits is followed by a flush, and its page must still go out at once.
     private var commitPending = false
+    /// A sync came inside this write transaction: everything after it goes straight out. Under
+    /// `synchronous=NORMAL` that is the sync of a new WAL's header; under `FULL` each commit ends
+    /// with one, and SQLite may split a frame at the sync point into pieces of any size.
+    private var straightThrough = false
+    /// A gathered write failed and its bytes were dropped: every later write of this transaction
+    /// fails too, so nothing can commit over the hole (a caller that swallowed the error).
+    private var failed = false
     /// Where the furthest write this handle made since its connection took the write lock (or the
     /// WAL started over) ended; -1 for none. A write before it rewrites bytes already written.
     private var end: Int64 = -1
@@ -387,6 +422,8 @@ final class WALGatherBuffer {
     /// Writes SQLite made to this file, and writes this buffer made to the file system.
     private(set) var writesTaken = 0
     private(set) var writesMade = 0
+    /// Times the write lock was let go with bytes still gathered (a rolled-back transaction's).
+    var flushesAtRelease = 0
 
     init(capacity: Int) { self.capacity = min(capacity, Self.largestWrite) }
 
@@ -398,7 +435,19 @@ final class WALGatherBuffer {
     func beginWriting() {
         end = -1
         commitPending = false
+        straightThrough = false
+        failed = false
     }
+
+    /// The write lock (or the database file's lock) was let go, after what was gathered went out.
+    func endWriting() {
+        commitPending = false
+        straightThrough = false
+        failed = false
+    }
+
+    /// The file was synced (after what was gathered went out).
+    func synced() { straightThrough = true }
 
     private enum Kind { case walHeader, frameHeader, page, frame, other }
 
@@ -413,14 +462,16 @@ final class WALGatherBuffer {
     /// Takes one write of SQLite's: gathers it, or writes it out after what was gathered before.
     func write(_ bytes: UnsafeRawPointer, _ count: Int, at offset: Int64, to file: FileWrite) -> Int32 {
         writesTaken += 1
+        guard !failed else { return wb_sqlite_ioerr_write }
         let kind = Self.kind(of: count, at: offset)
         if kind == .walHeader { end = -1 }  // the WAL starts over
         let rewrite = end >= 0 && offset < end
         end = max(end, offset + Int64(count))
 
-        if rewrite || kind == .other || count > capacity {
+        if rewrite || straightThrough || kind == .other || count > capacity {
             let flushed = flush(to: file)
             guard flushed == SQLITE_OK else { return flushed }
+            if kind == .frameHeader { commitPending = Self.isCommitHeader(bytes) } else { commitPending = false }
             writesMade += 1
             return file(bytes, Int32(count), offset)
         }
@@ -450,14 +501,15 @@ final class WALGatherBuffer {
     }
 
     /// Writes out everything gathered, in one call. On failure the bytes are dropped: the caller
-    /// reports the error, and SQLite rolls the transaction back.
+    /// reports the error, SQLite rolls the transaction back, and until then every write fails.
     func flush(to file: FileWrite) -> Int32 {
-        commitPending = false
         guard count > 0, let storage else { return SQLITE_OK }
         let length = count
         count = 0
         writesMade += 1
-        return file(storage, Int32(length), start)
+        let code = file(storage, Int32(length), start)
+        if code != SQLITE_OK { failed = true }
+        return code
     }
 
     /// Whether a frame header's "database size after commit" (bytes 4–7) is not zero.

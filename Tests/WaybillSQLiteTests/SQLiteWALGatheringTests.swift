@@ -127,9 +127,12 @@ struct SQLiteWALGatheringTests {
         let writer = try openWAL(database)
         defer { writer.close() }
         try writer.executeScript("PRAGMA cache_size = 8; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
-        // Every page back in the database file: the rollback then reads nothing from the WAL
-        // (which would send the gathered bytes out while the lock is still held).
+        // Every page back in the database file, then one small commit that starts the WAL over
+        // (its header is synced, after which that transaction's writes go straight out): the
+        // rollback below then reads nothing from the WAL, which would send the gathered bytes out
+        // while the lock is still held.
         #expect(try writer.queryFirst("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } == 0)
+        try writer.execute("INSERT INTO t (v) VALUES ('first')")
         let text = String(repeating: "z", count: 300)
         try writer.execute("BEGIN IMMEDIATE")
         for _ in 0..<1_000 { try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
@@ -141,8 +144,59 @@ struct SQLiteWALGatheringTests {
         let other = try SQLiteConnection(path: database.path)
         defer { other.close() }
         try other.execute("INSERT INTO t (v) VALUES ('kept')")
-        #expect(try writer.queryFirst("SELECT count(*), max(v) FROM t") { "\($0.int(0)) \($0.text(1))" } == "1 kept")
+        #expect(try writer.queryFirst("SELECT count(*), max(v) FROM t") { "\($0.int(0)) \($0.text(1))" } == "2 kept")
         #expect(try writer.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+
+    /// With 1 KiB pages (the store's) a buffer fills in the middle of a frame: a commit whose
+    /// header still fits and whose page does not. Commits of every size around it go out whole at
+    /// their commit frame, and none leaves bytes for the lock's release.
+    @Test func commitsOfEverySizeGoOutAtTheirCommitFrameWithSmallPages() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let writer = try database.openRawConnection()
+        defer { writer.close() }
+        try writer.executeScript("PRAGMA page_size = 1024;")
+        try SQLiteOrderStore.switchToWAL(writer)
+        try writer.executeScript("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+        let reader = try SQLiteConnection(path: database.path)
+        defer { reader.close() }
+        let text = String(repeating: "p", count: 900)  // a page per row
+        var rows = 0
+        for size in 95...140 {
+            try writer.execute("BEGIN IMMEDIATE")
+            for _ in 0..<size { try writer.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
+            try writer.execute("COMMIT")
+            rows += size
+            #expect(try reader.queryFirst("SELECT count(*), sum(length(v)) FROM t") { [$0.int(0), $0.int(1)] } == [rows, rows * 900])
+        }
+        let writes = try #require(writer.walWrites)
+        #expect(writes.atRelease == 0, "a commit left bytes gathered after its commit frame")
+        #expect(try reader.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+    }
+
+    /// When another connection has started the WAL over, this connection's next commit lands
+    /// below the furthest byte it wrote before; taking the write lock starts its account afresh,
+    /// so that commit is still gathered (not taken for rewrites, one write per piece).
+    @Test func aCommitAfterAnotherConnectionRestartedTheWALIsGathered() throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let first = try openWAL(database)
+        defer { first.close() }
+        try first.executeScript("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);")
+        let text = String(repeating: "q", count: 3_000)
+        for _ in 0..<40 { try first.execute("INSERT INTO t (v) VALUES (?)", [.text(text)]) }
+        let second = try SQLiteConnection(path: database.path)
+        defer { second.close() }
+        try second.executeScript("PRAGMA wal_autocheckpoint = 0;")
+        #expect(try second.queryFirst("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } == 0)
+        try second.execute("INSERT INTO t (v) VALUES ('restarted')")
+        let before = try #require(first.walWrites)
+        try first.execute("INSERT INTO t (v) VALUES (?)", [.text(text)])
+        let after = try #require(first.walWrites)
+        #expect(after.taken - before.taken >= 4)
+        #expect(after.made - before.made == 1)
+        #expect(try second.queryFirst("SELECT count(*) FROM t") { $0.int(0) } == 42)
     }
 
     /// After a checkpoint empties the WAL, the writer starts it over from its first frame (a
@@ -312,6 +366,57 @@ struct WALGatherBufferTests {
         #expect(WALGathering.failureBeforeCall(13) == ioerrWrite)  // SQLITE_FULL
         #expect(WALGathering.failureBeforeCall(ioerrWrite) == ioerrWrite)
         #expect(WALGathering.failureBeforeCall(10 | (13 << 8)) == 10 | (13 << 8))  // another I/O error, as it is
+    }
+
+    /// A commit frame's header that fits when its page does not: the flush before the page does
+    /// not forget the commit, and the page goes out at once.
+    @Test func aCommitPageThatNoLongerFitsStillGoesOutAtOnce() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 1_000)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 0)
+        #expect(write(buffer, Self.header(commit: true, fill: 2), at: 568, file) == 0)
+        #expect(file.writes.isEmpty)
+        #expect(write(buffer, [UInt8](repeating: 2, count: Self.page), at: 592, file) == 0)
+        #expect(buffer.count == 0)
+        #expect(file.writes.map(\.offset) == [32, 592])
+    }
+
+    /// After a sync inside a write transaction (a new WAL's header; every commit under
+    /// `synchronous=FULL`, whose frames SQLite may split at the sync point), the rest of the
+    /// transaction goes straight out; the next one gathers again.
+    @Test func afterASyncTheRestGoesStraightOut() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        #expect(write(buffer, [UInt8](repeating: 9, count: 32), at: 0, file) == 0)
+        #expect(buffer.flush(to: file.write) == 0)
+        buffer.synced()
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == 0)
+        #expect(file.writes.map(\.offset) == [0, 32, 56])
+        #expect(buffer.count == 0)
+        buffer.beginWriting()
+        #expect(write(buffer, Self.header(commit: false, fill: 2), at: 568, file) == 0)
+        #expect(buffer.count == 24)
+    }
+
+    /// Once gathered bytes were dropped by a failed write, every later write of the transaction
+    /// fails, so no commit can go out over the hole; the next transaction writes again.
+    @Test func afterAFailedFlushEveryWriteFailsUntilTheTransactionEnds() {
+        let file = FileWrites()
+        let buffer = WALGatherBuffer(capacity: 8_192)
+        let ioerrWrite: Int32 = 10 | (3 << 8)
+        #expect(write(buffer, Self.header(commit: false, fill: 1), at: 32, file) == 0)
+        file.answer = 13
+        #expect(buffer.flush(to: file.write) == 13)
+        file.answer = 0
+        #expect(write(buffer, [UInt8](repeating: 1, count: Self.page), at: 56, file) == ioerrWrite)
+        #expect(write(buffer, Self.header(commit: true, fill: 2), at: 568, file) == ioerrWrite)
+        buffer.endWriting()
+        buffer.beginWriting()
+        #expect(write(buffer, Self.header(commit: true, fill: 3), at: 32, file) == 0)
+        #expect(write(buffer, [UInt8](repeating: 3, count: Self.page), at: 56, file) == 0)
+        #expect(file.writes.last?.bytes.count == 24 + Self.page)
     }
 
     /// No write it makes is longer than the default VFS takes in one call (it keeps 17 bits of a
