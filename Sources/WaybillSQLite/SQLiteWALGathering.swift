@@ -152,18 +152,11 @@ enum WALGathering {
         UnsafeMutableRawPointer(file!).advanced(by: realFileOffset).assumingMemoryBound(to: sqlite3_file.self)
     }
 
-    /// The real file and its methods (set by the default VFS's open, never changed after).
-    private static func real(_ file: UnsafeMutablePointer<sqlite3_file>?) -> (UnsafeMutablePointer<sqlite3_file>, UnsafePointer<sqlite3_io_methods>) {
-        let real = realFile(file)
-        return (real, real.pointee.pMethods!)
-    }
-
     /// Writes out what the WAL `file` gathered; `SQLITE_OK` or the write's error.
     private static func flush(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
         let buffer = bufferUnchecked(file)
         guard buffer.count > 0 else { return SQLITE_OK }
-        let (real, methods) = self.real(file)
-        return buffer.flush { bytes, count, offset in methods.pointee.xWrite(real, bytes, count, offset) }
+        return forward(file) { real, methods in buffer.flush { methods.xWrite(real, $0, $1, $2) } }
     }
 
     /// `flush` before a call that is not a write: a failure is reported as a failed write (see the
@@ -178,88 +171,73 @@ enum WALGathering {
         code == SQLITE_OK || code & 0xFF == SQLITE_IOERR ? code : wb_sqlite_ioerr_write
     }
 
-    /// Methods that hand every call to the real file; the two tables below replace a few.
+    /// Runs `body` with the real file and its methods (a C function cannot capture, so each
+    /// method below is a closure of its own that hands its arguments on through this).
+    private static func forward(
+        _ file: UnsafeMutablePointer<sqlite3_file>?,
+        _ body: (UnsafeMutablePointer<sqlite3_file>, sqlite3_io_methods) -> Int32
+    ) -> Int32 {
+        let real = realFile(file)
+        return body(real, real.pointee.pMethods.unsafelyUnwrapped.pointee)
+    }
+
+    /// `forward`, after the WAL `file`'s gathered bytes went out (`flushBeforeCall`).
+    private static func forwardAfterFlush(
+        _ file: UnsafeMutablePointer<sqlite3_file>?,
+        _ body: (UnsafeMutablePointer<sqlite3_file>, sqlite3_io_methods) -> Int32
+    ) -> Int32 {
+        let flushed = flushBeforeCall(file)
+        return flushed == SQLITE_OK ? forward(file, body) : flushed
+    }
+
+    /// Methods that hand every call to the real file; the two tables below replace a few. A method
+    /// the real file's version lacks answers as SQLite does when a VFS has none.
     private static func forwardingMethods() -> sqlite3_io_methods {
         var m = sqlite3_io_methods()
         m.iVersion = 3
-        m.xClose = { file in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xClose(real)
-        }
-        m.xRead = { file, bytes, count, offset in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xRead(real, bytes, count, offset)
-        }
-        m.xWrite = { file, bytes, count, offset in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xWrite(real, bytes, count, offset)
-        }
-        m.xTruncate = { file, size in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xTruncate(real, size)
-        }
-        m.xSync = { file, flags in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xSync(real, flags)
-        }
-        m.xFileSize = { file, size in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xFileSize(real, size)
-        }
-        m.xLock = { file, level in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xLock(real, level)
-        }
-        m.xUnlock = { file, level in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xUnlock(real, level)
-        }
-        m.xCheckReservedLock = { file, result in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xCheckReservedLock(real, result)
-        }
-        m.xFileControl = { file, op, argument in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xFileControl(real, op, argument)
-        }
-        m.xSectorSize = { file in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xSectorSize(real)
-        }
-        m.xDeviceCharacteristics = { file in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xDeviceCharacteristics(real)
-        }
-        // A method the real file's version lacks answers as SQLite does when a VFS has none.
+        m.xClose = { file in WALGathering.forward(file) { $1.xClose($0) } }
+        m.xRead = { file, bytes, count, offset in WALGathering.forward(file) { $1.xRead($0, bytes, count, offset) } }
+        m.xWrite = { file, bytes, count, offset in WALGathering.forward(file) { $1.xWrite($0, bytes, count, offset) } }
+        m.xTruncate = { file, size in WALGathering.forward(file) { $1.xTruncate($0, size) } }
+        m.xSync = { file, flags in WALGathering.forward(file) { $1.xSync($0, flags) } }
+        m.xFileSize = { file, size in WALGathering.forward(file) { $1.xFileSize($0, size) } }
+        m.xLock = { file, level in WALGathering.forward(file) { $1.xLock($0, level) } }
+        m.xUnlock = { file, level in WALGathering.forward(file) { $1.xUnlock($0, level) } }
+        m.xCheckReservedLock = { file, result in WALGathering.forward(file) { $1.xCheckReservedLock($0, result) } }
+        m.xFileControl = { file, op, argument in WALGathering.forward(file) { $1.xFileControl($0, op, argument) } }
+        m.xSectorSize = { file in WALGathering.forward(file) { $1.xSectorSize($0) } }
+        m.xDeviceCharacteristics = { file in WALGathering.forward(file) { $1.xDeviceCharacteristics($0) } }
         m.xShmMap = { file, region, size, extend, pointer in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmMap(real, region, size, extend, pointer) : SQLITE_IOERR
+            WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmMap($0, region, size, extend, pointer) : SQLITE_IOERR }
         }
         m.xShmLock = { file, offset, count, flags in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmLock(real, offset, count, flags) : SQLITE_IOERR
+            WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmLock($0, offset, count, flags) : SQLITE_IOERR }
         }
         m.xShmBarrier = { file in
-            let (real, methods) = WALGathering.real(file)
-            if methods.pointee.iVersion >= 2 { methods.pointee.xShmBarrier(real) }
+            _ = WALGathering.forward(file) { real, methods in
+                if methods.iVersion >= 2 { methods.xShmBarrier(real) }
+                return SQLITE_OK
+            }
         }
-        m.xShmUnmap = { file, delete in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.iVersion >= 2 ? methods.pointee.xShmUnmap(real, delete) : SQLITE_OK
+        m.xShmUnmap = { file, delete in WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmUnmap($0, delete) : SQLITE_OK } }
+        m.xFetch = { file, offset, count, pointer in WALGathering.fetch(file, offset, count, pointer) }
+        m.xUnfetch = { file, offset, pointer in
+            WALGathering.forward(file) { $1.iVersion >= 3 ? $1.xUnfetch($0, offset, pointer) : SQLITE_OK }
         }
-        m.xFetch = { file, offset, count, pointer in
-            let (real, methods) = WALGathering.real(file)
-            guard methods.pointee.iVersion >= 3 else {
+        return m
+    }
+
+    private static func fetch(
+        _ file: UnsafeMutablePointer<sqlite3_file>?, _ offset: sqlite3_int64, _ count: Int32,
+        _ pointer: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> Int32 {
+        forward(file) { real, methods in
+            guard methods.iVersion >= 3 else {
                 pointer?.pointee = nil
                 return SQLITE_OK
             }
-            return methods.pointee.xFetch(real, offset, count, pointer)
+            return methods.xFetch(real, offset, count, pointer)
         }
-        m.xUnfetch = { file, offset, pointer in
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.iVersion >= 3 ? methods.pointee.xUnfetch(real, offset, pointer) : SQLITE_OK
-        }
-        return m
     }
 
     /// The database file's: its WAL's gathered bytes go out before the WAL's write lock is let go,
@@ -267,8 +245,7 @@ enum WALGathering {
     private static func makeDatabaseMethods() -> sqlite3_io_methods {
         var m = forwardingMethods()
         m.xClose = { file in
-            let (real, methods) = WALGathering.real(file)
-            let closed = methods.pointee.xClose(real)
+            let closed = WALGathering.forward(file) { $1.xClose($0) }
             Unmanaged<DatabaseLink>.fromOpaque(WALGathering.context(file)).release()
             file!.pointee.pMethods = nil
             return closed
@@ -280,11 +257,9 @@ enum WALGathering {
                 _ = WALGathering.flush(wal)
                 WALGathering.bufferUnchecked(wal).endWriting()
             }
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xUnlock(real, level)
+            return WALGathering.forward(file) { $1.xUnlock($0, level) }
         }
         m.xShmLock = { file, offset, count, flags in
-            let (real, methods) = WALGathering.real(file)
             let wal = WALGathering.link(of: file).wal
             let coversWriteLock = offset <= WALGathering.writeLockSlot && WALGathering.writeLockSlot < offset + count
             if coversWriteLock, flags & SQLITE_SHM_UNLOCK != 0, let wal {
@@ -297,7 +272,7 @@ enum WALGathering {
                 _ = WALGathering.flush(wal)
                 buffer.endWriting()
             }
-            let code = methods.pointee.xShmLock(real, offset, count, flags)
+            let code = WALGathering.forward(file) { $1.xShmLock($0, offset, count, flags) }
             if coversWriteLock, code == SQLITE_OK, flags & SQLITE_SHM_LOCK != 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {
                 WALGathering.bufferUnchecked(wal).beginWriting()
             }
@@ -312,8 +287,7 @@ enum WALGathering {
         m.xClose = { file in
             // Empty by now: the write lock, and the database file's lock, were let go before.
             let flushed = WALGathering.flushBeforeCall(file)
-            let (real, methods) = WALGathering.real(file)
-            let closed = methods.pointee.xClose(real)
+            let closed = WALGathering.forward(file) { $1.xClose($0) }
             let buffer = WALGathering.bufferUnchecked(file)
             buffer.database?.wal = nil
             buffer.database = nil
@@ -322,53 +296,29 @@ enum WALGathering {
             return flushed != SQLITE_OK ? flushed : closed
         }
         m.xRead = { file, bytes, count, offset in
-            let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xRead(real, bytes, count, offset)
+            WALGathering.forwardAfterFlush(file) { $1.xRead($0, bytes, count, offset) }
         }
         m.xWrite = { file, bytes, count, offset in
             guard let bytes, count >= 0 else { return SQLITE_MISUSE }
             let buffer = WALGathering.bufferUnchecked(file)
-            let (real, methods) = WALGathering.real(file)
-            return buffer.write(bytes, Int(count), at: offset) { bytes, count, offset in
-                methods.pointee.xWrite(real, bytes, count, offset)
+            return WALGathering.forward(file) { real, methods in
+                buffer.write(bytes, Int(count), at: offset) { methods.xWrite(real, $0, $1, $2) }
             }
         }
-        m.xTruncate = { file, size in
-            let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xTruncate(real, size)
-        }
+        m.xTruncate = { file, size in WALGathering.forwardAfterFlush(file) { $1.xTruncate($0, size) } }
         m.xSync = { file, flags in
-            let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            WALGathering.bufferUnchecked(file).synced()
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xSync(real, flags)
+            WALGathering.forwardAfterFlush(file) { real, methods in
+                WALGathering.bufferUnchecked(file).synced()
+                return methods.xSync(real, flags)
+            }
         }
-        m.xFileSize = { file, size in
-            let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xFileSize(real, size)
-        }
+        m.xFileSize = { file, size in WALGathering.forwardAfterFlush(file) { $1.xFileSize($0, size) } }
         m.xFileControl = { file, op, argument in
-            let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            let (real, methods) = WALGathering.real(file)
-            return methods.pointee.xFileControl(real, op, argument)
+            WALGathering.forwardAfterFlush(file) { $1.xFileControl($0, op, argument) }
         }
         m.xFetch = { file, offset, count, pointer in
             let flushed = WALGathering.flushBeforeCall(file)
-            guard flushed == SQLITE_OK else { return flushed }
-            let (real, methods) = WALGathering.real(file)
-            guard methods.pointee.iVersion >= 3 else {
-                pointer?.pointee = nil
-                return SQLITE_OK
-            }
-            return methods.pointee.xFetch(real, offset, count, pointer)
+            return flushed == SQLITE_OK ? WALGathering.fetch(file, offset, count, pointer) : flushed
         }
         return m
     }
