@@ -156,7 +156,7 @@ enum WALGathering {
     private static func flush(_ file: UnsafeMutablePointer<sqlite3_file>?) -> Int32 {
         let buffer = bufferUnchecked(file)
         guard buffer.count > 0 else { return SQLITE_OK }
-        return forward(file) { real, methods in buffer.flush { methods.xWrite(real, $0, $1, $2) } }
+        return forward(file) { real, methods in buffer.flush { methods.pointee.xWrite(real, $0, $1, $2) } }
     }
 
     /// `flush` before a call that is not a write: a failure is reported as a failed write (see the
@@ -175,16 +175,16 @@ enum WALGathering {
     /// method below is a closure of its own that hands its arguments on through this).
     private static func forward(
         _ file: UnsafeMutablePointer<sqlite3_file>?,
-        _ body: (UnsafeMutablePointer<sqlite3_file>, sqlite3_io_methods) -> Int32
+        _ body: (UnsafeMutablePointer<sqlite3_file>, UnsafePointer<sqlite3_io_methods>) -> Int32
     ) -> Int32 {
         let real = realFile(file)
-        return body(real, real.pointee.pMethods.unsafelyUnwrapped.pointee)
+        return body(real, real.pointee.pMethods!)
     }
 
     /// `forward`, after the WAL `file`'s gathered bytes went out (`flushBeforeCall`).
     private static func forwardAfterFlush(
         _ file: UnsafeMutablePointer<sqlite3_file>?,
-        _ body: (UnsafeMutablePointer<sqlite3_file>, sqlite3_io_methods) -> Int32
+        _ body: (UnsafeMutablePointer<sqlite3_file>, UnsafePointer<sqlite3_io_methods>) -> Int32
     ) -> Int32 {
         let flushed = flushBeforeCall(file)
         return flushed == SQLITE_OK ? forward(file, body) : flushed
@@ -195,34 +195,34 @@ enum WALGathering {
     private static func forwardingMethods() -> sqlite3_io_methods {
         var m = sqlite3_io_methods()
         m.iVersion = 3
-        m.xClose = { file in WALGathering.forward(file) { $1.xClose($0) } }
-        m.xRead = { file, bytes, count, offset in WALGathering.forward(file) { $1.xRead($0, bytes, count, offset) } }
-        m.xWrite = { file, bytes, count, offset in WALGathering.forward(file) { $1.xWrite($0, bytes, count, offset) } }
-        m.xTruncate = { file, size in WALGathering.forward(file) { $1.xTruncate($0, size) } }
-        m.xSync = { file, flags in WALGathering.forward(file) { $1.xSync($0, flags) } }
-        m.xFileSize = { file, size in WALGathering.forward(file) { $1.xFileSize($0, size) } }
-        m.xLock = { file, level in WALGathering.forward(file) { $1.xLock($0, level) } }
-        m.xUnlock = { file, level in WALGathering.forward(file) { $1.xUnlock($0, level) } }
-        m.xCheckReservedLock = { file, result in WALGathering.forward(file) { $1.xCheckReservedLock($0, result) } }
-        m.xFileControl = { file, op, argument in WALGathering.forward(file) { $1.xFileControl($0, op, argument) } }
-        m.xSectorSize = { file in WALGathering.forward(file) { $1.xSectorSize($0) } }
-        m.xDeviceCharacteristics = { file in WALGathering.forward(file) { $1.xDeviceCharacteristics($0) } }
+        m.xClose = { file in WALGathering.forward(file) { $1.pointee.xClose($0) } }
+        m.xRead = { file, bytes, count, offset in WALGathering.forward(file) { $1.pointee.xRead($0, bytes, count, offset) } }
+        m.xWrite = { file, bytes, count, offset in WALGathering.forward(file) { $1.pointee.xWrite($0, bytes, count, offset) } }
+        m.xTruncate = { file, size in WALGathering.forward(file) { $1.pointee.xTruncate($0, size) } }
+        m.xSync = { file, flags in WALGathering.forward(file) { $1.pointee.xSync($0, flags) } }
+        m.xFileSize = { file, size in WALGathering.forward(file) { $1.pointee.xFileSize($0, size) } }
+        m.xLock = { file, level in WALGathering.forward(file) { $1.pointee.xLock($0, level) } }
+        m.xUnlock = { file, level in WALGathering.forward(file) { $1.pointee.xUnlock($0, level) } }
+        m.xCheckReservedLock = { file, result in WALGathering.forward(file) { $1.pointee.xCheckReservedLock($0, result) } }
+        m.xFileControl = { file, op, argument in WALGathering.forward(file) { $1.pointee.xFileControl($0, op, argument) } }
+        m.xSectorSize = { file in WALGathering.forward(file) { $1.pointee.xSectorSize($0) } }
+        m.xDeviceCharacteristics = { file in WALGathering.forward(file) { $1.pointee.xDeviceCharacteristics($0) } }
         m.xShmMap = { file, region, size, extend, pointer in
-            WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmMap($0, region, size, extend, pointer) : SQLITE_IOERR }
+            WALGathering.forward(file) { $1.pointee.iVersion >= 2 ? $1.pointee.xShmMap($0, region, size, extend, pointer) : SQLITE_IOERR }
         }
         m.xShmLock = { file, offset, count, flags in
-            WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmLock($0, offset, count, flags) : SQLITE_IOERR }
+            WALGathering.forward(file) { $1.pointee.iVersion >= 2 ? $1.pointee.xShmLock($0, offset, count, flags) : SQLITE_IOERR }
         }
         m.xShmBarrier = { file in
             _ = WALGathering.forward(file) { real, methods in
-                if methods.iVersion >= 2 { methods.xShmBarrier(real) }
+                if methods.pointee.iVersion >= 2 { methods.pointee.xShmBarrier(real) }
                 return SQLITE_OK
             }
         }
-        m.xShmUnmap = { file, delete in WALGathering.forward(file) { $1.iVersion >= 2 ? $1.xShmUnmap($0, delete) : SQLITE_OK } }
+        m.xShmUnmap = { file, delete in WALGathering.forward(file) { $1.pointee.iVersion >= 2 ? $1.pointee.xShmUnmap($0, delete) : SQLITE_OK } }
         m.xFetch = { file, offset, count, pointer in WALGathering.fetch(file, offset, count, pointer) }
         m.xUnfetch = { file, offset, pointer in
-            WALGathering.forward(file) { $1.iVersion >= 3 ? $1.xUnfetch($0, offset, pointer) : SQLITE_OK }
+            WALGathering.forward(file) { $1.pointee.iVersion >= 3 ? $1.pointee.xUnfetch($0, offset, pointer) : SQLITE_OK }
         }
         return m
     }
@@ -232,11 +232,11 @@ enum WALGathering {
         _ pointer: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
     ) -> Int32 {
         forward(file) { real, methods in
-            guard methods.iVersion >= 3 else {
+            guard methods.pointee.iVersion >= 3 else {
                 pointer?.pointee = nil
                 return SQLITE_OK
             }
-            return methods.xFetch(real, offset, count, pointer)
+            return methods.pointee.xFetch(real, offset, count, pointer)
         }
     }
 
@@ -245,7 +245,7 @@ enum WALGathering {
     private static func makeDatabaseMethods() -> sqlite3_io_methods {
         var m = forwardingMethods()
         m.xClose = { file in
-            let closed = WALGathering.forward(file) { $1.xClose($0) }
+            let closed = WALGathering.forward(file) { $1.pointee.xClose($0) }
             Unmanaged<DatabaseLink>.fromOpaque(WALGathering.context(file)).release()
             file!.pointee.pMethods = nil
             return closed
@@ -257,7 +257,7 @@ enum WALGathering {
                 _ = WALGathering.flush(wal)
                 WALGathering.bufferUnchecked(wal).endWriting()
             }
-            return WALGathering.forward(file) { $1.xUnlock($0, level) }
+            return WALGathering.forward(file) { $1.pointee.xUnlock($0, level) }
         }
         m.xShmLock = { file, offset, count, flags in
             let wal = WALGathering.link(of: file).wal
@@ -272,7 +272,7 @@ enum WALGathering {
                 _ = WALGathering.flush(wal)
                 buffer.endWriting()
             }
-            let code = WALGathering.forward(file) { $1.xShmLock($0, offset, count, flags) }
+            let code = WALGathering.forward(file) { $1.pointee.xShmLock($0, offset, count, flags) }
             if coversWriteLock, code == SQLITE_OK, flags & SQLITE_SHM_LOCK != 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {
                 WALGathering.bufferUnchecked(wal).beginWriting()
             }
@@ -287,7 +287,7 @@ enum WALGathering {
         m.xClose = { file in
             // Empty by now: the write lock, and the database file's lock, were let go before.
             let flushed = WALGathering.flushBeforeCall(file)
-            let closed = WALGathering.forward(file) { $1.xClose($0) }
+            let closed = WALGathering.forward(file) { $1.pointee.xClose($0) }
             let buffer = WALGathering.bufferUnchecked(file)
             buffer.database?.wal = nil
             buffer.database = nil
@@ -296,25 +296,25 @@ enum WALGathering {
             return flushed != SQLITE_OK ? flushed : closed
         }
         m.xRead = { file, bytes, count, offset in
-            WALGathering.forwardAfterFlush(file) { $1.xRead($0, bytes, count, offset) }
+            WALGathering.forwardAfterFlush(file) { $1.pointee.xRead($0, bytes, count, offset) }
         }
         m.xWrite = { file, bytes, count, offset in
             guard let bytes, count >= 0 else { return SQLITE_MISUSE }
             let buffer = WALGathering.bufferUnchecked(file)
             return WALGathering.forward(file) { real, methods in
-                buffer.write(bytes, Int(count), at: offset) { methods.xWrite(real, $0, $1, $2) }
+                buffer.write(bytes, Int(count), at: offset) { methods.pointee.xWrite(real, $0, $1, $2) }
             }
         }
-        m.xTruncate = { file, size in WALGathering.forwardAfterFlush(file) { $1.xTruncate($0, size) } }
+        m.xTruncate = { file, size in WALGathering.forwardAfterFlush(file) { $1.pointee.xTruncate($0, size) } }
         m.xSync = { file, flags in
             WALGathering.forwardAfterFlush(file) { real, methods in
                 WALGathering.bufferUnchecked(file).synced()
-                return methods.xSync(real, flags)
+                return methods.pointee.xSync(real, flags)
             }
         }
-        m.xFileSize = { file, size in WALGathering.forwardAfterFlush(file) { $1.xFileSize($0, size) } }
+        m.xFileSize = { file, size in WALGathering.forwardAfterFlush(file) { $1.pointee.xFileSize($0, size) } }
         m.xFileControl = { file, op, argument in
-            WALGathering.forwardAfterFlush(file) { $1.xFileControl($0, op, argument) }
+            WALGathering.forwardAfterFlush(file) { $1.pointee.xFileControl($0, op, argument) }
         }
         m.xFetch = { file, offset, count, pointer in
             let flushed = WALGathering.flushBeforeCall(file)
