@@ -253,25 +253,13 @@ enum WALGathering {
         // With `locking_mode=EXCLUSIVE` SQLite takes no shared-memory locks at all (never used
         // here): the database file's own lock is let go last, when that mode ends.
         m.xUnlock = { file, level in
-            if let wal = WALGathering.link(of: file).wal {
-                _ = WALGathering.flush(wal)
-                WALGathering.bufferUnchecked(wal).endWriting()
-            }
+            if let wal = WALGathering.link(of: file).wal { WALGathering.release(wal) }
             return WALGathering.forward(file) { $1.pointee.xUnlock($0, level) }
         }
         m.xShmLock = { file, offset, count, flags in
             let wal = WALGathering.link(of: file).wal
             let coversWriteLock = offset <= WALGathering.writeLockSlot && WALGathering.writeLockSlot < offset + count
-            if coversWriteLock, flags & SQLITE_SHM_UNLOCK != 0, let wal {
-                // Still held here. What is left is a rolled-back transaction's frames (a commit's went
-                // out with its commit frame's page, before SQLite published it). SQLite ignores an
-                // unlock's answer, so a failure to write them changes nothing: no committed frame
-                // refers to them.
-                let buffer = WALGathering.bufferUnchecked(wal)
-                if buffer.count > 0 { buffer.flushesAtRelease += 1 }
-                _ = WALGathering.flush(wal)
-                buffer.endWriting()
-            }
+            if coversWriteLock, flags & SQLITE_SHM_UNLOCK != 0, let wal { WALGathering.release(wal) }
             let code = WALGathering.forward(file) { $1.pointee.xShmLock($0, offset, count, flags) }
             if coversWriteLock, code == SQLITE_OK, flags & SQLITE_SHM_LOCK != 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {
                 WALGathering.bufferUnchecked(wal).beginWriting()
@@ -279,6 +267,18 @@ enum WALGathering {
             return code
         }
         return m
+    }
+
+    /// The lock that covers the WAL's writes is about to be let go (still held here): what the WAL
+    /// gathered goes out, and its transaction's account ends. What is left by then is a
+    /// rolled-back transaction's frames (a commit's went out with its commit frame's page, before
+    /// SQLite published it). SQLite ignores an unlock's answer, so a failure to write them changes
+    /// nothing: no committed frame refers to them.
+    private static func release(_ wal: UnsafeMutablePointer<sqlite3_file>) {
+        let buffer = bufferUnchecked(wal)
+        if buffer.count > 0 { buffer.flushesAtRelease += 1 }
+        _ = flush(wal)
+        buffer.endWriting()
     }
 
     /// The WAL's: every call but a write first writes out what was gathered.

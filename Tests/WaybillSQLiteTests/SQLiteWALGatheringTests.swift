@@ -13,6 +13,18 @@ struct SQLiteWALGatheringTests {
         return db
     }
 
+    /// A copy of `database`'s file and WAL (while its connections are still open) at `copy`, opened:
+    /// with no shared memory beside it, SQLite recovers the copy from its WAL alone.
+    private func recoveredCopy(of database: TemporaryDatabase, at copy: TemporaryDatabase) throws -> SQLiteConnection {
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: copy.path).deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: database.path, toPath: copy.path)
+        if FileManager.default.fileExists(atPath: database.path + "-wal") {
+            try FileManager.default.copyItem(atPath: database.path + "-wal", toPath: copy.path + "-wal")
+        }
+        return try SQLiteConnection(path: copy.path)
+    }
+
     /// The writes a commit of several pages (two tables, an index) made: two per page from SQLite,
     /// one to the file system.
     @Test func aCommitReachesTheFileSystemInOneWrite() throws {
@@ -110,14 +122,11 @@ struct SQLiteWALGatheringTests {
         try writer.execute("UPDATE t SET v = 'changed' WHERE id % 50 = 1")  // pages spilled before
         try writer.execute("COMMIT")
         #expect(writer.walWrites?.gathered == 0)
+        #expect(FileManager.default.fileExists(atPath: database.path + "-wal"))
 
         let copy = TemporaryDatabase()
         defer { copy.remove() }
-        try FileManager.default.createDirectory(
-            at: URL(fileURLWithPath: copy.path).deletingLastPathComponent(), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: database.path, toPath: copy.path)
-        try FileManager.default.copyItem(atPath: database.path + "-wal", toPath: copy.path + "-wal")
-        let recovered = try SQLiteConnection(path: copy.path)
+        let recovered = try recoveredCopy(of: database, at: copy)
         defer { recovered.close() }
         let counts = try recovered.queryFirst("SELECT count(*), sum(v = 'changed') FROM t") { [$0.int(0), $0.int(1)] }
         #expect(counts == [2_000, 40])
@@ -250,13 +259,7 @@ struct SQLiteWALGatheringTests {
 
         let copy = TemporaryDatabase()
         defer { copy.remove() }
-        try FileManager.default.createDirectory(
-            at: URL(fileURLWithPath: copy.path).deletingLastPathComponent(), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: database.path, toPath: copy.path)
-        if FileManager.default.fileExists(atPath: database.path + "-wal") {
-            try FileManager.default.copyItem(atPath: database.path + "-wal", toPath: copy.path + "-wal")
-        }
-        let recovered = try SQLiteConnection(path: copy.path)
+        let recovered = try recoveredCopy(of: database, at: copy)
         defer { recovered.close() }
         #expect(try counts(recovered) == committed)
         #expect(try recovered.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
