@@ -162,11 +162,18 @@ struct SQLiteInlineWriteTests {
             #expect(await writerIsIdle(executor))
             let caller = Self.thread()
             let run = Run()
+            // The read finishes only once the task has suspended on it (`Task.immediate` returned):
+            // a read done before that resumed the task from this thread, which then ran its write
+            // as its own queued work (seen once under a full suite's load).
+            let suspended = Mutex(false)
             executor.runHere { here in
                 Self.start(executor, here: here) {
                     let before = Self.thread()
                     do {
-                        _ = try await store.read { tx in try tx.company(CompanyID(1)) }
+                        _ = try await store.read { tx in
+                            for _ in 0..<50_000 where !suspended.withLock({ $0 }) { usleep(100) }
+                            return try tx.company(CompanyID(1))
+                        }
                         let inside = try await store.write { tx -> UInt in
                             _ = try tx.insertCompany(name: "After a read")
                             return Self.thread()
@@ -176,6 +183,7 @@ struct SQLiteInlineWriteTests {
                         run.failure.withLock { $0 = "\(error)" }
                     }
                 }
+                suspended.withLock { $0 = true }
             }
             #expect(await eventually { run.isDone })
             #expect(run.failure.withLock { $0 } == nil)
