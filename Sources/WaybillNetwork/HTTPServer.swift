@@ -17,7 +17,8 @@ public struct HTTPServerConfiguration: Sendable {
     public static let bodyBytesAlwaysAllowed = 16 << 10
     /// Largest request header block; bigger ones are refused (431 or a close).
     public var maxHeaderBytes = 16 << 10
-    /// Idle keep-alive connections are closed after this long (whole seconds: lws counts seconds).
+    /// Idle keep-alive connections are closed after this long, to within the heartbeat's tick (0.1 s;
+    /// `KeepAliveWheel`).
     public var keepAliveTimeout: Duration = .seconds(5)
     /// Paths that accept a WebSocket upgrade; other upgrade requests are refused.
     public var webSocketPaths: Set<String> = ["/ws/orders/", "/ws/orders"]

@@ -53,6 +53,10 @@ final class HTTPSession {
     private var bodyOffset = 0
     /// `lws_write` calls for this response (`WriteStatistics.httpWrites`).
     private(set) var writes = 0
+    /// The answer ended the transaction and the connection stays open for the next request
+    /// (`ServerCore.connectionWentIdle`): lws has set its keep-alive timer, or holds the answer's
+    /// tail and ends the transaction itself once that is sent.
+    private(set) var keptAlive = false
     private let counter: LiveObjectCounter
     private let dispatched: DispatchedRequests
     private let scratch: WriteScratch
@@ -130,7 +134,11 @@ final class HTTPSession {
         state = .finished
         isReadingPaused = false
         lws_rx_flow_control(wsi, 1)
-        if lws_http_transaction_completed(wsi) != 0 { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        if lws_http_transaction_completed(wsi) != 0 {
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        } else {
+            keptAlive = true
+        }
         return true
     }
 
@@ -236,7 +244,9 @@ final class HTTPSession {
     private func finish() -> Int32 {
         state = .finished
         if closeAfterResponse { return -1 }
-        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+        guard lws_http_transaction_completed(wsi) == 0 else { return -1 }
+        keptAlive = true
+        return 0
     }
 
     /// Status line and headers in one write; with `body`, the body too, in the same write.

@@ -7,6 +7,7 @@ extension ServerCore {
 
     /// `LWS_CALLBACK_HTTP`: the request line and headers are in.
     func httpRequestStarted(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) -> Int32 {
+        connectionIsBusy(wsi)
         let request = LwsRequestReader.request(wsi, remoteAddress: remoteAddress(wsi))
         let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter, dispatched: dispatched, scratch: writeScratch)
         attach(session, to: user)
@@ -260,6 +261,7 @@ extension ServerCore {
         writeStatistics.httpResponses += 1
         writeStatistics.httpWrites += session.writes
         if inFlight[session.id] === session { inFlight[session.id] = nil }
+        if session.keptAlive { connectionWentIdle(session.wsi) }
     }
 
     /// lws 4.1 bug: for a body request parsed from bytes it had buffered (pipelined in the same

@@ -30,6 +30,7 @@ extension ServerCore {
 
     fileprivate func heartbeatTicked() {
         if let context = loop.context { scheduleHeartbeat(context) }
+        keepAliveTicked()
         for action in heartbeat.tick(mayWait: pingMayNotHaveArrived) {
             switch action {
             case .ping(let id):

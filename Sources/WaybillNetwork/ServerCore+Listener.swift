@@ -134,7 +134,7 @@ extension ServerCore {
 
     /// An accepted connection that is neither a WebSocket nor in the middle of a request: lws
     /// empties its session slot between keep-alive transactions.
-    private func isIdleHTTPConnection(_ wsi: OpaquePointer) -> Bool {
+    func isIdleHTTPConnection(_ wsi: OpaquePointer) -> Bool {
         slotObject(lws_wsi_user(wsi)) == nil
     }
 
@@ -144,6 +144,7 @@ extension ServerCore {
             listenerWsi = nil
         } else {
             connections[wsi] = nil
+            connectionIsBusy(wsi)
         }
     }
 

@@ -48,6 +48,7 @@ extension ServerCore {
         }
         connection.request = nil  // keep idle sockets small
         connection.wasOpened = true
+        connectionIsBusy(wsi)  // upgraded on a kept-alive connection
         sockets[connection.id] = connection
         heartbeat.add(connection.id)
         delegate?.socketOpened(connection.id, request: request, io: io)

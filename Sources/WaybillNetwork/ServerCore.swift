@@ -65,6 +65,10 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var listenError: String?
     /// Who gets pinged or dropped at each 100 ms tick (see `HeartbeatWheel`).
     var heartbeat: HeartbeatWheel
+    /// Kept-alive connections with no request in hand, closed at the keep-alive timeout (see
+    /// `KeepAliveWheel`), and those whose last answer lws is still sending (`connectionWentIdle`).
+    var keepAlive: KeepAliveWheel<OpaquePointer>
+    var answersStillSending: Set<OpaquePointer> = []
     /// Pongs a peer may send between two heartbeat pings (`maxPongs(perPing:)`).
     let maxPongsPerPing: UInt16
 
@@ -103,6 +107,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
         heartbeat = HeartbeatWheel(interval: Self.heartbeatTicks(configuration.pingInterval))
+        keepAlive = KeepAliveWheel(ticks: Self.heartbeatTicks(configuration.keepAliveTimeout))
         maxPongsPerPing = Self.maxPongs(perPing: configuration.pingInterval)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())

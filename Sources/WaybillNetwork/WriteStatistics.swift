@@ -13,4 +13,6 @@ struct WriteStatistics: Sendable, Equatable {
     /// HTTP responses finished, and the `lws_write` calls they took (one for a small answer).
     var httpResponses = 0
     var httpWrites = 0
+    /// Kept-alive connections closed for idling (`KeepAliveWheel`).
+    var keepAliveCloses = 0
 }

@@ -12,7 +12,7 @@ enum ServeCommand {
     static let valueFlags: Set<String> = [
         "host", "port", "data-dir", "max-body-bytes", "ping-interval", "max-socket-queue-bytes", "max-sockets-per-user",
         "user-requests-per-second", "user-request-burst", "password-iterations", "retention-days", "ticket-seconds", "web-dir", "database-url", "redis-url", "redis-channel", "node-id",
-        "token-days", "token-idle-hours", "metrics-token", "trusted-proxy", "inline-writes",
+        "token-days", "token-idle-hours", "metrics-token", "trusted-proxy", "inline-writes", "keep-alive-seconds",
     ]
 
     static let help = """
@@ -41,6 +41,9 @@ enum ServeCommand {
           --node-id NAME               this node's name in logs and /metrics (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval, 1…3600 (WAYBILL_PING_INTERVAL, default 25)
+          --keep-alive-seconds N       an idle kept-alive HTTP connection is closed after N seconds, 1…3600
+                                       (WAYBILL_KEEP_ALIVE_SECONDS, default 5); behind a proxy that keeps its
+                                       upstream connections, set it above the proxy's own idle timeout
           --max-socket-queue-bytes N   per-socket outbound limit before 4008 (WAYBILL_MAX_SOCKET_QUEUE_BYTES, default 1048576)
           --max-sockets-per-user N     WebSockets one user may have open on this node; one more is closed with
                                        1013 (WAYBILL_MAX_SOCKETS_PER_USER, default 32)
@@ -112,6 +115,9 @@ enum ServeCommand {
         // converting the heartbeat's ticks, and 10⁸ s asked for gigabytes of wheel buckets.
         let pingSeconds = try args.int("ping-interval", default: 25, in: 1...3600)
         c.pingInterval = .seconds(pingSeconds)
+        // Bounded like the ping interval, for the same wheel (`KeepAliveWheel`: one bucket per 0.1 s).
+        let keepAliveSeconds = try args.int("keep-alive-seconds", default: 5, in: 1...3600)
+        c.keepAliveTimeout = .seconds(keepAliveSeconds)
         // 0 closed every socket with 4008 as its `connected` frame was queued (and the apps reconnected
         // in a loop); a bound below one replayed page would do the same to every resume.
         c.maxQueuedBytesPerSocket = try args.int(

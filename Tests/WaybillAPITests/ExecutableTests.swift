@@ -93,6 +93,8 @@ struct ExecutableTests {
         (["--token-days", "0"], "--token-days must be 1…3650"),
         (["--ping-interval", "0"], "--ping-interval must be 1…3600"),
         (["--ping-interval", "1000000000000000000"], "--ping-interval must be 1…3600"),
+        (["--keep-alive-seconds", "0"], "--keep-alive-seconds must be 1…3600"),
+        (["--keep-alive-seconds", "3601"], "--keep-alive-seconds must be 1…3600"),
         (["--host", ""], "--host must not be empty"),
         (["--web-dir", "/nonexistent-waybill-web"], "--web-dir /nonexistent-waybill-web has no index.html"),
         (["--database-url", "postgresql://waybill@127.0.0.1:1/waybill"], "--data-dir (SQLite) and --database-url (PostgreSQL) name two stores"),
@@ -595,6 +597,30 @@ struct ExecutableTests {
         let text = help.stdout.joined(separator: "\n")
         #expect(text.contains("--user-requests-per-second N") && text.contains("WAYBILL_USER_REQUESTS_PER_SECOND, default 200"))
         #expect(text.contains("--user-request-burst N") && text.contains("WAYBILL_USER_REQUEST_BURST, default 400"))
+    }
+
+    /// `--keep-alive-seconds` reaches the running server: with 1, an idle kept-alive connection is
+    /// closed within a few seconds, where the default (5) keeps it past them; the help names it.
+    @Test func theKeepAliveFlagSetsHowLongAnIdleConnectionStays() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-exe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (flags, closesSoon) in [([String](), false), (["--keep-alive-seconds", "1"], true)] {
+            let server = try ChildProcess(["serve", "--port", "0", "--data-dir", directory.path] + flags)
+            defer { server.terminate() }
+            let port = try #require(await Self.port(of: server))
+            let (status, closed) = try await runBlocking { () -> (Int, Bool) in
+                let c = try RawConnection(port: port)
+                try c.send(RawConnection.request("GET", "/healthz"))
+                return (try c.readResponse().status, c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(status == 200)
+            #expect(closed == closesSoon, "\(flags)")
+            server.terminate()
+            _ = await server.exitStatus()
+        }
+        let help = try ChildProcess(["serve", "--help"])
+        #expect(await help.exitStatus() == 0)
+        #expect(help.stdout.joined(separator: "\n").contains("WAYBILL_KEEP_ALIVE_SECONDS, default 5"))
     }
 
     /// `waybill seed` (one driver, one order) into `directory`, then `waybill serve` on it, both as

@@ -1,0 +1,88 @@
+import Testing
+
+@testable import WaybillNetwork
+
+/// `KeepAliveWheel` on plain keys, without sockets: when an idle connection is due, and which
+/// entries no longer count.
+struct KeepAliveWheelTests {
+    /// Ticks until `tick()` first returns anything.
+    private func ticksUntilDue(_ wheel: inout KeepAliveWheel<Int>, limit: Int = 100) -> (ticks: Int, due: [Int]) {
+        for n in 1...limit {
+            let due = wheel.tick()
+            if !due.isEmpty { return (n, due) }
+        }
+        return (limit, [])
+    }
+
+    /// A connection idle for `ticks` ticks is due at the tick after: the tick it went idle in counts
+    /// only partly, so none is closed before the timeout and each within a tick after it.
+    @Test(arguments: [1, 2, 3, 50])
+    func anIdleConnectionIsDueOneTickAfterTheTimeout(ticks: Int) {
+        var wheel = KeepAliveWheel<Int>(ticks: ticks)
+        _ = wheel.tick()  // somewhere in the cycle, not at its start
+        wheel.add(7)
+        #expect(wheel.contains(7) && wheel.count == 1)
+        let (n, due) = ticksUntilDue(&wheel)
+        #expect(n == ticks + 1)
+        #expect(due == [7])
+        #expect(!wheel.contains(7) && wheel.count == 0)
+        let later = ticksUntilDue(&wheel, limit: 3 * (ticks + 1))
+        #expect(later.due.isEmpty)  // returned once only
+    }
+
+    /// A request began on it (or it closed): it is not closed at its old turn.
+    @Test func aRemovedConnectionIsNotDue() {
+        var wheel = KeepAliveWheel<Int>(ticks: 2)
+        wheel.add(1)
+        wheel.add(2)
+        wheel.remove(1)
+        let first = ticksUntilDue(&wheel)
+        #expect(first.due == [2])
+        let later = ticksUntilDue(&wheel, limit: 10)
+        #expect(later.due.isEmpty)
+    }
+
+    /// Idle again after a request: its idle period starts over. The entry of the earlier period,
+    /// still in its bucket, closes nothing (without the period's token it would close a connection
+    /// that had been idle for a moment only).
+    @Test func aConnectionIdleAgainIsDueAFullTimeoutAfterItsLastAnswer() {
+        var wheel = KeepAliveWheel<Int>(ticks: 4)
+        wheel.add(9)
+        _ = wheel.tick()
+        _ = wheel.tick()
+        wheel.remove(9)  // a request
+        wheel.add(9)  // its answer: idle again
+        let (n, due) = ticksUntilDue(&wheel)
+        #expect(n == 5)  // counted from the second add, not 3 from the first
+        #expect(due == [9])
+        // Added twice without a removal between (the answer of a request it never saw begin): one
+        // idle period, the later one.
+        wheel.add(3)
+        _ = wheel.tick()
+        wheel.add(3)
+        let again = ticksUntilDue(&wheel)
+        #expect(again.ticks == 5 && again.due == [3])
+    }
+
+    /// Many connections going idle in the same tick are due together, in the order they went idle;
+    /// those of the next tick one tick later.
+    @Test func connectionsAreDueByTheTickTheyWentIdleIn() {
+        var wheel = KeepAliveWheel<Int>(ticks: 3)
+        for key in 0..<100 { wheel.add(key) }
+        _ = wheel.tick()
+        for key in 100..<150 { wheel.add(key) }
+        #expect(wheel.count == 150)
+        #expect(wheel.tick().isEmpty && wheel.tick().isEmpty)
+        #expect(wheel.tick() == Array(0..<100))
+        #expect(wheel.tick() == Array(100..<150))
+        #expect(wheel.count == 0)
+    }
+
+    /// A timeout below one tick still waits a whole tick.
+    @Test func aTimeoutOfZeroTicksIsOne() {
+        var wheel = KeepAliveWheel<Int>(ticks: 0)
+        wheel.add(1)
+        let due = ticksUntilDue(&wheel)
+        #expect(due.ticks == 2 && due.due == [1])
+    }
+}
