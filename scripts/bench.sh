@@ -21,6 +21,10 @@
 #   scripts/bench.sh floor 1000 20 [get|patch]
 #                                         the same paced requests to a bare libwebsockets server
 #                                         (scripts/lws_floor.c): what lws itself costs per request
+#   WAYBILL_BENCH_IDLE_HTTP=N scripts/bench.sh …
+#                                         any of the above with N kept-alive HTTP connections held idle
+#                                         beside it (scripts/idle_http.py; the server's keep-alive is
+#                                         raised to an hour so they stay)
 #   scripts/bench.sh ab 6 BIN_A BIN_B [RATE [SECONDS]]
 #                                         CPU per write of two builds run side by side, `paced` against
 #                                         both at once for each round (scripts/bench-ab.sh)
@@ -47,6 +51,7 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 [ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
 
 cleanup() {
+    [ -n "${IDLE_PID:-}" ] && kill -TERM "$IDLE_PID" 2>/dev/null && wait "$IDLE_PID" 2>/dev/null || true
     [ -n "${SERVER_PID:-}" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
     # WAYBILL_BENCH_KEEP=1 keeps the data directory (the server's log, its database) to look into a run.
     if [ -n "${WAYBILL_BENCH_KEEP:-}" ]; then echo "bench: kept $DATA" >&2; else rm -rf "$DATA"; fi
@@ -235,6 +240,7 @@ requests = int(m.group(1)) if m else None
 print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + ("-dispatcher" if who == "dispatcher" else "")
     + ("-get" if get_path else ""), "get_path": get_path,
     "offered_writes_per_s": rate, "who": who,
+    "idle_http_connections": int(os.environ.get("WAYBILL_BENCH_IDLE_HTTP") or 0),
     "duration_s": dur, "sockets": conns, "connected": drain.get("connected"),
     "writes": int(m.group(1)) if m else None, "writes_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
     "write_errors": int(s.group(1)) if s else None, "late_slots": int(s.group(5)) if s else None,
@@ -256,7 +262,18 @@ PY
     esac
 }
 
+# N idle kept-alive connections beside the run (WAYBILL_BENCH_IDLE_HTTP=N); the keep-alive is raised
+# through the environment, so a build without --keep-alive-seconds still starts (and closes them
+# after its own 5 s).
+[ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ] && export WAYBILL_KEEP_ALIVE_SECONDS=3600
 start_server
+if [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ]; then
+    python3 "$ROOT/scripts/idle_http.py" --port "$PORT" --connections "$WAYBILL_BENCH_IDLE_HTTP" \
+        --ready "$DATA/idle-ready" 2>"$DATA/idle.err" &
+    IDLE_PID=$!
+    for _ in $(seq 1 700); do [ -s "$DATA/idle-ready" ] && break; sleep 0.1; done
+    echo "idle kept-alive connections: $(cat "$DATA/idle-ready" 2>/dev/null || echo none) open" >&2
+fi
 if [ $# -gt 0 ]; then
     run "$@"
 else
