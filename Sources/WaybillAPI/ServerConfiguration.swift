@@ -96,7 +96,7 @@ public struct ServerConfiguration: Sendable {
     /// load balancer) to close, answering what arrives on them (`HTTPServerConfiguration`'s
     /// `idleConnectionDrain`). `waybill serve` sets 5 s on PostgreSQL (a node behind a balancer).
     public var idleConnectionDrain: Duration = .zero
-    /// Idle kept-alive connections are closed after this long (whole seconds).
+    /// Idle kept-alive connections are closed after this long (`--keep-alive-seconds`).
     public var keepAliveTimeout: Duration = .seconds(5)
     /// The web panel's files; `nil` = the copy bundled with the module.
     public var webDirectory: URL?

@@ -14,18 +14,24 @@
 /// The server takes a connection's lws timer off as its answer completes the transaction
 /// (`ServerCore.connectionWentIdle`) and puts it here; a new request on it takes it out. A value:
 /// the server closes what `tick()` returns. Service thread only.
+///
+/// Each connection has at most one entry in the buckets, however many requests it answers while
+/// it waits there: an entry whose connection went idle again since is moved, at its turn, to the
+/// bucket where the new idle period ends. (An entry per answer kept one per request for the whole
+/// timeout: at an hour's timeout and 2 000 answers a second, millions of them; found by a review.)
 struct KeepAliveWheel<Key: Hashable> {
-    /// Each bucket holds the connections that went idle in one tick, with the idle period's token.
-    private var buckets: [[(key: Key, token: UInt64)]]
-    private var cursor = 0
-    /// The connections idle now, each with the token of its current idle period: an entry left in
-    /// a bucket by an earlier idle period of the same connection (it was taken out and put back
-    /// since) no longer matches, so it closes nothing.
-    private var idle: [Key: UInt64] = [:]
-    private var nextToken: UInt64 = 0
+    private var buckets: [[Key]]
+    /// Ticks so far; bucket `t % buckets.count` holds what is due at tick `t`.
+    private var now: UInt64 = 0
+    /// The connections idle now, each with the tick count when its idle period began.
+    private var idleSince: [Key: UInt64] = [:]
+    /// The connections with an entry in a bucket (idle now, or taken out since and not yet at their turn).
+    private var scheduled: Set<Key> = []
+    private let ticks: UInt64
 
     /// - Parameter ticks: the keep-alive timeout in ticks; at least 1.
     init(ticks: Int) {
+        self.ticks = UInt64(max(1, ticks))
         // One bucket more than the timeout: a connection that goes idle just after a tick is due
         // `ticks + 1` ticks later, one that goes idle just before it `ticks` ticks and a moment later.
         // So none is due before the timeout, and each within one tick after it.
@@ -33,33 +39,49 @@ struct KeepAliveWheel<Key: Hashable> {
     }
 
     /// Connections idle now.
-    var count: Int { idle.count }
+    var count: Int { idleSince.count }
 
-    func contains(_ key: Key) -> Bool { idle[key] != nil }
+    /// Entries in the buckets (at most one per connection; tests).
+    var entries: Int { scheduled.count }
+
+    func contains(_ key: Key) -> Bool { idleSince[key] != nil }
 
     /// `key` went idle now (again, if it was already: its idle period starts over).
     mutating func add(_ key: Key) {
-        nextToken += 1
-        idle[key] = nextToken
-        buckets[(cursor + buckets.count - 1) % buckets.count].append((key, nextToken))
+        idleSince[key] = now
+        if scheduled.insert(key).inserted { buckets[slot(dueAt: now + ticks + 1)].append(key) }
     }
 
-    /// `key` is no longer idle (a request began on it) or no longer open. Its bucket entry is
-    /// dropped on that bucket's turn.
+    /// `key` is no longer idle (a request began on it) or no longer open. Its entry is dropped at
+    /// its turn.
     mutating func remove(_ key: Key) {
-        idle[key] = nil
+        idleSince[key] = nil
     }
 
     /// One tick passed: the connections whose idle period reached the timeout, taken out.
     mutating func tick() -> [Key] {
-        let due = buckets[cursor]
-        buckets[cursor] = []
-        cursor = (cursor + 1) % buckets.count
+        now += 1
+        let index = slot(dueAt: now)
+        let due = buckets[index]
+        guard !due.isEmpty else { return [] }
+        buckets[index] = []
         var expired: [Key] = []
-        for entry in due where idle[entry.key] == entry.token {
-            idle[entry.key] = nil
-            expired.append(entry.key)
+        for key in due {
+            guard let since = idleSince[key] else {
+                scheduled.remove(key)  // taken out since
+                continue
+            }
+            let dueAt = since + ticks + 1
+            if dueAt <= now {
+                idleSince[key] = nil
+                scheduled.remove(key)
+                expired.append(key)
+            } else {
+                buckets[slot(dueAt: dueAt)].append(key)  // idle again since: where this period ends
+            }
         }
         return expired
     }
+
+    private func slot(dueAt tick: UInt64) -> Int { Int(tick % UInt64(buckets.count)) }
 }

@@ -5,11 +5,19 @@ import CWebSockets
 /// why). lws's own keep-alive timer is still set (to the same timeout) for the connections this
 /// does not take over; none of Waybill's answers leaves one there past a tick.
 extension ServerCore {
+    /// The keep-alive timeout in heartbeat ticks, rounded up: never closed before it.
+    static func keepAliveTicks(_ timeout: Duration) -> Int {
+        max(1, Int((timeout / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded(.up)))
+    }
+
     /// A session's answer ended its transaction with the connection kept open (`HTTPSession.keptAlive`).
     func connectionWentIdle(_ wsi: OpaquePointer) {
-        guard lws_partial_buffered(wsi) == 0 else {
+        guard lws_partial_buffered(wsi) == 0, isIdleHTTPConnection(wsi) else {
             // lws still holds the answer's tail: it ends the transaction itself once that is sent
-            // (a large answer to a slow reader), with no callback here. The tick takes it over then.
+            // (a large answer to a slow reader), with no callback here. Or lws has not let go of
+            // the session (it ends the transaction later by itself, e.g. after discarding a body
+            // nobody read; no answer of Waybill's does that now). The tick takes it over then;
+            // until then lws's own timers stay on it.
             answersStillSending.insert(wsi)
             return
         }
@@ -28,21 +36,46 @@ extension ServerCore {
         answersStillSending.remove(wsi)
     }
 
-    /// The heartbeat's tick: connections whose answer lws finished sending are idle now; those idle
-    /// for the timeout are closed.
+    /// The heartbeat's tick (a timer callback, never inside a socket's callback): connections whose
+    /// answer lws finished sending are idle now; those idle for the timeout are closed.
     func keepAliveTicked() {
         if !answersStillSending.isEmpty {
             // The transaction is over once lws has sent the tail and let go of the session (the slot
             // is empty); a new request on the connection would have taken it out of this set.
-            for wsi in answersStillSending where lws_partial_buffered(wsi) == 0 && slotObject(lws_wsi_user(wsi)) == nil {
+            for wsi in answersStillSending where lws_partial_buffered(wsi) == 0 && isIdleHTTPConnection(wsi) {
                 answersStillSending.remove(wsi)
                 takeOverKeepAlive(wsi)
             }
         }
         for wsi in keepAlive.tick() where isIdleHTTPConnection(wsi) {
-            // Asynchronous, as lws's own keep-alive timer closes: lws may be inside a callback of this pass.
+            if Self.hasRequestHeadArriving(wsi) {
+                // The next request's head has begun to arrive (a slow link, or pipelined bytes lws
+                // kept): not idle. Bounded as lws bounds a head it waits for; a complete head sets
+                // the request's own timers.
+                lws_set_timeout(
+                    wsi, PENDING_TIMEOUT_HOLDING_AH, Int32(clamping: Self.wholeSeconds(configuration.lwsTimeout)))
+                continue
+            }
             writeStatistics.keepAliveCloses += 1
-            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE, LWS_TO_KILL_ASYNC)
+            // At once, as lws's own keep-alive timer closes (from its timer list, like this tick).
+            // Asynchronously (`LWS_TO_KILL_ASYNC`) each close would be one more timer "due now"
+            // inserted behind the others of this tick: k closes, k²/2 steps (found by a review).
+            // The destroy callback this runs takes the connection out of the wheel, not out of the
+            // list being walked (`tick()` returned a copy).
+            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE, LWS_TO_KILL_SYNC)
         }
     }
+
+    /// Whether lws holds the start of a request's head on `wsi`: the request line's method and at
+    /// least part of its target have been read (lws records the target under the method's token).
+    /// lws's own table of methods (`lws_http_get_uri_and_method`, which logs a warning when it
+    /// finds none).
+    static func hasRequestHeadArriving(_ wsi: OpaquePointer) -> Bool {
+        requestTargetTokens.contains { lws_hdr_total_length(wsi, $0) > 0 }
+    }
+
+    private static let requestTargetTokens: [lws_token_indexes] = [
+        WSI_TOKEN_GET_URI, WSI_TOKEN_POST_URI, WSI_TOKEN_OPTIONS_URI, WSI_TOKEN_PUT_URI, WSI_TOKEN_PATCH_URI,
+        WSI_TOKEN_DELETE_URI, WSI_TOKEN_CONNECT, WSI_TOKEN_HEAD_URI,
+    ]
 }

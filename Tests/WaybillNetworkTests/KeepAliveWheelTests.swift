@@ -43,8 +43,8 @@ struct KeepAliveWheelTests {
     }
 
     /// Idle again after a request: its idle period starts over. The entry of the earlier period,
-    /// still in its bucket, closes nothing (without the period's token it would close a connection
-    /// that had been idle for a moment only).
+    /// still in its bucket, closes nothing at its turn; it moves to where the new period ends
+    /// (checked against the period's start, it would close a connection idle for a moment only).
     @Test func aConnectionIdleAgainIsDueAFullTimeoutAfterItsLastAnswer() {
         var wheel = KeepAliveWheel<Int>(ticks: 4)
         wheel.add(9)
@@ -62,6 +62,31 @@ struct KeepAliveWheelTests {
         wheel.add(3)
         let again = ticksUntilDue(&wheel)
         #expect(again.ticks == 5 && again.due == [3])
+    }
+
+    /// However many requests a connection answers while it waits, it has one entry in the wheel:
+    /// an entry per answer kept one per request for the whole timeout (at an hour's timeout and
+    /// 2 000 answers a second, millions). Found by a review.
+    @Test func aBusyConnectionKeepsOneEntry() {
+        var wheel = KeepAliveWheel<Int>(ticks: 50)
+        for round in 0..<200 {
+            for key in 0..<10 {
+                wheel.remove(key)  // a request begins
+                wheel.add(key)  // and is answered
+            }
+            if round % 2 == 0 { #expect(wheel.tick().isEmpty) }
+        }
+        #expect(wheel.entries == 10 && wheel.count == 10)
+        // Still each due a full timeout after its last answer.
+        let (n, due) = ticksUntilDue(&wheel)
+        #expect(n == 51 && Set(due) == Set(0..<10))
+        #expect(wheel.entries == 0)
+        // One taken out for good leaves its entry until that entry's turn only.
+        wheel.add(1)
+        wheel.remove(1)
+        #expect(wheel.entries == 1 && wheel.count == 0)
+        let none = ticksUntilDue(&wheel, limit: 60)
+        #expect(none.due.isEmpty && wheel.entries == 0)
     }
 
     /// Many connections going idle in the same tick are due together, in the order they went idle;
