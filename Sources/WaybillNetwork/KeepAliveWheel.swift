@@ -23,8 +23,8 @@ struct KeepAliveWheel<Key: Hashable> {
     private var buckets: [[Key]]
     /// Ticks so far; bucket `t % buckets.count` holds what is due at tick `t`.
     private var now: UInt64 = 0
-    /// The connections idle now, each with the tick count when its idle period began.
-    private var idleSince: [Key: UInt64] = [:]
+    /// The connections idle now, each with the tick its idle period ends at.
+    private var dueAt: [Key: UInt64] = [:]
     /// The connections with an entry in a bucket (idle now, or taken out since and not yet at their turn).
     private var scheduled: Set<Key> = []
     private let ticks: UInt64
@@ -39,49 +39,57 @@ struct KeepAliveWheel<Key: Hashable> {
     }
 
     /// Connections idle now.
-    var count: Int { idleSince.count }
+    var count: Int { dueAt.count }
 
     /// Entries in the buckets (at most one per connection; tests).
     var entries: Int { scheduled.count }
 
-    func contains(_ key: Key) -> Bool { idleSince[key] != nil }
+    func contains(_ key: Key) -> Bool { dueAt[key] != nil }
 
     /// `key` went idle now (again, if it was already: its idle period starts over).
     mutating func add(_ key: Key) {
-        idleSince[key] = now
-        if scheduled.insert(key).inserted { buckets[slot(dueAt: now + ticks + 1)].append(key) }
+        schedule(key, at: now + ticks + 1)
     }
 
     /// `key` is no longer idle (a request began on it) or no longer open. Its entry is dropped at
     /// its turn.
     mutating func remove(_ key: Key) {
-        idleSince[key] = nil
+        dueAt[key] = nil
     }
 
-    /// One tick passed: the connections whose idle period reached the timeout, taken out.
-    mutating func tick() -> [Key] {
+    /// One tick passed: the connections whose idle period reached the timeout, taken out; at most
+    /// `limit` of them, the others stay idle and due at the next tick.
+    mutating func tick(limit: Int = .max) -> [Key] {
         now += 1
-        let index = slot(dueAt: now)
+        let index = slot(now)
         let due = buckets[index]
         guard !due.isEmpty else { return [] }
         buckets[index] = []
         var expired: [Key] = []
         for key in due {
-            guard let since = idleSince[key] else {
+            guard let end = dueAt[key] else {
                 scheduled.remove(key)  // taken out since
                 continue
             }
-            let dueAt = since + ticks + 1
-            if dueAt <= now {
-                idleSince[key] = nil
+            if end > now {
+                buckets[slot(end)].append(key)  // idle again since: where this period ends
+            } else if expired.count < limit {
+                dueAt[key] = nil
                 scheduled.remove(key)
                 expired.append(key)
             } else {
-                buckets[slot(dueAt: dueAt)].append(key)  // idle again since: where this period ends
+                buckets[slot(now + 1)].append(key)  // past this tick's limit: the next tick's
             }
         }
         return expired
     }
 
-    private func slot(dueAt tick: UInt64) -> Int { Int(tick % UInt64(buckets.count)) }
+    /// Sets `key`'s end and makes sure it has one entry no later than it: an existing entry is
+    /// never later than a new end (ends only grow).
+    private mutating func schedule(_ key: Key, at end: UInt64) {
+        dueAt[key] = end
+        if scheduled.insert(key).inserted { buckets[slot(end)].append(key) }
+    }
+
+    private func slot(_ tick: UInt64) -> Int { Int(tick % UInt64(buckets.count)) }
 }

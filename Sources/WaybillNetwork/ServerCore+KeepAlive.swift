@@ -1,10 +1,20 @@
 import CWebSockets
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Closing kept-alive connections that stay idle for `keepAliveTimeout`, with `KeepAliveWheel`
 /// on the heartbeat's 100 ms tick instead of one lws timer per idle connection (see the wheel for
 /// why). lws's own keep-alive timer is still set (to the same timeout) for the connections this
 /// does not take over; none of Waybill's answers leaves one there past a tick.
 extension ServerCore {
+    /// Idle connections closed in one tick at most; the rest wait for the next (they are idle:
+    /// a few hundred milliseconds late costs nothing). Why: a herd of connections that went idle in
+    /// the same 100 ms would otherwise all close in one callback, and on lws's poll loop each close
+    /// also inserts a flush timer into lws's sorted list behind the others (found by a review).
+    static let keepAliveClosesPerTick = 256
+
     /// The keep-alive timeout in heartbeat ticks, rounded up: never closed before it.
     static func keepAliveTicks(_ timeout: Duration) -> Int {
         max(1, Int((timeout / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded(.up)))
@@ -44,14 +54,16 @@ extension ServerCore {
             // is empty); a new request on the connection would have taken it out of this set.
             for wsi in answersStillSending where lws_partial_buffered(wsi) == 0 && isIdleHTTPConnection(wsi) {
                 answersStillSending.remove(wsi)
+                writeStatistics.keepAliveAfterSending += 1
                 takeOverKeepAlive(wsi)
             }
         }
-        for wsi in keepAlive.tick() where isIdleHTTPConnection(wsi) {
-            if Self.hasRequestHeadArriving(wsi) {
-                // The next request's head has begun to arrive (a slow link, or pipelined bytes lws
-                // kept): not idle. Bounded as lws bounds a head it waits for; a complete head sets
-                // the request's own timers.
+        for wsi in keepAlive.tick(limit: Self.keepAliveClosesPerTick) where isIdleHTTPConnection(wsi) {
+            if Self.hasRequestHeadArriving(wsi) || Self.hasUnreadBytes(lws_get_socket_fd(wsi)) {
+                // The next request has begun to arrive (a slow link, pipelined bytes lws kept, or
+                // bytes lws has not read yet: on lws's poll loop timers run before the sockets are
+                // looked at): not idle. Bounded as lws bounds a head it waits for; a complete head
+                // sets the request's own timers.
                 lws_set_timeout(
                     wsi, PENDING_TIMEOUT_HOLDING_AH, Int32(clamping: Self.wholeSeconds(configuration.lwsTimeout)))
                 continue
@@ -69,9 +81,17 @@ extension ServerCore {
     /// Whether lws holds the start of a request's head on `wsi`: the request line's method and at
     /// least part of its target have been read (lws records the target under the method's token).
     /// lws's own table of methods (`lws_http_get_uri_and_method`, which logs a warning when it
-    /// finds none).
+    /// finds none). A head cut inside its method name ("GE") is not seen: such a connection is
+    /// closed at its turn, the race of any keep-alive close.
     static func hasRequestHeadArriving(_ wsi: OpaquePointer) -> Bool {
         requestTargetTokens.contains { lws_hdr_total_length(wsi, $0) > 0 }
+    }
+
+    /// Whether the kernel holds bytes from the peer that lws has not read yet. One `ioctl` per
+    /// connection at its turn, never per request.
+    static func hasUnreadBytes(_ fd: Int32) -> Bool {
+        var count: Int32 = 0
+        return fd >= 0 && ioctl(fd, UInt(FIONREAD), &count) == 0 && count > 0
     }
 
     private static let requestTargetTokens: [lws_token_indexes] = [

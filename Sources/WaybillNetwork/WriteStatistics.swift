@@ -15,4 +15,6 @@ struct WriteStatistics: Sendable, Equatable {
     var httpWrites = 0
     /// Kept-alive connections closed for idling (`KeepAliveWheel`).
     var keepAliveCloses = 0
+    /// Connections taken over by the wheel only after lws finished sending their last answer.
+    var keepAliveAfterSending = 0
 }

@@ -21,17 +21,18 @@ struct KeepAliveTests {
             let (statuses, closed, idleFor) = try await runBlocking { () -> ([Int], Bool, Duration) in
                 let c = try RawConnection(port: port)
                 var statuses: [Int] = []
-                for _ in 0..<12 {
+                for index in 0..<12 {
+                    if index > 0 { Thread.sleep(forTimeInterval: 0.4) }
                     try c.send(RawConnection.request("GET", "/status/204"))
                     statuses.append(try c.readResponse().status)
-                    Thread.sleep(forTimeInterval: 0.4)
                 }
-                let start = ContinuousClock.now
+                let start = ContinuousClock.now  // the server went idle just before
                 return (statuses, c.waitForClose(timeout: .seconds(8)), ContinuousClock.now - start)
             }
             #expect(statuses == Array(repeating: 204, count: 12))  // one connection throughout, ~4.8 s
             #expect(closed)
-            #expect(idleFor < .seconds(6))
+            // Not before the timeout (2 s from the last answer), nor long after it.
+            #expect(idleFor >= .milliseconds(1800) && idleFor < .seconds(6))
             #expect(await server.writeStatistics().keepAliveCloses == 1)
         }
     }
@@ -76,7 +77,9 @@ struct KeepAliveTests {
             #expect(response.status == 200)
             #expect(response.body == (0..<size).map { UInt8($0 % 251) })
             #expect(closed)
-            #expect(await server.writeStatistics().keepAliveCloses == 1)
+            let statistics = await server.writeStatistics()
+            #expect(statistics.keepAliveAfterSending == 1)  // the path this test is for was taken
+            #expect(statistics.keepAliveCloses == 1)
         }
     }
 
@@ -90,9 +93,9 @@ struct KeepAliveTests {
                 let c = try RawConnection(port: port)
                 try c.send(RawConnection.request("GET", "/status/204"))
                 let first = try c.readResponse().status
-                Thread.sleep(forTimeInterval: 0.3)
+                // At once: a client stalled for a second here would meet its turn with nothing sent.
                 try c.send("GET /status/204 HTTP/1.1\r\nHo")
-                Thread.sleep(forTimeInterval: 1.7)  // the turn comes at 1–1.1 s of idling
+                Thread.sleep(forTimeInterval: 2)  // the turn comes at 1–1.1 s of idling
                 try c.send("st: 127.0.0.1\r\n\r\n")
                 return (first, try c.readResponse().status)
             }
@@ -121,7 +124,9 @@ struct KeepAliveTests {
             }
             #expect(first == 204)
             #expect(closed)
-            #expect(after < .seconds(8))  // 1 s to the turn, then 2 s; lws's own 10 s would be past it
+            // 1 s to the turn, then 2 s: not at the turn (the head check), nor at lws's own 10 s.
+            #expect(after >= .milliseconds(2500) && after < .seconds(8))
+            #expect(await server.writeStatistics().keepAliveCloses == 0)
         }
     }
 }

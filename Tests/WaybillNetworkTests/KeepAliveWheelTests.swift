@@ -1,5 +1,9 @@
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @testable import WaybillNetwork
 
 /// `KeepAliveWheel` on plain keys, without sockets: when an idle connection is due, and which
@@ -101,6 +105,34 @@ struct KeepAliveWheelTests {
         #expect(wheel.tick() == Array(0..<100))
         #expect(wheel.tick() == Array(100..<150))
         #expect(wheel.count == 0)
+    }
+
+    /// At most `limit` are returned in one tick; the others stay idle and are due at the next,
+    /// unless a request takes one out meanwhile.
+    @Test func closesPastATicksLimitWaitForTheNextTick() {
+        var wheel = KeepAliveWheel<Int>(ticks: 2)
+        for key in 0..<10 { wheel.add(key) }
+        #expect(wheel.tick(limit: 4).isEmpty && wheel.tick(limit: 4).isEmpty)
+        #expect(wheel.tick(limit: 4) == [0, 1, 2, 3])
+        #expect(wheel.count == 6 && wheel.contains(4))
+        wheel.remove(5)  // a request on one that waited
+        #expect(wheel.tick(limit: 4) == [4, 6, 7, 8])
+        #expect(wheel.tick(limit: 4) == [9])
+        #expect(wheel.count == 0 && wheel.entries == 0)
+    }
+
+    /// A connection whose peer's bytes wait in the kernel, unread by lws, is not idle at its turn.
+    @Test func unreadBytesAreSeenOnTheSocket() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        #expect(!ServerCore.hasUnreadBytes(fds[0]))
+        #expect(write(fds[1], "GET", 3) == 3)
+        #expect(ServerCore.hasUnreadBytes(fds[0]))
+        var buffer = [UInt8](repeating: 0, count: 8)
+        #expect(read(fds[0], &buffer, 8) == 3)
+        #expect(!ServerCore.hasUnreadBytes(fds[0]))
+        #expect(!ServerCore.hasUnreadBytes(-1))
     }
 
     /// A timeout below one tick still waits a whole tick.
