@@ -25,6 +25,11 @@
 #                                         any of the above with N kept-alive HTTP connections held idle
 #                                         beside it (scripts/idle_http.py; the server's keep-alive is
 #                                         raised to an hour so they stay)
+#   WAYBILL_BENCH_IDLE_WS=N scripts/bench.sh paced RATE SECONDS 40
+#                                         with N WebSockets held open and quiet beside it
+#                                         (scripts/idle_sockets.py), on the last 10 drivers' tokens
+#                                         (WAYBILL_BENCH_IDLE_WS_DRIVERS): give paced at most the
+#                                         other drivers' sockets, so the idle ones get no event
 #   scripts/bench.sh ab 6 BIN_A BIN_B [RATE [SECONDS]]
 #                                         CPU per write of two builds run side by side, `paced` against
 #                                         both at once for each round (scripts/bench-ab.sh)
@@ -52,6 +57,7 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 
 cleanup() {
     [ -n "${IDLE_PID:-}" ] && kill -TERM "$IDLE_PID" 2>/dev/null && wait "$IDLE_PID" 2>/dev/null || true
+    [ -n "${IDLE_WS_PID:-}" ] && kill -TERM "$IDLE_WS_PID" 2>/dev/null && wait "$IDLE_WS_PID" 2>/dev/null || true
     [ -n "${SERVER_PID:-}" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
     # WAYBILL_BENCH_KEEP=1 keeps the data directory (the server's log, its database) to look into a run.
     if [ -n "${WAYBILL_BENCH_KEEP:-}" ]; then echo "bench: kept $DATA" >&2; else rm -rf "$DATA"; fi
@@ -241,6 +247,7 @@ print(json.dumps({"scenario": "paced", "label": f"waybill-paced-{int(rate)}" + (
     + ("-get" if get_path else ""), "get_path": get_path,
     "offered_writes_per_s": rate, "who": who,
     "idle_http_connections": int(os.environ.get("WAYBILL_BENCH_IDLE_HTTP") or 0),
+    "idle_websockets": int(os.environ.get("WAYBILL_BENCH_IDLE_WS") or 0),
     "duration_s": dur, "sockets": conns, "connected": drain.get("connected"),
     "writes": int(m.group(1)) if m else None, "writes_per_s": round(int(m.group(1)) / float(m.group(2)), 1) if m else None,
     "write_errors": int(s.group(1)) if s else None, "late_slots": int(s.group(5)) if s else None,
@@ -273,6 +280,15 @@ if [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ]; then
     IDLE_PID=$!
     for _ in $(seq 1 700); do [ -s "$DATA/idle-ready" ] && break; sleep 0.1; done
     echo "idle kept-alive connections: $(cat "$DATA/idle-ready" 2>/dev/null || echo none) open" >&2
+fi
+if [ -n "${WAYBILL_BENCH_IDLE_WS:-}" ]; then
+    python3 -c 'import json,sys; fx=json.load(open(sys.argv[1])); print("\n".join(d["token"] for d in fx["drivers"][-int(sys.argv[2]):]))' \
+        "$DATA/fixtures.json" "${WAYBILL_BENCH_IDLE_WS_DRIVERS:-10}" >"$DATA/idle-ws-tokens"
+    python3 "$ROOT/scripts/idle_sockets.py" --port "$PORT" --sockets "$WAYBILL_BENCH_IDLE_WS" --tokens "$DATA/idle-ws-tokens" \
+        --ready "$DATA/idle-ws-ready" 2>"$DATA/idle-ws.err" &
+    IDLE_WS_PID=$!
+    for _ in $(seq 1 1300); do [ -s "$DATA/idle-ws-ready" ] && break; sleep 0.1; done
+    echo "idle WebSockets: $(cat "$DATA/idle-ws-ready" 2>/dev/null || echo none) open" >&2
 fi
 if [ $# -gt 0 ]; then
     run "$@"
