@@ -42,6 +42,21 @@ struct EventLoopTests {
         }
     }
 
+    /// The soft limit goes to the hard one, at most the cap, and one above the cap comes down to it:
+    /// lws 4.1 takes a limit above 10 000 000 for a mistake and serves 2 560 descriptors only, so
+    /// under systemd's `LimitNOFILE=infinity` (1 073 741 816) every socket past the 2 560th was
+    /// refused. (This machine's `fs.nr_open` keeps the hard limit at 2²⁰, so the rule is checked on
+    /// numbers; the test above checks the call.)
+    @Test func theSoftFileLimitGoesToTheHardOneAndComesDownToTheCap() {
+        let cap: UInt64 = 1 << 20
+        #expect(FileDescriptorLimit.newSoftLimit(current: 1024, hard: 524_288, cap: cap) == 524_288)
+        #expect(FileDescriptorLimit.newSoftLimit(current: 1024, hard: 4 << 20, cap: cap) == cap)
+        #expect(FileDescriptorLimit.newSoftLimit(current: 1_073_741_816, hard: 1_073_741_816, cap: cap) == cap)
+        #expect(FileDescriptorLimit.newSoftLimit(current: .max, hard: .max, cap: cap) == cap)  // RLIM_INFINITY
+        #expect(FileDescriptorLimit.newSoftLimit(current: cap, hard: 4 << 20, cap: cap) == nil)
+        #expect(FileDescriptorLimit.newSoftLimit(current: 4096, hard: 4096, cap: cap) == nil)
+    }
+
     /// The keep-alive timeout on both loops. (lws armed its own from a socket callback, after the
     /// response was written: with libev and no heartbeat it waited for whatever deadline the plugin
     /// had armed before. The server's `KeepAliveWheel` closes idle connections now.)
