@@ -23,11 +23,11 @@
 #                                         (scripts/lws_floor.c): what lws itself costs per request
 #   WAYBILL_BENCH_IDLE_HTTP=N scripts/bench.sh …
 #                                         any of the above with N kept-alive HTTP connections held idle
-#                                         beside it (scripts/idle_http.py; the server's keep-alive is
+#                                         beside it (scripts/idle_clients.py; the server's keep-alive is
 #                                         raised to an hour so they stay)
 #   WAYBILL_BENCH_IDLE_WS=N scripts/bench.sh paced RATE SECONDS 40
 #                                         with N WebSockets held open and quiet beside it
-#                                         (scripts/idle_sockets.py), on the last 10 drivers' tokens
+#                                         (scripts/idle_clients.py --kind ws), on the last 10 drivers' tokens
 #                                         (WAYBILL_BENCH_IDLE_WS_DRIVERS): give paced at most the
 #                                         other drivers' sockets, so the idle ones get no event
 #   scripts/bench.sh ab 6 BIN_A BIN_B [RATE [SECONDS]]
@@ -275,7 +275,7 @@ PY
 [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ] && export WAYBILL_KEEP_ALIVE_SECONDS=3600
 start_server
 if [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ]; then
-    python3 "$ROOT/scripts/idle_http.py" --port "$PORT" --connections "$WAYBILL_BENCH_IDLE_HTTP" \
+    python3 "$ROOT/scripts/idle_clients.py" --kind http --port "$PORT" --count "$WAYBILL_BENCH_IDLE_HTTP" \
         --ready "$DATA/idle-ready" 2>"$DATA/idle.err" &
     IDLE_PID=$!
     for _ in $(seq 1 700); do [ -s "$DATA/idle-ready" ] && break; sleep 0.1; done
@@ -284,7 +284,7 @@ fi
 if [ -n "${WAYBILL_BENCH_IDLE_WS:-}" ]; then
     python3 -c 'import json,sys; fx=json.load(open(sys.argv[1])); print("\n".join(d["token"] for d in fx["drivers"][-int(sys.argv[2]):]))' \
         "$DATA/fixtures.json" "${WAYBILL_BENCH_IDLE_WS_DRIVERS:-10}" >"$DATA/idle-ws-tokens"
-    python3 "$ROOT/scripts/idle_sockets.py" --port "$PORT" --sockets "$WAYBILL_BENCH_IDLE_WS" --tokens "$DATA/idle-ws-tokens" \
+    python3 "$ROOT/scripts/idle_clients.py" --kind ws --port "$PORT" --count "$WAYBILL_BENCH_IDLE_WS" --tokens "$DATA/idle-ws-tokens" \
         --ready "$DATA/idle-ws-ready" 2>"$DATA/idle-ws.err" &
     IDLE_WS_PID=$!
     for _ in $(seq 1 1300); do [ -s "$DATA/idle-ws-ready" ] && break; sleep 0.1; done

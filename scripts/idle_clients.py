@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Holds N WebSockets open and quiet: each upgrades `/ws/orders/?token=…` with one of the given
-tokens (in turn), then only answers the server's protocol pings, as a phone whose driver has no
-new order does.
+"""Holds N idle clients on a server: kept-alive HTTP connections (`--kind http`: each asks
+`GET /healthz` once, reads the answer, then sends nothing, as a driver's app holds its connection
+between two refetches) or WebSockets (`--kind ws`: each upgrades `/ws/orders/?token=…` with one of
+the given tokens, in turn, then only answers the server's protocol pings, as a phone whose driver
+has no new order does).
 
-Why: to measure whether what a write costs depends on how many sockets are open beside it
-(`WAYBILL_BENCH_IDLE_WS=N scripts/bench.sh paced …`, docs/BENCHMARKS.md). Give it tokens of users
-the run writes nothing for, so these sockets get no event.
+Why: to measure whether what a request or a write costs depends on how many connections or
+sockets are open beside it (docs/BENCHMARKS.md, 2026-12-06 15:17–). `scripts/bench.sh` runs it
+with WAYBILL_BENCH_IDLE_HTTP=N (raising the server's keep-alive, so they stay) and
+WAYBILL_BENCH_IDLE_WS=N (on tokens of drivers the run writes nothing for, so they get no event).
 
 Black-box tool, standard library only. Writes "open N" to stderr (and to --ready FILE) once every
-socket has its `101`, then holds them until DURATION seconds have passed or it is killed.
+client is connected, then holds them until DURATION seconds have passed or it is killed.
 """
 import argparse
 import asyncio
@@ -24,7 +27,24 @@ def masked(opcode, payload):
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
-async def hold(port, token, opened, stop):
+async def hold_http(port, token, opened, stop):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = await asyncio.wait_for(reader.read(4096), 10)
+            if not chunk:
+                return
+            head += chunk
+        opened.append(1)
+        await stop.wait()
+    finally:
+        writer.close()
+
+
+async def hold_ws(port, token, opened, stop):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         key = base64.b64encode(os.urandom(16)).decode()
@@ -77,16 +97,17 @@ async def hold(port, token, opened, stop):
 
 
 async def main(args):
-    tokens = [t for t in open(args.tokens).read().split() if t]
+    tokens = [t for t in open(args.tokens).read().split() if t] if args.tokens else [""]
+    hold = hold_ws if args.kind == "ws" else hold_http
     stop = asyncio.Event()
     opened = []
     tasks = []
-    for i in range(args.sockets):
+    for i in range(args.count):
         tasks.append(asyncio.create_task(hold(args.port, tokens[i % len(tokens)], opened, stop)))
         if i % 200 == 199:
-            await asyncio.sleep(0.05)  # not one burst at the listener and the authenticator
+            await asyncio.sleep(0.05)  # not one burst at the listener (and the authenticator)
     deadline = time.monotonic() + 120
-    while len(opened) < args.sockets and time.monotonic() < deadline:
+    while len(opened) < args.count and time.monotonic() < deadline:
         if all(t.done() for t in tasks):
             break
         await asyncio.sleep(0.05)
@@ -101,9 +122,13 @@ async def main(args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kind", choices=["http", "ws"], required=True)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--sockets", type=int, required=True)
-    p.add_argument("--tokens", required=True, help="a file of API tokens, whitespace-separated")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--tokens", help="ws: a file of API tokens, whitespace-separated")
     p.add_argument("--duration", type=float, default=600, help="seconds to hold them (default 600)")
-    p.add_argument("--ready", help="file to write the count of open sockets to, once open")
-    asyncio.run(main(p.parse_args()))
+    p.add_argument("--ready", help="file to write the count of open clients to, once open")
+    a = p.parse_args()
+    if a.kind == "ws" and not a.tokens:
+        p.error("--kind ws needs --tokens")
+    asyncio.run(main(a))
