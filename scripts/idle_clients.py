@@ -27,17 +27,26 @@ def masked(opcode, payload):
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
+async def ask(reader, writer, request):
+    """Sends `request` and reads the answer's head: (status line, bytes after the head), or None
+    if the connection closed first."""
+    writer.write(request)
+    await writer.drain()
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = await asyncio.wait_for(reader.read(4096), 20)
+        if not chunk:
+            return None
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0], rest
+
+
 async def hold_http(port, token, opened, stop):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        await writer.drain()
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = await asyncio.wait_for(reader.read(4096), 10)
-            if not chunk:
-                return
-            head += chunk
+        if not await ask(reader, writer, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"):
+            return
         opened.append(1)
         await stop.wait()
     finally:
@@ -48,19 +57,13 @@ async def hold_ws(port, token, opened, stop):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         key = base64.b64encode(os.urandom(16)).decode()
-        writer.write((f"GET /ws/orders/?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                      "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-        await writer.drain()
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            chunk = await asyncio.wait_for(reader.read(4096), 20)
-            if not chunk:
-                return
-            buf += chunk
-        head, _, buf = buf.partition(b"\r\n\r\n")
-        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+        answer = await ask(reader, writer, (
+            f"GET /ws/orders/?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        if not answer or b" 101 " not in answer[0]:
             return
+        buf = answer[1]
         opened.append(1)
         reading = asyncio.ensure_future(reader.read(65536))
         stopping = asyncio.ensure_future(stop.wait())
