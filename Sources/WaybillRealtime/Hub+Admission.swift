@@ -97,7 +97,7 @@ extension Hub {
             refuse(socket, .notAuthenticated, io: io)
             return
         }
-        guard socketsPerUser[user.id, default: 0] < configuration.limits.maxSocketsPerUser else {
+        guard userSockets[user.id]?.count ?? 0 < configuration.limits.maxSocketsPerUser else {
             metrics.overflowed(.socketsPerUser)
             logger.warning("user has too many sockets open; closing the new one", ["socket": "\(socket)", "user": "\(user.id)"])
             connections[socket]?.machine.closing()
@@ -109,7 +109,7 @@ extension Hub {
                 user: user.id, group: group, resume: resume, newest: newestDelivered),
             connections[socket]?.machine.group == group
         else { return }  // no longer authenticating: nothing joined, nothing counted (`socketClosed` undoes both)
-        socketsPerUser[user.id, default: 0] += 1
+        userSockets[user.id, default: []].insert(socket)
         join(socket, group)
         if case .driver = group, let company = user.companyID { acceptReceipts(on: socket, company: company) }
         metrics.socketClosed(kind: "pending")
