@@ -56,8 +56,7 @@ BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path
 [ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
 
 cleanup() {
-    [ -n "${IDLE_PID:-}" ] && kill -TERM "$IDLE_PID" 2>/dev/null && wait "$IDLE_PID" 2>/dev/null || true
-    [ -n "${IDLE_WS_PID:-}" ] && kill -TERM "$IDLE_WS_PID" 2>/dev/null && wait "$IDLE_WS_PID" 2>/dev/null || true
+    for pid in ${IDLE_PIDS:-}; do kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
     [ -n "${SERVER_PID:-}" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
     # WAYBILL_BENCH_KEEP=1 keeps the data directory (the server's log, its database) to look into a run.
     if [ -n "${WAYBILL_BENCH_KEEP:-}" ]; then echo "bench: kept $DATA" >&2; else rm -rf "$DATA"; fi
@@ -273,22 +272,22 @@ PY
 # through the environment, so a build without --keep-alive-seconds still starts (and closes them
 # after its own 5 s).
 [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ] && export WAYBILL_KEEP_ALIVE_SECONDS=3600
+# hold_idle KIND COUNT WHAT [idle_clients.py options]: COUNT idle clients of KIND (http, ws) beside the
+# run, waited for until open (the tool itself gives up after 120 s); stopped by `cleanup`.
+hold_idle() {
+    local kind="$1" count="$2" what="$3"; shift 3
+    python3 "$ROOT/scripts/idle_clients.py" --kind "$kind" --port "$PORT" --count "$count" \
+        --ready "$DATA/idle-$kind-ready" "$@" 2>"$DATA/idle-$kind.err" &
+    IDLE_PIDS="${IDLE_PIDS:-} $!"
+    for _ in $(seq 1 1300); do [ -s "$DATA/idle-$kind-ready" ] && break; sleep 0.1; done
+    echo "$what: $(cat "$DATA/idle-$kind-ready" 2>/dev/null || echo none) open" >&2
+}
 start_server
-if [ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ]; then
-    python3 "$ROOT/scripts/idle_clients.py" --kind http --port "$PORT" --count "$WAYBILL_BENCH_IDLE_HTTP" \
-        --ready "$DATA/idle-ready" 2>"$DATA/idle.err" &
-    IDLE_PID=$!
-    for _ in $(seq 1 700); do [ -s "$DATA/idle-ready" ] && break; sleep 0.1; done
-    echo "idle kept-alive connections: $(cat "$DATA/idle-ready" 2>/dev/null || echo none) open" >&2
-fi
+[ -n "${WAYBILL_BENCH_IDLE_HTTP:-}" ] && hold_idle http "$WAYBILL_BENCH_IDLE_HTTP" "idle kept-alive connections"
 if [ -n "${WAYBILL_BENCH_IDLE_WS:-}" ]; then
     python3 -c 'import json,sys; fx=json.load(open(sys.argv[1])); print("\n".join(d["token"] for d in fx["drivers"][-int(sys.argv[2]):]))' \
         "$DATA/fixtures.json" "${WAYBILL_BENCH_IDLE_WS_DRIVERS:-10}" >"$DATA/idle-ws-tokens"
-    python3 "$ROOT/scripts/idle_clients.py" --kind ws --port "$PORT" --count "$WAYBILL_BENCH_IDLE_WS" --tokens "$DATA/idle-ws-tokens" \
-        --ready "$DATA/idle-ws-ready" 2>"$DATA/idle-ws.err" &
-    IDLE_WS_PID=$!
-    for _ in $(seq 1 1300); do [ -s "$DATA/idle-ws-ready" ] && break; sleep 0.1; done
-    echo "idle WebSockets: $(cat "$DATA/idle-ws-ready" 2>/dev/null || echo none) open" >&2
+    hold_idle ws "$WAYBILL_BENCH_IDLE_WS" "idle WebSockets" --tokens "$DATA/idle-ws-tokens"
 fi
 if [ $# -gt 0 ]; then
     run "$@"

@@ -6,9 +6,10 @@ extension ServerCore {
     /// Wheel ticks per second.
     static let heartbeatTicksPerSecond = 10
 
-    /// The ping interval in heartbeat ticks (at least one).
-    static func heartbeatTicks(_ interval: Duration) -> Int {
-        max(1, Int((interval / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded()))
+    /// `interval` in heartbeat ticks (at least one): the ping interval to the nearest tick, the
+    /// keep-alive timeout rounded up (never closed before it).
+    static func heartbeatTicks(_ interval: Duration, rounding rule: FloatingPointRoundingRule = .toNearestOrAwayFromZero) -> Int {
+        max(1, Int((interval / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded(rule)))
     }
 
     /// lws takes whole seconds: rounded up, at least 1 (0 would turn the timer off).

@@ -15,14 +15,9 @@ extension ServerCore {
     /// also inserts a flush timer into lws's sorted list behind the others (found by a review).
     static let keepAliveClosesPerTick = 256
 
-    /// The keep-alive timeout in heartbeat ticks, rounded up: never closed before it.
-    static func keepAliveTicks(_ timeout: Duration) -> Int {
-        max(1, Int((timeout / .milliseconds(1000 / heartbeatTicksPerSecond)).rounded(.up)))
-    }
-
     /// A session's answer ended its transaction with the connection kept open (`HTTPSession.keptAlive`).
     func connectionWentIdle(_ wsi: OpaquePointer) {
-        guard lws_partial_buffered(wsi) == 0, isIdleHTTPConnection(wsi) else {
+        guard lwsHasLetGo(of: wsi) else {
             // lws still holds the answer's tail: it ends the transaction itself once that is sent
             // (a large answer to a slow reader), with no callback here. Or lws has not let go of
             // the session (it ends the transaction later by itself, e.g. after discarding a body
@@ -32,6 +27,12 @@ extension ServerCore {
             return
         }
         takeOverKeepAlive(wsi)
+    }
+
+    /// Whether lws has ended the connection's transaction: sent all of the answer and let go of
+    /// the session (its slot is empty).
+    private func lwsHasLetGo(of wsi: OpaquePointer) -> Bool {
+        lws_partial_buffered(wsi) == 0 && isIdleHTTPConnection(wsi)
     }
 
     /// lws's timer off (a removal from its list, no walk), the wheel's on.
@@ -49,14 +50,11 @@ extension ServerCore {
     /// The heartbeat's tick (a timer callback, never inside a socket's callback): connections whose
     /// answer lws finished sending are idle now; those idle for the timeout are closed.
     func keepAliveTicked() {
-        if !answersStillSending.isEmpty {
-            // The transaction is over once lws has sent the tail and let go of the session (the slot
-            // is empty); a new request on the connection would have taken it out of this set.
-            for wsi in answersStillSending where lws_partial_buffered(wsi) == 0 && isIdleHTTPConnection(wsi) {
-                answersStillSending.remove(wsi)
-                writeStatistics.keepAliveAfterSending += 1
-                takeOverKeepAlive(wsi)
-            }
+        // A new request on one of these connections would have taken it out of the set.
+        for wsi in answersStillSending where lwsHasLetGo(of: wsi) {
+            answersStillSending.remove(wsi)
+            writeStatistics.keepAliveAfterSending += 1
+            takeOverKeepAlive(wsi)
         }
         for wsi in keepAlive.tick(limit: Self.keepAliveClosesPerTick) where isIdleHTTPConnection(wsi) {
             if Self.hasRequestHeadArriving(wsi) || Self.hasUnreadBytes(lws_get_socket_fd(wsi)) {

@@ -107,7 +107,7 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
         heartbeat = HeartbeatWheel(interval: Self.heartbeatTicks(configuration.pingInterval))
-        keepAlive = KeepAliveWheel(ticks: Self.keepAliveTicks(configuration.keepAliveTimeout))
+        keepAlive = KeepAliveWheel(ticks: Self.heartbeatTicks(configuration.keepAliveTimeout, rounding: .up))
         maxPongsPerPing = Self.maxPongs(perPing: configuration.pingInterval)
         drainTimer = .allocate(capacity: 1)
         drainTimer.initialize(to: lwsx_timer())

@@ -65,6 +65,9 @@ struct BoundsTests {
         #expect(ServerCore.heartbeatTicks(.seconds(25)) == 250)
         #expect(ServerCore.heartbeatTicks(.milliseconds(1500)) == 15)
         #expect(ServerCore.heartbeatTicks(.zero) == 1)
+        // The keep-alive timeout rounds up (a connection is never closed before it), the ping interval to the nearest.
+        #expect(ServerCore.heartbeatTicks(.milliseconds(1020)) == 10)
+        #expect(ServerCore.heartbeatTicks(.milliseconds(1020), rounding: .up) == 11)
         #expect(ServerCore.wholeSeconds(.milliseconds(1500)) == 2)
         #expect(ServerCore.wholeSeconds(.seconds(5)) == 5)
         #expect(ServerCore.wholeSeconds(.zero) == 1)
