@@ -43,7 +43,7 @@ export WAYBILL_CLUSTER_PORT="${WAYBILL_BENCH_PORT:-8090}"
 export WAYBILL_CLUSTER_PG_PORT="${WAYBILL_BENCH_PG_PORT:-25442}"
 export WAYBILL_CLUSTER_REDIS_PORT="${WAYBILL_BENCH_REDIS_PORT:-26389}"
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
-[ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
+[ -x "$BIN" ] || "$ROOT/scripts/build-release.sh"
 export WAYBILL_BIN="$BIN"
 # The nodes read them from the environment: the sinks open many sockets, and the writers send
 # thousands of writes a second, per seeded token (bench.sh).

@@ -80,7 +80,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 
 if [ -z "${WAYBILL_BENCH_BIN:-}" ]; then
-    (cd "$ROOT" && swift build -c release --product waybill 2>&1 | grep -E "error|Build complete" >&2) || true
+    ("$ROOT/scripts/build-release.sh" 2>&1 | grep -E "error|Build complete" >&2) || true
 fi
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
 [ -x "$BIN" ] || { log "no release build at $BIN"; exit 1; }

@@ -21,7 +21,7 @@ FINISHED="${FINISHED:-1000}"
 REPEAT="${REPEAT:-30}"
 EVENTS="${EVENTS:-10}"
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
-[ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
+[ -x "$BIN" ] || "$ROOT/scripts/build-release.sh"
 PY="$ROOT/.venv-browser/bin/python"
 [ -x "$PY" ] || { echo "bench-history: run 'make browser-test' once first (it makes .venv-browser)" >&2; exit 2; }
 export CHROMIUM_BIN="${CHROMIUM_BIN:-$(command -v chromium || echo /usr/bin/chromium)}"

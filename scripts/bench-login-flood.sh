@@ -23,7 +23,7 @@ export FLOOD_NICE="${FLOOD_NICE:-19}"
 if [ -n "${WAYBILL_BIN:-}" ]; then
     BIN="$WAYBILL_BIN"
 else
-    swift build -c release --product waybill 2>&1 | grep -E "error:" || true
+    scripts/build-release.sh 2>&1 | grep -E "error:" || true
     BIN="$(swift build -c release --show-bin-path)/waybill"
 fi
 ulimit -n 4096 2>/dev/null || true  # server and flood both hold hundreds of sockets

@@ -15,7 +15,7 @@ PORT="${WAYBILL_BENCH_PORT:-8091}"
 OUT="$ROOT/bench-results"
 mkdir -p "$OUT"
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
-[ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
+[ -x "$BIN" ] || "$ROOT/scripts/build-release.sh"
 # uvloop if the shared harness's venv has it; the tool needs only the standard library.
 PY="python3"
 VENV_PY="${WAYBILL_BENCH_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/waybill-bench}/bench-venv/bin/python"

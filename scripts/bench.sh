@@ -53,7 +53,7 @@ DATA="$(mktemp -d /tmp/waybill-bench.XXXXXX)"
 # WAYBILL_BENCH_BIN runs another build (e.g. a saved copy, for A/B runs); WAYBILL_EVENT_LOOP=poll|libev
 # reaches the server through the environment.
 BIN="${WAYBILL_BENCH_BIN:-$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill}"
-[ -x "$BIN" ] || (cd "$ROOT" && swift build -c release --product waybill)
+[ -x "$BIN" ] || "$ROOT/scripts/build-release.sh"
 
 cleanup() {
     for pid in ${IDLE_PIDS:-}; do kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done

@@ -263,7 +263,7 @@ stop_node() {  # stop_node NAME: SIGTERM, then wait (up to 20 s) for the drain t
 
 build() {
     if [ -z "$BIN" ]; then
-        (cd "$ROOT" && swift build -c release --product waybill >/dev/null) || die "build failed"
+        ("$ROOT/scripts/build-release.sh" >/dev/null) || die "build failed"
         BIN="$(cd "$ROOT" && swift build -c release --show-bin-path)/waybill"
     fi
     [ -x "$BIN" ] || die "no waybill binary at $BIN"

@@ -33,6 +33,13 @@ packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlit
 # Servers the multi-node tests and `make cluster` start themselves (on free loopback ports).
 # (No test starts nginx: only `make cluster` puts it in front of the nodes.)
 services=(postgresql redis-server)
+# The release build links Foundation in statically (scripts/build-release.sh), and with it
+# Foundation's networking part, which asks the linker for libcurl by name: the development link
+# (libcurl.so) must be there. Any libcurl development package gives it; only without one is the
+# OpenSSL flavour installed (it conflicts with the GnuTLS one, which may be there already).
+if [ "$(uname -s)" = Linux ] && ! ls /usr/lib/*/libcurl.so /usr/lib/libcurl.so >/dev/null 2>&1; then
+    packages+=(libcurl4-openssl-dev)
+fi
 case "$mode" in
     # curl: scripts/release-smoke.sh (the last step of `make test`) and scripts/cluster.sh ask the
     # server with it; a minimal Debian has none. fonts-dejavu-core: the panel's text in Chromium.

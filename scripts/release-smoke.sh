@@ -16,6 +16,14 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "release-smoke: $*" >&2; tail -40 "$DATA/server.log" >&2 || true; exit 1; }
 
+# The release build carries the Swift runtime and Foundation inside it (scripts/build-release.sh:
+# measured cheaper per write). A build that loads them as shared libraries serves just as well,
+# only slower, so nothing else would notice it.
+if [ "$(uname -s)" = Linux ] && ldd "$BIN" | grep -q 'libswiftCore\.so'; then
+    echo "release-smoke: $BIN loads the Swift runtime as a shared library: build it with scripts/build-release.sh" >&2
+    exit 1
+fi
+
 # The concurrent writes below are 320 from one user in well under a second: past the per-user
 # request rate (429), which is not what this checks.
 "$BIN" serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" --user-requests-per-second 0 2>"$DATA/server.log" &
