@@ -25,6 +25,8 @@ enum PostgresMigrations {
         PostgresMigration(name: "0011_repair_driver_status_index", sql: PostgresSchema.repairDriverStatusIndex),
         PostgresMigration(name: "0012_token_last_use", sql: PostgresSchema.tokenLastUse),
         PostgresMigration(name: "0013_event_cursor_salt", sql: PostgresSchema.eventCursorSalt),
+        // 0014 (SQLite's record that fleets read their company's rows) has no PostgreSQL step.
+        PostgresMigration(name: "0015_finished_by_driver_index", sql: PostgresSchema.finishedByDriverIndex),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

@@ -47,6 +47,8 @@ extension PostgresOrderStore.Transaction {
         if let after = query.updatedAfter {
             arguments.append(.date(after))
             filters += " AND updated_at > $\(arguments.count)"
+            // The recent half of a driver's list: a range of `orders_finished_by_driver`.
+            if query.isRecentlyFinished { filters += " AND " + OrderQuery.finishedOnlyClause }
         }
         if let before = query.before {
             arguments.append(.id(before))

@@ -224,4 +224,21 @@ extension PostgresSchema {
             END IF;
         END $$;
         """
+
+    /// A driver's recently finished orders by update time, as on SQLite
+    /// (`SQLiteSchema.finishedByDriverIndex`): partial, so writes to active orders never touch it.
+    /// A plain `CREATE INDEX`, as 0010 (build it `CONCURRENTLY` by hand first on a large table);
+    /// an invalid one a failed concurrent build left is built again here, as 0011 does for 0010's.
+    static let finishedByDriverIndex = """
+        DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_index
+                       WHERE indexrelid = to_regclass('orders_finished_by_driver') AND NOT indisvalid)
+               AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index
+                               WHERE index_relid = to_regclass('orders_finished_by_driver')) THEN
+                DROP INDEX orders_finished_by_driver;
+            END IF;
+        END $$;
+        CREATE INDEX IF NOT EXISTS orders_finished_by_driver ON orders (company_id, driver_id, status, updated_at)
+            WHERE status IN ('cancelled', 'completed');
+        """
 }

@@ -25,6 +25,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0012_token_last_use", sql: SQLiteSchema.tokenLastUse),
         SQLiteMigration(name: "0013_event_cursor_salt", sql: SQLiteSchema.eventCursorSalt),
         SQLiteMigration(name: "0014_fleet_reads_company_rows", sql: SQLiteSchema.fleetReadsCompanyRows),
+        SQLiteMigration(name: "0015_finished_by_driver_index", sql: SQLiteSchema.finishedByDriverIndex),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -23,8 +23,22 @@ extension SQLiteOrderStore.Transaction {
 
     func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
         if query.matchesNothing { return .empty }
-        // The SQL text depends only on which filters are present and how many statuses (a bounded
-        // set, each cached once); lists travel as one JSON parameter.
+        let windowEnd =
+            query.foldedText == nil
+            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
+        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd)
+        let rows = try perform { () throws(SQLiteError) in
+            try db.query(sql, arguments, Self.summary)
+        }
+        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+    }
+
+    /// The SQL of a list page and its arguments (`windowEnd`: a text page's scan window). The SQL
+    /// text depends only on which filters are present and how many statuses (a bounded set, each
+    /// cached once); lists travel as one JSON parameter.
+    static func orderPageStatement(
+        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?
+    ) -> (sql: String, arguments: [SQLiteValue]) {
         var filters = ""
         var filterArguments: [SQLiteValue] = []
         if let driver = query.driver {
@@ -43,21 +57,18 @@ extension SQLiteOrderStore.Transaction {
         if let after = query.updatedAfter {
             filters += " AND updated_at > ?"
             filterArguments.append(.date(after))
+            // The recent half of a driver's list: a range of `orders_finished_by_driver`.
+            if query.isRecentlyFinished { filters += " AND " + OrderQuery.finishedOnlyClause }
         }
         if let before = query.before {
             filters += " AND id < ?"
             filterArguments.append(.id(before))
         }
-        let windowEnd =
-            query.foldedText == nil
-            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
         if let windowEnd {
             filters += " AND id >= ?"
             filterArguments.append(.id(windowEnd))
         }
         let fetch = SQLiteValue.int(query.limit + 1)
-        var sql: String
-        var arguments: [SQLiteValue]
         if let statuses = query.allowedStatuses {
             // One newest-first range of (company_id, status, id) per status, merged: SQLite cannot
             // walk several index ranges in id order at once, and `status IN (…)` would either
@@ -65,18 +76,13 @@ extension SQLiteOrderStore.Transaction {
             let branch =
                 "SELECT * FROM (SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ? AND status = ?"
                 + filters + " ORDER BY id DESC LIMIT ?)"
-            sql = Array(repeating: branch, count: statuses.count).joined(separator: " UNION ALL ")
+            let sql = Array(repeating: branch, count: statuses.count).joined(separator: " UNION ALL ")
                 + " ORDER BY id DESC LIMIT ?"
-            arguments = statuses.flatMap { [.id(company), .text($0.rawValue)] + filterArguments + [fetch] } + [fetch]
-        } else {
-            // (company_id, id), or (company_id, driver_id, id) with a driver.
-            sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?" + filters + " ORDER BY id DESC LIMIT ?"
-            arguments = [.id(company)] + filterArguments + [fetch]
+            return (sql, statuses.flatMap { [.id(company), .text($0.rawValue)] + filterArguments + [fetch] } + [fetch])
         }
-        let rows = try perform { () throws(SQLiteError) in
-            try db.query(sql, arguments, Self.summary)
-        }
-        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+        // (company_id, id), or (company_id, driver_id, id) with a driver.
+        let sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = ?" + filters + " ORDER BY id DESC LIMIT ?"
+        return (sql, [.id(company)] + filterArguments + [fetch])
     }
 
     /// The last id of a text page's scan window (the `window`-th order below `before`), if the

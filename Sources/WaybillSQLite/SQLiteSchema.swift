@@ -235,4 +235,18 @@ extension SQLiteSchema {
     static let driverStatusIndex = """
         CREATE INDEX orders_by_driver_status ON orders (company_id, driver_id, status, id);
         """
+
+    /// A driver's recently finished orders (the driver list's second half: `status=completed&
+    /// status=cancelled&updated_after=<a day ago>`) as a range of their update times, not a walk of
+    /// the driver's whole finished history checking each row's `updated_at` (found by an audit,
+    /// 2026-12-06: every refetch of every driver read all their finished orders, a table row each).
+    /// Partial: only finished orders have entries, so a write to an active order, whose
+    /// `updated_at` changes at every write, never touches it; an order enters it once, when it
+    /// finishes (and moves in it if it is changed afterwards). A query uses it only when its SQL
+    /// itself says `status IN ('cancelled', 'completed')` (`OrderQuery.finishedOnlyClause`): SQLite
+    /// does not read a bound parameter's value to prove a partial index applies.
+    static let finishedByDriverIndex = """
+        CREATE INDEX orders_finished_by_driver ON orders (company_id, driver_id, status, updated_at)
+        WHERE status IN ('cancelled', 'completed');
+        """
 }

@@ -74,6 +74,20 @@ public struct OrderQuery: Sendable, Equatable {
     /// Statuses that end an order's life.
     public static let finished: Set<OrderStatus> = [.completed, .cancelled]
 
+    /// Whether the query asks only for finished orders updated after a moment (the driver list's
+    /// recent half): the stores then add `finishedOnlyClause` to their SQL, so that the partial
+    /// index of finished orders by driver and update time (migration 0015) serves it.
+    public var isRecentlyFinished: Bool {
+        guard updatedAfter != nil, let allowed = allowedStatuses, !allowed.isEmpty else { return false }
+        return allowed.allSatisfy { Self.finished.contains($0) }
+    }
+
+    /// SQL that restates `finished` as literals, the predicate of both stores' partial index of
+    /// finished orders word for word: neither SQLite nor PostgreSQL proves that a partial index
+    /// applies from a bound parameter's value. A constant: it adds one statement text per shape.
+    public static let finishedOnlyClause =
+        "status IN (" + finished.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
+
     /// A `text` query reads at most this many of the company's orders (by id, below `before`) per
     /// page: a text that matches nothing costs a window, not the whole history. A page may then
     /// be short and still have a next page (its cursor is the window's end).

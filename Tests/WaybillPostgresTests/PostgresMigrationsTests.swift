@@ -24,6 +24,7 @@ import WaybillTesting
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs", "0009_token_expiry_index",
                 "0010_driver_status_index", "0011_repair_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt",
+                "0015_finished_by_driver_index",
             ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
@@ -36,6 +37,13 @@ import WaybillTesting
         ] {
             #expect(indexes.contains(columns), "no index on orders \(columns)")
         }
+        // 0015: the driver list's recent half, finished orders only, with the predicate the store's
+        // SQL repeats word for word (`OrderQuery.finishedOnlyClause`; PostgreSQL prints `IN` as `ANY`).
+        #expect(
+            indexes.contains(
+                "orders_finished_by_driver ON public.orders USING btree (company_id, driver_id, status, updated_at)"
+                    + " WHERE (status = ANY (ARRAY['cancelled'::text, 'completed'::text]))"), "\(indexes)")
+        #expect(OrderQuery.finishedOnlyClause == "status IN ('cancelled', 'completed')")
         // Every store works on the one schema.
         let companies = try await withThrowingTaskGroup(of: Company.self) { group in
             for store in stores { group.addTask { try await store.write { tx in try tx.insertCompany(name: "C") } } }
@@ -55,7 +63,7 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "12")
+        #expect(count == "13")
     }
 
     /// A database a newer release migrated is refused at open, with the migration it does not know

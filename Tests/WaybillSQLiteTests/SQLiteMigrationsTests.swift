@@ -26,6 +26,7 @@ import WaybillStoreTesting
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0006_outbox_without_counter", "0008_session_epochs", "0009_token_expiry_index",
                 "0010_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt", "0014_fleet_reads_company_rows",
+                "0015_finished_by_driver_index",
             ])
         // 0006: no counter row and no by-event index; every commit wrote both.
         #expect(!tables.contains("event_counter"))
@@ -49,6 +50,15 @@ import WaybillStoreTesting
             #expect(driverPlan.contains("orders_by_driver_status (company_id=? AND driver_id=?"), "\(what): \(driverPlan)")
             #expect(!driverPlan.contains("TEMP B-TREE"), "\(what): \(driverPlan)")
         }
+        // 0015: the recent half of a driver's list is, for each finished status, a range of the
+        // driver's finished orders by update time, with the store's own SQL; not a walk of every
+        // order the driver ever finished, checking each one's update time in its row.
+        let recent = SQLiteOrderStore.Transaction.orderPageStatement(
+            in: CompanyID(1), OrderQuery(driver: UserID(2), statuses: [.completed, .cancelled], updatedAfter: t0, limit: 500),
+            windowEnd: nil)
+        let recentPlan = try rawQuery(database.path, "EXPLAIN QUERY PLAN " + recent.sql, column: 3).joined(separator: "\n")
+        let range = "orders_finished_by_driver (company_id=? AND driver_id=? AND status=? AND updated_at>?)"
+        #expect(recentPlan.components(separatedBy: range).count == 3, "\(recentPlan)")
         #expect(try rawQuery(database.path, "PRAGMA journal_mode") == ["wal"])
     }
 
@@ -57,7 +67,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["12"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["13"])
         #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 

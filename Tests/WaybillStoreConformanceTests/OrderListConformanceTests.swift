@@ -136,6 +136,80 @@ import WaybillStoreTesting
         }
     }
 
+    /// The driver list's recent half (`status=completed&status=cancelled&updated_after=…`, narrowed
+    /// to the driver), which both stores serve from a partial index of finished orders by driver
+    /// and update time (migration 0015): the same rows as the filters say, also for an order
+    /// finished long ago and changed since, or one that left the driver or its finished state.
+    @Test(arguments: Backend.allCases) func theRecentlyFinishedHalfFollowsUpdatesOfFinishedOrders(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let (alice, bob) = (fixture.alice.id, fixture.bob.id)
+            let rows = try await Self.insert(
+                30, in: fixture.acme.id, prefix: "F", statuses: [.completed, .cancelled, .inProgress],
+                drivers: [alice, bob], updatedAt: { t0 + Double($0) }, into: store)
+            let since = t0 + 20
+            let recent = OrderQuery(driver: alice, statuses: [.cancelled, .completed], updatedAfter: since, limit: 3)
+            func all(_ query: OrderQuery) async throws -> [OrderSummary] {
+                try await Self.allPages(store, in: fixture.acme.id, query).flatMap { $0 }
+            }
+            func expected() async throws -> [OrderSummary] {
+                try await store.read { tx in
+                    try tx.orderPage(in: fixture.acme.id, OrderQuery(limit: 500)).rows.filter {
+                        $0.driverID == alice && OrderQuery.finished.contains($0.status) && $0.updatedAt > since
+                    }
+                }
+            }
+            let before = try await expected()
+            #expect(before.count >= 3, "\(before.map(\.number))")
+            #expect(try await all(recent) == before)
+
+            // Changed after the moment: an old finished order of Alice's comes in; one is given to
+            // Bob, one goes back to work (a correction), and each leaves her recent half.
+            let old = rows.filter { $0.driverID == alice && OrderQuery.finished.contains($0.status) && $0.updatedAt <= since }
+            let recentOnes = before
+            #expect(old.count >= 1 && recentOnes.count >= 2)
+            try await store.write { [old, recentOnes] tx in
+                func change(_ id: OrderID, _ edit: (inout Order) -> Void) throws {
+                    var order = try #require(try tx.order(id, in: fixture.acme.id))
+                    edit(&order)
+                    order.updatedAt = t0 + 100
+                    _ = try tx.updateOrder(order)
+                }
+                try change(old[0].id) { $0.notes = "signed copy received" }
+                try change(recentOnes[0].id) { $0.driverID = bob }
+                try change(recentOnes[1].id) { $0.status = .inProgress }
+            }
+            let after = try await expected()
+            #expect(after.map(\.id).contains(old[0].id))
+            #expect(!after.map(\.id).contains(recentOnes[0].id) && !after.map(\.id).contains(recentOnes[1].id))
+            #expect(try await all(recent) == after)
+            // Bob's half has the order he was given.
+            let bobs = try await all(OrderQuery(driver: bob, statuses: [.cancelled, .completed], updatedAfter: since))
+            #expect(bobs.map(\.id).contains(recentOnes[0].id))
+        }
+    }
+
+    /// Active and finished statuses with a moment: every matching row, on either side. Only a
+    /// finished-only query says the finished orders' predicate (`OrderQuery.isRecentlyFinished`).
+    @Test(arguments: Backend.allCases) func aMomentWithActiveStatusesKeepsTheirRows(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let rows = try await Self.insert(
+                18, in: fixture.acme.id, prefix: "M", statuses: [.new, .assigned, .completed],
+                drivers: [fixture.alice.id], updatedAt: { t0 + Double($0) }, into: store)
+            let newest = Array(rows.reversed())
+            let mixed = try await store.read { tx in
+                try tx.orderPage(in: fixture.acme.id, OrderQuery(statuses: [.new, .completed], updatedAfter: t0 + 5)).rows
+            }
+            #expect(mixed == newest.filter { ($0.status == .new || $0.status == .completed) && $0.updatedAt > t0 + 5 })
+            let activeLately = try await store.read { tx in
+                try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, activeOnly: true, updatedAfter: t0 + 5)).rows
+            }
+            #expect(activeLately == newest.filter { $0.status != .completed && $0.updatedAt > t0 + 5 })
+            #expect(!mixed.isEmpty && !activeLately.isEmpty)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func aTextPageReadsAtMostItsWindowAndPointsPastIt(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
