@@ -6,9 +6,10 @@
 #   DRIVERS=20 FINISHED=100 scripts/bench-history.sh     a smaller company
 #
 # Starts the release build on 127.0.0.1 with a fresh SQLite data dir, seeds it, then measures:
-#   1. server time per list page (duration_ms of the server's own request log; median and p95 of
-#      REPEAT requests each) and its size: the panel's first page, history pages near the top and
-#      deep down, a status page, a driver's page, a text search, and ids= for 50 ids;
+#   1. time per list page (median and p95 of REPEAT requests each on one kept-alive connection,
+#      timed by the client) with the server's CPU per request, and its size: the panel's first page,
+#      history pages near the top and deep down, a status page, a driver's page, a text search,
+#      ids= for 50 ids, the counts, and a driver app's two list halves and counts;
 #   2. in headless Chromium (Debian's chromium, Playwright for Python from .venv-browser, made by
 #      `make browser-test`): the panel's first render and the API bytes it downloads per event.
 # Prints a JSON summary and appends it to bench-results/history.jsonl (git-ignored).
@@ -52,48 +53,67 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 
-get() { curl -s -o /dev/null -w '%{size_download}' -H "Authorization: Bearer $TOKEN" "$BASE$1"; }
 # A page in the middle of the history, the first driver, and 50 ids spread over the history.
 IDS=$(curl -s -H "Authorization: Bearer $TOKEN" "$BASE/api/orders/?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 MID=$((IDS / 2))
 DRIVER=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["drivers"][0]["id"])' "$DATA/seed.json")
 FIFTY=$(python3 -c 'import sys; n=int(sys.argv[1]); print(",".join(str(1 + i * (n // 50)) for i in range(50)))' "$IDS")
 
-declare -A PATHS=(
-    [panel_first_page]="/api/orders/?active=true&limit=50"
-    [history_first_page]="/api/orders/?limit=50"
-    [history_deep_page]="/api/orders/?before=$MID&limit=50"
-    [default_limit_100]="/api/orders/"
-    [status_completed]="/api/orders/?status=completed&before=$MID&limit=50"
-    [driver_page]="/api/orders/?driver_id=$DRIVER&limit=50"
-    [search_common]="/api/orders/?q=depot%203&limit=50"
-    [search_rare]="/api/orders/?q=no-such-text&limit=50"
-    [counts]="/api/orders/counts"
-    [ids_50]="/api/orders/?ids=$FIFTY"
+# REPEAT requests of each path on one kept-alive connection, timed from this side (the request log
+# names no query arguments but the API's own, so it cannot tell the paths apart), with the server
+# process's CPU per request from /proc.
+DRIVER_TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["drivers"][0]["token"])' "$DATA/seed.json")
+SINCE=$(python3 -c 'import datetime; print((datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ"))')
+pages=$(python3 - "$PORT" "$TOKEN" "$SERVER_PID" "$REPEAT" "$DRIVER_TOKEN" <<PY
+import http.client, json, statistics, sys, time
+port, token, pid, repeat, driver_token = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+paths = {
+    "panel_first_page": "/api/orders/?active=true&limit=50",
+    "history_first_page": "/api/orders/?limit=50",
+    "history_deep_page": "/api/orders/?before=$MID&limit=50",
+    "default_limit_100": "/api/orders/",
+    "status_completed": "/api/orders/?status=completed&before=$MID&limit=50",
+    "driver_page": "/api/orders/?driver_id=$DRIVER&limit=50",
+    "search_common": "/api/orders/?q=depot%203&limit=50",
+    "search_rare": "/api/orders/?q=no-such-text&limit=50",
+    "counts": "/api/orders/counts",
+    "ids_50": "/api/orders/?ids=$FIFTY",
+    # As the driver app asks for its list (WaybillClient's driverList): active, and finished lately.
+    "driver_active_half": ("/api/orders/?active=true&limit=500", driver_token),
+    "driver_recent_half": ("/api/orders/?status=completed&status=cancelled&updated_after=$SINCE&limit=500", driver_token),
+    "driver_counts": ("/api/orders/counts", driver_token),
+}
+def cpu():
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100
+connection = http.client.HTTPConnection("127.0.0.1", port)
+result = {}
+for name, target in paths.items():
+    path, who = target if isinstance(target, tuple) else (target, token)
+    times, size, used = [], 0, cpu()
+    for _ in range(repeat):
+        started = time.perf_counter()
+        connection.request("GET", path, headers={"Authorization": "Bearer " + who})
+        answer = connection.getresponse()
+        body = answer.read()
+        times.append((time.perf_counter() - started) * 1000)
+        assert answer.status == 200, (path, answer.status)
+        size = len(body)
+    xs = sorted(times)
+    result[name] = {"median_ms": round(statistics.median(xs), 2), "p95_ms": round(xs[min(len(xs) - 1, int(0.95 * len(xs)))], 2),
+                    "n": len(xs), "bytes": size, "server_cpu_ms": round((cpu() - used) / repeat * 1000, 2)}
+print(json.dumps(result))
+PY
 )
-declare -A BYTES=()
-for name in "${!PATHS[@]}"; do
-    path="${PATHS[$name]}"
-    sep='?'; [[ "$path" == *\?* ]] && sep='&'
-    for _ in $(seq 1 "$REPEAT"); do BYTES[$name]=$(get "$path${sep}bench=$name"); done
-done
 sleep 0.3
 
 panel=$(cd "$ROOT/scripts" && "$PY" bench_history_panel.py "$BASE" "$DATA/seed.json" "$EVENTS")
 
-python3 - "$DATA/server.log" "$seed_seconds" "$DRIVERS" "$ACTIVE" "$FINISHED" "$panel" <<PY | tee -a "$OUT/history.jsonl"
-import json, re, statistics, sys, datetime
-log, seed_seconds, drivers, active, finished, panel = sys.argv[1:7]
-bytes_ = {$(for n in "${!BYTES[@]}"; do printf '"%s": %s, ' "$n" "${BYTES[$n]}"; done)}
-times = {}
-for line in open(log):
-    m = re.search(r'bench=(\w+).* status=200 duration_ms=([\d.]+)', line)
-    if m: times.setdefault(m.group(1), []).append(float(m.group(2)))
-def p95(xs): xs = sorted(xs); return xs[min(len(xs) - 1, int(0.95 * len(xs)))]
-pages = {name: {"median_ms": round(statistics.median(xs), 2), "p95_ms": round(p95(xs), 2), "n": len(xs),
-                "bytes": bytes_.get(name)} for name, xs in sorted(times.items())}
+python3 - "$seed_seconds" "$DRIVERS" "$ACTIVE" "$FINISHED" "$pages" "$panel" <<PY | tee -a "$OUT/history.jsonl"
+import json, sys, datetime
+seed_seconds, drivers, active, finished, pages, panel = sys.argv[1:7]
 print(json.dumps({
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "orders": int(drivers) * (int(active) + int(finished)), "seed_seconds": round(float(seed_seconds), 1),
-    "server": pages, "panel": json.loads(panel)}, indent=1))
+    "server": json.loads(pages), "panel": json.loads(panel)}, indent=1))
 PY

@@ -51,7 +51,10 @@ class ApiBytes:
 def first_render(browser, base, session, hash_route):
     context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 800})
     # Logged in already: the measurement is the list, not the login form.
-    context.add_init_script(f"sessionStorage.setItem('waybill.session', {json.dumps(json.dumps(session))});")
+    # With the stamp of an open tab (`seenAt`, session.js): a session without one counts as a tab
+    # left long ago and starts at the login page.
+    context.add_init_script(
+        f"sessionStorage.setItem('waybill.session', JSON.stringify(Object.assign({json.dumps(session)}, {{seenAt: Date.now()}})));")
     page = context.new_page()
     counter = ApiBytes(page)
     started = time.monotonic()

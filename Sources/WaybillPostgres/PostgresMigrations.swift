@@ -27,6 +27,7 @@ enum PostgresMigrations {
         PostgresMigration(name: "0013_event_cursor_salt", sql: PostgresSchema.eventCursorSalt),
         // 0014 (SQLite's record that fleets read their company's rows) has no PostgreSQL step.
         PostgresMigration(name: "0015_finished_by_driver_index", sql: PostgresSchema.finishedByDriverIndex),
+        PostgresMigration(name: "0016_order_counts", sql: PostgresSchema.orderCounts),
     ]
 
     /// The transaction-scoped advisory lock every migrating node takes first ("WAYBILL1").

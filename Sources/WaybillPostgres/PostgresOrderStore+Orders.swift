@@ -110,14 +110,10 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
+    /// From `order_counts` (migration 0016), which a trigger keeps; driver 0 holds the company's totals.
     func orderCounts(in company: CompanyID, driver: UserID?) throws -> [OrderStatus: Int] {
-        var sql = "SELECT status, count(*) FROM orders WHERE company_id = $1"
-        var arguments: [PostgresValue] = [.id(company)]
-        if let driver {
-            arguments.append(.id(driver))
-            sql += " AND driver_id = $2"
-        }
-        sql += " GROUP BY status"
+        let sql = "SELECT status, n FROM order_counts WHERE company_id = $1 AND driver_id = $2 AND n <> 0"
+        let arguments: [PostgresValue] = [.id(company), driver.map { .id($0) } ?? .int(0)]
         let pairs = try perform { () throws(PostgresError) in
             try query(sql, arguments) { row throws(PostgresError) in
                 (try row.enumValue(0, as: OrderStatus.self), try row.int(1))

@@ -241,4 +241,65 @@ extension PostgresSchema {
         CREATE INDEX IF NOT EXISTS orders_finished_by_driver ON orders (company_id, driver_id, status, updated_at)
             WHERE status IN ('cancelled', 'completed');
         """
+
+    /// The orders of each status per company and per driver, kept by a trigger, as on SQLite
+    /// (`SQLiteSchema.orderCounts`: the panel's counts read a short range, not the whole history).
+    /// `updateOrder` sets every column here, so the update trigger has a `WHEN`: it runs only for
+    /// a change of status or driver. Concurrent writes that move the same company's counts wait for
+    /// each other's row of `order_counts` until their commit (the order writes of a company, not
+    /// its reads); each change takes its rows in one order, (driver, status), so two single-order
+    /// writes never deadlock, and a deadlock between batches is retried as any other
+    /// (`PostgresTransactionRunner`). The triggers come first: their lock on `orders` holds every
+    /// other node's writes until this migration commits, so the counts start from exactly the rows
+    /// the triggers will see changed.
+    static let orderCounts = """
+        CREATE TABLE order_counts (
+            company_id BIGINT NOT NULL,
+            driver_id BIGINT NOT NULL,
+            status TEXT NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY (company_id, driver_id, status)
+        );
+        CREATE FUNCTION waybill_order_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            company BIGINT;
+            drivers BIGINT[] := '{}';
+            statuses TEXT[] := '{}';
+            deltas BIGINT[] := '{}';
+            k RECORD;
+        BEGIN
+            IF TG_OP IN ('UPDATE', 'DELETE') THEN
+                company := OLD.company_id;
+                drivers := drivers || 0::bigint; statuses := statuses || OLD.status; deltas := deltas || -1::bigint;
+                IF OLD.driver_id IS NOT NULL THEN
+                    drivers := drivers || OLD.driver_id; statuses := statuses || OLD.status; deltas := deltas || -1::bigint;
+                END IF;
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                company := NEW.company_id;
+                drivers := drivers || 0::bigint; statuses := statuses || NEW.status; deltas := deltas || 1::bigint;
+                IF NEW.driver_id IS NOT NULL THEN
+                    drivers := drivers || NEW.driver_id; statuses := statuses || NEW.status; deltas := deltas || 1::bigint;
+                END IF;
+            END IF;
+            FOR k IN
+                SELECT d, s, sum(delta) AS delta FROM unnest(drivers, statuses, deltas) AS change(d, s, delta)
+                GROUP BY d, s HAVING sum(delta) <> 0 ORDER BY d, s
+            LOOP
+                INSERT INTO order_counts AS c (company_id, driver_id, status, n) VALUES (company, k.d, k.s, k.delta)
+                ON CONFLICT (company_id, driver_id, status) DO UPDATE SET n = c.n + EXCLUDED.n;
+            END LOOP;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER order_counts_insert_delete AFTER INSERT OR DELETE ON orders
+            FOR EACH ROW EXECUTE FUNCTION waybill_order_counts();
+        CREATE TRIGGER order_counts_update AFTER UPDATE OF status, driver_id ON orders
+            FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.driver_id IS DISTINCT FROM NEW.driver_id)
+            EXECUTE FUNCTION waybill_order_counts();
+        INSERT INTO order_counts (company_id, driver_id, status, n)
+            SELECT company_id, 0, status, count(*) FROM orders GROUP BY company_id, status;
+        INSERT INTO order_counts (company_id, driver_id, status, n)
+            SELECT company_id, driver_id, status, count(*) FROM orders WHERE driver_id IS NOT NULL
+            GROUP BY company_id, driver_id, status;
+        """
 }

@@ -26,6 +26,7 @@ enum SQLiteMigrations {
         SQLiteMigration(name: "0013_event_cursor_salt", sql: SQLiteSchema.eventCursorSalt),
         SQLiteMigration(name: "0014_fleet_reads_company_rows", sql: SQLiteSchema.fleetReadsCompanyRows),
         SQLiteMigration(name: "0015_finished_by_driver_index", sql: SQLiteSchema.finishedByDriverIndex),
+        SQLiteMigration(name: "0016_order_counts", sql: SQLiteSchema.orderCounts),
     ]
 
     /// Applies the migrations of `migrations` not yet recorded, in one immediate transaction,

@@ -4,6 +4,7 @@ import WaybillDomain
 import WaybillPostgres
 import WaybillStorage
 import WaybillTesting
+import WaybillStoreTesting
 
 @Suite(.timeLimit(.minutes(1))) struct PostgresMigrationsTests {
     @Test func storesOpeningAtTheSameInstantMigrateOnce() async throws {
@@ -24,7 +25,7 @@ import WaybillTesting
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0007_unicode_search", "0008_session_epochs", "0009_token_expiry_index",
                 "0010_driver_status_index", "0011_repair_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt",
-                "0015_finished_by_driver_index",
+                "0015_finished_by_driver_index", "0016_order_counts",
             ])
         // 0003: each list filter has a keyset index led by company_id.
         let indexes = try await runBlocking {
@@ -63,7 +64,44 @@ import WaybillTesting
         let count = try await runBlocking {
             try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
         }
-        #expect(count == "13")
+        #expect(count == "14")
+    }
+
+    /// 0016 counts the orders a database already holds, per company and per driver, and its
+    /// trigger keeps them from there.
+    @Test func orderCountsStartFromTheOrdersOfADatabaseFromBefore0016() async throws {
+        let url = try await freshDatabase()
+        var store = try await openStore(url)
+        let fixture = try await Fixture.seed(store)
+        let drivers: [UserID?] = [fixture.alice.id, nil, fixture.bob.id]
+        try await store.write { tx in
+            for index in 0..<9 {
+                _ = try tx.insertOrder(
+                    sampleOrder(in: fixture.acme.id, number: "O-\(index)", driver: drivers[index % 3],
+                                status: index < 4 ? .completed : .assigned))
+            }
+        }
+        store.close()
+        _ = try await runBlocking {
+            try PostgresServer.shared().psql(
+                """
+                DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
+                DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
+                DELETE FROM schema_migrations WHERE name = '0016_order_counts'
+                """, database: databaseName(url))
+        }
+        store = try await openStore(url)
+        defer { store.close() }
+        let (company, alice, bob) = try await store.read { tx in
+            (
+                try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+            )
+        }
+        #expect(company == [.completed: 4, .assigned: 5])
+        #expect(alice == [.completed: 2, .assigned: 1])
+        #expect(bob == [.completed: 1, .assigned: 2])
     }
 
     /// A database a newer release migrated is refused at open, with the migration it does not know

@@ -26,7 +26,7 @@ import WaybillStoreTesting
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
                 "0005_idempotency_keys", "0006_outbox_without_counter", "0008_session_epochs", "0009_token_expiry_index",
                 "0010_driver_status_index", "0012_token_last_use", "0013_event_cursor_salt", "0014_fleet_reads_company_rows",
-                "0015_finished_by_driver_index",
+                "0015_finished_by_driver_index", "0016_order_counts",
             ])
         // 0006: no counter row and no by-event index; every commit wrote both.
         #expect(!tables.contains("event_counter"))
@@ -67,7 +67,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
         try SQLiteOrderStore(path: database.path, readerCount: 1).close()
-        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["13"])
+        #expect(try rawQuery(database.path, "SELECT count(*) FROM schema_migrations") == ["14"])
         #expect(try rawQuery(database.path, "SELECT relayed_through || ',' || pruned_through FROM outbox_state") == ["0,0"])
     }
 
@@ -196,6 +196,48 @@ import WaybillStoreTesting
         #expect(logouts.map(\.epoch) == [.revokesAll])
         let logout = try await store.write { tx in try tx.revokeTokens(of: UserID(1)) }
         #expect(logout.revokes(SessionEpoch(0)))
+    }
+
+    /// 0016 counts the orders a file already holds, per company and per driver, and its triggers
+    /// keep them from there; an order write that changes no status or driver does not run them.
+    @Test func orderCountsStartFromTheOrdersOfAFileFromBefore0016() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        var store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        let fixture = try await Fixture.seed(store)
+        let drivers: [UserID?] = [fixture.alice.id, nil, fixture.bob.id]
+        try await store.write { tx in
+            for index in 0..<9 {
+                _ = try tx.insertOrder(
+                    sampleOrder(in: fixture.acme.id, number: "O-\(index)", driver: drivers[index % 3],
+                                status: index < 4 ? .completed : .assigned))
+            }
+        }
+        store.close()
+        // The file as 0015 left it.
+        let db = try database.openRawConnection()
+        try db.executeScript(
+            """
+            DROP TRIGGER order_counts_insert; DROP TRIGGER order_counts_delete; DROP TRIGGER order_counts_update;
+            DROP TABLE order_counts; DELETE FROM schema_migrations WHERE name = '0016_order_counts';
+            """)
+        db.close()
+        store = try SQLiteOrderStore(path: database.path, readerCount: 1)
+        defer { store.close() }
+        let (company, alice, bob) = try await store.read { tx in
+            (
+                try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+            )
+        }
+        #expect(company == [.completed: 4, .assigned: 5])
+        #expect(alice == [.completed: 2, .assigned: 1])  // 0, 3 | 6
+        #expect(bob == [.completed: 1, .assigned: 2])  // 2 | 5, 8
+        // The update trigger runs only when a status or a driver is set: `updateOrder` leaves
+        // unchanged columns out, so a notes-only write leaves the counts' rows alone.
+        #expect(try rawQuery(database.path, "SELECT sql FROM sqlite_master WHERE name = 'order_counts_update'").first?
+            .contains("AFTER UPDATE OF status, driver_id ON orders") == true)
     }
 
     /// A downgrade is refused at open, with the reason, before anything runs against a schema the

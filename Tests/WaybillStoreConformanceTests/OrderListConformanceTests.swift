@@ -296,4 +296,87 @@ import WaybillStoreTesting
             #expect(bob == [:])
         }
     }
+
+    /// The counts are kept in each write's transaction (migration 0016), not counted at each read:
+    /// after status changes, reassignments, unassignments, deletes and inserts, in batches and
+    /// alone, and one write that failed and rolled back, they equal a count of the rows.
+    @Test(arguments: Backend.allCases) func countsFollowEveryKindOfChange(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let (acme, alice, bob) = (fixture.acme.id, fixture.alice.id, fixture.bob.id)
+            let drivers: [UserID?] = [alice, bob, nil]
+            let statuses = OrderStatus.allCases
+            var ids = try await Self.insert(
+                12, in: acme, prefix: "K", statuses: statuses, drivers: drivers, into: store
+            ).map(\.id)
+            _ = try await Self.insert(3, in: fixture.globex.id, prefix: "K", statuses: [.completed], into: store)
+            func counted(_ driver: UserID?) async throws -> [OrderStatus: Int] {
+                let rows = try await store.read { tx in try tx.orderPage(in: acme, OrderQuery(limit: 500)).rows }
+                var counts: [OrderStatus: Int] = [:]
+                for row in rows where driver == nil || row.driverID == driver { counts[row.status, default: 0] += 1 }
+                return counts
+            }
+            func expectCountsMatch(_ step: String) async throws {
+                for driver in [nil, alice, bob] {
+                    let kept = try await store.read { tx in try tx.orderCounts(in: acme, driver: driver) }
+                    #expect(kept == (try await counted(driver)), "\(step), driver \(String(describing: driver))")
+                }
+            }
+            try await expectCountsMatch("inserted")
+            // Deterministic walk: each step changes one order's status, driver, both, or neither
+            // (notes only), or deletes one, or inserts one; every fourth step is a batch of three.
+            var state: UInt64 = 42
+            func next(_ bound: Int) -> Int {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return Int((state >> 33) % UInt64(bound))
+            }
+            for step in 0..<24 {
+                let batch = step % 4 == 3 ? 3 : 1
+                let picks = (0..<batch).map { _ in (next(6), next(max(ids.count, 1)), next(statuses.count), next(drivers.count)) }
+                let (deleted, inserted) = try await store.write { [ids] tx in
+                    var deleted: [OrderID] = []
+                    var inserted: [OrderID] = []
+                    for (kind, index, status, driver) in picks {
+                        let id = ids[index]
+                        guard !deleted.contains(id), var order = try tx.order(id, in: acme) else { continue }
+                        switch kind {
+                        case 0: order.status = statuses[status]
+                        case 1: order.driverID = drivers[driver]
+                        case 2: (order.status, order.driverID) = (statuses[status], drivers[driver])
+                        case 3: order.notes = "step \(step)"
+                        case 4:
+                            try tx.deleteOrder(id, in: acme)
+                            deleted.append(id)
+                            continue
+                        default:
+                            let new = sampleOrder(
+                                in: acme, number: "K-new-\(step)-\(index)", driver: drivers[driver], status: statuses[status])
+                            inserted.append(try tx.insertOrder(new).id!)
+                            continue
+                        }
+                        order.version += 1
+                        _ = try tx.updateOrder(order)
+                    }
+                    return (deleted, inserted)
+                }
+                ids = ids.filter { !deleted.contains($0) } + inserted
+                try await expectCountsMatch("step \(step)")
+            }
+            // A write that fails after changing a status leaves the counts as they were.
+            let before = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
+            await #expect(throws: StoreError.self) {
+                try await store.write { [ids] tx in
+                    var order = try #require(try tx.order(ids[0], in: acme))
+                    order.status = order.status == .cancelled ? .completed : .cancelled
+                    order.version += 1
+                    _ = try tx.updateOrder(order)
+                    throw StoreError.conflict("given up on purpose")
+                }
+            }
+            #expect(try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) } == before)
+            try await expectCountsMatch("after the rollback")
+            // The other company's counts never moved.
+            #expect(try await store.read { tx in try tx.orderCounts(in: fixture.globex.id, driver: nil) } == [.completed: 3])
+        }
+    }
 }
