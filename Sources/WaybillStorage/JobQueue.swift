@@ -4,13 +4,19 @@ import Foundation
 /// connections (`SQLiteWorker`, `PostgresWorker`): blocking C calls run there, never on Swift's
 /// cooperative pool. For the store modules only (`package`).
 ///
-/// `@unchecked Sendable`: `jobs` and `isClosed` are only read or written while holding
+/// Jobs are taken urgent ones first (`urgent`, in their arrival order), then the others (`jobs`).
+/// Each is a `JobFIFO`: taking from the front costs the same however many wait behind (under a
+/// backlog, a reconnect storm's replays, an array's `removeFirst` moved every waiting job at each
+/// take, and an urgent insert at its place in one array moved every other one).
+///
+/// `@unchecked Sendable`: `jobs`, `urgent` and `isClosed` are only read or written while holding
 /// `condition`, which is also what idle worker threads wait on.
 package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var jobs: [Job] = []
-    /// How many jobs at the front of `jobs` were queued `urgent` (in their own arrival order).
-    private var urgentCount = 0
+    private var jobs = JobFIFO<Job>()
+    /// Jobs queued `urgent`, and those put back (`putBack`): taken before every job of `jobs`.
+    private var urgent = JobFIFO<Job>()
+    private var urgentCount: Int { urgent.count }
     private var isClosed = false
     /// A thread that will run what it queues itself (`beginQuietEnqueues`): its enqueues wake nobody.
     private var quietThread: pthread_t?
@@ -42,8 +48,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         guard !isClosed else { return false }
         if urgent {
-            jobs.insert(job, at: urgentCount)
-            urgentCount += 1
+            self.urgent.append(job)
             // More urgent jobs than idle workers: one waits for a busy worker unless a reserved
             // one takes it. An idle worker, when there is one, is the one `signal` below wakes.
             if urgentCount > idleWorkers { callReserve() }
@@ -71,13 +76,15 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
 
     /// Waits for a job or the close; `false` when closed and drained. Inside the lock.
     private func waitLocked() -> Bool {
-        while jobs.isEmpty && !isClosed {
+        while isEmptyLocked && !isClosed {
             idleWorkers += 1
             condition.wait()
             idleWorkers -= 1
         }
-        return !jobs.isEmpty
+        return !isEmptyLocked
     }
+
+    private var isEmptyLocked: Bool { jobs.isEmpty && urgent.isEmpty }
 
     /// For a worker kept for urgent jobs (the live path's reads, `OrderStore.urgentRead`): waits
     /// for an urgent job and takes up to `limit` of them, never another kind; `nil` once the queue
@@ -128,18 +135,13 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     }
 
     private func takeLocked(upTo limit: Int) -> [Job] {
-        let batch: [Job]
-        if jobs.count <= limit {
-            // The usual case: everything queued goes, and the queue keeps no copy.
-            batch = jobs
-            jobs = []
-        } else {
-            batch = Array(jobs.prefix(limit))
-            jobs.removeFirst(batch.count)
+        var batch = urgent.take(upTo: limit)
+        if batch.count < limit {
+            let rest = jobs.take(upTo: limit - batch.count)
+            if batch.isEmpty { batch = rest } else { batch += rest }
         }
-        urgentCount = max(0, urgentCount - batch.count)
         // Another worker sharing this queue may take what is left.
-        if !jobs.isEmpty { condition.signal() }
+        if !isEmptyLocked { condition.signal() }
         return batch
     }
 
@@ -154,7 +156,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         quietThread = pthread_self()
-        quietMark = jobs.isEmpty ? otherEnqueues : nil
+        quietMark = isEmptyLocked ? otherEnqueues : nil
         return quietMark != nil
     }
 
@@ -164,14 +166,14 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         defer { condition.unlock() }
         quietThread = nil
         quietMark = nil
-        if !jobs.isEmpty { condition.signal() }
+        if !isEmptyLocked { condition.signal() }
     }
 
     /// Takes up to `limit` jobs, oldest first, without waiting; `nil` when none is queued.
     package func takeNow(upTo limit: Int) -> [Job]? {
         condition.lock()
         defer { condition.unlock() }
-        return jobs.isEmpty ? nil : takeLocked(upTo: limit)
+        return isEmptyLocked ? nil : takeLocked(upTo: limit)
     }
 
     /// For the quiet thread: takes up to `limit` jobs if all that is queued is its own (the queue
@@ -180,7 +182,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     package func takeOwn(upTo limit: Int) -> [Job]? {
         condition.lock()
         defer { condition.unlock() }
-        guard let quietMark, quietMark == otherEnqueues, !jobs.isEmpty else { return nil }
+        guard let quietMark, quietMark == otherEnqueues, !isEmptyLocked else { return nil }
         return takeLocked(upTo: limit)
     }
 
@@ -199,8 +201,7 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard !isClosed else { return false }
-        jobs.insert(contentsOf: taken, at: 0)
-        urgentCount += taken.count  // back at the front: an urgent job queued later goes behind them
+        urgent.prepend(contentsOf: taken)  // back at the front: an urgent job queued later goes behind them
         condition.signal()
         return true
     }
@@ -240,6 +241,54 @@ package final class JobQueue<Job: Sendable>: @unchecked Sendable {
     package var count: Int {
         condition.lock()
         defer { condition.unlock() }
-        return jobs.count
+        return jobs.count + urgent.count
+    }
+}
+
+/// Jobs in arrival order, taken from the front in O(1) per job: a taken job leaves an empty slot
+/// (its reference released at once), and the slots are closed up only once they are at least half
+/// of the storage, so each job is moved at most about once. (The standard library has no deque.)
+package struct JobFIFO<Job> {
+    private var slots: [Job?] = []
+    private var head = 0
+
+    package var count: Int { slots.count - head }
+    package var isEmpty: Bool { head == slots.count }
+
+    package init() {}
+
+    package mutating func append(_ job: Job) { slots.append(job) }
+
+    /// Puts `jobs` before every job queued, in their order.
+    package mutating func prepend(contentsOf jobs: [Job]) {
+        guard !jobs.isEmpty else { return }
+        if head >= jobs.count {
+            head -= jobs.count
+            for (offset, job) in jobs.enumerated() { slots[head + offset] = job }
+        } else {
+            slots = jobs.map { Optional($0) } + slots[head...]
+            head = 0
+        }
+    }
+
+    /// Up to `limit` jobs from the front, oldest first.
+    package mutating func take(upTo limit: Int) -> [Job] {
+        let n = min(max(limit, 0), count)
+        guard n > 0 else { return [] }
+        var batch: [Job] = []
+        batch.reserveCapacity(n)
+        for index in head..<(head + n) {
+            batch.append(slots[index]!)
+            slots[index] = nil
+        }
+        head += n
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: slots.count <= 1024)
+            head = 0
+        } else if head >= slots.count / 2 {
+            slots.removeFirst(head)
+            head = 0
+        }
+        return batch
     }
 }

@@ -9,6 +9,59 @@ import WaybillTesting
 /// closed queue is drained before its workers stop.
 @Suite(.timeLimit(.minutes(1)))
 struct JobQueueTests {
+    /// `JobFIFO`, the queue's two lines: against a plain array, through appends, takes of every
+    /// size (past the closing-up of taken slots, at half the storage) and put-backs with room at
+    /// the front and without.
+    @Test func theFIFOKeepsItsOrderThroughEveryKindOfStep() {
+        var fifo = JobFIFO<Int>()
+        var model: [Int] = []
+        var next = 0
+        var state: UInt64 = 7
+        func random(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        for _ in 0..<5_000 {
+            switch random(10) {
+            case 0..<5:
+                for _ in 0..<random(8) {
+                    fifo.append(next)
+                    model.append(next)
+                    next += 1
+                }
+            case 5..<9:
+                let limit = random(12)
+                let taken = fifo.take(upTo: limit)
+                #expect(taken == Array(model.prefix(limit)))
+                model.removeFirst(taken.count)
+            default:
+                let back = (0..<random(5)).map { _ in -1 - random(1_000) }
+                fifo.prepend(contentsOf: back)
+                model.insert(contentsOf: back, at: 0)
+            }
+            #expect(fifo.count == model.count && fifo.isEmpty == model.isEmpty)
+        }
+        #expect(fifo.take(upTo: .max) == model)
+        #expect(fifo.isEmpty && fifo.take(upTo: 3).isEmpty)
+    }
+
+    /// A taken job is let go at once: a worker's closure holds what it captured only while it runs.
+    @Test func aTakenJobIsNotKeptByTheQueue() {
+        final class Box {}
+        weak var gone: Box?
+        var fifo = JobFIFO<Box>()
+        do {
+            let box = Box()
+            gone = box
+            fifo.append(box)
+            for _ in 0..<3 { fifo.append(Box()) }
+            // One of four: its slot is not closed up yet (that waits for half the storage).
+            #expect(fifo.take(upTo: 1).count == 1)
+        }
+        #expect(gone == nil)
+        #expect(fifo.count == 3)
+    }
+
     @Test func batchesComeOutOldestFirstAndNoLargerThanAsked() {
         let queue = JobQueue<Int>()
         for job in 1...5 { #expect(queue.enqueue(job)) }
