@@ -257,10 +257,11 @@ extension SQLiteSchema {
     /// company's whole history each time: 11 ms at 100 000 orders (found by an audit, 2026-12-06).
     /// Now a read is one short range of this table, whatever the history.
     ///
-    /// Triggers rather than the store's code: every path that writes `orders` (the seeder's
-    /// batches, an older Waybill of the same schema, a hand-made fix in the `sqlite3` shell) keeps
-    /// the counts, and `updateOrder` sets only the columns that changed, so the update trigger
-    /// runs only when a status or a driver did, never on the other writes. Rows that fall to 0 stay.
+    /// Triggers rather than the store's code: every statement that inserts, deletes or updates
+    /// rows of `orders` keeps the counts, whatever code sends it (not `REPLACE INTO`, which deletes
+    /// without the delete trigger here, nor a restore of the table's rows alone), and `updateOrder`
+    /// sets only the columns that changed, so the update trigger runs only when a status, a driver
+    /// or a company did, never on the other writes. Rows that fall to 0 stay.
     static let orderCounts = """
         CREATE TABLE order_counts (
             company_id INTEGER NOT NULL,
@@ -287,8 +288,9 @@ extension SQLiteSchema {
             UPDATE order_counts SET n = n - 1
                 WHERE company_id = old.company_id AND driver_id = old.driver_id AND status = old.status;
         END;
-        CREATE TRIGGER order_counts_update AFTER UPDATE OF status, driver_id ON orders
+        CREATE TRIGGER order_counts_update AFTER UPDATE OF status, driver_id, company_id ON orders
             WHEN old.status IS NOT new.status OR old.driver_id IS NOT new.driver_id
+                OR old.company_id IS NOT new.company_id
         BEGIN
             UPDATE order_counts SET n = n - 1
                 WHERE company_id = old.company_id AND driver_id = 0 AND status = old.status;

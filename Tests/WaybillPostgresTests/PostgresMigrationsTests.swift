@@ -102,6 +102,26 @@ import WaybillStoreTesting
         #expect(company == [.completed: 4, .assigned: 5])
         #expect(alice == [.completed: 2, .assigned: 1])
         #expect(bob == [.completed: 1, .assigned: 2])
+        // From there the triggers keep them: one more order for Bob, and one of Alice's finished.
+        try await store.write { tx in
+            _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "O-9", driver: fixture.bob.id, status: .assigned))
+            let page = try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, statuses: [.assigned]))
+            let first = try #require(page.rows.first)
+            var order = try #require(try tx.order(first.id, in: fixture.acme.id))
+            order.status = .completed
+            order.version += 1
+            _ = try tx.updateOrder(order)
+        }
+        let after = try await store.read { tx in
+            (
+                try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+            )
+        }
+        #expect(after.0 == [.completed: 5, .assigned: 5])
+        #expect(after.1 == [.completed: 3])
+        #expect(after.2 == [.completed: 1, .assigned: 3])
     }
 
     /// A database a newer release migrated is refused at open, with the migration it does not know

@@ -234,10 +234,51 @@ import WaybillStoreTesting
         #expect(company == [.completed: 4, .assigned: 5])
         #expect(alice == [.completed: 2, .assigned: 1])  // 0, 3 | 6
         #expect(bob == [.completed: 1, .assigned: 2])  // 2 | 5, 8
-        // The update trigger runs only when a status or a driver is set: `updateOrder` leaves
-        // unchanged columns out, so a notes-only write leaves the counts' rows alone.
-        #expect(try rawQuery(database.path, "SELECT sql FROM sqlite_master WHERE name = 'order_counts_update'").first?
-            .contains("AFTER UPDATE OF status, driver_id ON orders") == true)
+        // From there the triggers keep them: one more order for Bob, and one of Alice's finished.
+        // (A notes-only write runs none: `SQLiteOrderUpdateTests` counts the rows it changes.)
+        try await store.write { tx in
+            _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "O-9", driver: fixture.bob.id, status: .assigned))
+            let page = try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, statuses: [.assigned]))
+            let first = try #require(page.rows.first)
+            var order = try #require(try tx.order(first.id, in: fixture.acme.id))
+            order.status = .completed
+            order.version += 1
+            _ = try tx.updateOrder(order)
+        }
+        let after = try await store.read { tx in
+            (
+                try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+            )
+        }
+        #expect(after.0 == [.completed: 5, .assigned: 5])
+        #expect(after.1 == [.completed: 3])
+        #expect(after.2 == [.completed: 1, .assigned: 3])
+        // A change by hand: Bob's new order to the other company, with a new status.
+        let raw = try database.openRawConnection()
+        try raw.executeScript(
+            "UPDATE orders SET company_id = \(fixture.globex.id.rawValue), status = 'new' WHERE number = 'O-9'")
+        raw.close()
+        let (left, joined, bobs) = try await store.read { tx in
+            (
+                try tx.orderCounts(in: fixture.acme.id, driver: nil),
+                try tx.orderCounts(in: fixture.globex.id, driver: nil),
+                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
+            )
+        }
+        #expect(left == [.completed: 5, .assigned: 4])
+        #expect(joined == [.new: 1])
+        #expect(bobs == [.completed: 1, .assigned: 2])
+        // And back, the company alone changed.
+        let again = try database.openRawConnection()
+        try again.executeScript("UPDATE orders SET company_id = \(fixture.acme.id.rawValue) WHERE number = 'O-9'")
+        again.close()
+        let (back, gone) = try await store.read { tx in
+            (try tx.orderCounts(in: fixture.acme.id, driver: nil), try tx.orderCounts(in: fixture.globex.id, driver: nil))
+        }
+        #expect(back == [.completed: 5, .assigned: 4, .new: 1])
+        #expect(gone == [:])
     }
 
     /// A downgrade is refused at open, with the reason, before anything runs against a schema the

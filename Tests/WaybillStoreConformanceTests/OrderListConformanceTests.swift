@@ -362,7 +362,9 @@ import WaybillStoreTesting
                 ids = ids.filter { !deleted.contains($0) } + inserted
                 try await expectCountsMatch("step \(step)")
             }
-            // A write that fails after changing a status leaves the counts as they were.
+            // A write that fails after changing a status and creating an order leaves the counts as
+            // they were. (The insert reaches the database at once on either store, and the read
+            // after it makes the PostgreSQL store send the update it holds back for the commit.)
             let before = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
             await #expect(throws: StoreError.self) {
                 try await store.write { [ids] tx in
@@ -370,6 +372,8 @@ import WaybillStoreTesting
                     order.status = order.status == .cancelled ? .completed : .cancelled
                     order.version += 1
                     _ = try tx.updateOrder(order)
+                    _ = try tx.insertOrder(sampleOrder(in: acme, number: "K-lost", driver: alice, status: .new))
+                    _ = try tx.orderPage(in: acme, OrderQuery(limit: 500))
                     throw StoreError.conflict("given up on purpose")
                 }
             }

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillPostgres
+import WaybillStorage
+import WaybillStoreTesting
+import WaybillTesting
+
+/// What only PostgreSQL's counters (migration 0016, `PostgresSchema.orderCounts`) must show: they
+/// are taken at the commit, so a transaction elsewhere holding a status change of the company
+/// uncommitted holds up no write of this node; and a change by hand (another company, with a new
+/// status) moves both companies' counts.
+@Suite struct PostgresOrderCountsTests {
+    @Test func anUncommittedStatusChangeElsewhereHoldsUpNoWrite() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        defer { store.close() }
+        let fixture = try await Fixture.seed(store)
+        let acme = fixture.acme.id
+        let (a, b) = try await store.write { tx in
+            (
+                try tx.insertOrder(sampleOrder(in: acme, number: "A", status: .assigned)).id!,
+                try tx.insertOrder(sampleOrder(in: acme, number: "B", status: .assigned)).id!
+            )
+        }
+        let database = databaseName(url)
+        // Another session changes A from `assigned` to `accepted` and keeps its transaction open
+        // for 4 s: with the counters taken at the statement, it would hold the company's
+        // `assigned` and `accepted` rows all that time.
+        async let held = runBlocking {
+            try PostgresServer.shared().psql(
+                "BEGIN; UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue); SELECT pg_sleep(4); COMMIT;",
+                database: database)
+        }
+        let holding = try await runBlocking {
+            pollUntil(timeout: .seconds(10)) {
+                (try? PostgresServer.shared().psql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND pid <> pg_backend_pid()",
+                    database: database)) == "1"
+            }
+        }
+        #expect(holding)
+        let started = ContinuousClock.now
+        try await store.write { tx in
+            var order = try #require(try tx.order(b, in: acme))
+            order.status = .accepted
+            order.version += 1
+            _ = try tx.updateOrder(order)
+        }
+        let took = ContinuousClock.now - started
+        // Held up, it would take the rest of the 4 s (or fail at the 2 s lock timeout).
+        #expect(took < .seconds(2), "the write waited \(took)")
+        _ = try await held
+        let counts = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
+        #expect(counts == [.accepted: 2])
+    }
+
+    @Test func anOrderMovedToAnotherCompanyByHandMovesBothCounts() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        defer { store.close() }
+        let fixture = try await Fixture.seed(store)
+        let (acme, globex) = (fixture.acme.id, fixture.globex.id)
+        let moved = try await store.write { tx in
+            _ = try tx.insertOrder(sampleOrder(in: acme, number: "Stays", status: .assigned))
+            return try tx.insertOrder(sampleOrder(in: acme, number: "Moves", status: .assigned)).id!
+        }
+        _ = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "UPDATE orders SET company_id = \(globex.rawValue), status = 'new' WHERE id = \(moved.rawValue)",
+                database: databaseName(url))
+        }
+        let (left, joined) = try await store.read { tx in
+            (try tx.orderCounts(in: acme, driver: nil), try tx.orderCounts(in: globex, driver: nil))
+        }
+        #expect(left == [.assigned: 1])
+        #expect(joined == [.new: 1])
+    }
+}
