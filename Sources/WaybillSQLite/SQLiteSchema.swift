@@ -261,7 +261,9 @@ extension SQLiteSchema {
     /// rows of `orders` keeps the counts, whatever code sends it (not `REPLACE INTO`, which deletes
     /// without the delete trigger here, nor a restore of the table's rows alone), and `updateOrder`
     /// sets only the columns that changed, so the update trigger runs only when a status, a driver
-    /// or a company did, never on the other writes. Rows that fall to 0 stay.
+    /// or a company did, never on the other writes. Rows that fall to 0 stay. (The update trigger
+    /// repeats the others' statements: a migration's SQL stays one literal, so that no later edit
+    /// of a shared piece can change a migration that has shipped.)
     static let orderCounts = """
         CREATE TABLE order_counts (
             company_id INTEGER NOT NULL,

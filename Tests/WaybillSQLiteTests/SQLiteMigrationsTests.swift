@@ -205,14 +205,7 @@ import WaybillStoreTesting
         defer { database.remove() }
         var store = try SQLiteOrderStore(path: database.path, readerCount: 1)
         let fixture = try await Fixture.seed(store)
-        let drivers: [UserID?] = [fixture.alice.id, nil, fixture.bob.id]
-        try await store.write { tx in
-            for index in 0..<9 {
-                _ = try tx.insertOrder(
-                    sampleOrder(in: fixture.acme.id, number: "O-\(index)", driver: drivers[index % 3],
-                                status: index < 4 ? .completed : .assigned))
-            }
-        }
+        try await OrderCountsBackfill.writeOrders(store, fixture)
         store.close()
         // The file as 0015 left it.
         let db = try database.openRawConnection()
@@ -224,37 +217,11 @@ import WaybillStoreTesting
         db.close()
         store = try SQLiteOrderStore(path: database.path, readerCount: 1)
         defer { store.close() }
-        let (company, alice, bob) = try await store.read { tx in
-            (
-                try tx.orderCounts(in: fixture.acme.id, driver: nil),
-                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
-                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
-            )
-        }
-        #expect(company == [.completed: 4, .assigned: 5])
-        #expect(alice == [.completed: 2, .assigned: 1])  // 0, 3 | 6
-        #expect(bob == [.completed: 1, .assigned: 2])  // 2 | 5, 8
-        // From there the triggers keep them: one more order for Bob, and one of Alice's finished.
-        // (A notes-only write runs none: `SQLiteOrderUpdateTests` counts the rows it changes.)
-        try await store.write { tx in
-            _ = try tx.insertOrder(sampleOrder(in: fixture.acme.id, number: "O-9", driver: fixture.bob.id, status: .assigned))
-            let page = try tx.orderPage(in: fixture.acme.id, OrderQuery(driver: fixture.alice.id, statuses: [.assigned]))
-            let first = try #require(page.rows.first)
-            var order = try #require(try tx.order(first.id, in: fixture.acme.id))
-            order.status = .completed
-            order.version += 1
-            _ = try tx.updateOrder(order)
-        }
-        let after = try await store.read { tx in
-            (
-                try tx.orderCounts(in: fixture.acme.id, driver: nil),
-                try tx.orderCounts(in: fixture.acme.id, driver: fixture.alice.id),
-                try tx.orderCounts(in: fixture.acme.id, driver: fixture.bob.id)
-            )
-        }
-        #expect(after.0 == [.completed: 5, .assigned: 5])
-        #expect(after.1 == [.completed: 3])
-        #expect(after.2 == [.completed: 1, .assigned: 3])
+        #expect(try await OrderCountsBackfill.counts(store, fixture) == OrderCountsBackfill.counted)
+        // From there the triggers keep them. (A notes-only write runs none: `SQLiteOrderUpdateTests`
+        // counts the rows it changes.)
+        try await OrderCountsBackfill.writeAfter(store, fixture)
+        #expect(try await OrderCountsBackfill.counts(store, fixture) == OrderCountsBackfill.kept)
         // A change by hand: Bob's new order to the other company, with a new status.
         let raw = try database.openRawConnection()
         try raw.executeScript(
