@@ -23,8 +23,22 @@ extension PostgresOrderStore.Transaction {
 
     func orderPage(in company: CompanyID, _ query: OrderQuery) throws -> OrderPage {
         if query.matchesNothing { return .empty }
-        // The SQL text depends only on which filters are present (at most 64 prepared statements
-        // per shape); lists travel as one array parameter.
+        let windowEnd =
+            query.foldedText == nil
+            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
+        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd)
+        let rows = try perform { () throws(PostgresError) in
+            try self.query(sql, arguments, Self.summary)
+        }
+        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+    }
+
+    /// The SQL of a list page and its arguments (`windowEnd`: a text page's scan window). The SQL
+    /// text depends only on which filters are present (at most 64 prepared statements per shape);
+    /// lists travel as one array parameter.
+    static func orderPageStatement(
+        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?
+    ) -> (sql: String, arguments: [PostgresValue]) {
         var arguments: [PostgresValue] = [.id(company)]
         var filters = ""
         if let driver = query.driver {
@@ -54,9 +68,6 @@ extension PostgresOrderStore.Transaction {
             arguments.append(.id(before))
             filters += " AND id < $\(arguments.count)"
         }
-        let windowEnd =
-            query.foldedText == nil
-            ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
         if let windowEnd {
             arguments.append(.id(windowEnd))
             filters += " AND id >= $\(arguments.count)"
@@ -81,10 +92,7 @@ extension PostgresOrderStore.Transaction {
         } else {
             sql = "SELECT \(Self.summaryColumns) FROM orders WHERE company_id = $1\(filters) ORDER BY id DESC LIMIT \(limit)"
         }
-        let rows = try perform { () throws(PostgresError) in
-            try self.query(sql, arguments, Self.summary)
-        }
-        return OrderPage(fetched: rows, limit: query.limit, windowEnd: windowEnd)
+        return (sql, arguments)
     }
 
     /// The last id of a text page's scan window (the `window`-th order below `before`), if the

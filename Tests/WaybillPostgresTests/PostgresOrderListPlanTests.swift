@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import WaybillDomain
+import WaybillStorage
+import WaybillStoreTesting
+import WaybillTesting
+
+@testable import WaybillPostgres
+
+/// Migration 0015 on PostgreSQL: the store's own statement for a driver's recent half
+/// (`OrderQuery.isRecentlyFinished`) is a range of `orders_finished_by_driver` once the table has
+/// statistics (the planner chooses by cost, unlike SQLite's, which has none here), not a walk of
+/// the driver's finished orders by id that checks each one's update time.
+@Suite struct PostgresOrderListPlanTests {
+    @Test func aDriversRecentHalfIsARangeOfTheFinishedOrdersIndex() async throws {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        defer { store.close() }
+        let fixture = try await Fixture.seed(store)
+        let database = databaseName(url)
+        // 3 000 orders Alice finished long ago.
+        _ = try await runBlocking {
+            try PostgresServer.shared().psql(
+                """
+                INSERT INTO orders (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
+                SELECT \(fixture.acme.id.rawValue), 'H-' || i, CASE WHEN i % 7 = 0 THEN 'cancelled' ELSE 'completed' END,
+                       \(fixture.alice.id.rawValue), 'Old load', '', i, i, 1
+                FROM generate_series(1, 3000) AS i;
+                ANALYZE orders;
+                """, database: database)
+        }
+        func plan(_ query: OrderQuery) async throws -> String {
+            let statement = PostgresOrderStore.Transaction.orderPageStatement(in: fixture.acme.id, query, windowEnd: nil)
+            let arguments = statement.arguments.map(Self.literal).joined(separator: ", ")
+            return try await runBlocking {
+                try PostgresServer.shared().psql(
+                    "PREPARE page AS \(statement.sql); EXPLAIN EXECUTE page(\(arguments))", database: database)
+            }
+        }
+        let recent = try await plan(
+            OrderQuery(driver: fixture.alice.id, statuses: [.completed, .cancelled], updatedAfter: t0, limit: 500))
+        #expect(recent.contains("orders_finished_by_driver"), "\(recent)")
+        #expect(!recent.contains("orders_by_driver_status"), "\(recent)")
+        // And the rows are the same through the store: none of those is recent.
+        let rows = try await store.read { tx in
+            try tx.orderPage(
+                in: fixture.acme.id,
+                OrderQuery(driver: fixture.alice.id, statuses: [.completed, .cancelled], updatedAfter: t0, limit: 500))
+        }
+        #expect(rows.rows.isEmpty)
+    }
+
+    /// An argument as an SQL literal for `EXECUTE` (the tests' own values: integers and plain text).
+    static func literal(_ value: PostgresValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .integer(let number): String(number)
+        case .text(let text): "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+        case .bool(let flag): flag ? "true" : "false"
+        case .bytea: "NULL"
+        }
+    }
+}
