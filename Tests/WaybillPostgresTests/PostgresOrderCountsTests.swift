@@ -35,7 +35,8 @@ import WaybillTesting
         let holding = try await runBlocking {
             pollUntil(timeout: .seconds(10)) {
                 (try? PostgresServer.shared().psql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND pid <> pg_backend_pid()",
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND pid <> pg_backend_pid()"
+                        + " AND datname = current_database()",
                     database: database)) == "1"
             }
         }
