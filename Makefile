@@ -32,7 +32,7 @@ build:
 	$(SWIFT) build --build-tests
 
 build-release:
-	SWIFT=$(SWIFT) scripts/build-release.sh
+	SWIFT='$(SWIFT)' scripts/build-release.sh
 
 # Four groups, one after another, so that no group's timing depends on another's load on a
 # 2-core machine: the client library's virtual-time tests (they yield a lot); the in-process

@@ -14,6 +14,8 @@
 # comes from `scripts/install-deps.sh` (libcurl4-openssl-dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-flags=()
-[ "$(uname -s)" = Linux ] && flags+=(--static-swift-stdlib)
-exec "${SWIFT:-swift}" build -c release --product waybill "${flags[@]}" "$@"
+# (No array for the flag: macOS's bash 3.2 takes an empty one for unset under `set -u`.)
+if [ "$(uname -s)" = Linux ]; then
+    exec "${SWIFT:-swift}" build -c release --product waybill --static-swift-stdlib "$@"
+fi
+exec "${SWIFT:-swift}" build -c release --product waybill "$@"

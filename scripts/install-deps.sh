@@ -37,7 +37,7 @@ services=(postgresql redis-server)
 # Foundation's networking part, which asks the linker for libcurl by name: the development link
 # (libcurl.so) must be there. Any libcurl development package gives it; only without one is the
 # OpenSSL flavour installed (it conflicts with the GnuTLS one, which may be there already).
-if [ "$(uname -s)" = Linux ] && ! ls /usr/lib/*/libcurl.so /usr/lib/libcurl.so >/dev/null 2>&1; then
+if [ "$(uname -s)" = Linux ] && ! compgen -G '/usr/lib/*/libcurl.so' >/dev/null && [ ! -e /usr/lib/libcurl.so ]; then
     packages+=(libcurl4-openssl-dev)
 fi
 case "$mode" in

@@ -19,7 +19,11 @@ fail() { echo "release-smoke: $*" >&2; tail -40 "$DATA/server.log" >&2 || true; 
 # The release build carries the Swift runtime and Foundation inside it (scripts/build-release.sh:
 # measured cheaper per write). A build that loads them as shared libraries serves just as well,
 # only slower, so nothing else would notice it.
-if [ "$(uname -s)" = Linux ] && ldd "$BIN" | grep -q 'libswiftCore\.so'; then
+if [ "$(uname -s)" = Linux ]; then
+    command -v ldd >/dev/null || { echo "release-smoke: ldd is missing (Debian's libc-bin)" >&2; exit 1; }
+    libraries="$(ldd "$BIN")" || { echo "release-smoke: ldd failed on $BIN" >&2; exit 1; }
+fi
+if [ "$(uname -s)" = Linux ] && grep -q 'libswiftCore\.so' <<<"$libraries"; then
     echo "release-smoke: $BIN loads the Swift runtime as a shared library: build it with scripts/build-release.sh" >&2
     exit 1
 fi

@@ -26,7 +26,7 @@ extension PostgresOrderStore.Transaction {
         let windowEnd =
             query.foldedText == nil
             ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
-        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd)
+        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd, now: clock())
         let rows = try perform { () throws(PostgresError) in
             try self.query(sql, arguments, Self.summary)
         }
@@ -34,10 +34,11 @@ extension PostgresOrderStore.Transaction {
     }
 
     /// The SQL of a list page and its arguments (`windowEnd`: a text page's scan window). The SQL
-    /// text depends only on which filters are present (at most 64 prepared statements per shape);
-    /// lists travel as one array parameter.
+    /// text depends only on which filters are present and whether the query is finished-only with
+    /// a recent moment (`OrderQuery.isRecentlyFinished(now:)`): at most 128 prepared statements per shape; lists
+    /// travel as one array parameter.
     static func orderPageStatement(
-        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?
+        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?, now: Date
     ) -> (sql: String, arguments: [PostgresValue]) {
         var arguments: [PostgresValue] = [.id(company)]
         var filters = ""
@@ -62,7 +63,7 @@ extension PostgresOrderStore.Transaction {
             arguments.append(.date(after))
             filters += " AND updated_at > $\(arguments.count)"
             // The recent half of a driver's list: a range of `orders_finished_by_driver`.
-            if query.isRecentlyFinished { filters += " AND " + OrderQuery.finishedOnlyClause }
+            if query.isRecentlyFinished(now: now) { filters += " AND " + OrderQuery.finishedOnlyClause }
         }
         if let before = query.before {
             arguments.append(.id(before))

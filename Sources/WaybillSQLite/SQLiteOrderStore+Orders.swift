@@ -26,7 +26,7 @@ extension SQLiteOrderStore.Transaction {
         let windowEnd =
             query.foldedText == nil
             ? nil : try textWindowEnd(in: company, driver: query.driver, before: query.before, window: query.textWindow)
-        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd)
+        let (sql, arguments) = Self.orderPageStatement(in: company, query, windowEnd: windowEnd, now: clock())
         let rows = try perform { () throws(SQLiteError) in
             try db.query(sql, arguments, Self.summary)
         }
@@ -34,10 +34,11 @@ extension SQLiteOrderStore.Transaction {
     }
 
     /// The SQL of a list page and its arguments (`windowEnd`: a text page's scan window). The SQL
-    /// text depends only on which filters are present and how many statuses (a bounded set, each
-    /// cached once); lists travel as one JSON parameter.
+    /// text depends only on which filters are present, how many statuses, and whether the query is
+    /// finished-only with a recent moment (`OrderQuery.isRecentlyFinished(now:)`): a bounded set, each cached
+    /// once; lists travel as one JSON parameter.
     static func orderPageStatement(
-        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?
+        in company: CompanyID, _ query: OrderQuery, windowEnd: OrderID?, now: Date
     ) -> (sql: String, arguments: [SQLiteValue]) {
         var filters = ""
         var filterArguments: [SQLiteValue] = []
@@ -58,7 +59,7 @@ extension SQLiteOrderStore.Transaction {
             filters += " AND updated_at > ?"
             filterArguments.append(.date(after))
             // The recent half of a driver's list: a range of `orders_finished_by_driver`.
-            if query.isRecentlyFinished { filters += " AND " + OrderQuery.finishedOnlyClause }
+            if query.isRecentlyFinished(now: now) { filters += " AND " + OrderQuery.finishedOnlyClause }
         }
         if let before = query.before {
             filters += " AND id < ?"

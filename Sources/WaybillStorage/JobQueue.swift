@@ -283,7 +283,8 @@ package struct JobFIFO<Job> {
         }
         head += n
         if head == slots.count {
-            slots.removeAll(keepingCapacity: slots.count <= 1024)
+            // A backlog's storage goes; a small one is kept for the next jobs.
+            slots.removeAll(keepingCapacity: slots.capacity <= 1024)
             head = 0
         } else if head >= slots.count / 2 {
             slots.removeFirst(head)

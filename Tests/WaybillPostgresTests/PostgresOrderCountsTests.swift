@@ -10,7 +10,8 @@ import WaybillTesting
 /// are taken at the commit, so a transaction elsewhere holding a status change of the company
 /// uncommitted holds up no write of this node; and a change by hand (another company, with a new
 /// status) moves both companies' counts.
-@Suite struct PostgresOrderCountsTests {
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresOrderCountsTests {
     @Test func anUncommittedStatusChangeElsewhereHoldsUpNoWrite() async throws {
         let url = try await freshDatabase()
         let store = try await openStore(url)
@@ -35,8 +36,9 @@ import WaybillTesting
         let holding = try await runBlocking {
             pollUntil(timeout: .seconds(10)) {
                 (try? PostgresServer.shared().psql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND pid <> pg_backend_pid()"
-                        + " AND datname = current_database()",
+                    // Sleeping: the UPDATE before the sleep has run (the session's text matches
+                    // from the moment it arrives).
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
                     database: database)) == "1"
             }
         }
@@ -49,8 +51,15 @@ import WaybillTesting
             _ = try tx.updateOrder(order)
         }
         let took = ContinuousClock.now - started
-        // Held up, it would take the rest of the 4 s (or fail at the 2 s lock timeout).
+        // Held up, it would take the rest of the 4 s (or fail at the 2 s lock timeout); and the
+        // other transaction was still open when the write ended.
         #expect(took < .seconds(2), "the write waited \(took)")
+        let stillOpen = try await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
+                database: database)
+        }
+        #expect(stillOpen == "1", "the other transaction ended before the write did")
         _ = try await held
         let counts = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
         #expect(counts == [.accepted: 2])

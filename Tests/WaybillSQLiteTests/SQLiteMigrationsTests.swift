@@ -53,12 +53,20 @@ import WaybillStoreTesting
         // 0015: the recent half of a driver's list is, for each finished status, a range of the
         // driver's finished orders by update time, with the store's own SQL; not a walk of every
         // order the driver ever finished, checking each one's update time in its row.
-        let recent = SQLiteOrderStore.Transaction.orderPageStatement(
-            in: CompanyID(1), OrderQuery(driver: UserID(2), statuses: [.completed, .cancelled], updatedAfter: t0, limit: 500),
-            windowEnd: nil)
-        let recentPlan = try rawQuery(database.path, "EXPLAIN QUERY PLAN " + recent.sql, column: 3).joined(separator: "\n")
+        func finishedPlan(since: Date) throws -> String {
+            let statement = SQLiteOrderStore.Transaction.orderPageStatement(
+                in: CompanyID(1), OrderQuery(driver: UserID(2), statuses: [.completed, .cancelled], updatedAfter: since, limit: 500),
+                windowEnd: nil, now: t0 + 86_400)
+            return try rawQuery(database.path, "EXPLAIN QUERY PLAN " + statement.sql, column: 3).joined(separator: "\n")
+        }
+        let recentPlan = try finishedPlan(since: t0)  // a day before now
         let range = "orders_finished_by_driver (company_id=? AND driver_id=? AND status=? AND updated_at>?)"
         #expect(recentPlan.components(separatedBy: range).count == 3, "\(recentPlan)")
+        // A moment further back than `OrderQuery.recentlyFinishedReach` walks by id as before: the
+        // index's rows would all be sorted, many for a moment years back.
+        let farPlan = try finishedPlan(since: t0 + 86_400 - OrderQuery.recentlyFinishedReach - 1)
+        #expect(!farPlan.contains("orders_finished_by_driver"), "\(farPlan)")
+        #expect(farPlan.contains("orders_by_driver_status"), "\(farPlan)")
         #expect(try rawQuery(database.path, "PRAGMA journal_mode") == ["wal"])
     }
 

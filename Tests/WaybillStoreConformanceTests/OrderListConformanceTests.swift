@@ -190,7 +190,7 @@ import WaybillStoreTesting
     }
 
     /// Active and finished statuses with a moment: every matching row, on either side. Only a
-    /// finished-only query says the finished orders' predicate (`OrderQuery.isRecentlyFinished`).
+    /// finished-only query says the finished orders' predicate (`OrderQuery.isRecentlyFinished(now:)`).
     @Test(arguments: Backend.allCases) func aMomentWithActiveStatusesKeepsTheirRows(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
