@@ -51,6 +51,11 @@ static inline void lwsx_prepare_stop(void *loop, lwsx_prepare *p) {
     ev_ref((struct ev_loop *)loop);
     ev_prepare_stop((struct ev_loop *)loop, &p->watcher);
 }
+/* Tells libev that `fd` is writable, as its backend would (`ev_feed_fd_event`): the watchers on
+ * `fd` that wait for EV_WRITE are called at this pass, through lws's own libev callback. */
+static inline void lwsx_ev_feed_writable(void *loop, int fd) {
+    if (fd >= 0) ev_feed_fd_event((struct ev_loop *)loop, fd, EV_WRITE);
+}
 /* The kernel backend libev chose (EVBACKEND_EPOLL is 4), for the start-up log and tests. */
 static inline unsigned int lwsx_ev_backend(void *loop) { return ev_backend((struct ev_loop *)loop); }
 /* How far a TCP peer has read what was sent to it, for the heartbeat (ServerCore+Heartbeat.swift).

@@ -184,7 +184,12 @@ public final class HTTPServer: Sendable {
     func writeStatistics() async -> WriteStatistics {
         let core = self.core
         return await withCheckedContinuation { (c: CheckedContinuation<WriteStatistics, Never>) in
-            if !core.loop.post({ c.resume(returning: core.writeStatistics) }) { c.resume(returning: WriteStatistics()) }
+            let posted = core.loop.post {
+                var statistics = core.writeStatistics
+                statistics.loopPasses = core.loop.passes
+                c.resume(returning: statistics)
+            }
+            if !posted { c.resume(returning: WriteStatistics()) }
         }
     }
 

@@ -87,6 +87,9 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// fires at the next socket event, or at the 50 ms heartbeat at the latest. Answers that resume
     /// reading are not delayed: lws asks for `POLLOUT` then, a socket event of its own.
     private var drainOwed = false
+    /// Loop passes so far: the prepare watcher's runs (libev only; service thread). For tests
+    /// (`WriteStatistics.loopPasses`).
+    private(set) var passes = 0
     /// libev's prepare watcher for `drainOwed` (libev only).
     private let prepareWatcher = UnsafeMutablePointer<lwsx_prepare>.allocate(capacity: 1)
     /// Entered in `start`, left when the loop has ended: for blocking waits.
@@ -205,6 +208,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// libev is about to wait for events: runs the drains the service thread owes itself, including
     /// any its own work owes meanwhile (no prepare pass comes before this wait).
     fileprivate func beforeWaiting() {
+        passes &+= 1
         while drainOwed {
             drainOwed = false
             if let wokenUp { wokenUp() } else { drainInbox() }
@@ -232,6 +236,13 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
         for item in work { item() }
         for waiter in waiters { waiter.resume() }
         running.leave()
+    }
+
+    /// Service thread: reports `fd` writable to libev at once (libev only; a no-op with `poll`).
+    /// See `ServerCore.answer`.
+    func reportWritable(_ fd: Int32) {
+        guard kind == .libev, let evLoop else { return }
+        lwsx_ev_feed_writable(evLoop, fd)
     }
 
     /// Queues `work` for the service thread and wakes it. Any thread.

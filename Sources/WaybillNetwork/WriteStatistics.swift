@@ -17,4 +17,6 @@ struct WriteStatistics: Sendable, Equatable {
     var keepAliveCloses = 0
     /// Connections taken over by the wheel only after lws finished sending their last answer.
     var keepAliveAfterSending = 0
+    /// Passes of the service loop (libev only: the prepare watcher's runs; 0 with `poll`).
+    var loopPasses = 0
 }
