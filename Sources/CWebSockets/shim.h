@@ -52,7 +52,8 @@ static inline void lwsx_prepare_stop(void *loop, lwsx_prepare *p) {
     ev_prepare_stop((struct ev_loop *)loop, &p->watcher);
 }
 /* Tells libev that `fd` is writable, as its backend would (`ev_feed_fd_event`): the watchers on
- * `fd` that wait for EV_WRITE are called at this pass, through lws's own libev callback. */
+ * `fd` that wait for EV_WRITE are called in this pass of `ev_run` (the only place it is called
+ * from), through lws's own libev callback. */
 static inline void lwsx_ev_feed_writable(void *loop, int fd) {
     if (fd >= 0) ev_feed_fd_event((struct ev_loop *)loop, fd, EV_WRITE);
 }

@@ -187,6 +187,7 @@ public final class HTTPServer: Sendable {
             let posted = core.loop.post {
                 var statistics = core.writeStatistics
                 statistics.loopPasses = core.loop.passes
+                statistics.timerTicks &+= core.loop.timerTicks
                 c.resume(returning: statistics)
             }
             if !posted { c.resume(returning: WriteStatistics()) }

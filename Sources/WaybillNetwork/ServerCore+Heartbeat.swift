@@ -30,6 +30,7 @@ extension ServerCore {
     }
 
     fileprivate func heartbeatTicked() {
+        writeStatistics.timerTicks &+= 1
         if let context = loop.context { scheduleHeartbeat(context) }
         keepAliveTicked()
         for action in heartbeat.tick(mayWait: pingMayNotHaveArrived) {

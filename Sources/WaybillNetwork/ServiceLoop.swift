@@ -85,11 +85,16 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// from an idle pass that only its socket callbacks start, so an lws timer the drained work
     /// sets to fire at once (`lws_set_timeout(…, LWS_TO_KILL_ASYNC)`: closing a broken socket)
     /// fires at the next socket event, or at the 50 ms heartbeat at the latest. Answers that resume
-    /// reading are not delayed: lws asks for `POLLOUT` then, a socket event of its own.
+    /// reading are not delayed: lws asks for `POLLOUT` then, a socket event of its own, which the
+    /// answer reports to libev at once (`reportWritable`), so lws's callback still runs and starts
+    /// its idle pass.
     private var drainOwed = false
     /// Loop passes so far: the prepare watcher's runs (libev only; service thread). For tests
     /// (`WriteStatistics.loopPasses`).
     private(set) var passes = 0
+    /// Runs of the loop's own 50 ms timer (libev only; service thread): each can be a pass of its
+    /// own (`WriteStatistics.timerTicks`).
+    private(set) var timerTicks = 0
     /// libev's prepare watcher for `drainOwed` (libev only).
     private let prepareWatcher = UnsafeMutablePointer<lwsx_prepare>.allocate(capacity: 1)
     /// Entered in `start`, left when the loop has ended: for blocking waits.
@@ -206,7 +211,10 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     }
 
     /// libev is about to wait for events: runs the drains the service thread owes itself, including
-    /// any its own work owes meanwhile (no prepare pass comes before this wait).
+    /// any its own work owes meanwhile (no prepare pass comes before this wait). Events the drained
+    /// work feeds to libev (`reportWritable`) run after this returns, in the same pass; a drain they
+    /// owe waits for the next pass, which does not block: lws's callback for them starts its idle
+    /// watcher.
     fileprivate func beforeWaiting() {
         passes &+= 1
         while drainOwed {
@@ -216,6 +224,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     }
 
     fileprivate func heartbeatTick() {
+        timerTicks &+= 1
         if shouldStop(), let evLoop {
             lwsx_ev_break(evLoop)
         } else {

@@ -19,4 +19,7 @@ struct WriteStatistics: Sendable, Equatable {
     var keepAliveAfterSending = 0
     /// Passes of the service loop (libev only: the prepare watcher's runs; 0 with `poll`).
     var loopPasses = 0
+    /// Runs of the service thread's timers (the 100 ms heartbeat, the loop's own 50 ms one): each
+    /// can make a loop pass that no request made.
+    var timerTicks = 0
 }
