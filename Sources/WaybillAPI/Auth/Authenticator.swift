@@ -17,7 +17,7 @@ final class Authenticator: SocketAuthenticating {
     /// process clears the user's entries at once; one made elsewhere (another node) reaches this
     /// one through the `SessionWatcher` (`forget(user:)`), and `cacheLifetime` bounds it anyway:
     /// a revoked token stops working on every node within 1 s.
-    private let cache = Mutex<[[UInt8]: (credential: SocketCredential, until: Date)]>([:])
+    private let cache = Mutex(TokenCache())
     /// Bumped by every revocation: a lookup that started before it must not refill the cache.
     private let revocations = Atomic<Int>(0)
     private let cacheLifetime: Duration = .seconds(1)
@@ -225,8 +225,7 @@ final class Authenticator: SocketAuthenticating {
         let credential = SocketCredential(user: found.user, epoch: found.epoch)
         cache.withLock { entries in
             guard revocations.load(ordering: .acquiring) == generation else { return }
-            if entries.count >= 10_000 { entries.removeAll() }  // bounded memory
-            entries[hash] = (credential, cachedAt.adding(cacheLifetime))
+            entries.insert(credential, until: cachedAt.adding(cacheLifetime), for: hash)
         }
         return credential
     }
@@ -272,7 +271,7 @@ final class Authenticator: SocketAuthenticating {
     func forget(user: UserID) {
         cache.withLock { entries in
             revocations.add(1, ordering: .releasing)
-            entries = entries.filter { $0.value.credential.user.id != user }
+            entries.forget(user)
         }
     }
 
