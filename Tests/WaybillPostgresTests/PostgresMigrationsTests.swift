@@ -91,6 +91,60 @@ import WaybillStoreTesting
         #expect(try await OrderCountsBackfill.counts(store, fixture) == OrderCountsBackfill.kept)
     }
 
+    /// 0016 creates its triggers before it counts. A status change another node (of the release
+    /// before) has uncommitted when the migration runs is then counted either way: the triggers'
+    /// lock waits for its commit, and the count after it sees it. With the count first, the count
+    /// would miss the uncommitted change and no trigger would run for it: the counts would stay one
+    /// order off for good.
+    @Test func aStatusChangeOpenDuringMigration0016IsCounted() async throws {
+        let url = try await freshDatabase()
+        var store = try await openStore(url)
+        let fixture = try await Fixture.seed(store)
+        try await OrderCountsBackfill.writeOrders(store, fixture)
+        store.close()
+        let database = databaseName(url)
+        func psql(_ sql: String) async throws -> String {
+            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
+        }
+        _ = try await psql(
+            """
+            DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
+            DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
+            DELETE FROM schema_migrations WHERE name = '0016_order_counts'
+            """)
+        let changed = try await psql("SELECT id FROM orders WHERE status = 'assigned' AND driver_id IS NOT NULL ORDER BY id LIMIT 1")
+        // Another session completes that order and keeps its transaction open for 3 s.
+        async let held = runBlocking {
+            try PostgresServer.shared().psql(
+                "BEGIN; UPDATE orders SET status = 'completed' WHERE id = \(changed); SELECT pg_sleep(3); COMMIT;",
+                database: database)
+        }
+        let holding = try await runBlocking {
+            pollUntil(timeout: .seconds(10)) {
+                (try? PostgresServer.shared().psql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
+                    database: database)) == "1"
+            }
+        }
+        #expect(holding)
+        store = try await openStore(url)  // migrates 0016 while the change is open
+        defer { store.close() }
+        _ = try await held
+        // Every counter equals a count of the orders as they are now, company and driver rows alike.
+        let wrong = try await psql(
+            """
+            SELECT count(*) FROM (
+                SELECT company_id, coalesce(driver_id, 0) AS driver_id, status, count(*) AS n FROM orders
+                GROUP BY GROUPING SETS ((company_id, status), (company_id, driver_id, status))
+                HAVING GROUPING(driver_id) = 1 OR driver_id IS NOT NULL
+            ) AS counted
+            FULL JOIN (SELECT * FROM order_counts WHERE n <> 0) AS kept USING (company_id, driver_id, status)
+            WHERE counted.n IS DISTINCT FROM kept.n
+            """)
+        #expect(wrong == "0", "counters that differ from the orders")
+        #expect(try await OrderCountsBackfill.counts(store, fixture).company == [.completed: 5, .assigned: 4])
+    }
+
     /// A database a newer release migrated is refused at open, with the migration it does not know
     /// (a rollback, or an old node restarted mid-upgrade, started and then failed its writes).
     @Test func aDatabaseFromANewerReleaseIsRefusedAtOpen() async throws {
