@@ -42,6 +42,9 @@ final class HTTPSession {
     var bodyLimit = Int.max
     /// Close the connection after this response (chunked or no-length bodies, 413, shutdown).
     var closeAfterResponse = false
+    /// The request said HTTP/1.1 (as lws reads it: `LwsRequestReader.isHTTP11`), so an answer's
+    /// status line starts "HTTP/1.1" (`writeHeaders`' own head).
+    var isHTTP11 = false
     /// When the request's head was in (`HTTPServerConfiguration.bodyDeadline` counts from it).
     let startedAt = ContinuousClock.now
 
@@ -269,6 +272,10 @@ final class HTTPSession {
         return scratch.withBytes(pre + headSize + (body?.count ?? 0)) { base -> Bool in
             let start = base + pre
             let end = start + headSize
+            if let body, isHTTP11, Self.wireStatus(response.status) == 200 {
+                let count = Self.writeOKHead(response, body: body, closing: closeAfterResponse, at: start, isSkipped: isSkipped)
+                return lws_write(wsi, start, count, LWS_WRITE_HTTP_HEADERS) == count
+            }
             var p: UnsafeMutablePointer<UInt8>? = start
             if lws_add_http_header_status(wsi, UInt32(Self.wireStatus(response.status)), &p, end) != 0 { return false }
             if body != nil {
@@ -308,6 +315,53 @@ final class HTTPSession {
             let count = start.distance(to: tail)
             return lws_write(wsi, start, count, LWS_WRITE_HTTP_HEADERS) == count
         }
+    }
+
+    /// A 200 answer to an HTTP/1.1 request with its body, byte for byte as the lws calls above
+    /// write it (`lws_add_http_header_status`: "HTTP/1.1 200 OK"; `…_by_token`: "content-length: ";
+    /// `…_by_name`: the name, a space, the value, CRLF; `lws_finalize_http_header`: CRLF), but
+    /// without them: lws formats the status line with `snprintf` and each header is a call and a
+    /// look-up of its name. Every order write's answer, and most reads', take this path. Returns
+    /// the bytes written from `start`; the room is the caller's (`headSize` counts each field's
+    /// name, value and 4 bytes, plus 512).
+    static func writeOKHead(
+        _ response: HTTPResponse, body: [UInt8], closing: Bool, at start: UnsafeMutablePointer<UInt8>,
+        isSkipped: (String) -> Bool
+    ) -> Int {
+        var p = start
+        func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+            p.update(from: base, count: bytes.count)
+            p += bytes.count
+        }
+        func put(_ text: StaticString) { put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
+        func put(_ text: String) {
+            var text = text
+            text.withUTF8 { put($0) }
+        }
+        put("HTTP/1.1 200 OK\r\ncontent-length: ")
+        // The length's digits, without a String: at most 20.
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { room in
+            var n = body.count, i = room.count
+            repeat {
+                i -= 1
+                room[i] = UInt8(ascii: "0") + UInt8(n % 10)
+                n /= 10
+            } while n > 0
+            put(UnsafeBufferPointer(start: room.baseAddress!.assumingMemoryBound(to: UInt8.self) + i, count: room.count - i))
+        }
+        put("\r\n")
+        if closing { put("connection: close\r\n") }
+        for (name, value) in response.headers.fields where !isSkipped(name) {
+            put(name)
+            put(": ")
+            put(value)
+            put("\r\n")
+        }
+        put("\r\n")
+        body.withUnsafeBufferPointer { put($0) }
+        return start.distance(to: p)
     }
 }
 

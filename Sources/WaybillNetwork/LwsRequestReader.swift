@@ -51,6 +51,19 @@ enum LwsRequestReader {
         )
     }
 
+    /// Whether the request line said HTTP/1.1, as lws decides it (`lws_http_action`: a version of
+    /// more than 7 bytes whose 6th and 8th are "1"; anything else is answered as HTTP/1.0).
+    static func isHTTP11(_ wsi: OpaquePointer) -> Bool {
+        let length = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP))
+        guard length > 7, length <= 10 else { return false }  // lws copies it into 11 bytes with the NUL
+        var text: (UInt64, UInt64) = (0, 0)
+        return withUnsafeMutableBytes(of: &text) { room -> Bool in
+            let buffer = room.baseAddress!.assumingMemoryBound(to: CChar.self)
+            guard lws_hdr_copy(wsi, buffer, 11, WSI_TOKEN_HTTP) > 0 else { return false }
+            return room[5] == UInt8(ascii: "1") && room[7] == UInt8(ascii: "1")
+        }
+    }
+
     /// The path of an upgrade request (`WSI_TOKEN_GET_URI`), without the query.
     static func getPath(_ wsi: OpaquePointer) -> String? { header(wsi, WSI_TOKEN_GET_URI) }
 

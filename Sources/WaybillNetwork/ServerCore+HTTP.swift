@@ -10,6 +10,7 @@ extension ServerCore {
         connectionIsBusy(wsi)
         let request = LwsRequestReader.request(wsi, remoteAddress: remoteAddress(wsi))
         let session = HTTPSession(id: makeID(), wsi: wsi, request: request, counter: counter, dispatched: dispatched, scratch: writeScratch)
+        session.isHTTP11 = LwsRequestReader.isHTTP11(wsi)
         attach(session, to: user)
         inFlight[session.id] = session
 
