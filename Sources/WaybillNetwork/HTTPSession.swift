@@ -56,6 +56,8 @@ final class HTTPSession {
     private var bodyOffset = 0
     /// `lws_write` calls for this response (`WriteStatistics.httpWrites`).
     private(set) var writes = 0
+    /// This response's head was written by `writeOKHead` (`WriteStatistics.ownHeads`).
+    private(set) var wroteOwnHead = false
     /// The answer ended the transaction and the connection stays open for the next request
     /// (`ServerCore.connectionWentIdle`): lws has set its keep-alive timer, or holds the answer's
     /// tail and ends the transaction itself once that is sent.
@@ -273,6 +275,7 @@ final class HTTPSession {
             let start = base + pre
             let end = start + headSize
             if let body, isHTTP11, Self.wireStatus(response.status) == 200 {
+                wroteOwnHead = true
                 let count = Self.writeOKHead(response, body: body, closing: closeAfterResponse, at: start, isSkipped: isSkipped)
                 return lws_write(wsi, start, count, LWS_WRITE_HTTP_HEADERS) == count
             }
@@ -341,15 +344,14 @@ final class HTTPSession {
         }
         put("HTTP/1.1 200 OK\r\ncontent-length: ")
         // The length's digits, without a String: at most 20.
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        withUnsafeMutableBytes(of: &digits) { room in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { room in
             var n = body.count, i = room.count
             repeat {
                 i -= 1
                 room[i] = UInt8(ascii: "0") + UInt8(n % 10)
                 n /= 10
             } while n > 0
-            put(UnsafeBufferPointer(start: room.baseAddress!.assumingMemoryBound(to: UInt8.self) + i, count: room.count - i))
+            put(UnsafeBufferPointer(rebasing: room[i...]))
         }
         put("\r\n")
         if closing { put("connection: close\r\n") }

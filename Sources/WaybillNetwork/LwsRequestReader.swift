@@ -56,11 +56,9 @@ enum LwsRequestReader {
     static func isHTTP11(_ wsi: OpaquePointer) -> Bool {
         let length = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP))
         guard length > 7, length <= 10 else { return false }  // lws copies it into 11 bytes with the NUL
-        var text: (UInt64, UInt64) = (0, 0)
-        return withUnsafeMutableBytes(of: &text) { room -> Bool in
-            let buffer = room.baseAddress!.assumingMemoryBound(to: CChar.self)
-            guard lws_hdr_copy(wsi, buffer, 11, WSI_TOKEN_HTTP) > 0 else { return false }
-            return room[5] == UInt8(ascii: "1") && room[7] == UInt8(ascii: "1")
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 11) { room -> Bool in
+            guard lws_hdr_copy(wsi, room.baseAddress!, 11, WSI_TOKEN_HTTP) > 0 else { return false }
+            return room[5] == CChar(UInt8(ascii: "1")) && room[7] == CChar(UInt8(ascii: "1"))
         }
     }
 

@@ -270,6 +270,7 @@ extension ServerCore {
     func sessionFinished(_ session: HTTPSession) {
         writeStatistics.httpResponses += 1
         writeStatistics.httpWrites += session.writes
+        if session.wroteOwnHead { writeStatistics.ownHeads += 1 }
         if inFlight[session.id] === session { inFlight[session.id] = nil }
         if session.keptAlive { connectionWentIdle(session.wsi) }
     }

@@ -13,6 +13,8 @@ struct WriteStatistics: Sendable, Equatable {
     /// HTTP responses finished, and the `lws_write` calls they took (one for a small answer).
     var httpResponses = 0
     var httpWrites = 0
+    /// Answers whose head the server wrote itself (`HTTPSession.writeOKHead`).
+    var ownHeads = 0
     /// Kept-alive connections closed for idling (`KeepAliveWheel`).
     var keepAliveCloses = 0
     /// Connections taken over by the wheel only after lws finished sending their last answer.

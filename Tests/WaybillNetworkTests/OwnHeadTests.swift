@@ -28,7 +28,9 @@ struct OwnHeadTests {
         #expect(
             Self.head(HTTPResponse(status: 200, headers: fields, body: Array("{\"a\":1}".utf8)))
                 == "HTTP/1.1 200 OK\r\ncontent-length: 7\r\ncontent-type: application/json\r\netag: \"v3\"\r\n\r\n{\"a\":1}")
-        #expect(Self.head(HTTPResponse(status: 200), closing: true) == "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        #expect(
+            Self.head(HTTPResponse(status: 200, body: Array("x".utf8)), closing: true)
+                == "HTTP/1.1 200 OK\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx")
         for size in [9, 10, 99, 100, 12_345, 16_384] {
             let text = Self.head(HTTPResponse(status: 200, body: [UInt8](repeating: 0x61, count: size)))
             #expect(text == "HTTP/1.1 200 OK\r\ncontent-length: \(size)\r\n\r\n" + String(repeating: "a", count: size), "\(size) bytes")
@@ -36,10 +38,28 @@ struct OwnHeadTests {
     }
 
     /// An HTTP/1.1 request gets the server's own head; an HTTP/1.0 one lws's, which names its
-    /// version (`LwsRequestReader.isHTTP11`), as does an answer other than 200.
+    /// version (`LwsRequestReader.isHTTP11`), as does an answer other than 200. The lines expected
+    /// are lws's: the test passes with the own head turned off, and then counts none.
     @Test func theVersionAndTheStatusDecideWhoWritesTheHead() async throws {
         try await withServer { server in
             let port = server.port
+            let before = await server.writeStatistics().ownHeads
+            let fields = try await runBlocking { () -> [String] in
+                let c = try RawConnection(port: port)
+                try c.send("GET /fields HTTP/1.1\r\nHost: x\r\n\r\n")
+                var lines: [String] = []
+                while true {
+                    let line = try c.readLine()
+                    if line.isEmpty { break }
+                    lines.append(line)
+                }
+                return lines
+            }
+            #expect(fields.count == 4)
+            #expect(fields.first == "HTTP/1.1 200 OK")
+            #expect(fields.dropFirst(2) == ["content-type: application/json", "cache-control: no-store"])
+            #expect(fields.dropFirst().first?.hasPrefix("content-length: ") == true)
+            #expect(await server.writeStatistics().ownHeads == before + 1)
             let (eleven, ten, other) = try await runBlocking { () -> ([String], [String], String) in
                 func lines(_ request: String) throws -> [String] {
                     let c = try RawConnection(port: port)
@@ -61,6 +81,8 @@ struct OwnHeadTests {
             #expect(ten.first == "HTTP/1.0 200 OK")
             #expect(ten.contains("content-length: 5"))
             #expect(other == "HTTP/1.1 201 ")
+            // Only the HTTP/1.1 200 of these three had the server's own head.
+            #expect(await server.writeStatistics().ownHeads == before + 2)
         }
     }
 }

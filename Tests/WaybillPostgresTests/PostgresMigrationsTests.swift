@@ -92,8 +92,8 @@ import WaybillStoreTesting
     }
 
     /// 0016 creates its triggers before it counts. A status change another node (of the release
-    /// before) has uncommitted when the migration runs is then counted either way: the triggers'
-    /// lock waits for its commit, and the count after it sees it. With the count first, the count
+    /// before) has uncommitted when the migration runs is then counted: the triggers' lock waits
+    /// for its commit, and the count after it sees it. With the count first, the count
     /// would miss the uncommitted change and no trigger would run for it: the counts would stay one
     /// order off for good.
     @Test func aStatusChangeOpenDuringMigration0016IsCounted() async throws {
@@ -113,10 +113,28 @@ import WaybillStoreTesting
             DELETE FROM schema_migrations WHERE name = '0016_order_counts'
             """)
         let changed = try await psql("SELECT id FROM orders WHERE status = 'assigned' AND driver_id IS NOT NULL ORDER BY id LIMIT 1")
-        // Another session completes that order and keeps its transaction open for 3 s.
+        // Another session completes that order and keeps its transaction open until a lock on
+        // `orders` in this database is waited for (the migration's), then commits; after 20 s with
+        // no such wait it fails, which rolls the change back and fails the checks below. A fixed
+        // sleep instead let a slow runner start the migration after the commit, and then the
+        // test passed whatever the migration's order (found by a review).
         async let held = runBlocking {
             try PostgresServer.shared().psql(
-                "BEGIN; UPDATE orders SET status = 'completed' WHERE id = \(changed); SELECT pg_sleep(3); COMMIT;",
+                """
+                BEGIN; UPDATE orders SET status = 'completed' WHERE id = \(changed);
+                DO $$ DECLARE started timestamptz := clock_timestamp(); BEGIN
+                    LOOP
+                        EXIT WHEN EXISTS (
+                            SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass
+                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database()));
+                        IF clock_timestamp() - started > interval '20 seconds' THEN
+                            RAISE EXCEPTION 'nothing waited for the orders table';
+                        END IF;
+                        PERFORM pg_sleep(0.02);
+                    END LOOP;
+                END $$;
+                COMMIT;
+                """,
                 database: database)
         }
         let holding = try await runBlocking {
@@ -129,7 +147,7 @@ import WaybillStoreTesting
         #expect(holding)
         store = try await openStore(url)  // migrates 0016 while the change is open
         defer { store.close() }
-        _ = try await held
+        _ = try await held  // throws if nothing waited for the lock
         // Every counter equals a count of the orders as they are now, company and driver rows alike.
         let wrong = try await psql(
             """
