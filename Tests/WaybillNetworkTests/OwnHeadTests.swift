@@ -19,6 +19,19 @@ struct OwnHeadTests {
         return String(decoding: UnsafeBufferPointer(start: buffer, count: count), as: UTF8.self)
     }
 
+    /// The head's lines of the answer to `request`, sent on a new connection (status line first).
+    private static func headLines(_ port: Int, _ request: String) throws -> [String] {
+        let c = try RawConnection(port: port)
+        try c.send(request)
+        var lines: [String] = []
+        while true {
+            let line = try c.readLine()
+            if line.isEmpty { break }
+            lines.append(line)
+        }
+        return lines
+    }
+
     /// What lws's calls write: "HTTP/1.1 200 OK", "content-length: " by token, each field as
     /// "name: value", the framing fields of the application left out, a CRLF, the body.
     @Test func theHeadIsWhatLwsWrites() {
@@ -44,34 +57,14 @@ struct OwnHeadTests {
         try await withServer { server in
             let port = server.port
             let before = await server.writeStatistics().ownHeads
-            let fields = try await runBlocking { () -> [String] in
-                let c = try RawConnection(port: port)
-                try c.send("GET /fields HTTP/1.1\r\nHost: x\r\n\r\n")
-                var lines: [String] = []
-                while true {
-                    let line = try c.readLine()
-                    if line.isEmpty { break }
-                    lines.append(line)
-                }
-                return lines
-            }
+            let fields = try await runBlocking { try Self.headLines(port, "GET /fields HTTP/1.1\r\nHost: x\r\n\r\n") }
             #expect(fields.count == 4)
             #expect(fields.first == "HTTP/1.1 200 OK")
             #expect(fields.dropFirst(2) == ["content-type: application/json", "cache-control: no-store"])
             #expect(fields.dropFirst().first?.hasPrefix("content-length: ") == true)
             #expect(await server.writeStatistics().ownHeads == before + 1)
             let (eleven, ten, other) = try await runBlocking { () -> ([String], [String], String) in
-                func lines(_ request: String) throws -> [String] {
-                    let c = try RawConnection(port: port)
-                    try c.send(request)
-                    var lines: [String] = []
-                    while true {
-                        let line = try c.readLine()
-                        if line.isEmpty { break }
-                        lines.append(line)
-                    }
-                    return lines
-                }
+                func lines(_ request: String) throws -> [String] { try Self.headLines(port, request) }
                 let eleven = try lines("GET /slow?ms=0&size=5 HTTP/1.1\r\nHost: x\r\n\r\n")
                 let ten = try lines("GET /slow?ms=0&size=5 HTTP/1.0\r\nHost: x\r\n\r\n")
                 let other = try lines("GET /status/any?code=201 HTTP/1.1\r\nHost: x\r\n\r\n").first ?? ""

@@ -67,6 +67,18 @@ import WaybillStoreTesting
         #expect(count == "14")
     }
 
+    /// Takes `database` back to before 0016: its next open runs the migration again.
+    private static func undoMigration0016(_ database: String) async throws {
+        _ = try await runBlocking {
+            try PostgresServer.shared().psql(
+                """
+                DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
+                DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
+                DELETE FROM schema_migrations WHERE name = '0016_order_counts'
+                """, database: database)
+        }
+    }
+
     /// 0016 counts the orders a database already holds, per company and per driver, and its
     /// trigger keeps them from there.
     @Test func orderCountsStartFromTheOrdersOfADatabaseFromBefore0016() async throws {
@@ -75,14 +87,7 @@ import WaybillStoreTesting
         let fixture = try await Fixture.seed(store)
         try await OrderCountsBackfill.writeOrders(store, fixture)
         store.close()
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                """
-                DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
-                DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
-                DELETE FROM schema_migrations WHERE name = '0016_order_counts'
-                """, database: databaseName(url))
-        }
+        try await Self.undoMigration0016(databaseName(url))
         store = try await openStore(url)
         defer { store.close() }
         #expect(try await OrderCountsBackfill.counts(store, fixture) == OrderCountsBackfill.counted)
@@ -106,12 +111,7 @@ import WaybillStoreTesting
         func psql(_ sql: String) async throws -> String {
             try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
         }
-        _ = try await psql(
-            """
-            DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
-            DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
-            DELETE FROM schema_migrations WHERE name = '0016_order_counts'
-            """)
+        try await Self.undoMigration0016(database)
         let changed = try await psql("SELECT id FROM orders WHERE status = 'assigned' AND driver_id IS NOT NULL ORDER BY id LIMIT 1")
         // Another session completes that order and keeps its transaction open until a lock on
         // `orders` in this database is waited for (the migration's), then commits; after 20 s with
@@ -137,14 +137,7 @@ import WaybillStoreTesting
                 """,
                 database: database)
         }
-        let holding = try await runBlocking {
-            pollUntil(timeout: .seconds(10)) {
-                (try? PostgresServer.shared().psql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
-                    database: database)) == "1"
-            }
-        }
-        #expect(holding)
+        #expect(try await oneSessionSleeps(in: database))
         store = try await openStore(url)  // migrates 0016 while the change is open
         defer { store.close() }
         _ = try await held  // throws if nothing waited for the lock

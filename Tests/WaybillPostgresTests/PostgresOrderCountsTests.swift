@@ -33,16 +33,7 @@ struct PostgresOrderCountsTests {
                 "BEGIN; UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue); SELECT pg_sleep(4); COMMIT;",
                 database: database)
         }
-        let holding = try await runBlocking {
-            pollUntil(timeout: .seconds(10)) {
-                (try? PostgresServer.shared().psql(
-                    // Sleeping: the UPDATE before the sleep has run (the session's text matches
-                    // from the moment it arrives).
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
-                    database: database)) == "1"
-            }
-        }
-        #expect(holding)
+        #expect(try await oneSessionSleeps(in: database))
         let started = ContinuousClock.now
         try await store.write { tx in
             var order = try #require(try tx.order(b, in: acme))
@@ -54,12 +45,7 @@ struct PostgresOrderCountsTests {
         // Held up, it would take the rest of the 4 s (or fail at the 2 s lock timeout); and the
         // other transaction was still open when the write ended.
         #expect(took < .seconds(2), "the write waited \(took)")
-        let stillOpen = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
-                database: database)
-        }
-        #expect(stillOpen == "1", "the other transaction ended before the write did")
+        #expect(try await sleepingSessions(in: database) == "1", "the other transaction ended before the write did")
         _ = try await held
         let counts = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
         #expect(counts == [.accepted: 2])

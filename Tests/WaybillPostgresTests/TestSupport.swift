@@ -30,6 +30,27 @@ func freshDatabase() async throws -> String {
 /// The database name at the end of a URL.
 func databaseName(_ url: String) -> String { String(url.split(separator: "/").last ?? "") }
 
+/// Sessions of `database` inside `pg_sleep` now: a transaction another session holds open that
+/// way has run the statements before its sleep (the session's text shows from the moment it
+/// arrives, so it cannot tell).
+func sleepingSessions(in database: String) async throws -> String {
+    try await runBlocking {
+        try PostgresServer.shared().psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
+            database: database)
+    }
+}
+
+/// Waits up to 10 s until one session of `database` sleeps (`sleepingSessions`).
+func oneSessionSleeps(in database: String) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if (try? await sleepingSessions(in: database)) == "1" { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}
+
 /// A company and an order to hang events on.
 func seedOrder(_ store: PostgresOrderStore) async throws -> Order {
     try await store.write { tx in
