@@ -118,26 +118,15 @@ import WaybillStoreTesting
         // no such wait it fails, which rolls the change back and fails the checks below. A fixed
         // sleep instead let a slow runner start the migration after the commit, and then the
         // test passed whatever the migration's order (found by a review).
-        async let held = runBlocking {
-            try PostgresServer.shared().psql(
-                """
-                BEGIN; UPDATE orders SET status = 'completed' WHERE id = \(changed);
-                DO $$ DECLARE started timestamptz := clock_timestamp(); BEGIN
-                    LOOP
-                        EXIT WHEN EXISTS (
-                            SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass
-                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database()));
-                        IF clock_timestamp() - started > interval '20 seconds' THEN
-                            RAISE EXCEPTION 'nothing waited for the orders table';
-                        END IF;
-                        PERFORM pg_sleep(0.02);
-                    END LOOP;
-                END $$;
-                COMMIT;
-                """,
-                database: database)
-        }
-        #expect(try await oneSessionSleeps(in: database))
+        async let held = psql(
+            heldTransaction(
+                "UPDATE orders SET status = 'completed' WHERE id = \(changed)",
+                until: """
+                    EXISTS (
+                        SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass
+                        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+                    """))
+        #expect(try await aSessionSleeps(in: database))
         store = try await openStore(url)  // migrates 0016 while the change is open
         defer { store.close() }
         _ = try await held  // throws if nothing waited for the lock

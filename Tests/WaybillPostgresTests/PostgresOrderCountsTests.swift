@@ -25,15 +25,18 @@ struct PostgresOrderCountsTests {
             )
         }
         let database = databaseName(url)
-        // Another session changes A from `assigned` to `accepted` and keeps its transaction open
-        // for 4 s: with the counters taken at the statement, it would hold the company's
-        // `assigned` and `accepted` rows all that time.
-        async let held = runBlocking {
-            try PostgresServer.shared().psql(
-                "BEGIN; UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue); SELECT pg_sleep(4); COMMIT;",
-                database: database)
+        func psql(_ sql: String) async throws -> String {
+            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
         }
-        #expect(try await oneSessionSleeps(in: database))
+        // Another session changes A from `assigned` to `accepted` and keeps its transaction open
+        // until `released` has a row: with the counters taken at the statement, it would hold the
+        // company's `assigned` and `accepted` rows all that time.
+        _ = try await psql("CREATE TABLE released (at timestamptz DEFAULT now())")
+        async let held = psql(
+            heldTransaction(
+                "UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue)",
+                until: "EXISTS (SELECT 1 FROM released)"))
+        #expect(try await aSessionSleeps(in: database))
         let started = ContinuousClock.now
         try await store.write { tx in
             var order = try #require(try tx.order(b, in: acme))
@@ -42,10 +45,13 @@ struct PostgresOrderCountsTests {
             _ = try tx.updateOrder(order)
         }
         let took = ContinuousClock.now - started
-        // Held up, it would take the rest of the 4 s (or fail at the 2 s lock timeout); and the
-        // other transaction was still open when the write ended.
+        // Held up, it would fail at the 2 s lock timeout; and the other transaction was still open
+        // when the write ended (its change not yet seen).
         #expect(took < .seconds(2), "the write waited \(took)")
-        #expect(try await sleepingSessions(in: database) == "1", "the other transaction ended before the write did")
+        #expect(
+            try await psql("SELECT status FROM orders WHERE id = \(a.rawValue)") == "assigned",
+            "the other transaction ended before the write did")
+        _ = try await psql("INSERT INTO released DEFAULT VALUES")
         _ = try await held
         let counts = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
         #expect(counts == [.accepted: 2])

@@ -30,22 +30,39 @@ func freshDatabase() async throws -> String {
 /// The database name at the end of a URL.
 func databaseName(_ url: String) -> String { String(url.split(separator: "/").last ?? "") }
 
-/// Sessions of `database` inside `pg_sleep` now: a transaction another session holds open that
-/// way has run the statements before its sleep (the session's text shows from the moment it
-/// arrives, so it cannot tell).
-func sleepingSessions(in database: String) async throws -> String {
-    try await runBlocking {
-        try PostgresServer.shared().psql(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
-            database: database)
-    }
+/// SQL for another session (`PostgresServer.psql`): runs `statements` in a transaction and keeps
+/// it open, sleeping in short steps, until `condition` holds, then commits. `condition` must read
+/// what changes under a running statement: rows of a table (each step reads them afresh) or
+/// `pg_locks`, not the catalog (`to_regclass` of a table made meanwhile stays null). After 20 s without it
+/// the session fails, which rolls the statements back (and `psql` throws). A hold for a fixed time
+/// instead could end before a slow runner got to the check that needs it open.
+func heldTransaction(_ statements: String, until condition: String) -> String {
+    """
+    BEGIN; \(statements);
+    DO $$ DECLARE started timestamptz := clock_timestamp(); BEGIN
+        LOOP
+            EXIT WHEN \(condition);
+            IF clock_timestamp() - started > interval '20 seconds' THEN
+                RAISE EXCEPTION 'held for 20 s: nothing ended the hold';
+            END IF;
+            PERFORM pg_sleep(0.02);
+        END LOOP;
+    END $$;
+    COMMIT;
+    """
 }
 
-/// Waits up to 10 s until one session of `database` sleeps (`sleepingSessions`).
-func oneSessionSleeps(in database: String) async throws -> Bool {
+/// Waits up to 10 s until a session of `database` sleeps in `pg_sleep`: a `heldTransaction` has run
+/// its statements (a session's text shows from the moment it arrives, so it cannot tell).
+func aSessionSleeps(in database: String) async throws -> Bool {
     let deadline = ContinuousClock.now + .seconds(10)
     while ContinuousClock.now < deadline {
-        if (try? await sleepingSessions(in: database)) == "1" { return true }
+        let sleeping = try? await runBlocking {
+            try PostgresServer.shared().psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
+                database: database)
+        }
+        if sleeping == "1" { return true }
         try await Task.sleep(for: .milliseconds(20))
     }
     return false
