@@ -290,13 +290,18 @@ import WaybillTesting
             let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
             defer { session.close() }
             let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
+            let deadline = ContinuousClock.now + .seconds(5)
             let result = runner.run(
                 { tx in
                     try tx.perform { () throws(PostgresError) in _ = try tx.execute("INSERT INTO slow_commit VALUES (1)") }
-                    // COMMIT starts late: its lock wait (2 s at most) outlasts the call by far more
-                    // than a stalled test thread could take to notice the deadline.
-                    Thread.sleep(forTimeInterval: 1.3)
-                }, on: session, deadline: .now + .milliseconds(2500))
+                    // COMMIT starts with 1.2 s of the call left, however long connecting took (a
+                    // loaded CI runner once spent so much of a fixed pause's budget that no time
+                    // was left to commit): far over `commitReserve`, and short of the server's lock
+                    // wait (2 s, or what BEGIN left of the budget, over 1.45 s unless BEGIN came
+                    // 3.3 s late), so the client's deadline ends the COMMIT.
+                    let pause = ContinuousClock.now.duration(to: deadline) - .milliseconds(1200)
+                    if pause > .zero { Thread.sleep(forTimeInterval: pause.timeInterval) }
+                }, on: session, deadline: deadline)
             _ = try other.executeScript("ROLLBACK", deadline: .now + .seconds(5))
             var message = ""
             if case .failure(let error) = result { message = "\(error)" }
