@@ -13,7 +13,10 @@ import WaybillTesting
     /// Runs `body` on a session of a fresh migrated database, on a thread of its own: these calls
     /// block for up to 2.5 s by design, and on the 2-thread cooperative pool of a 2-core machine two
     /// of them at once stalled every other suite in the process (a Redis timeout test then measured
-    /// its publish at 2.1 s instead of 0.5). The session is made, used and closed on that thread.
+    /// its publish at 2.1 s instead of 0.5). The session is made, used and closed on that thread,
+    /// and its connection is open before `body` runs: the calls' budgets are measured in hundreds of
+    /// milliseconds, and a loaded runner can take that long to connect (a CI run once spent the
+    /// budget of a slow-COMMIT test so).
     private static func withSession<T: Sendable>(
         _ body: @escaping @Sendable (PostgresSession, PostgresTransactionRunner) throws -> T
     ) async throws -> T {
@@ -23,6 +26,7 @@ import WaybillTesting
         return try await runBlocking {
             let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
             defer { session.close() }
+            _ = try session.connection(deadline: .now + .seconds(10))
             return try body(session, PostgresTransactionRunner(kind: .write, clock: { Date() }))
         }
     }
@@ -289,6 +293,7 @@ import WaybillTesting
             _ = try other.executeScript("BEGIN; INSERT INTO slow_commit VALUES (1)", deadline: .now + .seconds(5))
             let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
             defer { session.close() }
+            _ = try session.connection(deadline: .now + .seconds(10))  // connected outside the call's budget
             let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
             let deadline = ContinuousClock.now + .seconds(5)
             let result = runner.run(
