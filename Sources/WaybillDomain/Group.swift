@@ -8,11 +8,16 @@ public enum Group: Hashable, Sendable, CustomStringConvertible {
     case driver(UserID)
 
     /// The wire name: `company_1`, `fleet_1`, `driver_7`.
+    ///
+    /// Put together from the raw number, not by interpolating the id: interpolation went through
+    /// the id's `description` as an existential, about 0.6 % of a write's CPU (an event's groups
+    /// are named several times on its way out). Up to 15 bytes the result is a small string,
+    /// kept inline without an allocation.
     public var name: String {
         switch self {
-        case .company(let id): "company_\(id)"
-        case .fleet(let id): "fleet_\(id)"
-        case .driver(let id): "driver_\(id)"
+        case .company(let id): "company_" + String(id.rawValue)
+        case .fleet(let id): "fleet_" + String(id.rawValue)
+        case .driver(let id): "driver_" + String(id.rawValue)
         }
     }
 

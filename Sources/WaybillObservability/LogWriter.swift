@@ -58,9 +58,13 @@ public final class LogWriter: @unchecked Sendable {  // safe: the state below on
     /// - Parameters:
     ///   - descriptor: duplicated; the writer uses and closes its own copy.
     ///   - capacity: bytes that may wait; a line past them is dropped (and counted).
+    ///   - coalescing: the pause after each `write`. 50 ms: each pause is a timed sleep and a
+    ///     wake-up, which on this VM cost the thread about 40 µs of CPU (the kernel's timer and
+    ///     switch path); with 10 ms, at 1 000 requests/s that was about 4 µs of every request
+    ///     (measured, docs/BENCHMARKS.md, 2026-12-06 22:34–). A log line is never urgent.
     ///   - droppedLine: the line that reports `n` dropped lines (without its newline).
     public init(
-        descriptor: Int32, capacity: Int = 1 << 20, coalescing: Duration = .milliseconds(10),
+        descriptor: Int32, capacity: Int = 1 << 20, coalescing: Duration = .milliseconds(50),
         droppedLine: @escaping @Sendable (Int) -> String
     ) {
         let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)

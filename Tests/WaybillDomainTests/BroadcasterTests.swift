@@ -106,6 +106,10 @@ struct BroadcasterTests {
 
     @Test func groupNamesRoundTrip() {
         for group in [Group.company(1), .fleet(2), .driver(3)] { #expect(Group(name: group.name) == group) }
+        // The wire names themselves (SPEC §3), a long id too (past a small string's 15 bytes).
+        #expect([Group.company(1), .fleet(2), .driver(3)].map(\.name) == ["company_1", "fleet_2", "driver_3"])
+        #expect(Group.driver(UserID(Int64.max)).name == "driver_9223372036854775807")
+        #expect(Group(name: Group.company(CompanyID(Int64.max)).name) == .company(CompanyID(Int64.max)))
         #expect(Group(name: "driver_x") == nil)
         #expect(Group(name: "pilot_1") == nil)
     }
