@@ -172,7 +172,8 @@ import WaybillStoreTesting
             try await Task.sleep(for: .milliseconds(1100))
             let (probe, probeResult) = await Self.change(locked, on: node)
             #expect(isUnavailable(probeResult), "the lock is still held")
-            #expect(probe < .milliseconds(1200), "tried with a short lock wait: \(probe)")
+            // 200 ms against the usual 2 s (the first try above): under 1.8 s leaves a loaded runner room.
+            #expect(probe < .milliseconds(1800), "tried with a short lock wait: \(probe)")
             try await holding.release()
             try await Task.sleep(for: .milliseconds(1100))
             for _ in 0..<2 {
