@@ -30,13 +30,17 @@ PHASES = [
     ("handler (route, token, body, rules' callers, answer's JSON)",
      ["12APIResponderV", "6RoutesO", "12OrderServiceV", "15IdempotentWrite", "16IdempotencyGuard",
       "13AuthenticatorC", "10JSONCodingO"]),
-    ("task and executor around the handler", ["8dispatch", "7runHere", "swift_task", "swift_job"]),
+    # Leaf first: a task switch inside a store or feed `await` lands here too, not in its caller.
+    ("task runtime and executor (the handler's task, and task switches anywhere)",
+     ["8dispatch", "7runHere", "swift_task", "swift_job"]),
     ("service loop's inbox", ["drainInbox", "5woken", "beforeWaiting"]),
 ]
 GENERIC = [("epoll_wait (sleeping and waking)", ["epoll_wait"]),
            ("lws (parsing, its loop)", ["lws_", "libwebsockets"]),
            ("libev", ["ev_run", "ev_invoke"])]
 LIBRARIES = ["Swift", "libc", "SQLite", "kernel", "lws/libev", "other"]
+# The binary (the Swift runtime is linked in; pass its name with --binary) and Swift's own libraries.
+SWIFT_LIBRARIES = ("libswift", "libFoundation", "libdispatch", "libBlocksRuntime")
 
 
 def samples(path):
@@ -57,18 +61,22 @@ def samples(path):
         yield current
 
 
-def library(symbol, dso):
-    if "kernel" in dso:
+def library(frames, binary):
+    """The library of a sample's leaf: the first frame that is not inlined (perf prints an
+    inlined frame as `sym (inlined)`, and the code it names lives in the frame below it)."""
+    dso = next((d for _, d in frames if d != "inlined"), "")
+    name = dso.rsplit("/", 1)[-1]
+    if "kernel" in dso or name == "[vdso]":
         return "kernel"
-    if "sqlite" in dso:
+    if "sqlite" in name:
         return "SQLite"
-    if "websockets" in dso or "libev" in dso:
+    if "websockets" in name or name.startswith("libev"):
         return "lws/libev"
-    if "libc" in dso or "libm" in dso:
+    if name.startswith(("libc.so", "libc-", "libm.so", "libm-")):
         return "libc"
-    if "crypto" in dso:
-        return "other"
-    return "Swift"  # the binary (the Swift runtime is linked in) and inlined frames
+    if name == binary or name.startswith(SWIFT_LIBRARIES):
+        return "Swift"
+    return "other"  # libcrypto, libpq, the loader, [unknown]
 
 
 def phase(frames):
@@ -87,19 +95,28 @@ def main():
     parser.add_argument("--writes-per-second", type=float, default=1000)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--frequency", type=float, default=1999)
+    parser.add_argument("--binary", help="the server's file name (default: the commonest leaf that is not a library)")
     args = parser.parse_args()
     every = list(samples(args.perf_script))
+    # A sample without a call chain (perf then prints its symbol on the first line) says nothing
+    # about the phase: left out, and counted.
+    skipped = sum(1 for _, frames in every if not frames)
+    every = [(t, frames) for t, frames in every if frames]
     if not every:
         sys.exit("no samples")
     tid = args.tid or collections.Counter(t for t, _ in every).most_common(1)[0][0]
     chosen = [frames for t, frames in every if tid == "all" or t == tid]
+    binary = args.binary or collections.Counter(
+        d.rsplit("/", 1)[-1] for frames in chosen for _, d in frames[:1]
+        if d.startswith("/") and ".so" not in d).most_common(1)[0][0]
     table = collections.defaultdict(collections.Counter)
     for frames in chosen:
-        table[phase(frames)][library(*frames[0])] += 1
+        table[phase(frames)][library(frames, binary)] += 1
     n = len(chosen)
     # One sample is 1/frequency s of CPU; per write: / (writes per second * seconds).
     per_write = 1e6 / args.frequency / (args.writes_per_second * args.seconds)
-    print(f"thread {tid}: {n} of {len(every)} samples, about {n * per_write:.0f} µs per write under perf\n")
+    print(f"thread {tid}: {n} of {len(every)} samples ({skipped} without a call chain left out), "
+          f"about {n * per_write:.0f} µs per write under perf; binary {binary}\n")
     print("| phase | share | µs/write | " + " | ".join(LIBRARIES) + " |")
     print("|---|---|---|" + "---|" * len(LIBRARIES))
     total = collections.Counter()

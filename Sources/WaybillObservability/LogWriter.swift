@@ -61,7 +61,8 @@ public final class LogWriter: @unchecked Sendable {  // safe: the state below on
     ///   - coalescing: the pause after each `write`. 50 ms: each pause is a timed sleep and a
     ///     wake-up, which on this VM cost the thread about 40 µs of CPU (the kernel's timer and
     ///     switch path); with 10 ms, at 1 000 requests/s that was about 4 µs of every request
-    ///     (measured, docs/BENCHMARKS.md, 2026-12-06 22:34–). A log line is never urgent.
+    ///     (measured, docs/BENCHMARKS.md, 2026-12-06 22:34–). A log line is never urgent; a crash loses
+    ///     up to one pause's worth of lines (about 50 ms), and `flush` may wait out one pause.
     ///   - droppedLine: the line that reports `n` dropped lines (without its newline).
     public init(
         descriptor: Int32, capacity: Int = 1 << 20, coalescing: Duration = .milliseconds(50),

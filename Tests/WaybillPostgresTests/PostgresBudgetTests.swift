@@ -26,7 +26,7 @@ import WaybillTesting
         return try await runBlocking {
             let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
             defer { session.close() }
-            _ = try session.connection(deadline: .now + .seconds(10))
+            _ = try session.connection(deadline: .now + .seconds(10))  // 2 s at most: the session's bound
             return try body(session, PostgresTransactionRunner(kind: .write, clock: { Date() }))
         }
     }
@@ -293,17 +293,18 @@ import WaybillTesting
             _ = try other.executeScript("BEGIN; INSERT INTO slow_commit VALUES (1)", deadline: .now + .seconds(5))
             let session = PostgresSession(settings: settings.forPool, health: PostgresHealth())
             defer { session.close() }
-            _ = try session.connection(deadline: .now + .seconds(10))  // connected outside the call's budget
+            _ = try session.connection(deadline: .now + .seconds(10))  // outside the call's budget (2 s at most: the session's bound)
             let runner = PostgresTransactionRunner(kind: .write, clock: { Date() })
             let deadline = ContinuousClock.now + .seconds(5)
             let result = runner.run(
                 { tx in
                     try tx.perform { () throws(PostgresError) in _ = try tx.execute("INSERT INTO slow_commit VALUES (1)") }
-                    // COMMIT starts with 1.2 s of the call left, however long connecting took (a
-                    // loaded CI runner once spent so much of a fixed pause's budget that no time
-                    // was left to commit): far over `commitReserve`, and short of the server's lock
-                    // wait (2 s, or what BEGIN left of the budget, over 1.45 s unless BEGIN came
-                    // 3.3 s late), so the client's deadline ends the COMMIT.
+                    // COMMIT starts with 1.2 s of the call left, however long the test took to get
+                    // here (a loaded CI runner once spent so much of a fixed pause's budget that no
+                    // time was left to commit): far over `commitReserve`, and short of the server's
+                    // lock wait (the pool's 2 s unless BEGIN went out over 2.65 s late; then what
+                    // BEGIN left, less 100 ms, still over 1.2 s unless it was over 3.45 s late), so
+                    // the client's deadline ends the COMMIT.
                     let pause = ContinuousClock.now.duration(to: deadline) - .milliseconds(1200)
                     if pause > .zero { Thread.sleep(forTimeInterval: pause.timeInterval) }
                 }, on: session, deadline: deadline)
