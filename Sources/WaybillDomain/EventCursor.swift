@@ -18,13 +18,8 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
         self.check = check
     }
 
-    /// The cursor of a stored event.
-    public init(of stored: StoredEvent) {
-        id = stored.id
-        check = Self.fingerprint(
-            id: stored.id, type: stored.event.type, orderID: stored.event.orderID, committedAt: stored.committedAt,
-            salt: stored.salt)
-    }
+    /// The cursor of a stored event (its fingerprint is computed when the event is made or changed).
+    public init(of stored: StoredEvent) { self = stored.cursor }
 
     /// Before the first event: what a store with no events reports as its newest cursor.
     public static let origin = EventCursor(id: .zero, check: "00000000")
@@ -43,7 +38,7 @@ public struct EventCursor: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(id)-\(check)" }
 
     /// Whether `stored` is the event this cursor was taken from.
-    public func matches(_ stored: StoredEvent) -> Bool { stored.id == id && EventCursor(of: stored).check == check }
+    public func matches(_ stored: StoredEvent) -> Bool { stored.id == id && stored.cursor.check == check }
 
     /// FNV-1a (32 bit) over `id|type|order|millis`, then `|salt` when the event has one: cheap,
     /// stable across platforms and releases. It tells two different histories apart; the salt, a

@@ -27,6 +27,30 @@ struct EventCursorTests {
         #expect(!original.cursor.matches(stored(id: 8, millis: 1_800_000_000_000)))
     }
 
+    /// The fingerprint is kept with the event, so a change to any field it covers must renew it:
+    /// a changed event must have the cursor of one made with those values from the start.
+    @Test func changingAFieldGivesTheCursorOfAnEventMadeThatWay() {
+        let base = stored(id: 7, millis: 1_800_000_000_000)
+        var changed = base
+        changed.id = EventID(8)
+        #expect(changed.cursor == stored(id: 8, millis: 1_800_000_000_000).cursor)
+        changed = base
+        changed.event.orderID = OrderID(43)
+        #expect(changed.cursor == stored(id: 7, order: 43, millis: 1_800_000_000_000).cursor)
+        changed = base
+        changed.event.type = .deleted
+        #expect(changed.cursor == stored(id: 7, type: .deleted, millis: 1_800_000_000_000).cursor)
+        changed = base
+        changed.committedAt = Date(timeIntervalSince1970: 1_800_000_000.001)
+        #expect(changed.cursor == stored(id: 7, millis: 1_800_000_000_001).cursor)
+        changed = base
+        changed.salt = 99
+        var salted = base
+        salted = StoredEvent(id: salted.id, event: salted.event, committedAt: salted.committedAt, salt: 99)
+        #expect(changed.cursor == salted.cursor && changed.cursor != base.cursor)
+        #expect(changed == salted, "equal events, equal in every stored field")
+    }
+
     @Test func subMillisecondDifferencesDoNotChangeIt() {
         // Stores keep milliseconds: a cursor must survive the round trip through any of them.
         let a = stored(id: 5, millis: 1_800_000_000_123)
