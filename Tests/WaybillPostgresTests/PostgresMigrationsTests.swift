@@ -16,10 +16,7 @@ import WaybillStoreTesting
             return try await group.reduce(into: []) { $0.append($1) }
         }
         defer { for store in stores { store.close() } }
-        let recorded = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT name FROM schema_migrations ORDER BY name", database: databaseName(url))
-        }
+        let recorded = try await psql("SELECT name FROM schema_migrations ORDER BY name", in: databaseName(url))
         #expect(
             recorded.split(separator: "\n") == [
                 "0001_initial_schema", "0002_shared_sessions", "0003_order_list_indexes", "0004_order_receipts",
@@ -28,10 +25,8 @@ import WaybillStoreTesting
                 "0015_finished_by_driver_index", "0016_order_counts",
             ])
         // 0003: each list filter has a keyset index led by company_id.
-        let indexes = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT indexdef FROM pg_indexes WHERE tablename = 'orders' ORDER BY indexname", database: databaseName(url))
-        }
+        let indexes = try await psql(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'orders' ORDER BY indexname", in: databaseName(url))
         for columns in [
             "(company_id, id)", "(company_id, status, id)", "(company_id, driver_id, id)",
             "(company_id, driver_id, status, id)",  // 0010: a driver's status pages and counts
@@ -61,34 +56,32 @@ import WaybillStoreTesting
         let second = try await openStore(url)
         defer { second.close() }
         #expect(try await second.read { tx in try tx.company(company.id) } == company)
-        let count = try await runBlocking {
-            try PostgresServer.shared().psql("SELECT count(*) FROM schema_migrations", database: databaseName(url))
-        }
+        let count = try await psql("SELECT count(*) FROM schema_migrations", in: databaseName(url))
         #expect(count == "14")
     }
 
-    /// Takes `database` back to before 0016: its next open runs the migration again.
-    private static func undoMigration0016(_ database: String) async throws {
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                """
-                DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
-                DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
-                DELETE FROM schema_migrations WHERE name = '0016_order_counts'
-                """, database: database)
-        }
+    /// A fresh database with `Fixture`'s orders (`OrderCountsBackfill.writeOrders`), taken back to
+    /// before 0016: its next open runs the migration again over orders it has not counted.
+    private static func ordersFromBefore0016() async throws -> (url: String, fixture: Fixture) {
+        let url = try await freshDatabase()
+        let store = try await openStore(url)
+        let fixture = try await Fixture.seed(store)
+        try await OrderCountsBackfill.writeOrders(store, fixture)
+        store.close()
+        _ = try await psql(
+            """
+            DROP TRIGGER order_counts_insert_delete ON orders; DROP TRIGGER order_counts_update ON orders;
+            DROP FUNCTION waybill_order_counts(); DROP TABLE order_counts;
+            DELETE FROM schema_migrations WHERE name = '0016_order_counts'
+            """, in: databaseName(url))
+        return (url, fixture)
     }
 
     /// 0016 counts the orders a database already holds, per company and per driver, and its
     /// trigger keeps them from there.
     @Test func orderCountsStartFromTheOrdersOfADatabaseFromBefore0016() async throws {
-        let url = try await freshDatabase()
-        var store = try await openStore(url)
-        let fixture = try await Fixture.seed(store)
-        try await OrderCountsBackfill.writeOrders(store, fixture)
-        store.close()
-        try await Self.undoMigration0016(databaseName(url))
-        store = try await openStore(url)
+        let (url, fixture) = try await Self.ordersFromBefore0016()
+        let store = try await openStore(url)
         defer { store.close() }
         #expect(try await OrderCountsBackfill.counts(store, fixture) == OrderCountsBackfill.counted)
         // From there the triggers keep them.
@@ -102,17 +95,10 @@ import WaybillStoreTesting
     /// would miss the uncommitted change and no trigger would run for it: the counts would stay one
     /// order off for good.
     @Test func aStatusChangeOpenDuringMigration0016IsCounted() async throws {
-        let url = try await freshDatabase()
-        var store = try await openStore(url)
-        let fixture = try await Fixture.seed(store)
-        try await OrderCountsBackfill.writeOrders(store, fixture)
-        store.close()
+        let (url, fixture) = try await Self.ordersFromBefore0016()
         let database = databaseName(url)
-        func psql(_ sql: String) async throws -> String {
-            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
-        }
-        try await Self.undoMigration0016(database)
-        let changed = try await psql("SELECT id FROM orders WHERE status = 'assigned' AND driver_id IS NOT NULL ORDER BY id LIMIT 1")
+        let changed = try await psql(
+            "SELECT id FROM orders WHERE status = 'assigned' AND driver_id IS NOT NULL ORDER BY id LIMIT 1", in: database)
         // Another session completes that order and keeps its transaction open until a lock on
         // `orders` in this database is waited for (the migration's), then commits; after 20 s with
         // no such wait it fails, which rolls the change back and fails the checks below. A fixed
@@ -125,9 +111,9 @@ import WaybillStoreTesting
                     EXISTS (
                         SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass
                         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-                    """))
+                    """), in: database)
         #expect(try await aSessionSleeps(in: database))
-        store = try await openStore(url)  // migrates 0016 while the change is open
+        let store = try await openStore(url)  // migrates 0016 while the change is open
         defer { store.close() }
         _ = try await held  // throws if nothing waited for the lock
         // Every counter equals a count of the orders as they are now, company and driver rows alike.
@@ -140,7 +126,7 @@ import WaybillStoreTesting
             ) AS counted
             FULL JOIN (SELECT * FROM order_counts WHERE n <> 0) AS kept USING (company_id, driver_id, status)
             WHERE counted.n IS DISTINCT FROM kept.n
-            """)
+            """, in: database)
         #expect(wrong == "0", "counters that differ from the orders")
         #expect(try await OrderCountsBackfill.counts(store, fixture).company == [.completed: 5, .assigned: 4])
     }
@@ -150,10 +136,8 @@ import WaybillStoreTesting
     @Test func aDatabaseFromANewerReleaseIsRefusedAtOpen() async throws {
         let url = try await freshDatabase()
         try await openStore(url).close()
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_from_the_future', 0)", database: databaseName(url))
-        }
+        _ = try await psql(
+            "INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_from_the_future', 0)", in: databaseName(url))
         await #expect {
             _ = try await openStore(url)
         } throws: { error in
@@ -171,18 +155,17 @@ import WaybillStoreTesting
         _ = try await seedOrder(store)
         store.close()
         let database = databaseName(url)
-        func psql(_ sql: String) async throws -> String {
-            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
-        }
         // Back to before 0011, then a concurrent build that fails (two rows share the key) and
         // leaves an invalid index under the name.
-        _ = try await psql("DROP INDEX orders_by_driver_status; DELETE FROM schema_migrations WHERE name = '0011_repair_driver_status_index'")
-        _ = try? await psql("CREATE UNIQUE INDEX CONCURRENTLY orders_by_driver_status ON orders (title)")
+        _ = try await psql(
+            "DROP INDEX orders_by_driver_status; DELETE FROM schema_migrations WHERE name = '0011_repair_driver_status_index'",
+            in: database)
+        _ = try? await psql("CREATE UNIQUE INDEX CONCURRENTLY orders_by_driver_status ON orders (title)", in: database)
         let validity = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('orders_by_driver_status')"
-        #expect(try await psql(validity) == "f", "the failed build left an invalid index")
+        #expect(try await psql(validity, in: database) == "f", "the failed build left an invalid index")
         try await openStore(url).close()
-        #expect(try await psql(validity) == "t")
-        #expect(try await psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'orders_by_driver_status'")
+        #expect(try await psql(validity, in: database) == "t")
+        #expect(try await psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'orders_by_driver_status'", in: database)
             .contains("(company_id, driver_id, status, id)"))
     }
 
@@ -198,15 +181,14 @@ import WaybillStoreTesting
         }
         store.close()
         let database = databaseName(url)
-        func psql(_ sql: String) async throws -> String {
-            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
-        }
         // Back to before 0012, with a token made a day ago (as an older release stored it).
         _ = try await psql(
-            "ALTER TABLE api_tokens DROP COLUMN last_used_at; DELETE FROM schema_migrations WHERE name = '0012_token_last_use'")
+            "ALTER TABLE api_tokens DROP COLUMN last_used_at; DELETE FROM schema_migrations WHERE name = '0012_token_last_use'",
+            in: database)
         let dayAgo = Int64((Date().timeIntervalSince1970 - 86_400) * 1000)
         _ = try await psql(
-            "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES ('\\x0707', \(user.id.rawValue), \(dayAgo), NULL)")
+            "INSERT INTO api_tokens (token_hash, user_id, created_at, expires_at) VALUES ('\\x0707', \(user.id.rawValue), \(dayAgo), NULL)",
+            in: database)
         let reopened = try await openStore(url)
         defer { reopened.close() }
         let found = try await reopened.read { tx in try tx.user(tokenHash: [0x07, 0x07], now: Date()) }
@@ -235,14 +217,11 @@ import WaybillStoreTesting
     /// dropped in favour of the store's own options, and everything went to `public`).
     @Test func aSearchPathInTheURLIsWhereTheSchemaGoes() async throws {
         let url = try await freshDatabase()
-        _ = try await runBlocking { try PostgresServer.shared().psql("CREATE SCHEMA waybill", database: databaseName(url)) }
+        _ = try await psql("CREATE SCHEMA waybill", in: databaseName(url))
         let store = try await openStore(url + "?options=-c%20search_path%3Dwaybill")
         store.close()
-        let schemas = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'orders'",
-                database: databaseName(url))
-        }
+        let schemas = try await psql(
+            "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'orders'", in: databaseName(url))
         #expect(schemas == "waybill")
     }
 }

@@ -25,17 +25,14 @@ struct PostgresOrderCountsTests {
             )
         }
         let database = databaseName(url)
-        func psql(_ sql: String) async throws -> String {
-            try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
-        }
         // Another session changes A from `assigned` to `accepted` and keeps its transaction open
         // until `released` has a row: with the counters taken at the statement, it would hold the
         // company's `assigned` and `accepted` rows all that time.
-        _ = try await psql("CREATE TABLE released (at timestamptz DEFAULT now())")
+        _ = try await psql("CREATE TABLE released (at timestamptz DEFAULT now())", in: database)
         async let held = psql(
             heldTransaction(
                 "UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue)",
-                until: "EXISTS (SELECT 1 FROM released)"))
+                until: "EXISTS (SELECT 1 FROM released)"), in: database)
         #expect(try await aSessionSleeps(in: database))
         let started = ContinuousClock.now
         try await store.write { tx in
@@ -49,9 +46,9 @@ struct PostgresOrderCountsTests {
         // when the write ended (its change not yet seen).
         #expect(took < .seconds(2), "the write waited \(took)")
         #expect(
-            try await psql("SELECT status FROM orders WHERE id = \(a.rawValue)") == "assigned",
+            try await psql("SELECT status FROM orders WHERE id = \(a.rawValue)", in: database) == "assigned",
             "the other transaction ended before the write did")
-        _ = try await psql("INSERT INTO released DEFAULT VALUES")
+        _ = try await psql("INSERT INTO released DEFAULT VALUES", in: database)
         _ = try await held
         let counts = try await store.read { tx in try tx.orderCounts(in: acme, driver: nil) }
         #expect(counts == [.accepted: 2])
@@ -67,11 +64,9 @@ struct PostgresOrderCountsTests {
             _ = try tx.insertOrder(sampleOrder(in: acme, number: "Stays", status: .assigned))
             return try tx.insertOrder(sampleOrder(in: acme, number: "Moves", status: .assigned)).id!
         }
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "UPDATE orders SET company_id = \(globex.rawValue), status = 'new' WHERE id = \(moved.rawValue)",
-                database: databaseName(url))
-        }
+        _ = try await psql(
+            "UPDATE orders SET company_id = \(globex.rawValue), status = 'new' WHERE id = \(moved.rawValue)",
+            in: databaseName(url))
         let (left, joined) = try await store.read { tx in
             (try tx.orderCounts(in: acme, driver: nil), try tx.orderCounts(in: globex, driver: nil))
         }

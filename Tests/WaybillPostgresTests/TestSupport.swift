@@ -52,20 +52,20 @@ func heldTransaction(_ statements: String, until condition: String) -> String {
     """
 }
 
+/// Runs `sql` with `psql` in `database` of the shared server, on a thread of its own (it blocks).
+func psql(_ sql: String, in database: String) async throws -> String {
+    try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
+}
+
 /// Waits up to 10 s until a session of `database` sleeps in `pg_sleep`: a `heldTransaction` has run
 /// its statements (a session's text shows from the moment it arrives, so it cannot tell).
 func aSessionSleeps(in database: String) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        let sleeping = try? await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
-                database: database)
-        }
-        if sleeping == "1" { return true }
-        try await Task.sleep(for: .milliseconds(20))
+    await eventually(timeout: .seconds(10), poll: .milliseconds(20)) {
+        let sleeping = try? await psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()",
+            in: database)
+        return sleeping == "1"
     }
-    return false
 }
 
 /// A company and an order to hang events on.
