@@ -23,13 +23,11 @@ import WaybillTesting
 
         terminating.come()
         let start = ContinuousClock.now
-        let terminated = try await runBlocking {
-            try PostgresServer.shared().psql(
-                """
-                SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-                WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = '\(databaseName(url))')
-                """)
-        }
+        let terminated = try await psql(
+            """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+            WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = '\(databaseName(url))')
+            """)
         #expect(terminated == "1")
         let (acquired, afterTermination) = await takeover.value
         #expect(acquired)

@@ -20,16 +20,14 @@ struct PostgresOrderListPlanTests {
         let fixture = try await Fixture.seed(store)
         let database = databaseName(url)
         // 3 000 orders Alice finished long ago.
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                """
-                INSERT INTO orders (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
-                SELECT \(fixture.acme.id.rawValue), 'H-' || i, CASE WHEN i % 7 = 0 THEN 'cancelled' ELSE 'completed' END,
-                       \(fixture.alice.id.rawValue), 'Old load', '', i, i, 1
-                FROM generate_series(1, 3000) AS i;
-                ANALYZE orders;
-                """, database: database)
-        }
+        _ = try await psql(
+            """
+            INSERT INTO orders (company_id, number, status, driver_id, title, notes, created_at, updated_at, version)
+            SELECT \(fixture.acme.id.rawValue), 'H-' || i, CASE WHEN i % 7 = 0 THEN 'cancelled' ELSE 'completed' END,
+                   \(fixture.alice.id.rawValue), 'Old load', '', i, i, 1
+            FROM generate_series(1, 3000) AS i;
+            ANALYZE orders;
+            """, in: database)
         // `runs`: executions before the one explained. A prepared statement (the store's are) gets
         // a plan for its arguments' values five times; from the sixth PostgreSQL may keep one
         // made without them, if that costs no more (here it would walk the whole table by id,
@@ -38,10 +36,8 @@ struct PostgresOrderListPlanTests {
             let statement = PostgresOrderStore.Transaction.orderPageStatement(in: fixture.acme.id, query, windowEnd: nil, now: t0)
             let arguments = statement.arguments.map(Self.literal).joined(separator: ", ")
             let before = String(repeating: "EXECUTE page(\(arguments)); ", count: runs)
-            return try await runBlocking {
-                try PostgresServer.shared().psql(
-                    "PREPARE page AS \(statement.sql); \(before)EXPLAIN EXECUTE page(\(arguments))", database: database)
-            }
+            return try await psql(
+                "PREPARE page AS \(statement.sql); \(before)EXPLAIN EXECUTE page(\(arguments))", in: database)
         }
         for runs in [0, 8] {
             let recent = try await plan(

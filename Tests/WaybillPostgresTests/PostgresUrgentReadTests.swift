@@ -17,7 +17,7 @@ import WaybillTesting
         let store = try await openStore(try await freshDatabase(), name: name, writers: 1, readers: 1)
         defer { store.close() }
         let sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)'"
-        #expect(await eventually { (try? await runBlocking { try PostgresServer.shared().psql(sql) }) == "1" })
+        #expect(await eventually { (try? await psql(sql)) == "1" })
     }
 
     @Test func anUrgentReadRunsWhileEveryReaderIsBusy() async throws {
@@ -65,16 +65,13 @@ import WaybillTesting
     /// The store's connections now, by application name (the other workers connect only when a call
     /// needs them, and these tests make none: every one counted is the kept reader's).
     private func connections(_ name: String) async -> String? {
-        try? await runBlocking {
-            try PostgresServer.shared().psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)'")
-        }
+        try? await psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)'")
     }
 
     /// The pids of the store's backends now, by application name.
     private func backends(_ name: String) async -> [String]? {
-        try? await runBlocking {
-            try PostgresServer.shared().psql("SELECT pid FROM pg_stat_activity WHERE application_name = '\(name)' ORDER BY pid")
-        }.split(separator: "\n").map(String.init)
+        try? await psql("SELECT pid FROM pg_stat_activity WHERE application_name = '\(name)' ORDER BY pid")
+            .split(separator: "\n").map(String.init)
     }
 
     /// Refuses connections to `database`, ends the store's (`name`), and waits for the kept reader's
@@ -84,9 +81,7 @@ import WaybillTesting
         _ whileRefused: () async throws -> Void = {}
     ) async throws {
         func allowConnections(_ allowed: Bool) async throws {
-            _ = try await runBlocking {
-                try PostgresServer.shared().psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
-            }
+            _ = try await psql("ALTER DATABASE \"\(database)\" ALLOW_CONNECTIONS \(allowed)")
         }
         try await allowConnections(false)
         do {
@@ -101,10 +96,8 @@ import WaybillTesting
     }
 
     private func terminate(_ name: String) async throws {
-        _ = try await runBlocking {
-            try PostgresServer.shared().psql(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(name)'")
-        }
+        _ = try await psql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(name)'")
     }
 
     /// A connection the server ended while idle (`idle_session_timeout`, `pg_terminate_backend`, a

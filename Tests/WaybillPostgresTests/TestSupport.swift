@@ -52,8 +52,9 @@ func heldTransaction(_ statements: String, until condition: String) -> String {
     """
 }
 
-/// Runs `sql` with `psql` in `database` of the shared server, on a thread of its own (it blocks).
-func psql(_ sql: String, in database: String) async throws -> String {
+/// Runs `sql` with `psql` in `database` of the shared server (its `postgres` database by default:
+/// the server's own views, `pg_stat_activity`, `pg_locks`), on a thread of its own (it blocks).
+func psql(_ sql: String, in database: String = "postgres") async throws -> String {
     try await runBlocking { try PostgresServer.shared().psql(sql, database: database) }
 }
 
