@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Waybill and its two anchors on the scenarios of issue 10, in one go, each run on a freshly started
 # server, then one side-by-side markdown table with Waybill's ratio to the anchor of each row.
-#   scripts/bench.sh compare            the full run (about 13 minutes)
+#   scripts/bench.sh compare            the full run (about 15 minutes)
 #   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 6 minutes)
 # Systems:
 #   waybill  release build of this tree (`scripts/bench.sh`, SQLite, in-process broker)
@@ -10,9 +10,10 @@
 #            it has no store, no writes and no app-level ping
 # Scenarios (the rows of the issue's table):
 #   idle     N sockets held HOLD s, an app ping every 10 s each (wsbench `connections`; Nchan: wsdrain, no pings)
-#   fanout   1 000 sockets that all get every event, writes as fast as taken for DUR s
-#            (wrk PATCH + wsdrain; Nchan: nchanpub --rate 0 with 4 connections); then Waybill again at
-#            the rate Nchan reached, on a schedule (`scripts/bench.sh paced RATE DUR 1000 dispatcher`)
+#   fanout   1 000 sockets that all get every event, writes as fast as taken for DUR s, with 4 writes
+#            in flight on both (wrk PATCH with 4 connections + wsdrain; Nchan: nchanpub --rate 0 with 4
+#            connections), then 32 on both; then Waybill again at the rate Nchan reached with 4, on a
+#            schedule (`scripts/bench.sh paced RATE DUR 1000 dispatcher`)
 #   latency  100 writes/s for DUR s, 50 driver sockets (wsbench `fanout`; Nchan: 100 publishes/s to 50 sockets)
 #   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
 #            rate achieved with 0 lost, and server CPU per write
@@ -214,14 +215,21 @@ nchan idle $((HOLD + 180)) idle --sockets "$IDLE" --hold "$HOLD"
 
 # The fan-out runs of Waybill and Nchan also sample the TCP queues on their port (socket_queues.py):
 # at these rates the sink's unread bytes show how much of the latency is the sink's own backlog.
+# Both systems with the same writes in flight: 4 (nchanpub's connections in RESULTS-nchan.md, the
+# anchor's shape), then 32 (wrk's connections in patchload.sh). Until 2026-12-07 Waybill ran with 32
+# against Nchan's 4: more writes in flight gave it a higher rate, more than the sink could read on the
+# shared cores, and its p99 was then mostly the sink's backlog (docs/BENCHMARKS.md).
 queues_start "$WPORT"
-QUEUES_FILE="$TMP/q.json" waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher
+QUEUES_FILE="$TMP/q.json" waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher 4
 peer fanout $((DUR + 120)) saturate "$DUR" 1000
 queues_start "$NPORT"
 QUEUES_FILE="$TMP/q.json" nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
-# The same shape at Nchan's highest rate, offered on a schedule: the p99s of the two closed-loop runs
-# above come at different rates (Waybill's about twice Nchan's, with 32 writes in flight against
-# Nchan's 4), so this gives the latency of both at one load.
+queues_start "$WPORT"
+QUEUES_FILE="$TMP/q.json" waybill fanout_deep $((DUR + 120)) saturate "$DUR" 1000 dispatcher 32
+queues_start "$NPORT"
+QUEUES_FILE="$TMP/q.json" nchan fanout_deep $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 32
+# The first shape at Nchan's highest rate, offered on a schedule: the p99s of the closed-loop runs
+# come at each system's own rate, so this gives the latency of both at one load.
 NCHAN_RATE="$(python3 -c '
 import json, sys
 rates = [d.get("publishes_per_s") for d in map(json.loads, open(sys.argv[1])) if d.get("system") == "nchan" and d.get("row") == "fanout"]

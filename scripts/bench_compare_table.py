@@ -102,21 +102,33 @@ def sink_backlog(d, frames_per_s):
     return {"unread": unread["mean"], "held": held, "ms": round((unread["mean"] + held) / bytes_per_s * 1000, 1)}
 
 
-def fanout(runs, system):
-    (d,) = runs.get((system, "fanout"), [None])[:1] or [None]
+def fanout_run(d, system):
+    """One closed-loop fan-out run (`fanout` or `fanout_deep`) of `system`, or None."""
     if not d:
         return None
     if system == "nchan":
         return {"frames": d["deliveries_per_s"], "p50": latency_or_none(d["latency_ms"], "p50"),
                 "p99": latency_or_none(d["latency_ms"], "p99"), "lost": d["lost"], "cpu": d["cpu"]["nginx"],
                 "writes": d["publishes_per_s"], "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d),
-                "backlog": sink_backlog(d, d["deliveries_per_s"])}
+                "backlog": sink_backlog(d, d["deliveries_per_s"]), "in_flight": d.get("pub_connections")}
     w = d["wsdrain"]
-    result = {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
-              "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
-              "writes": d.get("patch_per_s"), "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d),
-              "backlog": sink_backlog(d, d["event_frames_per_s_write_window"])}
-    (m,) = runs.get((system, "fanout_matched"), [None])[:1] or [None]
+    return {"frames": d["event_frames_per_s_write_window"], "p50": latency_or_none(w["latency_ms"], "p50"),
+            "p99": latency_or_none(w["latency_ms"], "p99"), "lost": d.get("lost"), "cpu": d["cpu"]["server"],
+            "writes": d.get("patch_per_s"), "sink_cpu": d["cpu"].get("wsdrain"), "busy": busy_note(d),
+            "backlog": sink_backlog(d, d["event_frames_per_s_write_window"]), "in_flight": d.get("write_connections")}
+
+
+def fanout(runs, system):
+    """The fan-out row: the run with as many writes in flight as Nchan's publisher has connections,
+    plus (`deep`) the run with 32 in flight on both, and Waybill's run at Nchan's rate (`matched`)."""
+    first = lambda row: (runs.get((system, row)) or [None])[0]
+    result = fanout_run(first("fanout"), system)
+    if not result:
+        return None
+    deep = fanout_run(first("fanout_deep"), system)
+    if deep:
+        result["deep"] = deep
+    m = first("fanout_matched")
     if m and m.get("scenario") == "paced":
         result["matched"] = paced_row(m)
     return result
@@ -200,9 +212,12 @@ def idle_cell(x):
     return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
 
 
-def fanout_cell(x):
-    s = (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
-         f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
+def fanout_cell(x, deep=False):
+    s = '<br>with 32 writes in flight: ' if deep else ''
+    if x.get("in_flight") and not deep:
+        s += f'{x["in_flight"]} writes in flight: '
+    s += (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
+          f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
     if x.get("sink_cpu") is not None:
         s += f', wsdrain (the sink) {fmt(x["sink_cpu"] * 100)} %'
     if x.get("backlog"):
@@ -217,6 +232,8 @@ def fanout_cell(x):
         s += (f'<br>at Nchan\'s rate, on a schedule ({fmt(m["rate"], 0)} writes/s offered, {fmt(m["achieved"])} achieved, '
               f'late slots {m["late"]}): {fmt(m["frames"], 0)} frames/s, p50 {fmt(m["p50"])} / **p99 {fmt(m["p99"])} ms**, '
               f'lost {fmt(m["lost"], 0)}, CPU {fmt(m["cpu"] * 100)} %, wsdrain {fmt(m["sink_cpu"] * 100)} %{m["busy"]}')
+    if x.get("deep"):
+        s += fanout_cell(x["deep"], deep=True)
     return s
 
 
@@ -259,7 +276,9 @@ def main():
         runs, "fan-out, 1 000 sockets get every event, max rate", fanout, fanout_cell, "nchan",
         lambda w, n: f'frames/s **{ratio(w["frames"], n["frames"])}** (target ≥ 0.90×), '
                      f'p99 **{ratio(w["p99"], n["p99"])}** (target ≤ 2×)'
-                     + (f'; at Nchan\'s rate p99 **{ratio(w["matched"]["p99"], n["p99"])}**' if w.get("matched") else "")))
+                     + (f'; at Nchan\'s rate p99 **{ratio(w["matched"]["p99"], n["p99"])}**' if w.get("matched") else "")
+                     + (f'; with 32 writes in flight on both: frames/s {ratio(w["deep"]["frames"], n["deep"]["frames"])}, '
+                        f'p99 {ratio(w["deep"]["p99"], n["deep"]["p99"])}' if w.get("deep") and n.get("deep") else "")))
     out.append(scenario_row(
         runs, "delivery at 100 writes/s, 50 driver sockets", latency, latency_cell, "peer",
         lambda w, p: f'p99 {ratio(w["p99"], p["p99"])} of the peer\'s (target p99 ≤ 2 ms)'))
