@@ -252,12 +252,27 @@ public actor DriverSession {
     /// The claim the caller gave the session (`init`'s `actionStorageClaim`), used in place of one of
     /// its own until the session stops or is refused (``giveBackCallersClaim()``).
     var callersClaim: ActionStorageClaim?
+    /// The caller's claim this session gave back when it stopped: taken again if the session is
+    /// started again while no other session took it meanwhile.
+    var givenBackClaim: ActionStorageClaim?
 
     /// A claim on the storage: the caller's, or a new one.
     /// - Throws: ``ActionStorageInUse`` while another holds it.
     func claimActionStorage() throws -> ActionStorageClaim? {
         if let callersClaim { return callersClaim }
         return try actionStorage.claim()
+    }
+
+    /// At ``start()``: takes back the caller's claim this session gave back when it stopped, unless
+    /// another session adopted it meanwhile. The caller still holds the file's lock, so a claim of
+    /// the session's own is refused for as long as the app runs: a session stopped and started
+    /// again (SwiftUI's `.task` as its view goes and comes back) kept no action and sent none of its
+    /// queue from then on (a review, 2026-12-07). Only a start takes it back: a stopped session
+    /// used for one write must not take the claim from the app's next session.
+    func retakeCallersClaim() {
+        guard callersClaim == nil, let claim = givenBackClaim, claim.adopt() else { return }
+        givenBackClaim = nil
+        callersClaim = claim
     }
     /// The storage holds this session's whole queue (it let the storage go after storing it): read
     /// again, it replaces what is in memory instead of going before it.
@@ -287,6 +302,7 @@ public actor DriverSession {
             return
         }
         isRunning = true
+        retakeCallersClaim()
         perform(machine.start())
         perform(list.start())
         try? loadStoredQueueIfNeeded()  // a queue that could not be read when the session was made
@@ -335,12 +351,13 @@ public actor DriverSession {
     /// The session is done with its caller's claim (it stopped, or the server refused the login):
     /// the app may give it to its next session (after a 4001 and a new login), which it refused
     /// while this one, stopped but still referenced, kept it (a review, 2026-12-05). Kept while the
-    /// storage is behind memory (``releaseActionStorage()`` could not let go). From now on this
-    /// session claims the storage itself, which fails while the caller holds the claim.
+    /// storage is behind memory (``releaseActionStorage()`` could not let go). Started again, this
+    /// session takes the claim back unless another session adopted it (``retakeCallersClaim()``).
     func giveBackCallersClaim() {
         guard let claim = callersClaim, actionClaim == nil else { return }
         claim.disown()
         callersClaim = nil
+        givenBackClaim = claim
     }
 
     /// Starts the session, runs until the calling task is cancelled or ``stop()`` is called, then stops it.

@@ -576,6 +576,52 @@ struct OfflineActionsTests {
         withExtendedLifetime((claim, session)) {}
     }
 
+    /// Stopped and started again (SwiftUI's `.task` as its view goes and comes back), a session given
+    /// its caller's claim takes the claim back: it sends the queue it had and keeps new actions (a
+    /// review, 2026-12-07: from its first stop on it refused both, for as long as the app ran). Not
+    /// when the app's next session adopted the claim meanwhile: that one keeps it.
+    @Test func aSessionStartedAgainTakesBackItsCallersClaim() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let storage = FileActionStorage(url: url)
+        let claim = try storage.claim()
+        let api = FakeOrdersAPI(orders: [1, 2, 3])
+        let clock = TestClock()
+        let session = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, configuration: Self.configuration,
+            actionStorage: storage, actionStorageClaim: claim)
+        api.failWrites([.unreachable("offline")])
+        await session.start()
+        let accept = try await session.queue(.changeStatus(of: 1, to: .accepted), expecting: .any)
+        await eventually("the first attempt failed") {
+            let sending = await session.isSendingAction
+            return api.writeKeys.count == 1 && !sending
+        }
+        await session.stop()
+        await session.start()
+        let stage = try await session.queue(.completeStage(4, of: 2), expecting: .any)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [accept.id, stage.id])
+        for _ in 0..<30 where await !session.pendingActions.isEmpty {
+            await clock.advance(by: .seconds(1))
+            await eventually("no send in flight") { await !session.isSendingAction }
+        }
+        #expect(await session.pendingActions.isEmpty, "the queue went out")
+        #expect(api.appliedWrites == ["status 1 accepted", "stage 2 4"])
+        #expect(throws: ActionStorageInUse.self) { _ = try FileActionStorage(url: url).claim() }  // still the caller's
+        // Stopped again, and the app's next session adopts the claim: started again, the first one
+        // keeps no action (the next one's queue would be written over).
+        await session.stop()
+        let next = DriverSession(
+            api: api, transport: FakeEventTransport(), clock: clock, actionStorage: storage, actionStorageClaim: claim)
+        await session.start()
+        await #expect(throws: ActionStorageInUse.self) { try await session.queue(.completeStage(5, of: 2), expecting: .any) }
+        let later = try await next.queue(.completeStage(6, of: 2), expecting: .any)
+        #expect(try StoredActionQueue.decode(Data(contentsOf: url)).map(\.id) == [later.id])
+        await session.stop()
+        withExtendedLifetime((claim, next)) {}
+    }
+
     /// Two sessions over one queue file (the app made a new one without releasing the old) never
     /// write over each other's actions (each writes its whole queue; found by a review): a session
     /// that runs holds the file, and the other keeps no action meanwhile; one that does not run
