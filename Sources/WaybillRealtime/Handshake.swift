@@ -26,8 +26,10 @@ struct Handshake: Sendable {
             return .cursor(parsed)
         }
         if let since, !since.isEmpty {
-            guard let id = Int64(since) else { return .unusable }
-            return .since(EventID(max(0, id)))
+            // A negative id names no event: unreadable, as a cursor's is (a review, 2026-12-07:
+            // `since=-1` was read as 0 and replayed the group's whole retained history).
+            guard let id = Int64(since), id >= 0 else { return .unusable }
+            return .since(EventID(id))
         }
         return .none
     }

@@ -81,9 +81,10 @@ struct CursorResumeTests {
         }
     }
 
-    /// A resume the server cannot read (a cursor of another format, `since=12.0`) gets `reset`:
-    /// going live from the newest event instead would skip what the client missed, silently.
-    @Test(arguments: ["cursor=12-zz", "cursor=garbage", "since=12.0", "since=x", "cursor=1-ABCDEF0123"])
+    /// A resume the server cannot read (a cursor of another format, `since=12.0`, a negative id) gets
+    /// `reset`: going live from the newest event instead would skip what the client missed,
+    /// silently, and `since=-1` read as 0 replayed the whole retained history.
+    @Test(arguments: ["cursor=12-zz", "cursor=garbage", "since=12.0", "since=x", "since=-1", "cursor=1-ABCDEF0123"])
     func aResumeTheServerCannotReadGetsReset(query: String) async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)

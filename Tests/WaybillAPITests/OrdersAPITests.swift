@@ -120,6 +120,25 @@ struct OrdersAPITests {
         }
     }
 
+    /// A create's stages are all new: ids in its body are not kept (a new order has no stages to
+    /// keep), so ids repeated there are no reason to refuse it (they were: 422; a review, 2026-12-07).
+    @Test func aCreateIgnoresTheStageIdsItIsGiven() async throws {
+        try await TestServer.withRunning { server in
+            let seed = try await server.seed(drivers: 1, orders: 0)
+            let created = try await server.request(
+                "POST", "/api/orders/", token: seed.dispatcherToken,
+                json: [
+                    "title": "T",
+                    "stages": [["id": 1, "kind": "pickup", "address": "a"], ["id": 1, "kind": "delivery", "address": "b"]],
+                ])
+            #expect(created.status == 201)
+            let stages = try #require(created.object["stages"] as? [[String: Any]])
+            #expect(stages.map { $0["address"] as? String } == ["a", "b"])
+            let ids = stages.compactMap { $0["id"] as? Int }
+            #expect(ids.count == 2 && Set(ids).count == 2, "two new stages: \(ids)")
+        }
+    }
+
     @Test func unassignReturnsTheOrderToNew() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)
