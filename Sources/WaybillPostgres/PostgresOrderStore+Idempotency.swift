@@ -83,8 +83,20 @@ extension PostgresOrderStore.Transaction {
         }
     }
 
+    /// A claim whose COMMIT's outcome was unknown (the call's deadline passed during it) may still
+    /// be committing when its release runs, and a DELETE at READ COMMITTED neither sees nor waits
+    /// for a row another transaction inserted and has not committed: the claim then landed after
+    /// the release and held the key "in progress" for its 30 s (a review, 2026-12-07). An insert of
+    /// the same key first waits for that transaction, as two claims do; when nothing holds the key,
+    /// it inserts a row of this token, which the DELETE takes away again in the same transaction.
     func releaseIdempotencyKey(_ key: String, of user: UserID, token: String) throws {
         try perform { () throws(PostgresError) in
+            _ = try execute(
+                """
+                INSERT INTO idempotency_keys (user_id, key, method, path, fingerprint, token, updated_at)
+                VALUES ($1, $2, '', '', ''::bytea, $3, 0) ON CONFLICT (user_id, key) DO NOTHING
+                """,
+                [.id(user), .text(key), .text(token)])
             _ = try execute(
                 "DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND token = $3 AND status IS NULL",
                 [.id(user), .text(key), .text(token)])
