@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Waybill and its two anchors on the scenarios of issue 10, in one go, each run on a freshly started
 # server, then one side-by-side markdown table with Waybill's ratio to the anchor of each row.
-#   scripts/bench.sh compare            the full run (about 15 minutes)
-#   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 6 minutes)
+#   scripts/bench.sh compare            the full run (about 12 minutes)
+#   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 7 minutes)
 # Systems:
 #   waybill  release build of this tree (`scripts/bench.sh`, SQLite, in-process broker)
 #   peer     ../shared/peers/django-channels (Django + Channels + channels_redis on uvicorn; its own redis)
@@ -163,26 +163,26 @@ peer() {
 # lost = wrk's answered PATCHes x sockets - frames (PATCHes still in flight when wrk stops make it
 # slightly pessimistic).
 peer_saturate() {
-    local fx="$1" limit="$2" dur="$3" conns="$4"
+    local fx="$1" limit="$2" dur="$3" conns="$4" writers="${5:-32}"
     local pid; pid="$(cat "$STATE/peer-var/server.pid")"
     timeout -k 10 "$limit" "$BENCH/drain.sh" --fixtures "$fx" --who dispatcher --connections "$conns" \
         --duration "$((dur + 4))" >"$TMP/drain.json" 2>"$TMP/drain.err" &
     local drain=$!
     sleep 2
     local t0 c0; t0="$(date +%s.%N)"; c0="$(awk '{print $14+$15}' "/proc/$pid/stat")"
-    timeout -k 10 "$limit" "$BENCH/patchload.sh" --fixtures "$fx" --duration "$dur" >"$TMP/wrk.txt" 2>&1 || true
+    timeout -k 10 "$limit" "$BENCH/patchload.sh" --fixtures "$fx" --duration "$dur" --connections "$writers" >"$TMP/wrk.txt" 2>&1 || true
     local t1 c1; t1="$(date +%s.%N)"; c1="$(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo "$c0")"
     wait "$drain" || true
-    python3 - "$TMP/drain.json" "$TMP/wrk.txt" "$t0" "$t1" "$c0" "$c1" "$dur" "$conns" "$(getconf CLK_TCK)" >>"$TMP/p.jsonl" <<'PY' || log "peer fanout: no result"
+    python3 - "$TMP/drain.json" "$TMP/wrk.txt" "$t0" "$t1" "$c0" "$c1" "$dur" "$conns" "$(getconf CLK_TCK)" "$writers" >>"$TMP/p.jsonl" <<'PY' || log "peer fanout: no result"
 import json, re, sys
 drain = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 wrk = open(sys.argv[2]).read()
-t0, t1, c0, c1, dur = map(float, sys.argv[3:8]); conns, tck = int(sys.argv[8]), float(sys.argv[9])
+t0, t1, c0, c1, dur = map(float, sys.argv[3:8]); conns, tck, writers = int(sys.argv[8]), float(sys.argv[9]), int(sys.argv[10])
 m = re.search(r"(\d+) requests in ([\d.]+)s", wrk); n2 = re.search(r"non-2xx: (\d+)", wrk)
 reqs = int(m.group(1)) if m else 0
 ok = reqs - (int(n2.group(1)) if n2 else 0)
 events = drain["latency_ms"]["n"]
-print(json.dumps({"scenario": "saturate", "who": "dispatcher", "sockets": conns, "duration_s": dur,
+print(json.dumps({"scenario": "saturate", "who": "dispatcher", "sockets": conns, "write_connections": writers, "duration_s": dur,
     "patch_requests": reqs, "patch_per_s": round(reqs / float(m.group(2)), 1) if m else None,
     "patch_non_2xx": int(n2.group(1)) if n2 else None, "event_frames": events,
     "event_frames_per_s_write_window": round(events / dur), "events_committed": ok,
@@ -221,7 +221,7 @@ nchan idle $((HOLD + 180)) idle --sockets "$IDLE" --hold "$HOLD"
 # shared cores, and its p99 was then mostly the sink's backlog (docs/BENCHMARKS.md).
 queues_start "$WPORT"
 QUEUES_FILE="$TMP/q.json" waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher 4
-peer fanout $((DUR + 120)) saturate "$DUR" 1000
+peer fanout $((DUR + 120)) saturate "$DUR" 1000 4
 queues_start "$NPORT"
 QUEUES_FILE="$TMP/q.json" nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
 queues_start "$WPORT"

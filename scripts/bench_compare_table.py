@@ -212,10 +212,14 @@ def idle_cell(x):
     return s + (f' ({x["note"]})' if x.get("note") else "") + x.get("busy", "")
 
 
+def in_flight(x):
+    return f'{x["in_flight"]} writes in flight' if x.get("in_flight") else "more writes in flight"
+
+
 def fanout_cell(x, deep=False):
-    s = '<br>with 32 writes in flight: ' if deep else ''
+    s = f'<br>with {in_flight(x)}: ' if deep else ''
     if x.get("in_flight") and not deep:
-        s += f'{x["in_flight"]} writes in flight: '
+        s += f'{in_flight(x)}: '
     s += (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
           f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
     if x.get("sink_cpu") is not None:
@@ -277,7 +281,7 @@ def main():
         lambda w, n: f'frames/s **{ratio(w["frames"], n["frames"])}** (target ≥ 0.90×), '
                      f'p99 **{ratio(w["p99"], n["p99"])}** (target ≤ 2×)'
                      + (f'; at Nchan\'s rate p99 **{ratio(w["matched"]["p99"], n["p99"])}**' if w.get("matched") else "")
-                     + (f'; with 32 writes in flight on both: frames/s {ratio(w["deep"]["frames"], n["deep"]["frames"])}, '
+                     + (f'; with {in_flight(w["deep"])} on both: frames/s {ratio(w["deep"]["frames"], n["deep"]["frames"])}, '
                         f'p99 {ratio(w["deep"]["p99"], n["deep"]["p99"])}' if w.get("deep") and n.get("deep") else "")))
     out.append(scenario_row(
         runs, "delivery at 100 writes/s, 50 driver sockets", latency, latency_cell, "peer",

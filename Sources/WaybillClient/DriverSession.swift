@@ -253,8 +253,11 @@ public actor DriverSession {
     /// its own until the session stops or is refused (``giveBackCallersClaim()``).
     var callersClaim: ActionStorageClaim?
     /// The caller's claim this session gave back when it stopped: taken again if the session is
-    /// started again while no other session took it meanwhile.
-    var givenBackClaim: ActionStorageClaim?
+    /// started again while no other session took it meanwhile. Weak: the claim locks the file
+    /// until it is freed, so a stopped session must not keep it alive after the caller let it go
+    /// (the app's next session would be refused the storage; a review, 2026-12-07). Taking it back
+    /// is needed only while the caller still holds it.
+    weak var givenBackClaim: ActionStorageClaim?
 
     /// A claim on the storage: the caller's, or a new one.
     /// - Throws: ``ActionStorageInUse`` while another holds it.

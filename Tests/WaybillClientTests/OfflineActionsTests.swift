@@ -622,6 +622,26 @@ struct OfflineActionsTests {
         withExtendedLifetime((claim, next)) {}
     }
 
+    /// A stopped session keeps no hold on its caller's claim: once the app lets the claim go, the
+    /// file is free, though the stopped session is still referenced (a claim locks the file until
+    /// it is freed; a review, 2026-12-07).
+    @Test func aStoppedSessionDoesNotKeepItsCallersClaimAlive() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-queue-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("actions.json")
+        let storage = FileActionStorage(url: url)
+        var claim = try storage.claim()
+        let session = DriverSession(
+            api: FakeOrdersAPI(), transport: FakeEventTransport(), clock: TestClock(), actionStorage: storage,
+            actionStorageClaim: claim)
+        await session.start()
+        await session.stop()
+        claim = nil
+        let again = try FileActionStorage(url: url).claim()
+        #expect(again != nil)
+        withExtendedLifetime((session, again)) {}
+    }
+
     /// Two sessions over one queue file (the app made a new one without releasing the old) never
     /// write over each other's actions (each writes its whole queue; found by a review): a session
     /// that runs holds the file, and the other keeps no action meanwhile; one that does not run
