@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Copies the WAL back into the database file on its own thread and connection.
 ///
 /// Why: SQLite's automatic checkpoint runs inside whichever commit crosses the threshold, on the
@@ -19,6 +23,13 @@ import Synchronization
 /// reusing the file's blocks. The cost: that copy and its two `fsync`s (WAL, then database) run on
 /// the writer, once per checkpoint while writes are steady, and the writes queued behind it wait
 /// (the copy is what was committed since this thread's checkpoint began: usually a few commits).
+///
+/// The WAL's sync: with `synchronous=NORMAL` SQLite syncs the WAL only when a checkpoint starts,
+/// so a power cut or a kernel crash could take back every commit since the last checkpoint — up
+/// to about 2 s of answered writes (the policy's age limit plus a tick), longer while checkpoints
+/// fail (found by a review, 2026-12-07). At every tick that saw commits, this thread syncs the WAL
+/// file itself (`fdatasync`), off every request's path: what a power cut can take back is then at
+/// most about one interval (250 ms). A process that dies loses nothing either way.
 final class SQLiteCheckpointer: Sendable {
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -31,6 +42,8 @@ final class SQLiteCheckpointer: Sendable {
         let ticks = Atomic<Int>(0)
         let attempts = Atomic<Int>(0)
         let tails = Atomic<Int>(0)
+        let walSyncs = Atomic<Int>(0)
+        let walSyncFailures = Atomic<Int>(0)
     }
     private let status = Status()
 
@@ -45,6 +58,17 @@ final class SQLiteCheckpointer: Sendable {
     var attempts: Int { status.attempts.load(ordering: .relaxed) }
     /// Checkpoints after which the writer was asked to copy back the tail (tests).
     var tails: Int { status.tails.load(ordering: .relaxed) }
+    /// The WAL's syncs at ticks that saw commits, and those that failed (tests, health).
+    var walSyncs: Int { status.walSyncs.load(ordering: .relaxed) }
+    var walSyncFailures: Int { status.walSyncFailures.load(ordering: .relaxed) }
+
+    /// Syncs the WAL file's data to the disk; `false` if it could not (no WAL yet is not a failure).
+    static func syncWAL(of path: String) -> Bool {
+        let descriptor = open(path + "-wal", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return errno == ENOENT }
+        defer { _ = Glibc.close(descriptor) }
+        return fdatasync(descriptor) == 0
+    }
 
     /// One checkpoint on the checkpointer's connection. Tests replace it (an internal seam) to
     /// make checkpoints fail: a PASSIVE checkpoint does not fail on a busy database, and the
@@ -79,9 +103,19 @@ final class SQLiteCheckpointer: Sendable {
             let clock = ContinuousClock()
             var lastCheckpoint: ContinuousClock.Instant?
             var commitsAtLastCheckpoint = -1
+            var commitsAtLastSync = 0
             var lastFailed = false
             while stop.wait(timeout: .now() + seconds) == .timedOut {
                 let commits = walPages.commits
+                if commits != commitsAtLastSync {
+                    // Every commit counted here wrote its frames before it was counted.
+                    if Self.syncWAL(of: path) {
+                        commitsAtLastSync = commits
+                        status.walSyncs.add(1, ordering: .relaxed)
+                    } else {
+                        status.walSyncFailures.add(1, ordering: .relaxed)  // tried again at the next tick
+                    }
+                }
                 let tick = CheckpointPolicy.Tick(
                     walPages: walPages.current, sinceLastCheckpoint: lastCheckpoint.map { $0.duration(to: clock.now) },
                     lastAttemptFailed: lastFailed, committedSinceLastCheckpoint: commits != commitsAtLastCheckpoint)

@@ -263,6 +263,9 @@ public final class SQLiteOrderStore: OrderStore {
         (checkpointer.ticks, checkpointer.attempts, checkpointer.tails, walPages.current)
     }
 
+    /// The checkpointer's syncs of the WAL at ticks that saw commits (tests).
+    var walSyncs: Int { checkpointer.walSyncs }
+
     /// Checkpoints that failed since the last one that worked: a WAL that cannot be copied back
     /// grows without bound.
     var consecutiveCheckpointFailures: Int { checkpointer.consecutiveFailures }

@@ -84,6 +84,23 @@ struct SQLiteCheckpointPolicyTests {
         }
     }
 
+    /// A tick that saw commits syncs the WAL, so a power cut takes back at most about one interval
+    /// of answered writes, not every one since the last checkpoint (up to about 2 s); a tick without
+    /// commits does not (found by a review, 2026-12-07).
+    @Test func ticksThatSawCommitsSyncTheWAL() async throws {
+        try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 10_000, maxAge: .seconds(60))) { store in
+            _ = try await store.write { tx in try tx.insertCompany(name: "Synced") }
+            let ticks = store.checkpointerActivity.ticks
+            #expect(await eventually { store.checkpointerActivity.ticks >= ticks + 3 })
+            let synced = store.walSyncs
+            #expect(synced >= 1)
+            await expectNoCheckpointForTwentyTicks(store)
+            #expect(store.walSyncs == synced, "no commit, no sync")
+            _ = try await store.write { tx in try tx.insertCompany(name: "Again") }
+            #expect(await eventually { store.walSyncs == synced + 1 })
+        }
+    }
+
     @Test func aWALOverTheThresholdIsCheckpointedOnce() async throws {
         try await withCheckpointingStore(CheckpointPolicy(pageThreshold: 1, maxAge: .seconds(60))) { store in
             // Read before the write: its checkpoint may come within a tick of the commit.
