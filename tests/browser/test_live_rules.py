@@ -412,6 +412,27 @@ def test_sockets_closed_right_after_connected_keep_backing_off(page, server):
     assert result["attempts"] == [1, 2, 3, 1]
 
 
+def test_failing_reconnects_do_not_postpone_the_fallback_poll(page, server):
+    """While the socket keeps failing to open (a proxy that blocks WebSockets), the fallback poll
+    still runs on time: each failed attempt started its 15 s over, and a tab went a minute or more
+    without a refetch (found by a review, 2026-12-07)."""
+    page.goto("/")
+    result = run_module(page, FAKE_SOCKET + """
+      feed.fallbackPollMs = 300;
+      feed.start();
+      await tick(20);
+      for (let i = 0; i < 12; i++) {         // a failed attempt every 100 ms for 1.2 s
+        FakeSocket.last.drop(1006);
+        await tick(100);
+      }
+      const full = signals.filter((s) => s.all).length;
+      feed.stop();
+      return { full, attempts: FakeSocket.urls.length };
+    """)
+    assert result["attempts"] >= 10, result
+    assert result["full"] >= 3, result
+
+
 def test_a_reset_drops_the_cached_etags_and_small_refetches_do_not_postpone_the_safety_poll(page, server):
     """After `reset` the same version can name other content: the API's ETag cache is dropped.
     A refetch of a few rows does not restart the 120 s countdown: steady events must not keep the

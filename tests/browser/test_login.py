@@ -1,5 +1,6 @@
 """Logging in and out of the panel."""
 import json
+import re
 import pytest
 from playwright.sync_api import expect
 
@@ -228,3 +229,63 @@ def test_a_page_back_from_the_back_forward_cache_is_judged_when_it_shows(page, s
     })()""")
     expect(page.locator("#login-email")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('waybill.session')") is None
+
+
+def test_a_late_401_for_an_ended_sessions_token_leaves_the_next_session_alone(page, server):
+    """A request sent with the old token and answered after the user logged in again gets its 401
+    then: it used to end the new session as "Your session has ended" (found by a review, 2026-12-07)."""
+    login_as_dispatcher(page, server)
+    held = []
+    hold = {"on": False}
+
+    def list_load(route):
+        if hold["on"] and route.request.method == "GET":
+            hold["on"] = False
+            held.append(route)  # answered once the user is back in
+        else:
+            route.continue_()
+
+    page.route("**/api/orders/?*", list_load)
+    try:
+        hold["on"] = True
+        page.locator("#filter-status").select_option("all")  # a list load, held
+        for _ in range(50):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the list was loaded again"
+        page.get_by_role("button", name="Log out").click()
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+        # Back in on the same page (a reload would drop the request still on its way).
+        page.locator("#login-email").fill(server.dispatcher["email"])
+        page.locator("#login-password").fill(server.dispatcher["password"])
+        page.locator("#login-password").press("Enter")
+        expect(page.locator("#orders-table tbody tr").first).to_be_visible()
+        expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+        answer = held[0].fetch()
+        assert answer.status == 401  # the old token is revoked
+        held[0].fulfill(response=answer)
+        page.wait_for_timeout(500)
+        expect(page).to_have_url(re.compile(r"#/orders"))
+        expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    finally:
+        server.relogin_dispatcher()
+
+
+def test_a_question_left_open_closes_when_the_session_ends(page, server, api):
+    """A cancel's confirmation open when the session ends (a logout elsewhere revokes the token and
+    the socket is closed 4001) closes with it: it stayed over the login page, blocking the form and
+    showing the order to whoever used the computer next (found by a review, 2026-12-07)."""
+    order = api.create_order("Asked about", driver_id=server.drivers[0]["id"])
+    login_as_dispatcher(page, server)
+    page.goto(f"/#/orders/{order['id']}")
+    page.get_by_role("button", name="Cancel order").click()
+    expect(page.locator("#confirm-dialog")).to_be_visible()
+    try:
+        api.ok("POST", "/api/auth/logout", {})  # every token of the dispatcher, the page's too
+        expect(page).to_have_url(f"{server.base_url}/#/login", timeout=10_000)
+        expect(page.locator("#confirm-dialog")).to_be_hidden()
+        expect(page.locator("#login-email")).to_be_editable()
+    finally:
+        server.relogin_dispatcher()
+    assert api.ok("GET", f"/api/orders/{order['id']}/")["status"] == "assigned"

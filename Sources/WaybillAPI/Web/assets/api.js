@@ -130,15 +130,19 @@ export class Api {
       const serverText = response.status === 412 ? '' : (typeof data?.message === 'string' && data.message.trim());
       const error = new ApiError(response.status, data?.error ?? 'http_error',
         serverText || fallbackMessage(response.status));
-      if (response.status === 401 && auth && !expect401) this.onUnauthorized?.(error);
+      // Only for the token in use now: an answer to a request sent with a token that has since
+      // gone (the session ended and the user logged in again while it was on its way) ended the
+      // new session too (found by a review, 2026-12-07).
+      if (response.status === 401 && auth && !expect401 && token === this.getToken()) this.onUnauthorized?.(error);
       if (method === 'GET' && (response.status === 429 || response.status >= 500)) this.onUnavailable?.(error);
       throw error;
     }
     const etag = response.headers.get('ETag');
     const next = nextCursor(response.headers.get('Link'));
-    if (method === 'GET' && cache && etag) {
+    if (method === 'GET' && cache && etag && token === (auth ? this.getToken() : null)) {
       // Newest last; at most MAX_CACHED bodies (every typed search and page visited was kept until
-      // logout; found by a review, 2026-12-04). A path asked for again moves to the end.
+      // logout; found by a review, 2026-12-04). A path asked for again moves to the end. Not an
+      // answer to an ended session's token: the cache was emptied when it ended.
       this.etags.delete(path);
       this.etags.set(path, { etag, data, next });
       while (this.etags.size > MAX_CACHED) this.etags.delete(this.etags.keys().next().value);

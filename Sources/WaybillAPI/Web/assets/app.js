@@ -38,6 +38,11 @@ const topbar = document.getElementById('topbar');
 /** Forgets the user everywhere (token, cached bodies, the socket) and shows the login page. */
 function endSession(notice) {
   const wasLoggedIn = session !== null;
+  // A question left open (cancel or delete an order) must not stay over the login page: it
+  // blocked the form, and on a shared dispatch computer showed the next person the order's number
+  // and title (found by a review, 2026-12-07). Closed, it answers "no".
+  const dialog = document.getElementById('confirm-dialog');
+  if (dialog?.open) dialog.close('cancel');
   teardown();
   session = null;
   clearSession();

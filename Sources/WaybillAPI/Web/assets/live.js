@@ -423,11 +423,19 @@ export class LiveFeed {
     if (!this.timers.coalesce) this.timers.coalesce = setTimeout(() => this.flush(), this.coalesceMs);
   }
 
-  /** The safety net: refetch every 120 s while live, every 15 s (and retry the socket) otherwise. */
+  /**
+   * The safety net: refetch every 120 s while live, every 15 s (and retry the socket) otherwise.
+   * Not live, a poll already due sooner is kept: every failed reconnect attempt lands here, and
+   * starting the 15 s over at each one left a tab whose socket kept failing (a proxy that blocks
+   * WebSockets) without a refetch for a minute or more (found by a review, 2026-12-07).
+   */
   schedulePoll() {
     if (this.stopped) return;
-    this.clearTimer('poll');
     const interval = this.state === 'live' ? this.pollMs : this.fallbackPollMs;
+    const dueAt = performance.now() + interval;
+    if (this.state !== 'live' && this.timers.poll && this.pollDueAt <= dueAt) return;
+    this.clearTimer('poll');
+    this.pollDueAt = dueAt;
     this.timers.poll = setTimeout(() => {
       this.timers.poll = null;
       if (this.state === 'polling') this.connect();
