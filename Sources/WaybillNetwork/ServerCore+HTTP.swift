@@ -33,7 +33,16 @@ extension ServerCore {
         }
         // The client asked to close: say so in the response, and close after it.
         if headers["connection"]?.lowercased() == "close" { session.closeAfterResponse = true }
-        let isChunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        // Only a lone `chunked` is read as chunks (RFC 9112 §6.1, §6.3), and only from HTTP/1.1.
+        // Any other coding (`gzip`, `identity`, two headers lws joins into a list, `xchunked`) was
+        // framed by Content-Length or read as chunks, where a proxy in front that reads the RFC
+        // would end the request elsewhere (found by a review, 2026-12-07): refused and closed
+        // below, as nginx refuses them.
+        let transferEncoding = headers["transfer-encoding"]
+        let isChunked = transferEncoding != nil
+        let unreadableCoding =
+            transferEncoding.map { $0.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" || !session.isHTTP11 }
+            ?? false
         let lengthText = headers["content-length"]
         let length = lengthText.flatMap(Self.integer)
         session.bodyLimit = configuration.maxBodyBytes
@@ -46,7 +55,13 @@ extension ServerCore {
         // lws itself expects a body for POST/PUT/PATCH without a length, or for any Content-Length > 0.
         let lwsExpectsBody = (length ?? 0) > 0 || (lengthText == nil && Self.bodyMethods.contains(request.method))
 
-        if lengthText != nil && (length == nil || length! < 0 || isChunked) {
+        if unreadableCoding {
+            session.respond(
+                .jsonError(
+                    status: 400, code: "bad_request", message: "Unsupported Transfer-Encoding: only chunked, in HTTP/1.1."),
+                close: true
+            )
+        } else if lengthText != nil && (length == nil || length! < 0 || isChunked) {
             session.respond(
                 .jsonError(status: 400, code: "bad_request", message: "Invalid Content-Length."),
                 close: true

@@ -341,6 +341,45 @@ struct HTTPServerTests {
         }
     }
 
+    /// A Transfer-Encoding other than a lone `chunked` in HTTP/1.1 is refused with 400 and a close:
+    /// `gzip` or `identity` beside a Content-Length was framed by the length (the bytes after it read
+    /// as the next request), and a list or `xchunked` as chunks, where a proxy reading the RFC would
+    /// end the request elsewhere (found by a review, 2026-12-07).
+    @Test(arguments: [
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /x HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ])
+    func transferCodingsOtherThanChunkedAreRefused(raw: String) async throws {
+        try await withServer { server in
+            let port = server.port
+            let (response, closed) = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send(raw)
+                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+            }
+            #expect(response.status == 400)
+            #expect(response.text.contains("Unsupported Transfer-Encoding"))
+            #expect(closed)
+        }
+    }
+
+    /// A lone `chunked`, in any case and with blanks around it, is still read.
+    @Test func aLoneChunkedInAnyCaseIsRead() async throws {
+        try await withServer { server in
+            let port = server.port
+            let response = try await runBlocking {
+                let c = try RawConnection(port: port)
+                try c.send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:  Chunked \r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+                return try c.readResponse()
+            }
+            #expect(response.status == 200)
+            #expect(try Echo(response.body).body == "hello")
+        }
+    }
+
     /// lws makes a `CONNECT` request a raw socket with no timeout: it is answered 405 and closed at
     /// once (it stayed open and unanswered for good, one file descriptor each).
     @Test(arguments: ["CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"])
