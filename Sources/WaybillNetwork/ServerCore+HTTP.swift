@@ -40,9 +40,7 @@ extension ServerCore {
         // below, as nginx refuses them.
         let transferEncoding = headers["transfer-encoding"]
         let isChunked = transferEncoding != nil
-        let unreadableCoding =
-            transferEncoding.map { $0.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" || !session.isHTTP11 }
-            ?? false
+        let unreadableCoding = transferEncoding.map { !Self.isLoneChunked($0) || !session.isHTTP11 } ?? false
         let lengthText = headers["content-length"]
         let length = lengthText.flatMap(Self.integer)
         session.bodyLimit = configuration.maxBodyBytes
@@ -97,6 +95,19 @@ extension ServerCore {
             session.writeContinue()
         }
         return 0
+    }
+
+    /// Whether a Transfer-Encoding value is `chunked` alone: ASCII letters in any case, spaces and
+    /// tabs around them, byte for byte. Not Unicode rules: `.whitespaces` trims a no-break space,
+    /// `lowercased()` turns the Kelvin sign into `k`, and `String`'s `==` compares canonically, so
+    /// values a proxy sees as another coding passed (found by a review, 2026-12-07).
+    static func isLoneChunked(_ value: String) -> Bool {
+        var bytes = Substring(value).utf8[...]
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        let word = Array("chunked".utf8)
+        guard bytes.count == word.count else { return false }
+        return zip(bytes, word).allSatisfy { byte, expected in byte | 0x20 == expected }
     }
 
     /// `LWS_CALLBACK_HTTP_BODY`: the next raw piece of the body.

@@ -28,8 +28,10 @@ import Synchronization
 /// so a power cut or a kernel crash could take back every commit since the last checkpoint — up
 /// to about 2 s of answered writes (the policy's age limit plus a tick), longer while checkpoints
 /// fail (found by a review, 2026-12-07). At every tick that saw commits, this thread syncs the WAL
-/// file itself (`fdatasync`), off every request's path: what a power cut can take back is then at
-/// most about one interval (250 ms). A process that dies loses nothing either way.
+/// file itself (`fdatasync`), off every request's path: what a power cut can take back is then
+/// about one interval (250 ms) plus the tick's own work (a checkpoint, the sync), unbounded only
+/// while the syncs fail, which the store's health reports (`wal_sync_failing`). A process that
+/// dies loses nothing either way.
 final class SQLiteCheckpointer: Sendable {
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -44,6 +46,7 @@ final class SQLiteCheckpointer: Sendable {
         let tails = Atomic<Int>(0)
         let walSyncs = Atomic<Int>(0)
         let walSyncFailures = Atomic<Int>(0)
+        let consecutiveWALSyncFailures = Atomic<Int>(0)
     }
     private let status = Status()
 
@@ -58,14 +61,22 @@ final class SQLiteCheckpointer: Sendable {
     var attempts: Int { status.attempts.load(ordering: .relaxed) }
     /// Checkpoints after which the writer was asked to copy back the tail (tests).
     var tails: Int { status.tails.load(ordering: .relaxed) }
-    /// The WAL's syncs at ticks that saw commits, and those that failed (tests, health).
+    /// The WAL's syncs at ticks that saw commits, those that failed (tests), and the failures since
+    /// the last one that worked (health).
     var walSyncs: Int { status.walSyncs.load(ordering: .relaxed) }
     var walSyncFailures: Int { status.walSyncFailures.load(ordering: .relaxed) }
+    var consecutiveWALSyncFailures: Int { status.consecutiveWALSyncFailures.load(ordering: .relaxed) }
 
-    /// Syncs the WAL file's data to the disk; `false` if it could not (no WAL yet is not a failure).
-    static func syncWAL(of path: String) -> Bool {
-        let descriptor = open(path + "-wal", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return errno == ENOENT }
+    /// The WAL's sync, given the WAL file's name; `false` if it could not. Tests replace it (an
+    /// internal seam: a failing `fdatasync` cannot be set up in a test).
+    typealias WALSync = @Sendable (String) -> Bool
+
+    /// Syncs the WAL file's data to the disk; `false` if it could not. The file exists whenever
+    /// there were commits (this thread's own connection keeps it), so a failed open is a failure
+    /// too: a wrong name must not pass for a sync.
+    static func syncWAL(at walPath: String) -> Bool {
+        let descriptor = open(walPath, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
         defer { _ = Glibc.close(descriptor) }
         return fdatasync(descriptor) == 0
     }
@@ -82,7 +93,7 @@ final class SQLiteCheckpointer: Sendable {
     init(
         path: String, interval: Duration = .milliseconds(250), policy: CheckpointPolicy = CheckpointPolicy(),
         walPages: WALPages = WALPages(), checkpoint: @escaping Checkpoint = SQLiteCheckpointer.passive,
-        finishOnWriter: @escaping @Sendable () -> Void = {}
+        finishOnWriter: @escaping @Sendable () -> Void = {}, walSync: @escaping WALSync = SQLiteCheckpointer.syncWAL(at:)
     ) throws(SQLiteError) {
         let stop = self.stop, finished = self.finished, status = self.status
         let opened = DispatchSemaphore(value: 0)
@@ -98,6 +109,8 @@ final class SQLiteCheckpointer: Sendable {
                 finished.signal()
                 return
             }
+            // As SQLite names it (a symlinked or relative path would give another name).
+            let walPath = connection.walFileName ?? path + "-wal"
             status.running.store(true, ordering: .releasing)
             opened.signal()
             let clock = ContinuousClock()
@@ -109,11 +122,13 @@ final class SQLiteCheckpointer: Sendable {
                 let commits = walPages.commits
                 if commits != commitsAtLastSync {
                     // Every commit counted here wrote its frames before it was counted.
-                    if Self.syncWAL(of: path) {
+                    if walSync(walPath) {
                         commitsAtLastSync = commits
                         status.walSyncs.add(1, ordering: .relaxed)
-                    } else {
-                        status.walSyncFailures.add(1, ordering: .relaxed)  // tried again at the next tick
+                        status.consecutiveWALSyncFailures.store(0, ordering: .relaxed)
+                    } else {  // tried again at the next tick
+                        status.walSyncFailures.add(1, ordering: .relaxed)
+                        status.consecutiveWALSyncFailures.add(1, ordering: .relaxed)
                     }
                 }
                 let tick = CheckpointPolicy.Tick(

@@ -76,11 +76,12 @@ public final class SQLiteOrderStore: OrderStore {
             checkpoint: SQLiteCheckpointer.passive)
     }
 
-    /// The same, with the checkpoint step replaced (tests make it fail).
+    /// The same, with the checkpoint step (and the WAL's sync) replaced (tests make them fail).
     init(
         path: String, readerCount: Int = 4, busyTimeout: Duration = .seconds(5),
         clock: @escaping @Sendable () -> Date = { Date() }, checkpointInterval: Duration = .milliseconds(250),
-        checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint
+        checkpointPolicy: CheckpointPolicy = CheckpointPolicy(), checkpoint: @escaping SQLiteCheckpointer.Checkpoint,
+        walSync: @escaping SQLiteCheckpointer.WALSync = SQLiteCheckpointer.syncWAL(at:)
     ) throws {
         self.clock = clock
         let gate = InlineCommitGate(busyTimeoutMilliseconds: Int32(clamping: busyTimeout.milliseconds), walPages: walPages)
@@ -147,7 +148,7 @@ public final class SQLiteOrderStore: OrderStore {
             checkpointer = try SQLiteCheckpointer(
                 path: path, interval: checkpointInterval, policy: checkpointPolicy, walPages: walPages,
                 checkpoint: { db throws(SQLiteError) in try gate.checkpointing { () throws(SQLiteError) in try checkpoint(db) } },
-                finishOnWriter: { [writeQueue] in _ = writeQueue.enqueue(.finishCheckpoint) })
+                finishOnWriter: { [writeQueue] in _ = writeQueue.enqueue(.finishCheckpoint) }, walSync: walSync)
         } catch {
             writeQueue.close()
             readQueue.close()
@@ -263,8 +264,8 @@ public final class SQLiteOrderStore: OrderStore {
         (checkpointer.ticks, checkpointer.attempts, checkpointer.tails, walPages.current)
     }
 
-    /// The checkpointer's syncs of the WAL at ticks that saw commits (tests).
-    var walSyncs: Int { checkpointer.walSyncs }
+    /// The checkpointer's syncs of the WAL at ticks that saw commits, and those that failed (tests).
+    var walSyncs: (done: Int, failed: Int) { (checkpointer.walSyncs, checkpointer.walSyncFailures) }
 
     /// Checkpoints that failed since the last one that worked: a WAL that cannot be copied back
     /// grows without bound.
@@ -277,10 +278,13 @@ public final class SQLiteOrderStore: OrderStore {
     static let checkpointFailureThreshold = 4
 
     /// `wal_checkpoint_failing` while checkpoints keep failing (the WAL grows: automatic
-    /// checkpoints are off), or when the checkpointer thread stopped on an open store.
+    /// checkpoints are off), `wal_sync_failing` while the checkpointer's syncs of the WAL keep
+    /// failing (a power cut could take back more and more answered writes), or when the
+    /// checkpointer thread stopped on an open store.
     public var health: StoreHealth {
         var problems: [String] = []
         if checkpointer.consecutiveFailures >= Self.checkpointFailureThreshold { problems.append("wal_checkpoint_failing") }
+        if checkpointer.consecutiveWALSyncFailures >= Self.checkpointFailureThreshold { problems.append("wal_sync_failing") }
         if !checkpointer.isRunning && !isClosed.withLock({ $0 }) { problems.append("wal_checkpointer_stopped") }
         return StoreHealth(problems: problems, checkpointFailures: checkpointer.totalFailures, walPages: walPages.current)
     }

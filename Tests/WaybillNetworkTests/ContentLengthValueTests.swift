@@ -24,4 +24,16 @@ struct ContentLengthValueTests {
             #expect(ServerCore.integer(text) == nil, "\(text.debugDescription)")
         }
     }
+
+    /// The comparison is byte for byte: a no-break space around `chunked`, or a Kelvin sign for its
+    /// `k` (lower-cased to `k` by Unicode rules), is another coding (found by a review, 2026-12-07).
+    @Test func onlyASCIIChunkedIsChunked() {
+        #expect(ServerCore.isLoneChunked("chunked"))
+        #expect(ServerCore.isLoneChunked(" \tChunKed\t "))
+        #expect(!ServerCore.isLoneChunked("chunked\u{A0}"))
+        #expect(!ServerCore.isLoneChunked("chun\u{212A}ed"))
+        #expect(!ServerCore.isLoneChunked("chunked,"))
+        #expect(!ServerCore.isLoneChunked("xchunked"))
+        #expect(!ServerCore.isLoneChunked(""))
+    }
 }

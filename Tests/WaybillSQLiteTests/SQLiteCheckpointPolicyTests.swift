@@ -92,13 +92,37 @@ struct SQLiteCheckpointPolicyTests {
             _ = try await store.write { tx in try tx.insertCompany(name: "Synced") }
             let ticks = store.checkpointerActivity.ticks
             #expect(await eventually { store.checkpointerActivity.ticks >= ticks + 3 })
-            let synced = store.walSyncs
+            let synced = store.walSyncs.done
             #expect(synced >= 1)
             await expectNoCheckpointForTwentyTicks(store)
-            #expect(store.walSyncs == synced, "no commit, no sync")
+            #expect(store.walSyncs.done == synced, "no commit, no sync")
             _ = try await store.write { tx in try tx.insertCompany(name: "Again") }
-            #expect(await eventually { store.walSyncs == synced + 1 })
+            #expect(await eventually { store.walSyncs.done == synced + 1 })
+            #expect(store.walSyncs.failed == 0)
         }
+    }
+
+    /// The WAL synced is the one SQLite writes: opened through a symbolic link, SQLite names the
+    /// WAL after the link's target, and a sync of `<link>-wal` synced nothing (found by a review,
+    /// 2026-12-07). A failed sync is counted as one.
+    @Test func aDatabaseOpenedThroughASymlinkHasItsWALSynced() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-wal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let real = directory.appendingPathComponent("real.sqlite").path
+        let link = directory.appendingPathComponent("link.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: real)
+        let store = try SQLiteOrderStore(
+            path: link, readerCount: 1, checkpointInterval: .milliseconds(5),
+            checkpointPolicy: CheckpointPolicy(pageThreshold: 10_000, maxAge: .seconds(60)),
+            checkpoint: SQLiteCheckpointer.passive)
+        defer { store.close() }
+        _ = try await store.write { tx in try tx.insertCompany(name: "Through a link") }
+        #expect(FileManager.default.fileExists(atPath: real + "-wal"))
+        #expect(await eventually { store.walSyncs.done >= 1 })
+        let ticks = store.checkpointerActivity.ticks
+        #expect(await eventually { store.checkpointerActivity.ticks >= ticks + 3 })
+        #expect(store.walSyncs.failed == 0)
     }
 
     @Test func aWALOverTheThresholdIsCheckpointedOnce() async throws {

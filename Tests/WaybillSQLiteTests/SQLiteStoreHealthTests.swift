@@ -39,6 +39,25 @@ struct SQLiteStoreHealthTests {
         #expect(store.health.checkpointFailures >= counted)
     }
 
+    /// WAL syncs that keep failing (a power cut could then take back more and more answered writes)
+    /// make the store unhealthy until one works (found by a review, 2026-12-07: they were counted,
+    /// and nobody read the count).
+    @Test func failingWALSyncsMakeTheStoreUnhealthyUntilOneWorks() async throws {
+        let database = TemporaryDatabase()
+        defer { database.remove() }
+        let failing = FailSwitch()
+        let store = try SQLiteOrderStore(
+            path: database.path, readerCount: 1, checkpointInterval: .milliseconds(10),
+            checkpoint: SQLiteCheckpointer.passive,
+            walSync: { path in failing.isOn.load(ordering: .relaxed) ? false : SQLiteCheckpointer.syncWAL(at: path) })
+        defer { store.close() }
+        _ = try await store.write { tx in try tx.insertCompany(name: "Not synced") }
+        #expect(await eventually { store.health.problems == ["wal_sync_failing"] })
+        failing.isOn.store(false, ordering: .relaxed)
+        #expect(await eventually { store.health.isHealthy })
+        #expect(store.walSyncs.done >= 1)
+    }
+
     @Test func aHealthyStoreReportsNothingAndAClosedOneNoStoppedCheckpointer() throws {
         let database = TemporaryDatabase()
         defer { database.remove() }
