@@ -272,6 +272,26 @@ def test_a_move_right_after_the_dispatchers_own_edit_is_not_refused_as_someone_e
     assert stored["status"] == "accepted" and stored["notes"] == "Gate 4", stored
 
 
+def test_the_dispatchers_own_move_while_editing_does_not_fail_the_save(page, server, api):
+    """Open Edit, then Mark accepted (outside the form), then save: the move's answer moves the form
+    on to the version the move made, so the save is not refused as someone else's change (found by
+    a review, 2026-12-07: 412, "changed meanwhile", for the user's own move)."""
+    login_as_dispatcher(page, server)
+    order = api.create_order("Move while editing", driver_id=server.drivers[0]["id"])
+    page.goto(f"/#/orders/{order['id']}")
+    expect(page.locator(".facts .badge")).to_have_text("Assigned")
+    page.locator("#edit-order").click()
+    page.locator("#edit-notes").fill("Gate 7")
+    page.locator("#forward-button").click()
+    expect(page.locator(".facts .badge")).to_have_text("Accepted")
+    expect(page.locator("#edit-notes")).to_have_value("Gate 7")  # the draft stays
+    page.locator("#save-edit").click()
+    expect(page.locator("#edit-form")).to_be_hidden()
+    expect(page.locator("#detail-error")).to_have_text("")
+    stored = api.ok("GET", f"/api/orders/{order['id']}/")
+    assert stored["status"] == "accepted" and stored["notes"] == "Gate 7", stored
+
+
 def test_a_title_with_a_right_to_left_override_cannot_reorder_the_confirmation(page, server, api):
     """An order title carrying U+202E (right-to-left override) is isolated (U+2068 … U+2069) in the
     confirmation's sentence, so it cannot make the warning read otherwise (found by a review)."""

@@ -286,7 +286,14 @@ export class OrderDetail {
     this.error.textContent = '';
     const history = this.history;
     try {
-      this.adopt(await action(order, etag), history);
+      const saved = await action(order, etag);
+      this.adopt(saved, history);
+      // An Edit form opened on the version this action replaced still names it: its save met a
+      // 412 worded as someone else's change, for the user's own move (found by a review,
+      // 2026-12-07). It moves on to the version the action made, the user's draft kept.
+      if (this.editor.isOpen && this.editor.etag === etag && saved && this.etag === tagOf(saved)) {
+        this.editor.rebase(this.etag, this.order);
+      }
       announce(description(order));
     } catch (error) {
       if (error.status === 412) this.error.textContent = CHANGED_MEANWHILE;
