@@ -10,8 +10,6 @@ import WaybillStorage
 /// one thread of the `SQLiteWorker` that owns it (opened with `SQLITE_OPEN_NOMUTEX` for that reason).
 final class SQLiteConnection {
     private var handle: OpaquePointer?
-    /// The open handle, for the few C calls made outside this file (`walFileName`).
-    var rawHandle: OpaquePointer? { handle }
     /// Prepared once per SQL text; the SQL texts are constants of this module, so the cache is bounded.
     private var statements: [String: SQLiteStatement] = [:]
     /// The same statements by where their text's bytes are (`cachedStatement`).
@@ -311,7 +309,7 @@ extension SQLiteConnection {
     /// absolute and resolved through symbolic links when it opened the database (so not always
     /// the path it was given plus `-wal`). `nil` for a database without a file.
     var walFileName: String? {
-        guard let handle = rawHandle, let main = sqlite3_db_filename(handle, "main"), main.pointee != 0,
+        guard let handle, let main = sqlite3_db_filename(handle, "main"), main.pointee != 0,
             let wal = sqlite3_filename_wal(main)
         else { return nil }
         return String(cString: wal)

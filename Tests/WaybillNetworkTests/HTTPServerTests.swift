@@ -146,11 +146,7 @@ struct HTTPServerTests {
     @Test func connectionCloseFromTheClientIsHonoured() async throws {
         try await withServer { server in
             let port = server.port
-            let (response, closed) = try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send(RawConnection.request("GET", "/bye", headers: [("Connection", "close")]))
-                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
-            }
+            let (response, closed) = try await answerAndClose(RawConnection.request("GET", "/bye", headers: [("Connection", "close")]), port: port)
             #expect(response.status == 200)
             #expect(response.header("connection") == "close")
             #expect(closed)
@@ -251,11 +247,7 @@ struct HTTPServerTests {
     @Test func postWithoutLengthHasAnEmptyBody() async throws {
         try await withServer { server in
             let port = server.port
-            let (response, closed) = try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send("POST /api/orders/42/cancel HTTP/1.1\r\nHost: x\r\n\r\n")
-                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
-            }
+            let (response, closed) = try await answerAndClose("POST /api/orders/42/cancel HTTP/1.1\r\nHost: x\r\n\r\n", port: port)
             #expect(response.status == 200)
             #expect(response.header("connection") == "close")
             #expect(try Echo(response.body).bodyCount == 0)
@@ -300,12 +292,8 @@ struct HTTPServerTests {
     @Test func declaredOversizeBodyGets413AtOnce() async throws {
         try await withServer({ $0.maxBodyBytes = 1000 }) { server in
             let port = server.port
-            let (response, closed) = try await runBlocking {
-                let c = try RawConnection(port: port)
-                // Declares 50 MB but sends only the head: the answer must not wait for the body.
-                try c.send("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
-                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
-            }
+            // Declares 50 MB but sends only the head: the answer must not wait for the body.
+            let (response, closed) = try await answerAndClose("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n", port: port)
             #expect(response.status == 413)
             #expect(response.header("connection") == "close")
             #expect(response.text.contains("payload_too_large"))
@@ -355,11 +343,7 @@ struct HTTPServerTests {
     func transferCodingsOtherThanChunkedAreRefused(raw: String) async throws {
         try await withServer { server in
             let port = server.port
-            let (response, closed) = try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send(raw)
-                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
-            }
+            let (response, closed) = try await answerAndClose(raw, port: port)
             #expect(response.status == 400)
             #expect(response.text.contains("Unsupported Transfer-Encoding"))
             #expect(closed)
@@ -386,11 +370,7 @@ struct HTTPServerTests {
     func connectIsRefusedAndClosedAtOnce(raw: String) async throws {
         try await withServer { server in
             let port = server.port
-            let (response, closed) = try await runBlocking {
-                let c = try RawConnection(port: port)
-                try c.send(raw)
-                return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
-            }
+            let (response, closed) = try await answerAndClose(raw, port: port)
             #expect(response.status == 405)
             #expect(response.text.contains("method_not_allowed"))
             #expect(response.header("x-content-type-options") == "nosniff")

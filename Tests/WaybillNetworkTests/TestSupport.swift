@@ -84,6 +84,20 @@ func withServer<T>(
     }
 }
 
+/// Sends `raw` on a new connection to `port` and reads one answer; `closed`: whether the server
+/// then closed the connection within 3 s.
+func answerAndClose(_ raw: String, port: Int) async throws -> (response: RawHTTPResponse, closed: Bool) {
+    try await answerAndClose(Array(raw.utf8), port: port)
+}
+
+func answerAndClose(_ raw: [UInt8], port: Int) async throws -> (response: RawHTTPResponse, closed: Bool) {
+    try await runBlocking {
+        let c = try RawConnection(port: port)
+        try c.send(raw)
+        return (try c.readResponse(), c.waitForClose(timeout: .seconds(3)))
+    }
+}
+
 /// Opens a raw WebSocket to `/ws/orders/` on `port` and waits until `delegate` has seen it open.
 /// - Returns: the client end, which reads and answers nothing by itself (keep it alive: dropping it
 ///   closes the socket), and the server's id of the socket.

@@ -226,13 +226,19 @@ def hold_refetches(page, order_id):
     return release
 
 
-def open_assigned_order_holding_refetches(page, server, api, title):
-    """Logs in, opens a new order assigned to a driver (its next move: Mark accepted), and holds the
-    panel's reads of it from then on (`hold_refetches`). Returns the order and the release."""
+def open_assigned_order(page, server, api, title):
+    """Logs in and opens a new order assigned to a driver (its next move: Mark accepted)."""
     login_as_dispatcher(page, server)
     order = api.create_order(title, driver_id=server.drivers[0]["id"])
     page.goto(f"/#/orders/{order['id']}")
     expect(page.locator("#forward-button")).to_have_text("Mark accepted")
+    return order
+
+
+def open_assigned_order_holding_refetches(page, server, api, title):
+    """`open_assigned_order`, then holds the panel's reads of the order from then on
+    (`hold_refetches`). Returns the order and the release."""
+    order = open_assigned_order(page, server, api, title)
     return order, hold_refetches(page, order["id"])
 
 
@@ -276,9 +282,7 @@ def test_the_dispatchers_own_move_while_editing_does_not_fail_the_save(page, ser
     """Open Edit, then Mark accepted (outside the form), then save: the move's answer moves the form
     on to the version the move made, so the save is not refused as someone else's change (found by
     a review, 2026-12-07: 412, "changed meanwhile", for the user's own move)."""
-    login_as_dispatcher(page, server)
-    order = api.create_order("Move while editing", driver_id=server.drivers[0]["id"])
-    page.goto(f"/#/orders/{order['id']}")
+    order = open_assigned_order(page, server, api, "Move while editing")
     expect(page.locator(".facts .badge")).to_have_text("Assigned")
     page.locator("#edit-order").click()
     page.locator("#edit-notes").fill("Gate 7")

@@ -72,20 +72,33 @@ def test_logout_says_logged_out_even_when_the_sockets_close_comes_first(page, se
         server.relogin_dispatcher()  # the tests' own dispatcher client was logged out as well
 
 
+def hold_a_list_load(page):
+    """Asks the orders page for a list load (the status filter) and holds it: returns its route,
+    for the test to answer when it chooses. Later loads go through."""
+    held = []
+
+    def list_load(route):
+        if not held and route.request.method == "GET":
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/orders/?*", list_load)
+    page.locator("#filter-status").select_option("all")
+    for _ in range(50):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the list was loaded again"
+    return held[0]
+
+
 def test_logout_says_logged_out_when_a_load_in_flight_gets_its_401_first(page, server):
     """A list load still on its way when the logout revokes the token gets a 401 before the logout's
     own answer: that used to end the session as "Your session has ended" instead."""
     login_as_dispatcher(page, server)
     expect(page.locator("#orders-table tbody tr").first).to_be_visible()
-    held = []
-    hold = {"on": False}
-
-    def list_load(route):
-        if hold["on"] and route.request.method == "GET":
-            hold["on"] = False
-            held.append(route)  # answered after the logout revoked the token
-        else:
-            route.continue_()
+    held = []  # answered after the logout revoked the token
 
     def logout(route):
         response = route.fetch()  # the token is revoked now
@@ -94,16 +107,9 @@ def test_logout_says_logged_out_when_a_load_in_flight_gets_its_401_first(page, s
         page.wait_for_timeout(300)
         route.fulfill(response=response)
 
-    page.route("**/api/orders/?*", list_load)
     page.route("**/api/auth/logout", logout)
     try:
-        hold["on"] = True
-        page.locator("#filter-status").select_option("all")  # a list load, held
-        for _ in range(50):
-            if held:
-                break
-            page.wait_for_timeout(100)
-        assert held, "the list was loaded again"
+        held.append(hold_a_list_load(page))
         page.get_by_role("button", name="Log out").click()
         expect(page).to_have_url(f"{server.base_url}/#/login")
         expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
@@ -235,25 +241,8 @@ def test_a_late_401_for_an_ended_sessions_token_leaves_the_next_session_alone(pa
     """A request sent with the old token and answered after the user logged in again gets its 401
     then: it used to end the new session as "Your session has ended" (found by a review, 2026-12-07)."""
     login_as_dispatcher(page, server)
-    held = []
-    hold = {"on": False}
-
-    def list_load(route):
-        if hold["on"] and route.request.method == "GET":
-            hold["on"] = False
-            held.append(route)  # answered once the user is back in
-        else:
-            route.continue_()
-
-    page.route("**/api/orders/?*", list_load)
     try:
-        hold["on"] = True
-        page.locator("#filter-status").select_option("all")  # a list load, held
-        for _ in range(50):
-            if held:
-                break
-            page.wait_for_timeout(100)
-        assert held, "the list was loaded again"
+        held = hold_a_list_load(page)  # answered once the user is back in
         page.get_by_role("button", name="Log out").click()
         expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
         # Back in on the same page (a reload would drop the request still on its way).
@@ -262,9 +251,9 @@ def test_a_late_401_for_an_ended_sessions_token_leaves_the_next_session_alone(pa
         page.locator("#login-password").press("Enter")
         expect(page.locator("#orders-table tbody tr").first).to_be_visible()
         expect(page.locator("#connection")).to_have_attribute("data-state", "live")
-        answer = held[0].fetch()
+        answer = held.fetch()
         assert answer.status == 401  # the old token is revoked
-        held[0].fulfill(response=answer)
+        held.fulfill(response=answer)
         page.wait_for_timeout(1500)  # its 401 is handled within milliseconds: ended the session before
         expect(page).to_have_url(re.compile(r"#/orders"))
         expect(page.locator("#connection")).to_have_attribute("data-state", "live")

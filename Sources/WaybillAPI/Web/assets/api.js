@@ -125,24 +125,24 @@ export class Api {
       if (method === 'GET') this.onUnavailable?.(error);
       throw error;
     }
+    // Whether the answer is for the token in use now: one sent with a token that has since gone
+    // (the session ended and the user logged in again while it was on its way) must neither end the
+    // new session nor fill its cache (found by a review, 2026-12-07).
+    const sameSession = token === (auth ? this.getToken() : null);
     if (!response.ok) {
       // A 412's server text names ETags; a person needs to hear what happened in plain words.
       const serverText = response.status === 412 ? '' : (typeof data?.message === 'string' && data.message.trim());
       const error = new ApiError(response.status, data?.error ?? 'http_error',
         serverText || fallbackMessage(response.status));
-      // Only for the token in use now: an answer to a request sent with a token that has since
-      // gone (the session ended and the user logged in again while it was on its way) ended the
-      // new session too (found by a review, 2026-12-07).
-      if (response.status === 401 && auth && !expect401 && token === this.getToken()) this.onUnauthorized?.(error);
+      if (response.status === 401 && auth && !expect401 && sameSession) this.onUnauthorized?.(error);
       if (method === 'GET' && (response.status === 429 || response.status >= 500)) this.onUnavailable?.(error);
       throw error;
     }
     const etag = response.headers.get('ETag');
     const next = nextCursor(response.headers.get('Link'));
-    if (method === 'GET' && cache && etag && token === (auth ? this.getToken() : null)) {
+    if (method === 'GET' && cache && etag && sameSession) {
       // Newest last; at most MAX_CACHED bodies (every typed search and page visited was kept until
-      // logout; found by a review, 2026-12-04). A path asked for again moves to the end. Not an
-      // answer to an ended session's token: the cache was emptied when it ended.
+      // logout; found by a review, 2026-12-04). A path asked for again moves to the end.
       this.etags.delete(path);
       this.etags.set(path, { etag, data, next });
       while (this.etags.size > MAX_CACHED) this.etags.delete(this.etags.keys().next().value);
