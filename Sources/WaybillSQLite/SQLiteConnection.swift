@@ -190,12 +190,18 @@ final class SQLiteConnection {
     /// the bytes gathered now, and the times the write lock was let go with bytes still gathered
     /// (`WALGathering`; tests). nil while no WAL is open, or without the gathering VFS.
     var walWrites: (taken: Int, made: Int, gathered: Int, atRelease: Int)? {
+        guard let buffer = walBuffer else { return nil }
+        return (buffer.writesTaken, buffer.writesMade, buffer.count, buffer.flushesAtRelease)
+    }
+
+    /// The buffer gathering this connection's WAL writes (tests); nil as for `walWrites`.
+    var walBuffer: WALGatherBuffer? {
         guard let handle else { return nil }
         var file: UnsafeMutablePointer<sqlite3_file>?
         guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) == SQLITE_OK,
-            let file, file.pointee.pMethods != nil, let buffer = WALGathering.buffer(of: file)
+            let file, file.pointee.pMethods != nil
         else { return nil }
-        return (buffer.writesTaken, buffer.writesMade, buffer.count, buffer.flushesAtRelease)
+        return WALGathering.buffer(of: file)
     }
 
     /// Statements prepared, and addresses in `statementsByAddress` (tests).

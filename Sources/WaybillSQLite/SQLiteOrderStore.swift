@@ -298,6 +298,16 @@ public final class SQLiteOrderStore: OrderStore {
         executor.connection.ifFree(orWait: true) { db in db.orderParts.map { ($0.hits, $0.count, $0.rowHits) } } ?? nil
     }
 
+    /// Makes the writer connection's next flush of gathered WAL bytes fail as a full disk's write
+    /// would (`SQLITE_FULL`, `WALGatherBuffer.flushFault`; tests). False without a gathered WAL.
+    func failNextWALFlush() -> Bool {
+        executor.connection.ifFree(orWait: true) { db -> Bool in
+            guard let buffer = db.walBuffer else { return false }
+            buffer.flushFault = SQLITE_FULL
+            return true
+        } ?? false
+    }
+
     /// Write closures and task pieces waiting for the writer thread (tests use it to build a batch).
     var pendingWriteCount: Int { writeQueue.count }
 

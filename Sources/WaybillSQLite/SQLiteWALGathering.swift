@@ -374,6 +374,11 @@ final class WALGatherBuffer {
     private(set) var writesMade = 0
     /// Times the write lock was let go with bytes still gathered (a rolled-back transaction's).
     var flushesAtRelease = 0
+    /// Tests only: the next flush of gathered bytes fails with this code instead of reaching the
+    /// file, as the file system's refusal would (a full disk is `SQLITE_FULL` from the default
+    /// VFS). The unit tests below the store hand `write` a failing file; this fails a commit of a
+    /// whole store, through SQLite.
+    var flushFault: Int32?
 
     init(capacity: Int) { self.capacity = min(capacity, Self.largestWrite) }
 
@@ -457,7 +462,13 @@ final class WALGatherBuffer {
         let length = count
         count = 0
         writesMade += 1
-        let code = file(storage, Int32(length), start)
+        let code: Int32
+        if let fault = flushFault {
+            flushFault = nil
+            code = fault
+        } else {
+            code = file(storage, Int32(length), start)
+        }
         if code != SQLITE_OK { failed = true }
         return code
     }
