@@ -177,4 +177,21 @@ struct InlineWritesTests {
             #expect(order?.notes == "after")
         }
     }
+
+    /// A write whose commit the disk refuses (a full disk) is answered 503, never 200, on the
+    /// service thread's inline path as on the writer's, and the next write goes on from the
+    /// version before it (`SQLiteFailedCommitTests` has the store's side).
+    @Test func aWriteTheDiskRefusesIsAnswered503AndTheNextOneGoesOn() async throws {
+        try await withServer { s in
+            #expect(try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"before"}"#) == 200)
+            let before = try #require(try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) })
+            #expect(s.sqlite.failNextWALFlush())
+            #expect(try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"refused"}"#) == 503)
+            #expect(try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) } == before)
+            #expect(try await s.send("PATCH", "/api/orders/\(s.orderID)/", json: #"{"notes":"after"}"#) == 200)
+            let after = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
+            #expect(after?.notes == "after")
+            #expect(after?.version == before.version + 1)
+        }
+    }
 }
