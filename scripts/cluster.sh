@@ -211,23 +211,30 @@ http {
     server {
         listen 127.0.0.1:$LB_PORT;
         client_max_body_size 1m;
-        location / {
+        proxy_http_version 1.1;
+        proxy_set_header Host \$host;
+        proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        # A dead node: retry idempotent requests on the other one. nginx never retries POST or PATCH,
+        # but it does retry DELETE (idempotent in HTTP): one whose first try committed answers 404
+        # from the other node, which the panel shows as "gone" (docs/SCALING.md).
+        # Not on a 503: that is the shared store's, every node answers the same, and counting it
+        # marks every node down (nginx then answers its own 502).
+        proxy_next_upstream error timeout;
+        proxy_connect_timeout 2s;
+        location /ws/ {
             proxy_pass http://waybill;
-            proxy_http_version 1.1;
-            proxy_set_header Host \$host;
-            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection \$connection_upgrade;
-            # A dead node: retry idempotent requests on the other one. nginx never retries POST or PATCH,
-            # but it does retry DELETE (idempotent in HTTP): one whose first try committed answers 404
-            # from the other node, which the panel shows as "gone" (docs/SCALING.md).
-            # Not on a 503: that is the shared store's, every node answers the same, and counting it
-            # marks every node down (nginx then answers its own 502).
-            proxy_next_upstream error timeout;
-            proxy_connect_timeout 2s;
             # WebSockets stay open for hours; the server pings every 25 s.
             proxy_read_timeout 1h;
             proxy_send_timeout 1h;
+        }
+        location / {
+            proxy_pass http://waybill;
+            proxy_set_header Connection \$connection_upgrade;
+            # Every answer comes within 5 s (SPEC §6): a frozen node's GET goes to the other one,
+            # a write gets 504 (docs/SCALING.md, the frozen node). With 1h it waited an hour.
+            proxy_read_timeout 6s;
         }
     }
 }

@@ -2,7 +2,8 @@
 # Installs the system packages Waybill needs, only those that are missing.
 #   scripts/install-deps.sh            build + run (C libraries, pkg-config)
 #   scripts/install-deps.sh --test     also what the tests start: PostgreSQL, Redis, Chromium (and a font), a Python venv, curl
-#   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx, curl
+#   scripts/install-deps.sh --cluster  also what `make cluster` runs: PostgreSQL, Redis, nginx, curl,
+#                                      iproute2 (the partition demo)
 #   scripts/install-deps.sh --bench    also what `scripts/bench.sh compare` runs: wrk, a C compiler (the
 #                                      shared sink and publisher), Nchan (nginx + libnginx-mod-nchan), Redis
 #                                      and a Python venv (the harness and the Django peer install their
@@ -44,7 +45,8 @@ case "$mode" in
     # curl: scripts/release-smoke.sh (the last step of `make test`) and scripts/cluster.sh ask the
     # server with it; a minimal Debian has none. fonts-dejavu-core: the panel's text in Chromium.
     --test) packages+=("${services[@]}" chromium fonts-dejavu-core python3-venv python3-pip curl) ;;
-    --cluster) packages+=("${services[@]}" nginx curl) ;;
+    # iproute2: `ip` and `tc` for the partition demo (WAYBILL_CLUSTER_NETNS=1 scripts/cluster.sh up).
+    --cluster) packages+=("${services[@]}" nginx curl iproute2) ;;
     --bench) packages+=(wrk gcc libc6-dev curl nginx libnginx-mod-nchan redis-server python3-venv python3-pip) ;;
     "") ;;
     *) echo "usage: scripts/install-deps.sh [--test|--cluster|--bench]" >&2; exit 2 ;;
