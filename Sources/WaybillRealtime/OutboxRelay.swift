@@ -512,9 +512,12 @@ public final class OutboxRelay: Sendable {
         return .leaseLost
     }
 
-    private func backoff(_ failures: Int) -> Duration {
-        let millis = min(100 << min(failures, 10), Int(configuration.maxBackoff.components.seconds * 1000))
-        return .milliseconds(millis)
+    private func backoff(_ failures: Int) -> Duration { Self.backoff(failures, max: configuration.maxBackoff) }
+
+    /// 100 ms doubled per failure, at most `max`. The cap counts its milliseconds: whole seconds
+    /// made any cap under a second 0, a retry with no pause (found by a review, 2026-12-07).
+    static func backoff(_ failures: Int, max: Duration) -> Duration {
+        .milliseconds(min(100 << min(failures, 10), Int(clamping: max.milliseconds)))
     }
 }
 

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WaybillRealtime
+@testable import WaybillRealtime
 import WaybillBroker
 import WaybillDomain
 
@@ -24,6 +24,17 @@ struct OutboxRelayTests {
         #expect(!OutboxRelay.continues(EventID(4), Self.events([6, 7])))  // 5 came from another process
         #expect(!OutboxRelay.continues(EventID(4), Self.events([5, 7])))
         #expect(!OutboxRelay.continues(EventID(4), Self.events([4, 5])))
+    }
+
+    /// The retry pause after a failed round: 100 ms doubled per failure, up to the cap, including a
+    /// cap under a second (it was read in whole seconds: 0, no pause at all).
+    @Test func theBackoffDoublesUpToItsCapEvenUnderASecond() {
+        #expect(OutboxRelay.backoff(1, max: .seconds(1)) == .milliseconds(200))
+        #expect(OutboxRelay.backoff(3, max: .seconds(1)) == .milliseconds(800))
+        #expect(OutboxRelay.backoff(9, max: .seconds(1)) == .seconds(1))
+        #expect(OutboxRelay.backoff(1, max: .milliseconds(500)) == .milliseconds(200))
+        #expect(OutboxRelay.backoff(4, max: .milliseconds(500)) == .milliseconds(500))
+        #expect(OutboxRelay.backoff(40, max: .milliseconds(1500)) == .milliseconds(1500))
     }
 }
 
