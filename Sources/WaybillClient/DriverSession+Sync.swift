@@ -41,6 +41,18 @@ extension DriverSession {
         }
     }
 
+    /// An opened detail's refetch was answered "wait" (429, a 5xx: a node dying behind its proxy)
+    /// while the socket may stay live and no other event come: the next poll, which refetches every
+    /// opened detail behind its row (`checkOpenDetails`), comes after the list's backoff instead of
+    /// the full interval, as for a list fetch answered so. It waited up to 120 s, the screen showing
+    /// the old order while the list showed the new one (found by a review, 2026-12-07). Offline
+    /// (no answer), the reconnect refetches instead, as for lists.
+    private func pollSoonForDetails() {
+        let delay = listRetryPolicy.delay(forAttempt: detailRetryAttempt, random: &random) ?? list.pollInterval
+        detailRetryAttempt += 1
+        restartCountdown(after: min(delay, list.pollInterval))
+    }
+
     private func restartCountdown(after interval: Duration? = nil) {
         pollTask?.cancel()
         let timer = startTimer(interval ?? list.pollInterval)
@@ -88,7 +100,7 @@ extension DriverSession {
             guard !Task.isCancelled else { return }
             let failure = WaybillClientError(error)
             publish(.failure(failure))
-            outcome = failure.status == 429 || (failure.status ?? 0) >= 500 ? .unavailable : .failed
+            outcome = failure.saysWait ? .unavailable : .failed
             if failure == .notAuthenticated { perform(machine.tokenRefused()) }
         }
         guard !Task.isCancelled else { return }
@@ -143,11 +155,13 @@ extension DriverSession {
                     result = .failure(.badResponse("304 for an order not cached"))
                 }
             }
+            if case .success = result { detailRetryAttempt = 0 }
         } catch {
             let failure = WaybillClientError(error)
             if failure == .notFound { evict(id) }  // deleted or unassigned: it is no longer this driver's
             // A token refused on any request stops the session as close code 4001 does (PROTOCOL.md).
             if failure == .notAuthenticated, !Task.isCancelled, isRunning { perform(machine.tokenRefused()) }
+            if failure.saysWait, !Task.isCancelled, isRunning, openDetails.contains(id) { pollSoonForDetails() }
             result = .failure(failure)
         }
         guard !Task.isCancelled else { return result }

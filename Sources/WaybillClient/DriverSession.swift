@@ -126,8 +126,11 @@ public actor DriverSession {
     /// The `historyGeneration` in which the list fetch that set `orders` was asked for.
     var ordersGeneration = 0
     let resumeCheckLimit: Duration
-    /// When a list fetch answered "wait" is tried again (`Configuration.listRetryPolicy`).
+    /// When a list fetch answered "wait" is tried again (`Configuration.listRetryPolicy`), and when
+    /// the poll comes after an opened detail's refetch was answered so.
     let listRetryPolicy: ReconnectPolicy
+    /// Opened details' refetches answered "wait" in a row (`pollSoonForDetails`).
+    var detailRetryAttempt = 0
 
     // The offline queue and receipts.
     var actionQueue: ActionQueue

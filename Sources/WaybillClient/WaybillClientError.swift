@@ -61,6 +61,9 @@ public struct WaybillClientError: Error, Hashable, Sendable, CustomStringConvert
         Self(.badResponse, status: status, message: "HTTP \(status) with a body this client cannot read", etag: etag)
     }
 
+    /// Whether the server answered "try again later": 429 or a 5xx (a proxy's 502 or 504 too).
+    var saysWait: Bool { status == 429 || (status ?? 0) >= 500 }
+
     /// Whether this is a 2xx answer whose body could not be read: the server applied the write.
     public var isUnreadableSuccess: Bool { kind == .badResponse && status.map { (200..<300).contains($0) } == true }
 

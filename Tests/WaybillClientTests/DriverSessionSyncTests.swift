@@ -32,11 +32,14 @@ import WaybillTesting
     @Test(arguments: [429, 503]) func aListFetchAnsweredWaitIsRetriedAfterABackoff(status: Int) async {
         let wait = WaybillClientError.http(status: status, code: "wait", message: "wait")
         let h = await Self.eventFetchFailing(with: [wait, wait])
+        // Each retry's timer is armed by another task after the failed fetch was counted: waited
+        // for, so the clock never moves past a deadline set after it moved.
+        await eventually("the 1 s retry armed") { h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(1))) }
         await h.clock.advance(by: .milliseconds(999))
         #expect(h.api.listFetches == 1)
         await h.clock.advance(by: .milliseconds(1))
         await eventually("retried after 1 s") { h.api.listFetches == 2 }
-        await h.settle()
+        await eventually("the 2 s retry armed") { h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(2))) }
         await h.clock.advance(by: .milliseconds(1_999))
         #expect(h.api.listFetches == 2)
         await h.clock.advance(by: .milliseconds(1))
@@ -252,6 +255,35 @@ import WaybillTesting
         await h.clock.advance(by: .seconds(120))  // this poll's list answers 304
         await eventually("retried") { h.api.detailRequests == [3, 3] }
         await eventually("fresh") { await h.session.cachedDetail(3)?.version == h.api.version(of: 3) }
+    }
+
+    /// An opened order changed, and the event's refetch of it was answered "wait" (a proxy's 502
+    /// while a node dies) though the list's came back: the socket stays live and no other event may
+    /// come, so the next poll, which refetches it, comes after the list's backoff (1 s, then 2 s
+    /// here: no jitter), not after the full 120 s (found by a review, 2026-12-07).
+    @Test func anOpenedDetailWhoseRefetchWasAnsweredWaitIsTriedAgainAfterABackoff() async throws {
+        let configuration = DriverSession.Configuration(
+            listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
+        let h = await Harness.live(configuration: configuration)
+        try await h.open(3)
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        let wait = WaybillClientError.http(status: 502, code: nil, message: nil)
+        h.api.failDetails([wait, wait])
+        h.api.touch(3)
+        await h.receiveEvents([(order: 3, eventID: 11)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the event's refetch failed") { h.api.detailRequests == [3] }
+        await eventually("the list shows the change") { await h.session.orders.first { $0.id == 3 }?.version == h.api.version(of: 3) }
+        await eventually("the 1 s poll armed") { h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(1))) }
+        await h.clock.advance(by: .milliseconds(999))
+        #expect(h.api.detailRequests == [3])
+        await h.clock.advance(by: .milliseconds(1))
+        await eventually("tried again after 1 s") { h.api.detailRequests == [3, 3] }
+        await eventually("the 2 s poll armed") { h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(2))) }
+        await h.clock.advance(by: .seconds(2))
+        await eventually("tried again after 2 s") { h.api.detailRequests == [3, 3, 3] }
+        await eventually("the screen shows the change") { await h.session.cachedDetail(3)?.version == h.api.version(of: 3) }
     }
 
     /// The first fetch of an opened order failed (offline): the screen still shows it as open, and the
