@@ -153,9 +153,14 @@ extension PostgresOrderStore.Transaction {
                 """,
                 // No user: 0 here, and the foreign key refuses the row (a conflict, as before).
                 [.bytea(hash), .id(user), .date(createdAt), .date(expiresAt), .integer(epoch ?? 0)])
-            // By the user index: only this user's rows past the newest `maxTokensPerUser`.
+            // By the user index: only this user's rows (at most one over the limit), keeping the
+            // `maxTokensPerUser` used last (`StoreWriter.insertToken`).
             _ = try execute(
-                "DELETE FROM api_tokens WHERE user_id = $1 AND id <= (SELECT id FROM api_tokens WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+                """
+                DELETE FROM api_tokens WHERE user_id = $1 AND id NOT IN (
+                    SELECT id FROM api_tokens WHERE user_id = $1
+                    ORDER BY coalesce(last_used_at, created_at) DESC, id DESC LIMIT $2)
+                """,
                 [.id(user), .integer(Int64(maxTokensPerUser))])
         }
     }

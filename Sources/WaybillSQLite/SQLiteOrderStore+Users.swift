@@ -105,9 +105,14 @@ extension SQLiteOrderStore.Transaction {
                 VALUES (?, ?, ?, ?, coalesce((SELECT session_epoch FROM users WHERE id = ?), 0), ?)
                 """,
                 [.blob(hash), .id(user), .date(createdAt), .date(expiresAt), .id(user), .date(createdAt)])
-            // By the user index: only this user's rows past the newest `maxTokensPerUser`.
+            // By the user index: only this user's rows (at most one over the limit), keeping the
+            // `maxTokensPerUser` used last (`StoreWriter.insertToken`).
             try db.execute(
-                "DELETE FROM api_tokens WHERE user_id = ? AND id <= (SELECT id FROM api_tokens WHERE user_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                """
+                DELETE FROM api_tokens WHERE user_id = ? AND id NOT IN (
+                    SELECT id FROM api_tokens WHERE user_id = ?
+                    ORDER BY coalesce(last_used_at, created_at) DESC, id DESC LIMIT ?)
+                """,
                 [.id(user), .id(user), .integer(Int64(maxTokensPerUser))])
         }
     }

@@ -265,9 +265,11 @@ public protocol StoreWriter: StoreReader, IdempotencyRecords {
     /// - Throws: `StoreError.conflict` when the email is taken.
     func insertUser(companyID: CompanyID?, role: Role, email: String, name: String, passwordHash: String) throws -> User
     /// Stores an API token by its SHA-256 only; `expiresAt` `nil` = does not expire. Keeps the user's
-    /// newest `maxTokensPerUser` tokens and deletes older ones (their devices must log in again):
-    /// successful logins are not throttled, and each added a row kept until its expiry, so one
-    /// account could grow the table by millions of rows (found by a review).
+    /// `maxTokensPerUser` tokens used last (`touchToken`; a new one counts as used at its creation)
+    /// and deletes the rest (their devices must log in again): successful logins are not throttled,
+    /// and each added a row kept until its expiry, so one account could grow the table by millions
+    /// of rows (found by a review). By last use, not by age: a script running `waybill driver` a
+    /// hundred times, each run a login, evicted the driver's phone, in use all along (a review, 2026-12-07).
     func insertToken(hash: [UInt8], for user: UserID, createdAt: Date, expiresAt: Date?) throws
     /// Notes that the token whose SHA-256 is `hash` was used at `at` (its last use moves forward
     /// only: a node whose clock is behind never takes it back).

@@ -99,20 +99,32 @@ import WaybillStoreTesting
     /// A user keeps their newest `maxTokensPerUser` tokens: a login past that deletes the oldest
     /// (logins are not throttled once they succeed, and each added a row kept until it expired).
     /// Another user's tokens stay.
-    @Test(arguments: Backend.allCases) func aUserKeepsTheirNewestTokensOnly(_ backend: Backend) async throws {
+    /// A user keeps the `maxTokensPerUser` tokens used last: logins past that delete the ones unused
+    /// longest (the oldest among those never used since their login), whatever their age. The
+    /// first token here, used after the others were made, survives them all (by age it was the
+    /// first to go: a script's hundred logins logged a phone in use out; a review, 2026-12-07).
+    @Test(arguments: Backend.allCases) func aUserKeepsTheTokensUsedLast(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
             @Sendable func hash(_ n: Int) -> [UInt8] { Array(repeating: UInt8(n % 256), count: 31) + [UInt8(n / 256)] }
             let bobs = Array(repeating: UInt8(0xB0), count: 32)
+            let phone = Array(repeating: UInt8(0xF0), count: 32)
             let extra = 3, total = maxTokensPerUser + extra
             try await store.write { tx in
                 try tx.insertToken(hash: bobs, for: fixture.bob.id, createdAt: t0, expiresAt: nil)
-                for n in 0..<total { try tx.insertToken(hash: hash(n), for: fixture.alice.id, createdAt: t0, expiresAt: nil) }
+                try tx.insertToken(hash: phone, for: fixture.alice.id, createdAt: t0, expiresAt: nil)
+                for n in 0..<total {
+                    // The phone is in use while the others are made (its last use noted now and then).
+                    if n == 1 { try tx.touchToken(hash: phone, at: t0 + 3_600) }
+                    try tx.insertToken(hash: hash(n), for: fixture.alice.id, createdAt: t0 + Double(n), expiresAt: nil)
+                }
             }
             let valid = try await store.write { tx in
-                try (0..<total).map { try tx.validTokenUser(tokenHash: hash($0), now: t0) != nil }
+                try (0..<total).map { try tx.validTokenUser(tokenHash: hash($0), now: t0 + 7_200) != nil }
             }
-            #expect(valid == Array(repeating: false, count: extra) + Array(repeating: true, count: maxTokensPerUser))
+            // The phone's token and the newest `maxTokensPerUser - 1` of the others.
+            #expect(valid == Array(repeating: false, count: extra + 1) + Array(repeating: true, count: maxTokensPerUser - 1))
+            #expect(try await store.write { tx in try tx.validTokenUser(tokenHash: phone, now: t0 + 7_200) }?.user == fixture.alice.id)
             #expect(try await store.write { tx in try tx.validTokenUser(tokenHash: bobs, now: t0) }?.user == fixture.bob.id)
         }
     }
