@@ -8,7 +8,8 @@ import Foundation
 /// peer (`SilentListener`, a Redis look-alike).
 /// - Returns: the descriptor, which the caller closes, and the port.
 /// - Throws: `RawConnectionError.connectFailed` with the errno if the socket cannot listen.
-public func openLoopbackListener(backlog: Int32 = 16) throws -> (descriptor: Int32, port: Int) {
+/// `listening: false` only binds it (`RefusingPort`).
+public func openLoopbackListener(backlog: Int32 = 16, listening: Bool = true) throws -> (descriptor: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw RawConnectionError.connectFailed(errno) }
     var address = sockaddr_in()
@@ -17,7 +18,7 @@ public func openLoopbackListener(backlog: Int32 = 16) throws -> (descriptor: Int
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let ok = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
+            bind(fd, $0, length) == 0 && (!listening || listen(fd, backlog) == 0) && getsockname(fd, $0, &length) == 0
         }
     }
     guard ok else {
@@ -38,5 +39,24 @@ public func connectIsRefused(port: Int) async -> Bool {
         return true
     } catch {
         return false
+    }
+}
+
+/// A port on 127.0.0.1 that refuses every connection: bound but not listening, so it stays this
+/// test's while held (a port found free and let go may be another test's by the time it is used).
+// @unchecked: `fd` only changes in `close`, called by the one owner.
+public final class RefusingPort: @unchecked Sendable {
+    private var fd: Int32
+    public let port: Int
+
+    public init() throws {
+        (fd, port) = try openLoopbackListener(listening: false)
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
     }
 }

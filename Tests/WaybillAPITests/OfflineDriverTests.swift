@@ -106,6 +106,9 @@ struct OfflineDriverTests {
             #expect(live != nil)
             _ = await second.line { $0["kind"] as? String == "list" }
             try await Task.sleep(for: .milliseconds(500))
+            // Everything it printed, up to its exit: a late second report is counted too.
+            second.type("quit")
+            #expect(await second.exitStatus(timeout: .seconds(20)) == 0)
             let again = second.stdout.filter { $0.contains(#""state":"refused""#) }
             #expect(again.isEmpty, "\(again)")
         }

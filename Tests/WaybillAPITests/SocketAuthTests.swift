@@ -26,9 +26,11 @@ struct SocketAuthTests {
             let token = seed.drivers[0].token
             let ticket = try #require(try await server.request("POST", "/api/ws-ticket", token: token).object.string("ticket"))
             #expect(try await server.request("POST", "/api/auth/logout", token: token).status == 204)
-            // Past the session watcher's poll, which would otherwise close a socket it admitted.
-            try await Task.sleep(for: .milliseconds(800))
             let socket = try await TestSocket.open(port: server.port, query: "ticket=\(ticket)")
+            // Refused at the handshake: no `connected` frame first (a socket wrongly admitted would
+            // also be closed with 4001, later, by the session watcher).
+            let first = await socket.next()
+            #expect(first == nil, "admitted: \(String(describing: first))")
             #expect(await socket.closed() == 4001)
         }
     }

@@ -549,16 +549,6 @@ struct HTTPServerTests {
         }
     }
 
-    @Test func unknownUpgradePathIsRefused() async throws {
-        try await withServer { server in
-            let port = server.port
-            let status = try await runBlocking {
-                let c = try RawConnection(port: port)
-                return (try? c.upgradeToWebSocket("/nope"))?.status
-            }
-            #expect(status != 101)
-        }
-    }
 
     /// A request whose handler takes longer than the sockets' drain (a store call may take its
     /// whole 5 s budget) still gets its answer: the loop ended at the 3 s drain and dropped the

@@ -346,7 +346,9 @@ struct WebSocketTests {
     }
 
     @Test func connectingToAClosedPortThrows() async throws {
-        let port = try await withServer { $0.port }  // a port that was free a moment ago
+        let closed = try RefusingPort()
+        defer { closed.close() }
+        let port = closed.port
         await #expect(throws: WebSocketClientError.self) {
             _ = try await WebSocketClient.connect(host: "127.0.0.1", port: port, path: "/ws/orders/", on: loop, timeout: .seconds(20))
         }

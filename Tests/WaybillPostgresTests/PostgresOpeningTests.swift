@@ -33,9 +33,9 @@ import WaybillStoreTesting
     }
 
     @Test func aClosedPortIsUnavailableAtOnce() async throws {
-        let server = try await runBlocking { try PostgresServer.shared() }
-        // A port nobody listens on: the shared server's own port + 1 is as good as any (retried if taken).
-        let port = server.port == 32767 ? server.port - 1 : server.port + 1
+        let closed = try RefusingPort()  // held: nothing else listens there meanwhile
+        defer { closed.close() }
+        let port = closed.port
         let (elapsed, outcome) = await timed {
             try await openStore("postgresql://waybill:secret@127.0.0.1:\(port)/waybill")
         }

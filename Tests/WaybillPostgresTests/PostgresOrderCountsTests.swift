@@ -34,17 +34,14 @@ struct PostgresOrderCountsTests {
                 "UPDATE orders SET status = 'accepted' WHERE id = \(a.rawValue)",
                 until: "EXISTS (SELECT 1 FROM released)"), in: database)
         #expect(try await aSessionSleeps(in: database))
-        let started = ContinuousClock.now
+        // Held up, it would fail at the 2 s lock timeout (the write throws).
         try await store.write { tx in
             var order = try #require(try tx.order(b, in: acme))
             order.status = .accepted
             order.version += 1
             _ = try tx.updateOrder(order)
         }
-        let took = ContinuousClock.now - started
-        // Held up, it would fail at the 2 s lock timeout; and the other transaction was still open
-        // when the write ended (its change not yet seen).
-        #expect(took < .seconds(2), "the write waited \(took)")
+        // And the other transaction was still open when the write ended (its change not yet seen).
         #expect(
             try await psql("SELECT status FROM orders WHERE id = \(a.rawValue)", in: database) == "assigned",
             "the other transaction ended before the write did")

@@ -95,6 +95,14 @@ func isUnavailable<T>(_ result: Result<T, any Error>) -> Bool {
     return false
 }
 
+/// Refused at once because its order is paused after a lock timeout (not after waiting for the lock).
+func isRefusedForThePause<T>(_ result: Result<T, any Error>) -> Bool {
+    if case .failure(let error) = result, case .unavailable(let why)? = error as? StoreError {
+        return why.contains("stays locked")
+    }
+    return false
+}
+
 /// Retries `body` until it succeeds or `timeout` passes; the last error otherwise.
 func eventually<T>(timeout: Duration, _ body: () async throws -> T) async throws -> T {
     let deadline = ContinuousClock.now + timeout

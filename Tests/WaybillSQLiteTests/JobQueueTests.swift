@@ -215,7 +215,7 @@ struct JobQueueTests {
 
     /// Two kept workers asleep both stop at the close (the first one woken must not take the other's
     /// wake-up with it).
-    @Test func theCloseStopsEveryReservedWorker() {
+    @Test func theCloseStopsEveryReservedWorker() async {
         let queue = JobQueue<Int>()
         let done = DispatchSemaphore(value: 0)
         for _ in 0..<2 {
@@ -224,7 +224,8 @@ struct JobQueueTests {
                 done.signal()
             }.start()
         }
-        usleep(20_000)  // let both reach their wait (either way they must stop)
+        // Both asleep in their wait before the close: the case this test is about.
+        #expect(await eventually { queue.keptWorkersAsleepCount == 2 })
         queue.close()
         #expect(done.wait(timeout: .now() + 20) == .success)
         #expect(done.wait(timeout: .now() + 20) == .success)

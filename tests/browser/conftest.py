@@ -222,6 +222,15 @@ class ListRequests:
         return [url for url in self.urls if "ids=" in url]
 
 
+def wait_for_board_start_up_loads(page):
+    """The order board's first page, and the refetch the socket's `connected` may ask for: it waits
+    behind the 250 ms coalescing timer, which starts only once the socket is live, so a fixed pause
+    from the first row may end before it (a review, 2026-12-07). Whether there is one depends on
+    which came first, the first page or `connected`."""
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live", timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(600)  # the coalescing window, and the refetch's answer rendered
+
+
 def wait_until(condition, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -4,7 +4,9 @@ import uuid
 
 from playwright.sync_api import expect
 
-from conftest import LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, row, screenshot, wait_until
+from conftest import (
+    LIVE_TIMEOUT_MS, ListRequests, login_as_dispatcher, row, screenshot, wait_for_board_start_up_loads, wait_until,
+)
 
 
 def test_the_history_is_paged_and_searchable(page, server, api):
@@ -59,7 +61,7 @@ def test_an_event_for_a_visible_row_fetches_that_row_not_the_page(page, server, 
     order = api.create_order("Row level", driver_id=server.drivers[0]["id"])
     login_as_dispatcher(page, server)
     expect(row(page, order["id"])).to_be_visible()
-    page.wait_for_timeout(600)  # the start-up fetches (first page, the socket's connect refetch) are done
+    wait_for_board_start_up_loads(page)
     requests = ListRequests(page)
 
     api.ok("POST", f"/api/orders/{order['id']}/status", {"status": "accepted"})

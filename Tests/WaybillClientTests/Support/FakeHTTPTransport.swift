@@ -26,7 +26,11 @@ final class FakeHTTPTransport: HTTPTransport, Sendable {
             state.requests.append(request)
             let path = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.path ?? ""
             guard let response = state.routes["\(request.method) \(path)"] else {
-                throw URLError(.cannotConnectToHost)
+                // As URLSession's own: it names the URL (a client must not pass that text on).
+                throw URLError(.cannotConnectToHost, userInfo: [
+                    NSURLErrorFailingURLErrorKey: request.url,
+                    NSLocalizedDescriptionKey: "Could not connect to the server at \(request.url.absoluteString).",
+                ])
             }
             return response
         }
