@@ -14,14 +14,15 @@ struct TokenIdleTests {
     /// An authenticator with a dispatcher idle limit of `idleLimit`, over a fresh store (read and
     /// written through a `HeldStore`) seeded with a company and its dispatcher, on a stepped clock.
     static func withAuthenticator(
-        idleLimit: Duration, _ body: (Authenticator, HeldStore, Seeder.Result, SteppedClock) async throws -> Void
+        idleLimit: Duration, drivers: Int = 0,
+        _ body: (Authenticator, HeldStore, Seeder.Result, SteppedClock) async throws -> Void
     ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-idle-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let real = try SQLiteOrderStore(path: directory.appendingPathComponent("waybill.sqlite").path)
         defer { real.close() }
         let seed = try await Seeder(store: real, passwordIterations: 1_000).seed(
-            .init(companyName: "Acme", drivers: 0, ordersPerDriver: 0))
+            .init(companyName: "Acme", drivers: drivers, ordersPerDriver: 0))
         let store = HeldStore(real), clock = SteppedClock(), pool = KeyStretchingPool(threads: 1)
         defer { pool.stop() }
         let auth = Authenticator(
@@ -67,6 +68,28 @@ struct TokenIdleTests {
             }
             clock.advance(by: 121)
             #expect(try await auth.credential(forToken: token) == nil, "then 121 s unused")
+        }
+    }
+
+    /// A driver's token in use keeps its place among the user's newest tokens: its use is written
+    /// too (drivers have no idle limit), so a script's hundred logins over the day, each a new
+    /// token, evict the script's own old tokens, not the phone's (a review, 2026-12-07: only a
+    /// dispatcher's use was written, and a driver's tokens went by age).
+    @Test func aDriversTokenInUseOutlivesAHundredLoginsOfTheSameDriver() async throws {
+        try await Self.withAuthenticator(idleLimit: .seconds(3_600), drivers: 1) { auth, store, seed, clock in
+            let driver = seed.drivers[0]
+            let phone = driver.token
+            for login in 1...(maxTokensPerUser + 5) {
+                clock.advance(by: 60)
+                _ = try await auth.login(email: driver.email, password: driver.password, from: "127.0.0.1")
+                if login % 5 == 0 {  // the phone, in use all along
+                    #expect(try await auth.credential(forToken: phone) != nil, "login \(login)")
+                    #expect(await eventually { auth.touchesInFlight == 0 })
+                }
+            }
+            let hash = Secret(phone).hash, now = clock.now()
+            let stored = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
+            #expect(stored?.user.id.rawValue == driver.id, "the phone's token is still there")
         }
     }
 }

@@ -214,14 +214,17 @@ final class Authenticator: SocketAuthenticating {
         let generation = revocations.load(ordering: .acquiring)
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         guard let found else { return nil }
-        if let tokenIdleLimit, found.user.role == .dispatcher {
-            // Judged by the store's last use, which every node moves, never by this node's cache.
-            let idle = now.timeIntervalSince(found.lastUsedAt)
-            guard idle <= tokenIdleLimit.timeInterval else { return nil }
-            // Written again once it is `touchInterval` old, or a quarter of a shorter limit (with a
-            // limit under 5 minutes no use was ever written, and an active user was refused).
-            if idle >= min(Self.touchInterval, tokenIdleLimit / 4).timeInterval { touch(hash, at: now) }
-        }
+        // Judged by the store's last use, which every node moves, never by this node's cache.
+        let idle = now.timeIntervalSince(found.lastUsedAt)
+        let idleLimit = found.user.role == .dispatcher ? tokenIdleLimit : nil
+        if let idleLimit, idle > idleLimit.timeInterval { return nil }
+        // Every role's last use is written: a user keeps the tokens used last, so a driver's phone
+        // in use outlives a script's hundred logins (only dispatchers' were, so drivers' went by
+        // age; a review, 2026-12-07). Written again once it is `touchInterval` old, or a quarter
+        // of a shorter idle limit (with a limit under 5 minutes no use was ever written, and an
+        // active user was refused).
+        let touchAfter = idleLimit.map { min(Self.touchInterval, $0 / 4) } ?? Self.touchInterval
+        if idle >= touchAfter.timeInterval { touch(hash, at: now) }
         let credential = SocketCredential(user: found.user, epoch: found.epoch)
         cache.withLock { entries in
             guard revocations.load(ordering: .acquiring) == generation else { return }
