@@ -221,17 +221,18 @@ http {
         # marks every node down (nginx then answers its own 502).
         proxy_next_upstream error timeout;
         proxy_connect_timeout 2s;
+        # Every proxy_set_header here, none in the locations: a location that sets one inherits
+        # none of these (nodes then saw no client address and a Host of "waybill").
+        proxy_set_header Upgrade \$http_upgrade;
+        proxy_set_header Connection \$connection_upgrade;
         location /ws/ {
             proxy_pass http://waybill;
-            proxy_set_header Upgrade \$http_upgrade;
-            proxy_set_header Connection \$connection_upgrade;
             # WebSockets stay open for hours; the server pings every 25 s.
             proxy_read_timeout 1h;
             proxy_send_timeout 1h;
         }
         location / {
             proxy_pass http://waybill;
-            proxy_set_header Connection \$connection_upgrade;
             # Every answer comes within 5 s (SPEC §6): a frozen node's GET goes to the other one,
             # a write gets 504 (docs/SCALING.md, the frozen node). With 1h it waited an hour.
             proxy_read_timeout 6s;
