@@ -47,15 +47,23 @@ extension DriverSession {
     /// the full interval, as for a list fetch answered so. It waited up to 120 s, the screen showing
     /// the old order while the list showed the new one (found by a review, 2026-12-07). Offline
     /// (no answer), the reconnect refetches instead, as for lists.
+    ///
+    /// The backoff counts the list's own "wait" answers too (the server said wait to both), and
+    /// never pushes back a poll that comes sooner (the list's own retry, or this one's for another
+    /// opened order in the same round, which does not count as one more failure).
     private func pollSoonForDetails() {
-        let delay = listRetryPolicy.delay(forAttempt: detailRetryAttempt, random: &random) ?? list.pollInterval
-        detailRetryAttempt += 1
-        restartCountdown(after: min(delay, list.pollInterval))
+        let attempt = max(detailRetryAttempt, list.unavailableInARow)
+        let delay = min(listRetryPolicy.delay(forAttempt: attempt, random: &random) ?? list.pollInterval, list.pollInterval)
+        if let countdown = pollCountdown, countdown.interval - countdown.elapsed() <= delay { return }
+        detailRetryAttempt = attempt + 1
+        restartCountdown(after: delay)
     }
 
     private func restartCountdown(after interval: Duration? = nil) {
         pollTask?.cancel()
-        let timer = startTimer(interval ?? list.pollInterval)
+        let interval = interval ?? list.pollInterval
+        let timer = startTimer(interval)
+        pollCountdown = (startStopwatch(), interval)
         pollTask = Task {
             do { try await timer(1) } catch { return }
             self.countdownElapsed()
@@ -64,6 +72,7 @@ extension DriverSession {
 
     private func countdownElapsed() {
         pollTask = nil
+        pollCountdown = nil
         guard isRunning else { return }
         let action = list.countdownElapsed()
         if action == .none { restartCountdown() }  // a fetch is running; poll again a full interval later
@@ -196,6 +205,7 @@ extension DriverSession {
         let wasCached = details.removeValue(forKey: id) != nil
         let wasOpen = openDetails.remove(id) != nil
         detailFetches.cancelQueued(id)
+        if openDetails.isEmpty { detailRetryAttempt = 0 }
         if wasCached || wasOpen { publish(.detailRemoved(id)) }
     }
 
@@ -229,6 +239,7 @@ extension DriverSession {
         let wasShown = openDetails.remove(id) != nil || details[id] != nil
         details[id] = nil
         detailFetches.cancelQueued(id)
+        if openDetails.isEmpty { detailRetryAttempt = 0 }
         // Whoever shows the detail (a screen, `OrdersStore`) drops it too: it is no longer refreshed.
         if wasShown { publish(.detailRemoved(id)) }
     }

@@ -129,8 +129,11 @@ public actor DriverSession {
     /// When a list fetch answered "wait" is tried again (`Configuration.listRetryPolicy`), and when
     /// the poll comes after an opened detail's refetch was answered so.
     let listRetryPolicy: ReconnectPolicy
-    /// Opened details' refetches answered "wait" in a row (`pollSoonForDetails`).
+    /// Opened details' refetches answered "wait" in a row, one per poll they brought forward
+    /// (`pollSoonForDetails`); 0 again after a detail fetch that worked, a stop, or once no order is open.
     var detailRetryAttempt = 0
+    /// The poll's countdown now: time since it was armed, and its length (nil while none runs).
+    var pollCountdown: (elapsed: @Sendable () -> Duration, interval: Duration)?
 
     // The offline queue and receipts.
     var actionQueue: ActionQueue
@@ -340,6 +343,8 @@ public actor DriverSession {
         backoffTask = nil
         coalescingTask = nil
         pollTask = nil
+        pollCountdown = nil
+        detailRetryAttempt = 0
         _ = coalescer.windowElapsed()
         listTask?.cancel()
         listTask = nil

@@ -286,6 +286,32 @@ import WaybillTesting
         await eventually("the screen shows the change") { await h.session.cachedDetail(3)?.version == h.api.version(of: 3) }
     }
 
+    /// Three opened orders whose refetches were all answered "wait" in one round bring the poll
+    /// forward once, to the first backoff (1 s), not to the third's (4 s): one round, one failure
+    /// (found by a review of the retry). All three are fetched again at that poll.
+    @Test func detailsAnsweredWaitInOneRoundBringThePollForwardOnce() async throws {
+        let configuration = DriverSession.Configuration(
+            listRetryPolicy: ReconnectPolicy(base: .seconds(1), cap: .seconds(30), jitter: .none))
+        let h = await Harness.live(configuration: configuration)
+        for id: OrderID in [1, 2, 3] { try await h.open(id) }
+        await h.waitUntilIdle()
+        h.api.resetCounts()
+        let wait = WaybillClientError.http(status: 503, code: nil, message: nil)
+        h.api.failDetails([wait, wait, wait])
+        for id: OrderID in [1, 2, 3] { h.api.touch(id) }
+        await h.receiveEvents([(order: 1, eventID: 11), (order: 2, eventID: 12), (order: 3, eventID: 13)])
+        await h.clock.advance(by: .milliseconds(250))
+        await eventually("the three refetches failed") { h.api.detailRequests.count == 3 }
+        await eventually("the 1 s poll armed") { h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(1))) }
+        await h.settle()
+        #expect(!h.clock.deadlines.contains(h.clock.now.advanced(by: .seconds(4))), "pushed back by the third")
+        await h.clock.advance(by: .seconds(1))
+        await eventually("all three fetched again") { h.api.detailRequests.count == 6 }
+        for id: OrderID in [1, 2, 3] {
+            await eventually("order \(id) fresh") { await h.session.cachedDetail(id)?.version == h.api.version(of: id) }
+        }
+    }
+
     /// The first fetch of an opened order failed (offline): the screen still shows it as open, and the
     /// next poll fetches it. Once, only orders fetched at least once were ever asked for again.
     @Test func anOpenedOrderWhoseFirstFetchFailedIsFetchedByTheNextPoll() async throws {
