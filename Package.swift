@@ -145,6 +145,6 @@ let package = Package(
         .testTarget(
             name: "WaybillClientTests", dependencies: ["WaybillClient", "WaybillTesting"], swiftSettings: swiftSettings),
         // The `waybill` command's own parts (flags, the driver app's screen and queue file), tested in process.
-        .testTarget(name: "WaybillCommandTests", dependencies: ["waybill", "WaybillClient"], swiftSettings: swiftSettings),
+        .testTarget(name: "WaybillCommandTests", dependencies: ["waybill", "WaybillClient", "WaybillAPI"], swiftSettings: swiftSettings),
     ]
 )

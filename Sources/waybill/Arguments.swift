@@ -93,6 +93,19 @@ struct Arguments {
         return value
     }
 
+    /// Whether the switch was turned on on the command line itself (its variable is not read).
+    func isSwitchedOnHere(_ name: String) -> Bool { switches[name] ?? false }
+
+    /// The same flags without the environment: for what must come from the command line only.
+    func withoutEnvironment() -> Arguments {
+        var copy = Arguments(environment: [:])
+        copy.values = values
+        copy.switches = switches
+        return copy
+    }
+
+    private init(environment: [String: String]) { self.environment = environment }
+
     func flag(_ name: String) -> Bool {
         if let given = switches[name] { return given }
         return environment[Self.environmentName(name)].map { Self.on.contains($0.lowercased()) } ?? false

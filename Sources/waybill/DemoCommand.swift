@@ -50,9 +50,21 @@ enum DemoCommand {
             _ = try await seeder.seed(plan)
         }
         try await ServeCommand.serve(configuration: configuration, store: store, broker: InProcessBroker()) { server in
-            let url = "http://\(configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host):\(server.port)/"
-            Console.out(banner(url: url))
+            Console.out(banner(url: Self.url(host: configuration.host, port: server.port)))
         }
+    }
+
+    /// The panel's address for the banner: a wildcard host (every address) as this machine's
+    /// loopback, an IPv6 address in brackets. `--host ::1` printed `http://::1:8080/`, which neither
+    /// a browser nor the printed `waybill driver` line could use (found by a review, 2026-12-07).
+    static func url(host: String, port: Int) -> String {
+        let shown: String
+        switch host {
+        case "", "*", "0.0.0.0": shown = "127.0.0.1"
+        case "::", "[::]": shown = "[::1]"
+        default: shown = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        }
+        return "http://\(shown):\(port)/"
     }
 
     /// The demo company: known logins, so the banner (and `make cluster`) can print them.

@@ -17,7 +17,9 @@ enum SeedCommand {
         Options (each also read from the environment variable shown):
           --data-dir DIR             the server's data directory (WAYBILL_DATA_DIR, default ./waybill-data)
           --database-url URL         seed a PostgreSQL store instead (WAYBILL_DATABASE_URL)
-          --demo                     the demo company of 'waybill demo' (known logins; ignores --drivers etc.)
+          --demo                     the demo company of 'waybill demo' (known logins; ignores --drivers etc.);
+                                     command line only, as is the store it then needs (--data-dir or
+                                     --database-url): no WAYBILL_ variable is read for it
           --company NAME             company name (WAYBILL_COMPANY, default "Seeded Transport")
           --drivers N                number of drivers (WAYBILL_DRIVERS, default 3)
           --orders-per-driver K      orders per driver (WAYBILL_ORDERS_PER_DRIVER, default 2)
@@ -31,13 +33,25 @@ enum SeedCommand {
           --help                     show this text
         """
 
-    static func run(_ argv: [String]) async throws {
-        let args = try Arguments(
+    static func run(_ argv: [String], environment: [String: String] = ProcessInfo.processInfo.environment) async throws {
+        var args = try Arguments(
             argv, values: [
                 "data-dir", "database-url", "company", "drivers", "orders-per-driver", "finished-per-driver", "out",
                 "password-iterations",
             ],
-            switches: ["demo"])
+            switches: ["demo"], environment: environment)
+        // The demo's logins are published (README, the banner): never into a store, or with a
+        // setting, that came from the environment. `WAYBILL_DEMO=1` turned it on, and an exported
+        // WAYBILL_DATABASE_URL received it (found by a review, 2026-12-07; `waybill demo` already
+        // reads its data directory from the command line only).
+        let demo = args.isSwitchedOnHere("demo")
+        if demo {
+            guard args.isGiven("data-dir") || args.isGiven("database-url") else {
+                throw Arguments.Problem(
+                    description: "seed --demo writes the demo's known logins: name the store on the command line (--data-dir or --database-url); WAYBILL_ variables are not read for it")
+            }
+            args = args.withoutEnvironment()
+        }
         guard let out = args.string("out") else { throw Arguments.Problem(description: "--out FILE is required") }
         let drivers = try args.int("drivers", default: 3), perDriver = try args.int("orders-per-driver", default: 2)
         guard drivers >= 0, perDriver >= 0, drivers <= 10_000, perDriver <= 10_000 else {
@@ -79,7 +93,7 @@ enum SeedCommand {
         }
         let seeder = Seeder(store: store, passwordIterations: try ServeCommand.passwordIterations(args, default: 210_000))
         let plan =
-            args.flag("demo")
+            demo
             ? DemoCommand.plan
             : .init(
                 companyName: args.string("company", default: "Seeded Transport"), drivers: drivers,

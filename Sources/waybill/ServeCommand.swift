@@ -38,7 +38,8 @@ enum ServeCommand {
           --redis-channel NAME         the pub/sub channel of this deployment (WAYBILL_REDIS_CHANNEL, default
                                        waybill:events); deployments sharing one Redis need one each: channels
                                        are server-wide, a /db in the URL does not separate them
-          --node-id NAME               this node's name in logs and /metrics (WAYBILL_NODE_ID, default: none)
+          --node-id NAME               this node's name in logs and /metrics: 1…63 letters, digits, . _ -
+                                       (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval, 1…3600 (WAYBILL_PING_INTERVAL, default 25)
           --keep-alive-seconds N       an idle kept-alive HTTP connection is closed after N seconds, 1…3600
@@ -156,7 +157,16 @@ enum ServeCommand {
             }
             c.webDirectory = URL(fileURLWithPath: web)
         }
-        c.nodeID = args.string("node-id")
+        if let node = args.string("node-id") {
+            // It is a label value in /metrics, a log field and part of PostgreSQL's application name:
+            // a quote, a backslash or a newline made the node's whole /metrics unreadable to
+            // Prometheus, with nothing said (found by a review, 2026-12-07).
+            let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+            guard (1...63).contains(node.count), node.allSatisfy(allowed.contains) else {
+                throw Arguments.Problem(description: "--node-id must be 1…63 letters, digits, '.', '_' or '-'")
+            }
+            c.nodeID = node
+        }
         switch args.string("inline-writes", default: "on") {
         case "on": c.inlineWrites = true
         case "off": c.inlineWrites = false

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillAPI
 
 @testable import waybill
 
@@ -61,5 +62,60 @@ struct ArgumentsTests {
         let env = ["WAYBILL_DATA_DIR": "/var/lib/waybill"]
         #expect(DemoCommand.dataDirectory(try Arguments([], values: ["data-dir"], environment: env)) == "./waybill-demo-data")
         #expect(DemoCommand.dataDirectory(try Arguments(["--data-dir", "/d"], values: ["data-dir"], environment: env)) == "/d")
+    }
+}
+
+/// `seed --demo` writes the demo company, whose logins are published: only into a store named on
+/// the command line, and only when `--demo` itself is there (a review, 2026-12-07: `WAYBILL_DEMO=1`
+/// turned it on, and an exported `WAYBILL_DATA_DIR` or `WAYBILL_DATABASE_URL` received it).
+struct SeedDemoTests {
+    @Test func theDemoIsNeverSeededIntoAStoreFromTheEnvironment() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-seed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("seed.json").path
+        await #expect {
+            try await SeedCommand.run(["--demo", "--out", out], environment: ["WAYBILL_DATA_DIR": directory.path])
+        } throws: { error in
+            "\(error)".contains("name the store on the command line")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path), "nothing was created")
+    }
+
+    @Test func theDemoSwitchIsReadFromTheCommandLineOnly() throws {
+        let environment = ["WAYBILL_DEMO": "1"]
+        let quiet = try Arguments([], values: [], switches: ["demo"], environment: environment)
+        #expect(!quiet.isSwitchedOnHere("demo"))
+        #expect(quiet.flag("demo"), "as any other switch, the variable alone turns flag() on")
+        let given = try Arguments(["--demo"], values: [], switches: ["demo"], environment: [:])
+        #expect(given.isSwitchedOnHere("demo"))
+        let alone = try Arguments(["--data-dir", "d"], values: ["data-dir", "out"], environment: ["WAYBILL_OUT": "x"])
+        #expect(alone.withoutEnvironment().string("out") == nil)
+        #expect(alone.withoutEnvironment().string("data-dir") == "d")
+    }
+}
+
+/// Settings that reach other programs' formats (a review, 2026-12-07).
+struct SettingFormatTests {
+    /// The node's name is a label in /metrics and a log field: a quote or a newline in it made the
+    /// whole /metrics unreadable to Prometheus.
+    @Test(arguments: ["eu\"1", "a\\b", "two\nlines", "", String(repeating: "n", count: 64), "space d"])
+    func aNodeNameOutsideItsCharactersIsRefused(name: String) throws {
+        let args = try Arguments([], values: ServeCommand.valueFlags, environment: ["WAYBILL_NODE_ID": name])
+        #expect(throws: Arguments.Problem.self) { _ = try ServeCommand.configuration(from: args) }
+    }
+
+    @Test func aPlainNodeNameIsTaken() throws {
+        let args = try Arguments(["--node-id", "eu-1.a_b"], values: ServeCommand.valueFlags, environment: [:])
+        #expect(try ServeCommand.configuration(from: args).nodeID == "eu-1.a_b")
+    }
+
+    /// The demo's banner prints an address a browser and `waybill driver` can use, whatever --host says.
+    @Test func theDemoBannerURLIsUsableForEveryHost() {
+        #expect(DemoCommand.url(host: "127.0.0.1", port: 8080) == "http://127.0.0.1:8080/")
+        #expect(DemoCommand.url(host: "0.0.0.0", port: 8080) == "http://127.0.0.1:8080/")
+        #expect(DemoCommand.url(host: "*", port: 8080) == "http://127.0.0.1:8080/")
+        #expect(DemoCommand.url(host: "::", port: 8080) == "http://[::1]:8080/")
+        #expect(DemoCommand.url(host: "::1", port: 8080) == "http://[::1]:8080/")
+        #expect(DemoCommand.url(host: "localhost", port: 9) == "http://localhost:9/")
     }
 }
