@@ -177,7 +177,8 @@ start_node() {  # start_node N
             >>"$STATE/node$n.log" 2>&1 &
     fi
     echo $! >"$STATE/node$n.pid"
-    wait_for 20 curl -sf "http://$host:$port/readyz" || die "node$n did not become ready, see $STATE/node$n.log"
+    wait_for 20 while_alive "$(cat "$STATE/node$n.pid")" curl -sf "http://$host:$port/readyz" \
+        || die "node$n did not become ready, see $STATE/node$n.log"
 }
 
 write_nginx_conf() {
@@ -246,7 +247,8 @@ start_nginx() {
     write_nginx_conf
     nginx -c "$STATE/nginx/nginx.conf" -p "$STATE/nginx" >"$STATE/nginx/stdout.log" 2>&1 &
     echo $! >"$STATE/nginx.pid"
-    wait_for 10 curl -sf "http://127.0.0.1:$LB_PORT/healthz" || die "nginx did not start, see $STATE/nginx/error.log"
+    wait_for 10 while_alive "$(cat "$STATE/nginx.pid")" curl -sf "http://127.0.0.1:$LB_PORT/healthz" \
+        || die "nginx did not start, see $STATE/nginx/error.log"
 }
 
 kill_pidfile() {  # kill_pidfile NAME SIGNAL
@@ -277,7 +279,8 @@ build() {
     [ -x "$BIN" ] || die "no waybill binary at $BIN"
 }
 
-down() {
+# Stops every process of the cluster, keeping its state folder (logs) for `down` to remove.
+stop_processes() {
     kill_pidfile nginx TERM
     kill_pidfile node1 TERM
     kill_pidfile node2 TERM
@@ -285,8 +288,19 @@ down() {
     stop_postgres
     remove_netns  # whether or not this cluster made it: nothing of an earlier run stays behind
     sleep 0.3
+}
+
+down() {
+    stop_processes
     rm -rf "$STATE"
 }
+
+# Whether something answers on 127.0.0.1:PORT.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Runs COMMAND… only while PID lives: a readiness check must not pass on another program that
+# answers on the same port (`make run`'s demo on 8080 answered nginx's check).
+while_alive() { local pid=$1; shift; kill -0 "$pid" 2>/dev/null && "$@"; }
 
 status() {
     for part in nginx node1 node2 redis; do
@@ -303,6 +317,9 @@ start_all() {
     command -v nginx >/dev/null || die "nginx is missing (scripts/install-deps.sh --cluster installs it)"
     command -v redis-server >/dev/null || die "redis-server is missing (scripts/install-deps.sh --cluster)"
     [ -d "$STATE" ] && down
+    for port in "$LB_PORT" "$(node_port 1)" "$(node_port 2)" "$PG_PORT" "$REDIS_PORT"; do
+        ! port_in_use "$port" || die "port $port is in use (\`make run\`'s demo? WAYBILL_CLUSTER_PORT=N moves the cluster's ports)"
+    done
     NETNS="${WAYBILL_CLUSTER_NETNS:-}"  # decided anew, not by an earlier cluster's note
     mkdir -p "$STATE"
     build
@@ -319,7 +336,13 @@ start_all() {
 }
 
 up() {
+    # From the start: Ctrl-C while it starts stops what started (PostgreSQL runs detached and got
+    # no signal; Redis and a node kept their ports), and so does a start that fails, which keeps
+    # the logs its message points at (found by a review, 2026-12-07).
+    trap 'echo; echo "cluster: stopping"; down; exit 130' INT TERM
+    trap 'stop_processes; [ ! -d "$STATE" ] || echo "cluster: stopped what had started; logs are in $STATE (scripts/cluster.sh down removes them)" >&2' EXIT
     start_all
+    trap - EXIT
     cat <<EOF
 
 Waybill cluster is running (PostgreSQL + Redis + 2 nodes behind nginx).
