@@ -278,3 +278,39 @@ def test_a_question_left_open_closes_when_the_session_ends(page, server, api):
     finally:
         server.relogin_dispatcher()
     assert api.ok("GET", f"/api/orders/{order['id']}/")["status"] == "assigned"
+
+
+def test_a_load_still_on_its_way_at_logout_sends_nothing_more_and_leaves_the_login_page_alone(page, server):
+    """The orders page's first load asks for the drivers, then the list, the counts: held until
+    after the logout, its answer let the load go on, and the next requests went out with no token
+    at all. Their 401s counted as this session's and put up a fresh login page, wiping what the
+    next person had typed (found by a review, 2026-12-07)."""
+    held = []
+
+    def drivers(route):
+        if not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/drivers/*", drivers)
+    without_token = []
+    page.on("request", lambda request: "/api/" in request.url and "/api/auth/login" not in request.url
+            and "authorization" not in request.headers and without_token.append(request.url))
+    login(page, server)
+    try:
+        for _ in range(50):  # the page's events are handled while Playwright waits
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the drivers were not asked for"
+        page.get_by_role("button", name="Log out").click()
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+        page.locator("#login-email").fill("next.person@example.com")
+        held[0].continue_()  # its answer (401: the token is revoked) comes after the logout
+        page.wait_for_timeout(1500)  # the rest of the load followed within milliseconds before
+        expect(page.locator("#login-email")).to_have_value("next.person@example.com")
+        expect(page.locator(".login-form .notice")).to_have_text("You have logged out.")
+        assert without_token == [], without_token
+    finally:
+        server.relogin_dispatcher()

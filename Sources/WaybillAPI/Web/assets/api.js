@@ -89,6 +89,10 @@ export class Api {
     if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const token = auth ? this.getToken() : null;
+    // No session (it ended while a view's chain of loads was on its way): nothing is sent. Sent
+    // without a token, its 401 counted as the session's own and put up a fresh login page over
+    // what the next person was typing (found by a review, 2026-12-07).
+    if (auth && !token) throw new ApiError(401, 'no_session', 'Log in first.');
     if (token) headers.Authorization = `Bearer ${token}`;
     const cached = method === 'GET' && cache ? this.etags.get(path) : undefined;
     if (cached) headers['If-None-Match'] = cached.etag;
