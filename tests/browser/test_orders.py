@@ -376,3 +376,30 @@ def test_a_create_whose_answer_was_lost_is_retried_without_a_second_order(page, 
     assert len(keys) == 2 and keys[0] and keys[0] == keys[1], keys
     created = [o for o in api.ok("GET", "/api/orders/") if o["title"] == "Lost answer once"]
     assert len(created) == 1, created
+
+
+def test_an_unconfirmed_create_edited_before_trying_again_is_not_made_twice(page, server, api):
+    """The answer of a create is lost; the dispatcher fixes a typo in the kept draft and clicks
+    Create again. It went with a new key, and the server made a second order (found by a review,
+    2026-12-07). The same key now: the server refuses the changed body, as the first try was made,
+    and the form says so; Start over then gives a new order a new key."""
+    login_as_dispatcher(page, server)
+    keys = lose_first_create_answer(page)
+    start_new_order(page, "Typo in the title", "Dock 4")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_contain_text("not confirmed")
+    page.locator("#order-title").fill("Typo fixed in the title")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-form-error")).to_contain_text("Your earlier order was created")
+    expect(page.locator("#start-over")).to_be_visible()
+    assert len(keys) == 2 and keys[0] and keys[0] == keys[1], keys
+    titles = [o["title"] for o in api.ok("GET", "/api/orders/?limit=200")]
+    assert titles.count("Typo in the title") == 1 and "Typo fixed in the title" not in titles, titles
+    page.get_by_role("button", name="Start over").click()
+    start_title = page.locator("#order-title")
+    start_title.fill("Another order")
+    page.locator("#stage-editor li").nth(0).locator("[name=address]").fill("Dock 5")
+    page.get_by_role("button", name="Create order").click()
+    expect(page.locator("#order-dialog")).to_be_hidden()
+    page.unroute("**/api/orders/")
+    assert len(keys) == 3 and keys[2] != keys[0], keys

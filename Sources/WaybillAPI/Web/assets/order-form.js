@@ -118,9 +118,16 @@ export class OrderForm {
     this.error.textContent = '';
     // A create whose answer was lost (a dropped connection, a 502, a 503 that committed) is
     // retried by clicking again: with the same key the server creates the order once and answers
-    // the retry with it. Changed fields are another order: a new key.
+    // the retry with it. Changed fields are another order, a new key, unless the last try is
+    // unconfirmed: the dispatcher who fixes a typo in it before trying again means the same order,
+    // and with a new key an order made by the lost try was made twice (found by a review,
+    // 2026-12-07). With the same key the server refuses the changed body if that try was made
+    // (422 `idempotency_key_reused`, said below), and makes it once if it was not.
     const json = JSON.stringify(body);
-    if (!this.attempt || this.attempt.json !== json) this.attempt = { key: newIdempotencyKey(), json };
+    if (!this.attempt || (!this.attempt.unconfirmed && this.attempt.json !== json)) {
+      this.attempt = { key: newIdempotencyKey(), json };
+    }
+    this.attempt.json = json;
     const attempt = this.attempt;
     try {
       const order = await this.api.createOrder(body, attempt.key);
@@ -132,7 +139,14 @@ export class OrderForm {
       // No answer, a server failure, or the first try still running: it may have been made.
       // Once so, it stays so until an answer says otherwise (a later refusal cannot undo it).
       attempt.unconfirmed ||= error.status === 0 || error.status >= 500 || error.code === 'idempotency_key_in_use';
-      if (error.status !== 401) this.error.textContent = error.message;
+      if (error.code === 'idempotency_key_reused') {
+        // The unconfirmed try was made, with the fields as they were then.
+        this.error.textContent = 'Your earlier order was created: check the orders list. '
+          + 'Start over to create another one.';
+        this.startOver.hidden = false;
+      } else if (error.status !== 401) {
+        this.error.textContent = error.message;
+      }
     } finally {
       this.submit.disabled = false;
     }
