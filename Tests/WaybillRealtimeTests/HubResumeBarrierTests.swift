@@ -77,6 +77,29 @@ struct HubResumeBarrierTests {
         }
     }
 
+    /// A `seen` sent while the resume's outcome is unknown (the replay query slow) is not recorded:
+    /// after a restore its version may name content the driver never saw, and the `reset` that
+    /// says so has not been sent yet (found by a review, 2026-12-07). Once live, one is.
+    @Test func aSeenDuringASlowReplayIsNotRecorded() async throws {
+        try await withStore { store in
+            let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let hub = service.hub(authenticator: auth, store: held)
+            let socket = SocketID(1)
+            held.holdReads()
+            await Self.admit(hub, auth, service, query: [(name: "cursor", value: "5-deadbeef")])
+            #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
+            let before = held.writes
+            let seen = #"{"type":"seen","orders":[{"id":1,"version":1}]}"#
+            service.run { io in hub.socketReceived(socket, text: seen, io: io) }
+            try await Task.sleep(for: .milliseconds(300))  // a receipts write begins at once when it does
+            #expect(held.writes == before, "recorded before the reset")
+            held.releaseReads()
+            #expect(await eventually { service.io.frames(socket) == 2 }, "connected, reset")
+            service.run { io in hub.socketReceived(socket, text: seen, io: io) }
+            #expect(await eventually { held.writes == before + 1 }, "live: recorded")
+        }
+    }
+
     @Test func aPingDuringASlowReplayIsAnsweredAfterTheReplayedEvents() async throws {
         try await withStore { store in
             let event = OrderEvent(
