@@ -70,6 +70,9 @@ public struct ConnectionMachine<Frame> {
         case sendPongs(Int)
         /// Start the replay query; its answer comes back through `replayLoaded`.
         case runReplay(ReplayRequest)
+        /// Record the `seen` reports that arrived during the replay, now that it sent this
+        /// history's events (after a `reset` they are dropped instead: ``seen(_:)``).
+        case recordSeen([SeenReport])
         case close(code: Int, reason: String)
     }
 
@@ -128,6 +131,10 @@ public struct ConnectionMachine<Frame> {
     private var bufferedBytes = 0
     /// Pings that arrived while replaying, answered after it (at most ``maxOwedPongs``).
     private var owedPongs = 0
+    /// `seen` reports that arrived while replaying (at most ``maxHeldSeen``, the newest kept).
+    private var heldSeen: [SeenReport] = []
+    /// The most receipts one driver's coalescer holds (`ReceiptCoalescer`): more are not needed.
+    static var maxHeldSeen: Int { 1_200 }
     /// A client needs one pong after the replay to know its outcome; more pings than this during one
     /// replay (the frame budget already limits them) are answered this many times.
     static var maxOwedPongs: Int { 8 }
@@ -219,9 +226,12 @@ public struct ConnectionMachine<Frame> {
         case .failed:
             phase = .closing
             owedPongs = 0
+            heldSeen = []
             return [.close(code: 1011, reason: "replay failed; reconnect")]
         case .reset(let newest):
             actions.append(.sendReset)
+            // They may name content of the history a restore took back (PROTOCOL "Receipts").
+            heldSeen = []
             // Not max(): a cursor from another history may be above every id this store will reach
             // soon; after a reset the client refetches everything up to `newest`.
             lastSent = newest
@@ -237,6 +247,8 @@ public struct ConnectionMachine<Frame> {
         // Last: a pong says everything the resume owed is out, `reset` included (docs/PROTOCOL.md).
         if owedPongs > 0 { actions.append(.sendPongs(owedPongs)) }
         owedPongs = 0
+        if !heldSeen.isEmpty { actions.append(.recordSeen(heldSeen)) }
+        heldSeen = []
         phase = .live
         return actions
     }
@@ -247,6 +259,7 @@ public struct ConnectionMachine<Frame> {
         buffer = []
         bufferedBytes = 0
         owedPongs = 0
+        heldSeen = []
     }
 
     /// Whether client frames (pings, receipts) are taken: only once authenticated, and not while closing.
@@ -260,6 +273,30 @@ public struct ConnectionMachine<Frame> {
         guard phase == .replaying else { return .pong }
         owedPongs = min(owedPongs + 1, Self.maxOwedPongs)
         return .afterReplay
+    }
+
+    /// The client sent `seen`: whether to record it now. While the resume's outcome is unknown
+    /// (the replay still read) a version may name content of a history a restore took back, which
+    /// the `reset` still to come would say: the reports wait for the replay, and are recorded
+    /// after its events (``Action/recordSeen(_:)``) or dropped with its `reset`. Recorded at once,
+    /// a restored history could show "seen" for content the driver never saw; dropped at once (as
+    /// first tried), a client whose own wait for the outcome ran out just before the server's
+    /// replay answered lost them for the socket's life (both found by reviews, 2026-12-07).
+    public mutating func seen(_ reports: [SeenReport]) -> SeenAnswer {
+        guard answersPings else { return .ignore }
+        guard phase == .replaying else { return .record }
+        heldSeen += reports
+        if heldSeen.count > Self.maxHeldSeen { heldSeen.removeFirst(heldSeen.count - Self.maxHeldSeen) }
+        return .afterReplay
+    }
+
+    /// What to do with a client's `seen` now.
+    public enum SeenAnswer: Equatable, Sendable {
+        case record
+        /// Held until the replay's outcome (``Action/recordSeen(_:)`` after its events).
+        case afterReplay
+        /// Not authenticated yet, or closing.
+        case ignore
     }
 }
 

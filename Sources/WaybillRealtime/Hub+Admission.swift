@@ -151,6 +151,8 @@ extension Hub {
                     deadline.cancel()
                     self.replays.leave()  // only when the read ends: it holds a reader meanwhile
                 }
+            case .recordSeen(let reports):
+                record(reports, on: socket)  // Hub+Receipts
             case .close(let code, let reason):
                 io.close(socket, code: code, reason: reason)
             }

@@ -48,14 +48,16 @@ extension Hub {
             .sockets += 1
     }
 
-    /// A `seen` frame. Only driver sockets' count (a dispatcher's are ignored), and only once the
-    /// socket is live: while its resume's outcome is unknown (the replay still read), a version may
-    /// name content of a history a restore took back, which the `reset` still to come would say
-    /// (PROTOCOL "Receipts"; it was recorded, found by a review, 2026-12-07). The store keeps only
-    /// receipts for the driver's own orders, at or below their current version.
+    /// A `seen` frame: recorded now, or after the socket's replay (`ConnectionMachine.seen`).
     func received(_ reports: [SeenReport], on socket: SocketID) {
-        guard connections[socket]?.machine.phase == .live,
-            connections[socket]?.company != nil, let driver = connections[socket]?.machine.userID,
+        guard connections[socket]?.machine.seen(reports) == .record else { return }
+        record(reports, on: socket)
+    }
+
+    /// Receipts of a socket to record. Only driver sockets' count (a dispatcher's are ignored);
+    /// the store keeps only receipts for the driver's own orders, at or below their current version.
+    func record(_ reports: [SeenReport], on socket: SocketID) {
+        guard connections[socket]?.company != nil, let driver = connections[socket]?.machine.userID,
             let action = driverReceipts[driver]?.coalescer.received(reports, at: elapsed())
         else { return }
         perform(action, for: driver)

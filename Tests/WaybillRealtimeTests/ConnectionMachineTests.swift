@@ -35,6 +35,35 @@ struct ConnectionMachineTests {
         #expect(Self.live(&machine, [9, 10, 11, 12]) == ["e11", "e12"])
     }
 
+    /// `seen` while the resume's outcome is unknown waits for it: recorded after the replay's
+    /// events (this history's), dropped with a `reset` (a restore may have taken its versions'
+    /// content back); recorded at once when live, never before authentication (reviews, 2026-12-07).
+    @Test func receiptsWaitForTheResumesOutcome() {
+        let reports = [SeenReport(orderID: 4, version: 2)], more = [SeenReport(orderID: 5, version: 1)]
+        var unauthenticated = Machine()
+        #expect(unauthenticated.seen(reports) == .ignore)
+
+        var resumed = Machine()
+        _ = resumed.authenticated(user: 7, group: Self.group, resume: .since(5), newest: Self.newest)
+        #expect(resumed.seen(reports) == .afterReplay)
+        #expect(resumed.seen(more) == .afterReplay)
+        let actions = resumed.replayLoaded(Self.replayed([6, 7]))
+        #expect(actions.last == .recordSeen(reports + more), "after the replayed events")
+        #expect(resumed.seen(reports) == .record, "live: at once")
+
+        var reset = Machine()
+        _ = reset.authenticated(user: 7, group: Self.group, resume: .since(5), newest: Self.newest)
+        #expect(reset.seen(reports) == .afterReplay)
+        let afterReset = reset.replayLoaded(.reset(newest: 10))
+        #expect(!afterReset.contains { if case .recordSeen = $0 { true } else { false } }, "\(afterReset)")
+
+        var closing = Machine()
+        _ = closing.authenticated(user: 7, group: Self.group, resume: .since(5), newest: Self.newest)
+        #expect(closing.seen(reports) == .afterReplay)
+        closing.closing()
+        #expect(closing.seen(reports) == .ignore)
+    }
+
     @Test func unauthenticatedSocketsNeverGetEventsNorPongs() {
         var machine = Machine()
         #expect(Self.live(&machine, [1, 2, 3]).isEmpty)

@@ -77,10 +77,10 @@ struct HubResumeBarrierTests {
         }
     }
 
-    /// A `seen` sent while the resume's outcome is unknown (the replay query slow) is not recorded:
-    /// after a restore its version may name content the driver never saw, and the `reset` that
-    /// says so has not been sent yet (found by a review, 2026-12-07). Once live, one is.
-    @Test func aSeenDuringASlowReplayIsNotRecorded() async throws {
+    /// A `seen` sent while the resume's outcome is unknown (the replay query slow) is not recorded
+    /// when the outcome is a `reset`: after a restore its version may name content the driver
+    /// never saw (found by a review, 2026-12-07). Once live, one is.
+    @Test func aSeenDuringASlowReplayThatEndsInAResetIsNotRecorded() async throws {
         try await withStore { store in
             let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator()
             let hub = service.hub(authenticator: auth, store: held)
@@ -97,6 +97,31 @@ struct HubResumeBarrierTests {
             #expect(await eventually { service.io.frames(socket) == 2 }, "connected, reset")
             service.run { io in hub.socketReceived(socket, text: seen, io: io) }
             #expect(await eventually { held.writes == before + 1 }, "live: recorded")
+        }
+    }
+
+    /// A `seen` sent during a slow replay that ends with this history's events is recorded after
+    /// them: dropped, a client whose own wait for the outcome ran out just before the replay
+    /// answered lost it for the socket's life (found by a review, 2026-12-07).
+    @Test func aSeenDuringASlowReplayOfEventsIsRecordedAfterIt() async throws {
+        try await withStore { store in
+            let event = OrderEvent(
+                type: .updated, companyID: 1, orderID: 1, number: "n", oldStatus: nil, newStatus: .assigned,
+                driverID: 7, changedAt: Date(), groups: [.company(1), .driver(7)])
+            let events = try await store.write { tx in try tx.appendEvents([event, event]) }
+            let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator()
+            let hub = service.hub(authenticator: auth, store: held)
+            let socket = SocketID(1)
+            held.holdReads()
+            await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
+            #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
+            let before = held.writes
+            service.run { io in hub.socketReceived(socket, text: #"{"type":"seen","orders":[{"id":1,"version":1}]}"#, io: io) }
+            try await Task.sleep(for: .milliseconds(300))  // a receipts write begins at once when it does
+            #expect(held.writes == before, "not before the replay's outcome")
+            held.releaseReads()
+            #expect(await eventually { held.writes == before + 1 }, "recorded after the replayed event")
+            #expect(service.io.frames(socket) == 2, "connected, the replayed event")
         }
     }
 
