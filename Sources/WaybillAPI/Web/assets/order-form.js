@@ -5,6 +5,9 @@ import { STAGE_KINDS, localInputToISO, driverChoices } from './format.js';
 
 let stageCounter = 0; // unique ids for the labels of repeated stage fields
 
+// Said when a changed draft's key turns out to have made the order already.
+const ORDER_MADE = 'Your earlier order was created: check the orders list. Start over to create another one.';
+
 // Said when the dialog opens again on an order whose create was never confirmed.
 const UNCONFIRMED_DRAFT = 'Your last order was not confirmed, so it is kept here: check the orders list. If it is not '
   + 'there, create it again (it will not be made twice); or start over for another order.';
@@ -48,9 +51,9 @@ export class OrderForm {
    */
   open(drivers) {
     this.drivers = drivers;
-    if (this.attempt?.unconfirmed) {
+    if (this.attempt?.unconfirmed || this.attempt?.made) {
       setOptions(this.driver, driverChoices(drivers, ['', 'No driver yet']), this.driver.value);
-      this.error.textContent = UNCONFIRMED_DRAFT;
+      this.error.textContent = this.attempt.made ? ORDER_MADE : UNCONFIRMED_DRAFT;
       this.startOver.hidden = false;
       this.element.showModal();
       this.submit.focus();
@@ -124,7 +127,7 @@ export class OrderForm {
     // 2026-12-07). With the same key the server refuses the changed body if that try was made
     // (422 `idempotency_key_reused`, said below), and makes it once if it was not.
     const json = JSON.stringify(body);
-    if (!this.attempt || (!this.attempt.unconfirmed && this.attempt.json !== json)) {
+    if (!this.attempt || (!this.attempt.unconfirmed && !this.attempt.made && this.attempt.json !== json)) {
       this.attempt = { key: newIdempotencyKey(), json };
     }
     this.attempt.json = json;
@@ -140,12 +143,19 @@ export class OrderForm {
       // Once so, it stays so until an answer says otherwise (a later refusal cannot undo it).
       attempt.unconfirmed ||= error.status === 0 || error.status >= 500 || error.code === 'idempotency_key_in_use';
       if (error.code === 'idempotency_key_reused') {
-        // The unconfirmed try was made, with the fields as they were then.
-        this.error.textContent = 'Your earlier order was created: check the orders list. '
-          + 'Start over to create another one.';
+        // The unconfirmed try was made, with the fields as they were then: this key is spent.
+        attempt.unconfirmed = false;
+        attempt.made = true;
+        this.error.textContent = ORDER_MADE;
         this.startOver.hidden = false;
-      } else if (error.status !== 401) {
-        this.error.textContent = error.message;
+      } else {
+        // Refused (a field the server turned down, answered now or replayed for this key): that
+        // settles the try, nothing was made, and the corrected fields are a new try (a new key).
+        // Kept unconfirmed, the corrected body went with the spent key and was told "created"
+        // (found by a review, 2026-12-07).
+        if (error.status >= 400 && error.status < 500 && error.status !== 401 && error.status !== 429
+          && !String(error.code).startsWith('idempotency_key')) attempt.unconfirmed = false;
+        if (error.status !== 401) this.error.textContent = error.message;
       }
     } finally {
       this.submit.disabled = false;
