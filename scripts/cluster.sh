@@ -340,7 +340,9 @@ up() {
     # no signal; Redis and a node kept their ports), and so does a start that fails, which keeps
     # the logs its message points at (found by a review, 2026-12-07).
     trap 'echo; echo "cluster: stopping"; down; exit 130' INT TERM
-    trap 'stop_processes; [ ! -d "$STATE" ] || echo "cluster: stopped what had started; logs are in $STATE (scripts/cluster.sh down removes them)" >&2' EXIT
+    # Only once this run made its state folder (after the port check): before that nothing of
+    # its own runs, and `stop_processes` would take down another cluster's network namespace.
+    trap '[ ! -d "$STATE" ] || { stop_processes; echo "cluster: stopped what had started; logs are in $STATE (scripts/cluster.sh down removes them)" >&2; }' EXIT
     start_all
     trap - EXIT
     cat <<EOF

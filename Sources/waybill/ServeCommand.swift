@@ -38,7 +38,7 @@ enum ServeCommand {
           --redis-channel NAME         the pub/sub channel of this deployment (WAYBILL_REDIS_CHANNEL, default
                                        waybill:events); deployments sharing one Redis need one each: channels
                                        are server-wide, a /db in the URL does not separate them
-          --node-id NAME               this node's name in logs and /metrics: 1…63 letters, digits, . _ -
+          --node-id NAME               this node's name in logs and /metrics: 1…255 letters, digits, . _ -
                                        (WAYBILL_NODE_ID, default: none)
           --max-body-bytes N           request body limit (WAYBILL_MAX_BODY_BYTES, default 1048576)
           --ping-interval SECONDS      WebSocket ping interval, 1…3600 (WAYBILL_PING_INTERVAL, default 25)
@@ -162,8 +162,9 @@ enum ServeCommand {
             // a quote, a backslash or a newline made the node's whole /metrics unreadable to
             // Prometheus, with nothing said (found by a review, 2026-12-07).
             let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-            guard (1...63).contains(node.count), node.allSatisfy(allowed.contains) else {
-                throw Arguments.Problem(description: "--node-id must be 1…63 letters, digits, '.', '_' or '-'")
+            // Up to 255: SCALING's unit names a node `%H-%i`, and a host name alone may have 64.
+            guard (1...255).contains(node.count), node.allSatisfy(allowed.contains) else {
+                throw Arguments.Problem(description: "--node-id must be 1…255 letters, digits, '.', '_' or '-'")
             }
             c.nodeID = node
         }

@@ -98,7 +98,7 @@ struct SeedDemoTests {
 struct SettingFormatTests {
     /// The node's name is a label in /metrics and a log field: a quote or a newline in it made the
     /// whole /metrics unreadable to Prometheus.
-    @Test(arguments: ["eu\"1", "a\\b", "two\nlines", "", String(repeating: "n", count: 64), "space d"])
+    @Test(arguments: ["eu\"1", "a\\b", "two\nlines", "", String(repeating: "n", count: 256), "space d"])
     func aNodeNameOutsideItsCharactersIsRefused(name: String) throws {
         let args = try Arguments([], values: ServeCommand.valueFlags, environment: ["WAYBILL_NODE_ID": name])
         #expect(throws: Arguments.Problem.self) { _ = try ServeCommand.configuration(from: args) }
@@ -107,6 +107,10 @@ struct SettingFormatTests {
     @Test func aPlainNodeNameIsTaken() throws {
         let args = try Arguments(["--node-id", "eu-1.a_b"], values: ServeCommand.valueFlags, environment: [:])
         #expect(try ServeCommand.configuration(from: args).nodeID == "eu-1.a_b")
+        // SCALING's unit: `%H-%i`, a 64-character host name and an instance.
+        let unit = String(repeating: "h", count: 64) + "-1"
+        let long = try Arguments(["--node-id", unit], values: ServeCommand.valueFlags, environment: [:])
+        #expect(try ServeCommand.configuration(from: long).nodeID == unit)
     }
 
     /// The demo's banner prints an address a browser and `waybill driver` can use, whatever --host says.
