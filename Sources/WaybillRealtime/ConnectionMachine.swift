@@ -217,26 +217,28 @@ public struct ConnectionMachine<Frame> {
     /// The replay query answered: send the replay (or `reset`), then the buffer, then go live.
     public mutating func replayLoaded(_ result: ReplayResult) -> [Action] {
         guard phase == .replaying else { return [] }
-        let buffered = buffer
+        let buffered = buffer, held = heldSeen
         buffer = []
         bufferedBytes = 0
+        heldSeen = []
         var actions: [Action] = []
         var replayed: [(id: EventID, frame: Frame)] = []
+        // Recorded after this history's events; dropped with a `reset` (they may name content of the
+        // history a restore took back: PROTOCOL "Receipts") or a failure.
+        var seenAfter: [SeenReport] = []
         switch result {
         case .failed:
             phase = .closing
             owedPongs = 0
-            heldSeen = []
             return [.close(code: 1011, reason: "replay failed; reconnect")]
         case .reset(let newest):
             actions.append(.sendReset)
-            // They may name content of the history a restore took back (PROTOCOL "Receipts").
-            heldSeen = []
             // Not max(): a cursor from another history may be above every id this store will reach
             // soon; after a reset the client refetches everything up to `newest`.
             lastSent = newest
         case .events(let events):
             replayed = events
+            seenAfter = held
         }
         var frames: [Frame] = []
         for (id, frame) in replayed + buffered where id > lastSent {
@@ -247,8 +249,7 @@ public struct ConnectionMachine<Frame> {
         // Last: a pong says everything the resume owed is out, `reset` included (docs/PROTOCOL.md).
         if owedPongs > 0 { actions.append(.sendPongs(owedPongs)) }
         owedPongs = 0
-        if !heldSeen.isEmpty { actions.append(.recordSeen(heldSeen)) }
-        heldSeen = []
+        if !seenAfter.isEmpty { actions.append(.recordSeen(seenAfter)) }
         phase = .live
         return actions
     }
