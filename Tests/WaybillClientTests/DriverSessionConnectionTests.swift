@@ -58,12 +58,15 @@ import WaybillTesting
         await eventually("polling only") { await h.session.connectionState == .pollingOnly }
         await h.clock.advance(by: .seconds(600))
         #expect(h.transport.attempts.count == 4)
-        // The safety net still works. Its poll may fall due at the window's very end, and the woken
-        // task's hops to the fetch can outlast the clock's settling on a loaded machine (a CI run, 2026-12-07):
-        // waited for, not read at once.
+        // The safety net still works. On a loaded machine the last poll's fetch may end after the
+        // clock's settling (a CI run, 2026-12-07): the next poll is waited for until it is armed
+        // (its countdown starts when that fetch ends), and its fetch until it is counted.
         await h.waitUntilIdle()
+        await eventually("the next poll armed") { !h.clock.deadlines.isEmpty }
+        let due = h.clock.deadlines[0]
+        #expect(due <= h.clock.now.advanced(by: .seconds(120)))
         h.api.resetCounts()
-        await h.clock.advance(by: .seconds(120))
+        await h.clock.advance(to: due)
         await eventually("the safety-net poll") { h.api.listFetches == 1 }
     }
 
@@ -431,8 +434,10 @@ import WaybillTesting
         await h.clock.advance(by: .seconds(29))
         #expect(h.transport.attempts.count == 1, "not judged within the interval")
         #expect(await h.session.connectionState == .live)
-        // Still silent later: dropped then.
-        await h.clock.advance(by: .seconds(31))
+        // Still silent later: dropped then. A second at a time, as a real clock moves: a tick the
+        // session takes only after a loaded machine let the clock run on by 31 s at once would look
+        // like a wake from a suspend, and start the heartbeat over (a stress run, 2026-12-07).
+        for _ in 0..<31 { await h.clock.advance(by: .seconds(1)) }
         await eventually("declared dead") { await h.session.connectionState != .live }
     }
 

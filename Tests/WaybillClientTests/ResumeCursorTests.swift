@@ -89,6 +89,11 @@ import WaybillTesting
         await eventually("position taken") { await h.session.lastCursor == ResumeCursor("500-0b7e55d1") }
         h.api.resetCounts()
         h.transport.current?.drop(code: 1012)
+        // The backoff's deadline is set when the session takes the drop: not before it, or the
+        // clock could move on first (a stress run, 2026-12-07).
+        await eventually("backing off") {
+            if case .backingOff = await h.session.connectionState { return true } else { return false }
+        }
         await h.clock.advance(by: .seconds(1))
         await h.waitForConnections(2)
         #expect(h.transport.current?.request.queryValue("cursor") == "500-0b7e55d1")
