@@ -39,10 +39,11 @@ struct MeteredOrderStore: OrderStore {
     }
 
     func write<T: Sendable>(
-        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         metrics.storeTransaction(write: true)
-        return try await base.write(changing: orders, appendingEvents: body)
+        return try await base.write(changing: orders, in: company, appendingEvents: body)
     }
 
     func close() { base.close() }

@@ -131,16 +131,22 @@ extension PostgresOrderStore.Transaction {
         return Dictionary(pairs, uniquingKeysWith: +)
     }
 
-    /// Locks the rows of the orders `ids` (`FOR UPDATE`) one at a time, in the given order, each
+    /// Locks the rows of the orders `turns` (`FOR UPDATE`) one at a time, in the given order, each
     /// waiting as long as the transaction's lock wait allows, and tells `locked` of each: a paused
     /// order's probe (`PostgresOrderStore.write(changing:…)`). One statement per row, so a lock
-    /// timeout names its row (probes are rare: a round trip each does not matter).
-    func lockOrders(_ ids: [Int64], locked: (Int64) -> Void) throws {
-        for id in ids {
+    /// timeout names its row (probes are rare: a round trip each does not matter). A row of
+    /// another company than the turn's is not locked: the caller's transaction
+    /// does not find it either.
+    func lockOrders(_ turns: [OrderTurn], locked: (OrderTurn) -> Void) throws {
+        for turn in turns {
             try perform { () throws(PostgresError) in
-                _ = try run([PostgresStatement("SELECT id FROM orders WHERE id = $1 FOR UPDATE", [.integer(id)])])
+                _ = try run([
+                    PostgresStatement(
+                        "SELECT id FROM orders WHERE id = $1 AND company_id = $2 FOR UPDATE",
+                        [.integer(turn.order), .integer(turn.company)])
+                ])
             }
-            locked(id)
+            locked(turn)
         }
     }
 

@@ -32,12 +32,12 @@ public final class PostgresOrderStore: OrderStore {
     public static let defaultCallBudget: Duration = .milliseconds(4500)
     /// This store's budget per call (`defaultCallBudget` unless the opener chose another).
     private let callBudget: Duration
-    /// The orders with a write running on this node (`write(changing:appendingEvents:)`).
-    private let orderWrites = KeyedGate<Int64>()
+    /// The orders with a write running on this node (`write(changing:in:appendingEvents:)`).
+    private let orderWrites = KeyedGate<OrderTurn>()
     /// Orders whose last write here met the lock timeout (55P03), each with the end of its pause:
     /// until then their writes are refused at once; after it, one is tried with a short lock wait
-    /// (`probeLockTimeout`). A try that locks the row removes the order (`write(changing:appendingEvents:)`).
-    private let lockedOrders = Mutex<[Int64: ContinuousClock.Instant]>([:])
+    /// (`probeLockTimeout`). A try that locks the row removes the order (`write(changing:in:appendingEvents:)`).
+    private let lockedOrders = Mutex<[OrderTurn: ContinuousClock.Instant]>([:])
     static let lockedOrderPause: Duration = .seconds(1)
     static let probeLockTimeout: Duration = .milliseconds(200)
 
@@ -172,11 +172,11 @@ public final class PostgresOrderStore: OrderStore {
 
     /// A write whose events go out with its COMMIT (`write(appendingEvents:)`), with the call's
     /// `deadline` (from now by default) and an optional shorter lock wait; a probe of paused
-    /// orders locks their rows first and notes that it did (`write(changing:appendingEvents:)`).
+    /// orders locks their rows first and notes that it did (`write(changing:in:appendingEvents:)`).
     private func submitAppending<T: Sendable>(
         _ body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent]),
         deadline: ContinuousClock.Instant? = nil, lockTimeoutCap: Duration? = nil,
-        probe: (orders: [Int64], outcome: ProbeOutcome)? = nil
+        probe: (orders: [OrderTurn], outcome: ProbeOutcome)? = nil
     ) async throws -> (T, [StoredEvent]) {
         let (value, append) = try await submit(.write, to: writeQueue, deadline: deadline, lockTimeoutCap: lockTimeoutCap) { tx in
             if let probe {
@@ -213,11 +213,17 @@ public final class PostgresOrderStore: OrderStore {
     /// a pause without having met the lock (a review, 2026-12-06). The lock timeout of a write
     /// that probes nothing pauses its order only when it names one: of several, it cannot tell
     /// which row was locked, and a pause refuses every write of its order.
+    ///
+    /// Turns and pauses are keyed by the company with the id (`OrderTurn`): a request naming
+    /// another company's order never waits behind that company's writes to it, never takes its
+    /// probe, and is not refused for its pause; its transaction finds no such order of its own
+    /// company, and its probe's lock names the company too, so it locks nothing of the other's.
     public func write<T: Sendable>(
-        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         let deadline = ContinuousClock.now + callBudget
-        let keys = Set(orders.map(\.rawValue)).sorted()
+        let keys = Set(orders.map { OrderTurn(company: company.rawValue, order: $0.rawValue) }).sorted()
         _ = try probing(keys)
         try await orderWrites.enterAll(keys, until: deadline) {
             StoreError.unavailable("the call waited too long for another write to the same order")
@@ -253,13 +259,13 @@ public final class PostgresOrderStore: OrderStore {
 
     /// The paused rows a probe's run locked, in id order; written on the writer thread, read after.
     final class ProbeOutcome: Sendable {
-        private let locked = Mutex<[Int64]>([])
+        private let locked = Mutex<[OrderTurn]>([])
         func reset() { locked.withLock { $0 = [] } }
-        func locked(_ order: Int64) { locked.withLock { $0.append(order) } }
-        var lockedOrders: [Int64] { locked.withLock { $0 } }
+        func locked(_ order: OrderTurn) { locked.withLock { $0.append(order) } }
+        var lockedOrders: [OrderTurn] { locked.withLock { $0 } }
     }
 
-    private func endPauses(_ keys: [Int64]) {
+    private func endPauses(_ keys: [OrderTurn]) {
         guard !keys.isEmpty else { return }
         lockedOrders.withLock { paused in
             for key in keys { paused[key] = nil }
@@ -267,8 +273,8 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     /// Pauses `key`'s order until `until`, `lockedOrderPause` from now unless a test sets another
-    /// (`write(changing:appendingEvents:)`).
-    func pause(_ key: Int64, until: ContinuousClock.Instant = .now + lockedOrderPause) {
+    /// (`write(changing:in:appendingEvents:)`).
+    private func pause(_ key: OrderTurn, until: ContinuousClock.Instant = .now + lockedOrderPause) {
         let now = ContinuousClock.now
         lockedOrders.withLock { paused in
             paused[key] = until
@@ -277,23 +283,26 @@ public final class PostgresOrderStore: OrderStore {
         }
     }
 
+    /// Pauses `order` as its lock timeout would, until `until` (tests).
+    func pause(_ order: Order, until: ContinuousClock.Instant) { pause(OrderTurn(order), until: until) }
+
     /// Writes waiting for `order`'s turn now (tests).
-    func writesWaiting(for order: OrderID) -> Int { orderWrites.waiting(for: order.rawValue) }
+    func writesWaiting(for order: Order) -> Int { orderWrites.waiting(for: OrderTurn(order)) }
 
     /// Whether a write of `order` holds its turn now (tests).
-    func isWriting(_ order: OrderID) -> Bool { orderWrites.isHeld(order.rawValue) }
+    func isWriting(_ order: Order) -> Bool { orderWrites.isHeld(OrderTurn(order)) }
 
     /// Whether `order` is paused, or its pause is over and its next write probes (tests).
-    func isPaused(_ order: OrderID) -> Bool { lockedOrders.withLock { $0[order.rawValue] != nil } }
+    func isPaused(_ order: Order) -> Bool { lockedOrders.withLock { $0[OrderTurn(order)] != nil } }
 
     /// Those of `keys`' orders that were paused for a lock timeout and whose pause is over (try
     /// them with a short lock wait); throws while any pause lasts. A pause over for 30 s is
     /// forgotten: a cut node's lock lasts about 10 s, and a write months later should not get the
     /// short wait.
-    private func probing(_ keys: [Int64]) throws -> [Int64] {
+    private func probing(_ keys: [OrderTurn]) throws -> [OrderTurn] {
         let now = ContinuousClock.now
-        let (over, lasting) = lockedOrders.withLock { paused -> ([Int64], Bool) in
-            var over: [Int64] = []
+        let (over, lasting) = lockedOrders.withLock { paused -> ([OrderTurn], Bool) in
+            var over: [OrderTurn] = []
             for key in keys {
                 guard let until = paused[key] else { continue }
                 if now >= until + .seconds(30) {
@@ -373,4 +382,25 @@ public final class PostgresOrderStore: OrderStore {
 /// A lease the store shuts down when it closes, without keeping it alive.
 private struct WeakLease: Sendable {
     weak var lease: PostgresLease?
+}
+
+/// One order's write turn on a node (`PostgresOrderStore.write(changing:in:appendingEvents:)`):
+/// the company the caller acts for, and the id. Ids are unique across companies, so the company
+/// adds nothing for the order's own writes; it keeps a request that names another company's order
+/// off that order's turn and pause.
+struct OrderTurn: Hashable, Comparable, Sendable {
+    let company: Int64
+    let order: Int64
+
+    init(company: Int64, order: Int64) {
+        self.company = company
+        self.order = order
+    }
+
+    /// A stored order's own turn (tests).
+    init(_ order: Order) { self.init(company: order.companyID.rawValue, order: order.id?.rawValue ?? 0) }
+
+    /// In id order: a write of several orders (one company's) takes their turns and locks their
+    /// rows in this order, as every other such write does.
+    static func < (a: OrderTurn, b: OrderTurn) -> Bool { (a.order, a.company) < (b.order, b.company) }
 }

@@ -135,11 +135,13 @@ extension Hub {
     private func write(_ reports: [SeenReport], driver: UserID, company: CompanyID, at now: Date) async -> Bool {
         do {
             // The events are appended as the last step before commit (docs/DESIGN.md, "Event ids").
-            // Through the orders' turns (`OrderStore.write(changing:appendingEvents:)`): on
+            // Through the orders' turns (`OrderStore.write(changing:in:appendingEvents:)`): on
             // PostgreSQL it waits without a writer while another write of one of them runs on this
             // node, and is refused at once while one of them is paused for a lock timeout (then the
-            // coalescer tries again later, for every order of the batch).
-            let (_, events) = try await store.write(changing: reports.map(\.orderID), appendingEvents: { tx in
+            // coalescer tries again later, for every order of the batch). The turns are the
+            // driver's company's: ids of another company's orders in a `seen` frame take none of
+            // that company's turns (the store then finds no such order of the driver's).
+            let (_, events) = try await store.write(changing: reports.map(\.orderID), in: company, appendingEvents: { tx in
                 ((), try Self.recordReceipts(reports, driver: driver, company: company, at: now, in: tx))
             })
             if !events.isEmpty { receipts.committed(events) }

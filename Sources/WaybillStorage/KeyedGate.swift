@@ -2,7 +2,7 @@ import Synchronization
 
 /// One holder per key at a time; the others wait in arrival order, each at most until its own
 /// deadline. For a store with several writer connections: at most one write per order runs at a
-/// time (`OrderStore.write(changing:appendingEvents:)`), the rest wait here, holding no connection.
+/// time (`OrderStore.write(changing:in:appendingEvents:)`), the rest wait here, holding no connection.
 ///
 /// Why: writes to one order serialize on its row lock anyway, but a write waiting for that lock
 /// holds a writer connection. When the lock is held for long (a transaction of a node cut off from

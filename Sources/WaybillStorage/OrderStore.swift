@@ -37,15 +37,20 @@ public protocol OrderStore: Sendable {
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
-    /// `write(appendingEvents:)` for a write that changes the orders `orders` (and locks their rows)
-    /// and no other. A store with several writer connections runs at most one such write per order
-    /// at a time on this process, and keeps the others waiting without a connection, within the
-    /// same budget (`KeyedGate`): a row lock held for long, by a transaction of a node cut off from
-    /// the database, then holds up the writes to that order only, not every write of the node. The
-    /// default is `write(appendingEvents:)` (one writer: writes serialize anyway). A write of one
-    /// order (an order's change) or of several (a driver's receipts).
+    /// `write(appendingEvents:)` for a write that changes the orders `orders` of `company` (and
+    /// locks their rows) and no other. A store with several writer connections runs at most one
+    /// such write per order at a time on this process, and keeps the others waiting without a
+    /// connection, within the same budget (`KeyedGate`): a row lock held for long, by a transaction
+    /// of a node cut off from the database, then holds up the writes to that order only, not every
+    /// write of the node. The default is `write(appendingEvents:)` (one writer: writes serialize
+    /// anyway). A write of one order (an order's change) or of several (a driver's receipts).
+    ///
+    /// The turns are the company's and the id's together: a request naming another company's order
+    /// (which the store then does not find in the caller's company) never waits for, or holds up,
+    /// that company's writes to it (a tenancy review, 2026-12-07).
     func write<T: Sendable>(
-        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
@@ -140,16 +145,18 @@ extension OrderStore {
 
     /// Writes to some orders need no turns of their own (one writer, or a test's wrapper).
     public func write<T: Sendable>(
-        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         try await write(appendingEvents: body)
     }
 
-    /// `write(changing:appendingEvents:)` of the one order `order`.
+    /// `write(changing:in:appendingEvents:)` of the one order `order`.
     public func write<T: Sendable>(
-        changing order: OrderID, appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing order: OrderID, in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        try await write(changing: [order], appendingEvents: body)
+        try await write(changing: [order], in: company, appendingEvents: body)
     }
 
     /// Nothing to report (stores without background work of their own).

@@ -57,8 +57,8 @@ struct HubBookkeepingTests {
         }
     }
 
-    /// A driver's receipts write names the orders it records (their turns and pauses on
-    /// PostgreSQL, `OrderStore.write(changing:appendingEvents:)`): without them, a receipt for an
+    /// A driver's receipts write names the orders it records, in the driver's company (their turns
+    /// and pauses on PostgreSQL, `OrderStore.write(changing:in:appendingEvents:)`): without them, a receipt for an
     /// order another node's transaction held locked took a writer for the lock's timeout at each
     /// retry, and one for a paused order was not refused.
     @Test func aDriversReceiptsWriteNamesItsOrders() async throws {
@@ -73,6 +73,8 @@ struct HubBookkeepingTests {
                 }
                 #expect(await eventually { counting.writes == before + 1 })
                 #expect(counting.changedOrders == [[OrderID(1), OrderID(2)]])
+                // The driver's company's turns: ids of another company's orders take none of its.
+                #expect(counting.changedCompanies == [HubLogoutTests.driver.companyID])
             }
         }
     }

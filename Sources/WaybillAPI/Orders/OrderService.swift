@@ -139,7 +139,7 @@ final class OrderService: Sendable {
     @discardableResult
     func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        return try await commit(changing: id) { tx, _ in
+        return try await commit(changing: (id, actor.companyID)) { tx, _ in
             let order = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(order)
             try order.checkDeletable(by: actor)
@@ -161,7 +161,7 @@ final class OrderService: Sendable {
     private func mutate(
         _ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition, _ rule: @escaping Rule
     ) async throws -> Order {
-        try await commit(changing: id) { tx, now in
+        try await commit(changing: (id, actor.companyID)) { tx, now in
             let current = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(current)
             let (next, change) = try rule(current, tx, now)
@@ -172,10 +172,11 @@ final class OrderService: Sendable {
     }
 
     /// Runs `body` in one transaction, appends the broadcaster's events for its change, commits,
-    /// then reports the committed events. `changing`: the one existing order it changes, whose
-    /// writes the store may run one at a time (`OrderStore.write(changing:appendingEvents:)`).
+    /// then reports the committed events. `changing`: the one existing order it changes, of the
+    /// caller's company, whose writes the store may run one at a time
+    /// (`OrderStore.write(changing:in:appendingEvents:)`).
     private func commit(
-        changing id: OrderID? = nil, _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
+        changing order: (id: OrderID, company: CompanyID)? = nil, _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
     ) async throws -> Order {
         // Work the request adds to its order write's transaction, after the change and before its
         // events: `IdempotentWrite` stores the request's response there, so the change and the
@@ -191,7 +192,7 @@ final class OrderService: Sendable {
             return (order, change.map { Broadcaster.events(for: $0, at: now) } ?? [])
         }
         let (order, events) =
-            if let id { try await store.write(changing: id, appendingEvents: transaction) }
+            if let order { try await store.write(changing: order.id, in: order.company, appendingEvents: transaction) }
             else { try await store.write(appendingEvents: transaction) }
         if !events.isEmpty { committed(events) }
         return order

@@ -186,13 +186,16 @@ final class CountingStore: OrderStore {
         }
         return try await store.write(body)
     }
-    private let changing = Mutex<[[OrderID]]>([])
-    /// The orders each `write(changing:appendingEvents:)` named, in call order.
-    var changedOrders: [[OrderID]] { changing.withLock { $0 } }
+    private let changing = Mutex<[(orders: [OrderID], company: CompanyID)]>([])
+    /// The orders each `write(changing:in:appendingEvents:)` named, in call order.
+    var changedOrders: [[OrderID]] { changing.withLock { $0.map(\.orders) } }
+    /// The company each `write(changing:in:appendingEvents:)` named, in call order.
+    var changedCompanies: [CompanyID] { changing.withLock { $0.map(\.company) } }
     func write<T: Sendable>(
-        changing orders: [OrderID], appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+        changing orders: [OrderID], in company: CompanyID,
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        changing.withLock { $0.append(orders) }
+        changing.withLock { $0.append((orders, company)) }
         return try await write(appendingEvents: body)  // through `write`: counted, and failed when asked
     }
     func close() {}
