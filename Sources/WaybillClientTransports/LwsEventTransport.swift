@@ -40,7 +40,7 @@ struct LwsEventConnection: EventConnection {
                     switch event {
                     case .text(let text): continuation.yield(.text(text))
                     case .binary: continue
-                    case .closed(let code, _): continuation.yield(.closed(code: code))
+                    case .closed(let code, _): continuation.yield(.closed(code: Self.codeAsSent(code)))
                     }
                 }
                 continuation.finish()
@@ -48,6 +48,14 @@ struct LwsEventConnection: EventConnection {
             continuation.onTermination = { _ in pump.cancel() }
         }
     }
+
+    /// The close code the server sent, as far as it can be told: libwebsockets 4.1 rewrites a
+    /// received 1012, 1013 or 1014 (and the unassigned 1016–2999) to 1002 before this client sees
+    /// it. A Waybill server never sends 1002, and its 1012 (restart, history rewound) and 1013
+    /// (busy, over a limit) both ask the client to come back later, not sooner
+    /// (`DriverSession.StateMachine.waitingCloseCodes`): read as 1002, a wake-up cut that backoff
+    /// short, as a reconnect storm would (found by a review, 2026-12-07).
+    static func codeAsSent(_ code: Int?) -> Int? { code == 1002 ? 1013 : code }
 
     func send(_ text: String) async { client.send(text: text) }
     func close(code: Int) async { client.close(code: code) }

@@ -32,11 +32,18 @@ public enum HTTPClient {
         guard url.scheme == "http", let host = url.host else { throw Failure(description: "only http:// URLs are supported") }
         let port = url.port ?? 80
         guard (1...65_535).contains(port) else { throw Failure(description: "port \(port) is out of range") }
-        var target = url.path.isEmpty ? "/" : url.path
-        if let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery { target += "?" + query }
+        // The path as written: `url.path` decodes its escapes (a `%2F` became a separator, a `%20`
+        // a space in the request line) and drops a trailing slash (found by a review, 2026-12-07).
+        let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        var target = components?.percentEncodedPath ?? ""
+        if target.isEmpty { target = "/" }
+        if let query = components?.percentEncodedQuery { target += "?" + query }
         var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        if let body { head += "Content-Length: \(body.count)\r\n" }
+        // A POST without a body says so too: some proxies answer 411 to one without a length.
+        if let body { head += "Content-Length: \(body.count)\r\n" } else if method != "GET" && method != "HEAD" && method != "DELETE" {
+            head += "Content-Length: 0\r\n"
+        }
         let bytes = Array((head + "\r\n").utf8) + (body ?? [])
         return try await onOwnThread {
             let socket = try ClientSocket(host: host, port: port, timeout: timeout)
@@ -119,7 +126,10 @@ private final class ClientSocket {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HTTPClient.Failure(description: "timed out") }
-            if n <= 0 { return data }
+            // A reset (a server or proxy dying mid-answer) is a failure, not the answer's end: what
+            // came so far was returned as if complete (found by a review, 2026-12-07).
+            if n < 0 { throw HTTPClient.Failure(description: "the connection broke (errno \(errno))") }
+            if n == 0 { return data }
             data += chunk[0..<n]
         }
     }
@@ -154,7 +164,10 @@ enum ResponseParser {
         } else if let length = headers["content-length"].flatMap(Int.init) {
             // A negative length (which `Int.init` accepts) used to trap on `0..<length`.
             guard length >= 0 else { throw HTTPClient.Failure(description: "malformed Content-Length") }
-            if length <= body.count { body = Array(body[0..<length]) }
+            guard length <= body.count else {
+                throw HTTPClient.Failure(description: "the answer was cut short: \(body.count) of \(length) bytes")
+            }
+            body = Array(body[0..<length])
         }
         return HTTPClient.Response(status: status, headers: headers, body: body)
     }

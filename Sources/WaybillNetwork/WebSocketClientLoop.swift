@@ -89,6 +89,10 @@ final class ClientLoopCore: @unchecked Sendable {  // safe: vars only on `loop`'
         info.context = context
         info.port = Int32(connection.port)
         info.ietf_version_or_minus_one = -1
+        // An upgrade answered with a redirect fails: lws would follow it, to another host whose
+        // name it resolves with a blocking lookup on this thread, sending the socket's ticket
+        // there too. The HTTP transports do not follow redirects either (a review, 2026-12-07).
+        info.ssl_connection = Int32(bitPattern: UInt32(LCCSCF_HTTP_NO_FOLLOW_REDIRECT.rawValue))
         info.opaque_user_data = Unmanaged.passUnretained(connection).toOpaque()
         connection.state = .connecting
         connections[ObjectIdentifier(connection)] = connection

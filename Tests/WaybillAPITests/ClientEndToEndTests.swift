@@ -318,6 +318,25 @@ struct ClientEndToEndTests {
         }
     }
 
+    /// A server's 1013 (here: one socket more than the user may have) reaches the session as 1013,
+    /// a close that asks it to come back later: libwebsockets hands the client 1002 instead, and
+    /// a wake-up cut the backoff short (`LwsEventConnection.codeAsSent`).
+    @Test func aServersBusyCloseReachesTheSessionAs1013() async throws {
+        try await TestServer.withRunning(configure: { $0.maxSocketsPerUser = 1 }) { server in
+            let seed = try await server.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0]
+            let first = try await Self.session(server, email: driver.email, password: driver.password)
+            #expect(await Self.until(first) { await $0.connectionState == .live })
+            let recording = CloseRecordingTransport(try LwsEventTransport(loop: try Self.loop.get()))
+            let second = try await Self.session(server, email: driver.email, password: driver.password, transport: recording)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while recording.codes.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(recording.codes.first == 1013)
+            await second.stop()
+            await first.stop()
+        }
+    }
+
     @Test func aRevokedTokenStopsTheClientWithTheReason() async throws {
         try await TestServer.withRunning { server in
             let seed = try await server.seed(drivers: 1, orders: 1)
@@ -360,6 +379,42 @@ final class HoldingTransport: EventTransport {
                 let pump = Task {
                     for await message in inner.messages {
                         if case .text = message, transport.holdingFrames.withLock({ $0 }) { continue }
+                        continuation.yield(message)
+                    }
+                    continuation.finish()
+                }
+                continuation.onTermination = { _ in pump.cancel() }
+            }
+        }
+
+        func send(_ text: String) async { await inner.send(text) }
+        func close(code: Int) async { await inner.close(code: code) }
+    }
+}
+
+/// A real transport that notes the close code each of its sockets reports.
+final class CloseRecordingTransport: EventTransport {
+    let inner: any EventTransport
+    private let closes = Mutex<[Int?]>([])
+    /// Close codes in the order the sockets reported them.
+    var codes: [Int?] { closes.withLock { $0 } }
+
+    init(_ inner: any EventTransport) { self.inner = inner }
+
+    func connect(_ request: SocketRequest) async throws -> any EventConnection {
+        Connection(inner: try await inner.connect(request), transport: self)
+    }
+
+    struct Connection: EventConnection {
+        let inner: any EventConnection
+        let messages: AsyncStream<SocketMessage>
+
+        init(inner: any EventConnection, transport: CloseRecordingTransport) {
+            self.inner = inner
+            messages = AsyncStream { continuation in
+                let pump = Task {
+                    for await message in inner.messages {
+                        if case .closed(let code) = message { transport.closes.withLock { $0.append(code) } }
                         continuation.yield(message)
                     }
                     continuation.finish()

@@ -42,7 +42,7 @@ import WaybillTesting
         }
     }
 
-    @Test func classicPresetTriesThreeTimesAfterOneTwoFourSecondsThenPollsOnly() async {
+    @Test func classicPresetTriesThreeTimesAfterOneTwoFourSecondsThenPollsOnly() async throws {
         let h = await Harness.live(configuration: Self.classic)
         h.transport.failNextConnects(10)
         h.transport.current?.drop(code: 1001)
@@ -58,12 +58,15 @@ import WaybillTesting
         await eventually("polling only") { await h.session.connectionState == .pollingOnly }
         await h.clock.advance(by: .seconds(600))
         #expect(h.transport.attempts.count == 4)
-        // The safety net still works. On a loaded machine the last poll's fetch may end after the
+        // The safety net still works. On a loaded machine the last poll may be taken only after the
         // clock's settling (a CI run, 2026-12-07): the next poll is waited for until it is armed
-        // (its countdown starts when that fetch ends), and its fetch until it is counted.
-        await h.waitUntilIdle()
-        await eventually("the next poll armed") { !h.clock.deadlines.isEmpty }
-        let due = h.clock.deadlines[0]
+        // (its countdown starts with the fetch) and that fetch is over, then its own fetch until
+        // it is counted.
+        await eventually("the next poll armed, the last one's fetch over") {
+            let armed = !h.clock.deadlines.isEmpty
+            return await h.session.isIdle && armed
+        }
+        let due = try #require(h.clock.deadlines.first)
         #expect(due <= h.clock.now.advanced(by: .seconds(120)))
         h.api.resetCounts()
         await h.clock.advance(to: due)
@@ -129,7 +132,7 @@ import WaybillTesting
         await h.clock.advance(by: .milliseconds(250))
         let revision = await h.session.listRevision
         h.api.resetCounts()
-        h.transport.current?.drop(code: 1012)
+        await h.drop(code: 1012)
         await h.clock.advance(by: .seconds(1))  // the standard policy's first delay is at most 1 s
         await h.waitForConnections(2)
         #expect(h.api.socketRequests == [12])
@@ -150,7 +153,7 @@ import WaybillTesting
         try await h.open(1)
         try await h.open(3)
         h.api.resetCounts()
-        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("all refetched") { h.api.listFetches == 1 && h.api.detailRequests.sorted() == [1, 3] }
         // After a restore or failover the same version can name other content: no tag is sent.
@@ -169,7 +172,7 @@ import WaybillTesting
         await h.session.refresh()
         await eventually("version 3 shown") { await h.session.cachedDetail(1)?.version == 3 }
         h.api.rewind(1, to: 1)
-        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("the restored version shown") { await h.session.cachedDetail(1)?.version == 1 }
         await h.waitUntilIdle()
@@ -193,7 +196,7 @@ import WaybillTesting
         await h.waitUntilIdle()
         h.api.resetCounts()
         h.api.failDetails([.unreachable("offline")])
-        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("the refetch was tried") { h.api.detailFetches(1) == 1 }
         await h.waitUntilIdle()
@@ -221,7 +224,7 @@ import WaybillTesting
         try await h.open(1)
         await h.waitUntilIdle()
         h.api.failDetails(Array(repeating: .unreachable("offline"), count: 20))
-        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("the refetch was tried") { h.api.detailFetches(1) >= 1 }
         await h.waitUntilIdle()
@@ -246,7 +249,7 @@ import WaybillTesting
         await h.clock.advance(by: .milliseconds(250))
         await eventually("a refetch of version 3 in flight") { h.api.heldDetailCount == 1 }
         h.api.rewind(1, to: 1)
-        h.transport.current?.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#)
         await h.clock.advance(by: .milliseconds(250))
         h.api.releaseDetails()  // version 3, read before the restore
         await eventually("the refetch after the reset is in flight") { h.api.heldDetailCount == 1 }

@@ -126,7 +126,7 @@ struct ReceiptTests {
     @Test func aResetWhileReceiptsWaitReportsOnlyWhatTheRefetchBrings() async throws {
         let (h, socket) = try await resumed()
         h.api.touch(1)  // the server's order 1 is at v2 now; the screen still shows v1
-        socket.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#, on: socket)
         await h.settle()
         #expect(receipts(on: socket).isEmpty, "nothing from before the reset")
         await h.clock.advance(by: .milliseconds(250))
@@ -140,7 +140,7 @@ struct ReceiptTests {
         let (h, socket) = try await resumed()
         await h.clock.advance(by: .seconds(10))  // no outcome within the limit: receipts go
         await eventually("reported at the limit") { receipts(on: socket).count == 1 }
-        socket.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#, on: socket)
         await h.clock.advance(by: .milliseconds(250))
         await eventually("reported again after the reset's refetch") { receipts(on: socket).count == 2 }
         #expect(receipts(on: socket).last == [1: 1, 2: 1, 3: 1])
@@ -155,7 +155,7 @@ struct ReceiptTests {
         await h.session.refresh()
         await eventually("a list fetch in flight") { h.api.heldListCount == 1 }
         let before = h.api.listRequests.count
-        socket.receive(#"{"type":"reset"}"#)
+        await h.receiveOpeningTheWindow(#"{"type":"reset"}"#, on: socket)
         await h.settle()
         h.api.touch(1)  // the held fetch answers 200 with the new list and its tag
         h.api.holdLists(false)

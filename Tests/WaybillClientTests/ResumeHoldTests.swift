@@ -92,6 +92,7 @@ struct ResumeHoldTests {
             await h.clock.advance(by: .seconds(1))
             await eventually("ticket asked, round \(round)") { h.api.socketRequests.count >= 2 + round }
         }
+        await h.waitForBackoff()
         await h.settle()
         #expect(h.api.writeKeys == [accept.id.rawValue], "nothing sent while a reset may still come")
         h.api.setSocketError(nil)

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -102,6 +103,91 @@ struct HTTPClientTests {
                 finish("still waiting")
             }
         }
+    }
+
+    /// A loopback server that takes one connection, reads its request head, writes `answer` and
+    /// closes: with `reset`, by a TCP reset (`SO_LINGER` 0), as a server or proxy dying mid-answer.
+    /// Unchecked: its listener is only kept open here; the thread uses its descriptor alone.
+    final class OneAnswerServer: @unchecked Sendable {
+        let port: Int
+        private let listener: Listener
+        private let head = Mutex("")
+        private let done = DispatchSemaphore(value: 0)
+        /// The request head the server read (once `finished()`).
+        var requestHead: String { head.withLock { $0 } }
+
+        init(answer: [UInt8], reset: Bool = false) throws {
+            listener = try Listener(backlog: 4)
+            port = listener.port
+            let listening = listener.fd
+            Thread { [self] in
+                defer { done.signal() }
+                let fd = accept(listening, nil, nil)
+                guard fd >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 65_536), read = 0
+                while read < buffer.count {
+                    let n = buffer[read...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    guard n > 0 else { break }
+                    read += n
+                    if buffer[..<read].firstRange(of: [13, 10, 13, 10]) != nil { break }
+                }
+                head.withLock { $0 = String(decoding: buffer[..<read], as: UTF8.self) }
+                _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if reset {
+                    usleep(50_000)  // the answer's bytes reach the client before the reset
+                    var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                }
+                close(fd)
+            }.start()
+        }
+
+        /// Waits until the server has answered and closed (at most 10 s).
+        func finished() { _ = done.wait(timeout: .now() + 10) }
+    }
+
+    /// An answer cut off before its Content-Length, by a close or by a reset, is a failure, not a
+    /// shorter body: it was returned as a complete 200 (found by a review, 2026-12-07).
+    @Test(arguments: [false, true]) func anAnswerCutShortOfItsLengthIsAFailure(reset: Bool) async throws {
+        let server = try OneAnswerServer(
+            answer: Array("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n".utf8) + Array(repeating: 97, count: 1200), reset: reset)
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/api/orders/"))
+        let error = await #expect(throws: HTTPClient.Failure.self) {
+            _ = try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+        }
+        #expect(error?.description.contains(reset ? "broke" : "cut short") == true, "\(String(describing: error))")
+        server.finished()
+    }
+
+    /// The request line carries the URL's path as written, percent escapes and a trailing slash
+    /// kept (`url.path` decoded them and dropped the slash), and a POST without a body says
+    /// `Content-Length: 0`, which some proxies require (411).
+    @Test func theRequestLineKeepsThePathAsWrittenAndAnEmptyPostSaysItsLength() async throws {
+        let server = try OneAnswerServer(answer: Array("HTTP/1.1 204 No Content\r\n\r\n".utf8))
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/a%20b/c%2Fd/?limit=5"))
+        let answer = try await HTTPClient.send(method: "POST", url: url, timeout: .seconds(5))
+        #expect(answer.status == 204)
+        server.finished()
+        let lines = server.requestHead.components(separatedBy: "\r\n")
+        #expect(lines.first == "POST /a%20b/c%2Fd/?limit=5 HTTP/1.1")
+        #expect(lines.contains("Content-Length: 0"))
+    }
+
+    /// A WebSocket upgrade answered with a redirect fails, and the client goes nowhere else: lws
+    /// followed it, with the socket's path and ticket, to wherever `Location` pointed.
+    @Test func aWebSocketUpgradeAnsweredWithARedirectIsNotFollowed() async throws {
+        let elsewhere = try Listener(backlog: 4)
+        let server = try OneAnswerServer(
+            answer: Array("HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:\(elsewhere.port)/ws/orders/?ticket=t\r\nContent-Length: 0\r\n\r\n".utf8))
+        let loop = try WebSocketClientLoop()
+        defer { loop.shutdown() }
+        await #expect(throws: WebSocketClientError.self) {
+            _ = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: server.port, path: "/ws/orders/?ticket=t", on: loop, timeout: .seconds(5))
+        }
+        server.finished()
+        var wait = pollfd(fd: elsewhere.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&wait, 1, 300) == 0, "no connection to the redirect's target")
     }
 
     /// A port no TCP address has is refused before anything is sent (past 2³¹ it trapped on the

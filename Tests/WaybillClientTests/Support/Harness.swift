@@ -86,16 +86,40 @@ struct Harness {
         }
     }
 
+    /// Drops the live socket with `code` and returns once the session backs off. The backoff's
+    /// deadline is set when the session takes the close: a test that moved the clock before that
+    /// (on a loaded machine) left the deadline past its window, and waited for a reconnect in vain.
+    func drop(code: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        transport.current?.drop(code: code)
+        await waitForBackoff(sourceLocation: sourceLocation)
+    }
+
+    /// Returns once the session is backing off (see `drop(code:)`).
+    func waitForBackoff(sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("backing off", sourceLocation: sourceLocation) {
+            if case .backingOff = await session.connectionState { return true } else { return false }
+        }
+    }
+
+    /// `socket` (the live one by default) receives `frame`, which opens the coalescing window (a
+    /// `reset`); returns once the window's timer is armed, so the clock moves only after the
+    /// session took the frame (see `drop(code:)`).
+    func receiveOpeningTheWindow(
+        _ frame: String, on socket: FakeConnection? = nil, window: Duration = .milliseconds(250),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let due = clock.now.advanced(by: window)
+        (socket ?? transport.current)?.receive(frame)
+        await eventually("the coalescing window armed", sourceLocation: sourceLocation) { clock.deadlines.contains(due) }
+    }
+
     /// Drops the live socket (1012) and lets the session connect again, resuming; the new socket
     /// answers no ping by itself (the test plays the pong that follows the replay). Returns it once
     /// `connected` (newest event `newest`) is in and the client's probe ping went out.
     func dropAndResume(newest: Int64 = 20, sourceLocation: SourceLocation = #_sourceLocation) async throws
         -> FakeConnection
     {
-        transport.current?.drop(code: 1012)
-        await eventually("backing off", sourceLocation: sourceLocation) {
-            if case .backingOff = await session.connectionState { return true } else { return false }
-        }
+        await drop(code: 1012, sourceLocation: sourceLocation)
         await clock.advance(by: .seconds(1))
         await waitForConnections(2, sourceLocation: sourceLocation)
         let socket = try #require(transport.current, sourceLocation: sourceLocation)
