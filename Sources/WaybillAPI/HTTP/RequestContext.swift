@@ -55,8 +55,16 @@ final class RequestContext: @unchecked Sendable {
 
     /// A path parameter as a positive integer id. - Throws: 404 (a malformed id names nothing).
     func id<ID: Identifier>(_ name: String, as type: ID.Type = ID.self) throws -> ID {
-        guard let text = parameters[name], let raw = Int64(text), raw > 0 else { throw APIError.notFound }
+        guard let text = parameters[name], Self.isCanonicalID(text), let raw = Int64(text) else { throw APIError.notFound }
         return ID(raw)
+    }
+
+    /// An id as the server writes it: ASCII digits, the first not 0. `Int64` also takes `+1` and
+    /// `01`, which then named order 1; a keyed write's retry spelled `/1/` of one sent to `/+1/`
+    /// was refused as another request, since the key stores the path (a review, 2026-12-07).
+    static func isCanonicalID(_ text: String) -> Bool {
+        guard let first = text.utf8.first, first != UInt8(ascii: "0") else { return false }
+        return text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     /// The user id for the request log line, if authentication happened.
