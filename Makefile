@@ -7,6 +7,10 @@ SWIFT ?= swift
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
+# The steps of `run` and `test` depend on the ones before them (the tests need the build, the
+# build the libraries the deps step installs): never in parallel, even under `make -j`.
+.NOTPARALLEL:
+
 .PHONY: run test deps test-deps cluster-deps cluster build build-release swift-test browser-test release-smoke bench bench-history fuzz clean
 
 run: deps build-release

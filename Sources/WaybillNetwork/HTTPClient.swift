@@ -45,7 +45,11 @@ public enum HTTPClient {
             head += "Content-Length: 0\r\n"
         }
         let bytes = Array((head + "\r\n").utf8) + (body ?? [])
-        return try await onOwnThread {
+        // The socket's own deadline ends every connect, read and write; the bound here, a little
+        // later, ends what it cannot: the name lookup (`OwnThread`).
+        return try await OwnThread.run(
+            within: timeout + .milliseconds(250), timedOut: { Failure(description: "timed out (resolving \(host))") }
+        ) {
             let socket = try ClientSocket(host: host, port: port, timeout: timeout)
             defer { socket.close() }
             try socket.write(bytes)
@@ -53,13 +57,6 @@ public enum HTTPClient {
         }
     }
 
-    private static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try work() }) }
-            thread.stackSize = 512 << 10
-            thread.start()
-        }
-    }
 }
 
 /// A blocking TCP connection with a deadline on every read and write.
@@ -145,18 +142,34 @@ private final class ClientSocket {
 enum ResponseParser {
     static func parse(_ data: [UInt8], forHEAD: Bool) throws -> HTTPClient.Response {
         let separator: [UInt8] = [13, 10, 13, 10]
-        guard let end = data.firstRange(of: separator) else { throw HTTPClient.Failure(description: "incomplete response") }
-        let head = String(decoding: data[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
-        let statusParts = head.first?.split(separator: " ") ?? []
-        guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
-            throw HTTPClient.Failure(description: "malformed status line")
+        var start = data.startIndex
+        while true {
+            guard let end = data[start...].firstRange(of: separator) else {
+                throw HTTPClient.Failure(description: "incomplete response")
+            }
+            let head = String(decoding: data[start..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+            let statusParts = head.first?.split(separator: " ") ?? []
+            guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
+                throw HTTPClient.Failure(description: "malformed status line")
+            }
+            // An interim answer (`100 Continue`, `103 Early Hints`, which a proxy may send) comes
+            // before the real one: it was taken as the answer, with the real one as its body (a
+            // review, 2026-12-07). A 101 is no answer to a plain request: kept, and fails as any other.
+            if (100...199).contains(status), status != 101 {
+                start = end.upperBound
+                continue
+            }
+            return try answer(status: status, head: head, body: Array(data[end.upperBound...]), forHEAD: forHEAD)
         }
+    }
+
+    private static func answer(status: Int, head: [String], body: [UInt8], forHEAD: Bool) throws -> HTTPClient.Response {
         var headers: [String: String] = [:]
         for line in head.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        var body = Array(data[end.upperBound...])
+        var body = body
         if forHEAD || status == 204 || status == 304 {
             body = []
         } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {

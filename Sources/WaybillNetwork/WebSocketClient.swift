@@ -51,7 +51,10 @@ public final class WebSocketClient: Sendable {
     ) async throws -> WebSocketClient {
         // `Int32(port)` on the service thread trapped for a port past 2³¹ (a mistyped URL).
         guard (1...65_535).contains(port) else { throw WebSocketClientError(.connectFailed, "port \(port) is out of range") }
-        let address = try await HostResolver.resolve(host)
+        // The lookup counts in `timeout` (it had none: 10–30 s where no DNS server answers).
+        let started = ContinuousClock.now
+        let address = try await HostResolver.resolve(host, within: timeout)
+        let left = timeout - started.duration(to: .now)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
         let connection = ClientConnection(
             address: address,
@@ -64,7 +67,7 @@ public final class WebSocketClient: Sendable {
         )
         let core = loop.core
         let timer = Task {
-            try await Task.sleep(for: timeout)
+            try await Task.sleep(for: left)
             core.loop.post { core.connectTimedOut(connection) }
         }
         defer { timer.cancel() }

@@ -22,23 +22,59 @@ public enum Redaction {
     static let longestLoggedValue = 1_000
 
     /// `path?query` with the values of `loggedNames` as sent, those of `q` by their length in
-    /// characters, and every other value (`token`, `ticket`, any name Waybill does not read)
-    /// replaced by `[redacted]`. Names match as the server reads them, exactly (`?Since=` is not
-    /// read, so not shown). Names and shown values are percent-encoded again where they hold `%`,
-    /// `&`, `=`, `#` or a space, so a decoded value cannot pass for another argument
-    /// (`?status=x%26token%3Dabc` is not logged as `status=x&token=abc`).
+    /// characters, the secrets' names (`secretNames`) with `[redacted]` for their values, and every
+    /// other argument only counted (`[2 other args]`): its name too may be a secret, since lws
+    /// reads `?SECRET;status=new` as an argument named `SECRET`, and `?token%3DSECRET` as one named
+    /// `token_SECRET` (a review, 2026-12-07). Names match as the server reads them, exactly
+    /// (`?Since=` is not read, so not shown). Shown values are percent-encoded again where they
+    /// hold `%`, `&`, `=`, `#` or a space, so a decoded value cannot pass for another argument
+    /// (`?status=x%26token%3Dabc` is not logged as `status=x&token=abc`). The path is cut at its
+    /// first character Waybill's own paths do not have (`loggedPath`).
     public static func redactedTarget(path: String, query: [(name: String, value: String)]) -> String {
+        let path = loggedPath(path)
         guard !query.isEmpty else { return path }
-        let parts = query.map { item in
-            let name = encoded(item.name)
-            if textNames.contains(item.name) { return "\(name)=[\(item.value.count) chars]" }
-            guard loggedNames.contains(item.name) else { return "\(name)=[redacted]" }
-            let scalars = item.value.unicodeScalars
-            guard scalars.count > longestLoggedValue else { return "\(name)=\(encoded(item.value))" }
-            let kept = String(String.UnicodeScalarView(scalars.prefix(longestLoggedValue)))
-            return "\(name)=\(encoded(kept))…[\(scalars.count) scalars]"
+        var others = 0
+        var parts: [String] = []
+        for item in query {
+            if textNames.contains(item.name) {
+                parts.append("\(item.name)=[\(item.value.count) chars]")
+            } else if secretNames.contains(item.name) {
+                parts.append("\(item.name)=[redacted]")
+            } else if loggedNames.contains(item.name) {
+                let scalars = item.value.unicodeScalars
+                guard scalars.count > longestLoggedValue else {
+                    parts.append("\(item.name)=\(encoded(item.value))")
+                    continue
+                }
+                let kept = String(String.UnicodeScalarView(scalars.prefix(longestLoggedValue)))
+                parts.append("\(item.name)=\(encoded(kept))…[\(scalars.count) scalars]")
+            } else {
+                others += 1
+            }
         }
+        if others > 0 { parts.append("[\(others) other arg\(others == 1 ? "" : "s")]") }
         return path + "?" + parts.joined(separator: "&")
+    }
+
+    /// `path` up to its first character outside `[A-Za-z0-9/._~-]`, then how many bytes were left
+    /// out (`/ws/orders/…[20 bytes]`). lws hands the path over decoded, so a client that encoded
+    /// the query's `?` (`/ws/orders/%3Fticket=…`, as `URL.appendingPathComponent` does) had its
+    /// ticket logged whole (a review, 2026-12-07). Waybill's own paths have no other character.
+    public static func loggedPath(_ path: String) -> String {
+        let utf8 = path.utf8
+        guard let cut = utf8.firstIndex(where: { !isPathByte($0) }) else { return path }
+        return String(path[..<cut]) + "…[\(utf8.distance(from: cut, to: utf8.endIndex)) bytes]"
+    }
+
+    private static func isPathByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        case UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
     }
 
     private static func encoded(_ text: String) -> String {

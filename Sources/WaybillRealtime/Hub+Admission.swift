@@ -38,7 +38,7 @@ extension Hub {
     private func authenticationTimedOut(_ socket: SocketID, io: any SocketIO) {
         guard connections[socket]?.machine.phase == .authenticating else { return }
         metrics.overflowed(.socketAuthenticationTime)
-        logger.warning("socket authentication timed out", ["socket": "\(socket)"])
+        warn(troubleLines.authenticationTimedOut, "socket authentication timed out", socket: socket)
         refuse(socket, .timedOut, io: io)
     }
 
@@ -54,7 +54,7 @@ extension Hub {
                 credential = nil
             }
         } catch {
-            logger.warning("socket authentication failed", ["socket": "\(socket)", "error": "\(error)"])
+            warn(troubleLines.authenticationFailed, "socket authentication failed", socket: socket, error: error)
             execute { io in self.refuse(socket, .unavailable, io: io) }
             return
         }
@@ -164,7 +164,7 @@ extension Hub {
     private func replayTimedOut(_ socket: SocketID, io: any SocketIO) {
         guard connections[socket]?.machine.phase == .replaying else { return }
         metrics.overflowed(.replayTime)
-        logger.warning("socket replay timed out", ["socket": "\(socket)"])
+        warn(troubleLines.replayTimedOut, "socket replay timed out", socket: socket)
         connections[socket]?.machine.closing()
         io.close(socket, code: 1013, reason: "replay timed out; try again later")
     }
@@ -176,7 +176,7 @@ extension Hub {
         do {
             result = try await store.read { tx in try Self.replayQuery(request, limit: limit, byteLimit: byteLimit, in: tx) }
         } catch {
-            logger.warning("replay failed", ["socket": "\(socket)", "error": "\(error)"])
+            warn(troubleLines.replayFailed, "replay failed", socket: socket, error: error)
             result = .failed
         }
         execute { io in
@@ -220,6 +220,19 @@ extension Hub {
             }
             guard page.count == asked, let last = page.last else { return .events(frames) }
             after = last.id
+        }
+    }
+}
+
+extension Hub {
+    /// A warning of a kind that comes in floods, at most once a second (`rate`), with how many
+    /// were left out since the last one written.
+    func warn(_ rate: LogLineRate, _ message: String, socket: SocketID, error: (any Error)? = nil) {
+        guard let left = rate.admit() else { return }
+        if let error {
+            logger.warning(message, ["socket": "\(socket)", "error": "\(error)", "similar_not_logged": "\(left)"])
+        } else {
+            logger.warning(message, ["socket": "\(socket)", "similar_not_logged": "\(left)"])
         }
     }
 }

@@ -75,6 +75,14 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     let clock: any Clock<Duration>
     /// Authentication tasks and replay queries running now (each bounded by `configuration.limits`).
     let authentications: ConcurrencyGate
+    /// One warning a second for each kind of socket trouble a store outage or a stalled store
+    /// brings to every socket at once (authentication and replay, failed or timed out), saying how
+    /// many were left out: `/metrics` counts each. Sockets reconnecting through a partition wrote
+    /// a line each, the flood `LogLineRate` had already stopped for requests (a review, 2026-12-07).
+    let troubleLines = (
+        authenticationFailed: LogLineRate(), authenticationTimedOut: LogLineRate(), replayFailed: LogLineRate(),
+        replayTimedOut: LogLineRate()
+    )
     let replays: ConcurrencyGate
     var connections: [SocketID: Entry] = [:]
     /// Each driver's receipts on their way to the store, shared by all the driver's sockets and

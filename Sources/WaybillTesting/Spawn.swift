@@ -23,14 +23,16 @@ public enum Spawn {
         public var description: String { String(cString: strerror(code)) }
     }
 
-    /// Starts `executable` (an absolute path) with `arguments` and this process's environment.
+    /// Starts `executable` (an absolute path) with `arguments` and `environment` (this process's
+    /// when nil).
     ///
     /// `redirect` sets up the child's stdin, stdout and stderr; every descriptor from 3 up is then
     /// closed in the child, so it holds none of the test process's pipes and sockets open.
     /// - Returns: the child's pid (the caller reaps it with `waitpid`).
     /// - Throws: `Failure` when `posix_spawn` fails.
     public static func start(
-        _ executable: String, _ arguments: [String], redirect: (inout posix_spawn_file_actions_t) -> Void
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        redirect: (inout posix_spawn_file_actions_t) -> Void
     ) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -39,8 +41,10 @@ public enum Spawn {
         _ = closeFrom?(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { envp?.forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = envp.map { posix_spawn(&pid, executable, &actions, nil, argv, $0) } ?? posix_spawn(&pid, executable, &actions, nil, argv, environ)
         guard spawned == 0 else { throw Failure(code: spawned) }
         return pid
     }

@@ -58,7 +58,8 @@ enum DriverCommand {
         "reason":{…} (refused only; each refusal is reported once, also across restarts),"waiting":N},
         {"kind":"error","message":…}.
         Exit status 3 when the server refuses the login or the token, or the login is not a driver's; 1 when it cannot be reached
-        (or fails, or rate-limits the login) at start.
+        (or fails, or rate-limits the login) at start, or another `waybill driver` holds the same queue; 2 for a mistake in
+        the arguments.
         """
 
     /// Whether `host` names this machine: `localhost`, or a loopback address.

@@ -159,6 +159,18 @@ struct HTTPClientTests {
         server.finished()
     }
 
+    /// An interim answer before the real one (a proxy's `100 Continue` or `103 Early Hints`) is
+    /// skipped: it was taken as the answer, with the real one as its body.
+    @Test func anInterimAnswerIsSkipped() async throws {
+        let server = try OneAnswerServer(
+            answer: Array("HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8))
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/healthz"))
+        let answer = try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+        #expect(answer.status == 200)
+        #expect(answer.body == Array("ok".utf8))
+        server.finished()
+    }
+
     /// The request line carries the URL's path as written, percent escapes and a trailing slash
     /// kept (`url.path` decoded them and dropped the slash), and a POST without a body says
     /// `Content-Length: 0`, which some proxies require (411).

@@ -148,7 +148,11 @@ def page_factory(browser, server):
     opened = []
 
     def open_page(viewport=None):
-        context = browser.new_context(viewport=viewport or {"width": 1280, "height": 800}, base_url=server.base_url)
+        # A fixed language and time zone: the panel formats times the browser's way, and the tests
+        # read them ("Seen 10:15:03"); under LANG=fi_FI it wrote 10.15.03 (a review, 2026-12-07).
+        context = browser.new_context(
+            viewport=viewport or {"width": 1280, "height": 800}, base_url=server.base_url,
+            locale="en-US", timezone_id="UTC")
         page = context.new_page()
         page.recorder = PageRecorder(page)
         opened.append((context, page))

@@ -139,12 +139,12 @@ struct APIResponder: HTTPResponder {
             // An outage fails every request alike: one line a second tells it (`storeFailureLines`).
             if let left = storeFailureLines.admit() {
                 logger.error("request failed", [
-                    "path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)",
+                    "path": Redaction.loggedPath(request.path), "error": String(describing: type(of: error)), "detail": "\(error)",
                     "similar_not_logged": "\(left)",
                 ])
             }
         } else if api.isServerFault {
-            logger.error("request failed", ["path": request.path, "error": String(describing: type(of: error)), "detail": "\(error)"])
+            logger.error("request failed", ["path": Redaction.loggedPath(request.path), "error": String(describing: type(of: error)), "detail": "\(error)"])
         }
         var response = JSONCoding.error(api)
         if let seconds = api.retryAfter { response.headers.set("Retry-After", "\(seconds)") }

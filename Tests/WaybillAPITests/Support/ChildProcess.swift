@@ -24,6 +24,25 @@ final class ChildProcess: Sendable {
         return bundle.appendingPathComponent("waybill").path
     }
 
+    /// The test process's environment without its `WAYBILL_*` settings (a developer's exported
+    /// `WAYBILL_INSECURE_HTTP` or `WAYBILL_DATABASE_URL` changed what the tests' commands did), with
+    /// `XDG_STATE_HOME` in a folder of this test run: `waybill driver` keeps its queue file there,
+    /// not in the real home (a review, 2026-12-07, found its lock files in `~/.local/state`).
+    /// Folders of earlier runs whose process is gone are deleted here.
+    static let environment: [String: String] = {
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("WAYBILL_") }
+        let temporary = FileManager.default.temporaryDirectory
+        let prefix = "waybill-test-state-"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? [] where name.hasPrefix(prefix) {
+            guard let pid = pid_t(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(at: temporary.appendingPathComponent(name))
+        }
+        let state = temporary.appendingPathComponent("\(prefix)\(getpid())")
+        try? FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        environment["XDG_STATE_HOME"] = state.path
+        return environment
+    }()
+
     /// - Parameters:
     ///   - pausingStderrAfter: stop reading the child's stderr after the first line that contains
     ///     this (a stuck log collector: its writes fill the pipe) until `resumeStderr`.
@@ -47,7 +66,7 @@ final class ChildProcess: Sendable {
             // (pipes and sockets of other tests) is close-on-exec or closed by `Spawn`.
             let command =
                 openFileLimit.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)", "--", Self.waybillPath] } ?? [Self.waybillPath]
-            pid = try Spawn.start(command[0], Array(command.dropFirst()) + arguments) { actions in
+            pid = try Spawn.start(command[0], Array(command.dropFirst()) + arguments, environment: Self.environment) { actions in
                 posix_spawn_file_actions_adddup2(&actions, input[0], 0)
                 posix_spawn_file_actions_adddup2(&actions, output[1], 1)
                 posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
