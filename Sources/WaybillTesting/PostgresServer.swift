@@ -61,9 +61,16 @@ public final class PostgresServer: Sendable {
         password = nil
         host = "127.0.0.1"
         self.local = local
-        try Self.runAsServerUser(
-            binaries.appendingPathComponent("initdb").path,
-            ["-D", local.data.path, "-A", "trust", "-U", user, "-E", "UTF8", "--locale=C", "--no-sync"])
+        // A cluster that never started leaves nothing behind (a review, 2026-12-07: its folder
+        // stayed in /tmp after a failed initdb or five failed starts).
+        do {
+            try Self.runAsServerUser(
+                binaries.appendingPathComponent("initdb").path,
+                ["-D", local.data.path, "-A", "trust", "-U", user, "-E", "UTF8", "--locale=C", "--no-sync"])
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
         var lastError: (any Error)?
         for _ in 0..<5 {
             let candidate = Self.freePort()
@@ -75,6 +82,10 @@ public final class PostgresServer: Sendable {
                 lastError = error
             }
         }
+        // A start that timed out may have left a server running on the folder.
+        _ = try? Self.runAsServerUser(
+            binaries.appendingPathComponent("pg_ctl").path, ["-D", local.data.path, "-m", "immediate", "stop"])
+        try? FileManager.default.removeItem(at: directory)
         throw lastError ?? PostgresServerError("could not start PostgreSQL")
     }
 
