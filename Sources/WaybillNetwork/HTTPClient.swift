@@ -34,10 +34,12 @@ public enum HTTPClient {
         guard (1...65_535).contains(port) else { throw Failure(description: "port \(port) is out of range") }
         // The path as written: `url.path` decodes its escapes (a `%2F` became a separator, a `%20`
         // a space in the request line) and drops a trailing slash (found by a review, 2026-12-07).
-        let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        var target = components?.percentEncodedPath ?? ""
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true) else {
+            throw Failure(description: "cannot read the URL's path")
+        }
+        var target = components.percentEncodedPath
         if target.isEmpty { target = "/" }
-        if let query = components?.percentEncodedQuery { target += "?" + query }
+        if let query = components.percentEncodedQuery { target += "?" + query }
         var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         // A POST without a body says so too: some proxies answer 411 to one without a length.
@@ -48,12 +50,13 @@ public enum HTTPClient {
         // The socket's own deadline ends every connect, read and write; the bound here, a little
         // later, ends what it cannot: the name lookup (`OwnThread`).
         return try await OwnThread.run(
-            within: timeout + .milliseconds(250), timedOut: { Failure(description: "timed out (resolving \(host))") }
+            within: timeout + .seconds(1),
+            timedOut: { Failure(description: "no answer within the request's time (the name lookup or the thread was late)") }
         ) {
             let socket = try ClientSocket(host: host, port: port, timeout: timeout)
             defer { socket.close() }
             try socket.write(bytes)
-            return try ResponseParser.parse(socket.readAll(), forHEAD: method == "HEAD")
+            return try ResponseParser.parse(socket.readAll(forHEAD: method == "HEAD"), forHEAD: method == "HEAD")
         }
     }
 
@@ -113,7 +116,7 @@ private final class ClientSocket {
     }
 
     /// Everything until the server closes (requests carry `Connection: close`).
-    func readAll() throws -> [UInt8] {
+    func readAll(forHEAD: Bool) throws -> [UInt8] {
         var data: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
@@ -124,8 +127,14 @@ private final class ClientSocket {
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw HTTPClient.Failure(description: "timed out") }
             // A reset (a server or proxy dying mid-answer) is a failure, not the answer's end: what
-            // came so far was returned as if complete (found by a review, 2026-12-07).
-            if n < 0 { throw HTTPClient.Failure(description: "the connection broke (errno \(errno))") }
+            // came so far was returned as if complete (found by a review, 2026-12-07). Unless the
+            // answer is whole by its own framing: a proxy that answers early (a 413 before reading
+            // the body) and closes with the body unread sends a reset after its answer.
+            if n < 0 {
+                let reason = errno
+                if ResponseParser.isWhole(data, forHEAD: forHEAD) { return data }
+                throw HTTPClient.Failure(description: "the connection broke (errno \(reason))")
+            }
             if n == 0 { return data }
             data += chunk[0..<n]
         }
@@ -161,6 +170,14 @@ enum ResponseParser {
             }
             return try answer(status: status, head: head, body: Array(data[end.upperBound...]), forHEAD: forHEAD)
         }
+    }
+
+    /// Whether `data` holds a whole answer by its framing (a length, chunks, or no body), so that
+    /// what follows it on the connection cannot change it.
+    static func isWhole(_ data: [UInt8], forHEAD: Bool) -> Bool {
+        guard let answer = try? parse(data, forHEAD: forHEAD) else { return false }
+        if forHEAD || answer.status == 204 || answer.status == 304 { return true }
+        return answer.headers["content-length"] != nil || answer.headers["transfer-encoding"]?.lowercased().contains("chunked") == true
     }
 
     private static func answer(status: Int, head: [String], body: [UInt8], forHEAD: Bool) throws -> HTTPClient.Response {

@@ -6,9 +6,10 @@ import Synchronization
 /// how long its caller waits.
 ///
 /// Why: `getaddrinfo` cannot be cancelled and has no timeout of its own; where no DNS server
-/// answers, glibc tries each for 5 s, twice, so a client's "5 s" connect could wait 10–30 s, and
-/// its `stop()` could not cut that short (found by a review, 2026-12-07). The caller now gets
-/// `timedOut()` at the bound; the thread ends when its work does, and its late result is dropped.
+/// answers, glibc tries each for 5 s, twice, so a client's "5 s" connect could wait 10–30 s
+/// (found by a review, 2026-12-07). The caller now gets `timedOut()` at the bound, whatever the
+/// work is doing; the thread ends when its work does, and its late result is dropped. The caller
+/// is not woken sooner by cancelling its task: the bound is the request's own deadline.
 enum OwnThread {
     static func run<T: Sendable>(
         within limit: Duration, stackSize: Int = 512 << 10, timedOut: @escaping @Sendable () -> any Error,
@@ -17,14 +18,33 @@ enum OwnThread {
         let outcome = Once<T>()
         return try await withCheckedThrowingContinuation { continuation in
             outcome.set(continuation)
-            let thread = Thread { outcome.resume(with: Result { try work() }) }
+            let bound = Bound(DispatchWorkItem { outcome.resume(with: .failure(timedOut())) })
+            let thread = Thread {
+                let result = Result { try work() }
+                bound.item.cancel()  // its timer would otherwise hold the closure until the bound
+                outcome.resume(with: result)
+            }
             thread.stackSize = stackSize
             thread.start()
-            let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: max(0, nanoseconds)))) {
-                outcome.resume(with: .failure(timedOut()))
-            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(limit)), execute: bound.item)
         }
+    }
+
+    /// `limit` in nanoseconds, 0 for a negative one and clamped for one past `Int`'s range.
+    static func nanoseconds(_ limit: Duration) -> Int {
+        let (seconds, attoseconds) = limit.components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return Int.max }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflowAgain ? Int.max : Int(clamping: max(0, total))
+    }
+
+    /// The bound's work item, shared with the work's thread, which cancels it: `cancel` may be
+    /// called from any thread (Dispatch's documentation), which is all the thread does with it.
+    private final class Bound: @unchecked Sendable {
+        let item: DispatchWorkItem
+        init(_ item: DispatchWorkItem) { self.item = item }
     }
 
     /// A continuation resumed once: by the work or by the bound, whichever comes first.

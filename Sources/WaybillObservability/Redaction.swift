@@ -1,8 +1,9 @@
 /// Removes secrets and free text from request targets before they are logged.
 ///
 /// The access log shows a query value only for the arguments Waybill reads whose values are ids,
-/// flags or filters (`loggedNames`); `q` (what a user typed) as its length; every other value as
-/// `[redacted]`. A list of the secrets' names (how it was until 2026-12-05) showed whatever a
+/// flags or filters (`loggedNames`); `q` (what a user typed) as its length; the secrets' values as
+/// `[redacted]`; every other argument only by count, and the path up to its first character
+/// Waybill's paths do not have (`redactedTarget`). A list of the secrets' names (how it was until 2026-12-05) showed whatever a
 /// client put in an argument it did not name: `?apikey=`, `?auth=`, `?Token%20=`, a password in
 /// a mistyped name (found by a review).
 public enum Redaction {

@@ -82,11 +82,13 @@ public final class PostgresServer: Sendable {
                 lastError = error
             }
         }
-        // A start that timed out may have left a server running on the folder.
+        // A start that timed out may have left a server running on the folder. The server's log
+        // goes into the error first: it is what says why (pg_ctl's own message points to it).
         _ = try? Self.runAsServerUser(
             binaries.appendingPathComponent("pg_ctl").path, ["-D", local.data.path, "-m", "immediate", "stop"])
+        let log = (try? String(contentsOf: local.log, encoding: .utf8)).map { String($0.suffix(2000)) } ?? ""
         try? FileManager.default.removeItem(at: directory)
-        throw lastError ?? PostgresServerError("could not start PostgreSQL")
+        throw PostgresServerError("could not start PostgreSQL: \(lastError.map { "\($0)" } ?? "")\nits log ends:\n\(log)")
     }
 
     /// A server this object does not manage, e.g. from `WAYBILL_TEST_DATABASE_URL`.

@@ -424,7 +424,8 @@ struct ExecutableTests {
             let pid = try Spawn.start(
                 ChildProcess.waybillPath,
                 ["driver", "--server", server.baseURL, "--email", driver.email, "--password", driver.password, "--json",
-                 "--state-dir", server.directory.appendingPathComponent("driver-state").path]
+                 "--state-dir", server.directory.appendingPathComponent("driver-state").path],
+                environment: ChildProcess.environment
             ) { actions in
                 posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
                 posix_spawn_file_actions_adddup2(&actions, output[1], 1)

@@ -32,4 +32,11 @@ struct OwnThreadTests {
             _ = try await OwnThread.run(within: .seconds(10), timedOut: { Bound() }) { () throws -> Int in throw Own() }
         }
     }
+
+    /// The bound in nanoseconds never traps: a negative one is 0, one past `Int`'s range the most.
+    @Test func boundsOfAnySizeBecomeNanoseconds() {
+        #expect(OwnThread.nanoseconds(.milliseconds(1500)) == 1_500_000_000)
+        #expect(OwnThread.nanoseconds(.seconds(-1)) == 0)
+        #expect(OwnThread.nanoseconds(.seconds(Int64.max)) == Int.max)
+    }
 }

@@ -32,7 +32,7 @@ import WaybillStoreTesting
     }
 
     /// A write whose transaction stays open until the test releases it (at the latest after
-    /// 60 s): it holds its order's row lock, and, through `write(changing:)`, its turn.
+    /// 60 s): it holds its order's row lock, and, through `write(changing:in:)`, its turn.
     final class RowHold: Sendable {
         private let taken = Atomic<Bool>(false)
         private let released = Atomic<Bool>(false)
