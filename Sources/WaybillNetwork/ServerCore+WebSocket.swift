@@ -98,8 +98,13 @@ extension ServerCore {
         guard let connection = slotObject(user) as? WebSocketConnection else { return 0 }
         heartbeat.pongReceived(from: connection.id)
         guard connection.isOpen else { return 0 }
-        connection.pongsSincePing += 1
-        guard connection.pongsSincePing > maxPongsPerPing else { return 0 }
+        // Counted only up to the bound: at a bound of `UInt16.max` (a ping interval of 4.5 hours
+        // or more, possible through the library's configuration) the next pong trapped on the
+        // increment (found by a review, 2026-12-07).
+        guard connection.pongsSincePing >= maxPongsPerPing else {
+            connection.pongsSincePing += 1
+            return 0
+        }
         return refuse(connection, wsi, code: 1008, reason: "too many pongs")
     }
 

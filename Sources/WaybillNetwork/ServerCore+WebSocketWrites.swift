@@ -20,7 +20,10 @@ extension ServerCore {
         guard let connection = slotObject(user) as? WebSocketConnection, !connection.closeSent else { return 0 }
         writeStatistics.writeableCallbacks += 1
         guard writeQueued(connection, wsi) else { return -1 }
-        if connection.hasQueued || connection.pingIsPending {
+        // What lws still holds goes out before the close: closing with a tail in its buffer, lws
+        // flushes the tail and then drops the connection without the close frame, so the peer saw
+        // 1006 for the server's 1012 or 1013 (found by a review, 2026-12-07).
+        if connection.hasQueued || connection.pingIsPending || (connection.pendingClose != nil && lws_partial_buffered(wsi) != 0) {
             lws_callback_on_writable(wsi)
             return 0
         }

@@ -22,6 +22,11 @@ extension RawConnection {
     /// - Parameters:
     ///   - fin: false for every fragment but the last.
     public func sendFrame(_ opcode: RawWebSocketFrame.Opcode, _ payload: [UInt8], fin: Bool = true) throws {
+        try send(Self.maskedFrame(opcode, payload, fin: fin))
+    }
+
+    /// One masked frame's bytes (to send many in one write).
+    public static func maskedFrame(_ opcode: RawWebSocketFrame.Opcode, _ payload: [UInt8], fin: Bool = true) -> [UInt8] {
         var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode.rawValue]
         if payload.count < 126 {
             frame.append(0x80 | UInt8(payload.count))
@@ -34,7 +39,7 @@ extension RawConnection {
         let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
         frame += mask
         frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
-        try send(frame)
+        return frame
     }
 
     /// Sends a text message in one frame.

@@ -172,6 +172,28 @@ struct WebSocketTests {
         #expect(ServerCore.maxPongs(perPing: .seconds(1_000_000)) == UInt16.max)
     }
 
+    /// At the largest bound (a ping interval of 4.5 hours or more, through the library's
+    /// configuration) the pong past it closes with 1008 too: the count trapped on its increment,
+    /// which took the whole process down (found by a review, 2026-12-07).
+    @Test func pongsPastTheLargestBoundCloseWith1008() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.pingInterval = .seconds(20_000) }, delegate: delegate) { server in
+            let port = server.port
+            #expect(ServerCore.maxPongs(perPing: .seconds(20_000)) == UInt16.max)
+            let close = try await runBlocking {
+                let c = try RawConnection(port: port)
+                #expect(try c.upgradeToWebSocket("/ws/orders/").status == 101)
+                var batch: [UInt8] = []
+                for _ in 0...Int(UInt16.max) { batch += RawConnection.maskedFrame(.pong, [0x78]) }
+                try c.send(batch)
+                return try c.readDataOrCloseFrame()
+            }
+            #expect(close.opcode == .close)
+            #expect(close.payload.prefix(2) == [0x03, 0xF0])  // 1008
+        }
+        loop.shutdown()
+    }
+
     @Test func slowConsumerIsClosedWith4008() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 256 << 10 }, delegate: delegate) { server in
@@ -190,6 +212,36 @@ struct WebSocketTests {
             #expect(report.initiatedByServer)
             #expect(report.code == 4008)
             withExtendedLifetime(raw) {}
+        }
+        loop.shutdown()
+    }
+
+    /// A close asked for while lws still holds the tail of the last frame (the peer reads slowly)
+    /// goes out after that tail, with its code: closing at once, lws flushed the tail and then
+    /// dropped the connection without the close frame, and the peer saw 1006 for the server's
+    /// code (found by a review, 2026-12-07).
+    @Test func aCloseBehindATailLwsStillHoldsKeepsItsCode() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20 }, delegate: delegate) { server in
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+            // More than the kernel holds for a peer that does not read (megabytes on loopback).
+            let frames = 12, frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
+            server.execute { io in
+                for _ in 0..<frames { io.send(frame, to: socket) }
+                io.close(socket, code: 4001, reason: "unauthorized")
+            }
+            try await Task.sleep(for: .milliseconds(300))  // the queue written, lws holding a tail
+            let close = try await runBlocking { () -> RawWebSocketFrame in
+                var read = 0
+                while true {
+                    let next = try raw.readDataOrCloseFrame()
+                    if next.opcode == .close { return next }
+                    read += 1
+                    guard read <= frames else { return next }
+                }
+            }
+            #expect(close.opcode == .close)
+            #expect(close.payload.prefix(2) == [0x0F, 0xA1], "4001: \(close.payload.prefix(2))")
         }
         loop.shutdown()
     }
