@@ -136,6 +136,15 @@ extension ServerCore {
                 session.request.body = session.chunked!.body
                 session.chunked = nil
                 dispatch(session)
+                // A chunked body has no length for lws: after this callback it still expects
+                // more, and sets its per-piece timeout again over the handler deadline `dispatch`
+                // just set, which cut a handler slower than lws's timeout off (found by a review,
+                // 2026-12-07). The deadline is set again once lws is done with this read.
+                let id = session.id
+                loop.post { [self] in
+                    guard let session = inFlight[id], session.state == .dispatched else { return }
+                    lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
+                }
             case .tooLarge:
                 session.chunked = nil
                 session.respond(Self.tooLarge(session.bodyLimit), close: true)

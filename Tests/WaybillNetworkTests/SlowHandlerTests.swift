@@ -26,6 +26,22 @@ struct SlowHandlerTests {
         }
     }
 
+    /// The same with a chunked body: lws sets its own per-piece timeout again after the body's
+    /// last piece (it still expects more: a chunked body has no length for it), which cut the
+    /// handler off after lws's timeout instead of the handler deadline (found by a review,
+    /// 2026-12-07: a write that took over 10 s went unanswered).
+    @Test func aChunkedRequestsHandlerSlowerThanTheLwsTimeoutStillAnswers() async throws {
+        try await withServer({ $0.lwsTimeout = .seconds(1) }) { server in
+            let port = server.port
+            let answer = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .seconds(20))
+                try c.send("POST /slow?ms=2200 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n")
+                return try c.readResponse()
+            }
+            #expect(answer.status == 200)
+        }
+    }
+
     /// A body that trickles in (a byte every so often, each within lws's own per-piece timeout) is
     /// cut off at `bodyDeadline` with a 408, however long it claims to be.
     @Test(arguments: [false, true]) func aTricklingBodyGets408AtTheDeadline(chunked: Bool) async throws {
