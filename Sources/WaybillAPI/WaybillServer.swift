@@ -146,6 +146,7 @@ public final class WaybillServer: Sendable {
         hub.executeAlways = { [weak http] body in http?.executeAlways(body) }
         metrics.readAtScrape(.serviceQueue) { [weak http] in http?.refusedWork ?? 0 }
         metrics.readAtScrape(.brokerBuffer) { broker.droppedBatches }
+        http.observeOwnAnswers { [weak metrics] status in metrics?.recordNetworkAnswer(status: status) }
         do { try http.start() } catch {
             pool.stop()
             throw error

@@ -153,6 +153,14 @@ public final class HTTPServer: Sendable {
     /// Ends the calling thread's batch; `idle` when it has nothing more to do (see `beginPostingBatch`).
     public func endPostingBatch(idle: Bool) { core.loop.endBatch(idle: idle) }
 
+    /// Calls `observer` with the status of each answer the server gives itself instead of the
+    /// responder (400 for a framing it refuses, 408, 411, 413, 503 while stopping), on the service
+    /// thread: keep it quick. Call before `start`.
+    public func observeOwnAnswers(_ observer: @escaping @Sendable (Int) -> Void) {
+        precondition(!core.loop.hasStarted, "observeOwnAnswers must be called before start")
+        core.ownAnswerObserver = observer
+    }
+
     /// Work `execute` refused because `maxQueuedWork` items were waiting (a metric).
     public var refusedWork: Int { core.loop.overflows }
 

@@ -82,6 +82,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// The connection whose WebSocket upgrade `confirmUpgrade` just refused for the shutdown: its
     /// request, which lws then hands over as plain HTTP, gets 503 (its client reconnects elsewhere).
     var refusedUpgrade: OpaquePointer?
+    /// Told the status of each answer the network layer gives itself (`answerItself`); set before
+    /// `start`, read on the service thread only.
+    var ownAnswerObserver: (@Sendable (Int) -> Void)?
     let heartbeatTimer: UnsafeMutablePointer<lwsx_timer>
     /// The ping payload behind lws's headroom (lws writes the frame header in front of it).
     let pingPayload: UnsafeMutablePointer<UInt8>

@@ -48,6 +48,13 @@ public final class Metrics: Sendable {
         return String(scalars)
     }
 
+    /// An answer the network layer gave itself (a refused framing, a body too large or too slow, a
+    /// stop): `waybill_http_requests_total{route="network",status=…}`, outside the duration
+    /// histogram (no handler ran).
+    public func recordNetworkAnswer(status: Int) {
+        state.withLock { $0.requests["network|\(status)", default: 0] += 1 }
+    }
+
     public func recordRequest(route: String, status: Int, duration: Duration) {
         let seconds = duration / .seconds(1)  // Prometheus counts seconds
         state.withLock { s in
@@ -106,7 +113,7 @@ public final class Metrics: Sendable {
             out += "# HELP waybill_node_info This node's name.\n# TYPE waybill_node_info gauge\n"
             out += "waybill_node_info{node=\"\(nodeID)\"} 1\n"
         }
-        out += "# HELP waybill_http_requests_total HTTP requests by route pattern and status.\n"
+        out += "# HELP waybill_http_requests_total HTTP requests by route pattern and status (route \"network\": answered by the network layer itself).\n"
         out += "# TYPE waybill_http_requests_total counter\n"
         for key in s.requests.keys.sorted() {
             let parts = key.split(separator: "|", maxSplits: 1)

@@ -103,6 +103,10 @@ struct BadInputTests {
             #expect(answer.errorCode == "payload_too_large")
             #expect(try await server.request("GET", "/healthz").status == 200)
             #expect(try await server.request("GET", "/api/orders/", token: seed.dispatcherToken).array.isEmpty)
+            // Answered by the network layer, before any handler: counted for /metrics all the same
+            // (a flood of them left no trace; a review, 2026-12-07).
+            let metrics = try await server.request("GET", "/metrics").text
+            #expect(metrics.contains(#"waybill_http_requests_total{route="network",status="413"} 1"#), "\(metrics)")
         }
     }
 }
