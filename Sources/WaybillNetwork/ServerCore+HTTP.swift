@@ -108,7 +108,14 @@ extension ServerCore {
         _ input: UnsafeMutableRawPointer?,
         _ length: Int
     ) -> Int32 {
-        guard let session = slotObject(user) as? HTTPSession, session.state == .readingBody else { return 0 }
+        guard let session = slotObject(user) as? HTTPSession else { return 0 }
+        if session.state == .dispatched {
+            // Bytes after a body method without a length, read with its head: dropped (the body is
+            // empty), but lws counts them against the 100 MB it expects and sets its timeout again.
+            restoreHandlerDeadlineAfterThisRead(session)
+            return 0
+        }
+        guard session.state == .readingBody else { return 0 }
         if ContinuousClock.now - session.startedAt > configuration.bodyDeadline {
             session.request.body = []
             session.chunked = nil
@@ -125,15 +132,7 @@ extension ServerCore {
                 session.request.body = session.chunked!.body
                 session.chunked = nil
                 dispatch(session)
-                // A chunked body has no length for lws: after this callback it still expects
-                // more, and sets its per-piece timeout again over the handler deadline `dispatch`
-                // just set, which cut a handler slower than lws's timeout off (found by a review,
-                // 2026-12-07). The deadline is set again once lws is done with this read.
-                let id = session.id
-                loop.post { [self] in
-                    guard let session = inFlight[id], session.state == .dispatched else { return }
-                    lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
-                }
+                restoreHandlerDeadlineAfterThisRead(session)
             case .tooLarge:
                 session.chunked = nil
                 answerItself(session, Self.tooLarge(session.bodyLimit))
@@ -203,6 +202,19 @@ extension ServerCore {
     func answerItself(_ session: HTTPSession, _ response: HTTPResponse) {
         ownAnswerObserver?(response.status)
         session.respond(response, close: true)
+    }
+
+    /// Sets the handler deadline (`dispatch`) again once lws is done with the current read. After
+    /// a body piece lws still expects more (a chunked body, or a body method without a length: it
+    /// waits for 100 MB) and sets its per-piece timeout over the deadline, which cut a handler
+    /// slower than lws's timeout off (found by reviews, 2026-12-07). Runs before the loop waits
+    /// again, after lws has returned from the read.
+    func restoreHandlerDeadlineAfterThisRead(_ session: HTTPSession) {
+        let id = session.id
+        loop.post { [self] in
+            guard let session = inFlight[id], session.state == .dispatched else { return }
+            lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Self.handlerDeadlineSeconds)
+        }
     }
 
     /// Runs the responder in a task; the response comes back through the loop's inbox.

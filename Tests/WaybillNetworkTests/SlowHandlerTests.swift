@@ -42,6 +42,20 @@ struct SlowHandlerTests {
         }
     }
 
+    /// The same for a body method without a length (its body is empty) whose head came with more
+    /// bytes: lws counts them against the 100 MB it then expects, and sets its timeout again.
+    @Test func aLengthlessPostWithBytesAfterItsHeadStillGetsItsSlowAnswer() async throws {
+        try await withServer({ $0.lwsTimeout = .seconds(1) }) { server in
+            let port = server.port
+            let answer = try await runBlocking {
+                let c = try RawConnection(port: port, timeout: .seconds(20))
+                try c.send("POST /slow?ms=2200 HTTP/1.1\r\nHost: x\r\n\r\nstray bytes")
+                return try c.readResponse()
+            }
+            #expect(answer.status == 200)
+        }
+    }
+
     /// A body that trickles in (a byte every so often, each within lws's own per-piece timeout) is
     /// cut off at `bodyDeadline` with a 408, however long it claims to be.
     @Test(arguments: [false, true]) func aTricklingBodyGets408AtTheDeadline(chunked: Bool) async throws {
