@@ -126,6 +126,9 @@ struct LoginFloodTests {
         let configure: @Sendable (inout ServerConfiguration) -> Void = {
             Self.flooding(&$0)
             $0.trustedProxies = ["127.0.0.7"]
+            // Long checks (about 0.4 s each): the early ask must come while the fillers' checks
+            // still wait, which at 50 000 iterations lasted tens of milliseconds.
+            $0.passwordIterations = 2_000_000
         }
         try await TestServer.withRunning(clock: clock, configure: configure) { server in
             let pushy =
