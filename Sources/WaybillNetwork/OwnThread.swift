@@ -26,9 +26,14 @@ enum OwnThread {
             }
             thread.stackSize = stackSize
             thread.start()
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(limit)), execute: bound.item)
+            boundQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(limit)), execute: bound.item)
         }
     }
+
+    /// The bounds' timers. A queue of its own, not `DispatchQueue.global()`: on Linux Swift's
+    /// tasks run on the global queues' threads, and with them busy a bound of 200 ms fired after
+    /// 2.6 s (a stress run, 2026-12-07); a queue of its own gets a thread of its own.
+    private static let boundQueue = DispatchQueue(label: "waybill.own-thread.bounds")
 
     /// `limit` in nanoseconds, 0 for a negative one and clamped for one past `Int`'s range.
     static func nanoseconds(_ limit: Duration) -> Int {

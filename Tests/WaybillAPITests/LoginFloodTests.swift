@@ -16,10 +16,10 @@ struct LoginFloodTests {
     }
 
     @Test func aFloodGets503PastTheBoundAndHealthStaysFast() async throws {
-        // Checks 40 times as long as the others' (about 2 s for the five the pool admits; the rest
+        // Checks 20 times as long as the others' (about 1 s for the five the pool admits; the rest
         // are refused at once): at 50 000 iterations the pool was saturated for about 50 ms, over
         // before a test task delayed on a loaded runner looked (a CI run, 2026-12-07).
-        try await TestServer.withRunning(configure: { Self.flooding(&$0); $0.passwordIterations = 2_000_000 }) { server in
+        try await TestServer.withRunning(configure: { Self.flooding(&$0); $0.passwordIterations = 1_000_000 }) { server in
             let attacker = AddressedClient(port: server.port, source: "127.0.0.1")
             let flood = Task {
                 try await withThrowingTaskGroup(of: AddressedClient.Answer.self) { group in
@@ -45,7 +45,9 @@ struct LoginFloodTests {
             #expect(answers.contains { $0.status == 401 }, "the pool still works through the flood")
             #expect(refused.count >= 10, "at most 1 running + 4 waiting at a time: the rest are refused at once")
             #expect(refused.allSatisfy { $0.retryAfter == "1" && $0.body.contains(#""error":"overloaded""#) })
-            #expect(answers.allSatisfy { $0.elapsed < .seconds(10) })
+            // A frozen server never answers; five checks in a row on a machine loaded by the whole
+            // suite (and, in a stress run, two busy loops) took up to 10 s.
+            #expect(answers.allSatisfy { $0.elapsed < .seconds(30) })
             // A bound against a frozen server, not a measure of speed (that is
             // scripts/bench-login-flood.sh's): before the fix every login took a thread and the
             // probes waited for the flood. The median, not the worst: the whole test suite runs in

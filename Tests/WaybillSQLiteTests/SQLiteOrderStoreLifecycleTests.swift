@@ -126,11 +126,12 @@ import WaybillTesting
     /// A batch whose wait ran out fails only the writes whose own wait is spent: one queued later
     /// keeps what is left of its wait, and commits if the lock is freed within it.
     @Test func aWriteQueuedDuringAnotherWriteLockWaitKeepsTheRestOfItsOwnWait() async throws {
-        // The later write keeps 2 s of its wait after the first fails: room for a busy runner to
-        // resume this test and free the lock (1 s was not, on CI).
-        try await Self.withStoreBehindAnotherWriter(busyTimeout: .seconds(4)) { store, other in
+        // The later write keeps 4 s of its wait after the first fails: room for a busy runner to
+        // resume this test and free the lock (1 s was not, on CI; 2 s was not in a stress run
+        // beside two busy loops, 2026-12-07).
+        try await Self.withStoreBehindAnotherWriter(busyTimeout: .seconds(6)) { store, other in
             let first = Task { try await Self.timedWrite(store, name: "First") }
-            try await Task.sleep(for: .seconds(2))
+            try await Task.sleep(for: .seconds(4))
             let later = Task { try await Self.timedWrite(store, name: "Later") }
             let (_, firstError) = try await first.value  // its wait ran out while the later one's goes on
             guard case .unavailable? = firstError as? StoreError else {
