@@ -12,16 +12,16 @@ struct OwnThreadTests {
     /// Work that outlasts its bound (a lookup no DNS server answers) ends its caller's wait at the
     /// bound, with the bound's error; the work's late result is dropped, not resumed twice.
     @Test func workThatOutlastsItsBoundEndsTheWaitAtTheBound() async throws {
-        let started = ContinuousClock.now
+        // The bound's error, not the work's result, proves the bound ended the wait: the work
+        // answers only after 5 s. (Not the caller's time: a task on a loaded machine resumes late
+        // whoever resumes it; a stress run saw 3.6 s.)
         await #expect(throws: Bound.self) {
             _ = try await OwnThread.run(within: .milliseconds(200), timedOut: { Bound() }) {
-                Thread.sleep(forTimeInterval: 3)
+                Thread.sleep(forTimeInterval: 5)
                 return 1
             }
         }
-        // Far under the work's 3 s, with room for a loaded machine's late timer.
-        #expect(started.duration(to: .now) < .milliseconds(2500))
-        try await Task.sleep(for: .seconds(3))  // the late result comes and is dropped
+        try await Task.sleep(for: .seconds(5))  // the late result comes and is dropped
     }
 
     /// Work within its bound gives its own result or error.
