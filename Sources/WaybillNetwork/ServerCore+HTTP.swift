@@ -375,6 +375,7 @@ extension ServerCore {
     /// The answer to a `CONNECT`, which lws has already made a raw socket: a 405 in the SPEC's error
     /// shape, written at once (a short write to a fresh socket), before the caller closes.
     func refuseRawConnection(_ wsi: OpaquePointer) {
+        ownAnswerObserver?(405)  // one of the network layer's own answers (`answerItself`)
         let answer = Self.connectRefusal
         let pre = FrameStorage.headroom
         var buffer = [UInt8](repeating: 0, count: pre + answer.count)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WaybillAPI
+import WaybillTesting
 
 /// Bad input gets a clear JSON error and the server stays healthy (never a 500 for a client's mistake).
 @Suite(.timeLimit(.minutes(1)))
@@ -105,8 +106,18 @@ struct BadInputTests {
             #expect(try await server.request("GET", "/api/orders/", token: seed.dispatcherToken).array.isEmpty)
             // Answered by the network layer, before any handler: counted for /metrics all the same
             // (a flood of them left no trace; a review, 2026-12-07).
+            // The 405 to a `CONNECT` (lws makes it a raw socket) is one of them too.
+            let port = server.port
+            let connect = try await runBlocking { () -> Int in
+                let c = try RawConnection(port: port)
+                defer { c.close() }
+                try c.send("CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n")
+                return try c.readResponse().status
+            }
+            #expect(connect == 405)
             let metrics = try await server.request("GET", "/metrics").text
             #expect(metrics.contains(#"waybill_http_requests_total{route="network",status="413"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"waybill_http_requests_total{route="network",status="405"} 1"#), "\(metrics)")
         }
     }
 }
