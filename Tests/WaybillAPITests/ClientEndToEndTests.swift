@@ -327,11 +327,10 @@ struct ClientEndToEndTests {
             let driver = seed.drivers[0]
             let first = try await Self.session(server, email: driver.email, password: driver.password)
             #expect(await Self.until(first) { await $0.connectionState == .live })
-            let recording = CloseRecordingTransport(try LwsEventTransport(loop: try Self.loop.get()))
+            let recording = HoldingTransport(try LwsEventTransport(loop: try Self.loop.get()))
             let second = try await Self.session(server, email: driver.email, password: driver.password, transport: recording)
-            let deadline = ContinuousClock.now + .seconds(20)
-            while recording.codes.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(recording.codes.first == 1013)
+            #expect(await server.eventually { !recording.closeCodes.isEmpty })
+            #expect(recording.closeCodes.first == 1013)
             await second.stop()
             await first.stop()
         }
@@ -353,12 +352,16 @@ struct ClientEndToEndTests {
 /// A real transport whose sockets can lose their incoming frames (`holdingFrames`: the frames have
 /// not arrived yet when coverage goes) and whose new sockets wait to open (`refusingConnections`:
 /// a slow network, not a failure, so the session does not count it as a socket that cannot open).
+/// It notes the close code each socket reports (`closeCodes`).
 final class HoldingTransport: EventTransport {
     let inner: any EventTransport
     let holdingFrames = Mutex(false)
     let refusingConnections = Mutex(false)
     /// Sockets opened so far.
     let connections = Mutex(0)
+    private let closes = Mutex<[Int?]>([])
+    /// Close codes in the order the sockets reported them.
+    var closeCodes: [Int?] { closes.withLock { $0 } }
 
     init(_ inner: any EventTransport) { self.inner = inner }
 
@@ -379,41 +382,6 @@ final class HoldingTransport: EventTransport {
                 let pump = Task {
                     for await message in inner.messages {
                         if case .text = message, transport.holdingFrames.withLock({ $0 }) { continue }
-                        continuation.yield(message)
-                    }
-                    continuation.finish()
-                }
-                continuation.onTermination = { _ in pump.cancel() }
-            }
-        }
-
-        func send(_ text: String) async { await inner.send(text) }
-        func close(code: Int) async { await inner.close(code: code) }
-    }
-}
-
-/// A real transport that notes the close code each of its sockets reports.
-final class CloseRecordingTransport: EventTransport {
-    let inner: any EventTransport
-    private let closes = Mutex<[Int?]>([])
-    /// Close codes in the order the sockets reported them.
-    var codes: [Int?] { closes.withLock { $0 } }
-
-    init(_ inner: any EventTransport) { self.inner = inner }
-
-    func connect(_ request: SocketRequest) async throws -> any EventConnection {
-        Connection(inner: try await inner.connect(request), transport: self)
-    }
-
-    struct Connection: EventConnection {
-        let inner: any EventConnection
-        let messages: AsyncStream<SocketMessage>
-
-        init(inner: any EventConnection, transport: CloseRecordingTransport) {
-            self.inner = inner
-            messages = AsyncStream { continuation in
-                let pump = Task {
-                    for await message in inner.messages {
                         if case .closed(let code) = message { transport.closes.withLock { $0.append(code) } }
                         continuation.yield(message)
                     }

@@ -343,10 +343,7 @@ struct OfflineActionsTests {
         h.api.failWrites([.unreachable("offline")])
         let accept = try await h.session.queue(.changeStatus(of: 3, to: .accepted))
         await waitForAttempts(h, 1)
-        h.transport.current?.drop(code: 1006)
-        await eventually("backing off") {
-            if case .backingOff = await h.session.connectionState { return true } else { return false }
-        }
+        await h.drop(code: 1006)
         await h.clock.advance(by: .seconds(1))
         await h.waitForConnections(2)
         h.transport.current?.receiveConnected()

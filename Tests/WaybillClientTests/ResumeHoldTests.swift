@@ -83,9 +83,7 @@ struct ResumeHoldTests {
         h.api.setSocketError(.http(status: status, code: status == 429 ? "rate_limited" : "store_unavailable", message: "wait"))
         socket.drop(code: 1006)
         for round in 1...3 {
-            await eventually("backing off, round \(round)") {
-                if case .backingOff = await h.session.connectionState { return true } else { return false }
-            }
+            await h.waitForBackoff()
             let fetches = h.api.listFetches
             await h.session.refresh()  // REST answers while the socket cannot open
             await eventually("list fetched, round \(round)") { h.api.listFetches > fetches }

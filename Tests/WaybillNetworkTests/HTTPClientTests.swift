@@ -148,41 +148,41 @@ struct HTTPClientTests {
         func finished() { _ = done.wait(timeout: .now() + 10) }
     }
 
+    /// `GET /` sent to a server that answers with `raw` and closes (with a reset when `reset`).
+    static func get(answeredWith raw: [UInt8], reset: Bool = false) async throws -> HTTPClient.Response {
+        let server = try OneAnswerServer(answer: raw, reset: reset)
+        defer { server.finished() }
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/"))
+        return try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+    }
+
     /// An answer cut off before its Content-Length, by a close or by a reset, is a failure, not a
     /// shorter body: it was returned as a complete 200 (found by a review, 2026-12-07).
     @Test(arguments: [false, true]) func anAnswerCutShortOfItsLengthIsAFailure(reset: Bool) async throws {
-        let server = try OneAnswerServer(
-            answer: Array("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n".utf8) + Array(repeating: 97, count: 1200), reset: reset)
-        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/api/orders/"))
         let error = await #expect(throws: HTTPClient.Failure.self) {
-            _ = try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+            _ = try await Self.get(
+                answeredWith: Array("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n".utf8) + Array(repeating: 97, count: 1200),
+                reset: reset)
         }
         #expect(error?.description.contains(reset ? "broke" : "cut short") == true, "\(String(describing: error))")
-        server.finished()
     }
 
     /// An interim answer before the real one (a proxy's `100 Continue` or `103 Early Hints`) is
     /// skipped: it was taken as the answer, with the real one as its body.
     @Test func anInterimAnswerIsSkipped() async throws {
-        let server = try OneAnswerServer(
-            answer: Array("HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8))
-        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/healthz"))
-        let answer = try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+        let answer = try await Self.get(
+            answeredWith: Array("HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8))
         #expect(answer.status == 200)
         #expect(answer.body == Array("ok".utf8))
-        server.finished()
     }
 
     /// A reset after a whole answer (a proxy that answers 413 before reading the body, and closes
     /// with the body unread) leaves the answer: only an answer the reset cut short is a failure.
     @Test func aResetAfterAWholeAnswerKeepsTheAnswer() async throws {
-        let server = try OneAnswerServer(
-            answer: Array("HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\nno".utf8), reset: true)
-        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/api/orders/"))
-        let answer = try await HTTPClient.send(method: "GET", url: url, timeout: .seconds(5))
+        let answer = try await Self.get(
+            answeredWith: Array("HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\nno".utf8), reset: true)
         #expect(answer.status == 413)
         #expect(answer.body == Array("no".utf8))
-        server.finished()
     }
 
     /// The request line carries the URL's path as written, percent escapes and a trailing slash
