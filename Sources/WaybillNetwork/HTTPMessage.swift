@@ -45,11 +45,19 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// write). A name already in lower-case ASCII is returned as it is; ASCII is lower-cased by
     /// byte; anything else goes through `lowercased()`.
     static func lowercased(_ name: String) -> String {
-        var upper = false
-        for byte in name.utf8 {
-            if byte >= 0x80 { return name.lowercased() }
-            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { upper = true }
+        // Over the string's bytes in place (`withUTF8`): a loop over `name.utf8` went through the
+        // view's iterator unspecialized, a call per byte, for every header name of every request
+        // and answer (about 0.5 % of a write's CPU, docs/BENCHMARKS.md 2026-12-07).
+        var text = name
+        let (upper, ascii) = text.withUTF8 { bytes -> (Bool, Bool) in
+            var upper = false
+            for byte in bytes {
+                if byte >= 0x80 { return (upper, false) }
+                if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { upper = true }
+            }
+            return (upper, true)
         }
+        if !ascii { return name.lowercased() }
         guard upper else { return name }
         return String(unsafeUninitializedCapacity: name.utf8.count) { out in
             for (index, byte) in name.utf8.enumerated() {

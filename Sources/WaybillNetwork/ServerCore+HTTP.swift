@@ -236,13 +236,14 @@ extension ServerCore {
             box.fulfil(await responder.respond(to: request))
             loop.post { [self] in responseArrived(for: id) }
         }
+        let executor = responder.executor(for: request)
         responder.start(request, alone: isAlone(id)) { immediately in
             // At once: the task's code up to its first suspension runs here, without a job through
             // its executor's queue and a switch into it (measured: docs/BENCHMARKS.md, 2026-12-06).
             if immediately, #available(macOS 26, iOS 26, *) {
-                Task.immediate(executorPreference: responder.executor(for: request), operation: operation)
+                Task.immediate(executorPreference: executor, operation: operation)
             } else {
-                Task(executorPreference: responder.executor(for: request), operation: operation)
+                Task(executorPreference: executor, operation: operation)
             }
         }
         if box.isFilled { session.answeredInline = true }

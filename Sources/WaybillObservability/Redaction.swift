@@ -62,6 +62,9 @@ public enum Redaction {
     /// the query's `?` (`/ws/orders/%3Fticket=…`, as `URL.appendingPathComponent` does) had its
     /// ticket logged whole (a review, 2026-12-07). Waybill's own paths have no other character.
     public static func loggedPath(_ path: String) -> String {
+        // Every request's access line asks: the usual path is checked over its bytes in place.
+        var bytes = path
+        if bytes.withUTF8({ $0.allSatisfy(isPathByte) }) { return path }
         let utf8 = path.utf8
         guard let cut = utf8.firstIndex(where: { !isPathByte($0) }) else { return path }
         return String(path[..<cut]) + "…[\(utf8.distance(from: cut, to: utf8.endIndex)) bytes]"

@@ -157,7 +157,7 @@ extension SQLiteOrderStore.Transaction {
             [
                 .id(id), .id(event.companyID), .text(event.type.rawValue), .id(event.orderID), .text(event.number),
                 .optionalText(event.oldStatus?.rawValue), .text(event.newStatus.rawValue), .id(event.driverID),
-                .id(event.oldDriverID), .text(event.groups.map(\.name).joined(separator: " ")),
+                .id(event.oldDriverID), .text(Self.groupNames(event.groups)),
                 .date(event.changedAt), .date(committedAt), event.seenVersion.map(SQLiteValue.int) ?? .null,
                 .integer(salt),
             ])
@@ -169,6 +169,17 @@ extension SQLiteOrderStore.Transaction {
         arguments.reserveCapacity(groups.count * 2)
         for group in groups { arguments += [.id(id), .text(group.name)] }
         try db.execute(Self.insertGroups(count: groups.count), arguments)
+    }
+
+    /// The event's groups for its `groups` column, space-separated (`company_1 driver_7`): built
+    /// in one string, without the key path `map(\.name)` applied per group and the array it made.
+    static func groupNames(_ groups: [Group]) -> String {
+        var names = ""
+        for group in groups {
+            if !names.isEmpty { names += " " }
+            names += group.name
+        }
+        return names
     }
 
     /// The statement inserting `count` group rows (texts for up to 8 are built once).

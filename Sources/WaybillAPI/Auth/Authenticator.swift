@@ -209,8 +209,9 @@ final class Authenticator: SocketAuthenticating {
             metrics?.overflowed(.malformedToken)
             return nil
         }
-        let hash = Secret(token).hash, now = clock.now(), cachedAt = elapsed.now()
+        let hash = Secret(token).hash, cachedAt = elapsed.now()
         if let hit = cache.withLock({ $0[hash] }), hit.until > cachedAt { return hit.credential }
+        let now = clock.now()  // the wall clock only for a lookup: a hit needs none
         let generation = revocations.load(ordering: .acquiring)
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }
         guard let found else { return nil }

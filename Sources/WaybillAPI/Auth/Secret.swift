@@ -12,9 +12,13 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
     /// Whether `text` could be a secret from `generate()`: 43 URL-safe base64 characters. Anything
     /// else is refused before it reaches the store (a garbage `?ticket=` costs no write).
     public static func isWellFormed(_ text: String) -> Bool {
-        text.utf8.count == 43
-            && text.utf8.allSatisfy { c in
-                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
+        // Over the bytes in place (`withUTF8`): every request with a token asks.
+        var text = text
+        return text.utf8.count == 43
+            && text.withUTF8 { bytes in
+                bytes.allSatisfy { c in
+                    (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
+                }
             }
     }
 

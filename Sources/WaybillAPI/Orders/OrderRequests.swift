@@ -55,13 +55,17 @@ enum Validation {
     /// syllable pasted decomposed 9, a family emoji 25 (as long as most of the text is not those).
     static let bytesPerCharacter = 16
     static func fits(_ text: String, _ characters: Int) -> Bool {
-        text.utf8.count <= characters * bytesPerCharacter && text.count <= characters
+        // Within the limit in bytes is within it in characters (each has at least one): the usual
+        // text needs no count of its characters, a walk over every grapheme boundary.
+        let bytes = text.utf8.count
+        return bytes <= characters || (bytes <= characters * bytesPerCharacter && text.count <= characters)
     }
 
     /// Text may hold any character but NUL: PostgreSQL cannot store it (and no sane title needs
     /// it), so both stores get the same answer, a 422, instead of a store failure.
     static func text(_ raw: String, field: String) throws -> String {
-        guard !raw.utf8.contains(0) else { throw ValidationError(field: field, problem: "must not contain NUL characters") }
+        var bytes = raw
+        guard !bytes.withUTF8({ $0.contains(0) }) else { throw ValidationError(field: field, problem: "must not contain NUL characters") }
         return raw
     }
 
