@@ -40,7 +40,7 @@ public enum HTTPClient {
         var target = components.percentEncodedPath
         if target.isEmpty { target = "/" }
         if let query = components.percentEncodedQuery { target += "?" + query }
-        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(HostHeader.value(host: host, port: port))\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         // A POST without a body says so too: some proxies answer 411 to one without a length.
         if let body { head += "Content-Length: \(body.count)\r\n" } else if method != "GET" && method != "HEAD" && method != "DELETE" {
@@ -60,6 +60,16 @@ public enum HTTPClient {
         }
     }
 
+}
+
+/// The `Host` header a client sends (RFC 9110 §7.2): the host and its port, an IPv6 literal in
+/// brackets. `URL.host` gives a literal without them (`::1`), and `Host: ::1:8080` cannot be read
+/// back (a review, 2026-12-07); the WebSocket upgrade sent the host alone, without its port.
+enum HostHeader {
+    static func value(host: String, port: Int) -> String {
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[" + host + "]" : host
+        return bracketed + ":" + String(port)
+    }
 }
 
 /// A blocking TCP connection with a deadline on every read and write.

@@ -60,7 +60,7 @@ public final class WebSocketClient: Sendable {
             address: address,
             port: port,
             path: path.isEmpty ? "/" : path,
-            hostHeader: host,
+            hostHeader: HostHeader.value(host: host, port: port),
             headers: headers,
             events: continuation,
             maxMessageBytes: maxMessageBytes
