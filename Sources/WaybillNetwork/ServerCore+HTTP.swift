@@ -15,8 +15,13 @@ extension ServerCore {
         inFlight[session.id] = session
 
         let headers = request.headers
-        let wasRefusedUpgrade = refusedUpgrade == wsi
+        let refusal = refusedUpgrade?.wsi == wsi ? refusedUpgrade?.reason : nil
         refusedUpgrade = nil
+        if let message = refusal?.message {
+            answerItself(session, .jsonError(status: 400, code: "bad_upgrade", message: message))
+            return 0
+        }
+        let wasRefusedUpgrade = refusal == .shuttingDown
         if isShuttingDown {
             // A request on a connection kept from before: answered while idle connections are
             // kept (a proxy's request on one is served, not lost), then the connection closes. A

@@ -74,14 +74,15 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
 
     // Memory lws keeps pointers to: must outlive the context (freed in `deinit`).
     private let protocols: UnsafeMutablePointer<lws_protocols>
-    private let protocolName = strdup("waybill")!
+    private let protocolName = strdup(ServerCore.webSocketProtocol)!
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     let drainTimer: UnsafeMutablePointer<lwsx_timer>
     /// Ends a pause in accepting (`pauseAccepting`).
     let acceptTimer: UnsafeMutablePointer<lwsx_timer>
-    /// The connection whose WebSocket upgrade `confirmUpgrade` just refused for the shutdown: its
-    /// request, which lws then hands over as plain HTTP, gets 503 (its client reconnects elsewhere).
-    var refusedUpgrade: OpaquePointer?
+    /// The connection whose WebSocket upgrade `confirmUpgrade` just refused, and why: its request,
+    /// which lws then hands over as plain HTTP, gets 503 for the shutdown (its client reconnects
+    /// elsewhere), or 400 saying what the upgrade lacked.
+    var refusedUpgrade: (wsi: OpaquePointer, reason: UpgradeRefusal)?
     /// Told the status of each answer the network layer gives itself (`answerItself`); set before
     /// `start`, read on the service thread only.
     var ownAnswerObserver: (@Sendable (Int) -> Void)?
@@ -307,6 +308,26 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             inFlight[session.id] = nil  // connection gone: a late response has nowhere to go
         } else if let connection = object as? WebSocketConnection {
             webSocketFinished(connection)
+        }
+    }
+}
+
+/// Why `confirmUpgrade` turned a WebSocket upgrade into a plain request.
+enum UpgradeRefusal: Equatable {
+    /// The server is stopping: 503, and the client reconnects elsewhere.
+    case shuttingDown
+    /// No `Sec-WebSocket-Key`: 400.
+    case noKey
+    /// Subprotocols offered, `waybill` not among them: 400.
+    case noSharedSubprotocol
+
+    /// The 400's message, or nil for the shutdown's 503.
+    var message: String? {
+        switch self {
+        case .shuttingDown: nil
+        case .noKey: "A WebSocket upgrade needs a Sec-WebSocket-Key header (RFC 6455 §4.1)."
+        case .noSharedSubprotocol:
+            "The upgrade offers no subprotocol this server speaks: offer \"\(ServerCore.webSocketProtocol)\", or none."
         }
     }
 }
