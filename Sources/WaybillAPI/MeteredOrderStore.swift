@@ -46,6 +46,18 @@ struct MeteredOrderStore: OrderStore {
         return try await base.write(changing: orders, in: company, appendingEvents: body)
     }
 
+    /// Counted when it ran (a value or an error): `nil` ran nothing, and the `write` that follows counts.
+    func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T? {
+        do {
+            guard let value = try base.writeNow(body) else { return nil }
+            metrics.storeTransaction(write: true)
+            return value
+        } catch {
+            metrics.storeTransaction(write: true)
+            throw error
+        }
+    }
+
     func close() { base.close() }
 
     func lease(_ name: String) -> any Lease { base.lease(name) }

@@ -117,7 +117,7 @@ public struct Seeder: Sendable {
                     StageRequest(kind: .pickup, address: "Depot \(n % 5 + 1), Harbour Road"),
                     StageRequest(kind: .delivery, address: "\(10 + n) Market Street"),
                 ])
-            ids.append(try await orders.create(request, by: dispatcher).id?.rawValue ?? 0)
+            ids.append(try await orders.run(orders.create(request, by: dispatcher)).id?.rawValue ?? 0)
         }
         return ids
     }

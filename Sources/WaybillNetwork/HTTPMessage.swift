@@ -141,7 +141,15 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// Answers HTTP requests. Called on Swift tasks, never on the service thread, so it may await the store.
+/// What `HTTPResponder.respondNow` gives: the answer, or the rest of the work, to finish on a task
+/// (on the responder's executor for the request) whose value is the answer.
+public enum ImmediateResponse: Sendable {
+    case answered(HTTPResponse)
+    case later(@Sendable () async -> HTTPResponse)
+}
+
+/// Answers HTTP requests. `respond(to:)` is called on Swift tasks, never on the service thread, so it
+/// may await the store; `respondNow(to:)`, only inside `start`'s `start(true)`, on the thread running it.
 public protocol HTTPResponder: Sendable {
     func respond(to request: HTTPRequest) async -> HTTPResponse
 
@@ -158,6 +166,11 @@ public protocol HTTPResponder: Sendable {
     /// an order write on an idle SQLite writer, `WriterExecutor.runHere`).
     func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void)
 
+    /// The answer to `request` given on the calling thread, without a task, or the rest of it to
+    /// run on one (`later`); `nil` to start the task as usual. Asked only inside `start` when it
+    /// passes `true` (the thread may run the responder's work at once), before any task exists.
+    func respondNow(to request: HTTPRequest) -> ImmediateResponse?
+
     /// The largest body `method` `path` may have, when it is below the server's `maxBodyBytes`
     /// (`nil`: that one). Asked on the service thread at the request's head, only for a body that
     /// may be larger than `HTTPServerConfiguration.bodyBytesAlwaysAllowed` (a length above it, or
@@ -171,6 +184,9 @@ extension HTTPResponder {
 
     /// Only starts the task, on its executor.
     public func start(_ request: HTTPRequest, alone: Bool, _ start: (_ immediately: Bool) -> Void) { start(false) }
+
+    /// Never without a task.
+    public func respondNow(to request: HTTPRequest) -> ImmediateResponse? { nil }
 
     /// The server's `maxBodyBytes` for every request.
     public func bodyLimit(method: String, path: String) -> Int? { nil }

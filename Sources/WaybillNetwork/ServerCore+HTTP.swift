@@ -243,6 +243,23 @@ extension ServerCore {
         }
         let executor = responder.executor(for: request)
         responder.start(request, alone: isAlone(id)) { immediately in
+            var operation = operation
+            if immediately {
+                // Without a task when the responder can answer here (an order write on the idle
+                // SQLite writer: `APIResponder.respondNow`), or its task goes on from where it left.
+                switch responder.respondNow(to: request) {
+                case .answered(let response)?:
+                    box.fulfil(response)
+                    loop.post { [self] in responseArrived(for: id) }
+                    return
+                case .later(let rest)?:
+                    operation = { [self] in
+                        box.fulfil(await rest())
+                        loop.post { [self] in responseArrived(for: id) }
+                    }
+                case nil: break
+                }
+            }
             // At once: the task's code up to its first suspension runs here, without a job through
             // its executor's queue and a switch into it (measured: docs/BENCHMARKS.md, 2026-12-06).
             if immediately, #available(macOS 26, iOS 26, *) {

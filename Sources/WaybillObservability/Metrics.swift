@@ -11,6 +11,7 @@ public final class Metrics: Sendable {
         var durationBuckets = [Int](repeating: 0, count: Metrics.bucketBounds.count)
         var durationCount = 0
         var durationSum = 0.0
+        var requestsWithoutTask = 0
         var openSockets: [String: Int] = [:]  // group kind → count
         var eventsCommitted = 0
         var eventsRelayed = 0
@@ -55,10 +56,14 @@ public final class Metrics: Sendable {
         state.withLock { $0.requests["network|\(status)", default: 0] += 1 }
     }
 
-    public func recordRequest(route: String, status: Int, duration: Duration) {
+    /// `withoutTask`: answered on the service thread without a Swift task (an order write on the
+    /// idle SQLite writer, `APIResponder.respondNow`): also counted in
+    /// `waybill_http_requests_without_task_total`.
+    public func recordRequest(route: String, status: Int, duration: Duration, withoutTask: Bool = false) {
         let seconds = duration / .seconds(1)  // Prometheus counts seconds
         state.withLock { s in
             s.requests["\(route)|\(status)", default: 0] += 1
+            if withoutTask { s.requestsWithoutTask += 1 }
             for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }
             s.durationCount += 1
             s.durationSum += seconds
@@ -78,6 +83,9 @@ public final class Metrics: Sendable {
     public func feedReadStore() { state.withLock { $0.feedStoreReads += 1 } }
     public func historyRewound() { state.withLock { $0.historyRewinds += 1 } }
     /// One store transaction ran (read or write), whoever asked: the load a reconnect storm puts on the store.
+    /// Requests answered without a task so far (`recordRequest(withoutTask:)`).
+    public var requestsWithoutTask: Int { state.withLock { $0.requestsWithoutTask } }
+
     public func storeTransaction(write: Bool) { state.withLock { write ? ($0.storeWrites += 1) : ($0.storeReads += 1) } }
     /// The newest event id this node's hub has handed to its sockets (compare nodes: a node far
     /// behind the others is not getting events).
@@ -152,6 +160,10 @@ public final class Metrics: Sendable {
             out += "# HELP waybill_store_wal_pages Frames in the SQLite write-ahead log at the last commit, not the file's size on disk (growing while checkpoints succeed: a reader holds the log).\n"
             out += "# TYPE waybill_store_wal_pages gauge\nwaybill_store_wal_pages \(pages)\n"
         }
+        out += counter(
+            "waybill_http_requests_without_task_total",
+            "Requests answered on the service thread without a Swift task (order writes on the idle SQLite writer).",
+            s.requestsWithoutTask)
         out += "# HELP waybill_store_transactions_total Store transactions run by this node, by kind.\n"
         out += "# TYPE waybill_store_transactions_total counter\n"
         out += "waybill_store_transactions_total{kind=\"read\"} \(s.storeReads)\n"

@@ -203,18 +203,23 @@ public final class SQLiteOrderStore: OrderStore {
         // Task code the calling thread runs for the writer (`SQLiteWriterExecutor.runHere`, the
         // service thread's inline write) commits its write at once, without suspending: queued,
         // the write and the task's code after it would each be one more piece through the queue.
-        if executor.runsInlineHere, !isClosed.withLock({ $0 }) {
-            let here = DirectOutcome<T>()
-            if executor.commitHere(WriteJob(body, resume: here.set)) {
-                // Every way through a transaction settles its write: never run the closure twice.
-                guard let result = here.result else { throw StoreError.unavailable("a write ended without an outcome") }
-                return try result.get()
-            }
-        }
+        if let value = try writeNow(body) { return value }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = WriteJob(body, resume: { continuation.resume(with: $0) })
             if !writeQueue.enqueue(.write(job)) { continuation.resume(throwing: StoreError.unavailable("the store is closed")) }
         }
+    }
+
+    /// Committed at once when the calling thread runs the writer's work inline
+    /// (`SQLiteWriterExecutor.runHere`) and the transaction can begin and commit without waiting
+    /// (`InlineCommitGate`); otherwise `nil`, with nothing run.
+    public func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T? {
+        guard executor.runsInlineHere, !isClosed.withLock({ $0 }) else { return nil }
+        let here = DirectOutcome<T>()
+        guard executor.commitHere(WriteJob(body, resume: here.set)) else { return nil }
+        // Every way through a transaction settles its write: never run the closure twice.
+        guard let result = here.result else { throw StoreError.unavailable("a write ended without an outcome") }
+        return try result.get()
     }
 
     /// The writer thread: tasks that prefer it run between its transactions (see `SQLiteWriterExecutor`).

@@ -53,6 +53,12 @@ public protocol OrderStore: Sendable {
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent])
 
+    /// `write`, run and committed on the calling thread before it returns, when the store can do
+    /// that without waiting (SQLite: task code the service thread runs for the idle writer,
+    /// `WriterExecutor.runHere`); `nil`, with nothing run, otherwise: the caller then uses `write`.
+    /// For a request answered without a task (`HTTPResponder.respondNow`). The default: `nil`.
+    func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T?
+
     /// Closes every connection. Later calls throw `StoreError.unavailable`.
     func close()
 
@@ -157,6 +163,20 @@ extension OrderStore {
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
         try await write(changing: [order], in: company, appendingEvents: body)
+    }
+
+    /// Never at once: every write goes through `write`.
+    public func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T? { nil }
+
+    /// `writeNow` with the events `body` returns appended as its last step, as
+    /// `write(appendingEvents:)` does on a store with one writer (the only kind `writeNow` runs on).
+    public func writeNow<T: Sendable>(
+        appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) throws -> (T, [StoredEvent])? {
+        try writeNow { tx in
+            let (value, events) = try body(tx)
+            return (value, events.isEmpty ? [] : try tx.appendEvents(events))
+        }
     }
 
     /// Nothing to report (stores without background work of their own).

@@ -218,9 +218,10 @@ struct IdempotencyGuardTests {
                 }
                 #expect(claimed == .claimed)
                 return try await IdempotentWrite.answer({ _ in HTTPResponse(status: 201) }) {
-                    try await OrderService(store: store, clock: SystemWallClock(), committed: { _ in }).create(
+                    let orders = OrderService(store: store, clock: SystemWallClock(), committed: { _ in })
+                    return try await orders.run(orders.create(
                         CreateOrderRequest(title: "Twice?", notes: nil, driverID: nil, stages: nil),
-                        by: Actor(userID: user, companyID: company, role: .dispatcher))
+                        by: Actor(userID: user, companyID: company, role: .dispatcher)))
                 }
             }
             let lost = try await setup.send(key: "k", slow)

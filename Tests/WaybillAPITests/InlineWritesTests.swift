@@ -60,16 +60,29 @@ struct InlineWritesTests {
         let token: String
 
         func send(_ method: String, _ path: String, json: String? = nil) async throws -> Int {
+            try await answer(method, path, json: json).status
+        }
+
+        func answer(_ method: String, _ path: String, json: String? = nil, key: String? = nil) async throws -> HTTPClient.Response {
             var headers = [("Authorization", "Bearer \(token)")]
             if json != nil { headers.append(("Content-Type", "application/json")) }
+            if let key { headers.append(("Idempotency-Key", key)) }
             return try await HTTPClient.send(
                 method: method, url: URL(string: "http://127.0.0.1:\(server.port)\(path)")!, headers: headers,
-                body: json.map { Array($0.utf8) }, timeout: .seconds(20)
-            ).status
+                body: json.map { Array($0.utf8) }, timeout: .seconds(20))
+        }
+
+        /// `waybill_http_requests_without_task_total`, read from `/metrics` (a loopback request).
+        func answeredWithoutTask() async throws -> Int {
+            let text = String(decoding: try await answer("GET", "/metrics").body, as: UTF8.self)
+            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("waybill_http_requests_without_task_total ") })
+            return try #require(Int(line.split(separator: " ").last ?? ""))
         }
     }
 
-    private func withServer(inlineWrites: Bool = true, _ body: (Running) async throws -> Void) async throws {
+    private func withServer(
+        inlineWrites: Bool = true, configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Running) async throws -> Void
+    ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-inline-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("i.sqlite").path
@@ -84,6 +97,7 @@ struct InlineWritesTests {
         configuration.port = 0
         configuration.passwordIterations = 1_000
         configuration.inlineWrites = inlineWrites
+        configure(&configuration)
         let server = try await WaybillServer.start(
             configuration: configuration, store: sqlite, broker: InProcessBroker(), logger: Logger(sink: { _ in }))
         let running = Running(
@@ -110,6 +124,60 @@ struct InlineWritesTests {
             #expect(s.sqlite.writerStatistics.inlineTransactions >= 3)
             let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
             #expect(order?.notes == "n9")
+        }
+    }
+
+    /// An order write run on the service thread is answered there without a Swift task
+    /// (`APIResponder.respondNow`), with the same answer as on a task: its detail and `ETag`. Not
+    /// under an `Idempotency-Key`, whose claim is a write of its own: that one keeps its task, and
+    /// its retry is still the stored answer.
+    @Test func anInlineWriteIsAnsweredWithoutATaskAndAKeyedOneWithOne() async throws {
+        try await withServer { s in
+            let path = "/api/orders/\(s.orderID)/"
+            _ = try await s.send("GET", path)  // the token into the cache: a miss goes to the store, on a task
+            let before = try await s.answeredWithoutTask()
+            var last: HTTPClient.Response?
+            for index in 0..<10 {
+                last = try await s.answer("PATCH", path, json: #"{"notes":"n\#(index)"}"#)
+                #expect(last?.status == 200)
+            }
+            // As for inline commits above: most, not every one, on a loaded runner.
+            #expect(try await s.answeredWithoutTask() - before >= 3)
+            let answer = try #require(last)
+            let detail = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any]
+            #expect(detail?["notes"] as? String == "n9" && detail?["id"] as? Int == Int(s.orderID))
+            let order = try #require(try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) })
+            #expect(answer.headers.first { $0.0.lowercased() == "etag" }?.1 == "\"o\(s.orderID)-v\(order.version)-h\(order.versionCheck)\"")
+
+            let keyedBefore = try await s.answeredWithoutTask()
+            let keyed = try await s.answer("PATCH", path, json: #"{"notes":"keyed"}"#, key: "inline-key-1")
+            let retry = try await s.answer("PATCH", path, json: #"{"notes":"keyed"}"#, key: "inline-key-1")
+            #expect(keyed.status == 200 && retry.status == 200 && retry.body == keyed.body)
+            #expect(try await s.answeredWithoutTask() == keyedBefore, "a keyed write keeps its task")
+            let saved = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
+            #expect(saved?.version == order.version + 1, "the keyed write and its retry: one change")
+        }
+    }
+
+    /// A write that starts without a task but cannot commit at once (another process holds the
+    /// write lock) goes on on a task: answered once the lock is free, written once, not counted as
+    /// answered without a task, and charged to its user's rate once (three requests in a burst of
+    /// three all pass; charged twice, the third was 429).
+    @Test func aWriteThatCannotCommitAtOnceGoesOnOnATask() async throws {
+        try await withServer(configure: { $0.userRequestsPerSecond = 1; $0.userRequestBurst = 3 }) { s in
+            let path = "/api/orders/\(s.orderID)/"
+            #expect(try await s.send("PATCH", path, json: #"{"notes":"before"}"#) == 200)  // the token cached
+            let version = try #require(try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }).version
+            let before = try await s.answeredWithoutTask()
+            let lock = try WriteLockHolder(path: s.path)
+            let write = Task { try await s.send("PATCH", path, json: #"{"notes":"after"}"#) }
+            try await Task.sleep(for: .milliseconds(200))  // in hand, waiting for the lock
+            await lock.release()
+            #expect(try await write.value == 200)
+            let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
+            #expect(order?.notes == "after" && order?.version == version + 1)
+            #expect(try await s.answeredWithoutTask() == before)
+            #expect(try await s.send("PATCH", path, json: #"{"notes":"third"}"#) == 200, "the third of the burst")
         }
     }
 

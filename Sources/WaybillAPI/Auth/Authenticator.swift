@@ -155,6 +155,16 @@ final class Authenticator: SocketAuthenticating {
         return user
     }
 
+    /// The user of the header's token while the cache holds it (`credential(forToken:)` put it
+    /// there within `cacheLifetime`); `nil` for anything else, which `user(forAuthorization:)`
+    /// then answers: a miss, a missing or malformed token. Never waits, never reads the store.
+    func cachedUser(forAuthorization header: String?) -> User? {
+        guard let token = Self.bearerToken(header), Secret.isWellFormed(token) else { return nil }
+        let hash = Secret(token).hash, at = elapsed.now()
+        guard let hit = cache.withLock({ $0[hash] }), hit.until > at else { return nil }
+        return hit.credential.user
+    }
+
     /// The token of an `Authorization: Bearer …` header (nil when there is none).
     static func bearerToken(_ header: String?) -> String? {
         guard let header else { return nil }

@@ -71,19 +71,13 @@ struct APIResponder: HTTPResponder {
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
-        var routeLabel = "unmatched"
+        let routeLabel = "unmatched"
         var userID = "-"
         var response: HTTPResponse
         switch router.match(method: request.method, path: request.path) {
         case .found(let route, let parameters):
-            routeLabel = route.pattern
             let context = RequestContext(parameters: parameters, request: request, authenticator: authenticator)
-            do {
-                response = try await route.handler(request, context)
-            } catch {
-                response = failure(error, request)
-            }
-            userID = context.loggedUserID
+            return await respond(to: request, route, context, started: started)
         case .methodNotAllowed(let allowed):
             // SPEC §2: 401 for a missing or bad token on every `/api/` call but the login, so the
             // token is checked before a 405 there (it was answered to anyone).
@@ -100,6 +94,55 @@ struct APIResponder: HTTPResponder {
         case .notFound:
             response = JSONCoding.error(APIError(404, "not_found", "No such route."))
         }
+        return finish(response, request, route: routeLabel, user: userID, started: started)
+    }
+
+    /// A matched route's answer through its handler, on the request's task.
+    private func respond(
+        to request: HTTPRequest, _ route: Router.Route, _ context: RequestContext, started: ContinuousClock.Instant
+    ) async -> HTTPResponse {
+        let response: HTTPResponse
+        do {
+            response = try await route.handler(request, context)
+        } catch {
+            response = failure(error, request)
+        }
+        return finish(response, request, route: route.pattern, user: context.loggedUserID, started: started)
+    }
+
+    /// An order write answered on the calling thread, without a task (`Router.ImmediateHandler`):
+    /// only while that thread runs the idle SQLite writer's work (`start`, `WriterExecutor.runHere`),
+    /// and not under an `Idempotency-Key` (its claim is a store write of its own, which
+    /// `IdempotencyGuard` awaits). Measured at 1 000 writes/s: the task, its executor preference and
+    /// the async calls cost about 11 µs of a write's 200 (docs/BENCHMARKS.md, 2026-12-07). The
+    /// answer, its headers, metrics and access line are `respond(to:)`'s.
+    func respondNow(to request: HTTPRequest) -> ImmediateResponse? {
+        guard case .found(let route, let parameters) = router.match(method: request.method, path: request.path),
+            let immediate = route.immediate, (request.headers["idempotency-key"] ?? "").isEmpty
+        else { return nil }
+        let started = ContinuousClock.now
+        let context = RequestContext(parameters: parameters, request: request, authenticator: authenticator)
+        let response: HTTPResponse
+        do {
+            guard let answered = try immediate(request, context) else {
+                // The token needs the store, or the write cannot commit at once: the handler goes
+                // on from the start, on a task, with what the context holds (a user it admitted).
+                return .later { await respond(to: request, route, context, started: started) }
+            }
+            response = answered
+        } catch {
+            response = failure(error, request)
+        }
+        return .answered(
+            finish(response, request, route: route.pattern, user: context.loggedUserID, started: started, withoutTask: true))
+    }
+
+    /// The common end of every answer: headers, the request's metrics and its access line.
+    private func finish(
+        _ answer: HTTPResponse, _ request: HTTPRequest, route routeLabel: String, user userID: String,
+        started: ContinuousClock.Instant, withoutTask: Bool = false
+    ) -> HTTPResponse {
+        var response = answer
         // A HEAD answer keeps its body here: the network layer sends GET's headers (its
         // Content-Length too, RFC 9110 §9.3.2) and leaves the body out. Emptied here, every HEAD
         // said `Content-Length: 0` (found by an audit, 2026-12-05).
@@ -108,7 +151,7 @@ struct APIResponder: HTTPResponder {
         }
         Self.addCommonHeaders(&response)
         let elapsed = ContinuousClock.now - started
-        metrics.recordRequest(route: routeLabel, status: response.status, duration: elapsed)
+        metrics.recordRequest(route: routeLabel, status: response.status, duration: elapsed, withoutTask: withoutTask)
         let seconds = elapsed / .seconds(1)
         logger.info("request", [
             "method": request.method, "path": Redaction.redactedTarget(path: request.path, query: request.query),

@@ -3,6 +3,10 @@ import WaybillNetwork
 /// Matches `METHOD /path/{param}` patterns; trailing slashes are optional on both sides.
 struct Router: Sendable {
     typealias Handler = @Sendable (HTTPRequest, RequestContext) async throws -> HTTPResponse
+    /// The same answer as the route's `Handler`, given without a task when it can be
+    /// (`APIResponder.respondNow`); `nil` when it needs one: `Handler` then finishes the request
+    /// with the same `RequestContext` (a user it admitted stays admitted).
+    typealias ImmediateHandler = @Sendable (HTTPRequest, RequestContext) throws -> HTTPResponse?
 
     struct Route: Sendable {
         var method: String
@@ -10,6 +14,8 @@ struct Router: Sendable {
         var pattern: String
         var segments: [Segment]
         var handler: Handler
+        /// For the order writes (`Routes.orderWrite`); nil elsewhere.
+        var immediate: ImmediateHandler? = nil
     }
 
     /// One segment of a pattern, parsed once when the route is added.
@@ -41,13 +47,13 @@ struct Router: Sendable {
     /// the write path's profile).
     private var bySegmentCount: [Int: [Int]] = [:]
 
-    mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
+    mutating func on(_ method: String, _ pattern: String, _ handler: @escaping Handler, immediate: ImmediateHandler? = nil) {
         let segments = Self.split(pattern).map(Segment.init)
         // `PathParameters` finds a name's first value: a pattern names each parameter once.
         let names = segments.compactMap { if case .parameter(let name) = $0 { name } else { nil } }
         precondition(Set(names).count == names.count, "a route pattern names a parameter twice: \(pattern)")
         bySegmentCount[segments.count, default: []].append(routes.count)
-        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler, immediate: immediate))
     }
 
     /// Replaces the handler of every route for which `applies(method, pattern)` holds with

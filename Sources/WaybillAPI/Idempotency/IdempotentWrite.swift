@@ -47,7 +47,7 @@ final class IdempotentWrite: Sendable {
     }
 
     /// Runs an order write answered with `render(order)`. Under a claimed key the answer is
-    /// rendered inside the write's transaction (`inTransaction`, read by `OrderService.commit`) and stored there;
+    /// rendered inside the write's transaction (`inTransaction`, read by `OrderService.run`) and stored there;
     /// the caller gets exactly the stored bytes.
     static func answer(
         _ render: @escaping @Sendable (Order) throws -> HTTPResponse, _ write: () async throws -> Order
@@ -64,7 +64,7 @@ final class IdempotentWrite: Sendable {
     }
 
     /// What an order write adds to its transaction while `answer` runs it: the rendered answer,
-    /// stored under the key (`OrderService.commit` calls it after the change, before the events).
+    /// stored under the key (`OrderService.run` calls it after the change, before the events).
     var inTransaction: (@Sendable (Order, any StoreWriter, Date) throws -> Void)? {
         guard let render = renderer.withLock({ $0 }) else { return nil }
         return { order, tx, now in try self.complete(with: try render(order), in: tx, at: now) }

@@ -48,8 +48,13 @@ final class OrderService: Sendable {
     }
 
     // MARK: Writes
+    //
+    // Each use case checks what it can before the store and returns its write (`OrderWrite`): the
+    // order it changes and its transaction's work. `run` commits it; `runNow` commits it on the
+    // calling thread when the store can do that without waiting (a request answered without a
+    // task, `APIResponder.respondNow`). Both go through the same transaction (`transaction`).
 
-    func create(_ request: CreateOrderRequest, by actor: Actor) async throws -> Order {
+    func create(_ request: CreateOrderRequest, by actor: Actor) throws -> OrderWrite {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
         let title = try Validation.title(request.title)
         let notes = try Validation.notes(request.notes ?? "")
@@ -61,7 +66,7 @@ final class OrderService: Sendable {
             return fresh
         })
         let driver = request.driverID.map(UserID.init)
-        return try await commit { tx, now in
+        return OrderWrite(changing: nil) { tx, now in
             if let driver { try Self.requireDriver(driver, of: actor, in: tx) }
             let period = OrderNumber.period(of: now)
             let sequence = try tx.nextOrderSequence(company: actor.companyID, year: period.year, month: period.month)
@@ -77,12 +82,10 @@ final class OrderService: Sendable {
     // Every write to an existing order takes `ifMatch` (the request's `If-Match`), checked in the
     // write transaction after the order is read and before any rule: see `OrderPrecondition`.
 
-    func patch(
-        _ id: OrderID, _ request: PatchOrderRequest, by actor: Actor, ifMatch: OrderPrecondition = .none
-    ) async throws -> Order {
+    func patch(_ id: OrderID, _ request: PatchOrderRequest, by actor: Actor, ifMatch: OrderPrecondition = .none) -> OrderWrite {
         // The body is judged after the role, the order's visibility and `If-Match` (DESIGN.md, "Lost
         // updates"): a stale client gets 412, an unknown order 404, whatever the body says.
-        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+        mutation(id, by: actor, ifMatch: ifMatch) { order, _, now in
             guard actor.isDispatcher else { throw OrderRuleViolation.roleNotAllowed(actor.role) }
             let patch = OrderPatch(
                 title: try request.title.map(Validation.title), notes: try request.notes.map(Validation.notes),
@@ -93,53 +96,44 @@ final class OrderService: Sendable {
 
     /// `POST /status`. `new` is unassigning (SPEC §1's table: `assigned → new` by a dispatcher),
     /// with its events; `assigned` needs a driver, so only `/assign` reaches it (409 here).
-    func changeStatus(
-        _ id: OrderID, to status: OrderStatus, by actor: Actor, ifMatch: OrderPrecondition = .none
-    ) async throws -> Order {
-        if status == .new { return try await unassign(id, by: actor, ifMatch: ifMatch) }
-        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+    func changeStatus(_ id: OrderID, to status: OrderStatus, by actor: Actor, ifMatch: OrderPrecondition = .none) -> OrderWrite {
+        if status == .new { return unassign(id, by: actor, ifMatch: ifMatch) }
+        return mutation(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.transitioned(to: status, by: actor, at: now), { .statusChanged(before: $0, after: $1) })
         }
     }
 
-    func assign(
-        _ id: OrderID, to driver: UserID, by actor: Actor, ifMatch: OrderPrecondition = .none
-    ) async throws -> Order {
+    func assign(_ id: OrderID, to driver: UserID, by actor: Actor, ifMatch: OrderPrecondition = .none) throws -> OrderWrite {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        return try await mutate(id, by: actor, ifMatch: ifMatch) { order, tx, now in
+        return mutation(id, by: actor, ifMatch: ifMatch) { order, tx, now in
             try Self.requireDriver(driver, of: actor, in: tx)
             return (try order.assigning(driver, by: actor, at: now), { .assigned(before: $0, after: $1) })
         }
     }
 
-    func unassign(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
-        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+    func unassign(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) -> OrderWrite {
+        mutation(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.unassigning(by: actor, at: now), { .unassigned(before: $0, after: $1) })
         }
     }
 
-    func completeStage(
-        _ id: OrderID, stage: StageID, by actor: Actor, ifMatch: OrderPrecondition = .none
-    ) async throws -> Order {
-        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+    func completeStage(_ id: OrderID, stage: StageID, by actor: Actor, ifMatch: OrderPrecondition = .none) -> OrderWrite {
+        mutation(id, by: actor, ifMatch: ifMatch) { order, _, now in
             (try order.completingStage(stage, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
-    func attach(
-        _ request: DocumentRequest, to id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none
-    ) async throws -> Order {
-        try await mutate(id, by: actor, ifMatch: ifMatch) { order, _, now in
+    func attach(_ request: DocumentRequest, to id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) -> OrderWrite {
+        mutation(id, by: actor, ifMatch: ifMatch) { order, _, now in
             let document = try Validation.document(request, at: now)  // after 404 and 412, as in `patch`
             return (try order.attaching(document, by: actor, at: now), { .updated(before: $0, after: $1) })
         }
     }
 
-    /// - Returns: the order as it was before it was deleted.
-    @discardableResult
-    func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) async throws -> Order {
+    /// Runs to the order as it was before it was deleted.
+    func delete(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition = .none) throws -> OrderWrite {
         guard actor.isDispatcher else { throw APIError.dispatcherOnly }
-        return try await commit(changing: (id, actor.companyID)) { tx, _ in
+        return OrderWrite(changing: (id, actor.companyID)) { tx, _ in
             let order = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(order)
             try order.checkDeletable(by: actor)
@@ -158,10 +152,8 @@ final class OrderService: Sendable {
     ///
     /// The precondition is checked here, in the same transaction as the save, so it cannot pass
     /// for a version that another write replaces before this one commits.
-    private func mutate(
-        _ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition, _ rule: @escaping Rule
-    ) async throws -> Order {
-        try await commit(changing: (id, actor.companyID)) { tx, now in
+    private func mutation(_ id: OrderID, by actor: Actor, ifMatch: OrderPrecondition, _ rule: @escaping Rule) -> OrderWrite {
+        OrderWrite(changing: (id, actor.companyID)) { tx, now in
             let current = try Self.visibleOrder(id, for: actor, in: tx)
             try ifMatch.check(current)
             let (next, change) = try rule(current, tx, now)
@@ -171,31 +163,50 @@ final class OrderService: Sendable {
         }
     }
 
-    /// Runs `body` in one transaction, appends the broadcaster's events for its change, commits,
-    /// then reports the committed events. `changing`: the one existing order it changes, of the
-    /// caller's company, whose writes the store may run one at a time
+    /// Runs `write` in one transaction, appends the broadcaster's events for its change, commits,
+    /// then reports the committed events. A write that changes one existing order of the caller's
+    /// company (`OrderWrite.changing`) may be run one at a time per order by the store
     /// (`OrderStore.write(changing:in:appendingEvents:)`).
-    private func commit(
-        changing order: (id: OrderID, company: CompanyID)? = nil, _ body: @escaping @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
-    ) async throws -> Order {
+    func run(_ write: OrderWrite) async throws -> Order {
         // Work the request adds to its order write's transaction, after the change and before its
         // events: `IdempotentWrite` stores the request's response there, so the change and the
         // response commit together. Read here, before the write starts, because the transaction
         // runs on the store's thread. Must have no effect outside the store (PostgreSQL may run a
         // transaction twice).
-        let now = clock.now(), hook = IdempotentWrite.current?.inTransaction
-        // The events are appended as the last step before commit: ids are taken in commit order
-        // (docs/DESIGN.md, "Event ids").
-        let transaction: @Sendable (any StoreWriter) throws -> (Order, [OrderEvent]) = { tx in
+        let transaction = Self.transaction(write, now: clock.now(), hook: IdempotentWrite.current?.inTransaction)
+        let (order, events) =
+            if let order = write.changing {
+                try await store.write(changing: order.id, in: order.company, appendingEvents: transaction)
+            } else {
+                try await store.write(appendingEvents: transaction)
+            }
+        if !events.isEmpty { committed(events) }
+        return order
+    }
+
+    /// `run`, committed on the calling thread before it returns, when the store can do that without
+    /// waiting (`OrderStore.writeNow`: SQLite, with its writer idle and this thread running its
+    /// work); `nil`, with nothing run, otherwise: then `run` it. Not under an `Idempotency-Key`,
+    /// whose stored answer joins the transaction through the request's task (`nil` then too).
+    func runNow(_ write: OrderWrite) throws -> Order? {
+        guard IdempotentWrite.current == nil else { return nil }
+        let transaction = Self.transaction(write, now: clock.now(), hook: nil)
+        guard let (order, events) = try store.writeNow(appendingEvents: transaction) else { return nil }
+        if !events.isEmpty { committed(events) }
+        return order
+    }
+
+    /// The transaction of `write` at `now`: its work, then `hook`, then its events, appended as the
+    /// last step before commit (ids are taken in commit order: docs/DESIGN.md, "Event ids").
+    private static func transaction(
+        _ write: OrderWrite, now: Date, hook: (@Sendable (Order, any StoreWriter, Date) throws -> Void)?
+    ) -> @Sendable (any StoreWriter) throws -> (Order, [OrderEvent]) {
+        let body = write.body
+        return { tx in
             let (order, change) = try body(tx, now)
             try hook?(order, tx, now)
             return (order, change.map { Broadcaster.events(for: $0, at: now) } ?? [])
         }
-        let (order, events) =
-            if let order { try await store.write(changing: order.id, in: order.company, appendingEvents: transaction) }
-            else { try await store.write(appendingEvents: transaction) }
-        if !events.isEmpty { committed(events) }
-        return order
     }
 
     private static func visibleOrder(_ id: OrderID, for actor: Actor, in tx: any StoreReader) throws -> Order {
@@ -208,4 +219,13 @@ final class OrderService: Sendable {
             throw ValidationError(field: "driver_id", problem: "is not a driver of your company")
         }
     }
+}
+
+/// One order write, checked as far as it can be before the store and ready to run
+/// (`OrderService.run`, `runNow`): the one existing order of the caller's company it changes, if
+/// any, and its transaction's work, which returns the saved order and its change (`nil`: nothing
+/// changed, no event).
+struct OrderWrite: Sendable {
+    let changing: (id: OrderID, company: CompanyID)?
+    let body: @Sendable (any StoreWriter, Date) throws -> (Order, OrderChange?)
 }

@@ -60,10 +60,9 @@ struct Routes {
             let body = Dictionary(uniqueKeysWithValues: OrderStatus.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
             return try Conditional.response(body, for: request)
         }
-        r.on("POST", "/api/orders") { request, context in
-            let actor = try await context.requireActor()
+        Self.orderWrite(&r, "POST", "/api/orders", orders, status: 201) { request, _, actor in
             let body = try JSONCoding.decode(CreateOrderRequest.self, from: request)
-            return try await Self.written(status: 201) { try await orders.create(body, by: actor) }
+            return try orders.create(body, by: actor)
         }
         r.on("GET", "/api/orders/{id}") { request, context in
             // The token before the id: a malformed id without a token was 404, not the SPEC's 401.
@@ -71,66 +70,56 @@ struct Routes {
             let order = try await orders.detail(try context.id("id"), for: actor)
             return try Conditional.response(OrderDetailJSON(order: order), for: request, etag: Conditional.etag(order))
         }
-        r.on("PATCH", "/api/orders/{id}") { request, context in
+        Self.orderWrite(&r, "PATCH", "/api/orders/{id}", orders) { request, context, actor in
             // DESIGN.md's order: the token (401), what cannot be parsed (400), the role (403).
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(PatchOrderRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
             try RequestContext.requireDispatcher(actor)
-            return try await Self.written { try await orders.patch(id, body, by: actor, ifMatch: ifMatch) }
+            return orders.patch(id, body, by: actor, ifMatch: ifMatch)
         }
-        r.on("DELETE", "/api/orders/{id}") { request, context in
+        Self.orderWrite(&r, "DELETE", "/api/orders/{id}", orders, render: { _ in HTTPResponse(status: 204) }) {
+            request, context, actor in
             // The path's id before `If-Match` (a malformed id is 404 before a 400: PROTOCOL, "Order
             // of checks"); the same on every route.
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+            let id: OrderID = try context.id("id")
             let ifMatch = try Conditional.ifMatch(request)
-            return try await IdempotentWrite.answer({ _ in HTTPResponse(status: 204) }) {
-                try await orders.delete(id, by: actor, ifMatch: ifMatch)
-            }
+            return try orders.delete(id, by: actor, ifMatch: ifMatch)
         }
-        r.on("POST", "/api/orders/{id}/status") { request, context in
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+        Self.orderWrite(&r, "POST", "/api/orders/{id}/status", orders) { request, context, actor in
+            let id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(StatusRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
             // The role before visibility and `If-Match`: a driver asking to cancel or unassign got
             // a 412 for a stale version, and so refetched and retried what it can never do.
             if body.status == .cancelled || body.status == .new { try RequestContext.requireDispatcher(actor) }
-            return try await Self.written {
-                try await orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch)
-            }
+            return orders.changeStatus(id, to: body.status, by: actor, ifMatch: ifMatch)
         }
-        r.on("POST", "/api/orders/{id}/assign") { request, context in
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+        Self.orderWrite(&r, "POST", "/api/orders/{id}/assign", orders) { request, context, actor in
+            let id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(AssignRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
             try RequestContext.requireDispatcher(actor)
-            return try await Self.written {
-                try await orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch)
-            }
+            return try orders.assign(id, to: UserID(body.driverID), by: actor, ifMatch: ifMatch)
         }
-        r.on("POST", "/api/orders/{id}/unassign") { request, context in
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+        Self.orderWrite(&r, "POST", "/api/orders/{id}/unassign", orders) { request, context, actor in
+            let id: OrderID = try context.id("id")
             let ifMatch = try Conditional.ifMatch(request)
             try RequestContext.requireDispatcher(actor)
-            return try await Self.written { try await orders.unassign(id, by: actor, ifMatch: ifMatch) }
+            return orders.unassign(id, by: actor, ifMatch: ifMatch)
         }
-        r.on("POST", "/api/orders/{id}/stages/{sid}/complete") { request, context in
-            let actor = try await context.requireActor()
+        Self.orderWrite(&r, "POST", "/api/orders/{id}/stages/{sid}/complete", orders) { request, context, actor in
             let id: OrderID = try context.id("id"), stage: StageID = try context.id("sid")
             let ifMatch = try Conditional.ifMatch(request)
             // Only the assigned driver completes a stage: a dispatcher's 403 comes before a 404 or 412.
             guard actor.role == .driver else { throw OrderRuleViolation.roleNotAllowed(actor.role) }
-            return try await Self.written {
-                try await orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch)
-            }
+            return orders.completeStage(id, stage: stage, by: actor, ifMatch: ifMatch)
         }
-        r.on("POST", "/api/orders/{id}/documents") { request, context in
-            let actor = try await context.requireActor(), id: OrderID = try context.id("id")
+        Self.orderWrite(&r, "POST", "/api/orders/{id}/documents", orders, status: 201) { request, context, actor in
+            let id: OrderID = try context.id("id")
             let body = try JSONCoding.decode(DocumentRequest.self, from: request)
             let ifMatch = try Conditional.ifMatch(request)
-            return try await Self.written(status: 201) {
-                try await orders.attach(body, to: id, by: actor, ifMatch: ifMatch)
-            }
+            return orders.attach(body, to: id, by: actor, ifMatch: ifMatch)
         }
         r.on("GET", "/healthz") { _, _ in try JSONCoding.response(["status": "ok"]) }
         r.on("GET", "/readyz") { request, _ in try await health.ready(stopping: request.arrivedWhileStopping) }
@@ -150,10 +139,31 @@ struct Routes {
         return r
     }
 
-    /// An order write answered with the order's detail; under an `Idempotency-Key` that answer is
-    /// stored in the write's own transaction (`IdempotentWrite.answer`).
-    private static func written(status: Int = 200, _ write: () async throws -> Order) async throws -> HTTPResponse {
-        try await IdempotentWrite.answer({ try detail($0, status: status) }, write)
+    /// An order write (one of `OrderService`'s use cases), answered with `render` (the order's
+    /// detail, with `status`): the route's handler, which runs it on the request's task, and the
+    /// same steps without a task (`Router.ImmediateHandler`, `APIResponder.respondNow`), taken when
+    /// the store can commit at once (`OrderService.runNow`). `prepare` runs after the token, so a
+    /// 401 comes first, and checks the rest in DESIGN.md's order; under an `Idempotency-Key` the
+    /// answer is stored in the write's own transaction (`IdempotentWrite.answer`, on the task only).
+    private static func orderWrite(
+        _ r: inout Router, _ method: String, _ pattern: String, _ orders: OrderService, status: Int = 200,
+        render: (@Sendable (Order) throws -> HTTPResponse)? = nil,
+        _ prepare: @escaping @Sendable (HTTPRequest, RequestContext, Actor) throws -> OrderWrite
+    ) {
+        let render = render ?? { try detail($0, status: status) }
+        r.on(
+            method, pattern,
+            { request, context in
+                let write = try prepare(request, context, try await context.requireActor())
+                return try await IdempotentWrite.answer(render) { try await orders.run(write) }
+            },
+            immediate: { request, context in
+                // `nil` (the token needs the store, or the store cannot commit at once): the
+                // handler above does it all again on a task; nothing was written.
+                guard let actor = try context.actorNow(), let order = try orders.runNow(try prepare(request, context, actor))
+                else { return nil }
+                return try render(order)
+            })
     }
 
     /// An order as a write's answer, with its `ETag`: the client's next `If-Match` (SPEC §2).
