@@ -1,10 +1,30 @@
 import Foundation
+import Synchronization
 import Testing
 import WaybillDomain
 import WaybillStorage
 import WaybillStoreTesting
 
 @Suite(.timeLimit(.minutes(2))) struct ConcurrencyConformanceTests {
+    /// `writeNow` commits only where the store can do it at once without waiting (SQLite: on the
+    /// thread running its idle writer's work inline; `InlineWritesTests` has that side). Anywhere
+    /// else it runs nothing and says so, on every backend: a request then takes its task.
+    @Test(arguments: Backend.allCases) func writeNowOffTheWritersInlineScopeRunsNothing(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let fixture = try await Fixture.seed(store)
+            let ran = Atomic<Bool>(false)
+            let written = try store.writeNow { tx in
+                ran.store(true, ordering: .relaxed)
+                return try tx.insertOrder(sampleOrder(in: fixture.acme.id))
+            }
+            let closureRan = ran.load(ordering: .relaxed)
+            #expect(written == nil)
+            #expect(!closureRan, "the closure never ran")
+            let orders = try await store.read { tx in try tx.orderPage(in: fixture.acme.id, OrderQuery()) }
+            #expect(orders.rows.isEmpty)
+        }
+    }
+
     @Test(arguments: Backend.allCases) func readersNeverSeeAnOrderWithoutItsEvent(_ backend: Backend) async throws {
         try await withStore(backend) { store in
             let fixture = try await Fixture.seed(store)
