@@ -82,10 +82,10 @@ public final class Metrics: Sendable {
     /// The hub feed read events from the store (a gap in what the broker gave, or polling while it is down).
     public func feedReadStore() { state.withLock { $0.feedStoreReads += 1 } }
     public func historyRewound() { state.withLock { $0.historyRewinds += 1 } }
-    /// One store transaction ran (read or write), whoever asked: the load a reconnect storm puts on the store.
     /// Requests answered without a task so far (`recordRequest(withoutTask:)`).
     public var requestsWithoutTask: Int { state.withLock { $0.requestsWithoutTask } }
 
+    /// One store transaction ran (read or write), whoever asked: the load a reconnect storm puts on the store.
     public func storeTransaction(write: Bool) { state.withLock { write ? ($0.storeWrites += 1) : ($0.storeReads += 1) } }
     /// The newest event id this node's hub has handed to its sockets (compare nodes: a node far
     /// behind the others is not getting events).

@@ -160,15 +160,17 @@ struct InlineWritesTests {
     }
 
     /// A write that starts without a task but cannot commit at once (another process holds the
-    /// write lock) goes on on a task: answered once the lock is free, written once, not counted as
-    /// answered without a task, and charged to its user's rate once (three requests in a burst of
-    /// three all pass; charged twice, the third was 429).
+    /// write lock) goes on on a task: answered once the lock is free, written once, and charged to
+    /// its user's rate once (three requests in a burst of three all pass; charged twice, the third
+    /// was 429). Like the lock tests above it proves nothing on a runner slow enough that the write
+    /// arrives after the release, or that the token cache (1 s) or the bucket (1 a second) moves
+    /// on meanwhile, and never fails wrongly: each of those only takes another path to the same
+    /// answers (`ImmediateAnswerTests` has the charge on a clock that stands still).
     @Test func aWriteThatCannotCommitAtOnceGoesOnOnATask() async throws {
         try await withServer(configure: { $0.userRequestsPerSecond = 1; $0.userRequestBurst = 3 }) { s in
             let path = "/api/orders/\(s.orderID)/"
             #expect(try await s.send("PATCH", path, json: #"{"notes":"before"}"#) == 200)  // the token cached
             let version = try #require(try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }).version
-            let before = try await s.answeredWithoutTask()
             let lock = try WriteLockHolder(path: s.path)
             let write = Task { try await s.send("PATCH", path, json: #"{"notes":"after"}"#) }
             try await Task.sleep(for: .milliseconds(200))  // in hand, waiting for the lock
@@ -176,7 +178,6 @@ struct InlineWritesTests {
             #expect(try await write.value == 200)
             let order = try await s.sqlite.read { tx in try tx.order(OrderID(s.orderID), in: s.companyID) }
             #expect(order?.notes == "after" && order?.version == version + 1)
-            #expect(try await s.answeredWithoutTask() == before)
             #expect(try await s.send("PATCH", path, json: #"{"notes":"third"}"#) == 200, "the third of the burst")
         }
     }

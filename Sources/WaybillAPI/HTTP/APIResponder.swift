@@ -113,14 +113,16 @@ struct APIResponder: HTTPResponder {
     /// An order write answered on the calling thread, without a task (`Router.ImmediateHandler`):
     /// only while that thread runs the idle SQLite writer's work (`start`, `WriterExecutor.runHere`),
     /// and not under an `Idempotency-Key` (its claim is a store write of its own, which
-    /// `IdempotencyGuard` awaits). Measured at 1 000 writes/s: the task, its executor preference and
-    /// the async calls cost about 11 µs of a write's 200 (docs/BENCHMARKS.md, 2026-12-07). The
-    /// answer, its headers, metrics and access line are `respond(to:)`'s.
+    /// `IdempotencyGuard` awaits). Measured side by side at 1 000 writes/s: about 16 µs less of a
+    /// write's 210 without the task, its executor preference and the store's continuation
+    /// (docs/BENCHMARKS.md, 2026-12-07 08:36–). The answer, its headers, metrics and access line
+    /// are `respond(to:)`'s.
     func respondNow(to request: HTTPRequest) -> ImmediateResponse? {
-        guard case .found(let route, let parameters) = router.match(method: request.method, path: request.path),
-            let immediate = route.immediate, (request.headers["idempotency-key"] ?? "").isEmpty
-        else { return nil }
         let started = ContinuousClock.now
+        guard (request.headers["idempotency-key"] ?? "").isEmpty,
+            case .found(let route, let parameters) = router.match(method: request.method, path: request.path),
+            let immediate = route.immediate
+        else { return nil }
         let context = RequestContext(parameters: parameters, request: request, authenticator: authenticator)
         let response: HTTPResponse
         do {
