@@ -63,12 +63,18 @@ public enum HTTPClient {
 }
 
 /// The `Host` header a client sends (RFC 9110 §7.2): the host and its port, an IPv6 literal in
-/// brackets. `URL.host` gives a literal without them (`::1`), and `Host: ::1:8080` cannot be read
+/// brackets, without a zone id (RFC 6874 §4: it means something on the sending machine only).
+/// `URL.host` gives a literal without its brackets (`::1`), and `Host: ::1:8080` cannot be read
 /// back (a review, 2026-12-07); the WebSocket upgrade sent the host alone, without its port.
 enum HostHeader {
     static func value(host: String, port: Int) -> String {
-        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[" + host + "]" : host
-        return bracketed + ":" + String(port)
+        var name = host
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name.contains(":") {
+            if let zone = name.firstIndex(of: "%") { name = String(name[..<zone]) }
+            name = "[" + name + "]"
+        }
+        return name + ":" + String(port)
     }
 }
 

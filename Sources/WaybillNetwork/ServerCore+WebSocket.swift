@@ -43,8 +43,11 @@ extension ServerCore {
     static func upgradeRefusal(_ wsi: OpaquePointer) -> UpgradeRefusal? {
         guard lws_hdr_total_length(wsi, WSI_TOKEN_KEY) > 0 else { return .noKey }
         if let offered = LwsRequestReader.header(wsi, WSI_TOKEN_PROTOCOL) {
-            // Tokens hold no blank (RFC 6455 §4.1): dropping every one trims each name.
-            let names = offered.split(separator: ",").map { $0.filter { $0 != " " && $0 != "\t" } }
+            // Each name trimmed of the blanks around it (a name with one inside is no token, and
+            // not `waybill`).
+            let names = offered.split(separator: ",").map { name in
+                name.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
+            }.map { String($0) }
             if !names.contains(webSocketProtocol) { return .noSharedSubprotocol }
         }
         return nil

@@ -244,6 +244,9 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
             detach(user)
             return 0
         case LWS_CALLBACK_WSI_DESTROY:
+            // A refused upgrade whose plain request never came (lws out of memory between the two):
+            // its address must not match a later connection's.
+            if refusedUpgrade?.wsi == wsi { refusedUpgrade = nil }
             detach(user)
             forgetRemoteAddress(wsi)
             forgetConnection(wsi)

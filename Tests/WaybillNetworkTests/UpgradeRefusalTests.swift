@@ -20,6 +20,7 @@ struct UpgradeRefusalTests {
         ("Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Key"),
         (key + "Sec-WebSocket-Protocol: other\r\n", "waybill"),
         (key + "Sec-WebSocket-Protocol: other, chat\r\n", "waybill"),
+        (key + "Sec-WebSocket-Protocol: way bill\r\n", "waybill"),
     ])
     func anUpgradeLwsWouldDropGetsA400SayingWhy(extra: String, named: String) async throws {
         let statuses = StatusRecorder()
@@ -42,7 +43,10 @@ struct UpgradeRefusalTests {
         await server.shutdown()
     }
 
-    @Test(arguments: ["", "Sec-WebSocket-Protocol: other, waybill\r\n", "Sec-WebSocket-Protocol: waybill\r\n"])
+    @Test(arguments: [
+        "", "Sec-WebSocket-Protocol: other, waybill\r\n", "Sec-WebSocket-Protocol: waybill\r\n",
+        "Sec-WebSocket-Protocol: waybill,\r\n", "Sec-WebSocket-Protocol: \tother ,waybill \r\n",
+    ])
     func aValidUpgradeStillOpens(protocols: String) async throws {
         let delegate = RecordingDelegate()
         try await withServer(delegate: delegate) { server in
