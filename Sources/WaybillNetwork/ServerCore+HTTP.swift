@@ -98,12 +98,18 @@ extension ServerCore {
     /// `lowercased()` turns the Kelvin sign into `k`, and `String`'s `==` compares canonically, so
     /// values a proxy sees as another coding passed (found by a review, 2026-12-07).
     static func isLoneChunked(_ value: String) -> Bool {
-        var bytes = Substring(value).utf8[...]
-        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
-        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        let bytes = withoutBlanksAround(Substring(value).utf8)
         let word = Array("chunked".utf8)
         guard bytes.count == word.count else { return false }
         return zip(bytes, word).allSatisfy { byte, expected in byte | 0x20 == expected }
+    }
+
+    /// `bytes` without the blanks HTTP allows around a value or a list's element (space, tab).
+    static func withoutBlanksAround(_ bytes: Substring.UTF8View) -> Substring.UTF8View {
+        var bytes = bytes
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        return bytes
     }
 
     /// `LWS_CALLBACK_HTTP_BODY`: the next raw piece of the body.
@@ -237,28 +243,26 @@ extension ServerCore {
         let id = session.id
         let box = session.responseBox
         let responder = self.responder
-        let operation: @Sendable () async -> Void = { [self] in
-            box.fulfil(await responder.respond(to: request))
+        let deliver: @Sendable (HTTPResponse) -> Void = { [self] response in
+            box.fulfil(response)
             loop.post { [self] in responseArrived(for: id) }
         }
         let executor = responder.executor(for: request)
         responder.start(request, alone: isAlone(id)) { immediately in
-            var operation = operation
+            var rest: (@Sendable () async -> HTTPResponse)?
             if immediately {
                 // Without a task when the responder can answer here (an order write on the idle
                 // SQLite writer: `APIResponder.respondNow`), or its task goes on from where it left.
                 switch responder.respondNow(to: request) {
                 case .answered(let response)?:
-                    box.fulfil(response)
-                    loop.post { [self] in responseArrived(for: id) }
+                    deliver(response)
                     return
-                case .later(let rest)?:
-                    operation = { [self] in
-                        box.fulfil(await rest())
-                        loop.post { [self] in responseArrived(for: id) }
-                    }
+                case .later(let remaining)?: rest = remaining
                 case nil: break
                 }
+            }
+            let operation: @Sendable () async -> Void = { [rest] in
+                if let rest { deliver(await rest()) } else { deliver(await responder.respond(to: request)) }
             }
             // At once: the task's code up to its first suspension runs here, without a job through
             // its executor's queue and a switch into it (measured: docs/BENCHMARKS.md, 2026-12-06).

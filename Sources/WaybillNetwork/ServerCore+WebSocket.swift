@@ -43,12 +43,12 @@ extension ServerCore {
     static func upgradeRefusal(_ wsi: OpaquePointer) -> UpgradeRefusal? {
         guard lws_hdr_total_length(wsi, WSI_TOKEN_KEY) > 0 else { return .noKey }
         if let offered = LwsRequestReader.header(wsi, WSI_TOKEN_PROTOCOL) {
-            // Each name trimmed of the blanks around it (a name with one inside is no token, and
-            // not `waybill`).
-            let names = offered.split(separator: ",").map { name in
-                name.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
-            }.map { String($0) }
-            if !names.contains(webSocketProtocol) { return .noSharedSubprotocol }
+            // Each name without the blanks around it (a name with one inside is no token, and not
+            // `waybill`), byte for byte, as lws compares.
+            let offersOurs = offered.split(separator: ",").contains { name in
+                withoutBlanksAround(name.utf8).elementsEqual(webSocketProtocol.utf8)
+            }
+            if !offersOurs { return .noSharedSubprotocol }
         }
         return nil
     }

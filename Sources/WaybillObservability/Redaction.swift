@@ -62,12 +62,13 @@ public enum Redaction {
     /// the query's `?` (`/ws/orders/%3Fticket=…`, as `URL.appendingPathComponent` does) had its
     /// ticket logged whole (a review, 2026-12-07). Waybill's own paths have no other character.
     public static func loggedPath(_ path: String) -> String {
-        // Every request's access line asks: the usual path is checked over its bytes in place.
+        // Every request's access line asks: the path's bytes are read in place, once.
         var bytes = path
-        if bytes.withUTF8({ $0.allSatisfy(isPathByte) }) { return path }
-        let utf8 = path.utf8
-        guard let cut = utf8.firstIndex(where: { !isPathByte($0) }) else { return path }
-        return String(path[..<cut]) + "…[\(utf8.distance(from: cut, to: utf8.endIndex)) bytes]"
+        guard let (kept, total) = bytes.withUTF8({ b in b.firstIndex { !isPathByte($0) }.map { ($0, b.count) } }) else {
+            return path
+        }
+        let cut = path.utf8.index(path.utf8.startIndex, offsetBy: kept)
+        return String(path[..<cut]) + "…[\(total - kept) bytes]"
     }
 
     private static func isPathByte(_ byte: UInt8) -> Bool {

@@ -160,9 +160,13 @@ final class Authenticator: SocketAuthenticating {
     /// then answers: a miss, a missing or malformed token. Never waits, never reads the store.
     func cachedUser(forAuthorization header: String?) -> User? {
         guard let token = Self.bearerToken(header), Secret.isWellFormed(token) else { return nil }
-        let hash = Secret(token).hash, at = elapsed.now()
+        return cachedCredential(Secret(token).hash, at: elapsed.now())?.user
+    }
+
+    /// The cache's credential for the token hashed `hash`, if it still holds at `at`.
+    private func cachedCredential(_ hash: [UInt8], at: Date) -> SocketCredential? {
         guard let hit = cache.withLock({ $0[hash] }), hit.until > at else { return nil }
-        return hit.credential.user
+        return hit.credential
     }
 
     /// The token of an `Authorization: Bearer …` header (nil when there is none).
@@ -220,7 +224,7 @@ final class Authenticator: SocketAuthenticating {
             return nil
         }
         let hash = Secret(token).hash, cachedAt = elapsed.now()
-        if let hit = cache.withLock({ $0[hash] }), hit.until > cachedAt { return hit.credential }
+        if let hit = cachedCredential(hash, at: cachedAt) { return hit }
         let now = clock.now()  // the wall clock only for a lookup: a hit needs none
         let generation = revocations.load(ordering: .acquiring)
         let found = try await store.read { tx in try tx.user(tokenHash: hash, now: now) }

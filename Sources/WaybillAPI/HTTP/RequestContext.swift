@@ -26,16 +26,23 @@ final class RequestContext: @unchecked Sendable {
     func requireUser(admitting: Bool = true) async throws -> User {
         if let user = authenticated.withLock({ $0 }) { return user }
         let user = try await authenticator.user(forAuthorization: request.headers["authorization"])
+        try take(user, admitting: admitting)
+        return user
+    }
+
+    /// Keeps the user the token named, after taking one of their requests when `admitting`.
+    private func take(_ user: User, admitting: Bool) throws {
         identified.withLock { $0 = user }  // a request refused for its rate is still logged with its user
         if admitting { try authenticator.admit(user) }
         authenticated.withLock { $0 = user }
-        return user
     }
 
     /// The acting user with a company, as the domain rules see them.
     /// - Throws: 401, or 403 `no_company`.
-    func requireActor() async throws -> Actor {
-        let user = try await requireUser()
+    func requireActor() async throws -> Actor { try Self.actor(try await requireUser()) }
+
+    /// `user` as the domain rules see them. - Throws: 403 `no_company`.
+    private static func actor(_ user: User) throws -> Actor {
         guard let company = user.companyID else { throw APIError.noCompany }
         return Actor(userID: user.id, companyID: company, role: user.role)
     }
@@ -46,16 +53,10 @@ final class RequestContext: @unchecked Sendable {
     /// taken, and `requireActor` does the rest.
     /// - Throws: 429 `rate_limited`, 403 `no_company`.
     func actorNow() throws -> Actor? {
-        var user = authenticated.withLock { $0 }
-        if user == nil {
-            guard let cached = authenticator.cachedUser(forAuthorization: request.headers["authorization"]) else { return nil }
-            identified.withLock { $0 = cached }
-            try authenticator.admit(cached)
-            authenticated.withLock { $0 = cached }
-            user = cached
-        }
-        guard let user, let company = user.companyID else { throw APIError.noCompany }
-        return Actor(userID: user.id, companyID: company, role: user.role)
+        if let user = authenticated.withLock({ $0 }) { return try Self.actor(user) }
+        guard let user = authenticator.cachedUser(forAuthorization: request.headers["authorization"]) else { return nil }
+        try take(user, admitting: true)
+        return try Self.actor(user)
     }
 
     /// Like `requireActor`, for dispatcher-only routes. - Throws: 403 for drivers.
