@@ -24,8 +24,8 @@ public struct ElapsedClock: WallClock {
     private static let origin = ContinuousClock.now
     public init() {}
     public func now() -> Date {
-        let elapsed = Self.origin.duration(to: .now)
-        return Date(timeIntervalSinceReferenceDate: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        let (seconds, attoseconds) = Self.origin.duration(to: .now).components  // read once: every request asks
+        return Date(timeIntervalSinceReferenceDate: Double(seconds) + Double(attoseconds) / 1e18)
     }
 
     /// The clock for durations beside `wall`: this one beside a clock of real time; a clock a test

@@ -81,9 +81,9 @@ public enum Broadcaster {
     }
 
     private static func groups(_ order: Order, driver: UserID?) -> [Group] {
-        var groups: [Group] = [.company(order.companyID), .fleet(order.companyID)]
-        if let driver { groups.append(.driver(driver)) }
-        return groups
+        // Each list as one literal of its size: a two-group array grown by an append was made twice.
+        guard let driver else { return [.company(order.companyID), .fleet(order.companyID)] }
+        return [.company(order.companyID), .fleet(order.companyID), .driver(driver)]
     }
 
     private static func event(

@@ -140,16 +140,21 @@ public struct JSONReader {
     private mutating func string() throws(JSONSyntaxError) -> String {
         index += 1
         let start = index
+        var high: UInt8 = 0  // every byte OR-ed: below 0x80, the string is ASCII
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let run = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let text else { throw .malformed }
+                // ASCII is valid UTF-8 as it is: validating it took several times as long as the
+                // copy, for every string of every body (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+                if high < 0x80 { return String(decoding: run, as: UTF8.self) }
+                guard let text = String(validating: run, as: UTF8.self) else { throw .malformed }
                 return text
             }
             if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
             guard byte >= 0x20 else { throw .malformed }
+            high |= byte
             index += 1
         }
         throw .malformed

@@ -27,7 +27,9 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         let key = Self.lowercased(name)
         // Not on an empty list: `removeAll(where:)` made the shared empty array a buffer of its own
         // first, one allocation more per answer before `reserveForFirstField` made another.
-        if !fields.isEmpty { fields.removeAll { $0.name == key } }
+        // Nor when no field has the name (most sets): `removeAll(where:)` takes the buffer for writing
+        // (a uniqueness check, its copy if shared) and walks it even when it removes nothing.
+        if fields.contains(where: { $0.name == key }) { fields.removeAll { $0.name == key } }
         reserveForFirstField()
         fields.append((key, value))
     }

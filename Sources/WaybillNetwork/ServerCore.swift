@@ -344,7 +344,13 @@ func serverCallback(
     _ length: Int
 ) -> Int32 {
     guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
-    return Unmanaged<ServerCore>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
+    // Borrowed for the call, not retained and released: the server holds its core for as long as
+    // lws runs (the context is destroyed before the core goes), and the core's weak references
+    // (closures that must not keep it) put its count in a side table, where every retain and
+    // release takes the slow path: about 1.5 µs per request (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    return Unmanaged<ServerCore>.fromOpaque(owner)._withUnsafeGuaranteedRef { core in
+        core.handle(wsi, reason, user, input, length)
+    }
 }
 
 /// A connection's remote address, boxed for lws's `opaque_user_data` (counted, so a leak test

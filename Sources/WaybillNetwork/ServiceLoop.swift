@@ -19,8 +19,16 @@ import Synchronization
 final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; other vars only on `thread`
     typealias Work = @Sendable () -> Void
 
+    /// A posted closure, kept in the inbox as it came. Why the wrapper: in a `[Work]` each closure
+    /// is stored in the array's most general form, so every post allocated a thunk around it, and
+    /// every drain ran through that thunk and freed it (two posts per order write; docs/BENCHMARKS.md,
+    /// 2026-12-07 (11:10– UTC)).
+    private struct WorkItem {
+        let run: Work
+    }
+
     private struct Shared {
-        var inbox: [Work] = []
+        var inbox: [WorkItem] = []
         /// The context as bits, 0 while there is none: others may only cancel a live context.
         var contextBits: UInt = 0
         var hasStarted = false
@@ -50,7 +58,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     /// with its capacity, so a post needs no allocation (the inbox was `[]` after every drain, and
     /// the first post after it, and the second, each allocated: two per order write, counted with a
     /// `malloc` probe, docs/BENCHMARKS.md, 2026-12-06 10:21–). Service thread only.
-    private var spareInbox: [Work] = []
+    private var spareInbox: [WorkItem] = []
     /// The most items a kept buffer may hold room for: a burst's buffer is not kept for good.
     static let keptInboxCapacity = 1024
     /// `lws_cancel_service` calls under way outside the lock. Each is counted while the lock is held
@@ -234,7 +242,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
 
     /// Marks the loop ended, runs work posted too late (it sees `context == nil`), wakes waiters.
     private func finish() {
-        let (work, waiters) = shared.withLock { s -> ([Work], [CheckedContinuation<Void, Never>]) in
+        let (work, waiters) = shared.withLock { s -> ([WorkItem], [CheckedContinuation<Void, Never>]) in
             s.hasEnded = true
             defer {
                 s.inbox = []
@@ -242,7 +250,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
             }
             return (s.inbox, s.endWaiters)
         }
-        for item in work { item() }
+        for item in work { item.run() }
         for waiter in waiters { waiter.resume() }
         running.leave()
     }
@@ -281,7 +289,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
             } else if s.wakeHeld {
                 needsWake = true  // nobody else's work waits for the batching thread
             }
-            s.inbox.append(work)
+            s.inbox.append(WorkItem(run: work))
             return (true, needsWake ? wakeLocked(&s) : nil)
         }
         send(wake)
@@ -376,7 +384,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
     func drainInbox() {
         // Taken out for the drain: work that drains again (it never should) finds no spare and
         // leaves an empty inbox behind, as before.
-        var work: [Work] = []
+        var work: [WorkItem] = []
         swap(&work, &spareInbox)
         let overflowed = shared.withLock { s -> Bool in
             swap(&s.inbox, &work)
@@ -388,7 +396,7 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
             }
             return s.overflowed
         }
-        for item in work { item() }
+        for item in work { item.run() }
         if work.capacity <= Self.keptInboxCapacity {
             work.removeAll(keepingCapacity: true)
             spareInbox = work

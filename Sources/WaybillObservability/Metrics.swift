@@ -7,7 +7,7 @@ import Synchronization
 /// id, a path with ids, or a secret.
 public final class Metrics: Sendable {
     private struct State {
-        var requests: [String: Int] = [:]  // "route|status" → count
+        var requests: [RequestKey: Int] = [:]
         var durationBuckets = [Int](repeating: 0, count: Metrics.bucketBounds.count)
         var durationCount = 0
         var durationSum = 0.0
@@ -53,7 +53,7 @@ public final class Metrics: Sendable {
     /// stop): `waybill_http_requests_total{route="network",status=…}`, outside the duration
     /// histogram (no handler ran).
     public func recordNetworkAnswer(status: Int) {
-        state.withLock { $0.requests["network|\(status)", default: 0] += 1 }
+        state.withLock { $0.requests[RequestKey(route: "network", status: status), default: 0] += 1 }
     }
 
     /// `withoutTask`: answered on the service thread without a Swift task (an order write on the
@@ -62,7 +62,7 @@ public final class Metrics: Sendable {
     public func recordRequest(route: String, status: Int, duration: Duration, withoutTask: Bool = false) {
         let seconds = duration / .seconds(1)  // Prometheus counts seconds
         state.withLock { s in
-            s.requests["\(route)|\(status)", default: 0] += 1
+            s.requests[RequestKey(route: route, status: status), default: 0] += 1
             if withoutTask { s.requestsWithoutTask += 1 }
             for (i, bound) in Self.bucketBounds.enumerated() where seconds <= bound { s.durationBuckets[i] += 1 }
             s.durationCount += 1
@@ -123,9 +123,8 @@ public final class Metrics: Sendable {
         }
         out += "# HELP waybill_http_requests_total HTTP requests by route pattern and status (route \"network\": answered by the network layer itself).\n"
         out += "# TYPE waybill_http_requests_total counter\n"
-        for key in s.requests.keys.sorted() {
-            let parts = key.split(separator: "|", maxSplits: 1)
-            out += "waybill_http_requests_total{route=\"\(parts[0])\",status=\"\(parts[1])\"} \(s.requests[key]!)\n"
+        for (key, count) in s.requests.sorted(by: { $0.key.sortText < $1.key.sortText }) {
+            out += "waybill_http_requests_total{route=\"\(key.route)\",status=\"\(key.status)\"} \(count)\n"
         }
         out += "# HELP waybill_http_request_duration_seconds Time from request to response.\n"
         out += "# TYPE waybill_http_request_duration_seconds histogram\n"
@@ -180,4 +179,14 @@ public final class Metrics: Sendable {
     private func counter(_ name: String, _ help: String, _ value: Int) -> String {
         "# HELP \(name) \(help)\n# TYPE \(name) counter\n\(name) \(value)\n"
     }
+}
+
+/// A request counter's labels. Kept apart, not joined into one `"route|status"` text: that string
+/// was built and hashed on every request (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+struct RequestKey: Hashable, Sendable {
+    let route: String
+    let status: Int
+
+    /// The order `/metrics` lists them in: as the joined text sorted before.
+    var sortText: String { "\(route)|\(status)" }
 }

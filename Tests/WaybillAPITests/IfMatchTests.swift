@@ -308,4 +308,21 @@ struct IfMatchTests {
         #expect(error.code == "precondition_failed")
         #expect(error.message.contains(#""o42-v8""#))
     }
+
+    /// The tag is written byte by byte (`Conditional.versionTag`): the same text as its parts put
+    /// together, for ids and versions of every length, an order without an id, and one with a receipt.
+    @Test func anOrdersTagIsItsIdVersionAndCheck() {
+        let at = Date(timeIntervalSince1970: 1_796_000_000.123)
+        for (id, version) in [(nil, 1), (1, 0), (7, 9), (42, 10), (1_000, 123_456_789), (Int64.max, Int.max)] as [(Int64?, Int)] {
+            let order = Order(
+                id: id.map(OrderID.init), companyID: CompanyID(1), number: "N", title: "t", createdAt: at, updatedAt: at,
+                version: version)
+            let expected = "\"o\(id ?? 0)-v\(version)-h\(order.versionCheck)\""
+            #expect(Conditional.versionTag(order) == expected)
+            #expect(Conditional.etag(order) == expected)
+            var seen = order
+            seen.seen = OrderReceipt(driverID: UserID(3), version: 5, at: at)
+            #expect(Conditional.etag(seen) == "\"o\(id ?? 0)-v\(version)-h\(order.versionCheck)-s5\"")
+        }
+    }
 }

@@ -25,6 +25,20 @@ import WaybillDomain
             Date(timeIntervalSince1970: -62_135_596_800),  // 0001-01-01
         ]
         for _ in 0..<2000 { dates.append(Date(timeIntervalSince1970: Double.random(in: -4e9...8e9, using: &generator))) }
+        // The whole range written by arithmetic (`Timestamp.civilDate`), its ends, and the days a
+        // calendar gets wrong first: the leap days of centuries that have one (0, 1600, 2000) and
+        // the March 1sts of centuries that have none (1700, 1900, 2100).
+        for text in [
+            "0000-01-01T00:00:00.000Z", "0000-02-29T12:00:00.000Z", "0000-12-31T23:59:59.999Z", "1600-02-29T00:00:00.000Z",
+            "1700-03-01T00:00:00.000Z", "1900-02-28T23:59:59.999Z", "1900-03-01T00:00:00.000Z", "1969-12-31T23:59:59.999Z",
+            "2000-02-29T23:59:59.999Z", "2100-03-01T00:00:00.001Z", "9999-12-31T23:59:59.999Z",
+        ] {
+            dates.append(Self.stored(try! #require(Timestamp.parse(text)).epochMilliseconds))
+        }
+        for _ in 0..<20_000 {
+            dates.append(
+                Self.stored(Int64.random(in: Timestamp.earliestMilliseconds...Timestamp.latestMilliseconds, using: &generator)))
+        }
         for date in dates { #expect(Timestamp.string(date) == Self.reference(date), "\(date.timeIntervalSince1970)") }
     }
 

@@ -169,7 +169,7 @@ struct Routes {
     /// An order as a write's answer, with its `ETag`: the client's next `If-Match` (SPEC §2).
     private static func detail(_ order: Order, status: Int = 200) throws -> HTTPResponse {
         var headers = HTTPHeaders()
-        headers.set("ETag", Conditional.etag(order))
+        headers.add("etag", Conditional.etag(order))  // the first field: nothing to replace
         return try JSONCoding.response(OrderDetailJSON(order: order), status: status, headers: headers)
     }
 
