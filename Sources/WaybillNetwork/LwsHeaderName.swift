@@ -14,7 +14,9 @@ enum LwsHeaderName {
 
     /// Calls `body` with `name:` and its length in bytes (the NUL not counted).
     static func withColon<T>(_ name: String, _ body: (UnsafePointer<CChar>, Int32) -> T) -> T {
-        let key = made[name] ?? Array((name + ":").utf8CString)
-        return key.withUnsafeBufferPointer { body($0.baseAddress!, Int32($0.count - 1)) }
+        key(name).withUnsafeBufferPointer { body($0.baseAddress!, Int32($0.count - 1)) }
     }
+
+    /// `name:` as a NUL-terminated C string.
+    static func key(_ name: String) -> [CChar] { made[name] ?? Array((name + ":").utf8CString) }
 }

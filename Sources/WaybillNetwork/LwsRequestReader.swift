@@ -89,11 +89,15 @@ enum LwsRequestReader {
         for (name, token) in knownHeaders {
             if let value = header(wsi, token) { headers.add(name, value) }
         }
-        for name in customHeaders {
-            if let value = customHeader(wsi, name) { headers.add(name, value) }
+        for (name, key) in customHeaderKeys {
+            if let value = customHeader(wsi, key) { headers.add(name, value) }
         }
         return headers
     }
+
+    /// `customHeaders` with their C keys (`LwsHeaderName`), made once: looked up by name, each key
+    /// cost a hash of the name, four per request (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    private static let customHeaderKeys = customHeaders.map { ($0, LwsHeaderName.key($0)) }
 
     /// A header lws knows by token, or nil when absent.
     static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
@@ -102,9 +106,10 @@ enum LwsRequestReader {
         return copied(capacity: length + 1) { lws_hdr_copy(wsi, $0, $1, token) }
     }
 
-    /// A header lws does not know, by lower-case name.
-    static func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
-        LwsHeaderName.withColon(name) { key, keyLength -> String? in
+    /// A header lws does not know, by its key (`LwsHeaderName.key`: the lower-case name and a colon).
+    private static func customHeader(_ wsi: OpaquePointer, _ key: [CChar]) -> String? {
+        key.withUnsafeBufferPointer { buffer -> String? in
+            let key = buffer.baseAddress!, keyLength = Int32(buffer.count - 1)
             let length = Int(lws_hdr_custom_length(wsi, key, keyLength))
             guard length > 0 else { return nil }
             return copied(capacity: length + 1) { lws_hdr_custom_copy(wsi, $0, $1, key, keyLength) }

@@ -58,7 +58,11 @@ extension SQLiteOrderStore.Transaction {
             compare(5, .date(order.createdAt), .date(before.createdAt)) { $0.createdAt = order.createdAt.sqliteRoundTripped }
             after.updatedAt = order.updatedAt.sqliteRoundTripped
             after.version = order.version
-            arguments += [.date(order.updatedAt), .int(order.version), .id(id), .id(order.companyID)]
+            // Appended one by one: `+= [ … ]` built a temporary array for them first.
+            arguments.append(.date(order.updatedAt))
+            arguments.append(.int(order.version))
+            arguments.append(.id(id))
+            arguments.append(.id(order.companyID))
             try db.execute(Self.updateStatements[changed], arguments)
             guard db.changes > 0 else { return nil }
             if order.stages != before.stages || order.documents.contains(where: { $0.id == nil }) {

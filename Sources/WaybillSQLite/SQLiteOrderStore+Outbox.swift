@@ -139,7 +139,8 @@ extension SQLiteOrderStore.Transaction {
                 db.newestEvent.forget()
                 throw error
             }
-            appended += stored
+            // The usual transaction appends once: then the array is taken as it is, not copied.
+            if appended.isEmpty { appended = stored } else { appended += stored }
             return stored
         }
     }
@@ -175,6 +176,7 @@ extension SQLiteOrderStore.Transaction {
     /// in one string, without the key path `map(\.name)` applied per group and the array it made.
     static func groupNames(_ groups: [Group]) -> String {
         var names = ""
+        names.reserveCapacity(48)  // past 15 bytes each append made the string anew
         for group in groups {
             if !names.isEmpty { names += " " }
             names += group.name
