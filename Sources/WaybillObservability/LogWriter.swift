@@ -86,21 +86,24 @@ public final class LogWriter: @unchecked Sendable {  // safe: the state below on
     /// Queues `line` and a newline; never waits for the descriptor.
     public func append(_ line: String) {
         var line = line
-        line.withUTF8 { bytes in
-            condition.lock()
-            defer { condition.unlock() }
-            guard !stopped else { return }
-            guard pending.count + bytes.count + 1 <= capacity else {
-                dropped += 1
-                droppedEver += 1
-                if idle { condition.broadcast() }  // a line larger than the buffer: its count goes out now
-                return
-            }
-            pending.append(contentsOf: bytes)
-            pending.append(UInt8(ascii: "\n"))
-            appended += bytes.count + 1
-            if idle { condition.broadcast() }
+        line.withUTF8 { bytes in append(bytes: bytes) }
+    }
+
+    /// `append` of a line's UTF-8 bytes (without its newline).
+    func append(bytes: UnsafeBufferPointer<UInt8>) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !stopped else { return }
+        guard pending.count + bytes.count + 1 <= capacity else {
+            dropped += 1
+            droppedEver += 1
+            if idle { condition.broadcast() }  // a line larger than the buffer: its count goes out now
+            return
         }
+        pending.append(contentsOf: bytes)
+        pending.append(UInt8(ascii: "\n"))
+        appended += bytes.count + 1
+        if idle { condition.broadcast() }
     }
 
     /// Waits until every line queued before the call is written (and every line dropped before it

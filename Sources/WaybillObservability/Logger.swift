@@ -9,6 +9,8 @@ public final class Logger: Sendable {
     public enum Level: String, Sendable { case debug, info, warning, error }
 
     private let sink: @Sendable (String) -> Void
+    /// Where lines go as bytes (`writeLine`), when they go to a `LogWriter`: stderr's by default.
+    private let writer: LogWriter?
     private let minimum: Level
     /// Fields appended to every line (e.g. `node=…` when several nodes share one log pipeline).
     private let context: [(String, String)]
@@ -17,18 +19,27 @@ public final class Logger: Sendable {
     public init(minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
         self.minimum = minimum
         self.sink = sink ?? Logger.standardError
+        self.writer = sink == nil ? LogWriter.standardError : nil
         self.context = []
     }
 
-    private init(minimum: Level, sink: @escaping @Sendable (String) -> Void, context: [(String, String)]) {
+    /// A logger whose lines go to `writer` (tests: a writer on a file of their own).
+    convenience init(minimum: Level = .info, writer: LogWriter) {
+        self.init(minimum: minimum, sink: { writer.append($0) }, writer: writer, context: [])
+    }
+
+    private init(
+        minimum: Level, sink: @escaping @Sendable (String) -> Void, writer: LogWriter?, context: [(String, String)]
+    ) {
         self.minimum = minimum
         self.sink = sink
+        self.writer = writer
         self.context = context
     }
 
     /// A logger writing to the same place that adds `fields` to every line.
     public func adding(_ fields: KeyValuePairs<String, String>) -> Logger {
-        Logger(minimum: minimum, sink: sink, context: context + fields.map { ($0.key, $0.value) })
+        Logger(minimum: minimum, sink: sink, writer: writer, context: context + fields.map { ($0.key, $0.value) })
     }
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }
@@ -37,19 +48,26 @@ public final class Logger: Sendable {
     public func error(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.error, message, fields) }
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
+        log(level, message, fields, at: Date())
+    }
+
+    /// `log` at a given time (tests).
+    func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, at now: Date) {
         guard Self.rank(level) >= Self.rank(minimum) else { return }
-        sink(Self.line(level, message, fields, context: context))
+        if let writer, Self.writeLine(level, message, fields, context: context, at: now, to: writer) { return }
+        sink(Self.line(level, message, fields, context: context, at: now))
     }
 
     /// One line as `log` writes it, without its newline.
     static func line(
-        _ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, context: [(String, String)] = []
+        _ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, context: [(String, String)] = [],
+        at now: Date = Date()
     ) -> String {
         // Built in one string with room reserved: every request writes a line (the access log).
         var line = ""
         line.reserveCapacity(192)
         line += "ts="
-        Self.appendTimestamp(Date(), to: &line)
+        Self.appendTimestamp(now, to: &line)
         line += " level="
         line += level.rawValue
         line += " msg="
@@ -58,6 +76,81 @@ public final class Logger: Sendable {
         for (key, value) in context { Self.appendField(key, value, to: &line) }
         return line
     }
+
+    /// Puts `line(…)`'s bytes straight into `writer`'s buffer, when every value is ASCII without
+    /// controls and the line fits `writeLineCapacity`; otherwise writes nothing and returns `false`
+    /// (the caller builds the line as a string, which handles everything).
+    ///
+    /// Why: every request writes an access line, and building it as a `String` (appends that grow
+    /// and check it, the time stamp made into strings) and then copying it into the writer cost about
+    /// 2 µs per request (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    static func writeLine(
+        _ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, context: [(String, String)],
+        at now: Date, to writer: LogWriter
+    ) -> Bool {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: writeLineCapacity) { out -> Bool in
+            var at = 0
+            /// `text` as it is (keys, the level: never quoted, as in `line`).
+            func raw(_ text: String) -> Bool {
+                var text = text
+                return text.withUTF8 { bytes in
+                    guard at + bytes.count <= out.count else { return false }
+                    for byte in bytes {
+                        out[at] = byte
+                        at += 1
+                    }
+                    return true
+                }
+            }
+            /// `text` as `appendQuoted` writes it, for printable ASCII; `false` for anything else.
+            func value(_ text: String) -> Bool {
+                var text = text
+                return text.withUTF8 { bytes in
+                    var quoted = bytes.isEmpty, escapes = 0
+                    for byte in bytes {
+                        guard byte >= 0x20 && byte < 0x7f else { return false }  // a control or not ASCII
+                        if byte == 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "=") { quoted = true }
+                        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
+                    }
+                    guard at + bytes.count + escapes + (quoted ? 2 : 0) <= out.count else { return false }
+                    if quoted {
+                        out[at] = UInt8(ascii: "\"")
+                        at += 1
+                    }
+                    for byte in bytes {
+                        // `\` and `"` only matter inside quotes: a plain value has neither `"` nor,
+                        // escaped or not, anything `appendQuoted` would change.
+                        if quoted && (byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")) {
+                            out[at] = UInt8(ascii: "\\")
+                            at += 1
+                        }
+                        out[at] = byte
+                        at += 1
+                    }
+                    if quoted {
+                        out[at] = UInt8(ascii: "\"")
+                        at += 1
+                    }
+                    return true
+                }
+            }
+            guard raw("ts=") else { return false }
+            writeTimestamp(now, into: UnsafeMutableBufferPointer(rebasing: out[at..<at + 24]))
+            at += 24
+            guard raw(" level="), raw(level.rawValue), raw(" msg="), value(message) else { return false }
+            for (key, text) in fields {
+                guard raw(" "), raw(key), raw("="), value(text) else { return false }
+            }
+            for (key, text) in context {
+                guard raw(" "), raw(key), raw("="), value(text) else { return false }
+            }
+            writer.append(bytes: UnsafeBufferPointer(rebasing: out[0..<at]))
+            return true
+        }
+    }
+
+    /// The longest line `writeLine` writes (an access line is about 150 bytes).
+    static let writeLineCapacity = 1024
 
     private static func appendField(_ key: String, _ value: String, to line: inout String) {
         line += " "

@@ -44,6 +44,45 @@ struct HotPathFormattingTests {
         #expect(line.hasSuffix(#" level=info msg=request path=/x user_id="" node="n 1""#), "\(line)")
     }
 
+    /// A line written as bytes into the log writer (`Logger.writeLine`, every access line) is the
+    /// line `Logger.line` builds, byte for byte; a line it cannot write (a control character, a
+    /// value that is not ASCII, a line past its buffer) is left to `line`, and `log` still writes it.
+    @Test func logLinesWrittenAsBytesAreTheLinesBuiltAsStrings() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-log-\(UUID().uuidString)").path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(descriptor >= 0)
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        let writer = LogWriter(descriptor: descriptor, coalescing: .milliseconds(1)) { "dropped \($0)" }
+        let at = Date(timeIntervalSince1970: 1_796_543_210.987)
+        let context = [("node", "n-1")]
+        let plain: [KeyValuePairs<String, String>] = [
+            ["method": "PATCH", "path": "/api/orders/42/", "status": "200", "duration_ms": "0.21", "user_id": "7"],
+            ["ua": "curl 8.0", "query": "a=b", "said": #"say "hi" \ there"#, "empty": "", "slash": #"a\b"#],
+        ]
+        var expected: [String] = []
+        for fields in plain {
+            #expect(Logger.writeLine(.info, "request", fields, context: context, at: at, to: writer))
+            expected.append(Logger.line(.info, "request", fields, context: context, at: at))
+        }
+        let others: [KeyValuePairs<String, String>] = [
+            ["path": "/a\nb"], ["name": "Jürgen"], ["del": "a\u{7f}"], ["long": String(repeating: "x", count: Logger.writeLineCapacity)],
+        ]
+        for fields in others {
+            #expect(!Logger.writeLine(.warning, "odd request", fields, context: [], at: at, to: writer))
+            expected.append(Logger.line(.warning, "odd request", fields, at: at))
+            Logger(writer: writer).log(.warning, "odd request", fields, at: at)
+        }
+        Logger(writer: writer).adding(["node": "n-1"]).log(.info, "request", plain[0], at: at)
+        expected.append(Logger.line(.info, "request", plain[0], context: context, at: at))
+        #expect(writer.flush(timeout: .seconds(10)))
+        _ = writer.stop()
+        let written = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(written == expected.map { $0 + "\n" }.joined())
+    }
+
     @Test func sha256MatchesTheStandardVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(hex(Crypto.sha256("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
