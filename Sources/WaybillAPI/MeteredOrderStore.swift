@@ -47,6 +47,7 @@ struct MeteredOrderStore: OrderStore {
     }
 
     /// Counted when it ran (a value or an error): `nil` ran nothing, and the `write` that follows counts.
+    @_specialize(where T == (Order, [StoredEvent]))  // as `SQLiteOrderStore.writeNow`
     func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T? {
         do {
             guard let value = try base.writeNow(body) else { return nil }

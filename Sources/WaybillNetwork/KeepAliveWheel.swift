@@ -23,10 +23,13 @@ struct KeepAliveWheel<Key: Hashable> {
     private var buckets: [[Key]]
     /// Ticks so far; bucket `t % buckets.count` holds what is due at tick `t`.
     private var now: UInt64 = 0
-    /// The connections idle now, each with the tick its idle period ends at.
-    private var dueAt: [Key: UInt64] = [:]
-    /// The connections with an entry in a bucket (idle now, or taken out since and not yet at their turn).
-    private var scheduled: Set<Key> = []
+    /// The connections with an entry in a bucket, each with the tick its idle period ends at, or
+    /// `nil` when it was taken out since and waits for its turn to be dropped. One table, not the
+    /// idle ones and the scheduled ones apart: a request took three hash lookups between them, now
+    /// one as it begins and one as its answer ends (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    private var scheduled: [Key: UInt64?] = [:]
+    /// Connections idle now (those of `scheduled` with an end).
+    private var idle = 0
     private let ticks: UInt64
 
     /// - Parameter ticks: the keep-alive timeout in ticks; at least 1.
@@ -39,12 +42,12 @@ struct KeepAliveWheel<Key: Hashable> {
     }
 
     /// Connections idle now.
-    var count: Int { dueAt.count }
+    var count: Int { idle }
 
     /// Entries in the buckets (at most one per connection; tests).
     var entries: Int { scheduled.count }
 
-    func contains(_ key: Key) -> Bool { dueAt[key] != nil }
+    func contains(_ key: Key) -> Bool { scheduled[key].map { $0 != nil } ?? false }
 
     /// `key` went idle now (again, if it was already: its idle period starts over).
     mutating func add(_ key: Key) {
@@ -54,7 +57,9 @@ struct KeepAliveWheel<Key: Hashable> {
     /// `key` is no longer idle (a request began on it) or no longer open. Its entry is dropped at
     /// its turn.
     mutating func remove(_ key: Key) {
-        dueAt[key] = nil
+        guard let index = scheduled.index(forKey: key), scheduled.values[index] != nil else { return }
+        scheduled.values[index] = nil
+        idle -= 1
     }
 
     /// One tick passed: the connections whose idle period reached the timeout, taken out; at most
@@ -67,15 +72,16 @@ struct KeepAliveWheel<Key: Hashable> {
         buckets[index] = []
         var expired: [Key] = []
         for key in due {
-            guard let end = dueAt[key] else {
-                scheduled.remove(key)  // taken out since
+            guard let index = scheduled.index(forKey: key) else { continue }  // (a bucket's key always has one)
+            guard let end = scheduled.values[index] else {
+                scheduled.remove(at: index)  // taken out since
                 continue
             }
             if end > now {
                 buckets[slot(end)].append(key)  // idle again since: where this period ends
             } else if expired.count < limit {
-                dueAt[key] = nil
-                scheduled.remove(key)
+                scheduled.remove(at: index)
+                idle -= 1
                 expired.append(key)
             } else {
                 buckets[slot(now + 1)].append(key)  // past this tick's limit: the next tick's
@@ -87,8 +93,14 @@ struct KeepAliveWheel<Key: Hashable> {
     /// Sets `key`'s end and makes sure it has one entry no later than it: an existing entry is
     /// never later than a new end (ends only grow).
     private mutating func schedule(_ key: Key, at end: UInt64) {
-        dueAt[key] = end
-        if scheduled.insert(key).inserted { buckets[slot(end)].append(key) }
+        if let index = scheduled.index(forKey: key) {
+            if scheduled.values[index] == nil { idle += 1 }
+            scheduled.values[index] = end
+        } else {
+            scheduled[key] = end
+            idle += 1
+            buckets[slot(end)].append(key)
+        }
     }
 
     private func slot(_ tick: UInt64) -> Int { Int(tick % UInt64(buckets.count)) }

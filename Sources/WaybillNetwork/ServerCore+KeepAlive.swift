@@ -44,7 +44,7 @@ extension ServerCore {
     /// A request began on `wsi`, it became a WebSocket, or lws is freeing it: not idle any more.
     func connectionIsBusy(_ wsi: OpaquePointer) {
         keepAlive.remove(wsi)
-        answersStillSending.remove(wsi)
+        if !answersStillSending.isEmpty { answersStillSending.remove(wsi) }  // nearly always empty: no hash
     }
 
     /// The heartbeat's tick (a timer callback, never inside a socket's callback): connections whose

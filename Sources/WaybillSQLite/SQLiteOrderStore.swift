@@ -213,6 +213,9 @@ public final class SQLiteOrderStore: OrderStore {
     /// Committed at once when the calling thread runs the writer's work inline
     /// (`SQLiteWriterExecutor.runHere`) and the transaction can begin and commit without waiting
     /// (`InlineCommitGate`); otherwise `nil`, with nothing run.
+    // Specialized for the order writes' result: their calls come through the protocol, where the
+    // generic code looked up `DirectOutcome`'s and the job's types on every write.
+    @_specialize(where T == (Order, [StoredEvent]))
     public func writeNow<T: Sendable>(_ body: @escaping @Sendable (any StoreWriter) throws -> T) throws -> T? {
         guard executor.runsInlineHere, !isClosed.withLock({ $0 }) else { return nil }
         let here = DirectOutcome<T>()

@@ -140,6 +140,11 @@ extension OrderStore {
     }
 
     /// `appendEvents` as the closure's last step.
+    ///
+    /// `@inlinable` (with `writeNow(appendingEvents:)`): compiled in the caller for its `T`, not
+    /// through this module's generic code, which asked the runtime for the tuple's type on every
+    /// write (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    @inlinable
     public func write<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
@@ -170,6 +175,7 @@ extension OrderStore {
 
     /// `writeNow` with the events `body` returns appended as its last step, as
     /// `write(appendingEvents:)` does on a store with one writer (the only kind `writeNow` runs on).
+    @inlinable
     public func writeNow<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) throws -> (T, [StoredEvent])? {
