@@ -168,20 +168,28 @@ extension SQLiteOrderStore.Transaction {
         guard !groups.isEmpty else { return }
         var arguments: [SQLiteValue] = []
         arguments.reserveCapacity(groups.count * 2)
-        for group in groups { arguments += [.id(id), .text(group.name)] }
+        for group in groups {
+            arguments.append(.id(id))
+            arguments.append(.text(group.name))
+        }
         try db.execute(Self.insertGroups(count: groups.count), arguments)
     }
 
     /// The event's groups for its `groups` column, space-separated (`company_1 driver_7`): built
     /// in one string, without the key path `map(\.name)` applied per group and the array it made.
     static func groupNames(_ groups: [Group]) -> String {
-        var names = ""
-        names.reserveCapacity(48)  // past 15 bytes each append made the string anew
-        for group in groups {
-            if !names.isEmpty { names += " " }
-            names += group.name
+        // Written as bytes into one string of the right size (`Group.writeName`).
+        String(unsafeUninitializedCapacity: groups.count * (Group.longestName + 1)) { out in
+            var at = 0
+            for group in groups {
+                if at > 0 {
+                    out[at] = UInt8(ascii: " ")
+                    at += 1
+                }
+                at = group.writeName(into: out, at: at)
+            }
+            return at
         }
-        return names
     }
 
     /// The statement inserting `count` group rows (texts for up to 8 are built once).

@@ -109,6 +109,13 @@ struct BroadcasterTests {
         // The wire names themselves (SPEC §3), a long id too (past a small string's 15 bytes).
         #expect([Group.company(1), .fleet(2), .driver(3)].map(\.name) == ["company_1", "fleet_2", "driver_3"])
         #expect(Group.driver(UserID(Int64.max)).name == "driver_9223372036854775807")
+        // Written byte by byte: every length of number, and a sign (never a real id, still its text).
+        for raw: Int64 in [0, 1, 9, 10, 99, 100, 12_345, 1_000_000_007, Int64.max, -1, -40, Int64.min] {
+            #expect(Group.company(CompanyID(raw)).name == "company_\(raw)")
+            #expect(Group.fleet(CompanyID(raw)).name == "fleet_\(raw)")
+            #expect(Group.driver(UserID(raw)).name == "driver_\(raw)")
+        }
+        #expect(Group.company(CompanyID(Int64.min)).name.utf8.count == Group.longestName)
         #expect(Group(name: Group.company(CompanyID(Int64.max)).name) == .company(CompanyID(Int64.max)))
         #expect(Group(name: "driver_x") == nil)
         #expect(Group(name: "pilot_1") == nil)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WaybillDomain
 import WaybillStorage
 
 @testable import WaybillSQLite
@@ -156,5 +157,16 @@ struct SQLiteStatementCacheTests {
         #expect(rows == ["a=a", "ab=ab"])
         #expect(inner == [["x", "xb"], ["x", "xb"]])
         #expect(db.statementCacheCounts.statements >= 1)
+    }
+
+    /// An event's `groups` column: its groups' names, space-separated, written as bytes into one
+    /// string (`Transaction.groupNames`); resume and pruning read it back by these names.
+    @Test func anEventsGroupsColumnIsItsGroupsNamesSpaceSeparated() {
+        typealias Transaction = SQLiteOrderStore.Transaction
+        #expect(Transaction.groupNames([]) == "")
+        #expect(Transaction.groupNames([.driver(UserID(7))]) == "driver_7")
+        #expect(Transaction.groupNames([.company(CompanyID(1)), .fleet(CompanyID(1)), .driver(UserID(7))]) == "company_1 fleet_1 driver_7")
+        let long: [Group] = [.company(CompanyID(.max)), .fleet(CompanyID(.min)), .driver(UserID(.max)), .driver(UserID(1))]
+        #expect(Transaction.groupNames(long) == long.map(\.name).joined(separator: " "))
     }
 }
