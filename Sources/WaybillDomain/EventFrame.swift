@@ -238,8 +238,7 @@ public enum Timestamp {
     }
 
     /// `append` through the C library's calendar (`gmtime_r`): what it did for every time before,
-    /// kept for a time outside the four-digit years (a year with a sign or more digits), and as
-    /// the reference its tests compare with.
+    /// kept for a time outside the four-digit years (a year with a sign or more digits).
     static func appendThroughCalendar(_ millis: Int64, to bytes: inout [UInt8]) {
         // Floor division: a time before 1970 has a negative remainder with `/` and `%`.
         let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000

@@ -11,22 +11,23 @@ public enum Group: Hashable, Sendable, CustomStringConvertible {
     ///
     /// Put together from the raw number, not by interpolating the id: interpolation went through
     /// the id's `description` as an existential, about 0.6 % of a write's CPU (an event's groups
-    /// are named several times on its way out). Up to 15 bytes the result is a small string,
-    /// kept inline without an allocation.
-    ///
-    /// Written as bytes into a string of its size (`writeName`), not joined from the prefix and the
-    /// number's own string: an event's groups are named about six times on its way into the store
-    /// and out, 1.5 µs per write that way (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
+    /// are named several times on its way out). Written as bytes on the stack (`writeName`) and
+    /// made a string once, not joined from the prefix and the number's own string (1.5 µs per
+    /// write that way; docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)): up to 15 bytes (every real
+    /// name) the result is a small string, kept inline without an allocation.
     public var name: String {
-        String(unsafeUninitializedCapacity: Self.longestName) { out in writeName(into: out, at: 0) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.longestName) { out in
+            String(decoding: UnsafeBufferPointer(rebasing: out[0..<writeName(into: out, at: 0)]), as: UTF8.self)
+        }
     }
 
     /// The most bytes a name takes: `company_` and a 64-bit number with its sign.
-    public static let longestName = 28
+    package static let longestName = 28
 
-    /// Writes `name`'s bytes into `out` from `offset` (room for `longestName` bytes needed there)
-    /// and returns the offset after them.
-    public func writeName(into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) -> Int {
+    /// Writes `name`'s bytes into `out` from `offset` and returns the offset after them; `out` must
+    /// have room for `longestName` bytes there (checked: the writes below are not).
+    package func writeName(into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) -> Int {
+        precondition(offset >= 0 && out.count - offset >= Self.longestName, "no room for a group's name")
         let prefix: StaticString, raw: Int64
         switch self {
         case .company(let id): (prefix, raw) = ("company_", id.rawValue)

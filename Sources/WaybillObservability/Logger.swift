@@ -9,8 +9,11 @@ public final class Logger: Sendable {
     public enum Level: String, Sendable { case debug, info, warning, error }
 
     private let sink: @Sendable (String) -> Void
-    /// Where lines go as bytes (`writeLine`), when they go to a `LogWriter`: stderr's by default.
+    /// Where lines go as bytes (`writeLine`), when they go to a `LogWriter` other than stderr's.
     private let writer: LogWriter?
+    /// Lines go to stderr's writer (the default sink), as bytes too: looked up when a line is
+    /// written, so a logger that never writes never starts that writer's thread.
+    private let toStandardError: Bool
     private let minimum: Level
     /// Fields appended to every line (e.g. `node=…` when several nodes share one log pipeline).
     private let context: [(String, String)]
@@ -19,27 +22,32 @@ public final class Logger: Sendable {
     public init(minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
         self.minimum = minimum
         self.sink = sink ?? Logger.standardError
-        self.writer = sink == nil ? LogWriter.standardError : nil
+        self.writer = nil
+        self.toStandardError = sink == nil
         self.context = []
     }
 
     /// A logger whose lines go to `writer` (tests: a writer on a file of their own).
     convenience init(minimum: Level = .info, writer: LogWriter) {
-        self.init(minimum: minimum, sink: { writer.append($0) }, writer: writer, context: [])
+        self.init(minimum: minimum, sink: { writer.append($0) }, writer: writer, toStandardError: false, context: [])
     }
 
     private init(
-        minimum: Level, sink: @escaping @Sendable (String) -> Void, writer: LogWriter?, context: [(String, String)]
+        minimum: Level, sink: @escaping @Sendable (String) -> Void, writer: LogWriter?, toStandardError: Bool,
+        context: [(String, String)]
     ) {
         self.minimum = minimum
         self.sink = sink
         self.writer = writer
+        self.toStandardError = toStandardError
         self.context = context
     }
 
     /// A logger writing to the same place that adds `fields` to every line.
     public func adding(_ fields: KeyValuePairs<String, String>) -> Logger {
-        Logger(minimum: minimum, sink: sink, writer: writer, context: context + fields.map { ($0.key, $0.value) })
+        Logger(
+            minimum: minimum, sink: sink, writer: writer, toStandardError: toStandardError,
+            context: context + fields.map { ($0.key, $0.value) })
     }
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }
@@ -54,7 +62,11 @@ public final class Logger: Sendable {
     /// `log` at a given time (tests).
     func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>, at now: Date) {
         guard Self.rank(level) >= Self.rank(minimum) else { return }
-        if let writer, Self.writeLine(level, message, fields, context: context, at: now, to: writer) { return }
+        if let writer = writer ?? (toStandardError ? LogWriter.standardError : nil),
+            Self.writeLine(level, message, fields, context: context, at: now, to: writer)
+        {
+            return
+        }
         sink(Self.line(level, message, fields, context: context, at: now))
     }
 

@@ -178,8 +178,9 @@ extension SQLiteOrderStore.Transaction {
     /// The event's groups for its `groups` column, space-separated (`company_1 driver_7`): built
     /// in one string, without the key path `map(\.name)` applied per group and the array it made.
     static func groupNames(_ groups: [Group]) -> String {
-        // Written as bytes into one string of the right size (`Group.writeName`).
-        String(unsafeUninitializedCapacity: groups.count * (Group.longestName + 1)) { out in
+        // Written as bytes on the stack (`Group.writeName`) and made a string once: a small one,
+        // without an allocation, when it fits 15 bytes (one group).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, groups.count * (Group.longestName + 1))) { out in
             var at = 0
             for group in groups {
                 if at > 0 {
@@ -188,7 +189,7 @@ extension SQLiteOrderStore.Transaction {
                 }
                 at = group.writeName(into: out, at: at)
             }
-            return at
+            return String(decoding: UnsafeBufferPointer(rebasing: out[0..<at]), as: UTF8.self)
         }
     }
 

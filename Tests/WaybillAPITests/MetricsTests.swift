@@ -9,6 +9,25 @@ import WaybillStorage
 /// `/metrics` counts what SPEC §2 and the issue name, with no user data in any label.
 @Suite(.timeLimit(.minutes(1)))
 struct MetricsTests {
+    /// Request counters are kept by route and status apart and listed by `route|status` text, as
+    /// when that text was their key: the order scrapers and golden files saw.
+    @Test func requestCountersAreListedByRouteThenStatusText() {
+        let metrics = Metrics()
+        for (route, status) in [("/b", 200), ("/a", 404), ("network", 413), ("/a", 200), ("/a", 1000), ("/b", 200)] {
+            metrics.recordRequest(route: route, status: status, duration: .milliseconds(1))
+        }
+        metrics.recordNetworkAnswer(status: 405)
+        let lines = metrics.render(outboxLagSeconds: 0).split(separator: "\n").filter { $0.hasPrefix("waybill_http_requests_total{") }
+        #expect(lines == [
+            #"waybill_http_requests_total{route="/a",status="1000"} 1"#,
+            #"waybill_http_requests_total{route="/a",status="200"} 1"#,
+            #"waybill_http_requests_total{route="/a",status="404"} 1"#,
+            #"waybill_http_requests_total{route="/b",status="200"} 2"#,
+            #"waybill_http_requests_total{route="network",status="405"} 1"#,
+            #"waybill_http_requests_total{route="network",status="413"} 1"#,
+        ])
+    }
+
     /// A store that cannot be read is reported as down, not as "no outbox lag" (which would
     /// look healthy on a dashboard while nothing is relayed).
     @Test func aStoreThatFailsShowsAsDownNotAsZeroLag() async throws {

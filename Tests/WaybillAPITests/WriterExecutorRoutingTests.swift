@@ -57,6 +57,11 @@ struct WriterExecutorRoutingTests {
         #expect(!APIResponder.isOrderWrite(method: "HEAD", path: "/api/orders/"))
         #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/auth/login"))
         #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/ws-ticket"))
+        // Compared as bytes, yet by characters as `hasPrefix` did: a combining mark after the
+        // prefix makes another character, not `orders`.
+        #expect(APIResponder.isOrderWrite(method: "POST", path: "/api/orders"))
+        #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/orders\u{301}/7/"))
+        #expect(!APIResponder.isOrderWrite(method: "POST", path: "/api/order"))
     }
 
     @Test func aPatchRunsOnTheWriterExecutorAndAGetDoesNot() async throws {

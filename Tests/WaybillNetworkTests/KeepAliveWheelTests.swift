@@ -46,6 +46,27 @@ struct KeepAliveWheelTests {
         #expect(later.due.isEmpty)
     }
 
+    /// One table holds both the idle connections and the bucket entries, with a count of the idle
+    /// ones: a connection taken out twice (a request began, then lws freed it) counts once, one
+    /// taken out and idle again before its entry's turn is idle once, with one entry.
+    @Test func takenOutTwiceOrIdleAgainBeforeItsTurnCountsOnce() {
+        var wheel = KeepAliveWheel<Int>(ticks: 3)
+        wheel.add(1)
+        wheel.add(2)
+        wheel.remove(1)
+        wheel.remove(1)
+        wheel.remove(9)  // never idle
+        #expect(wheel.count == 1 && !wheel.contains(1) && wheel.contains(2) && wheel.entries == 2)
+        wheel.add(1)
+        #expect(wheel.count == 2 && wheel.contains(1) && wheel.entries == 2)
+        #expect(Set(ticksUntilDue(&wheel).due) == [1, 2])
+        #expect(wheel.count == 0 && wheel.entries == 0)
+        wheel.add(1)
+        wheel.remove(1)
+        _ = ticksUntilDue(&wheel, limit: 10)
+        #expect(wheel.count == 0 && wheel.entries == 0)  // the taken-out entry dropped at its turn
+    }
+
     /// Idle again after a request: its idle period starts over. The entry of the earlier period,
     /// still in its bucket, closes nothing at its turn; it moves to where the new period ends
     /// (checked against the period's start, it would close a connection idle for a moment only).

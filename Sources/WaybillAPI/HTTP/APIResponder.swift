@@ -67,8 +67,14 @@ struct APIResponder: HTTPResponder {
     }
 
     static func isOrderWrite(method: String, path: String) -> Bool {
+        guard method == "POST" || method == "PATCH" || method == "DELETE" else { return false }
         // Bytes compared, not characters: `hasPrefix` checked grapheme boundaries on every request.
-        (method == "POST" || method == "PATCH" || method == "DELETE") && path.utf8.starts(with: "/api/orders".utf8)
+        // A byte past the prefix that is not ASCII may start a combining mark, which `hasPrefix`
+        // took as another character (`orders` + U+0301 is not `orders`): not an order write either.
+        let prefix = "/api/orders".utf8, bytes = path.utf8
+        guard bytes.starts(with: prefix) else { return false }
+        let next = bytes.index(bytes.startIndex, offsetBy: prefix.count)
+        return next == bytes.endIndex || bytes[next] < 0x80
     }
 
     func respond(to request: HTTPRequest) async -> HTTPResponse {

@@ -55,8 +55,8 @@ final class IdempotentWrite: Sendable {
         guard let claim = current else { return try render(try await write()) }
         // Kept on the claim for the write's duration, not pushed as a second task-local: a
         // `withValue` nested in `IdempotencyGuard`'s crashed in `swift_task_localValuePush`
-        // (SIGSEGV) in release builds on every write carrying an `Idempotency-Key` (the panel
-        // sends one with each change), while debug builds, which the tests run, were fine.
+        // (SIGSEGV) in release builds on every write carrying an `Idempotency-Key` (the panel's
+        // creates, the driver app's queued actions), while debug builds, which the tests run, were fine.
         claim.renderer.withLock { $0 = render }
         defer { claim.renderer.withLock { $0 = nil } }
         let order = try await write()
