@@ -42,8 +42,10 @@ let package = Package(
             name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
 
-        // Pure rules: no I/O, Foundation only.
-        .target(name: "WaybillDomain", swiftSettings: swiftSettings),
+        // Numbers and UTC times written as ASCII bytes: shared by the domain and the logger.
+        .target(name: "WaybillText", swiftSettings: swiftSettings),
+        // Pure rules: no I/O, Foundation and WaybillText only.
+        .target(name: "WaybillDomain", dependencies: ["WaybillText"], swiftSettings: swiftSettings),
         // A strict JSON reader from bytes to a small tree: request bodies and broker batches
         // (Foundation's JSONDecoder was a large share of both, docs/BENCHMARKS.md).
         .target(name: "WaybillJSON", swiftSettings: swiftSettings),
@@ -64,8 +66,8 @@ let package = Package(
             swiftSettings: swiftSettings),
         // HTTP + WebSocket over libwebsockets (server and client).
         .target(name: "WaybillNetwork", dependencies: ["CWebSockets", "WaybillObservability"], swiftSettings: swiftSettings),
-        // Logger, Metrics, Redaction: shared by the API and the live path (Foundation + Synchronization only).
-        .target(name: "WaybillObservability", swiftSettings: swiftSettings),
+        // Logger, Metrics, Redaction: shared by the API and the live path (Foundation, Synchronization, WaybillText).
+        .target(name: "WaybillObservability", dependencies: ["WaybillText"], swiftSettings: swiftSettings),
         // The live path: outbox relay (under a lease), hub feed (gaps, broker down, rewind), hub and its per-socket protocol.
         .target(
             name: "WaybillRealtime",
@@ -78,7 +80,7 @@ let package = Package(
             name: "WaybillAPI",
             dependencies: [
                 "WaybillDomain", "WaybillStorage", "WaybillBroker", "WaybillNetwork", "WaybillObservability",
-                "WaybillRealtime", "WaybillJSON", "CCrypto",
+                "WaybillRealtime", "WaybillJSON", "WaybillText", "CCrypto",
             ],
             resources: [.copy("Web")],
             swiftSettings: swiftSettings),

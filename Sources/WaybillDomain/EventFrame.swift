@@ -1,4 +1,5 @@
 public import Foundation
+import WaybillText
 
 /// The wire form of events (SPEC §3, §4): JSON text frames, encoded once per event.
 public enum EventFrame {
@@ -188,53 +189,15 @@ public enum Timestamp {
             appendThroughCalendar(millis, to: &bytes)
             return
         }
-        // The four-digit years (every time the API keeps: `parse` takes no other) by arithmetic,
-        // into 24 bytes appended at once. Why: `gmtime_r` went through glibc's time zone code and
-        // its global lock, and the bytes were appended one by one: about 2 µs per write for the
-        // answer's and the event's times (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
-        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000  // floor, as below
-        let ms = Int(millis - seconds * 1000)
-        let days = Int(seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400)
-        let secondOfDay = Int(seconds - Int64(days) * 86_400)
-        let (year, month, day) = civilDate(daysSince1970: days)
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { out in
-            func digits(_ value: Int, _ count: Int, at offset: Int) {
-                var rest = value
-                for index in stride(from: offset + count - 1, through: offset, by: -1) {
-                    out[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-                    rest /= 10
-                }
-            }
-            digits(year, 4, at: 0)
-            out[4] = UInt8(ascii: "-")
-            digits(month, 2, at: 5)
-            out[7] = UInt8(ascii: "-")
-            digits(day, 2, at: 8)
-            out[10] = UInt8(ascii: "T")
-            digits(secondOfDay / 3600, 2, at: 11)
-            out[13] = UInt8(ascii: ":")
-            digits(secondOfDay / 60 % 60, 2, at: 14)
-            out[16] = UInt8(ascii: ":")
-            digits(secondOfDay % 60, 2, at: 17)
-            out[19] = UInt8(ascii: ".")
-            digits(ms, 3, at: 20)
-            out[23] = UInt8(ascii: "Z")
+        // The four-digit years (every time the API keeps: `parse` takes no other) by arithmetic
+        // (`ASCIIText.writeTimestamp`), into 24 bytes appended at once. Why: `gmtime_r` went
+        // through glibc's time zone code and its global lock, and the bytes were appended one by
+        // one: about 2 µs per write for the answer's and the event's times (docs/BENCHMARKS.md,
+        // 2026-12-07 (11:10– UTC)).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ASCIIText.timestampLength) { out in
+            ASCIIText.writeTimestamp(millisecondsSince1970: millis, into: out)
             bytes.append(contentsOf: UnsafeBufferPointer(out))
         }
-    }
-
-    /// The proleptic Gregorian date `days` after 1970-01-01 (the inverse of `daysSince1970`, in
-    /// the same 400-year eras with March first).
-    static func civilDate(daysSince1970 days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// `append` through the C library's calendar (`gmtime_r`): what it did for every time before,
@@ -274,8 +237,8 @@ public enum Timestamp {
     }
 
     /// The earliest and latest instants `parse` accepts: the four-digit years, in UTC.
-    public static let earliestMilliseconds: Int64 = -62_167_219_200_000  // 0000-01-01T00:00:00.000Z
-    public static let latestMilliseconds: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
+    public static let earliestMilliseconds = ASCIIText.earliestTimestamp  // 0000-01-01T00:00:00.000Z
+    public static let latestMilliseconds = ASCIIText.latestTimestamp  // 9999-12-31T23:59:59.999Z
 
     /// Parses an RFC 3339 time (`2026-11-30T10:15:00Z`, `2026-11-30T11:15:00.5+01:00`): `nil` for
     /// anything else, including a day the month does not have, hour 24, a leap second, or an

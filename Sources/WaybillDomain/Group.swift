@@ -1,3 +1,5 @@
+import WaybillText
+
 /// A delivery group: who receives an event (SPEC §3).
 public enum Group: Hashable, Sendable, CustomStringConvertible {
     /// The dispatchers' web panel of a company.
@@ -22,7 +24,7 @@ public enum Group: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The most bytes a name takes: `company_` and a 64-bit number with its sign.
-    package static let longestName = 28
+    package static let longestName = 8 + ASCIIText.longestDecimal
 
     /// Writes `name`'s bytes into `out` from `offset` and returns the offset after them; `out` must
     /// have room for `longestName` bytes there (checked: the writes below are not).
@@ -41,19 +43,7 @@ public enum Group: Hashable, Sendable, CustomStringConvertible {
                 at += 1
             }
         }
-        if raw < 0 {
-            out[at] = UInt8(ascii: "-")
-            at += 1
-        }
-        var magnitude = raw.magnitude, divisor: UInt64 = 1
-        while magnitude / divisor >= 10 { divisor *= 10 }
-        while divisor > 0 {
-            out[at] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude / divisor)
-            at += 1
-            magnitude %= divisor
-            divisor /= 10
-        }
-        return at
+        return ASCIIText.writeDecimal(raw, into: out, at: at)
     }
 
     public var description: String { name }

@@ -1,4 +1,5 @@
 import Foundation
+import WaybillText
 import Synchronization
 
 /// One structured line per event, in logfmt: `ts=… level=info msg="request" method=GET path=/api/orders/ …`.
@@ -121,7 +122,7 @@ public final class Logger: Sendable {
                     var quoted = bytes.isEmpty, escapes = 0
                     for byte in bytes {
                         guard byte >= 0x20 && byte < 0x7f else { return false }  // a control or not ASCII
-                        if byte == 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "=") { quoted = true }
+                        if !isPlain(byte) { quoted = true }
                         if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
                     }
                     guard at + bytes.count + escapes + (quoted ? 2 : 0) <= out.count else { return false }
@@ -218,11 +219,15 @@ public final class Logger: Sendable {
         // Printable ASCII other than space, `"` and `=` (paths, ids, numbers: nearly every value)
         // is decided on the bytes; anything else by scalar (C1 controls and U+2028/9 are not ASCII).
         var value = value
-        let plain = value.withUTF8 { bytes in
-            bytes.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") }
-        }
+        let plain = value.withUTF8 { bytes in bytes.allSatisfy(isPlain) }
         if plain { return false }
         return value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || isControl($0) }
+    }
+
+    /// A byte a value may hold without quotes: printable ASCII other than space, `"` and `=`
+    /// (`needsQuotes`, and `writeLine`, which takes printable ASCII only).
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte < 0x7f && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "=")
     }
 
     /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the bidirectional
@@ -240,10 +245,10 @@ public final class Logger: Sendable {
 }
 
 extension Logger {
-    /// ISO 8601 in UTC with milliseconds, like the API's timestamps (Observability depends on nothing):
-    /// `2026-12-02T04:05:06.789Z`. Every request writes a line, and `Date.formatted` with an
+    /// ISO 8601 in UTC with milliseconds, like the API's timestamps (the same `ASCIIText` writes
+    /// both): `2026-12-02T04:05:06.789Z`. Every request writes a line, and `Date.formatted` with an
     /// `ISO8601FormatStyle` cost more than the rest of the line (measured, docs/BENCHMARKS.md):
-    /// the calendar arithmetic is done here on integers instead.
+    /// the calendar arithmetic is done on integers instead.
     static func timestamp(_ date: Date) -> String {
         var text = ""
         appendTimestamp(date, to: &text)
@@ -262,55 +267,14 @@ extension Logger {
         }
     }
 
-    /// Writes the 24 bytes of `2026-12-02T04:05:06.789Z` into `out`.
+    /// Writes the 24 bytes of `2026-12-02T04:05:06.789Z` into `out` (`ASCIIText.writeTimestamp`).
     private static func writeTimestamp(_ date: Date, into out: UnsafeMutableBufferPointer<UInt8>) {
         // Truncated to the millisecond like `ISO8601FormatStyle`, but from the nearest microsecond:
         // `.789` is a hair below 0.789 in binary, and flooring that directly would print `.788`.
         let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
         let millis = micros >= 0 ? micros / 1000 : (micros - 999) / 1000
-        let (days, inDay) = millis.quotientAndRemainder(dividingBy: 86_400_000)
-        // Before 1970 the remainder is negative: borrow a day.
-        let day = inDay < 0 ? days - 1 : days, ms = inDay < 0 ? inDay + 86_400_000 : inDay
-        let (year, month, dayOfMonth) = civil(fromDays: day)
-        var at = 0
-        func put(_ byte: UInt8) {
-            out[at] = byte
-            at += 1
-        }
-        func digits(_ value: Int64, _ count: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<count { divisor *= 10 }
-            while divisor > 0 {
-                put(0x30 + UInt8(value / divisor % 10))
-                divisor /= 10
-            }
-        }
-        digits(year, 4)
-        put(0x2d)
-        digits(month, 2)
-        put(0x2d)
-        digits(dayOfMonth, 2)
-        put(0x54)
-        digits(ms / 3_600_000, 2)
-        put(0x3a)
-        digits(ms / 60_000 % 60, 2)
-        put(0x3a)
-        digits(ms / 1000 % 60, 2)
-        put(0x2e)
-        digits(ms % 1000, 3)
-        put(0x5a)
-    }
-
-    /// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shifted = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
-        let month = shifted < 10 ? shifted + 3 : shifted - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        // A clock set past year 9999 (or before year 0) prints that year's end: four digits always.
+        let clamped = min(max(millis, ASCIIText.earliestTimestamp), ASCIIText.latestTimestamp)
+        ASCIIText.writeTimestamp(millisecondsSince1970: clamped, into: out)
     }
 }

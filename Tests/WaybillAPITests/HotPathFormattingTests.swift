@@ -27,6 +27,9 @@ struct HotPathFormattingTests {
             #expect(Logger.timestamp(exact) == Logger.timestamp(date), "\(ms)")
         }
         #expect(Logger.timestamp(Date(timeIntervalSince1970: 1_764_648_306.789)) == "2025-12-02T04:05:06.789Z")
+        // A clock set past the four-digit years prints their nearest end, never a fifth digit or a crash.
+        #expect(Logger.timestamp(Date(timeIntervalSince1970: 253_402_300_800 + 86_400)) == "9999-12-31T23:59:59.999Z")
+        #expect(Logger.timestamp(Date(timeIntervalSince1970: -62_167_219_200 - 86_400)) == "0000-01-01T00:00:00.000Z")
     }
 
     @Test func logfmtQuotingOnTheByteFastPathAndOffIt() {

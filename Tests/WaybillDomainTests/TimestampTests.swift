@@ -25,7 +25,7 @@ import WaybillDomain
             Date(timeIntervalSince1970: -62_135_596_800),  // 0001-01-01
         ]
         for _ in 0..<2000 { dates.append(Date(timeIntervalSince1970: Double.random(in: -4e9...8e9, using: &generator))) }
-        // The whole range written by arithmetic (`Timestamp.civilDate`), its ends, and the days a
+        // The whole range written by arithmetic (`ASCIIText.writeTimestamp`), its ends, and the days a
         // calendar gets wrong first: the leap days of centuries that have one (0, 1600, 2000) and
         // the March 1sts of centuries that have none (1700, 1900, 2100).
         for text in [

@@ -1,5 +1,6 @@
 import WaybillDomain
 import WaybillNetwork
+import WaybillText
 
 /// `ETag` / `If-None-Match`: an unchanged list or order costs a 304 with no body.
 enum Conditional {
@@ -30,26 +31,16 @@ enum Conditional {
         // carries this tag, and appending its parts (with the numbers interpolated into strings of
         // their own) cost about 1 µs per write (docs/BENCHMARKS.md, 2026-12-07 (11:10– UTC)).
         var check = order.versionCheck
-        return String(unsafeUninitializedCapacity: 64 + check.utf8.count) { out in
+        return String(unsafeUninitializedCapacity: 8 + 2 * ASCIIText.longestDecimal + check.utf8.count) { out in
             var count = 0
             func put(_ byte: UInt8) {
                 out[count] = byte
                 count += 1
             }
-            func number(_ value: Int64) {
-                if value < 0 { put(UInt8(ascii: "-")) }
-                var magnitude = value.magnitude, divisor: UInt64 = 1
-                while magnitude / divisor >= 10 { divisor *= 10 }
-                while divisor > 0 {
-                    put(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude / divisor))
-                    magnitude %= divisor
-                    divisor /= 10
-                }
-            }
             put(UInt8(ascii: "\"")); put(UInt8(ascii: "o"))
-            number((order.id ?? OrderID(0)).rawValue)
+            count = ASCIIText.writeDecimal((order.id ?? OrderID(0)).rawValue, into: out, at: count)
             put(UInt8(ascii: "-")); put(UInt8(ascii: "v"))
-            number(Int64(order.version))
+            count = ASCIIText.writeDecimal(Int64(order.version), into: out, at: count)
             put(UInt8(ascii: "-")); put(UInt8(ascii: "h"))
             check.withUTF8 { bytes in for byte in bytes { put(byte) } }
             put(UInt8(ascii: "\""))
