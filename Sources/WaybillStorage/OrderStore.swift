@@ -148,10 +148,7 @@ extension OrderStore {
     public func write<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) async throws -> (T, [StoredEvent]) {
-        try await write { tx in
-            let (value, events) = try body(tx)
-            return (value, events.isEmpty ? [] : try tx.appendEvents(events))
-        }
+        try await write(Self.appendingEvents(body))
     }
 
     /// Writes to some orders need no turns of their own (one writer, or a test's wrapper).
@@ -179,7 +176,16 @@ extension OrderStore {
     public func writeNow<T: Sendable>(
         appendingEvents body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
     ) throws -> (T, [StoredEvent])? {
-        try writeNow { tx in
+        try writeNow(Self.appendingEvents(body))
+    }
+
+    /// `body` with the events it returns appended as its last step (`StoreWriter.appendEvents`),
+    /// for `write(appendingEvents:)` and `writeNow(appendingEvents:)`.
+    @usableFromInline
+    static func appendingEvents<T: Sendable>(
+        _ body: @escaping @Sendable (any StoreWriter) throws -> (T, [OrderEvent])
+    ) -> @Sendable (any StoreWriter) throws -> (T, [StoredEvent]) {
+        { tx in
             let (value, events) = try body(tx)
             return (value, events.isEmpty ? [] : try tx.appendEvents(events))
         }
