@@ -55,7 +55,7 @@ public final class PostgresOrderStore: OrderStore {
 
     /// Connects, applies pending migrations, and starts the worker threads.
     ///
-    /// Blocks the calling thread while it connects (at most 2 s) and migrates (once, at start;
+    /// Blocks the calling thread while it connects (at most `connectTimeout`, 2 s by default) and migrates (once, at start;
     /// waiting up to 25 s for another node that is migrating). Several nodes may start at once:
     /// migrations run under an advisory lock.
     /// - Parameters:
@@ -67,22 +67,31 @@ public final class PostgresOrderStore: OrderStore {
     ///     find every other reader busy (the live path's reads behind a reconnect storm's replays).
     ///   - callBudget: how long a call may take, queue wait included, before it fails with
     ///     `StoreError.unavailable` (the 5 s failure contract; tests that are not about it give more).
+    ///   - connectTimeout: how long one connect may take (at open, and a connection a call opens,
+    ///     within its budget) before the server counts as unreachable: 2 s, so a frozen server
+    ///     fails a call inside the 5 s contract. Tests that are not about it give more: on a busy
+    ///     2-core runner, a suite opening many stores at once had a connect take longer.
     ///   - clock: the time stamped on events as `committed_at` and on logouts.
     /// - Throws: `StoreError.unavailable` with one line saying why: a malformed URL, a server
     ///   that cannot be reached, refused credentials, or a failed migration.
     public convenience init(
         url: String, applicationName: String = "waybill", writerCount: Int = 4, readerCount: Int = 4,
         callBudget: Duration = PostgresOrderStore.defaultCallBudget,
+        connectTimeout: Duration = PostgresOrderStore.defaultConnectTimeout,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         try self.init(
             url: url, applicationName: applicationName, writerCount: writerCount, readerCount: readerCount,
-            callBudget: callBudget, clock: clock, keptReader: KeptReader.Timing())
+            callBudget: callBudget, connectTimeout: connectTimeout, clock: clock, keptReader: KeptReader.Timing())
     }
+
+    /// How long one connect may take by default (`init(url:…)`'s `connectTimeout`).
+    public static let defaultConnectTimeout: Duration = PostgresSession.defaultConnectTimeout
 
     /// `init(url:…)` with the kept reader's checks on another schedule (tests).
     init(
         url: String, applicationName: String, writerCount: Int, readerCount: Int, callBudget: Duration,
+        connectTimeout: Duration = PostgresOrderStore.defaultConnectTimeout,
         clock: @escaping @Sendable () -> Date, keptReader timing: KeptReader.Timing
     ) throws {
         self.callBudget = callBudget
@@ -95,7 +104,7 @@ public final class PostgresOrderStore: OrderStore {
         settings = parsed
         self.clock = clock
         do throws(PostgresError) {
-            let db = try PostgresConnection(parsed.forPool, deadline: .now + PostgresSession.connectTimeout)
+            let db = try PostgresConnection(parsed.forPool, deadline: .now + connectTimeout)
             defer { db.close() }
             try Self.requireUTF8(db)
             try PostgresMigrations.apply(to: db, at: clock(), deadline: .now + .seconds(30))
@@ -110,17 +119,17 @@ public final class PostgresOrderStore: OrderStore {
             (0..<max(1, writerCount)).map { index in
                 PostgresWorker(
                     name: "waybill.postgres.writer.\(index)", queue: writeQueue, settings: parsed.forPool,
-                    health: health)
+                    health: health, connectTimeout: connectTimeout)
             }
             + (0..<max(1, readerCount)).map { index in
                 PostgresWorker(
                     name: "waybill.postgres.reader.\(index)", queue: readQueue, settings: parsed.forPool,
-                    health: health)
+                    health: health, connectTimeout: connectTimeout)
             }
             + [
                 PostgresWorker(
                     name: "waybill.postgres.reader.urgent", queue: readQueue, settings: parsed.forPool,
-                    health: health, kept: keptReader)
+                    health: health, connectTimeout: connectTimeout, kept: keptReader)
             ]
     }
 

@@ -11,13 +11,18 @@ final class PostgresSession {
     private let settings: PostgresConnectionSettings
     private var connection: PostgresConnection?
     private var connectedGeneration = 0
-
     /// A connect that has not completed by then fails (a frozen server accepts TCP but never answers).
-    static let connectTimeout: Duration = .seconds(2)
+    let connectTimeout: Duration
 
-    init(settings: PostgresConnectionSettings, health: PostgresHealth) {
+    /// The product's bound on one connect (`PostgresOrderStore`'s `connectTimeout` by default).
+    static let defaultConnectTimeout: Duration = .seconds(2)
+
+    init(
+        settings: PostgresConnectionSettings, health: PostgresHealth, connectTimeout: Duration = defaultConnectTimeout
+    ) {
         self.settings = settings
         self.health = health
+        self.connectTimeout = connectTimeout
     }
 
     /// A usable connection, opened now if needed (waiting at most until `deadline`).
@@ -27,7 +32,7 @@ final class PostgresSession {
         if let connection, connection.isUsable, connectedGeneration == generation { return connection }
         close()
         // The connect_timeout keyword is not enforced for non-blocking connects: bound it here.
-        let opened = try PostgresConnection(settings, deadline: min(deadline, .now + Self.connectTimeout))
+        let opened = try PostgresConnection(settings, deadline: min(deadline, .now + connectTimeout))
         connection = opened
         connectedGeneration = generation
         return opened

@@ -17,12 +17,12 @@ final class PostgresWorker: Sendable {
     /// (`keepConnected`).
     init(
         name: String, queue: JobQueue<PostgresJob>, settings: PostgresConnectionSettings, health: PostgresHealth,
-        kept: KeptReader? = nil
+        connectTimeout: Duration, kept: KeptReader? = nil
     ) {
         let finished = self.finished
         let thread = Thread { [self] in
             threadID.withLock { $0 = pthread_self() }
-            let session = PostgresSession(settings: settings, health: health)
+            let session = PostgresSession(settings: settings, health: health, connectTimeout: connectTimeout)
             if let kept {
                 Self.keepConnected(session, serving: queue, kept)
             } else {
@@ -61,7 +61,7 @@ final class PostgresWorker: Sendable {
                 } else {
                     // Not reported to `health`: a refused connect (no free slot) says nothing of
                     // the server being down, and calls find that out themselves.
-                    connected = (try? session.connection(deadline: .now + PostgresSession.connectTimeout)) != nil
+                    connected = (try? session.connection(deadline: .now + session.connectTimeout)) != nil
                     if !connected {
                         kept.noteConnected(false)
                         nextConnect = .now + retry

@@ -24,8 +24,10 @@ import WaybillTesting
             let first = try await postgresStore(url: url)
             let second = try await postgresStore(url: url)
             let result = await Result { try await body(first.lease("relay"), second.lease("relay")) }
-            first.close()
-            second.close()
+            _ = try? await runBlocking {  // off the cooperative pool (`withStore`)
+                first.close()
+                second.close()
+            }
             _ = try? await runBlocking { try PostgresServer.shared().dropDatabase(url) }
             try result.get()
         }
