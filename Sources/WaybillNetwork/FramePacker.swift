@@ -36,9 +36,9 @@ final class FramePacker {
         length < 126 ? 2 : (length < 65_536 ? 4 : 10)
     }
 
-    /// Whether `frame` would fit in an empty packer.
-    func canHold(_ frame: OutboundFrame) -> Bool {
-        Self.headerLength(payload: frame.count) + frame.count <= capacity
+    /// Whether a frame with a payload of `length` bytes would fit in an empty packer.
+    func canHold(payload length: Int) -> Bool {
+        Self.headerLength(payload: length) + length <= capacity
     }
 
     /// Appends `frame` (a final, unmasked text or binary frame) if it fits; returns whether it did.

@@ -44,16 +44,14 @@ extension ServerCore {
             writePing(connection)
         }
         var written = 0
-        while connection.hasQueued, lws_partial_buffered(wsi) == 0, written < Self.writeBudgetPerCallback {
-            guard let first = connection.nextFrame else { break }
-            if connection.queuedFrameCount == 1 || !packer.canHold(first) {
-                _ = connection.dequeue()
-                guard write(first, to: wsi) else { return false }
+        while let next = connection.nextFrameCount, lws_partial_buffered(wsi) == 0, written < Self.writeBudgetPerCallback {
+            if connection.queuedFrameCount == 1 || !packer.canHold(payload: next) {
+                guard let first = connection.dequeue(), write(first, to: wsi) else { return false }
                 written += first.count
                 continue
             }
             packer.reset()
-            while let frame = connection.nextFrame, packer.append(frame) { _ = connection.dequeue() }
+            _ = connection.packFront(into: packer)
             writeStatistics.frames += packer.frameCount
             writeStatistics.sends += 1
             guard lws_write(wsi, packer.bytes, packer.count, LWS_WRITE_HTTP) >= packer.count else { return false }

@@ -74,20 +74,53 @@ final class WebSocketConnection {
     var queuedFrameCount: Int { queue.count - head }
     /// Slots the queue's buffer holds (what an emptied queue keeps; see `dequeue`).
     var queueCapacity: Int { queue.capacity }
-    /// The next frame to write, left in the queue.
-    var nextFrame: OutboundFrame? { head < queue.count ? queue[head] : nil }
+    /// The payload size of the next frame to write, if any.
+    var nextFrameCount: Int? { head < queue.count ? queue[head].count : nil }
 
     func enqueue(_ frame: OutboundFrame) {
         queue.append(frame)
         queuedBytes += frame.count
     }
 
+    /// Takes the next frame out of the queue. The last one is moved out, not copied: fan-out queues
+    /// one frame per event on most sockets, and a copy cost a retain here and a release when the
+    /// emptied queue was cleared (docs/BENCHMARKS.md, "fan-out per frame").
     func dequeue() -> OutboundFrame? {
         guard head < queue.count else { return nil }
-        let frame = queue[head]
-        head += 1
+        let frame: OutboundFrame
+        if head == queue.count - 1 {
+            frame = queue.removeLast()
+            head += 1
+        } else {
+            frame = queue[head]
+            head += 1
+        }
         queuedBytes -= frame.count
-        if head == queue.count {
+        compact()
+        return frame
+    }
+
+    /// Packs frames from the front of the queue into `packer` while they fit, and takes them out;
+    /// returns how many it packed. Reads them in place (no copy of each reference).
+    func packFront(into packer: FramePacker) -> Int {
+        var index = head, bytes = 0
+        while index < queue.count {
+            let count = queue[index].count
+            guard packer.append(queue[index]) else { break }
+            bytes += count
+            index += 1
+        }
+        let packed = index - head
+        head = index
+        queuedBytes -= bytes
+        compact()
+        return packed
+    }
+
+    /// After frames were taken from the front: an emptied queue is cleared, and a long-drained
+    /// front is cut off.
+    private func compact() {
+        if head >= queue.count {
             // A small buffer stays for the next frame: fan-out queues one frame per event on most
             // sockets, and allocating it again for each was a malloc/free pair per frame. A buffer a
             // burst grew is released, so an idle socket holds at most `keptQueueCapacity` slots.
@@ -97,7 +130,6 @@ final class WebSocketConnection {
             queue.removeFirst(head)
             head = 0
         }
-        return frame
     }
 
     func dropQueue() {

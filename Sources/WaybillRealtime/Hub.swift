@@ -175,7 +175,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             if stored.id > lastDelivered.id { lastDelivered = stored.cursor }
             for group in stored.event.groups {
                 guard let sockets = members[group] else { continue }
-                sent += send(CollectionOfOne((stored.id, frame)), to: sockets, frames: &frames, io: io)
+                sent += send(stored.id, frame, to: sockets, io: io)
             }
         } else {
             var byGroup: [Group: [(EventID, OutboundFrame)]] = [:]
@@ -192,6 +192,22 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
         }
         metrics.framesSent(sent)
         metrics.delivered(through: lastDelivered.id.rawValue)
+    }
+
+    /// Hands one event to each of `sockets` through its machine; the frames sent. The batch path
+    /// below for one event, without its list of frames per socket (a retain and a release per
+    /// socket, in the hot loop of fan-out).
+    private func send(_ id: EventID, _ frame: OutboundFrame, to sockets: Set<SocketID>, io: any SocketIO) -> Int {
+        var sent = 0
+        for socket in sockets {
+            guard let index = connections.index(forKey: socket) else { continue }
+            switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
+            case .send(let frame): if io.send(frame, to: socket) { sent += 1 }
+            case .buffered, .skip: continue
+            case .close(let code, let reason): replayBufferOverflowed(socket, code: code, reason: reason, io: io)
+            }
+        }
+        return sent
     }
 
     /// Hands `events` (one group's, in order) to each of `sockets` through its machine; the

@@ -97,4 +97,32 @@ struct WebSocketQueueTests {
         // An idle socket must not keep what a burst needed.
         #expect(socket.queueCapacity == 0)
     }
+
+    /// `packFront` takes from the front, in order, as many frames as the packer holds, and leaves
+    /// the rest queued with their bytes counted; the emptied queue keeps its small buffer.
+    @Test func packingTakesFramesFromTheFrontWhileTheyFit() {
+        let socket = connection()
+        let frames = (0..<5).map { OutboundFrame(text: String(repeating: "a", count: 10 + $0)) }  // 12…16 bytes framed
+        for frame in frames { socket.enqueue(frame) }
+        #expect(socket.dequeue() === frames[0])
+        let packer = FramePacker(capacity: 13 + 14 + 5)  // frames 1 and 2, not 3
+        #expect(socket.packFront(into: packer) == 2)
+        #expect(packer.packed == [0x81, 11] + Array(repeating: 97, count: 11) + [0x81, 12] + Array(repeating: 97, count: 12))
+        #expect(socket.queuedFrameCount == 2)
+        #expect(socket.queuedBytes == 13 + 14)
+        #expect(socket.nextFrameCount == 13)
+        packer.reset()
+        #expect(FramePacker(capacity: 1000).canHold(payload: 14))
+        let all = FramePacker(capacity: 1000)
+        #expect(socket.packFront(into: all) == 2)
+        #expect(!socket.hasQueued && socket.queuedBytes == 0 && socket.nextFrameCount == nil)
+        #expect(socket.queueCapacity >= 1 && socket.queueCapacity <= WebSocketConnection.keptQueueCapacity)
+        #expect(socket.packFront(into: all) == 0)
+        // The last frame is moved out of the queue, and the queue stays usable after it.
+        socket.enqueue(frames[4])
+        #expect(socket.dequeue() === frames[4])
+        #expect(socket.dequeue() == nil)
+        socket.enqueue(frames[3])
+        #expect(socket.queuedFrameCount == 1 && socket.queuedBytes == 13)
+    }
 }

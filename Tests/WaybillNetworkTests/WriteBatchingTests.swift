@@ -25,7 +25,7 @@ struct WriteBatchingTests {
         #expect(packer.frameCount == 3)
         packer.reset()
         #expect(packer.count == 0)
-        #expect(!FramePacker(capacity: 100).canHold(large))
+        #expect(!FramePacker(capacity: 100).canHold(payload: large.count))
     }
 
     /// Thousands of frames of every header size queued in one go reach the peer whole and in order,
