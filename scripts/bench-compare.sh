@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Waybill and its two anchors on the scenarios of issue 10, in one go, each run on a freshly started
 # server, then one side-by-side markdown table with Waybill's ratio to the anchor of each row.
-#   scripts/bench.sh compare            the full run (about 12 minutes)
+#   scripts/bench.sh compare            the full run (about 14 minutes)
 #   scripts/bench.sh compare --quick    shorter runs (5 000 idle sockets, 10 s windows; about 7 minutes)
 # Systems:
 #   waybill  release build of this tree (`scripts/bench.sh`, SQLite, in-process broker)
@@ -13,7 +13,8 @@
 #   fanout   1 000 sockets that all get every event, writes as fast as taken for DUR s, with 4 writes
 #            in flight on both (wrk PATCH with 4 connections + wsdrain; Nchan: nchanpub --rate 0 with 4
 #            connections), then 32 on both; then Waybill again at the rate Nchan reached with 4, on a
-#            schedule (`scripts/bench.sh paced RATE DUR 1000 dispatcher`)
+#            schedule (`scripts/bench.sh paced RATE DUR 1000 dispatcher`); then the first shape again,
+#            Nchan before Waybill, and the row gives each system's mean of its two runs
 #   latency  100 writes/s for DUR s, 50 driver sockets (wsbench `fanout`; Nchan: 100 publishes/s to 50 sockets)
 #   writes   open-loop writes at 1 000/s and 2 000/s (Waybill), 100/s and 200/s (peer): the highest
 #            rate achieved with 0 lost, and server CPU per write
@@ -237,6 +238,13 @@ print(int(rates[-1]) if rates and rates[-1] else 0)' "$JSONL")"
 if [ "$NCHAN_RATE" -gt 0 ]; then
     waybill fanout_matched $((DUR + 120)) paced "$NCHAN_RATE" "$DUR" 1000 dispatcher
 fi
+# The first shape again, Nchan first this time (Waybill, Nchan … Nchan, Waybill): the row gives the
+# mean of both runs of each system, so a steady drift of the machine's speed over these minutes
+# weighs on both alike. Two runs of one build a minute apart differed by up to a third here.
+queues_start "$NPORT"
+QUEUES_FILE="$TMP/q.json" nchan fanout $((DUR + 120)) fanout --sockets 1000 --rate 0 --duration "$DUR" --pub-connections 4
+queues_start "$WPORT"
+QUEUES_FILE="$TMP/q.json" waybill fanout $((DUR + 120)) saturate "$DUR" 1000 dispatcher 4
 
 waybill latency $((DUR + 120)) fanout 100 "$DUR"
 peer latency $((DUR + 120)) harness --scenario fanout --rate 100 --duration "$DUR" --label peer-fanout-100

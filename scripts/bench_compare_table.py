@@ -119,12 +119,28 @@ def fanout_run(d, system):
 
 
 def fanout(runs, system):
-    """The fan-out row: the run with as many writes in flight as Nchan's publisher has connections,
-    plus (`deep`) the run with 32 in flight on both, and Waybill's run at Nchan's rate (`matched`)."""
+    """The fan-out row: the runs with as many writes in flight as Nchan's publisher has connections,
+    plus (`deep`) the run with 32 in flight on both, and Waybill's run at Nchan's rate (`matched`).
+
+    The first shape runs twice on both systems, in the order Waybill, Nchan … Nchan, Waybill (the
+    second pair after the other fan-out runs), and the row gives the mean of each system's runs:
+    two runs of one build a minute apart differed by up to a third on this VM, and a drift of the
+    machine's speed then decided the ratio (docs/BENCHMARKS.md). Each run is listed too."""
     first = lambda row: (runs.get((system, row)) or [None])[0]
-    result = fanout_run(first("fanout"), system)
-    if not result:
+    each = [r for r in (fanout_run(d, system) for d in runs.get((system, "fanout"), [])) if r]
+    if not each:
         return None
+    result = dict(each[0])
+    if len(each) > 1:
+        def mean(key):
+            values = [r[key] for r in each if r.get(key) is not None]
+            return sum(values) / len(values) if values else None
+        for key in ("frames", "p50", "p99", "cpu", "writes", "sink_cpu"):
+            result[key] = mean(key)
+        lost = [r["lost"] for r in each]
+        result["lost"] = None if any(x is None for x in lost) else sum(lost)
+        result["busy"] = "".join(r.get("busy", "") for r in each)
+        result["each"] = each
     deep = fanout_run(first("fanout_deep"), system)
     if deep:
         result["deep"] = deep
@@ -222,6 +238,9 @@ def fanout_cell(x, deep=False):
         s += f'{in_flight(x)}: '
     s += (f'**{fmt(x["frames"], 0)} frames/s** ({fmt(x["writes"])} writes/s), p50 {fmt(x["p50"])} / '
           f'p99 {fmt(x["p99"])} ms, lost {fmt(x["lost"], 0)}, CPU {fmt(x["cpu"] * 100)} %')
+    if x.get("each"):
+        s += (f' (mean of {len(x["each"])} runs: '
+              + " and ".join(f'{fmt(r["frames"], 0)} frames/s, p99 {fmt(r["p99"])} ms' for r in x["each"]) + ')')
     if x.get("sink_cpu") is not None:
         s += f', wsdrain (the sink) {fmt(x["sink_cpu"] * 100)} %'
     if x.get("backlog"):
