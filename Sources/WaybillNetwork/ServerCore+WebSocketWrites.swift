@@ -46,7 +46,8 @@ extension ServerCore {
         var written = 0
         while let next = connection.nextFrameCount, lws_partial_buffered(wsi) == 0, written < Self.writeBudgetPerCallback {
             if connection.queuedFrameCount == 1 || !packer.canHold(payload: next) {
-                guard let first = connection.dequeue(), write(first, to: wsi) else { return false }
+                guard let first = connection.dequeue() else { break }
+                guard write(first, to: wsi) else { return false }
                 written += first.count
                 continue
             }

@@ -72,7 +72,7 @@ final class WebSocketConnection {
     var isOpen: Bool { wasOpened && !isFinished && pendingClose == nil && !closeSent && !isBroken }
     var hasQueued: Bool { head < queue.count }
     var queuedFrameCount: Int { queue.count - head }
-    /// Slots the queue's buffer holds (what an emptied queue keeps; see `dequeue`).
+    /// Slots the queue's buffer holds (what an emptied queue keeps; see `compact`).
     var queueCapacity: Int { queue.capacity }
     /// The payload size of the next frame to write, if any.
     var nextFrameCount: Int? { head < queue.count ? queue[head].count : nil }
@@ -84,7 +84,7 @@ final class WebSocketConnection {
 
     /// Takes the next frame out of the queue. The last one is moved out, not copied: fan-out queues
     /// one frame per event on most sockets, and a copy cost a retain here and a release when the
-    /// emptied queue was cleared (docs/BENCHMARKS.md, "fan-out per frame").
+    /// emptied queue was cleared (docs/BENCHMARKS.md, section "2026-12-07 (13:50– UTC)").
     func dequeue() -> OutboundFrame? {
         guard head < queue.count else { return nil }
         let frame: OutboundFrame

@@ -18,11 +18,14 @@ public final class PostgresLease: Lease {
 
     /// - Parameter confirmationLifetime: how long a heartbeat's confirmation lasts (tests shorten
     ///   it to make a lapse happen on demand; see `Core.isHeld`).
+    ///   `connectTimeout`: the store's bound on one connect (`PostgresOrderStore`'s `connectTimeout`).
     init(
         name: String, settings: PostgresConnectionSettings,
-        confirmationLifetime: Duration = PostgresLease.confirmationLifetime
+        confirmationLifetime: Duration = PostgresLease.confirmationLifetime,
+        connectTimeout: Duration = PostgresSession.defaultConnectTimeout
     ) {
-        core = Core(name: name, settings: settings, confirmationLifetime: confirmationLifetime)
+        core = Core(
+            name: name, settings: settings, confirmationLifetime: confirmationLifetime, connectTimeout: connectTimeout)
     }
 
     deinit { core.shutDown(waiting: false) }
@@ -58,6 +61,7 @@ extension PostgresLease {
 
         let name: String
         let settings: PostgresConnectionSettings
+        let connectTimeout: Duration
         let confirmationLifetime: Duration
         private let condition = NSCondition()
         private var phase = Phase.idle
@@ -70,9 +74,10 @@ extension PostgresLease {
         /// Whether this thread's session holds the advisory lock (touched by the lease thread only).
         private var sessionHoldsLock = false
 
-        init(name: String, settings: PostgresConnectionSettings, confirmationLifetime: Duration) {
+        init(name: String, settings: PostgresConnectionSettings, confirmationLifetime: Duration, connectTimeout: Duration) {
             self.name = name
             self.settings = settings
+            self.connectTimeout = connectTimeout
             self.confirmationLifetime = confirmationLifetime
         }
 
@@ -215,7 +220,7 @@ extension PostgresLease {
             var connection = existing
             do throws(PostgresError) {
                 if connection?.isUsable != true {
-                    connection = try PostgresConnection(settings, deadline: .now + .seconds(2))
+                    connection = try PostgresConnection(settings, deadline: .now + connectTimeout)
                     sessionHoldsLock = false
                 }
                 let got: Bool?

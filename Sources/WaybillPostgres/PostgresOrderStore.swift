@@ -32,6 +32,8 @@ public final class PostgresOrderStore: OrderStore {
     public static let defaultCallBudget: Duration = .milliseconds(4500)
     /// This store's budget per call (`defaultCallBudget` unless the opener chose another).
     private let callBudget: Duration
+    /// This store's bound on one connect (`defaultConnectTimeout` unless the opener chose another).
+    private let connectTimeout: Duration
     /// The orders with a write running on this node (`write(changing:in:appendingEvents:)`).
     private let orderWrites = KeyedGate<OrderTurn>()
     /// Orders whose last write here met the lock timeout (55P03), each with the end of its pause:
@@ -67,10 +69,12 @@ public final class PostgresOrderStore: OrderStore {
     ///     find every other reader busy (the live path's reads behind a reconnect storm's replays).
     ///   - callBudget: how long a call may take, queue wait included, before it fails with
     ///     `StoreError.unavailable` (the 5 s failure contract; tests that are not about it give more).
-    ///   - connectTimeout: how long one connect may take (at open, and a connection a call opens,
-    ///     within its budget) before the server counts as unreachable: 2 s, so a frozen server
-    ///     fails a call inside the 5 s contract. Tests that are not about it give more: on a busy
-    ///     2-core runner, a suite opening many stores at once had a connect take longer.
+    ///   - connectTimeout: how long one connect may take (at open, a connection a call opens, within
+    ///     its budget, the kept reader's and a lease's) before the server counts as unreachable:
+    ///     2 s, so a frozen server fails a call inside the 5 s contract. Must be positive. More than
+    ///     the call budget only lengthens the open and the connects made outside calls (the kept
+    ///     reader's, which an urgent read may wait behind). Tests that are not about it give more:
+    ///     on a busy 2-core runner, a suite opening many stores at once had a connect take longer.
     ///   - clock: the time stamped on events as `committed_at` and on logouts.
     /// - Throws: `StoreError.unavailable` with one line saying why: a malformed URL, a server
     ///   that cannot be reached, refused credentials, or a failed migration.
@@ -91,10 +95,14 @@ public final class PostgresOrderStore: OrderStore {
     /// `init(url:…)` with the kept reader's checks on another schedule (tests).
     init(
         url: String, applicationName: String, writerCount: Int, readerCount: Int, callBudget: Duration,
-        connectTimeout: Duration = PostgresOrderStore.defaultConnectTimeout,
+        connectTimeout: Duration,
         clock: @escaping @Sendable () -> Date, keptReader timing: KeptReader.Timing
     ) throws {
+        guard connectTimeout > .zero else {
+            throw StoreError.unavailable("invalid PostgreSQL connect timeout: \(connectTimeout) (it must be positive)")
+        }
         self.callBudget = callBudget
+        self.connectTimeout = connectTimeout
         let parsed: PostgresConnectionSettings
         do throws(PostgresURLError) {
             parsed = try PostgresConnectionSettings(url: url, applicationName: applicationName)
@@ -378,7 +386,9 @@ public final class PostgresOrderStore: OrderStore {
 
     /// A lease whose heartbeat confirmations last `confirmationLifetime` (tests).
     func lease(_ name: String, confirmationLifetime: Duration) -> PostgresLease {
-        let lease = PostgresLease(name: name, settings: settings.forLease, confirmationLifetime: confirmationLifetime)
+        let lease = PostgresLease(
+            name: name, settings: settings.forLease, confirmationLifetime: confirmationLifetime,
+            connectTimeout: connectTimeout)
         let open = isClosed.withLock { closed in
             if !closed { leases.withLock { $0 = $0.filter { $0.lease != nil } + [WeakLease(lease: lease)] } }
             return !closed

@@ -105,6 +105,9 @@ struct WebSocketQueueTests {
         let frames = (0..<5).map { OutboundFrame(text: String(repeating: "a", count: 10 + $0)) }  // 12…16 bytes framed
         for frame in frames { socket.enqueue(frame) }
         #expect(socket.dequeue() === frames[0])
+        // A first frame the packer cannot take: nothing is taken.
+        #expect(socket.packFront(into: FramePacker(capacity: 12)) == 0)
+        #expect(socket.queuedFrameCount == 4 && socket.queuedBytes == 11 + 12 + 13 + 14 && socket.nextFrameCount == 11)
         let packer = FramePacker(capacity: 13 + 14 + 5)  // frames 1 and 2, not 3
         #expect(socket.packFront(into: packer) == 2)
         #expect(packer.packed == [0x81, 11] + Array(repeating: 97, count: 11) + [0x81, 12] + Array(repeating: 97, count: 12))

@@ -15,7 +15,8 @@ import WaybillTesting
         let server = try await runBlocking { try PostgresServer() }
         let result = await outcome {
             let url = try await runBlocking { try server.createDatabase() }
-            let store = try await openStore(url, callBudget: PostgresOrderStore.defaultCallBudget)
+            let store = try await openStore(
+                url, callBudget: PostgresOrderStore.defaultCallBudget, connectTimeout: PostgresOrderStore.defaultConnectTimeout)
             let result = await outcome { try await body(server, store) }
             // Off the cooperative pool: closing joins the store's threads (a call still running
             // against a stopped server holds one for its budget), and removing the server waits

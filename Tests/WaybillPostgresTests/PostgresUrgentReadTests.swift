@@ -56,7 +56,8 @@ import WaybillTesting
         try await runBlocking {
             try PostgresOrderStore(
                 url: url, applicationName: name, writerCount: 1, readerCount: 1, callBudget: .seconds(30),
-                clock: { Date() },
+                // The product's: these tests time the kept reader's connects and retries.
+                connectTimeout: PostgresOrderStore.defaultConnectTimeout, clock: { Date() },
                 keptReader: KeptReader.Timing(
                     checkInterval: .milliseconds(100), firstRetry: retry, maximumRetry: max(retry, .milliseconds(400))))
         }

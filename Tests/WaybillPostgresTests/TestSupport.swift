@@ -8,19 +8,16 @@ import WaybillTesting
 
 /// A PostgreSQL store on `url`, opened off the cooperative pool (opening blocks while it migrates).
 ///
-/// 30 s per call and 10 s per connect unless a test asks for the product's budget
-/// (`PostgresOutageTests` does: it is about those bounds, and gets the product's 2 s connect
-/// with it): a busy 2-core runner once held a call of the conformance suite past 4.5 s, and
-/// another a connect past 2 s.
+/// 30 s per call and 10 s per connect unless a test asks for the product's bounds
+/// (`PostgresOutageTests` does: it is about them): a busy 2-core runner once held a call of the
+/// conformance suite past 4.5 s, and another a connect past 2 s.
 func openStore(
     _ url: String, name: String = "waybill", writers: Int = 2, readers: Int = 2,
-    callBudget: Duration = .seconds(30)
+    callBudget: Duration = .seconds(30), connectTimeout: Duration = .seconds(10)
 ) async throws
     -> PostgresOrderStore
 {
-    let connectTimeout =
-        callBudget == PostgresOrderStore.defaultCallBudget ? PostgresOrderStore.defaultConnectTimeout : .seconds(10)
-    return try await runBlocking {
+    try await runBlocking {
         try PostgresOrderStore(
             url: url, applicationName: name, writerCount: writers, readerCount: readers, callBudget: callBudget,
             connectTimeout: connectTimeout)

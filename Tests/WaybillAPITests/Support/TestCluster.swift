@@ -26,7 +26,9 @@ final class TestCluster: @unchecked Sendable {  // mutated only by the test body
         self.databaseURL = databaseURL
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("waybill-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        store = try PostgresOrderStore(url: databaseURL, applicationName: "waybill-test")
+        // 10 s per connect: this store only seeds and checks, and a busy 2-core runner once took
+        // more than the product's 2 s to accept a connection (WaybillStoreConformanceTests).
+        store = try PostgresOrderStore(url: databaseURL, applicationName: "waybill-test", connectTimeout: .seconds(10))
     }
 
     /// Runs `body` against `nodeCount` nodes on a fresh PostgreSQL and Redis, then stops everything.
