@@ -10,19 +10,21 @@ import WaybillTesting
 #endif
 
 /// A write's frames leave before its HTTP answer (`ServerCore.woken`): the drivers' news is not
-/// behind the writer's answer on the wire. Which left first is read from the kernel's receive
-/// timestamps (`SO_TIMESTAMPNS`) of the two client sockets: on loopback each `send` is stamped as
-/// the server makes it, so the order of the stamps is the order of the sends.
+/// behind the writer's answer on the wire — unless they go to more sockets than
+/// `ServerCore.framesFirstUpTo` (a dispatcher group's fan-out), whose flush would hold the answer
+/// for milliseconds. Which left first is read from the kernel's receive timestamps
+/// (`SO_TIMESTAMPNS`) of the client sockets: on loopback each `send` is stamped as the server makes
+/// it, so the order of the stamps is the order of the sends.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct AnswerOrderTests {
     /// Sends a frame to `socket` from inside its request, like a commit whose events the hub
     /// delivers, after holding the service thread so that the frame and the answer are handled in
     /// one pass (the order in which a write's posts arrive: events, then the answer).
     final class FrameThenAnswer: HTTPResponder {
-        let target = Mutex<(HTTPServer, SocketID)?>(nil)
+        let target = Mutex<(HTTPServer, [SocketID])?>(nil)
 
         func respond(to request: HTTPRequest) async -> HTTPResponse {
-            guard let (server, socket) = target.withLock({ $0 }) else { return HTTPResponse(status: 500) }
+            guard let (server, sockets) = target.withLock({ $0 }) else { return HTTPResponse(status: 500) }
             // Waits (briefly: one post to an idle loop) until the hold has begun, so the two posts
             // below cannot be split across passes with the frame's flushed in the first.
             let held = DispatchSemaphore(value: 0)
@@ -31,7 +33,10 @@ struct AnswerOrderTests {
                 usleep(50_000)  // the frame and the answer queue up behind this
             }
             held.wait()
-            _ = server.execute { io in io.send(OutboundFrame(text: "event"), to: socket) }
+            let frame = OutboundFrame(text: "event")
+            _ = server.execute { io in
+                for socket in sockets { io.send(frame, to: socket) }
+            }
             return HTTPResponse(status: 200, body: Array("answer".utf8))
         }
     }
@@ -45,7 +50,7 @@ struct AnswerOrderTests {
         try server.start()
         do {
             let (driver, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
-            responder.target.withLock { $0 = (server, socket) }
+            responder.target.withLock { $0 = (server, [socket]) }
 
             let (frameStamp, answerStamp, status, text) = try await runBlocking {
                 () -> (timespec, timespec, Int, String) in
@@ -70,6 +75,53 @@ struct AnswerOrderTests {
         await server.shutdown()
     }
 }
+
+extension AnswerOrderTests {
+    /// Frames of one pass for more sockets than `framesFirstUpTo`: the answer leaves first, so the
+    /// writer's next request arrives while they are flushed and shares the next commit and send
+    /// with others (fan-out to 1 000 sockets: +17 % frames/s, docs/BENCHMARKS.md, section
+    /// "2026-12-07 (13:50– UTC)").
+    @Test func theAnswerLeavesBeforeTheFramesOfALargeFanOut() async throws {
+        let responder = FrameThenAnswer()
+        let delegate = RecordingDelegate()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = HTTPServer(configuration: configuration, responder: responder, webSocketDelegate: delegate)
+        try server.start()
+        do {
+            let count = ServerCore.framesFirstUpTo + 1
+            let port = server.port
+            let drivers = try await runBlocking { () -> [RawConnection] in
+                try (0..<count).map { _ in
+                    let c = try RawConnection(port: port)
+                    _ = try c.upgradeToWebSocket("/ws/orders/")
+                    return c
+                }
+            }
+            #expect(await eventually { delegate.openedSockets.count == count })
+            responder.target.withLock { $0 = (server, delegate.openedSockets) }
+
+            let (frameStamps, answerStamp, status) = try await runBlocking { () -> ([Int64], Int64, Int) in
+                let writer = try RawConnection(port: port)
+                for connection in drivers + [writer] { try stampReceives(connection.fileDescriptor) }
+                try writer.send(RawConnection.request("POST", "/write", body: Array("{}".utf8)))
+                let frames = try drivers.map { try nanoseconds(receiveStamp($0.fileDescriptor)) }
+                let answer = try nanoseconds(receiveStamp(writer.fileDescriptor))
+                return (frames, answer, try writer.readResponse().status)
+            }
+            #expect(status == 200)
+            #expect(answerStamp > 0 && frameStamps.allSatisfy { $0 > 0 }, "the kernel stamped them all")
+            let early = frameStamps.filter { $0 < answerStamp }.count
+            #expect(early == 0, "\(early) of \(count) frames left before the answer")
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        await server.shutdown()
+    }
+}
+
+private func nanoseconds(_ stamp: timespec) -> Int64 { Int64(stamp.tv_sec) * 1_000_000_000 + Int64(stamp.tv_nsec) }
 
 private struct SocketCallFailed: Error { let call: String, code: Int32 }
 
