@@ -306,7 +306,8 @@ extension ServerCore {
     }
 
     /// Service thread: hands the response to its session, if the connection is still there;
-    /// while posted work runs, after that work's frames (`woken`).
+    /// while posted work runs, with that work's frames: after them, or before a large fan-out's
+    /// (`woken`).
     private func responseArrived(for id: UInt64) {
         if isDeferringWrites {
             deferredAnswers.append(id)

@@ -48,8 +48,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     var deferredWrites: [WebSocketConnection] = []
     /// The list `flushDeferredWrites` walks, swapped with `deferredWrites` so neither is reallocated.
     var flushingWrites: [WebSocketConnection] = []
-    /// HTTP answers that came in while posted work ran: written after that work's frames
-    /// (`woken`). Swapped with `answering` like the two lists above.
+    /// HTTP answers that came in while posted work ran: written after that work's frames, or
+    /// before them when they go to more than `framesFirstUpTo` sockets (`woken`). Swapped with `answering` like the two lists above.
     var deferredAnswers: [UInt64] = []
     var answering: [UInt64] = []
     /// The listening socket's wsi (lws watches it as a raw file, and holds its descriptor), until
@@ -190,9 +190,10 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// Python harness at 100 writes/s (its clients read the answer and the frames on one event
     /// loop): delivery p50 1.2 → 0.9 ms (docs/BENCHMARKS.md, 2026-12-03 12:54).
     ///
-    /// Except when the frames go to more than `framesFirstUpTo` sockets (a dispatcher group's
-    /// fan-out): that flush takes milliseconds, and answering first lets the writers' next requests
-    /// arrive meanwhile, to be committed together in the next pass and leave in one send per socket.
+    /// Except when the frames go to more than `framesFirstUpTo` sockets in all (a dispatcher group's
+    /// fan-out, or many writes' frames drained together under load): that flush takes
+    /// milliseconds, and answering first lets the writers' next requests arrive meanwhile, to be
+    /// committed together in the next pass and leave in one send per socket.
     /// Measured with 1 000 sockets and 4 writes in flight: +17 % frames/s, every round of four
     /// (docs/BENCHMARKS.md, 2026-12-07 (13:50– UTC)).
     func woken() {

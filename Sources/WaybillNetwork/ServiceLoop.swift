@@ -352,6 +352,8 @@ final class ServiceLoop: @unchecked Sendable {  // safe: `shared` is a Mutex; ot
 
     /// Room the inbox has for posts now (tests: the buffer a drain hands back). Any thread.
     var inboxCapacity: Int { shared.withLock { $0.inbox.capacity } }
+    /// Posts waiting for the next drain (tests). Any thread.
+    var queuedWorkCount: Int { shared.withLock { $0.inbox.count } }
 
     /// Forgets a held wake-up and returns the wake-up to send once the lock is released (nil when
     /// there is no live context). Inside the lock.
