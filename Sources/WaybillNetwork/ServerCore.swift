@@ -49,7 +49,8 @@ final class ServerCore: @unchecked Sendable {  // safe: mutable state only on `l
     /// The list `flushDeferredWrites` walks, swapped with `deferredWrites` so neither is reallocated.
     var flushingWrites: [WebSocketConnection] = []
     /// HTTP answers that came in while posted work ran: written after that work's frames, or
-    /// before them when they go to more than `framesFirstUpTo` sockets (`woken`). Swapped with `answering` like the two lists above.
+    /// before them when they go to more than `framesFirstUpTo` sockets (`woken`). Swapped with
+    /// `answering` like the two lists above.
     var deferredAnswers: [UInt64] = []
     var answering: [UInt64] = []
     /// The listening socket's wsi (lws watches it as a raw file, and holds its descriptor), until

@@ -87,14 +87,8 @@ final class WebSocketConnection {
     /// emptied queue was cleared (docs/BENCHMARKS.md, section "2026-12-07 (13:50– UTC)").
     func dequeue() -> OutboundFrame? {
         guard head < queue.count else { return nil }
-        let frame: OutboundFrame
-        if head == queue.count - 1 {
-            frame = queue.removeLast()
-            head += 1
-        } else {
-            frame = queue[head]
-            head += 1
-        }
+        let frame = head == queue.count - 1 ? queue.removeLast() : queue[head]
+        head += 1
         queuedBytes -= frame.count
         compact()
         return frame

@@ -67,8 +67,9 @@ struct PostgresConnectionSettings: Sendable {
 
     /// Pool connections (field notes §2): a 2 s `connect_timeout` (libpq does not enforce it on the
     /// non-blocking connects the store makes, which its own `connectTimeout` bounds instead),
-    /// keepalives and a TCP user timeout as a backstop for calls outside the request path, and server-side timeouts so a stuck
-    /// statement, lock wait or abandoned transaction ends by itself. Times are UTC.
+    /// keepalives and a TCP user timeout as a backstop for calls outside the request path, and
+    /// server-side timeouts so a stuck statement, lock wait or abandoned transaction ends by
+    /// itself. Times are UTC.
     ///
     /// The server's own keepalives too (found by a review): a node that dies, or is cut off, after
     /// part of a pipeline arrived leaves its backend waiting to read the rest, holding the event

@@ -16,13 +16,12 @@ import WaybillDomain
 public final class PostgresLease: Lease {
     private let core: Core
 
-    /// - Parameter confirmationLifetime: how long a heartbeat's confirmation lasts (tests shorten
-    ///   it to make a lapse happen on demand; see `Core.isHeld`).
-    ///   `connectTimeout`: the store's bound on one connect (`PostgresOrderStore`'s `connectTimeout`).
+    /// - Parameters:
+    ///   - confirmationLifetime: how long a heartbeat's confirmation lasts (tests shorten it to
+    ///     make a lapse happen on demand; see `Core.isHeld`).
+    ///   - connectTimeout: the store's bound on one connect (`PostgresOrderStore`'s `connectTimeout`).
     init(
-        name: String, settings: PostgresConnectionSettings,
-        confirmationLifetime: Duration = PostgresLease.confirmationLifetime,
-        connectTimeout: Duration = PostgresSession.defaultConnectTimeout
+        name: String, settings: PostgresConnectionSettings, confirmationLifetime: Duration, connectTimeout: Duration
     ) {
         core = Core(
             name: name, settings: settings, confirmationLifetime: confirmationLifetime, connectTimeout: connectTimeout)

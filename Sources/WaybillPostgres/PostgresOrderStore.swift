@@ -57,9 +57,9 @@ public final class PostgresOrderStore: OrderStore {
 
     /// Connects, applies pending migrations, and starts the worker threads.
     ///
-    /// Blocks the calling thread while it connects (at most `connectTimeout`, 2 s by default) and migrates (once, at start;
-    /// waiting up to 25 s for another node that is migrating). Several nodes may start at once:
-    /// migrations run under an advisory lock.
+    /// Blocks the calling thread while it connects (at most `connectTimeout`, 2 s by default) and
+    /// migrates (once, at start; waiting up to 25 s for another node that is migrating). Several
+    /// nodes may start at once: migrations run under an advisory lock.
     /// - Parameters:
     ///   - url: `postgresql://user[:password]@host[:port]/database` (or `postgres://`); query
     ///     items are passed to libpq as connection keywords (e.g. `?sslmode=require`).

@@ -45,10 +45,11 @@ final class PostgresWorker: Sendable {
     /// Before, a connect that failed at start was not logged and was tried again only by the first
     /// urgent read, the one that needed the connection.
     ///
-    /// A connect of its own waits (up to the store's `connectTimeout`, 2 s by default), so it is tried only when nothing is owed sooner: not
-    /// before its retry time, not while an urgent job waits (the job connects itself, within its
-    /// own budget) or the queue is closed, and not while the store knows the server is down (calls
-    /// are refused at once then, and a call's probe finds it back). A review of the first version
+    /// A connect of its own waits (up to the store's `connectTimeout`, 2 s by default), so it is
+    /// tried only when nothing is owed sooner: not before its retry time, not while an urgent job
+    /// waits (the job connects itself, within its own budget) or the queue is closed, and not while
+    /// the store knows the server is down (calls are refused at once then, and a call's probe finds
+    /// it back). A review of the first version
     /// found it connecting after every urgent job of an outage, holding the next one for 2 s.
     private static func keepConnected(_ session: PostgresSession, serving queue: JobQueue<PostgresJob>, _ kept: KeptReader) {
         var retry = kept.timing.firstRetry

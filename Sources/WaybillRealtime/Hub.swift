@@ -168,7 +168,6 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     /// each socket still gets its events in id order.
     public func deliver(_ batch: [(StoredEvent, OutboundFrame)], io: any SocketIO) {
         var sent = 0
-        var frames: [OutboundFrame] = []
         if batch.count == 1, let (stored, frame) = batch.first {
             // One event (a write committed alone, the usual case): its groups straight, without
             // the table by group below and the arrays it allocates per delivery.
@@ -185,6 +184,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
                     byGroup[group, default: []].append((stored.id, frame))
                 }
             }
+            var frames: [OutboundFrame] = []
             for (group, events) in byGroup {
                 guard let sockets = members[group] else { continue }
                 sent += send(events, to: sockets, frames: &frames, io: io)
@@ -200,14 +200,28 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
     private func send(_ id: EventID, _ frame: OutboundFrame, to sockets: Set<SocketID>, io: any SocketIO) -> Int {
         var sent = 0
         for socket in sockets {
-            guard let index = connections.index(forKey: socket) else { continue }
-            switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
-            case .send(let frame): if io.send(frame, to: socket) { sent += 1 }
-            case .buffered, .skip: continue
-            case .close(let code, let reason): replayBufferOverflowed(socket, code: code, reason: reason, io: io)
-            }
+            guard let index = connections.index(forKey: socket),
+                let sending = live(id, frame, socket, at: index, io: io), io.send(sending, to: socket)
+            else { continue }
+            sent += 1
         }
         return sent
+    }
+
+    /// What the machine of `socket` (at `index` in `connections`) does with a live event: the frame
+    /// to send, or `nil` when it buffers or skips it, or closes (it then skips every later event).
+    @inline(__always)
+    private func live(
+        _ id: EventID, _ frame: OutboundFrame, _ socket: SocketID, at index: Dictionary<SocketID, Entry>.Index,
+        io: any SocketIO
+    ) -> OutboundFrame? {
+        switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
+        case .send(let frame): return frame
+        case .buffered, .skip: return nil
+        case .close(let code, let reason):
+            replayBufferOverflowed(socket, code: code, reason: reason, io: io)
+            return nil
+        }
     }
 
     /// Hands `events` (one group's, in order) to each of `sockets` through its machine; the
@@ -221,13 +235,7 @@ public final class Hub: WebSocketDelegate, @unchecked Sendable {
             guard let index = connections.index(forKey: socket) else { continue }
             frames.removeAll(keepingCapacity: true)
             for (id, frame) in events {
-                switch connections.values[index].machine.live(id, frame, bytes: frame.count) {
-                case .send(let frame): frames.append(frame)
-                case .buffered, .skip: continue
-                case .close(let code, let reason):
-                    // The machine is closing: it skips every later event.
-                    replayBufferOverflowed(socket, code: code, reason: reason, io: io)
-                }
+                if let sending = live(id, frame, socket, at: index, io: io) { frames.append(sending) }
             }
             switch frames.count {
             case 0: continue
