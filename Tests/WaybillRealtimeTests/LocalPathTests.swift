@@ -123,4 +123,45 @@ struct LocalPathTests {
             await running.value
         }
     }
+
+    /// On the local path the relay runs a round, and saves its cursor, about once a second
+    /// (`deliveredRoundInterval`), not every 100 ms (`persistInterval`): each save was a write
+    /// transaction, each round wake-ups, for events every socket had already.
+    @Test func theLocalPathSavesTheRelaysCursorAboutOnceASecond() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            broker.subscriptions.withLock { $0 = 1 }  // this server's feed alone
+            let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            #expect(await eventually { relay.isLeading })
+            let saved = try await store.read { tx in try tx.relayedThrough() }
+            // The relay waits for its next poll: armed before the time below starts to count.
+            #expect(await eventually { !clock.deadlines.isEmpty })
+            func deliver() async throws -> [StoredEvent] {
+                try await store.write { tx in
+                    let events = try tx.appendEvents([Fixtures.orderEvent()])
+                    relay.delivered(events)
+                    return events
+                }
+            }
+            // A write every 100 ms of the relay's clock. The first one's round runs at once (the
+            // wake-up), too early to save (the relay has just saved); the next is a second later.
+            var last = try await deliver()
+            for _ in 0..<9 {
+                try await Task.sleep(for: .milliseconds(20))
+                await clock.advance(by: .milliseconds(100))
+                last = try await deliver()
+                try await Task.sleep(for: .milliseconds(20))
+                #expect(try await store.read { tx in try tx.relayedThrough() } == saved, "no round within 900 ms")
+            }
+            #expect(try await eventually {
+                await clock.advance(by: .milliseconds(100))
+                return try await store.read { tx in try tx.relayedThrough() } == last[0].id
+            })
+            #expect(broker.publishedIDs.isEmpty, "nothing published: the feed had them")
+            running.cancel()
+            await running.value
+        }
+    }
 }
