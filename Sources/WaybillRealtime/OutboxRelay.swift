@@ -54,10 +54,12 @@ public final class OutboxRelay: Sendable {
         /// On the local path (`delivered`: every event of the round is in this process's hub feed
         /// already, nothing to publish), how often the relay runs a round, saving the cursor in
         /// each. Longer than `persistInterval`: each save is a transaction on the writer thread,
-        /// and each round wakes tasks and threads, for nothing any socket waits for. Measured side by side at 1 000 writes/s, 1 s against 100 ms: 8.1 µs less
-        /// server CPU per write (docs/BENCHMARKS.md, 2026-12-07 (16:39– UTC)). The cost: the
-        /// outbox lag reads up to about a second on a busy node (the events were delivered), and
-        /// after a crash up to about a second of events goes out twice, which the feeds drop by id.
+        /// and each round wakes tasks and threads, for nothing any socket waits for. Measured side
+        /// by side at 1 000 writes/s, 1 s against 100 ms: about 4 µs less server CPU per write
+        /// (docs/BENCHMARKS.md, 2026-12-07 (16:39– UTC)). The cost: the outbox lag reads up to
+        /// about a second on a busy node (the events were delivered), and after a crash up to
+        /// about a second of events goes out twice, which the feeds drop by id. The pause is at
+        /// most `pollInterval`, and counts toward the poll's wait.
         public var deliveredRoundInterval: Duration = .seconds(1)
         /// The longest the fast path goes on without a store read that checks the history it
         /// continued (a rewind under the leader is seen within this; every poll checks too).
@@ -232,19 +234,25 @@ public final class OutboxRelay: Sendable {
                     }
                     persistedAt = elapsed()
                 }
+                // An unsaved cursor wakes the relay to save it, but never later than the next poll:
+                // other nodes' commits are found only by the poll.
+                var timeout =
+                    cursor != persisted
+                    ? min(configuration.persistInterval, configuration.pollInterval) : configuration.pollInterval
                 if round.onlyDelivered {
-                    // Let this process's commits gather: their frames are out already.
-                    try? await clock.sleep(for: configuration.deliveredRoundInterval)
+                    // Let this process's commits gather: their frames are out already. The pause
+                    // counts toward the poll's wait: another process's commit (`waybill seed`)
+                    // after the last local one waits no longer than `pollInterval` for the store
+                    // read that publishes it (found by a review: a pause and then a whole poll
+                    // interval made it up to three).
+                    let pause = min(configuration.deliveredRoundInterval, configuration.pollInterval)
+                    try? await clock.sleep(for: pause)
+                    timeout = max(.zero, timeout - pause)
                 } else if published, configuration.minimumRoundInterval > .zero {
                     // Let the commits of every node gather for the next round (`minimumRoundInterval`).
                     let rest = configuration.minimumRoundInterval - (elapsed() - roundStart)
                     if rest > .zero { try? await clock.sleep(for: rest) }
                 }
-                // An unsaved cursor wakes the relay to save it, but never later than the next poll:
-                // other nodes' commits are found only by the poll.
-                let timeout =
-                    cursor != persisted
-                    ? min(configuration.persistInterval, configuration.pollInterval) : configuration.pollInterval
                 await wake.wait(timeout: timeout, now: elapsed(), clock: clock)
             } catch {
                 failures += 1
@@ -256,6 +264,18 @@ public final class OutboxRelay: Sendable {
             }
         }
         wake.cancelTimer()  // nobody waits any more; on a test clock it would sleep for good
+        // What this node's feed delivered since the last round (the local path's pause): the saved
+        // cursor goes past it too, so the next start does not publish up to a second of events
+        // again (found by a review). Only events that continue the cursor, and only while this
+        // node's feed is the broker's one subscriber, as a round would take them.
+        let rest = handed.withLock { handed in
+            handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
+        }
+        if let last = rest.last, rest.allSatisfy(\.delivered), (broker.subscriptionCount ?? 2) <= 1,
+            Self.continues(cursor, rest.map(\.event))
+        {
+            cursor = last.event.id
+        }
         if cursor != persisted, lease.isHeld {
             _ = try? await store.write { [cursor] tx in try tx.markRelayed(through: cursor) }
         }
@@ -280,9 +300,10 @@ public final class OutboxRelay: Sendable {
     ) async throws -> (cursor: EventID, onlyDelivered: Bool) {
         var cursor = cursor
         let handedOver = handed.withLock { handed in
-            // Emptied with its room kept (up to 1 024 events: a burst's is let go), so the next
+            // Emptied with its room kept (up to 4 096 events, a local round's second of them at 4 000
+            // writes/s; a larger burst's is let go), so the next
             // writes' events go in without an allocation.
-            defer { handed.removeAll(keepingCapacity: handed.capacity <= 1024) }
+            defer { handed.removeAll(keepingCapacity: handed.capacity <= 4096) }
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
         let now = elapsed()

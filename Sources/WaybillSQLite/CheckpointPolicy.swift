@@ -11,15 +11,11 @@ import Synchronization
 /// two hundred at that rate, with the WAL bounded the way SQLite's own automatic checkpoint bounds
 /// it. `maxAge` also bounds how late a checkpoint that started failing is noticed (docs/HARDENING.md).
 struct CheckpointPolicy: Sendable, Equatable {
-    /// WAL pages that make a checkpoint due: 16 MiB in a file the store made (1 KiB pages,
-    /// `SQLiteOrderStore.newDatabasePageSize`), 64 MiB in a 4 KiB-page file from an earlier build.
-    /// Below about 1 100 writes/s (about seven frames each) `maxAge` comes first: a checkpoint
-    /// every 2 s. At 4 000 pages it was one every 0.6–0.8 s at 1 000 writes/s, and each checkpoint
-    /// costs the checkpointer's copy and syncs, the writer's tail, and one write sent to the writer
-    /// thread after it (the inline gate): 3.0 µs more server CPU per write, measured side by side
-    /// (docs/BENCHMARKS.md, 2026-12-07 (16:39– UTC)). What a larger WAL costs: its disk space, and
-    /// reading it once when a process opens the file after a crash.
-    var pageThreshold = 16_000
+    /// WAL pages that make a checkpoint due: 4 MiB in a file the store made (1 KiB pages,
+    /// `SQLiteOrderStore.newDatabasePageSize`), 16 MiB in a 4 KiB-page file from an earlier build.
+    /// At 1 000 writes/s (about seven frames each) that is a checkpoint every 0.6 s; the A/B runs
+    /// of the page size change included those (docs/BENCHMARKS.md, 2026-12-03 07:06).
+    var pageThreshold = 4_000
     /// A WAL this process committed to is checkpointed at least this often.
     var maxAge: Duration = .seconds(2)
 

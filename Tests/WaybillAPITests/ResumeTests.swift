@@ -207,7 +207,8 @@ struct ResumeTests {
     }
 
     static func waitUntilRelayed(_ server: TestServer) async throws {
-        for _ in 0..<200 {
+        // Up to 20 s: on the local path the relay saves its cursor about once a second.
+        for _ in 0..<1000 {
             let (newest, relayed) = try await server.store.read { tx in (try tx.newestEventID(), try tx.relayedThrough()) }
             if relayed == newest { return }
             try await Task.sleep(for: .milliseconds(20))

@@ -96,6 +96,10 @@ struct LocalPathTests {
             let first = try await store.append(1)
             relay.notify()
             #expect(await eventually { broker.publishedIDs == first.map(\.id) })
+            // The round the notice may still owe ends (a store read after the commit below would
+            // publish the delivered events: seen once in three runs on a busy machine).
+            #expect(await eventually { !clock.deadlines.isEmpty }, "the relay waits on the clock")
+            try await Task.sleep(for: .milliseconds(200))
             // Handed over inside the transaction, not after it as the store's observer does: so no
             // relay round that was still owed a wake-up can find them in the store first.
             let delivered = try await store.write { tx in
@@ -162,6 +166,78 @@ struct LocalPathTests {
             #expect(broker.publishedIDs.isEmpty, "nothing published: the feed had them")
             running.cancel()
             await running.value
+        }
+    }
+
+    /// Another process's commit (`waybill seed`) after this node's last one is found by a store
+    /// read at most `pollInterval` after the last local round: the local path's pause counts toward
+    /// it. Before, the pause and then a whole poll interval passed (found by a review).
+    @Test func anotherProcesssLastCommitWaitsNoLongerThanAPollAfterTheLocalRound() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            broker.subscriptions.withLock { $0 = 1 }
+            let relay = OutboxRelay(
+                store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger,
+                configuration: .init(pollInterval: .seconds(1)), clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            #expect(await eventually { relay.isLeading })
+            let start = clock.now
+            func at(_ milliseconds: Int) -> TestClock.Instant { start.advanced(by: .milliseconds(milliseconds)) }
+            func deliver() async throws {
+                try await store.write { tx in relay.delivered(try tx.appendEvents([Fixtures.orderEvent()])) }
+            }
+            // The first poll's timer fires; the next poll's (at 2 s) is then the only one.
+            #expect(await eventually { clock.deadlines.contains(at(1000)) })
+            await clock.advance(to: at(1000))
+            #expect(await eventually { clock.deadlines.contains(at(2000)) })
+            // A local round at 1.5 s saves the cursor and pauses until 2.5 s; the poll's timer
+            // fires during the pause; the next local round, at 2.5 s, pauses until 3.5 s.
+            await clock.advance(to: at(1500))
+            try await deliver()
+            #expect(await eventually { clock.deadlines.contains(at(2500)) })
+            await clock.advance(to: at(2000))
+            try await deliver()
+            await clock.advance(to: at(2500))
+            #expect(await eventually { clock.deadlines.contains(at(3500)) })
+            let theirs = try await store.append(1)  // not handed over: another process's
+            await clock.advance(to: at(3500))
+            #expect(
+                await eventually(timeout: .seconds(3)) { broker.publishedIDs == theirs.map(\.id) },
+                "read when the pause ends, the poll interval after the last round")
+            running.cancel()
+            await running.value
+        }
+    }
+
+    /// A relay stopped during the local path's pause saves its cursor past what was delivered
+    /// meanwhile: the next start does not publish up to a second of events again.
+    @Test func aRelayStoppedDuringThePauseSavesPastWhatWasDeliveredMeanwhile() async throws {
+        try await withStore { store in
+            let broker = ScriptedBroker(), clock = TestClock()
+            broker.subscriptions.withLock { $0 = 1 }
+            let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
+            let running = Task { await relay.run() }
+            defer { running.cancel() }
+            #expect(await eventually { relay.isLeading })
+            let second = clock.now.advanced(by: .seconds(1))
+            // Its first poll's wait is armed (a second on): its rounds are done.
+            #expect(await eventually { clock.deadlines.contains(second) })
+            func deliver() async throws -> [StoredEvent] {
+                try await store.write { tx in
+                    let events = try tx.appendEvents([Fixtures.orderEvent()])
+                    relay.delivered(events)
+                    return events
+                }
+            }
+            _ = try await deliver()
+            // Its round ran (too soon after the start to save) and pauses: two sleepers a second on.
+            #expect(await eventually { clock.deadlines.filter { $0 == second }.count == 2 })
+            let meanwhile = try await deliver()
+            running.cancel()
+            await running.value
+            #expect(try await store.read { tx in try tx.relayedThrough() } == meanwhile[0].id)
+            #expect(broker.publishedIDs.isEmpty)
         }
     }
 }
