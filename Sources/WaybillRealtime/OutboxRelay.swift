@@ -300,9 +300,9 @@ public final class OutboxRelay: Sendable {
     ) async throws -> (cursor: EventID, onlyDelivered: Bool) {
         var cursor = cursor
         let handedOver = handed.withLock { handed in
-            // Emptied with its room kept (up to 4 096 events, a local round's second of them at 4 000
-            // writes/s; a larger burst's is let go), so the next
-            // writes' events go in without an allocation.
+            // Emptied with its room kept (up to 4 096 events: a local round's second of them at
+            // 4 000 writes/s; a larger burst's is let go), so the next writes' events go in
+            // without an allocation.
             defer { handed.removeAll(keepingCapacity: handed.capacity <= 4096) }
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
