@@ -268,12 +268,8 @@ public final class OutboxRelay: Sendable {
         // cursor goes past it too, so the next start does not publish up to a second of events
         // again (found by a review). Only events that continue the cursor, and only while this
         // node's feed is the broker's one subscriber, as a round would take them.
-        let rest = handed.withLock { handed in
-            handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
-        }
-        if let last = rest.last, rest.allSatisfy(\.delivered), (broker.subscriptionCount ?? 2) <= 1,
-            Self.continues(cursor, rest.map(\.event))
-        {
+        let rest = takeHanded(after: cursor)
+        if let last = rest.last, rest.allSatisfy(\.delivered), feedIsAlone, Self.continues(cursor, rest.map(\.event)) {
             cursor = last.event.id
         }
         if cursor != persisted, lease.isHeld {
@@ -293,24 +289,33 @@ public final class OutboxRelay: Sendable {
         EventID(max(0, cursor.rawValue - 1))
     }
 
-    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and
-    /// whether the round only moved it past events the hub feed already had.
-    private func relayAvailable(
-        after cursor: EventID, history: inout HistoryCheck, skipBacklog: Bool = false
-    ) async throws -> (cursor: EventID, onlyDelivered: Bool) {
-        var cursor = cursor
-        let handedOver = handed.withLock { handed in
+    /// The handed-over events after `cursor`, in id order, taken out of the list.
+    private func takeHanded(after cursor: EventID) -> [(event: StoredEvent, delivered: Bool)] {
+        handed.withLock { handed in
             // Emptied with its room kept (up to 4 096 events: a local round's second of them at
             // 4 000 writes/s; a larger burst's is let go), so the next writes' events go in
             // without an allocation.
             defer { handed.removeAll(keepingCapacity: handed.capacity <= 4096) }
             return handed.filter { $0.event.id > cursor }.sorted { $0.event.id < $1.event.id }
         }
+    }
+
+    /// Whether this node's feed is the broker's one subscriber: events it delivered need no
+    /// publish. Another server in this process on the same in-process broker has not got them.
+    private var feedIsAlone: Bool { (broker.subscriptionCount ?? 2) <= 1 }
+
+    /// Publishes every committed event after `cursor`, batch by batch; returns the new cursor, and
+    /// whether the round only moved it past events the hub feed already had.
+    private func relayAvailable(
+        after cursor: EventID, history: inout HistoryCheck, skipBacklog: Bool = false
+    ) async throws -> (cursor: EventID, onlyDelivered: Bool) {
+        var cursor = cursor
+        let handedOver = takeHanded(after: cursor)
         let now = elapsed()
         if !handedOver.isEmpty, Self.continues(cursor, handedOver.map(\.event)) {
             // Another server in this process on the same in-process broker has not got them: publish
             // everything then (this server's feed drops the copies by id).
-            let alone = (broker.subscriptionCount ?? 2) <= 1
+            let alone = feedIsAlone
             let unpublished = handedOver.filter { !$0.delivered || !alone }.map(\.event)
             let newest = handedOver.last!.event
             let due = history.isDue(at: now, every: configuration.historyCheckInterval, adding: handedOver.count)

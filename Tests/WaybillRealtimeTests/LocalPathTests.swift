@@ -36,6 +36,44 @@ struct LocalPathTests {
         }
     }
 
+    /// A relay on `store`, leading on a test clock, with this server's feed the broker's one
+    /// subscriber (the local path).
+    struct LocalRelay {
+        let relay: OutboxRelay
+        let broker = ScriptedBroker()
+        let clock = TestClock()
+        let running: Task<Void, Never>
+
+        static func leading(on store: any OrderStore, configuration: OutboxRelay.Configuration = .init()) async -> LocalRelay {
+            let local = LocalRelay(store: store, configuration: configuration)
+            #expect(await eventually { local.relay.isLeading })
+            return local
+        }
+
+        private init(store: any OrderStore, configuration: OutboxRelay.Configuration) {
+            broker.subscriptions.withLock { $0 = 1 }
+            let relay = OutboxRelay(
+                store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, configuration: configuration,
+                clock: clock)
+            self.relay = relay
+            running = Task { await relay.run() }
+        }
+
+        /// Commits one event and hands it over as the store's commit observer does on the local path.
+        func deliver(on store: any OrderStore) async throws -> [StoredEvent] {
+            try await store.write { tx in
+                let events = try tx.appendEvents([Fixtures.orderEvent()])
+                relay.delivered(events)
+                return events
+            }
+        }
+
+        func stop() async {
+            running.cancel()
+            await running.value
+        }
+    }
+
     @Test func eventsCommittedHereReachTheHubWithoutTheBroker() async throws {
         try await withStore { store in
             let local = Feed(store)
@@ -133,39 +171,27 @@ struct LocalPathTests {
     /// transaction, each round wake-ups, for events every socket had already.
     @Test func theLocalPathSavesTheRelaysCursorAboutOnceASecond() async throws {
         try await withStore { store in
-            let broker = ScriptedBroker(), clock = TestClock()
-            broker.subscriptions.withLock { $0 = 1 }  // this server's feed alone
-            let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
-            let running = Task { await relay.run() }
-            defer { running.cancel() }
-            #expect(await eventually { relay.isLeading })
+            let local = await LocalRelay.leading(on: store)
+            defer { local.running.cancel() }
             let saved = try await store.read { tx in try tx.relayedThrough() }
             // The relay waits for its next poll: armed before the time below starts to count.
-            #expect(await eventually { !clock.deadlines.isEmpty })
-            func deliver() async throws -> [StoredEvent] {
-                try await store.write { tx in
-                    let events = try tx.appendEvents([Fixtures.orderEvent()])
-                    relay.delivered(events)
-                    return events
-                }
-            }
+            #expect(await eventually { !local.clock.deadlines.isEmpty })
             // A write every 100 ms of the relay's clock. The first one's round runs at once (the
             // wake-up), too early to save (the relay has just saved); the next is a second later.
-            var last = try await deliver()
+            var last = try await local.deliver(on: store)
             for _ in 0..<9 {
                 try await Task.sleep(for: .milliseconds(20))
-                await clock.advance(by: .milliseconds(100))
-                last = try await deliver()
+                await local.clock.advance(by: .milliseconds(100))
+                last = try await local.deliver(on: store)
                 try await Task.sleep(for: .milliseconds(20))
                 #expect(try await store.read { tx in try tx.relayedThrough() } == saved, "no round within 900 ms")
             }
             #expect(try await eventually {
-                await clock.advance(by: .milliseconds(100))
+                await local.clock.advance(by: .milliseconds(100))
                 return try await store.read { tx in try tx.relayedThrough() } == last[0].id
             })
-            #expect(broker.publishedIDs.isEmpty, "nothing published: the feed had them")
-            running.cancel()
-            await running.value
+            #expect(local.broker.publishedIDs.isEmpty, "nothing published: the feed had them")
+            await local.stop()
         }
     }
 
@@ -174,19 +200,10 @@ struct LocalPathTests {
     /// it. Before, the pause and then a whole poll interval passed (found by a review).
     @Test func anotherProcesssLastCommitWaitsNoLongerThanAPollAfterTheLocalRound() async throws {
         try await withStore { store in
-            let broker = ScriptedBroker(), clock = TestClock()
-            broker.subscriptions.withLock { $0 = 1 }
-            let relay = OutboxRelay(
-                store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger,
-                configuration: .init(pollInterval: .seconds(1)), clock: clock)
-            let running = Task { await relay.run() }
-            defer { running.cancel() }
-            #expect(await eventually { relay.isLeading })
-            let start = clock.now
+            let local = await LocalRelay.leading(on: store, configuration: .init(pollInterval: .seconds(1)))
+            defer { local.running.cancel() }
+            let clock = local.clock, start = clock.now
             func at(_ milliseconds: Int) -> TestClock.Instant { start.advanced(by: .milliseconds(milliseconds)) }
-            func deliver() async throws {
-                try await store.write { tx in relay.delivered(try tx.appendEvents([Fixtures.orderEvent()])) }
-            }
             // The first poll's timer fires; the next poll's (at 2 s) is then the only one.
             #expect(await eventually { clock.deadlines.contains(at(1000)) })
             await clock.advance(to: at(1000))
@@ -194,19 +211,18 @@ struct LocalPathTests {
             // A local round at 1.5 s saves the cursor and pauses until 2.5 s; the poll's timer
             // fires during the pause; the next local round, at 2.5 s, pauses until 3.5 s.
             await clock.advance(to: at(1500))
-            try await deliver()
+            _ = try await local.deliver(on: store)
             #expect(await eventually { clock.deadlines.contains(at(2500)) })
             await clock.advance(to: at(2000))
-            try await deliver()
+            _ = try await local.deliver(on: store)
             await clock.advance(to: at(2500))
             #expect(await eventually { clock.deadlines.contains(at(3500)) })
             let theirs = try await store.append(1)  // not handed over: another process's
             await clock.advance(to: at(3500))
             #expect(
-                await eventually(timeout: .seconds(3)) { broker.publishedIDs == theirs.map(\.id) },
+                await eventually(timeout: .seconds(3)) { local.broker.publishedIDs == theirs.map(\.id) },
                 "read when the pause ends, the poll interval after the last round")
-            running.cancel()
-            await running.value
+            await local.stop()
         }
     }
 
@@ -214,30 +230,18 @@ struct LocalPathTests {
     /// meanwhile: the next start does not publish up to a second of events again.
     @Test func aRelayStoppedDuringThePauseSavesPastWhatWasDeliveredMeanwhile() async throws {
         try await withStore { store in
-            let broker = ScriptedBroker(), clock = TestClock()
-            broker.subscriptions.withLock { $0 = 1 }
-            let relay = OutboxRelay(store: store, broker: broker, metrics: Metrics(), logger: Fixtures.logger, clock: clock)
-            let running = Task { await relay.run() }
-            defer { running.cancel() }
-            #expect(await eventually { relay.isLeading })
-            let second = clock.now.advanced(by: .seconds(1))
+            let local = await LocalRelay.leading(on: store)
+            defer { local.running.cancel() }
+            let second = local.clock.now.advanced(by: .seconds(1))
             // Its first poll's wait is armed (a second on): its rounds are done.
-            #expect(await eventually { clock.deadlines.contains(second) })
-            func deliver() async throws -> [StoredEvent] {
-                try await store.write { tx in
-                    let events = try tx.appendEvents([Fixtures.orderEvent()])
-                    relay.delivered(events)
-                    return events
-                }
-            }
-            _ = try await deliver()
+            #expect(await eventually { local.clock.deadlines.contains(second) })
+            _ = try await local.deliver(on: store)
             // Its round ran (too soon after the start to save) and pauses: two sleepers a second on.
-            #expect(await eventually { clock.deadlines.filter { $0 == second }.count == 2 })
-            let meanwhile = try await deliver()
-            running.cancel()
-            await running.value
+            #expect(await eventually { local.clock.deadlines.filter { $0 == second }.count == 2 })
+            let meanwhile = try await local.deliver(on: store)
+            await local.stop()
             #expect(try await store.read { tx in try tx.relayedThrough() } == meanwhile[0].id)
-            #expect(broker.publishedIDs.isEmpty)
+            #expect(local.broker.publishedIDs.isEmpty)
         }
     }
 }
