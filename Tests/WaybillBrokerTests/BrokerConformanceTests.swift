@@ -116,7 +116,7 @@ struct BrokerConformanceTests {
             let batch = sampleEvents(1...2000)
             try await fixture.broker.publish(batch)
 
-            #expect(await subscription.waitForEvents(2000, timeout: .seconds(10)))
+            #expect(await subscription.waitForEvents(2000, timeout: .seconds(10)), "got: \(subscription.summary)")
             #expect(subscription.batches.count == 1)
             #expect(subscription.batches.first == batch)
         }
