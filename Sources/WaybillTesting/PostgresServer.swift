@@ -262,9 +262,9 @@ public final class PostgresServer: Sendable {
     /// Deletes clusters a killed test process left behind (in memory they would hold RAM until the
     /// next boot): folders of ours with no running postmaster, untouched for an hour. A folder
     /// being set up (no `postmaster.pid` yet) is minutes old at most.
-    private static func removeAbandonedClusters(in base: String) {
+    static func removeAbandonedClusters(in base: String, now: Date = Date()) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
-        let hourAgo = Date().addingTimeInterval(-3600)
+        let hourAgo = now.addingTimeInterval(-3600)
         for entry in entries where entry.hasPrefix("waybill-pg-") {
             let folder = (base as NSString).appendingPathComponent(entry)
             let pidFile = folder + "/data/postmaster.pid"
