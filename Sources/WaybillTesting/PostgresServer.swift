@@ -260,8 +260,8 @@ public final class PostgresServer: Sendable {
     }
 
     /// Deletes clusters a killed test process left behind (in memory they would hold RAM until the
-    /// next boot): folders of ours with no running postmaster, untouched for an hour. A folder
-    /// being set up (no `postmaster.pid` yet) is minutes old at most.
+    /// next boot): folders of ours with no running postmaster, untouched for an hour (the folder
+    /// and its data folder). A folder being set up (no `postmaster.pid` yet) is minutes old at most.
     static func removeAbandonedClusters(in base: String, now: Date = Date()) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
         let hourAgo = now.addingTimeInterval(-3600)
@@ -273,9 +273,12 @@ public final class PostgresServer: Sendable {
             {
                 continue  // its server runs
             }
-            guard let modified = (try? FileManager.default.attributesOfItem(atPath: folder))?[.modificationDate] as? Date,
-                modified < hourAgo
-            else { continue }
+            // The data folder's time too: a server stopped a moment ago by its test (to start it
+            // again) has just removed its postmaster.pid there, in a folder made long before.
+            let touched = [folder, folder + "/data"].compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: $0))?[.modificationDate] as? Date
+            }
+            guard let modified = touched.max(), modified < hourAgo else { continue }
             try? FileManager.default.removeItem(atPath: folder)
         }
     }

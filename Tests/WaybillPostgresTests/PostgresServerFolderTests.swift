@@ -12,12 +12,14 @@ import Testing
             .appendingPathComponent("pg-folders-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: base) }
         let twoHoursAgo = Date().addingTimeInterval(-7200)
-        func folder(_ name: String, pid: Int32? = nil, modified: Date) throws -> String {
+        func folder(_ name: String, pid: Int32? = nil, modified: Date, dataModified: Date? = nil) throws -> String {
             let path = base + "/" + name
             try FileManager.default.createDirectory(atPath: path + "/data", withIntermediateDirectories: true)
             if let pid {
                 try "\(pid)\n/some/data\n".write(toFile: path + "/data/postmaster.pid", atomically: true, encoding: .utf8)
             }
+            try FileManager.default.setAttributes(
+                [.modificationDate: dataModified ?? modified], ofItemAtPath: path + "/data")
             try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path)
             return path
         }
@@ -26,6 +28,8 @@ import Testing
         let beingMade = try folder("waybill-pg-new", modified: Date())
         let running = try folder("waybill-pg-running", pid: getpid(), modified: twoHoursAgo)
         let notOurs = try folder("someone-else", modified: twoHoursAgo)
+        // Made two hours ago; its server stopped a moment ago, by its test, to start it again.
+        let justStopped = try folder("waybill-pg-stopped", modified: twoHoursAgo, dataModified: Date())
 
         PostgresServer.removeAbandonedClusters(in: base)
 
@@ -34,5 +38,6 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: beingMade), "a cluster being set up has no postmaster.pid yet")
         #expect(FileManager.default.fileExists(atPath: running), "its server runs")
         #expect(FileManager.default.fileExists(atPath: notOurs))
+        #expect(FileManager.default.fileExists(atPath: justStopped), "its server stopped a moment ago")
     }
 }
