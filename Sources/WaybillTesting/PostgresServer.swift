@@ -4,9 +4,10 @@ import Foundation
 import Glibc
 #endif
 
-/// A throwaway PostgreSQL server for tests: its own data directory in a temp dir, listening on
-/// 127.0.0.1 and a free port below 32768 (Linux hands out ephemeral ports above it, which a
-/// restart could then lose to a client socket), trust authentication, user `waybill`.
+/// A throwaway PostgreSQL server for tests: its own data directory (in memory when there is
+/// room: `TestClusterFolders`), listening on 127.0.0.1 and a free port below 32768 (Linux hands
+/// out ephemeral ports above it, which a restart could then lose to a client socket), trust
+/// authentication, user `waybill`.
 ///
 /// Tests that only need a database use ``shared()`` (one server per test process, stopped at
 /// exit) and ``createDatabase()`` per test; tests that stop, kill or freeze the server start
@@ -46,12 +47,12 @@ public final class PostgresServer: Sendable {
     /// - Throws: `PostgresServerError` when PostgreSQL is not installed or will not start.
     public init() throws {
         let binaries = try Self.findBinaries()
-        let base = Self.baseDirectory()
-        Self.removeAbandonedClusters(in: base)
-        let directory = URL(fileURLWithPath: base)
-            .appendingPathComponent("waybill-pg-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        // In memory when there is room (`TestClusterFolders`: the disk's ext4 made the group slow).
+        let directory = URL(fileURLWithPath: TestClusterFolders.base())
+            .appendingPathComponent(TestClusterFolders.prefix + UUID().uuidString.prefix(8), isDirectory: true)
         let local = Local(directory: directory, binaries: binaries)
         try FileManager.default.createDirectory(at: local.sockets, withIntermediateDirectories: true)
+        try TestClusterFolders.claim(directory.path)
         if getuid() == 0 {
             // PostgreSQL refuses to run as root: the cluster belongs to the postgres user.
             try Self.run("/bin/chown", ["-R", "postgres:postgres", directory.path])
@@ -210,18 +211,7 @@ public final class PostgresServer: Sendable {
 
     /// The postmaster and every process whose parent it is (from /proc).
     private func processTree() throws -> [pid_t] {
-        let root = try postmasterPID()
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        let children = entries.compactMap { entry -> pid_t? in
-            guard let pid = pid_t(entry),
-                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return nil }
-            // Fields after "(comm)": state, ppid, …
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && pid_t(fields[1]) == root ? pid : nil
-        }
-        return [root] + children
+        TestClusterFolders.processTree(try postmasterPID())
     }
 
     /// `max_connections=1000`: the test groups open their stores at once (each holds writers,
@@ -237,50 +227,6 @@ public final class PostgresServer: Sendable {
         try runAsServerUser(
             local.binaries.appendingPathComponent("pg_ctl").path,
             ["-D", local.data.path, "-l", local.log.path, "-o", options, "-w", "-t", "30", "start"])
-    }
-
-    /// Where clusters are made: in memory (`/dev/shm`) when it has room, else the temp folder.
-    ///
-    /// On the disk's ext4, the PostgreSQL group spent about a fifth of both cores in `ext4_create`
-    /// (the inode allocator scanning for recently deleted inodes: every `CREATE DATABASE` makes
-    /// about 300 files, every drop deletes them), with 80 % of the CPU in the kernel for the group's
-    /// first 15 s. Servers that slow missed tests' 5 s bounds (clean-clone CI, 2026-12-07). A tmpfs
-    /// has no such scan; the shared cluster peaks near 1.1 GB there.
-    /// As root the server runs as `postgres`, which must be able to reach the folder: /tmp rather
-    /// than a TMPDIR that may be private to root.
-    static func baseDirectory() -> String {
-        var stats = statvfs()
-        let inMemory = "/dev/shm"
-        if statvfs(inMemory, &stats) == 0, access(inMemory, W_OK | X_OK) == 0,
-            UInt64(stats.f_bavail) * UInt64(stats.f_frsize) >= 4 << 30
-        {
-            return inMemory
-        }
-        return getuid() == 0 ? "/tmp" : NSTemporaryDirectory()
-    }
-
-    /// Deletes clusters a killed test process left behind (in memory they would hold RAM until the
-    /// next boot): folders of ours with no running postmaster, untouched for an hour (the folder
-    /// and its data folder). A folder being set up (no `postmaster.pid` yet) is minutes old at most.
-    static func removeAbandonedClusters(in base: String, now: Date = Date()) {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
-        let hourAgo = now.addingTimeInterval(-3600)
-        for entry in entries where entry.hasPrefix("waybill-pg-") {
-            let folder = (base as NSString).appendingPathComponent(entry)
-            let pidFile = folder + "/data/postmaster.pid"
-            if let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
-                let first = text.split(separator: "\n").first, let pid = pid_t(first), isRunning(pid)
-            {
-                continue  // its server runs
-            }
-            // The data folder's time too: a server stopped a moment ago by its test (to start it
-            // again) has just removed its postmaster.pid there, in a folder made long before.
-            let touched = [folder, folder + "/data"].compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: $0))?[.modificationDate] as? Date
-            }
-            guard let modified = touched.max(), modified < hourAgo else { continue }
-            try? FileManager.default.removeItem(atPath: folder)
-        }
     }
 
     private static func findBinaries() throws -> URL {
@@ -351,11 +297,6 @@ public final class PostgresServer: Sendable {
 /// `kill(2)`, under another name: inside `PostgresServer` the name `kill` is its own method.
 private func send(_ signal: Int32, to pid: pid_t) {
     _ = kill(pid, signal)
-}
-
-/// Whether a process `pid` exists (one of another user's answers EPERM).
-private func isRunning(_ pid: pid_t) -> Bool {
-    kill(pid, 0) == 0 || errno == EPERM
 }
 
 /// The server the test process removes at exit (`atexit` takes no closure context).
