@@ -202,9 +202,8 @@ public final class PostgresServer: Sendable {
     }
 
     private func postmasterPID() throws -> pid_t {
-        let text = try String(contentsOf: try managed().data.appendingPathComponent("postmaster.pid"), encoding: .utf8)
-        guard let first = text.split(separator: "\n").first, let pid = pid_t(first) else {
-            throw PostgresServerError("postmaster.pid is unreadable")
+        guard let pid = TestClusterFolders.postmasterPID(inData: try managed().data.path) else {
+            throw PostgresServerError("postmaster.pid is missing or unreadable")
         }
         return pid
     }

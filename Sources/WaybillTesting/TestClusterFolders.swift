@@ -75,11 +75,18 @@ enum TestClusterFolders {
 
     // MARK: Internals
 
+    /// The pid a cluster's `postmaster.pid` names (its first line), whether or not it still runs.
+    static func postmasterPID(inData data: String) -> pid_t? {
+        guard let text = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
+            let first = text.split(separator: "\n").first
+        else { return nil }
+        return pid_t(first)
+    }
+
     /// The pid in `folder`'s `postmaster.pid` when that process runs from `folder` (a pid the
     /// system gave to another process since is not it).
     private static func runningPostmaster(in folder: String) -> pid_t? {
-        guard let text = try? String(contentsOfFile: folder + "/data/postmaster.pid", encoding: .utf8),
-            let first = text.split(separator: "\n").first, let pid = pid_t(first),
+        guard let pid = postmasterPID(inData: folder + "/data"),
             let command = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")),
             String(decoding: command, as: UTF8.self).contains(folder + "/")
         else { return nil }
@@ -95,7 +102,7 @@ enum TestClusterFolders {
 
     /// Whether `pid` runs: it exists and has not ended (a zombie waits only for its parent).
     private static func isAlive(_ pid: pid_t) -> Bool {
-        guard let fields = statFields(of: pid), let state = fields.first else { return false }
+        guard let fields = ProcessStat.fields(of: pid), let state = fields.first else { return false }
         return state != "Z" && state != "X"
     }
 
@@ -109,22 +116,14 @@ enum TestClusterFolders {
 
     /// When `pid` started, in clock ticks after boot (`/proc/PID/stat`, field 22); nil when no such process.
     static func startTime(of pid: pid_t) -> UInt64? {
-        statFields(of: pid).flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
-    }
-
-    /// The fields of `/proc/PID/stat` after `(comm)`: state, ppid, …
-    private static func statFields(of pid: pid_t) -> [Substring]? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return nil }
-        return stat[stat.index(after: close)...].split(separator: " ")
+        ProcessStat.fields(of: pid).flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
     }
 
     /// `root` and every process whose parent it is (from /proc).
     static func processTree(_ root: pid_t) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         let children = entries.compactMap { entry -> pid_t? in
-            guard let pid = pid_t(entry), let fields = statFields(of: pid) else { return nil }
+            guard let pid = pid_t(entry), let fields = ProcessStat.fields(of: pid) else { return nil }
             return fields.count > 1 && pid_t(fields[1]) == root ? pid : nil
         }
         return [root] + children

@@ -530,12 +530,10 @@ struct ExecutableTests {
     /// CPU time (user + system) `pid` used during `window`, from /proc (clock ticks of 1/100 s).
     static func cpuSeconds(of pid: pid_t, over window: Duration) async -> Double? {
         func ticks() -> Double? {
-            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                let end = text.lastIndex(of: ")")
+            // utime and stime: fields 14 and 15 of proc(5).
+            guard let fields = ProcessStat.fields(of: pid), fields.count > 13, let user = Double(fields[11]),
+                let system = Double(fields[12])
             else { return nil }
-            // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
-            let fields = text[text.index(after: end)...].split(separator: " ")
-            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
             return user + system
         }
         guard let before = ticks() else { return nil }
