@@ -135,11 +135,22 @@ extension ServerCore {
         return refuse(connection, wsi, code: 1008, reason: "too many pongs")
     }
 
-    /// Closes a peer that broke a rule from inside its receive callback: nothing more is sent, and
-    /// lws closes with `code` when the callback returns the -1 this answers.
+    /// Closes a peer that broke a rule from inside its receive callback: nothing more is queued,
+    /// and lws closes with `code` when the callback returns the -1 this answers.
+    ///
+    /// Unless lws still holds a tail of an earlier write: closing then, lws flushes the tail and
+    /// drops the connection without the close frame, so the peer saw 1006 instead of the code that
+    /// names its fault (found by a review, 2026-12-07). The close then waits for the tail in
+    /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline; what the peer
+    /// sends meanwhile is not delivered (`isOpen` is false from here on).
     private func refuse(_ connection: WebSocketConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)
+        if lws_partial_buffered(wsi) != 0 {
+            lws_callback_on_writable(wsi)
+            lws_set_timeout(wsi, Self.closeDeadlineReason, 5)
+            return 0
+        }
         connection.closeSent = true
         closeNow(wsi, code: code, reason: reason)
         return -1

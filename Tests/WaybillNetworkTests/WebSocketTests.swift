@@ -246,6 +246,40 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
+    /// The same for a peer refused from inside its receive callback (here 1009, a message over
+    /// the limit): closing at once while lws held a tail, the peer got the tail and then a dropped
+    /// connection (1006) instead of the code that says what it did wrong.
+    @Test func aRefusalBehindATailLwsStillHoldsKeepsItsCode() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20; $0.maxMessageBytes = 1000 }, delegate: delegate) {
+            server in
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+            let frames = 12, frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
+            server.execute { io in
+                for _ in 0..<frames { io.send(frame, to: socket) }
+            }
+            try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
+            let close = try await runBlocking { () -> RawWebSocketFrame in
+                try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))
+                var read = 0
+                while true {
+                    let next = try raw.readDataOrCloseFrame()
+                    if next.opcode == .close {
+                        try raw.sendFrame(.close, Array(next.payload.prefix(2)))  // the peer's half of the handshake
+                        return next
+                    }
+                    read += 1
+                    guard read <= frames else { return next }
+                }
+            }
+            #expect(close.opcode == .close)
+            #expect(close.closeCode == 1009)
+            #expect(await eventually { delegate.closeReport(for: socket)?.code == 1009 })
+            #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
+        }
+        loop.shutdown()
+    }
+
     @Test func halfOpenSocketIsDroppedAfterMissedPings() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.pingInterval = .seconds(1) }, delegate: delegate) { server in
