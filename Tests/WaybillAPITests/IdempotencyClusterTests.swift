@@ -45,4 +45,41 @@ struct IdempotencyClusterTests {
             }
         }
     }
+
+    /// A record written through one node answers on the other: a stored refusal is replayed there
+    /// (even once the request would now succeed), and the key reused for another request is 422
+    /// there, both changing nothing. IdempotencyTests has each rule on one SQLite node.
+    @Test func aStoredRefusalAndAReusedKeyAnswerAlikeOnTheOtherNode() async throws {
+        try await TestCluster.withRunning { cluster in
+            let seed = try await cluster.seed(drivers: 1, orders: 1)
+            let driver = seed.drivers[0], id = try #require(driver.orderIDs?.first)
+            let path = "/api/orders/\(id)/status", key = ["Idempotency-Key": "start-\(id)"]
+            let refused = try await cluster.request(
+                node: 0, "POST", path, token: driver.token, json: ["status": "in_progress"], headers: key)
+            #expect(refused.status == 409 && refused.errorCode == "invalid_transition", "\(refused.status)")
+            let accepted = try await cluster.request(node: 1, "POST", path, token: driver.token, json: ["status": "accepted"])
+            #expect(accepted.status == 200)
+            let version = try #require(accepted.object.int("version"))
+            let events = try await cluster.store.read { tx in try tx.newestEventID() }.rawValue
+
+            let again = try await cluster.request(
+                node: 1, "POST", path, token: driver.token, json: ["status": "in_progress"], headers: key)
+            #expect(again.status == 409, "without the record this would start the order: \(again.status)")
+            #expect(again.body == refused.body)
+            #expect(again.headers["idempotent-replayed"] == "true")
+            let reused = try await cluster.request(
+                node: 1, "POST", path, token: driver.token, json: ["status": "accepted"], headers: key)
+            #expect(reused.status == 422 && reused.errorCode == "idempotency_key_reused", "\(reused.status)")
+            let elsewhere = try await cluster.request(
+                node: 0, "PATCH", "/api/orders/\(id)/", token: driver.token, json: ["notes": "gate 4"], headers: key)
+            #expect(elsewhere.status == 422 && elsewhere.errorCode == "idempotency_key_reused", "\(elsewhere.status)")
+
+            #expect(try await cluster.store.read { tx in try tx.newestEventID() }.rawValue == events)
+            for node in 0..<2 {
+                let now = try await cluster.request(node: node, "GET", "/api/orders/\(id)/", token: driver.token)
+                #expect(now.object.int("version") == version)
+                #expect(now.object.string("status") == "accepted")
+            }
+        }
+    }
 }
