@@ -1,5 +1,6 @@
 import Foundation
 import WaybillDomain
+import WaybillText
 
 /// A value that writes its own JSON, byte for byte what `JSONCoding.encoder()` would produce.
 ///
@@ -62,28 +63,13 @@ struct JSONByteWriter {
     mutating func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }  // "null"
 
     mutating func int<T: BinaryInteger>(_ value: T) {
-        // Digits straight into the buffer: `String(value)` would allocate per number.
-        if value == 0 { bytes.append(UInt8(ascii: "0")); return }
-        var magnitude = value.magnitude
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        // Digits are counted first and then written from the last one, in place: reversing
-        // `bytes[start...]` afterwards copied the whole buffer (the slice shared its storage).
-        var digits = 0
-        var rest = magnitude
-        while rest > 0 {
-            digits += 1
-            rest /= 10
-        }
+        // Every number an answer carries fits `Int64` (ids, versions, positions). Digits straight
+        // into the buffer, by the hot paths' one decimal writer (`String(value)` would allocate per
+        // number): room for the longest made at the end, then the unused part let go.
         let start = bytes.count
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            var index = start + digits - 1
-            while magnitude > 0 {
-                buffer[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
-                magnitude /= 10
-                index -= 1
-            }
-        }
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: ASCIIText.longestDecimal))
+        let end = bytes.withUnsafeMutableBufferPointer { ASCIIText.writeDecimal(Int64(value), into: $0, at: start) }
+        bytes.removeLast(bytes.count - end)
     }
 
     mutating func int<T: BinaryInteger>(_ value: T?) {
