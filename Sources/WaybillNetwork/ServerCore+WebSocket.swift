@@ -141,12 +141,16 @@ extension ServerCore {
     /// Unless lws still holds a tail of an earlier write: closing then, lws flushes the tail and
     /// drops the connection without the close frame, so the peer saw 1006 instead of the code that
     /// names its fault (found by a review, 2026-12-07). The close then waits for the tail in
-    /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline; what the peer
-    /// sends meanwhile is not delivered (`isOpen` is false from here on).
+    /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline. Meanwhile lws
+    /// reads nothing from the peer: still reading, a peer that keeps its window shut and floods
+    /// pongs or frames would have the service thread parse them for those 5 s, on every connection
+    /// it opens, where the refusal is meant to end that cost (found by the review of the fix).
     private func refuse(_ connection: WebSocketConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)
         if lws_partial_buffered(wsi) != 0 {
+            connection.isReadingPaused = true
+            lws_rx_flow_control(wsi, 0)
             lws_callback_on_writable(wsi)
             lws_set_timeout(wsi, Self.closeDeadlineReason, 5)
             return 0

@@ -29,6 +29,11 @@ extension ServerCore {
         }
         if let close = connection.pendingClose {
             connection.closeSent = true
+            if connection.isReadingPaused {
+                // Reading again, so that lws takes the peer's answer to the close frame.
+                connection.isReadingPaused = false
+                lws_rx_flow_control(wsi, 1)
+            }
             closeNow(wsi, code: close.code, reason: close.reason)
             return -1
         }

@@ -36,6 +36,9 @@ final class WebSocketConnection {
     var wasSlowConsumer = false
     /// The peer's close frame arrived (lws answers it): frames go through the queue, never written directly.
     var peerIsClosing = false
+    /// Refused behind a tail lws still holds: lws reads nothing from the peer until the close goes
+    /// (`ServerCore.refuse`).
+    var isReadingPaused = false
     /// In `ServerCore.deferredWrites` (listed once per drain).
     var hasDeferredWrite = false
     /// The heartbeat's ping waits for `WRITEABLE` (frames were queued ahead of it).

@@ -259,25 +259,70 @@ struct WebSocketTests {
                 for _ in 0..<frames { io.send(frame, to: socket) }
             }
             try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
-            let close = try await runBlocking { () -> RawWebSocketFrame in
+            let (close, read) = try await runBlocking { () -> (RawWebSocketFrame, Int) in
                 try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))
+                try raw.sendText("after the refusal")  // never delivered
                 var read = 0
                 while true {
                     let next = try raw.readDataOrCloseFrame()
                     if next.opcode == .close {
                         try raw.sendFrame(.close, Array(next.payload.prefix(2)))  // the peer's half of the handshake
-                        return next
+                        return (next, read)
                     }
                     read += 1
-                    guard read <= frames else { return next }
+                    guard read <= frames else { return (next, read) }
                 }
             }
+            #expect(read > 0, "a tail was held: frames came before the close")
             #expect(close.opcode == .close)
             #expect(close.closeCode == 1009)
             #expect(await eventually { delegate.closeReport(for: socket)?.code == 1009 })
             #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
         }
         loop.shutdown()
+    }
+
+    /// While a refusal waits behind a tail, lws reads nothing more from that peer: reading on, a
+    /// peer that keeps its window shut could have the service thread parse what it floods in (pongs,
+    /// frames) until the close's 5 s deadline, on every connection it opens.
+    @Test func aRefusedPeerIsNotReadWhileItsCloseWaitsForATail() async throws {
+        let delegate = RecordingDelegate()
+        try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20; $0.maxMessageBytes = 1000 }, delegate: delegate) {
+            server in
+            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+            let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
+            server.execute { io in
+                for _ in 0..<12 { io.send(frame, to: socket) }
+            }
+            try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
+            let (sent, stalled) = try await runBlocking { () -> (Int, Bool) in
+                try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))  // refused: 1009
+                // 64 MB of frames: a server that reads takes them in well under a second; one that
+                // does not fills the kernel's buffers (a few MB) and the send stalls.
+                var timeout = timeval(tv_sec: 2, tv_usec: 0)
+                setsockopt(raw.fileDescriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                let masked = Self.maskedTextFrame(payloadBytes: 60_000)
+                var sent = 0
+                while sent < 64 << 20 {
+                    let n = masked.withUnsafeBytes { Glibc.send(raw.fileDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if n < 0, errno == EINTR { continue }
+                    if n < 0 { return (sent, errno == EAGAIN || errno == EWOULDBLOCK) }
+                    sent += n
+                    if n < masked.count { return (sent, true) }  // a partial send: the buffers are full
+                }
+                return (sent, false)
+            }
+            #expect(stalled, "the server read on: \(sent) bytes taken")
+            #expect(sent < 32 << 20, "\(sent) bytes taken")
+        }
+        loop.shutdown()
+    }
+
+    /// A client's text frame (masked with a zero key, which RFC 6455 allows) of `payloadBytes`.
+    private static func maskedTextFrame(payloadBytes: Int) -> [UInt8] {
+        precondition(payloadBytes > 125 && payloadBytes <= 0xFFFF)
+        return [0x81, 0x80 | 126, UInt8(payloadBytes >> 8), UInt8(payloadBytes & 0xFF), 0, 0, 0, 0]
+            + [UInt8](repeating: UInt8(ascii: "y"), count: payloadBytes)
     }
 
     @Test func halfOpenSocketIsDroppedAfterMissedPings() async throws {

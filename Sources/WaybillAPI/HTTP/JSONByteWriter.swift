@@ -62,18 +62,25 @@ struct JSONByteWriter {
 
     mutating func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }  // "null"
 
-    mutating func int<T: BinaryInteger>(_ value: T) {
-        // Every number an answer carries fits `Int64` (ids, versions, positions). Digits straight
-        // into the buffer, by the hot paths' one decimal writer (`String(value)` would allocate per
-        // number): room for the longest made at the end, then the unused part let go.
+    /// Every number an answer carries is an `Int64` (ids) or an `Int` (versions, positions).
+    mutating func int(_ value: Int64) {
+        // Digits straight into the buffer, by the hot paths' one decimal writer (`String(value)`
+        // would allocate per number): room for the longest made at the end, then the unused part
+        // let go.
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: ASCIIText.longestDecimal))
-        let end = bytes.withUnsafeMutableBufferPointer { ASCIIText.writeDecimal(Int64(value), into: $0, at: start) }
+        let end = bytes.withUnsafeMutableBufferPointer { ASCIIText.writeDecimal(value, into: $0, at: start) }
         bytes.removeLast(bytes.count - end)
     }
 
-    mutating func int<T: BinaryInteger>(_ value: T?) {
+    mutating func int(_ value: Int) { int(Int64(value)) }
+
+    mutating func int(_ value: Int64?) {
         if let value { int(value) } else { null() }
+    }
+
+    mutating func int(_ value: Int?) {
+        if let value { int(Int64(value)) } else { null() }
     }
 
     mutating func string(_ text: String) {
