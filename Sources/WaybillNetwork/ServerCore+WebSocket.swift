@@ -141,16 +141,13 @@ extension ServerCore {
     /// Unless lws still holds a tail of an earlier write: closing then, lws flushes the tail and
     /// drops the connection without the close frame, so the peer saw 1006 instead of the code that
     /// names its fault (found by a review, 2026-12-07). The close then waits for the tail in
-    /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline. Meanwhile lws
-    /// reads nothing from the peer: still reading, a peer that keeps its window shut and floods
-    /// pongs or frames would have the service thread parse them for those 5 s, on every connection
-    /// it opens, where the refusal is meant to end that cost (found by the review of the fix).
+    /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline, reading nothing
+    /// meanwhile (`stopReadingUntilClosed`).
     private func refuse(_ connection: WebSocketConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)
         if lws_partial_buffered(wsi) != 0 {
-            connection.isReadingPaused = true
-            lws_rx_flow_control(wsi, 0)
+            stopReadingUntilClosed(connection)
             lws_callback_on_writable(wsi)
             lws_set_timeout(wsi, Self.closeDeadlineReason, 5)
             return 0
@@ -193,8 +190,21 @@ extension ServerCore {
     func close(_ id: SocketID, code: Int, reason: String) {
         guard let connection = sockets[id], connection.isOpen else { return }
         connection.requestClose(code: code, reason: reason)
+        stopReadingUntilClosed(connection)
         lws_callback_on_writable(connection.wsi)
         lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 5)
+    }
+
+    /// A socket the server is closing is not read until its close frame goes (`webSocketWriteable`
+    /// reads again then, so that lws takes the peer's answer at once). Nothing the peer sends now
+    /// would be delivered (`isOpen` is false), but lws would still parse it on the service thread:
+    /// a peer that keeps its window shut, so that the close waits for the tail lws holds (up to the
+    /// 2 s or 5 s deadline), and floods frames or pongs meanwhile, cost that thread for the whole
+    /// wait, on every connection it opens (found by a review, 2026-12-07).
+    func stopReadingUntilClosed(_ connection: WebSocketConnection) {
+        guard !connection.isReadingPaused else { return }
+        connection.isReadingPaused = true
+        lws_rx_flow_control(connection.wsi, 0)
     }
 
     static let closeDeadlineReason = pending_timeout(rawValue: PENDING_TIMEOUT_USER_REASON_BASE.rawValue + 1)

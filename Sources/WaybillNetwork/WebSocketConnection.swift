@@ -36,8 +36,8 @@ final class WebSocketConnection {
     var wasSlowConsumer = false
     /// The peer's close frame arrived (lws answers it): frames go through the queue, never written directly.
     var peerIsClosing = false
-    /// Refused behind a tail lws still holds: lws reads nothing from the peer until the close goes
-    /// (`ServerCore.refuse`).
+    /// Being closed by the server: lws reads nothing from the peer until the close frame goes
+    /// (`ServerCore.stopReadingUntilClosed`).
     var isReadingPaused = false
     /// In `ServerCore.deferredWrites` (listed once per drain).
     var hasDeferredWrite = false

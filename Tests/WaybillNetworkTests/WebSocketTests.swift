@@ -282,10 +282,12 @@ struct WebSocketTests {
         loop.shutdown()
     }
 
-    /// While a refusal waits behind a tail, lws reads nothing more from that peer: reading on, a
-    /// peer that keeps its window shut could have the service thread parse what it floods in (pongs,
-    /// frames) until the close's 5 s deadline, on every connection it opens.
-    @Test func aRefusedPeerIsNotReadWhileItsCloseWaitsForATail() async throws {
+    /// While a close waits behind a tail, lws reads nothing more from that peer: reading on, a peer
+    /// that keeps its window shut could have the service thread parse what it floods in (pongs,
+    /// frames) until the close's 5 s deadline, on every connection it opens. Both ways a close
+    /// begins: the peer refused for a rule it broke (1009 here), and the hub's close (4001).
+    @Test(arguments: [false, true])
+    func aPeerIsNotReadWhileItsCloseWaitsForATail(closedByHub: Bool) async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20; $0.maxMessageBytes = 1000 }, delegate: delegate) {
             server in
@@ -293,10 +295,13 @@ struct WebSocketTests {
             let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
             server.execute { io in
                 for _ in 0..<12 { io.send(frame, to: socket) }
+                if closedByHub { io.close(socket, code: 4001, reason: "unauthorized") }
             }
             try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
             let (sent, stalled) = try await runBlocking { () -> (Int, Bool) in
-                try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))  // refused: 1009
+                if !closedByHub {
+                    try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))  // refused: 1009
+                }
                 // 64 MB of frames: a server that reads takes them in well under a second; one that
                 // does not fills the kernel's buffers (a few MB) and the send stalls.
                 var timeout = timeval(tv_sec: 2, tv_usec: 0)
@@ -314,6 +319,7 @@ struct WebSocketTests {
             }
             #expect(stalled, "the server read on: \(sent) bytes taken")
             #expect(sent < 32 << 20, "\(sent) bytes taken")
+            #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
         }
         loop.shutdown()
     }
