@@ -30,9 +30,14 @@ extension ServerCore {
         if let close = connection.pendingClose {
             connection.closeSent = true
             if connection.isReadingPaused {
-                // Reading again, so that lws takes the peer's answer to the close frame.
+                // Reading again, so that lws takes the peer's answer to the close frame. At once:
+                // inside a callback lws otherwise applies the change when the callback returns 0,
+                // and this one returns -1 (found by a review of lws 4.1.6: reading then resumed
+                // only because lws happens to call `WRITEABLE` once more after the close frame).
                 connection.isReadingPaused = false
-                lws_rx_flow_control(wsi, 1)
+                lws_rx_flow_control(
+                    wsi,
+                    Int32(LWS_RXFLOW_REASON_APPLIES_ENABLE | LWS_RXFLOW_REASON_USER_BOOL | LWS_RXFLOW_REASON_FLAG_PROCESS_NOW))
             }
             closeNow(wsi, code: close.code, reason: close.reason)
             return -1

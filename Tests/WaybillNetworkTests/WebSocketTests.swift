@@ -303,17 +303,25 @@ struct WebSocketTests {
                     try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))  // refused: 1009
                 }
                 // 64 MB of frames: a server that reads takes them in well under a second; one that
-                // does not fills the kernel's buffers (a few MB) and the send stalls.
-                var timeout = timeval(tv_sec: 2, tv_usec: 0)
-                setsockopt(raw.fileDescriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                // does not fills the kernel's buffers (a few MB), and then nothing more goes for a
+                // second, well inside the close's 5 s deadline (after which the send would fail
+                // instead).
+                let fd = raw.fileDescriptor
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
                 let masked = Self.maskedTextFrame(payloadBytes: 60_000)
                 var sent = 0
                 while sent < 64 << 20 {
-                    let n = masked.withUnsafeBytes { Glibc.send(raw.fileDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                    if n < 0, errno == EINTR { continue }
-                    if n < 0 { return (sent, errno == EAGAIN || errno == EWOULDBLOCK) }
-                    sent += n
-                    if n < masked.count { return (sent, true) }  // a partial send: the buffers are full
+                    let n = masked.withUnsafeBytes { bytes in
+                        let start = sent % masked.count
+                        return Glibc.send(fd, bytes.baseAddress! + start, masked.count - start, Int32(MSG_NOSIGNAL))
+                    }
+                    if n > 0 {
+                        sent += n
+                        continue
+                    }
+                    guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else { return (sent, false) }
+                    var writable = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&writable, 1, 1_000) == 0 { return (sent, true) }  // no progress for 1 s
                 }
                 return (sent, false)
             }
