@@ -142,14 +142,12 @@ extension ServerCore {
     /// drops the connection without the close frame, so the peer saw 1006 instead of the code that
     /// names its fault (found by a review, 2026-12-07). The close then waits for the tail in
     /// `WRITEABLE`, as a close the hub asks for does, within the same 5 s deadline, reading nothing
-    /// meanwhile (`stopReadingUntilClosed`).
+    /// meanwhile (`closeFromWriteable`).
     private func refuse(_ connection: WebSocketConnection, _ wsi: OpaquePointer, code: Int, reason: String) -> Int32 {
         connection.dropQueue()
         connection.requestClose(code: code, reason: reason)
         if lws_partial_buffered(wsi) != 0 {
-            stopReadingUntilClosed(connection)
-            lws_callback_on_writable(wsi)
-            lws_set_timeout(wsi, Self.closeDeadlineReason, 5)
+            closeFromWriteable(connection, within: 5)
             return 0
         }
         connection.closeSent = true
@@ -190,21 +188,26 @@ extension ServerCore {
     func close(_ id: SocketID, code: Int, reason: String) {
         guard let connection = sockets[id], connection.isOpen else { return }
         connection.requestClose(code: code, reason: reason)
-        stopReadingUntilClosed(connection)
-        lws_callback_on_writable(connection.wsi)
-        lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 5)
+        closeFromWriteable(connection, within: 5)
     }
 
-    /// A socket the server is closing is not read until its close frame goes (`webSocketWriteable`
-    /// reads again then, so that lws takes the peer's answer at once). Nothing the peer sends now
-    /// would be delivered (`isOpen` is false), but lws would still parse it on the service thread:
-    /// a peer that keeps its window shut, so that the close waits for the tail lws holds (up to the
-    /// 2 s or 5 s deadline), and floods frames or pongs meanwhile, cost that thread for the whole
-    /// wait, on every connection it opens (found by a review, 2026-12-07).
-    func stopReadingUntilClosed(_ connection: WebSocketConnection) {
-        guard !connection.isReadingPaused else { return }
-        connection.isReadingPaused = true
-        lws_rx_flow_control(connection.wsi, 0)
+    /// After `requestClose`: the close frame goes from `WRITEABLE` once the queue and any tail lws
+    /// holds are out (`webSocketWriteable`), or lws drops the connection without one after
+    /// `seconds` (a peer that never reads again).
+    ///
+    /// Meanwhile the peer is not read (`webSocketWriteable` reads again as the close frame goes, so
+    /// that lws takes the peer's answer at once). Nothing the peer sends now would be delivered
+    /// (`isOpen` is false), but lws would still parse it on the service thread: a peer that keeps
+    /// its window shut, so that the close waits for the tail lws holds, and floods frames or pongs
+    /// meanwhile, cost that thread for the whole wait, on every connection it opens (found by a
+    /// review, 2026-12-07).
+    func closeFromWriteable(_ connection: WebSocketConnection, within seconds: Int32) {
+        if !connection.isReadingPaused {
+            connection.isReadingPaused = true
+            lws_rx_flow_control(connection.wsi, 0)
+        }
+        lws_callback_on_writable(connection.wsi)
+        lws_set_timeout(connection.wsi, Self.closeDeadlineReason, seconds)
     }
 
     static let closeDeadlineReason = pending_timeout(rawValue: PENDING_TIMEOUT_USER_REASON_BASE.rawValue + 1)

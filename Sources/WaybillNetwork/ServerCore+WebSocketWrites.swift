@@ -117,10 +117,8 @@ extension ServerCore {
             connection.dropQueue()
             connection.wasSlowConsumer = true
             connection.requestClose(code: configuration.slowConsumerCloseCode, reason: "slow consumer")
-            stopReadingUntilClosed(connection)
-            lws_callback_on_writable(connection.wsi)
-            // A stuck peer may never be writable again: a hard deadline (closes without a frame).
-            lws_set_timeout(connection.wsi, Self.closeDeadlineReason, 2)
+            // A stuck peer may never be writable again: a shorter deadline than other closes'.
+            closeFromWriteable(connection, within: 2)
             return false
         }
         if isDeferringWrites {

@@ -37,7 +37,7 @@ final class WebSocketConnection {
     /// The peer's close frame arrived (lws answers it): frames go through the queue, never written directly.
     var peerIsClosing = false
     /// Being closed by the server: lws reads nothing from the peer until the close frame goes
-    /// (`ServerCore.stopReadingUntilClosed`).
+    /// (`ServerCore.closeFromWriteable`).
     var isReadingPaused = false
     /// In `ServerCore.deferredWrites` (listed once per drain).
     var hasDeferredWrite = false

@@ -223,23 +223,10 @@ struct WebSocketTests {
     @Test func aCloseBehindATailLwsStillHoldsKeepsItsCode() async throws {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20 }, delegate: delegate) { server in
-            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
-            // More than the kernel holds for a peer that does not read (megabytes on loopback).
-            let frames = 12, frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
-            server.execute { io in
-                for _ in 0..<frames { io.send(frame, to: socket) }
+            let (raw, _) = try await Self.openBehindATail(server, seenBy: delegate) { io, socket in
                 io.close(socket, code: 4001, reason: "unauthorized")
             }
-            try await Task.sleep(for: .milliseconds(300))  // the queue written, lws holding a tail
-            let close = try await runBlocking { () -> RawWebSocketFrame in
-                var read = 0
-                while true {
-                    let next = try raw.readDataOrCloseFrame()
-                    if next.opcode == .close { return next }
-                    read += 1
-                    guard read <= frames else { return next }
-                }
-            }
+            let (close, _) = try await runBlocking { try Self.readUntilClose(raw, answering: false) }
             #expect(close.opcode == .close)
             #expect(close.payload.prefix(2) == [0x0F, 0xA1], "4001: \(close.payload.prefix(2))")
         }
@@ -253,25 +240,11 @@ struct WebSocketTests {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20; $0.maxMessageBytes = 1000 }, delegate: delegate) {
             server in
-            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
-            let frames = 12, frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
-            server.execute { io in
-                for _ in 0..<frames { io.send(frame, to: socket) }
-            }
-            try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
+            let (raw, socket) = try await Self.openBehindATail(server, seenBy: delegate)
             let (close, read) = try await runBlocking { () -> (RawWebSocketFrame, Int) in
                 try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))
                 try raw.sendText("after the refusal")  // never delivered
-                var read = 0
-                while true {
-                    let next = try raw.readDataOrCloseFrame()
-                    if next.opcode == .close {
-                        try raw.sendFrame(.close, Array(next.payload.prefix(2)))  // the peer's half of the handshake
-                        return (next, read)
-                    }
-                    read += 1
-                    guard read <= frames else { return (next, read) }
-                }
+                return try Self.readUntilClose(raw, answering: true)
             }
             #expect(read > 0, "a tail was held: frames came before the close")
             #expect(close.opcode == .close)
@@ -291,13 +264,9 @@ struct WebSocketTests {
         let delegate = RecordingDelegate()
         try await withServer({ $0.maxQueuedBytesPerSocket = 32 << 20; $0.maxMessageBytes = 1000 }, delegate: delegate) {
             server in
-            let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
-            let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
-            server.execute { io in
-                for _ in 0..<12 { io.send(frame, to: socket) }
+            let (raw, _) = try await Self.openBehindATail(server, seenBy: delegate) { io, socket in
                 if closedByHub { io.close(socket, code: 4001, reason: "unauthorized") }
             }
-            try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
             let (sent, stalled) = try await runBlocking { () -> (Int, Bool) in
                 if !closedByHub {
                     try raw.sendFrame(.text, [UInt8](repeating: UInt8(ascii: "x"), count: 5000))  // refused: 1009
@@ -330,6 +299,43 @@ struct WebSocketTests {
             #expect(!delegate.events.contains { if case .text = $0 { true } else { false } })
         }
         loop.shutdown()
+    }
+
+    /// How many 1 MiB frames `openBehindATail` queues.
+    private static let framesBehindATail = 12
+
+    /// A raw socket (a 4 KiB receive buffer) with `framesBehindATail` frames of 1 MiB queued for it,
+    /// 300 ms before this returns: more than the kernel holds for a peer that does not read
+    /// (megabytes on loopback), so lws holds a tail of what it wrote. `then` runs on the service
+    /// thread right after the frames are queued.
+    private static func openBehindATail(
+        _ server: HTTPServer, seenBy delegate: RecordingDelegate,
+        then: @escaping @Sendable (any SocketIO, SocketID) -> Void = { _, _ in }
+    ) async throws -> (raw: RawConnection, socket: SocketID) {
+        let (raw, socket) = try await openRawWebSocket(port: server.port, receiveBufferSize: 4096, seenBy: delegate)
+        let frame = OutboundFrame(binary: [UInt8](repeating: 7, count: 1 << 20))
+        server.execute { io in
+            for _ in 0..<framesBehindATail { io.send(frame, to: socket) }
+            then(io, socket)
+        }
+        try await Task.sleep(for: .milliseconds(300))  // the queue being written, lws holding a tail
+        return (raw, socket)
+    }
+
+    /// Reads data frames until the close frame (answering it with its code when `answering`, the
+    /// peer's half of the handshake), and returns that frame and how many data frames came first;
+    /// past `framesBehindATail` data frames, the last one read instead.
+    private static func readUntilClose(_ raw: RawConnection, answering: Bool) throws -> (RawWebSocketFrame, Int) {
+        var read = 0
+        while true {
+            let next = try raw.readDataOrCloseFrame()
+            if next.opcode == .close {
+                if answering { try raw.sendFrame(.close, Array(next.payload.prefix(2))) }
+                return (next, read)
+            }
+            read += 1
+            guard read <= framesBehindATail else { return (next, read) }
+        }
     }
 
     /// A client's text frame (masked with a zero key, which RFC 6455 allows) of `payloadBytes`.

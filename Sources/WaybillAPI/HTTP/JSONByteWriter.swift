@@ -79,9 +79,7 @@ struct JSONByteWriter {
         if let value { int(value) } else { null() }
     }
 
-    mutating func int(_ value: Int?) {
-        if let value { int(Int64(value)) } else { null() }
-    }
+    mutating func int(_ value: Int?) { int(value.map(Int64.init)) }
 
     mutating func string(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
