@@ -44,7 +44,13 @@ public final class SessionWatcher: Sendable {
         self.clock = clock
         self.logger = logger
         self.loggedOut = loggedOut
-        window = Mutex(LogoutWindow(overlap: overlap.timeInterval))
+        // The first window reaches back to now, not to when `run` first polls: the server makes
+        // the watcher before it opens its listener and starts `run` in a task after, and a task
+        // started late (a starved pool can start it seconds late) would otherwise
+        // miss for good a logout another node made meanwhile, with this node's sockets already open.
+        var window = LogoutWindow(overlap: overlap.timeInterval)
+        window.started(now: now())
+        self.window = Mutex(window)
     }
 
     /// A logout made on this node, whose sockets were closed at once: the next poll skips it (acting
@@ -54,7 +60,6 @@ public final class SessionWatcher: Sendable {
     /// Polls until cancelled. A failed poll is logged and retried on the next one.
     public func run() async {
         var failing = false
-        window.withLock { $0.started(now: self.now()) }
         // The gap is also measured on the monotonic clock: a wall clock set back during an outage
         // would hide it.
         var answeredAt = ContinuousClock.now

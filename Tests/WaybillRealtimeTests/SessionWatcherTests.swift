@@ -196,6 +196,31 @@ struct SessionWatcherTests {
         }
     }
 
+    /// The watcher's task starts well after the watcher was made (the server makes it before it
+    /// opens its listener; a starved pool starts the task late), and another node made a logout in
+    /// between: the first window reaches back to when the watcher was made, so it is reported.
+    @Test func aLogoutMadeBeforeTheWatchersTaskStartedIsReported() async throws {
+        let made = Date(timeIntervalSince1970: 1_800_000_000)
+        try await withStore(clock: { made + 1 }) { store in
+            let user = try await store.write { tx in
+                try tx.insertUser(companyID: nil, role: .dispatcher, email: "a@example.com", name: "A", passwordHash: "x")
+            }
+            let now = Mutex(made), polls = Polls()
+            let watcher = SessionWatcher(
+                store: store, now: { now.withLock { $0 } }, clock: polls.clock, logger: Fixtures.logger
+            ) { logout in polls.reported.withLock { $0.append(logout) } }
+            let logout = try await store.write { tx in try tx.revokeTokens(of: user.id) }  // stamped made + 1
+            now.withLock { $0 = made + 10 }  // the task starts 10 s later: past the 5 s overlap
+            let running = Task { await watcher.run() }
+            defer { running.cancel() }
+            #expect(await polls.untilReported([logout]))
+            await polls.pollMore()
+            #expect(polls.logouts == [logout])
+            running.cancel()
+            await running.value
+        }
+    }
+
     /// A logout this node made and acted on at once (`actedOn`, with what the store returned) is not
     /// acted on again when its poll reads it: the store returns it with the same id.
     @Test func aLogoutThisNodeActedOnIsNotReportedAgain() async throws {
