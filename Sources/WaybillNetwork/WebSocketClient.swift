@@ -54,7 +54,6 @@ public final class WebSocketClient: Sendable {
         // The lookup counts in `timeout` (it had none: 10–30 s where no DNS server answers).
         let started = ContinuousClock.now
         let address = try await HostResolver.resolve(host, within: timeout)
-        let left = timeout - started.duration(to: .now)
         let (events, continuation) = AsyncStream.makeStream(of: WebSocketClientEvent.self)
         let connection = ClientConnection(
             address: address,
@@ -66,8 +65,11 @@ public final class WebSocketClient: Sendable {
             maxMessageBytes: maxMessageBytes
         )
         let core = loop.core
+        // Until a deadline, not for what is left from when the task first runs: a task started late
+        // (a starved pool) would otherwise stretch the caller's timeout by its delay.
+        let deadline = started + timeout
         let timer = Task {
-            try await Task.sleep(for: left)
+            try await Task.sleep(until: deadline, clock: .continuous)
             core.loop.post { core.connectTimedOut(connection) }
         }
         defer { timer.cancel() }

@@ -14,6 +14,11 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
     }
 
     private let log = Mutex<[Event]>([])
+    /// When each socket's close was reported, on the service thread: a test that times a drop
+    /// measures the server, not how late its own task woke to look (a starved pool).
+    private let closeTimes = Mutex<[SocketID: ContinuousClock.Instant]>([:])
+
+    func closedAt(_ socket: SocketID) -> ContinuousClock.Instant? { closeTimes.withLock { $0[socket] } }
 
     var events: [Event] { log.withLock { $0 } }
 
@@ -53,6 +58,8 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
     }
 
     func socketClosed(_ socket: SocketID, close: WebSocketClose, io: any SocketIO) {
+        let now = ContinuousClock.now
+        closeTimes.withLock { $0[socket] = now }
         log.withLock { $0.append(.closed(socket, close)) }
     }
 }

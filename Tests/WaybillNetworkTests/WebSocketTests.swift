@@ -352,7 +352,7 @@ struct WebSocketTests {
             let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
-            #expect(ContinuousClock.now - start < .seconds(6))
+            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(6))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             withExtendedLifetime(raw) {}
         }
@@ -417,7 +417,7 @@ struct WebSocketTests {
             }
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
-            #expect(ContinuousClock.now - start < .seconds(6))
+            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(6))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             #expect(delegate.closeReport(for: socket)?.wasSlowConsumer == false)
             withExtendedLifetime(raw) {}
@@ -440,7 +440,7 @@ struct WebSocketTests {
                 server.execute { io in io.send(frame, to: socket) }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            #expect(ContinuousClock.now - start < .seconds(12.5))
+            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(12.5))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             #expect(delegate.closeReport(for: socket)?.wasSlowConsumer == false)
             withExtendedLifetime(raw) {}
@@ -564,7 +564,9 @@ struct WebSocketTests {
         } catch let error as WebSocketClientError {
             #expect(error.code == .timedOut)
         }
-        #expect(ContinuousClock.now - start < .seconds(3))
+        // The 500 ms, not some later timeout of lws's; with room for a test run that starves the
+        // cooperative pool for seconds (every hop of the connect and of its timer goes through it).
+        #expect(ContinuousClock.now - start < .seconds(8))
         listener.close()
         loop.shutdown()
     }
