@@ -28,7 +28,8 @@ struct FieldFeaturesEndToEndTests {
             let version = try #require(changed.object.int("version"))
 
             // The first receipt may name the version shown before the change; wait for the new one.
-            let deadline = ContinuousClock.now + .seconds(5)
+            // A bound for a receipt that never comes, with room for a run that starves the pool.
+            let deadline = ContinuousClock.now + .seconds(20)
             var reported: Int64?
             while ContinuousClock.now < deadline, reported != version {
                 guard let frame = await ReceiptsTests.nextSeen(panel, timeout: deadline - .now) else { break }

@@ -64,12 +64,16 @@ struct IdempotencyGuardTests {
 
         /// Holds the store's writer for `seconds` in another write, returning once it is held;
         /// `released` is set when that write lets go (the guard's follow-up write waits behind it).
-        fileprivate func holdWriter(for seconds: TimeInterval, then released: Flag) async {
+        /// Holds the store's writer until the test opens `gate` (30 s at most, inside the suite's
+        /// minute), then sets `released`. Until the gate, not for a fixed time: an answer that comes
+        /// while the writer is held must not depend on how fast a loaded runner gets to it (a fixed
+        /// 5 s once left that to chance).
+        fileprivate func holdWriter(until gate: DispatchSemaphore, then released: Flag) async {
             let holding = Flag(), store = self.store
             Task.detached {
                 try await store.write { _ in
                     holding.value.store(true, ordering: .relaxed)
-                    Thread.sleep(forTimeInterval: seconds)
+                    _ = gate.wait(timeout: .now() + 30)
                     released.value.store(true, ordering: .relaxed)
                 }
             }
@@ -120,19 +124,20 @@ struct IdempotencyGuardTests {
         }
     }
 
-    /// A 5xx is answered without waiting out its claim's release: here the store's writer is held for
-    /// 5 s by another write when the handler fails, and the 503 comes while it is still held (it once
+    /// A 5xx is answered without waiting out its claim's release: here the store's writer is held by
+    /// another write (until the test lets it go) when the handler fails, and the 503 comes while it is still held (it once
     /// waited for the release in full: with a frozen PostgreSQL, a second store budget after the
     /// first). The key is released when the writer is free, and the retry then runs.
     @Test func aServerErrorIsAnsweredWithoutWaitingOutTheRelease() async throws {
         try await Self.withSetup { setup in
-            let held = Flag()
+            let held = Flag(), gate = DispatchSemaphore(value: 0)
             let failing: Router.Handler = { _, _ in
-                await setup.holdWriter(for: 5, then: held)
+                await setup.holdWriter(until: gate, then: held)
                 throw StoreError.unavailable("the database is down")
             }
             let answer = try await setup.send(key: "k", failing)
             let writerFreed = held.value.load(ordering: .relaxed)
+            gate.signal()
             #expect(answer.status == 503)
             #expect(!writerFreed, "answered while the writer was still held")
             #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")
@@ -156,17 +161,18 @@ struct IdempotencyGuardTests {
 
     /// A 4xx is answered without waiting out its storing as the key's answer (the same double budget
     /// as the 5xx's release: a 412 after a frozen PostgreSQL's rollback waited another 4.5 s for it).
-    /// The writer is held for 5 s when the handler refuses; the 412 comes while it is still held, and
+    /// The writer is held (until the test lets it go) when the handler refuses; the 412 comes while it is still held, and
     /// once the writer is free the answer is stored and replayed to the retry.
     @Test func aClientErrorIsAnsweredWithoutWaitingOutItsStorage() async throws {
         try await Self.withSetup { setup in
-            let held = Flag()
+            let held = Flag(), gate = DispatchSemaphore(value: 0)
             let refusing: Router.Handler = { _, _ in
-                await setup.holdWriter(for: 5, then: held)
+                await setup.holdWriter(until: gate, then: held)
                 throw PreconditionFailed(currentETag: "\"4\"")
             }
             let answer = try await setup.send(key: "k", refusing)
             let writerFreed = held.value.load(ordering: .relaxed)
+            gate.signal()
             #expect(answer.status == 412)
             #expect(!writerFreed, "answered while the writer was still held")
             #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")

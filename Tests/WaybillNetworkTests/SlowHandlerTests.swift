@@ -124,14 +124,14 @@ struct SlowHandlerTests {
             let timings = try await runBlocking { () -> [Duration] in
                 var pairs: [RawConnection] = []
                 for _ in 0..<3 {
-                    let c = try RawConnection(port: port, timeout: .seconds(20))
-                    try c.send(RawConnection.request("POST", "/slow?ms=10000", body: Array("{}".utf8)) + RawConnection.request("GET", "/x"))
+                    let c = try RawConnection(port: port, timeout: .seconds(30))
+                    try c.send(RawConnection.request("POST", "/slow?ms=15000", body: Array("{}".utf8)) + RawConnection.request("GET", "/x"))
                     pairs.append(c)
                 }
                 Thread.sleep(forTimeInterval: 0.2)
                 var timings: [Duration] = []
                 for _ in 0..<3 {
-                    let other = try RawConnection(port: port, timeout: .seconds(20))
+                    let other = try RawConnection(port: port, timeout: .seconds(30))
                     let start = ContinuousClock.now
                     try other.send(RawConnection.request("GET", "/healthz"))
                     _ = try other.readResponse()
@@ -140,11 +140,11 @@ struct SlowHandlerTests {
                 withExtendedLifetime(pairs) {}
                 return timings
             }
-            // Well before the handlers end (10 s), with room for a runner busy with the parallel
+            // Well before the handlers end (15 s), with room for a runner busy with the parallel
             // suite: with 5 s handlers and 3 s of room, one answer in several local runs of the
             // whole group took 3.55 s (2026-12-06: [3.55, 0.22, 1.01] s; alone, each took
-            // milliseconds).
-            #expect(timings.allSatisfy { $0 < .seconds(6) }, "\(timings)")
+            // milliseconds), and a run can starve the cooperative pool for seconds more.
+            #expect(timings.allSatisfy { $0 < .seconds(10) }, "\(timings)")
         }
     }
 }

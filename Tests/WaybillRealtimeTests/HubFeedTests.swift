@@ -75,7 +75,7 @@ struct HubFeedTests {
                 #expect(await eventually { feed.isQuiet }, "the read after `.subscribed` is done")
                 _ = try await store.append(2)  // published in a message this node could not read
                 broker.send(.skipped)
-                #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
+                #expect(await eventually { target.ids == [1, 2] })  // the clock stands still: no check can bring them
             }
         }
     }
@@ -94,7 +94,7 @@ struct HubFeedTests {
                 _ = try await (store as any OrderStore).write { [newer] tx in try tx.appendEvents([newer]) }
                 _ = try await store.append(1)
                 broker.send(.skipped)
-                #expect(await eventually(timeout: .seconds(5)) { target.ids == [1, 2] })
+                #expect(await eventually { target.ids == [1, 2] })  // the clock stands still: no check can bring them
                 #expect(target.types == ["order_archived", "order_updated"])
             }
         }

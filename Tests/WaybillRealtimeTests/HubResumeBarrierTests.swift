@@ -52,7 +52,7 @@ struct HubResumeBarrierTests {
             let held = HeldStore(store), service = ServiceThread(), auth = GatedAuthenticator(), clock = TestClock()
             let metrics = Metrics()
             var limits = Hub.Limits()
-            limits.replayTimeout = .seconds(10)
+            limits.replayTimeout = .seconds(12)  // apart from the authentication's 10 s
             let hub = Hub(
                 authenticator: auth, store: held, metrics: metrics, logger: Fixtures.logger, startingAfter: .origin,
                 configuration: .init(limits: limits), clock: clock)
@@ -61,7 +61,10 @@ struct HubResumeBarrierTests {
             held.holdReads()
             await Self.admit(hub, auth, service, query: [(name: "since", value: "\(events[0].id.rawValue)")])
             #expect(await eventually { held.heldReads == 1 }, "the replay query waits")
-            await clock.advance(by: .seconds(9))
+            // Its deadline's timer is armed before time moves: a task that started late would
+            // otherwise count its 12 s from after the advance (a starved pool).
+            #expect(await eventually { clock.deadlines.contains(TestClock.Instant(offset: .seconds(12))) })
+            await clock.advance(by: .seconds(11))
             #expect(service.io.closeCode(socket) == nil, "not before the deadline")
             await clock.advance(by: .seconds(1))
             #expect(await eventually { service.io.closeCode(socket) == 1013 })

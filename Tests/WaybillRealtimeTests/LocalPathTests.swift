@@ -220,7 +220,7 @@ struct LocalPathTests {
             let theirs = try await store.append(1)  // not handed over: another process's
             await clock.advance(to: at(3500))
             #expect(
-                await eventually(timeout: .seconds(3)) { local.broker.publishedIDs == theirs.map(\.id) },
+                await eventually { local.broker.publishedIDs == theirs.map(\.id) },  // the clock stands at the pause's end
                 "read when the pause ends, the poll interval after the last round")
             await local.stop()
         }
