@@ -19,6 +19,8 @@ public final class SessionWatcher: Sendable {
     private let lostTrack: @Sendable () -> Void
     /// Which logouts were acted on: by a poll, or by this node when it made them (`actedOn`).
     private let window: Mutex<LogoutWindow>
+    /// When the watcher was made: where the first window, and the monotonic gap, start.
+    private let madeAt = ContinuousClock.now
 
     /// - Parameters:
     ///   - interval: time between polls (250 ms keeps "within 1 s" with room for a slow read).
@@ -62,7 +64,7 @@ public final class SessionWatcher: Sendable {
         var failing = false
         // The gap is also measured on the monotonic clock: a wall clock set back during an outage
         // would hide it.
-        var answeredAt = ContinuousClock.now
+        var answeredAt = madeAt
         while !Task.isCancelled {
             let now = self.now(), (since, afterID) = window.withLock { ($0.since(now: now), $0.afterID(now: now)) }
             do {

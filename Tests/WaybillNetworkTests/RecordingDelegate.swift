@@ -14,11 +14,19 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
     }
 
     private let log = Mutex<[Event]>([])
-    /// When each socket's close was reported, on the service thread: a test that times a drop
-    /// measures the server, not how late its own task woke to look (a starved pool).
+    /// When each socket's open and close were reported, on the service thread: a test that times a
+    /// drop measures the server, not how late its own task woke to start or to look (a starved pool).
+    private let openTimes = Mutex<[SocketID: ContinuousClock.Instant]>([:])
     private let closeTimes = Mutex<[SocketID: ContinuousClock.Instant]>([:])
 
+    func openedAt(_ socket: SocketID) -> ContinuousClock.Instant? { openTimes.withLock { $0[socket] } }
     func closedAt(_ socket: SocketID) -> ContinuousClock.Instant? { closeTimes.withLock { $0[socket] } }
+
+    /// From the socket's open to its close, as the server saw them (`nil` until both were reported).
+    func openFor(_ socket: SocketID) -> Duration? {
+        guard let opened = openedAt(socket), let closed = closedAt(socket) else { return nil }
+        return opened.duration(to: closed)
+    }
 
     var events: [Event] { log.withLock { $0 } }
 
@@ -31,6 +39,8 @@ final class RecordingDelegate: WebSocketDelegate, Sendable {
     }
 
     func socketOpened(_ socket: SocketID, request: HTTPRequest, io: any SocketIO) {
+        let now = ContinuousClock.now
+        openTimes.withLock { $0[socket] = now }
         let query = request.query.map { "\($0.name)=\($0.value)" }
         log.withLock {
             $0.append(

@@ -352,7 +352,7 @@ struct WebSocketTests {
             let (raw, socket) = try await openRawWebSocket(port: server.port, seenBy: delegate)
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
-            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(6))
+            #expect((delegate.openFor(socket) ?? ContinuousClock.now - start) < .seconds(6))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             withExtendedLifetime(raw) {}
         }
@@ -417,7 +417,7 @@ struct WebSocketTests {
             }
             let start = ContinuousClock.now
             #expect(await eventually(timeout: .seconds(8)) { delegate.closeReport(for: socket) != nil })
-            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(6))
+            #expect((delegate.openFor(socket) ?? ContinuousClock.now - start) < .seconds(6))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             #expect(delegate.closeReport(for: socket)?.wasSlowConsumer == false)
             withExtendedLifetime(raw) {}
@@ -440,7 +440,7 @@ struct WebSocketTests {
                 server.execute { io in io.send(frame, to: socket) }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            #expect((delegate.closedAt(socket) ?? .now) - start < .seconds(12.5))
+            #expect((delegate.openFor(socket) ?? ContinuousClock.now - start) < .seconds(12.5))
             #expect(delegate.closeReport(for: socket)?.code == nil)
             #expect(delegate.closeReport(for: socket)?.wasSlowConsumer == false)
             withExtendedLifetime(raw) {}
