@@ -47,9 +47,9 @@ public final class SessionWatcher: Sendable {
         self.logger = logger
         self.loggedOut = loggedOut
         // The first window reaches back to now, not to when `run` first polls: the server makes
-        // the watcher before it opens its listener and starts `run` in a task after, and a task
-        // started late (a starved pool can start it seconds late) would otherwise
-        // miss for good a logout another node made meanwhile, with this node's sockets already open.
+        // the watcher before it opens its listener and starts `run` in a task after, which a starved
+        // pool can start seconds late; counted from then, the window missed for good a logout
+        // another node made meanwhile, with this node's sockets already open.
         var window = LogoutWindow(overlap: overlap.timeInterval)
         window.started(now: now())
         self.window = Mutex(window)
