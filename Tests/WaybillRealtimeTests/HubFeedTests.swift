@@ -181,7 +181,14 @@ struct HubFeedTests {
                 let broker = ScriptedBroker(), target = RecordingTarget(), clock = TestClock()
                 let feed = HubFeed(broker: broker, store: restored, target: target, metrics: Metrics(), logger: logger, clock: clock)
                 let subscription = broker.subscribe()
-                let running = Task { await feed.run(first: subscription, startingAfter: events[2].cursor) }
+                // The feed runs on a thread of its own: the blocked line holds that thread, not one
+                // of the two the cooperative pool has on a 2-core machine (held there, with one
+                // more busy, every other test of the process stalled until its 20 s ran out).
+                let executor = ThreadExecutor(name: "log-feed")
+                defer { executor.shutdown() }
+                let running = Task(executorPreference: executor) {
+                    await feed.run(first: subscription, startingAfter: events[2].cursor)
+                }
                 defer {
                     release.signal()
                     running.cancel()

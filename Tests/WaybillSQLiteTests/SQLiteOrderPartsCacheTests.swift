@@ -5,6 +5,7 @@ import WaybillStorage
 
 @testable import WaybillSQLite
 import WaybillStoreTesting
+import WaybillTesting
 
 /// `OrderPartsCache`: a write reads the order's row, and its stages and documents only when the
 /// cache does not know them at the row's version; whatever the cache answers equals the file.
@@ -319,7 +320,8 @@ import WaybillStoreTesting
         try await withCachedDriverOrder { store, id, company, driver, cached in
             let gate = try await holdWriter(store, until: 2)  // the two below run as one batch, in order
             let write = Task { try await editNotes(store, id, company, "noted") }
-            spin { store.pendingWriteCount >= 1 }
+            // Waited for without holding a pool thread (`spin` here held one of the two for up to 10 s).
+            #expect(await eventually { store.pendingWriteCount >= 1 })
             let receipt = Task {
                 try await store.write { tx in
                     _ = try tx.recordSeen(id, version: cached.version + 1, by: driver, in: company, at: t0 + 30)
