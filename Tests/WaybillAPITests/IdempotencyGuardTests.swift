@@ -62,12 +62,34 @@ struct IdempotencyGuardTests {
             }
         }
 
-        /// Holds the store's writer in another write, returning once it is held; `released` is set
-        /// when that write lets go (the guard's follow-up write waits behind it). Held until the test opens `gate` (30 s at most, inside the suite's
-        /// minute), then sets `released`. Until the gate, not for a fixed time: an answer that comes
-        /// while the writer is held must not depend on how fast a loaded runner gets to it (a fixed
-        /// 5 s once left that to chance).
-        fileprivate func holdWriter(until gate: DispatchSemaphore, then released: Flag) async {
+        /// Sends a keyed request whose handler makes another write hold the store's writer, then
+        /// throws `error`, and lets the writer go once the answer is in. Returns the answer, whether
+        /// the writer had been let go before it (`writerFreed`), and the flag set when it is.
+        ///
+        /// Held until the answer, not for a fixed time: an answer that comes while the writer is
+        /// held must not depend on how fast a loaded runner gets to it (a fixed 5 s once left that
+        /// to chance). A wait for the writer is caught by `writerFreed`; the answer's time only
+        /// catches a gross one: the follow-up waits 250 ms, yet a run of the whole group measured
+        /// 6.7 s here (a starved pool), so SPEC §6's 5 s cannot be the bound.
+        fileprivate func answerWhileTheWriterIsHeld(throwing error: any Error & Sendable) async throws
+            -> (answer: HTTPResponse, writerFreed: Bool, released: Flag)
+        {
+            let released = Flag(), gate = DispatchSemaphore(value: 0)
+            defer { gate.signal() }
+            let sent = ContinuousClock.now
+            let answer = try await send(key: "k") { [self] _, _ in
+                await holdWriter(until: gate, then: released)
+                throw error
+            }
+            let elapsed = ContinuousClock.now - sent, writerFreed = released.value.load(ordering: .relaxed)
+            #expect(elapsed < .seconds(20), "answered after \(elapsed)")
+            return (answer, writerFreed, released)
+        }
+
+        /// Holds the store's writer in another write until `gate` opens (30 s at most, inside the
+        /// suite's minute), returning once it is held; `released` is set when that write lets go
+        /// (the guard's follow-up write waits behind it).
+        private func holdWriter(until gate: DispatchSemaphore, then released: Flag) async {
             let holding = Flag(), store = self.store
             Task.detached {
                 try await store.write { _ in
@@ -124,24 +146,13 @@ struct IdempotencyGuardTests {
     }
 
     /// A 5xx is answered without waiting out its claim's release: here the store's writer is held by
-    /// another write (until the test lets it go) when the handler fails, and the 503 comes while it is still held (it once
-    /// waited for the release in full: with a frozen PostgreSQL, a second store budget after the
-    /// first). The key is released when the writer is free, and the retry then runs.
+    /// another write (until the answer is in) when the handler fails, and the 503 comes while it is
+    /// still held (it once waited for the release in full: with a frozen PostgreSQL, a second store
+    /// budget after the first). The key is released when the writer is free, and the retry then runs.
     @Test func aServerErrorIsAnsweredWithoutWaitingOutTheRelease() async throws {
         try await Self.withSetup { setup in
-            let held = Flag(), gate = DispatchSemaphore(value: 0)
-            let failing: Router.Handler = { _, _ in
-                await setup.holdWriter(until: gate, then: held)
-                throw StoreError.unavailable("the database is down")
-            }
-            let sent = ContinuousClock.now
-            let answer = try await setup.send(key: "k", failing)
-            let elapsed = ContinuousClock.now - sent, writerFreed = held.value.load(ordering: .relaxed)
-            gate.signal()
-            // A wait for the release is caught by `writerFreed` (the writer is held until after the
-            // answer). The time only catches a gross one: the follow-up waits 250 ms, yet a run of
-            // the whole group measured 6.7 s here (a starved pool), so SPEC §6's 5 s cannot be the bound.
-            #expect(elapsed < .seconds(20), "answered after \(elapsed)")
+            let (answer, writerFreed, held) = try await setup.answerWhileTheWriterIsHeld(
+                throwing: StoreError.unavailable("the database is down"))
             #expect(answer.status == 503)
             #expect(!writerFreed, "answered while the writer was still held")
             #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")
@@ -165,23 +176,12 @@ struct IdempotencyGuardTests {
 
     /// A 4xx is answered without waiting out its storing as the key's answer (the same double budget
     /// as the 5xx's release: a 412 after a frozen PostgreSQL's rollback waited another 4.5 s for it).
-    /// The writer is held (until the test lets it go) when the handler refuses; the 412 comes while it is still held, and
-    /// once the writer is free the answer is stored and replayed to the retry.
+    /// The writer is held (until the answer is in) when the handler refuses; the 412 comes while it
+    /// is still held, and once the writer is free the answer is stored and replayed to the retry.
     @Test func aClientErrorIsAnsweredWithoutWaitingOutItsStorage() async throws {
         try await Self.withSetup { setup in
-            let held = Flag(), gate = DispatchSemaphore(value: 0)
-            let refusing: Router.Handler = { _, _ in
-                await setup.holdWriter(until: gate, then: held)
-                throw PreconditionFailed(currentETag: "\"4\"")
-            }
-            let sent = ContinuousClock.now
-            let answer = try await setup.send(key: "k", refusing)
-            let elapsed = ContinuousClock.now - sent, writerFreed = held.value.load(ordering: .relaxed)
-            gate.signal()
-            // A wait for the release is caught by `writerFreed` (the writer is held until after the
-            // answer). The time only catches a gross one: the follow-up waits 250 ms, yet a run of
-            // the whole group measured 6.7 s here (a starved pool), so SPEC §6's 5 s cannot be the bound.
-            #expect(elapsed < .seconds(20), "answered after \(elapsed)")
+            let (answer, writerFreed, held) = try await setup.answerWhileTheWriterIsHeld(
+                throwing: PreconditionFailed(currentETag: "\"4\""))
             #expect(answer.status == 412)
             #expect(!writerFreed, "answered while the writer was still held")
             #expect(await eventually(timeout: .seconds(20)) { held.value.load(ordering: .relaxed) }, "the hold was real")

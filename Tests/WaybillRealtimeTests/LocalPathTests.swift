@@ -219,8 +219,9 @@ struct LocalPathTests {
             #expect(await eventually { clock.deadlines.contains(at(3500)) })
             let theirs = try await store.append(1)  // not handed over: another process's
             await clock.advance(to: at(3500))
+            // The clock stands at the pause's end: only that round can read them.
             #expect(
-                await eventually { local.broker.publishedIDs == theirs.map(\.id) },  // the clock stands at the pause's end
+                await eventually { local.broker.publishedIDs == theirs.map(\.id) },
                 "read when the pause ends, the poll interval after the last round")
             await local.stop()
         }
